@@ -1,0 +1,50 @@
+"""Shared pytest fixtures: seeding, the offline dataset mirror, a no-network guard."""
+
+from __future__ import annotations
+
+import os
+import socket
+from pathlib import Path
+
+import pytest
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def _mirror_root() -> Path | None:
+    env = os.environ.get("TRANSFORMER_DATA_MIRROR")
+    candidates = [Path(env)] if env else []
+    candidates.append(REPO_ROOT.parent / "shared" / "datasets")
+    for c in candidates:
+        if (c / "multi30k").is_dir():
+            return c.resolve()
+    return None
+
+
+@pytest.fixture(scope="session")
+def mirror_root() -> Path:
+    """The byte-for-byte dataset mirror; tests that need real data skip (loudly) without it."""
+    root = _mirror_root()
+    if root is None:
+        pytest.skip("dataset mirror not found: set TRANSFORMER_DATA_MIRROR")
+    return root
+
+
+@pytest.fixture(autouse=True)
+def _seed_and_offline(monkeypatch):
+    """Seed torch and forbid connections to anything but loopback."""
+    import torch
+
+    torch.manual_seed(0)
+    monkeypatch.setenv("HF_DATASETS_OFFLINE", "1")
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    real_connect = socket.socket.connect
+
+    def guarded(self, address):
+        host = address[0] if isinstance(address, tuple) else address
+        if isinstance(host, str) and not (host.startswith("127.") or host in ("localhost", "::1")):
+            raise RuntimeError(f"test tried to reach the network: {address!r}")
+        return real_connect(self, address)
+
+    monkeypatch.setattr(socket.socket, "connect", guarded)
+    yield
