@@ -1,0 +1,63 @@
+"""Shared plumbing for the command-line entry points.
+
+Each CLI is a plain ``run(cfg) -> result`` function (callable from Python and tests) under a
+thin ``@hydra.main`` wrapper; the wrapper turns the project's own input errors into a
+one-line message and exit status 2 instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import sys
+from pathlib import Path
+from typing import Callable
+
+import hydra
+import torch
+from omegaconf import DictConfig
+
+# conf/ sits at the repository root (the package is installed editable: `pip install -e .`).
+CONF_DIR = str(
+    Path(os.environ.get("TRANSFORMER_CONF_DIR", Path(__file__).resolve().parents[2] / "conf")).resolve()
+)
+
+
+def user_errors() -> tuple[type[BaseException], ...]:
+    """Exceptions that describe bad input (file, key, value), not bugs."""
+    from transformer.data import readers, sources
+    from transformer.tasks.checkpoint import CheckpointError
+
+    errors: list[type[BaseException]] = [CheckpointError, FileNotFoundError, ValueError, KeyError]
+    for mod, name in ((readers, "DataFormatError"), (sources, "ChecksumError")):
+        if hasattr(mod, name):
+            errors.append(getattr(mod, name))
+    return tuple(errors)
+
+
+def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], object]], Callable[[], None]]:
+    """Wrap ``run(cfg)`` as a console-script ``main()`` reading ``conf/<config_name>.yaml``."""
+
+    def wrap(run: Callable[[DictConfig], object]) -> Callable[[], None]:
+        @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name=config_name)
+        def _main(cfg: DictConfig) -> None:
+            try:
+                run(cfg)
+            except user_errors() as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                sys.exit(2)
+
+        @functools.wraps(run)
+        def main() -> None:
+            _main()
+
+        return main
+
+    return wrap
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` picks CUDA when present, else CPU."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    return torch.device(name)

@@ -1,0 +1,63 @@
+"""`transformer-decode`: translate sentences from stdin or a file, one per line, keeping input
+order and line count (an empty line gives an empty line).
+
+    echo "Ein Hund rennt." | transformer-decode ckpt_path=best.ckpt decode=beam decode.beam_size=5
+    transformer-decode ckpt_path=best.ckpt input=src.de output=hyp.en decode=beam decode.n_best=5
+
+With ``decode.n_best > 1`` each output line is ``<input line number> ||| <hypothesis> ||| <score>``.
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from transformer.cli.common import resolve_device
+from transformer.cli.common import hydra_entry
+from transformer.tasks.checkpoint import load_task
+
+
+def _read_lines(path: str) -> list[str]:
+    if path == "-":
+        return sys.stdin.read().splitlines()
+    p = Path(path)
+    if not p.is_file():
+        raise FileNotFoundError(f"input file not found: {p}")
+    try:
+        return p.read_text(encoding="utf-8").splitlines()
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{p}: not UTF-8 text (byte {exc.start})") from None
+
+
+def format_output(nbest: list[list[tuple[str, float]]], n_best: int) -> list[str]:
+    """One line per input, or ``i ||| hyp ||| score`` lines for n-best output."""
+    if n_best <= 1:
+        return [hyps[0][0] if hyps else "" for hyps in nbest]
+    return [f"{i} ||| {text} ||| {score:.4f}" for i, hyps in enumerate(nbest) for text, score in hyps]
+
+
+def run(cfg: DictConfig) -> list[str]:
+    task = load_task(cfg.ckpt_path)
+    device = resolve_device(cfg.device)
+    task.to(device)
+    decode_cfg = OmegaConf.to_container(cfg.decode, resolve=True)
+    translator = task.translator(decode_cfg, device=device)
+    lines = format_output(translator.translate(_read_lines(cfg.input)), int(decode_cfg.get("n_best", 1)))
+    text = "".join(line + "\n" for line in lines)
+    if cfg.output == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        Path(cfg.output).write_text(text, encoding="utf-8")
+    if translator.truncated:
+        print(f"warning: {translator.truncated} input(s) longer than the model's maximum source "
+              f"length were truncated", file=sys.stderr)
+    return lines
+
+
+main = hydra_entry("decode")(run)
+
+if __name__ == "__main__":
+    main()

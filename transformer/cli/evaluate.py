@@ -1,0 +1,44 @@
+"""`transformer-evaluate`: score a checkpoint on a split; the model, tokenizers and dataset
+come from the checkpoint alone.
+
+    transformer-evaluate ckpt_path=best.ckpt split=test_2016_flickr decode=beam decode.beam_size=5
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from transformer.cli.common import hydra_entry, resolve_device
+from transformer.tasks.checkpoint import load_task
+
+
+def evaluate_checkpoint(ckpt_path: str, split: str, decode_cfg: dict, output_dir: str | Path,
+                        data_dir: str = "data/cache", mirror_root: str | None = None,
+                        device: str = "auto") -> dict:
+    """Load the checkpoint, evaluate ``split`` and write outputs under ``output_dir``."""
+    task = load_task(ckpt_path)
+    dev = resolve_device(device)
+    task.to(dev)
+    metrics = task.evaluate(split=split, decode_cfg=dict(decode_cfg), output_dir=Path(output_dir),
+                            data_dir=data_dir, mirror_root=mirror_root, device=dev)
+    metrics["checkpoint"] = str(ckpt_path)
+    return metrics
+
+
+def run(cfg: DictConfig) -> dict:
+    output_dir = cfg.output_dir or str(Path(cfg.ckpt_path).resolve().parent / "eval")
+    metrics = evaluate_checkpoint(
+        cfg.ckpt_path, cfg.split, OmegaConf.to_container(cfg.decode, resolve=True), output_dir,
+        data_dir=cfg.data_dir, mirror_root=cfg.mirror_root, device=cfg.device,
+    )
+    print(json.dumps(metrics, indent=2, ensure_ascii=False))
+    return metrics
+
+
+main = hydra_entry("eval")(run)
+
+if __name__ == "__main__":
+    main()

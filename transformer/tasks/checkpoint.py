@@ -1,0 +1,60 @@
+"""Self-describing checkpoints: the resolved model config, the task's settings and the
+tokenizers travel with the weights, so evaluation and decoding need only the path."""
+
+from __future__ import annotations
+
+import importlib
+from pathlib import Path
+from typing import Any
+
+import torch
+
+# Which LightningModule a checkpoint belongs to, by the "transformer_task" key it carries.
+TASKS = {
+    "translation": "transformer.tasks.translation:TranslationTask",
+    "nat": "transformer.tasks.nat:NATTranslationTask",
+    "tagging": "transformer.tasks.tagging:TaggingTask",
+}
+TASK_KEY = "transformer_task"
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint file is missing, unreadable or not one of ours."""
+
+
+def read_checkpoint(path: str | Path) -> dict[str, Any]:
+    """Load a checkpoint dict on the CPU, with errors that name the file."""
+    path = Path(path)
+    if not path.is_file():
+        raise CheckpointError(f"checkpoint not found: {path}")
+    try:
+        # Our checkpoints hold plain containers plus Lightning's loop state; only load
+        # checkpoints you trust (the same caveat as torch.load itself).
+        ckpt = torch.load(path, map_location="cpu", weights_only=False)
+    except Exception as exc:  # pickle, zip and EOF errors all mean "not a checkpoint"
+        raise CheckpointError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+    if not isinstance(ckpt, dict):
+        raise CheckpointError(f"{path} is not a checkpoint dict")
+    missing = [k for k in (TASK_KEY, "hyper_parameters", "state_dict") if k not in ckpt]
+    if missing:
+        raise CheckpointError(
+            f"{path} lacks {', '.join(missing)}: it was not written by transformer-train"
+        )
+    if ckpt[TASK_KEY] not in TASKS:
+        raise CheckpointError(f"{path}: unknown task {ckpt[TASK_KEY]!r}; known: {sorted(TASKS)}")
+    return ckpt
+
+
+def task_class(name: str):
+    """The LightningModule class registered under ``name``."""
+    module, _, attr = TASKS[name].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def load_task(path: str | Path):
+    """Rebuild a task (model + tokenizers) from a checkpoint alone, in eval mode on the CPU."""
+    ckpt = read_checkpoint(path)
+    cls = task_class(ckpt[TASK_KEY])
+    task = cls.from_checkpoint_dict(ckpt)
+    task.eval()
+    return task

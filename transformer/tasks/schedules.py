@@ -1,0 +1,28 @@
+"""Learning-rate schedules, stepped once per optimizer update."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+
+
+def inverse_sqrt_factor(step: int, warmup_steps: int) -> float:
+    """Linear warm-up to 1 over ``warmup_steps`` updates, then decay as ``sqrt(warmup/step)``.
+
+    This is the schedule of Vaswani et al. 2017 (eq. 3) with the peak rate factored out, so
+    the configured ``lr`` is the peak learning rate. ``step`` counts completed updates.
+    """
+    step = step + 1
+    if warmup_steps <= 0:
+        return 1.0 / math.sqrt(step)
+    return min(step / warmup_steps, math.sqrt(warmup_steps / step))
+
+
+def inverse_sqrt_schedule(
+    optimizer: torch.optim.Optimizer, warmup_steps: int
+) -> torch.optim.lr_scheduler.LambdaLR:
+    """A LambdaLR applying :func:`inverse_sqrt_factor` to every parameter group."""
+    return torch.optim.lr_scheduler.LambdaLR(
+        optimizer, lambda step: inverse_sqrt_factor(step, warmup_steps)
+    )

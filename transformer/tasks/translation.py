@@ -1,0 +1,320 @@
+"""Autoregressive translation: teacher-forced training of an ``EncoderDecoder``, validation
+BLEU, and checkpoint-only evaluation.
+
+Shape legend: B sentences, S source tokens, T target tokens, V vocabulary.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import hydra
+import lightning as L
+import torch
+from sacrebleu.metrics import BLEU, CHRF
+
+from transformer.data.tokenizer import SubwordTokenizer
+from transformer.decoding import beam_search, greedy_search
+from transformer.tasks.checkpoint import TASK_KEY
+from transformer.tasks.losses import label_smoothed_nll
+from transformer.tasks.schedules import inverse_sqrt_schedule
+
+# A search function maps a padded source batch (B, S) to n-best (token ids, score) lists.
+SearchFn = Callable[[torch.Tensor], list[list[tuple[list[int], float]]]]
+
+
+def build_model(model_cfg: dict, **injected: Any) -> torch.nn.Module:
+    """Instantiate a model from its resolved config (``_target_`` + hyperparameters), adding
+    what only the data knows (vocabulary sizes, special ids)."""
+    cfg = {k: v for k, v in model_cfg.items() if v is not None or k not in injected}
+    cfg.update({k: v for k, v in injected.items() if v is not None})
+    return hydra.utils.instantiate(cfg, _convert_="all")
+
+
+class TranslationTask(L.LightningModule):
+    """Teacher forcing with label-smoothed cross-entropy, Adam + inverse-sqrt warm-up.
+
+    Decoder input is BOS + target and the gold output is target + EOS, both built by the data
+    module (``tgt_in`` / ``tgt_out``). Logged: ``train/loss``, ``train/nll``, ``lr``,
+    ``val/loss``, ``val/bleu`` (greedy, sacreBLEU statistics summed over all ranks).
+    """
+
+    task_name = "translation"
+
+    def __init__(
+        self,
+        model: dict,
+        vocab_size: int,
+        pad_id: int,
+        bos_id: int,
+        eos_id: int,
+        src_lang: str,
+        tgt_lang: str,
+        tgt_vocab_size: int | None = None,
+        label_smoothing: float = 0.1,
+        lr: float = 5e-4,
+        betas: Sequence[float] = (0.9, 0.98),
+        eps: float = 1e-9,
+        weight_decay: float = 0.0,
+        warmup_steps: int = 4000,
+        val_bleu: bool = True,
+        val_decode: dict | None = None,
+        data: dict | None = None,
+        tokenizers: dict | None = None,
+    ) -> None:
+        super().__init__()
+        # Tokenizers are stored as their own checkpoint entry, not as hyperparameters.
+        self.save_hyperparameters(ignore=["tokenizers"])
+        self.model = self._build_model()
+        self.src_tokenizer: SubwordTokenizer | None = None
+        self.tgt_tokenizer: SubwordTokenizer | None = None
+        if tokenizers is not None:
+            self.set_tokenizers(tokenizers)
+        self._bleu_stats: list[list[int]] = []
+
+    # ----------------------------------------------------------------- construction
+    def _build_model(self) -> torch.nn.Module:
+        hp = self.hparams
+        return build_model(
+            hp.model, vocab_size=hp.vocab_size, tgt_vocab_size=hp.tgt_vocab_size, pad_id=hp.pad_id
+        )
+
+    def set_tokenizers(self, tokenizers: dict) -> None:
+        """Attach tokenizers given as ``{"src": json, "tgt": json}`` strings."""
+        self.src_tokenizer = SubwordTokenizer.from_str(tokenizers["src"])
+        self.tgt_tokenizer = SubwordTokenizer.from_str(tokenizers["tgt"])
+
+    @staticmethod
+    def kwargs_from_datamodule(dm) -> dict:
+        """What the task needs from a set-up ``TranslationDataModule``."""
+        src_tok, tgt_tok = dm.src_tokenizer, dm.tgt_tokenizer
+        joint = src_tok is tgt_tok or src_tok.to_str() == tgt_tok.to_str()
+        return dict(
+            vocab_size=src_tok.vocab_size,
+            tgt_vocab_size=None if joint else tgt_tok.vocab_size,
+            pad_id=tgt_tok.pad_id,
+            bos_id=tgt_tok.bos_id,
+            eos_id=tgt_tok.eos_id,
+            src_lang=dm.src_lang,
+            tgt_lang=dm.tgt_lang,
+            tokenizers={"src": src_tok.to_str(), "tgt": tgt_tok.to_str()},
+            data={"name": "multi30k", "src_lang": dm.src_lang, "tgt_lang": dm.tgt_lang},
+        )
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint[TASK_KEY] = self.task_name
+        if self.src_tokenizer is not None:
+            checkpoint["tokenizers"] = {
+                "src": self.src_tokenizer.to_str(),
+                "tgt": self.tgt_tokenizer.to_str(),
+            }
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if "tokenizers" in checkpoint:
+            self.set_tokenizers(checkpoint["tokenizers"])
+
+    @classmethod
+    def from_checkpoint_dict(cls, ckpt: dict) -> "TranslationTask":
+        """Rebuild from a checkpoint dict (see ``transformer.tasks.checkpoint``)."""
+        task = cls(**ckpt["hyper_parameters"], tokenizers=ckpt.get("tokenizers"))
+        task.load_state_dict(ckpt["state_dict"])
+        return task
+
+    # ----------------------------------------------------------------- training
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+        return self.model(src, tgt_in)  # (B, T, V)
+
+    def _loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, int]:
+        logits = self(batch["src"], batch["tgt_in"])  # (B, T, V)
+        loss, nll = label_smoothed_nll(
+            logits, batch["tgt_out"], self.hparams.label_smoothing, self.hparams.pad_id
+        )
+        n_tokens = int(batch["tgt_out"].ne(self.hparams.pad_id).sum())
+        return loss, nll, n_tokens
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        loss, nll, n_tokens = self._loss(batch)
+        self.log("train/loss", loss, prog_bar=True, batch_size=n_tokens)
+        self.log("train/nll", nll, batch_size=n_tokens)
+        self.log("lr", self.optimizers().param_groups[0]["lr"], prog_bar=True)
+        return loss
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        loss, nll, n_tokens = self._loss(batch)
+        self.log("val/loss", loss, prog_bar=True, batch_size=n_tokens, sync_dist=True)
+        self.log("val/nll", nll, batch_size=n_tokens, sync_dist=True)
+        if self.hparams.val_bleu and self.tgt_tokenizer is not None:
+            hyps = [h[0][0] for h in self.search_fn(self.hparams.val_decode)(batch["src"])]
+            refs = [self._strip(r) for r in batch["tgt_out"].tolist()]
+            self._bleu_stats.extend(
+                BLEU()._extract_corpus_statistics(
+                    [self.tgt_tokenizer.decode(h) for h in hyps],
+                    [[self.tgt_tokenizer.decode(r) for r in refs]],
+                )
+            )
+
+    def _strip(self, ids: list[int]) -> list[int]:
+        hp = self.hparams
+        return [i for i in ids if i not in (hp.pad_id, hp.eos_id, hp.bos_id)]
+
+    def on_validation_epoch_end(self) -> None:
+        if not (self.hparams.val_bleu and self.tgt_tokenizer is not None):
+            return
+        # Corpus BLEU is not a mean of per-batch scores: sum the sufficient statistics over
+        # batches and ranks, then score once.
+        stats = torch.tensor(self._bleu_stats, dtype=torch.long, device=self.device)
+        stats = stats.sum(0) if len(stats) else torch.zeros(10, dtype=torch.long, device=self.device)
+        stats = self.all_gather(stats)
+        if stats.dim() > 1:
+            stats = stats.sum(0)
+        bleu = BLEU()._compute_score_from_stats(stats.tolist()).score if stats[4] > 0 else 0.0
+        self.log("val/bleu", bleu, prog_bar=True, sync_dist=False)
+        self._bleu_stats.clear()
+
+    def configure_optimizers(self):
+        hp = self.hparams
+        optimizer = torch.optim.Adam(
+            self.parameters(), lr=hp.lr, betas=tuple(hp.betas), eps=hp.eps,
+            weight_decay=hp.weight_decay,
+        )
+        scheduler = inverse_sqrt_schedule(optimizer, hp.warmup_steps)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    # ----------------------------------------------------------------- inference
+    def search_fn(self, decode_cfg: dict | None) -> SearchFn:
+        """Bind greedy or beam search to this model with the configured settings."""
+        cfg = dict(decode_cfg or {"strategy": "greedy"})
+        hp = self.hparams
+        ids = dict(bos_id=hp.bos_id, eos_id=hp.eos_id, pad_id=hp.pad_id)
+        lengths = dict(max_len_a=cfg.get("max_len_a", 1.2), max_len_b=cfg.get("max_len_b", 10))
+        strategy = cfg.get("strategy", "greedy")
+        if strategy == "greedy":
+            def greedy(src: torch.Tensor):
+                out = greedy_search(self.model, src, **ids, **lengths, return_scores=True)
+                return [[(list(toks), float(score))] for toks, score in out]
+            return greedy
+        if strategy == "beam":
+            def beam(src: torch.Tensor):
+                out = beam_search(
+                    self.model, src, **ids, **lengths, beam_size=int(cfg.get("beam_size", 5)),
+                    length_penalty=float(cfg.get("length_penalty", 1.0)),
+                    n_best=int(cfg.get("n_best", 1)),
+                )
+                return [[(list(h.tokens), float(h.score)) for h in hyps] for hyps in out]
+            return beam
+        raise ValueError(
+            f"decode.strategy={strategy!r} is not available for an autoregressive checkpoint; "
+            "use greedy or beam"
+        )
+
+    def translator(self, decode_cfg: dict | None, device: str | torch.device = "cpu") -> "Translator":
+        """A :class:`Translator` for raw sentences with this model and its tokenizers."""
+        cfg = dict(decode_cfg or {})
+        max_src = getattr(self.model, "max_len", None)
+        return Translator(
+            self.search_fn(cfg), self.src_tokenizer, self.tgt_tokenizer,
+            max_tokens=int(cfg.get("max_tokens", 4096)), max_src_len=max_src, device=device,
+        )
+
+    def evaluate(self, split: str, decode_cfg: dict, output_dir: Path, data_dir: str = "data/cache",
+                 mirror_root: str | None = None, device: str = "cpu") -> dict:
+        """Translate a Multi30k split, score with sacreBLEU, write hypotheses and metrics."""
+        from transformer.data.readers import read_multi30k
+
+        hp = self.hparams
+        pairs = read_multi30k(split, hp.src_lang, hp.tgt_lang, cache_dir=data_dir, mirror_root=mirror_root)
+        sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+        translator = self.translator(decode_cfg, device=device)
+        start = time.perf_counter()
+        nbest = translator.translate(sources)
+        seconds = time.perf_counter() - start
+        hyps = [n[0][0] if n else "" for n in nbest]
+        metrics = score_translations(hyps, refs)
+        metrics.update(
+            split=split, pair=f"{hp.src_lang}-{hp.tgt_lang}", sentences=len(hyps),
+            decode=dict(decode_cfg), decode_seconds=round(seconds, 3),
+            sentences_per_second=round(len(hyps) / max(seconds, 1e-9), 2),
+            truncated_sources=translator.truncated, **translator.extra_stats(),
+        )
+        write_outputs(output_dir, f"{split}.{decode_cfg.get('strategy', 'greedy')}", hp.tgt_lang, hyps, metrics)
+        return metrics
+
+
+def score_translations(hyps: list[str], refs: list[str]) -> dict:
+    """Cased sacreBLEU (13a), lowercased BLEU and chrF, each with its signature."""
+    cased, lower, chrf = BLEU(), BLEU(lowercase=True), CHRF()
+    b, bl, c = cased.corpus_score(hyps, [refs]), lower.corpus_score(hyps, [refs]), chrf.corpus_score(hyps, [refs])
+    return {
+        "bleu": round(b.score, 2), "bleu_signature": str(cased.get_signature()),
+        "bleu_detail": str(b),
+        "bleu_lowercase": round(bl.score, 2), "bleu_lowercase_signature": str(lower.get_signature()),
+        "chrf": round(c.score, 2), "chrf_signature": str(chrf.get_signature()),
+    }
+
+
+def write_outputs(output_dir: Path, stem: str, lang: str, hyps: list[str], metrics: dict) -> None:
+    """Hypotheses one per line in input order, and the metrics JSON beside them."""
+    output_dir = Path(output_dir)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    (output_dir / f"{stem}.hyp.{lang}").write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
+    (output_dir / f"{stem}.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+
+
+def token_budget_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """Indices grouped, longest first, so that ``len(batch) * longest <= max_tokens``
+    (a single sentence longer than the budget still forms its own batch)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
+class Translator:
+    """Raw sentences in, detokenized n-best lists out, in input order.
+
+    Empty (or whitespace-only) inputs are not sent to the model and translate to "".
+    Sources longer than the model's positional range are cut to ``max_src_len`` tokens; the
+    count of such sentences is kept in ``truncated`` and reported by the CLIs.
+    """
+
+    def __init__(self, search: SearchFn, src_tokenizer, tgt_tokenizer, max_tokens: int = 4096,
+                 max_src_len: int | None = None, device: str | torch.device = "cpu") -> None:
+        self.search, self.src_tok, self.tgt_tok = search, src_tokenizer, tgt_tokenizer
+        self.max_tokens, self.max_src_len, self.device = max_tokens, max_src_len, torch.device(device)
+        self.truncated = 0
+        self.stats: dict[str, float] = {}
+
+    def extra_stats(self) -> dict:
+        """Strategy-specific statistics (e.g. NAT refinement iterations)."""
+        return dict(self.stats)
+
+    def encode(self, text: str) -> list[int]:
+        ids = self.src_tok.encode_source(text)
+        if self.max_src_len is not None and len(ids) > self.max_src_len:
+            self.truncated += 1
+            ids = ids[: self.max_src_len - 1] + [ids[-1]]  # keep the closing EOS
+        return ids
+
+    @torch.no_grad()
+    def translate(self, sentences: Sequence[str]) -> list[list[tuple[str, float]]]:
+        out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in sentences]
+        todo = [i for i, s in enumerate(sentences) if s.strip()]
+        encoded = {i: self.encode(sentences[i]) for i in todo}
+        lengths = [len(encoded[i]) for i in todo]
+        pad = self.src_tok.pad_id
+        for batch in token_budget_batches(lengths, self.max_tokens):
+            rows = [encoded[todo[b]] for b in batch]
+            src = torch.full((len(rows), max(map(len, rows))), pad, dtype=torch.long)  # (B, S)
+            for r, ids in enumerate(rows):
+                src[r, : len(ids)] = torch.tensor(ids)
+            results = self.search(src.to(self.device))
+            for b, nbest in zip(batch, results):
+                out[todo[b]] = [(self.tgt_tok.decode(ids), score) for ids, score in nbest]
+        return out
