@@ -1,0 +1,270 @@
+"""Non-autoregressive translation: all target positions in parallel.
+
+Gu et al. 2018 (NAT: uniform copy of source embeddings as decoder inputs, a
+length predictor) and Ghazvininejad et al. 2019 (Mask-Predict: decoder inputs
+are target tokens with some replaced by ``[MASK]``).
+
+Shape legend: B batch, S source length, T target length, D = d_model,
+V target vocabulary, L length classes, k candidates.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor, nn
+
+from transformer.models.encoder import EncoderOut, TransformerEncoder, resolve_norm
+from transformer.models.init import init_weights
+from transformer.modules.masks import merge_masks, pad_mask
+from transformer.modules.positional import build_positional
+
+DECODER_INPUTS = ("copy", "mask")
+LENGTH_MODES = ("absolute", "offset")
+
+
+def uniform_copy_indices(src_lengths: Tensor, tgt_lengths: Tensor, t: int) -> Tensor:
+    """Source position each target position copies (Gu et al. 2018, sec. 3.1).
+
+    Target ``j`` of a row with real lengths ``S_b``, ``T_b`` copies
+    ``round(j (S_b - 1) / (T_b - 1))`` (``torch.round``: halves go to even).
+    Positions ``j >= T_b`` (padding) are clamped to ``S_b - 1``.
+
+    Args:
+        src_lengths: ``(B,)``; tgt_lengths: ``(B,)``; t: padded target length.
+
+    Returns:
+        ``(B, T)`` long indices into the source.
+    """
+    j = torch.arange(t, device=src_lengths.device, dtype=torch.float64).unsqueeze(0)  # (1, T)
+    src_last = (src_lengths - 1).clamp(min=0).unsqueeze(1).double()  # (B, 1)
+    ratio = src_last / (tgt_lengths - 1).clamp(min=1).unsqueeze(1).double()  # (B, 1)
+    idx = torch.round(j * ratio)  # (B, T)
+    return torch.minimum(idx, src_last).long()
+
+
+def uniform_copy(src_embed: Tensor, src_pad_mask: Tensor, tgt_pad_mask: Tensor) -> Tensor:
+    """Decoder inputs ``(B, T, D)`` copied from ``src_embed (B, S, D)`` by ``uniform_copy_indices``."""
+    idx = uniform_copy_indices(src_pad_mask.sum(1), tgt_pad_mask.sum(1), tgt_pad_mask.size(1))  # (B, T)
+    d = src_embed.size(-1)
+    return src_embed.gather(1, idx.unsqueeze(-1).expand(-1, -1, d))  # (B, T) -> (B, T, D)
+
+
+class NonAutoregressiveDecoder(nn.Module):
+    """Decoder layers without a causal mask: every position sees every other.
+
+    ``forward(memory (B, S, D), src_pad_mask (B, S), tgt_tokens (B, T), tgt_pad_mask (B, T),
+    src_embed (B, S, D) | None) -> logits (B, T, V)``.
+
+    Args:
+        decoder_input: ``"copy"`` — inputs are uniformly copied source embeddings
+            (``src_embed`` required, ``tgt_tokens`` ignored); ``"mask"`` — inputs are the
+            embeddings of ``tgt_tokens``, whose masked positions hold the mask id.
+        positional: factory as in the encoder, built with ``causal=False``.
+        embedding, tie_output: as in ``AutoregressiveDecoder``.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 512,
+        n_heads: int = 8,
+        n_layers: int = 6,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        pad_id: int = 0,
+        positional=None,
+        norm=None,
+        activation: str = "relu",
+        max_len: int = 1024,
+        decoder_input: str = "mask",
+        embedding: nn.Embedding | None = None,
+        tie_output: bool = True,
+    ):
+        super().__init__()
+        if decoder_input not in DECODER_INPUTS:
+            raise ValueError(f"decoder_input must be one of {DECODER_INPUTS}, got {decoder_input!r}")
+        self.d_model = d_model
+        self.decoder_input = decoder_input
+        if embedding is None and (decoder_input == "mask" or tie_output):
+            embedding = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
+        self.embedding = embedding
+        self.positional = build_positional(positional, d_model, n_heads, max_len, causal=False)
+        self.dropout = nn.Dropout(dropout)
+        arrangement = resolve_norm(norm)
+        self.layers = nn.ModuleList(
+            arrangement.decoder_layer(d_model, n_heads, d_ff, dropout, activation) for _ in range(n_layers)
+        )
+        self.final_norm = arrangement.final_norm(d_model)
+        self.output_proj = nn.Linear(d_model, vocab_size, bias=False)
+        if tie_output:
+            self.output_proj.weight = self.embedding.weight
+        init_weights(self, d_model)
+
+    def forward(self, memory: Tensor, src_pad_mask: Tensor, tgt_tokens: Tensor, tgt_pad_mask: Tensor,
+                src_embed: Tensor | None = None) -> Tensor:
+        if self.decoder_input == "copy":
+            if src_embed is None:
+                raise ValueError("copy inputs need src_embed (EncoderOut.src_embed)")
+            x = uniform_copy(src_embed, src_pad_mask, tgt_pad_mask)  # (B, T, D)
+        else:
+            x = self.embedding(tgt_tokens) * math.sqrt(self.d_model)  # (B, T, D)
+        t = x.size(1)
+        x = self.dropout(self.positional(x))
+        self_mask = merge_masks(tgt_pad_mask)  # (B, 1, 1, T): padding only, no causal mask
+        cross_mask = merge_masks(src_pad_mask)  # (B, 1, 1, S)
+        bias = self.positional.attention_bias(t, t)
+        for i, layer in enumerate(self.layers):
+            x, _ = layer(x, memory, self_mask, cross_mask, bias, None, i, False)
+        return self.output_proj(self.final_norm(x))  # (B, T, D) -> (B, T, V)
+
+
+class LengthPredictor(nn.Module):
+    """Classify the target length from mean-pooled encoder output (Ghazvininejad et al. 2019).
+
+    ``forward(memory (B, S, D), src_pad_mask (B, S)) -> logits (B, L)``.
+
+    Args:
+        mode: ``"absolute"`` — class ``c`` is length ``c``, ``L = max_length``;
+            ``"offset"`` — class ``c`` is length ``src_len + c - max_offset``,
+            ``L = 2 max_offset + 1`` (Gu et al. 2018 predict fertility; an offset
+            keeps the classes few and shared across sentence lengths).
+    """
+
+    def __init__(self, d_model: int, mode: str = "offset", max_length: int = 256, max_offset: int = 64):
+        super().__init__()
+        if mode not in LENGTH_MODES:
+            raise ValueError(f"mode must be one of {LENGTH_MODES}, got {mode!r}")
+        self.mode = mode
+        self.max_length = max_length
+        self.max_offset = max_offset
+        self.n_classes = max_length if mode == "absolute" else 2 * max_offset + 1
+        self.proj = nn.Linear(d_model, self.n_classes)
+
+    def forward(self, memory: Tensor, src_pad_mask: Tensor) -> Tensor:
+        m = src_pad_mask.unsqueeze(-1).to(memory.dtype)  # (B, S, 1)
+        pooled = (memory * m).sum(1) / m.sum(1).clamp(min=1)  # (B, S, D) -> (B, D)
+        return self.proj(pooled)  # (B, L)
+
+    def to_classes(self, lengths: Tensor, src_lengths: Tensor) -> Tensor:
+        """Gold target lengths ``(B,)`` -> class ids ``(B,)`` (clamped into range), for the loss."""
+        c = lengths if self.mode == "absolute" else lengths - src_lengths + self.max_offset
+        return c.clamp(0, self.n_classes - 1).long()
+
+    def to_lengths(self, classes: Tensor, src_lengths: Tensor) -> Tensor:
+        """Class ids ``(B, ...)`` -> absolute lengths ``(B, ...)``, at least 1."""
+        if self.mode == "offset":
+            shape = (-1,) + (1,) * (classes.dim() - 1)
+            classes = classes + src_lengths.view(shape) - self.max_offset  # (B, ...) + (B, 1...)
+        return classes.clamp(min=1).long()
+
+    def top_k_lengths(self, logits: Tensor, src_lengths: Tensor, k: int = 1) -> Tensor:
+        """The ``k`` most probable absolute lengths ``(B, k)``, best first, clamped to >= 1
+        (so after clamping duplicates are possible)."""
+        classes = logits.topk(min(k, logits.size(-1)), dim=-1).indices  # (B, k)
+        return self.to_lengths(classes, src_lengths)
+
+
+class NonAutoregressiveModel(nn.Module):
+    """Encoder + ``NonAutoregressiveDecoder`` + ``LengthPredictor`` (API of ``docs/CONTRACT.md``).
+
+    Shapes:
+        ``encode(src (B, S)) -> EncoderOut``; ``predict_length(enc) -> (B, L)``;
+        ``decode(enc, tgt_tokens (B, T), tgt_pad_mask (B, T) | None) -> logits (B, T, V)``;
+        ``forward(src, tgt_tokens, tgt_pad_mask) -> (logits (B, T, V), length_logits (B, L))``;
+        ``top_k_lengths(length_logits, enc, k) -> (B, k)``; ``length_targets(tgt_lengths (B,), enc) -> (B,)``.
+
+    Args (beyond ``EncoderDecoder``'s):
+        decoder_input: ``"mask"`` (Mask-Predict; needs ``mask_id``) or ``"copy"`` (NAT uniform copy).
+        mask_id: the ``[MASK]`` token id (None in copy mode).
+        length_mode, max_length, max_offset: see ``LengthPredictor``.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        pad_id: int,
+        d_model: int = 512,
+        n_heads: int = 8,
+        n_encoder_layers: int = 6,
+        n_decoder_layers: int = 6,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        positional=None,
+        norm=None,
+        activation: str = "relu",
+        window: int | None = None,
+        max_len: int = 1024,
+        tgt_vocab_size: int | None = None,
+        share_embeddings: bool = True,
+        tie_output: bool = True,
+        decoder_input: str = "mask",
+        mask_id: int | None = None,
+        length_mode: str = "offset",
+        max_length: int = 256,
+        max_offset: int = 64,
+    ):
+        super().__init__()
+        tgt_vocab_size = vocab_size if tgt_vocab_size is None else tgt_vocab_size
+        if share_embeddings and tgt_vocab_size != vocab_size:
+            raise ValueError(
+                f"share_embeddings needs one joint vocabulary, got {vocab_size} vs {tgt_vocab_size}"
+            )
+        if decoder_input == "mask" and mask_id is None:
+            raise ValueError("decoder_input='mask' needs mask_id")
+        self.pad_id = pad_id
+        self.mask_id = mask_id
+        self.src_vocab_size = vocab_size
+        self.vocab_size = tgt_vocab_size
+        self.decoder_input = decoder_input
+        self.encoder = TransformerEncoder(
+            vocab_size, d_model, n_heads, n_encoder_layers, d_ff, dropout, pad_id,
+            positional=positional, norm=norm, activation=activation, window=window, max_len=max_len,
+        )
+        self.decoder = NonAutoregressiveDecoder(
+            tgt_vocab_size, d_model, n_heads, n_decoder_layers, d_ff, dropout, pad_id,
+            positional=positional, norm=norm, activation=activation, max_len=max_len,
+            decoder_input=decoder_input,
+            embedding=self.encoder.embedding if share_embeddings else None, tie_output=tie_output,
+        )
+        self.length_predictor = LengthPredictor(d_model, length_mode, max_length, max_offset)
+        init_weights(self, d_model)
+
+    def encode(self, src: Tensor) -> EncoderOut:
+        """``src (B, S)`` -> ``EncoderOut``; keeps ``src_embed`` in copy mode."""
+        src_pad_mask = pad_mask(src, self.pad_id)
+        src_embed = self.encoder.embed_tokens(src)  # (B, S, D)
+        memory = self.encoder.forward_embeddings(src_embed, src_pad_mask)
+        return EncoderOut(memory, src_pad_mask, src_embed if self.decoder_input == "copy" else None)
+
+    def predict_length(self, enc: EncoderOut) -> Tensor:
+        """Length logits ``(B, L)``; classes per ``LengthPredictor.mode``."""
+        return self.length_predictor(enc.memory, enc.src_pad_mask)
+
+    def top_k_lengths(self, length_logits: Tensor, enc: EncoderOut, k: int = 1) -> Tensor:
+        """``(B, k)`` absolute target lengths, most probable first, each >= 1."""
+        return self.length_predictor.top_k_lengths(length_logits, enc.src_pad_mask.sum(1), k)
+
+    def lengths_from_logits(self, length_logits: Tensor, enc: EncoderOut) -> Tensor:
+        """``(B,)`` the most probable absolute target length."""
+        return self.top_k_lengths(length_logits, enc, 1)[:, 0]
+
+    def length_targets(self, tgt_lengths: Tensor, enc: EncoderOut) -> Tensor:
+        """Gold lengths ``(B,)`` -> length classes ``(B,)`` for cross-entropy on ``predict_length``."""
+        return self.length_predictor.to_classes(tgt_lengths, enc.src_pad_mask.sum(1))
+
+    def decode(self, enc: EncoderOut, tgt_tokens: Tensor, tgt_pad_mask: Tensor | None = None) -> Tensor:
+        """Logits ``(B, T, V)`` for every target position at once.
+
+        ``tgt_pad_mask`` (True = real) defaults to ``tgt_tokens != pad_id``; in copy
+        mode only it (the target lengths) matters, the tokens are ignored.
+        """
+        if tgt_pad_mask is None:
+            tgt_pad_mask = pad_mask(tgt_tokens, self.pad_id)
+        return self.decoder(enc.memory, enc.src_pad_mask, tgt_tokens, tgt_pad_mask, enc.src_embed)
+
+    def forward(self, src: Tensor, tgt_tokens: Tensor, tgt_pad_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """``(logits (B, T, V), length_logits (B, L))``."""
+        enc = self.encode(src)
+        return self.decode(enc, tgt_tokens, tgt_pad_mask), self.predict_length(enc)

@@ -1,0 +1,164 @@
+"""Scaled dot-product and multi-head attention (Vaswani et al. 2017, sec. 3.2).
+
+Shape legend: B batch, H heads, T_q queries, T_k keys, D = d_model,
+d_head = D / H. Masks are bool with True = may attend (see ``masks.py``);
+``attn_bias`` is an additive float bias (relative positions, T5).
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+
+def _empty_rows(mask: Tensor | None) -> Tensor | None:
+    """``(..., T_q, 1)`` bool, True for queries whose every key is masked."""
+    if mask is None:
+        return None
+    return ~mask.any(dim=-1, keepdim=True)
+
+
+def scaled_dot_product(
+    q: Tensor,
+    k: Tensor,
+    v: Tensor,
+    scale: bool = True,
+    mask: Tensor | None = None,
+    attn_bias: Tensor | None = None,
+    dropout_p: float = 0.0,
+) -> tuple[Tensor, Tensor]:
+    """softmax(Q Kᵀ / √d_k + bias) V, written out (eq. 1 of Vaswani et al. 2017).
+
+    Args:
+        q: ``(..., T_q, d_k)``; k: ``(..., T_k, d_k)``; v: ``(..., T_k, d_v)``.
+        scale: divide scores by √d_k; without it large d_k pushes the softmax into
+            regions with tiny gradients (sec. 3.2.1).
+        mask: bool broadcastable to ``(..., T_q, T_k)``, True = may attend.
+        attn_bias: float broadcastable to ``(..., T_q, T_k)``, added to the scores.
+        dropout_p: dropout on the attention weights (applied to the mix, not the
+            returned weights).
+
+    Returns:
+        ``(out (..., T_q, d_v), weights (..., T_q, T_k))``. A query with every key
+        masked gets zero weights and a zero output, never NaN.
+    """
+    scores = q @ k.transpose(-2, -1)  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)
+    if scale:
+        scores = scores / math.sqrt(q.size(-1))
+    if attn_bias is not None:
+        scores = scores + attn_bias
+    empty = _empty_rows(mask)
+    if mask is not None:
+        # Give fully masked rows every key so softmax stays finite; zeroed below.
+        scores = scores.masked_fill(~(mask | empty), float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    if empty is not None:
+        weights = weights.masked_fill(empty, 0.0)
+    mixed = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
+    out = mixed @ v  # (..., T_q, T_k) @ (..., T_k, d_v) -> (..., T_q, d_v)
+    return out, weights
+
+
+class MultiHeadAttention(nn.Module):
+    """Multi-head attention, one class for encoder self-, masked decoder self- and cross-attention.
+
+    ``head_h = softmax(X W_q^h (X W_k^h)ᵀ / √d_head) X W_v^h``; heads are concatenated
+    and projected by ``W_o`` (Vaswani et al. 2017, sec. 3.2.2).
+
+    Shapes: query ``(B, T_q, D)``, key/value ``(B, T_k, D)`` -> out ``(B, T_q, D)``,
+    weights ``(B, H, T_q, T_k)``. Internally q/k/v are ``(B, H, T, d_head)``.
+
+    The fast path is ``F.scaled_dot_product_attention``; ``need_weights=True`` takes
+    the explicit path, which also returns the weights (for plots and tests).
+    For cached decoding call ``project_q``, ``project_kv`` and ``attend`` separately.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
+        super().__init__()
+        if d_model % n_heads != 0:
+            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
+        self.d_model = d_model
+        self.n_heads = n_heads
+        self.d_head = d_model // n_heads
+        self.dropout = dropout
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, d_model, bias=bias)
+        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+
+    def _split_heads(self, x: Tensor) -> Tensor:
+        b, t, _ = x.shape
+        x = x.view(b, t, self.n_heads, self.d_head)  # (B, T, D) -> (B, T, H, d_head)
+        return x.transpose(1, 2)  # -> (B, H, T, d_head)
+
+    def project_q(self, query: Tensor) -> Tensor:
+        """``(B, T_q, D)`` -> queries ``(B, H, T_q, d_head)``."""
+        return self._split_heads(self.w_q(query))
+
+    def project_kv(self, key: Tensor, value: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """``(B, T_k, D)`` (value defaults to key) -> ``(k, v)`` each ``(B, H, T_k, d_head)``."""
+        value = key if value is None else value
+        return self._split_heads(self.w_k(key)), self._split_heads(self.w_v(value))
+
+    def attend(
+        self,
+        q: Tensor,
+        k: Tensor,
+        v: Tensor,
+        mask: Tensor | None = None,
+        attn_bias: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """Attend with projected heads and apply ``W_o``.
+
+        Args:
+            q: ``(B, H, T_q, d_head)``; k, v: ``(B, H, T_k, d_head)``.
+            mask: bool broadcastable to ``(B, H, T_q, T_k)``, True = may attend.
+            attn_bias: float broadcastable to ``(B, H, T_q, T_k)``.
+
+        Returns:
+            ``(out (B, T_q, D), weights (B, H, T_q, T_k) | None)``.
+        """
+        p = self.dropout if self.training else 0.0
+        if mask is not None and mask.dim() < 4:
+            mask = mask.view((1,) * (4 - mask.dim()) + tuple(mask.shape))  # -> (B|1, H|1, T_q|1, T_k)
+        empty = _empty_rows(mask)  # (B|1, 1|H, T_q, 1) or None
+        weights = None
+        if need_weights:
+            ctx, weights = scaled_dot_product(q, k, v, True, mask, attn_bias, p)
+        else:
+            sdpa_mask: Tensor | None = None
+            if mask is not None:
+                sdpa_mask = mask | empty  # keep softmax finite on fully masked rows
+            if attn_bias is not None:
+                bias = attn_bias.to(q.dtype)
+                if sdpa_mask is not None:
+                    bias = bias.masked_fill(~sdpa_mask, float("-inf"))  # broadcast -> (B, H, T_q, T_k)
+                sdpa_mask = bias
+            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask, dropout_p=p)
+            if empty is not None:
+                ctx = ctx.masked_fill(empty, 0.0)
+        b, _, t_q, _ = ctx.shape
+        ctx = ctx.transpose(1, 2).reshape(b, t_q, self.d_model)  # (B, H, T_q, d_head) -> (B, T_q, D)
+        out = self.w_o(ctx)
+        if empty is not None:
+            # Fully masked queries return exact zeros, not W_o's bias.
+            out = out.masked_fill(empty.all(dim=1), 0.0)  # (B|1, T_q|1, 1) broadcast over D
+        return out, weights
+
+    def forward(
+        self,
+        query: Tensor,
+        key: Tensor,
+        value: Tensor,
+        mask: Tensor | None = None,
+        attn_bias: Tensor | None = None,
+        need_weights: bool = False,
+    ) -> tuple[Tensor, Tensor | None]:
+        """``(out (B, T_q, D), weights (B, H, T_q, T_k) | None)``; see ``attend``."""
+        q = self.project_q(query)
+        k, v = self.project_kv(key, value)
+        return self.attend(q, k, v, mask, attn_bias, need_weights)
