@@ -10,7 +10,7 @@ import math
 
 from torch import Tensor, nn
 
-from transformer.models.encoder import resolve_norm
+from transformer.models.encoder import norm_arrangement
 from transformer.models.init import init_weights
 from transformer.modules.kv_cache import KVCache
 from transformer.modules.masks import causal_mask, merge_masks
@@ -31,7 +31,7 @@ class AutoregressiveDecoder(nn.Module):
         embedding: an existing ``nn.Embedding`` to share (joint vocabulary).
         tie_output: output projection uses the target embedding matrix
             (Press & Wolf 2017; Vaswani et al. 2017, sec. 3.4).
-        positional, norm: as in ``TransformerEncoder`` (the factory gets ``causal=True``).
+        positional, norm_first: as in ``TransformerEncoder`` (the factory gets ``causal=True``).
     """
 
     def __init__(
@@ -44,7 +44,7 @@ class AutoregressiveDecoder(nn.Module):
         dropout: float = 0.1,
         pad_id: int = 0,
         positional=None,
-        norm=None,
+        norm_first: bool = False,
         activation: str = "relu",
         max_len: int = 1024,
         embedding: nn.Embedding | None = None,
@@ -57,7 +57,7 @@ class AutoregressiveDecoder(nn.Module):
         self.embedding = embedding if embedding is not None else nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         self.positional = build_positional(positional, d_model, n_heads, max_len, causal=True)
         self.dropout = nn.Dropout(dropout)
-        arrangement = resolve_norm(norm)
+        arrangement = norm_arrangement(norm_first)
         self.layers = nn.ModuleList(
             arrangement.decoder_layer(d_model, n_heads, d_ff, dropout, activation) for _ in range(n_layers)
         )

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 
 from transformer.models.init import init_weights
-from transformer.modules.layers import PostNorm
+from transformer.modules.layers import PostNorm, PreNorm
 from transformer.modules.masks import local_window_mask, merge_masks, pad_mask
 from transformer.modules.positional import build_positional
 
@@ -39,11 +39,9 @@ class EncoderOut:
         )
 
 
-def resolve_norm(norm):
-    """``None`` -> ``PostNorm()`` (the paper); a class -> an instance; an instance as is."""
-    if norm is None:
-        return PostNorm()
-    return norm() if isinstance(norm, type) else norm
+def norm_arrangement(norm_first: bool):
+    """``PreNorm()`` if ``norm_first`` else ``PostNorm()`` (the paper's arrangement)."""
+    return PreNorm() if norm_first else PostNorm()
 
 
 class TransformerEncoder(nn.Module):
@@ -56,7 +54,8 @@ class TransformerEncoder(nn.Module):
     Args:
         positional: factory called with ``d_model, n_heads, max_len, causal=False``
             (``None`` = sinusoidal; ``NoPositionalEncoding`` for none at all).
-        norm: ``PostNorm()`` (default) or ``PreNorm()`` from ``modules.layers``.
+        norm_first: pre-norm layers and a final LayerNorm (Xiong et al. 2020) instead of
+            the paper's post-norm layers (``PreNorm*`` / ``PostNorm*`` classes in ``modules.layers``).
         window: if set, each position attends only to positions within ``window``
             (restricted self-attention, Vaswani et al. 2017, Table 1).
         embedding: an existing ``nn.Embedding`` to share (joint vocabulary).
@@ -72,7 +71,7 @@ class TransformerEncoder(nn.Module):
         dropout: float = 0.1,
         pad_id: int = 0,
         positional=None,
-        norm=None,
+        norm_first: bool = False,
         activation: str = "relu",
         window: int | None = None,
         max_len: int = 1024,
@@ -85,7 +84,7 @@ class TransformerEncoder(nn.Module):
         self.embedding = embedding if embedding is not None else nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         self.positional = build_positional(positional, d_model, n_heads, max_len, causal=False)
         self.dropout = nn.Dropout(dropout)
-        arrangement = resolve_norm(norm)
+        arrangement = norm_arrangement(norm_first)
         self.layers = nn.ModuleList(
             arrangement.encoder_layer(d_model, n_heads, d_ff, dropout, activation) for _ in range(n_layers)
         )

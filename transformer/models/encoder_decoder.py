@@ -33,8 +33,8 @@ class EncoderDecoder(nn.Module):
         positional: factory ``(d_model, n_heads, max_len, causal) -> module``; ``None``
             = sinusoidal. In YAML: ``{_target_: transformer.modules.positional.RelativePositionBias,
             _partial_: true}``. Encoder and decoder each get their own instance.
-        norm: layer-norm arrangement, ``PostNorm()`` (default, the paper) or ``PreNorm()``;
-            in YAML ``norm: {_target_: transformer.modules.layers.PreNorm}``.
+        norm_first: False = post-norm layers (the paper); True = pre-norm layers plus a
+            final LayerNorm per stack (Xiong et al. 2020), stable at higher learning rates.
         activation: ``"relu"`` or ``"gelu"`` in the FFN.
         window: local self-attention window for the encoder (None = full).
         max_len: longest sequence for learned positions.
@@ -58,7 +58,7 @@ class EncoderDecoder(nn.Module):
         d_ff: int = 2048,
         dropout: float = 0.1,
         positional=None,
-        norm=None,
+        norm_first: bool = False,
         activation: str = "relu",
         window: int | None = None,
         max_len: int = 1024,
@@ -78,11 +78,11 @@ class EncoderDecoder(nn.Module):
         self.vocab_size = tgt_vocab_size
         self.encoder = TransformerEncoder(
             vocab_size, d_model, n_heads, n_encoder_layers, d_ff, dropout, pad_id,
-            positional=positional, norm=norm, activation=activation, window=window, max_len=max_len,
+            positional=positional, norm_first=norm_first, activation=activation, window=window, max_len=max_len,
         )
         self.decoder = AutoregressiveDecoder(
             tgt_vocab_size, d_model, n_heads, n_decoder_layers, d_ff, dropout, pad_id,
-            positional=positional, norm=norm, activation=activation, max_len=max_len,
+            positional=positional, norm_first=norm_first, activation=activation, max_len=max_len,
             embedding=self.encoder.embedding if share_embeddings else None, tie_output=tie_output,
         )
         init_weights(self, d_model)
@@ -104,11 +104,9 @@ class EncoderDecoder(nn.Module):
     def decode_step(self, tokens: Tensor, enc: EncoderOut, cache: KVCache) -> tuple[Tensor, KVCache]:
         """Log-probabilities ``(N, V)`` of the token after ``tokens``.
 
-        ``tokens (N, t)`` is the whole prefix so far (BOS first); only the
-        ``t - cache.length`` positions not yet cached are computed, so a search
-        can pass the growing prefix every step. If ``t <= cache.length``, the
-        tokens are taken to be all new (e.g. just the last token ``(N, 1)``).
+        ``tokens (N, t)`` are the tokens not yet in the cache (search passes one per
+        row per call, BOS first); they sit at positions ``cache.length ..
+        cache.length + t - 1`` and their keys/values are appended to ``cache``.
         """
-        new = tokens[:, cache.length :] if tokens.size(1) > cache.length else tokens  # (N, t_new)
-        logits, cache = self.decoder.forward_step(new, enc.src_pad_mask, cache)  # (N, t_new, V)
+        logits, cache = self.decoder.forward_step(tokens, enc.src_pad_mask, cache)  # (N, t, V)
         return torch.log_softmax(logits[:, -1].float(), dim=-1), cache

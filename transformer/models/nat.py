@@ -15,7 +15,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from transformer.models.encoder import EncoderOut, TransformerEncoder, resolve_norm
+from transformer.models.encoder import EncoderOut, TransformerEncoder, norm_arrangement
 from transformer.models.init import init_weights
 from transformer.modules.masks import merge_masks, pad_mask
 from transformer.modules.positional import build_positional
@@ -75,7 +75,7 @@ class NonAutoregressiveDecoder(nn.Module):
         dropout: float = 0.1,
         pad_id: int = 0,
         positional=None,
-        norm=None,
+        norm_first: bool = False,
         activation: str = "relu",
         max_len: int = 1024,
         decoder_input: str = "mask",
@@ -92,7 +92,7 @@ class NonAutoregressiveDecoder(nn.Module):
         self.embedding = embedding
         self.positional = build_positional(positional, d_model, n_heads, max_len, causal=False)
         self.dropout = nn.Dropout(dropout)
-        arrangement = resolve_norm(norm)
+        arrangement = norm_arrangement(norm_first)
         self.layers = nn.ModuleList(
             arrangement.decoder_layer(d_model, n_heads, d_ff, dropout, activation) for _ in range(n_layers)
         )
@@ -132,7 +132,7 @@ class LengthPredictor(nn.Module):
             keeps the classes few and shared across sentence lengths).
     """
 
-    def __init__(self, d_model: int, mode: str = "offset", max_length: int = 256, max_offset: int = 64):
+    def __init__(self, d_model: int, mode: str = "absolute", max_length: int = 256, max_offset: int = 64):
         super().__init__()
         if mode not in LENGTH_MODES:
             raise ValueError(f"mode must be one of {LENGTH_MODES}, got {mode!r}")
@@ -159,11 +159,23 @@ class LengthPredictor(nn.Module):
             classes = classes + src_lengths.view(shape) - self.max_offset  # (B, ...) + (B, 1...)
         return classes.clamp(min=1).long()
 
-    def top_k_lengths(self, logits: Tensor, src_lengths: Tensor, k: int = 1) -> Tensor:
-        """The ``k`` most probable absolute lengths ``(B, k)``, best first, clamped to >= 1
-        (so after clamping duplicates are possible)."""
-        classes = logits.topk(min(k, logits.size(-1)), dim=-1).indices  # (B, k)
-        return self.to_lengths(classes, src_lengths)
+    def top_k_lengths(self, logits: Tensor, src_lengths: Tensor | None = None, k: int = 1) -> Tensor:
+        """The ``k`` most probable absolute lengths ``(B, k)``, best first.
+
+        Classes meaning a length below 1 are excluded rather than clamped, so the
+        candidates stay distinct. ``src_lengths (B,)`` is needed in offset mode only.
+        """
+        b, n = logits.shape
+        classes = torch.arange(n, device=logits.device).expand(b, n)  # (B, L)
+        if self.mode == "offset":
+            if src_lengths is None:
+                raise ValueError("offset length classes need the source lengths (pass enc)")
+            classes = classes + src_lengths.view(b, 1) - self.max_offset  # (B, L) absolute lengths
+        valid = classes >= 1
+        logits = logits.masked_fill(~valid, float("-inf"))
+        k = min(k, int(valid.sum(1).min()))  # shrink k rather than return invalid lengths
+        top = logits.topk(k, dim=-1).indices  # (B, k)
+        return classes.gather(1, top).long()
 
 
 class NonAutoregressiveModel(nn.Module):
@@ -173,7 +185,7 @@ class NonAutoregressiveModel(nn.Module):
         ``encode(src (B, S)) -> EncoderOut``; ``predict_length(enc) -> (B, L)``;
         ``decode(enc, tgt_tokens (B, T), tgt_pad_mask (B, T) | None) -> logits (B, T, V)``;
         ``forward(src, tgt_tokens, tgt_pad_mask) -> (logits (B, T, V), length_logits (B, L))``;
-        ``top_k_lengths(length_logits, enc, k) -> (B, k)``; ``length_targets(tgt_lengths (B,), enc) -> (B,)``.
+        ``top_k_lengths(length_logits, k, enc=None) -> (B, k)``; ``length_targets(tgt_lengths (B,), enc) -> (B,)``.
 
     Args (beyond ``EncoderDecoder``'s):
         decoder_input: ``"mask"`` (Mask-Predict; needs ``mask_id``) or ``"copy"`` (NAT uniform copy).
@@ -192,7 +204,7 @@ class NonAutoregressiveModel(nn.Module):
         d_ff: int = 2048,
         dropout: float = 0.1,
         positional=None,
-        norm=None,
+        norm_first: bool = False,
         activation: str = "relu",
         window: int | None = None,
         max_len: int = 1024,
@@ -201,7 +213,7 @@ class NonAutoregressiveModel(nn.Module):
         tie_output: bool = True,
         decoder_input: str = "mask",
         mask_id: int | None = None,
-        length_mode: str = "offset",
+        length_mode: str = "absolute",
         max_length: int = 256,
         max_offset: int = 64,
     ):
@@ -220,11 +232,11 @@ class NonAutoregressiveModel(nn.Module):
         self.decoder_input = decoder_input
         self.encoder = TransformerEncoder(
             vocab_size, d_model, n_heads, n_encoder_layers, d_ff, dropout, pad_id,
-            positional=positional, norm=norm, activation=activation, window=window, max_len=max_len,
+            positional=positional, norm_first=norm_first, activation=activation, window=window, max_len=max_len,
         )
         self.decoder = NonAutoregressiveDecoder(
             tgt_vocab_size, d_model, n_heads, n_decoder_layers, d_ff, dropout, pad_id,
-            positional=positional, norm=norm, activation=activation, max_len=max_len,
+            positional=positional, norm_first=norm_first, activation=activation, max_len=max_len,
             decoder_input=decoder_input,
             embedding=self.encoder.embedding if share_embeddings else None, tie_output=tie_output,
         )
@@ -242,13 +254,17 @@ class NonAutoregressiveModel(nn.Module):
         """Length logits ``(B, L)``; classes per ``LengthPredictor.mode``."""
         return self.length_predictor(enc.memory, enc.src_pad_mask)
 
-    def top_k_lengths(self, length_logits: Tensor, enc: EncoderOut, k: int = 1) -> Tensor:
-        """``(B, k)`` absolute target lengths, most probable first, each >= 1."""
-        return self.length_predictor.top_k_lengths(length_logits, enc.src_pad_mask.sum(1), k)
+    def top_k_lengths(self, length_logits: Tensor, k: int = 1, enc: EncoderOut | None = None) -> Tensor:
+        """``(B, k)`` distinct absolute target lengths >= 1, most probable first.
 
-    def lengths_from_logits(self, length_logits: Tensor, enc: EncoderOut) -> Tensor:
+        ``enc`` is required in offset mode (lengths are relative to the source).
+        """
+        src_lengths = None if enc is None else enc.src_pad_mask.sum(1)
+        return self.length_predictor.top_k_lengths(length_logits, src_lengths, k)
+
+    def lengths_from_logits(self, length_logits: Tensor, enc: EncoderOut | None = None) -> Tensor:
         """``(B,)`` the most probable absolute target length."""
-        return self.top_k_lengths(length_logits, enc, 1)[:, 0]
+        return self.top_k_lengths(length_logits, 1, enc)[:, 0]
 
     def length_targets(self, tgt_lengths: Tensor, enc: EncoderOut) -> Tensor:
         """Gold lengths ``(B,)`` -> length classes ``(B,)`` for cross-entropy on ``predict_length``."""

@@ -69,7 +69,7 @@ class Tagger(nn.Module):
         d_ff: int = 1024,
         dropout: float = 0.1,
         positional=None,
-        norm=None,
+        norm_first: bool = False,
         activation: str = "relu",
         window: int | None = None,
         max_len: int = 1024,
@@ -84,7 +84,7 @@ class Tagger(nn.Module):
         self.pooling = pooling
         self.encoder = TransformerEncoder(
             vocab_size, d_model, n_heads, n_layers, d_ff, dropout, pad_id,
-            positional=positional, norm=norm, activation=activation, window=window, max_len=max_len,
+            positional=positional, norm_first=norm_first, activation=activation, window=window, max_len=max_len,
         )
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(d_model, n_tags)

@@ -7,9 +7,9 @@ H heads.
 * Pre-norm (Wang et al. 2019; Xiong et al. 2020): ``x = x + Dropout(Sublayer(LN(x)))``;
   stable without warm-up tricks, and the stack needs a final LayerNorm.
 
-The arrangement is picked by a small object, ``PostNorm()`` or ``PreNorm()``,
-which builds layers and the stack's final norm (so Hydra selects it with
-``_target_: transformer.modules.layers.PreNorm``).
+The models pick an arrangement with ``norm_first: bool``, which selects one of
+the small objects ``PostNorm()`` / ``PreNorm()`` below; each builds the layers
+and the stack's final norm.
 
 Decoder layers serve both teacher forcing and incremental decoding: given a
 ``KVCache`` they append this step's self-attention keys/values and read the
