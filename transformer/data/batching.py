@@ -1,0 +1,221 @@
+"""Token-budget batching and collate functions (plain torch; no Lightning).
+
+Shape legend: B batch size, S source length, T target / piece length, W words.
+
+Translation batch (``TranslationCollator``)::
+
+    src          (B, S) long   source pieces + EOS, right-padded with pad_id
+    src_pad_mask (B, S) bool   True = real token
+    tgt_in       (B, T) long   BOS + target pieces
+    tgt_out      (B, T) long   target pieces + EOS
+    tgt_pad_mask (B, T) bool   True = real token (same for tgt_in and tgt_out)
+    index        (B,)   long   position of each example in its split
+
+Tagging batch (``TaggingCollator``)::
+
+    src          (B, T) long   word pieces (no specials), right-padded with pad_id
+    src_pad_mask (B, T) bool   True = real piece
+    word_ids     (B, T) long   index of the word each piece belongs to; -1 for padding
+    tags         (B, W) long   tag id per word, -100 (ignored by cross-entropy) for padding
+    index        (B,)   long
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Iterator, Sequence
+
+import numpy as np
+import torch
+from torch.utils.data import Sampler
+
+log = logging.getLogger(__name__)
+
+IGNORE_INDEX = -100
+
+
+def translation_length(src_len: int, tgt_len: int) -> int:
+    """Padded width one pair occupies in a batch: max of src+EOS and BOS+tgt."""
+    return max(src_len, tgt_len) + 1
+
+
+class TokenBudgetBatchSampler(Sampler[list[int]]):
+    """Length-bucketed batches whose padded size ``max_len_in_batch * batch_size`` never
+    exceeds ``max_tokens``.
+
+    Per epoch: examples are shuffled (seeded by ``(seed, epoch)``), stably sorted by
+    length (so ties are broken at random), cut greedily into batches under the budget,
+    and the batch order is shuffled. ``shuffle=False`` gives length-sorted batches in a
+    fixed order (evaluation; batches carry ``index`` to restore input order).
+
+    An example longer than ``max_tokens`` cannot fit any batch: it gets a batch of its
+    own (which then exceeds the budget) and is reported once as a warning and in
+    ``self.oversized`` (filter by length beforehand to avoid this).
+
+    Distributed: every rank builds the same batch list and takes ``batches[rank::R]``,
+    so ranks share each epoch disjointly and every example is used exactly once. When
+    the batch count does not divide by ``num_replicas``, the largest batches are split in
+    two until it does (a split batch only gets smaller, so the budget still holds), so all
+    ranks get the same number of batches without repeating any example. Only if there are
+    fewer examples than ranks can the shares be uneven (a warning says so). With
+    ``drop_last=True`` the surplus batches are dropped instead. Under Lightning DDP use
+    ``Trainer(use_distributed_sampler=False)``: this sampler already shards by rank.
+    Call :meth:`set_epoch` each epoch (Lightning does so for batch samplers).
+    """
+
+    def __init__(
+        self,
+        lengths: Sequence[int],
+        max_tokens: int,
+        shuffle: bool = True,
+        seed: int = 0,
+        num_replicas: int = 1,
+        rank: int = 0,
+        drop_last: bool = False,
+    ):
+        if max_tokens <= 0:
+            raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        if not 0 <= rank < num_replicas:
+            raise ValueError(f"rank {rank} outside 0..{num_replicas - 1}")
+        self.lengths = np.asarray(lengths, dtype=np.int64)
+        self.max_tokens = int(max_tokens)
+        self.shuffle = shuffle
+        self.seed = int(seed)
+        self.num_replicas = int(num_replicas)
+        self.rank = int(rank)
+        self.drop_last = drop_last
+        self.epoch = 0
+        self.oversized: list[int] = np.flatnonzero(self.lengths > self.max_tokens).tolist()
+        if self.oversized:
+            log.warning(
+                "%d example(s) longer than max_tokens=%d get a batch of their own (first: index %d, length %d)",
+                len(self.oversized), self.max_tokens, self.oversized[0], int(self.lengths[self.oversized[0]]),
+            )
+        self._len = len(self._rank_batches(0))
+
+    def set_epoch(self, epoch: int) -> None:
+        """Choose the epoch whose order to produce (same seed + epoch → same batches)."""
+        self.epoch = int(epoch)
+
+    def _cut(self, order: np.ndarray) -> list[list[int]]:
+        batches: list[list[int]] = []
+        cur: list[int] = []
+        cur_max = 0
+        for i in order.tolist():
+            n = int(self.lengths[i])
+            if cur and max(cur_max, n) * (len(cur) + 1) > self.max_tokens:
+                batches.append(cur)
+                cur, cur_max = [], 0
+            cur.append(i)
+            cur_max = max(cur_max, n)
+        if cur:
+            batches.append(cur)
+        return batches
+
+    def _all_batches(self, epoch: int) -> list[list[int]]:
+        """The whole epoch's batches (all ranks), already balanced for the ranks."""
+        n = len(self.lengths)
+        if self.shuffle:
+            rng = np.random.default_rng([self.seed, epoch])
+            perm = rng.permutation(n)
+            order = perm[np.argsort(self.lengths[perm], kind="stable")]
+        else:
+            order = np.argsort(self.lengths, kind="stable")
+        batches = self._cut(order)
+        if self.shuffle:
+            batches = [batches[j] for j in rng.permutation(len(batches)).tolist()]
+        r = self.num_replicas
+        surplus = len(batches) % r
+        if surplus and self.drop_last:
+            batches = batches[: len(batches) - surplus]
+        elif surplus:
+            for _ in range(r - surplus):
+                j = max(range(len(batches)), key=lambda k: len(batches[k]))
+                if len(batches[j]) < 2:
+                    log.warning("too few examples to give %d ranks equal batch counts", r)
+                    break
+                half = len(batches[j]) // 2
+                batches[j : j + 1] = [batches[j][:half], batches[j][half:]]
+        return batches
+
+    def _rank_batches(self, epoch: int) -> list[list[int]]:
+        return self._all_batches(epoch)[self.rank :: self.num_replicas]
+
+    def __iter__(self) -> Iterator[list[int]]:
+        yield from self._rank_batches(self.epoch)
+
+    def __len__(self) -> int:
+        # The batch count is the same every epoch: cutting depends only on the sorted
+        # length sequence, which ties broken differently do not change.
+        return self._len
+
+
+def _pad(seqs: Sequence[Sequence[int]], value: int) -> torch.Tensor:
+    """Right-pad int sequences into a (B, max_len) long tensor."""
+    out = torch.full((len(seqs), max((len(s) for s in seqs), default=0)), value, dtype=torch.long)
+    for i, s in enumerate(seqs):
+        if len(s):
+            out[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
+    return out
+
+
+class TranslationCollator:
+    """Examples ``{"src": ids, "tgt": ids, "index": int}`` → translation batch (see module
+    docstring). Without ``"tgt"`` (raw input to translate) only src keys and index."""
+
+    def __init__(self, pad_id: int, bos_id: int, eos_id: int):
+        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+
+    def __call__(self, examples: Sequence[dict]) -> dict[str, torch.Tensor]:
+        src = _pad([list(e["src"]) + [self.eos_id] for e in examples], self.pad_id)  # (B, S)
+        batch = {
+            "src": src,
+            "src_pad_mask": src != self.pad_id,
+            "index": torch.as_tensor([int(e["index"]) for e in examples], dtype=torch.long),
+        }
+        if "tgt" in examples[0]:
+            tgt_in = _pad([[self.bos_id] + list(e["tgt"]) for e in examples], self.pad_id)  # (B, T)
+            tgt_out = _pad([list(e["tgt"]) + [self.eos_id] for e in examples], self.pad_id)  # (B, T)
+            batch.update(tgt_in=tgt_in, tgt_out=tgt_out, tgt_pad_mask=tgt_out != self.pad_id)
+        return batch
+
+
+class TaggingCollator:
+    """Examples ``{"src": ids, "word_ids": list, "tags": list, "index": int}`` → tagging
+    batch (see module docstring). ``"tags"`` may be absent (inference)."""
+
+    def __init__(self, pad_id: int):
+        self.pad_id = pad_id
+
+    def __call__(self, examples: Sequence[dict]) -> dict[str, torch.Tensor]:
+        src = _pad([e["src"] for e in examples], self.pad_id)  # (B, T)
+        lengths = torch.as_tensor([len(e["src"]) for e in examples])
+        batch = {
+            "src": src,
+            "src_pad_mask": torch.arange(src.shape[1])[None, :] < lengths[:, None],  # (B, T)
+            "word_ids": _pad([e["word_ids"] for e in examples], -1),  # (B, T)
+            "index": torch.as_tensor([int(e["index"]) for e in examples], dtype=torch.long),
+        }
+        if "tags" in examples[0]:
+            batch["tags"] = _pad([e["tags"] for e in examples], IGNORE_INDEX)  # (B, W)
+        return batch
+
+
+def restore_order(indices: Sequence[int], outputs: Sequence, n: int | None = None) -> list:
+    """Put per-example ``outputs`` (in batch order, with split ``indices``) back in split order."""
+    n = len(outputs) if n is None else n
+    result: list = [None] * n
+    for i, out in zip(indices, outputs):
+        result[int(i)] = out
+    return result
+
+
+__all__ = [
+    "IGNORE_INDEX",
+    "TaggingCollator",
+    "TokenBudgetBatchSampler",
+    "TranslationCollator",
+    "restore_order",
+    "translation_length",
+]
+

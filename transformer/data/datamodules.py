@@ -1,0 +1,417 @@
+"""LightningDataModules for translation (Multi30k) and tagging (UD GUM, CoNLL-2000).
+
+The only module of ``transformer.data`` that imports Lightning.
+
+Both modules, on ``setup()``: read the raw splits (fetching from cache, mirror or
+upstream), train or load the tokenizer (cached as ``tokenizer.json`` under
+``data_dir/tokenizers/`` keyed by training data and options), tokenize every split into
+a cached Arrow dataset (:mod:`transformer.data.preprocess`), and length-filter the
+training split only (dropped examples are logged and kept in ``filter_report``;
+evaluation splits are never filtered, so references stay complete).
+
+Dataloaders: ``train_dataloader`` uses a shuffled :class:`TokenBudgetBatchSampler`
+sharded by the trainer's rank/world size (so DDP needs
+``Trainer(use_distributed_sampler=False)``); ``dataloader(split)`` gives length-sorted
+batches of a whole split on every rank, each batch carrying ``index`` so outputs can
+be put back in split order (:func:`transformer.data.batching.restore_order`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import lightning as L
+from torch.utils.data import DataLoader
+
+from transformer.data.batching import TaggingCollator, TokenBudgetBatchSampler, TranslationCollator, translation_length
+from transformer.data.preprocess import cache_key, int_column, tokenize_tagging, tokenize_translation
+from transformer.data.readers import (
+    FilterResult,
+    TaggedSentence,
+    iter_words,
+    length_filter,
+    read_conll2000,
+    read_gum,
+    read_multi30k,
+    read_parallel,
+)
+from transformer.data.sources import (
+    CONLL2000_RELPATH,
+    DATASETS,
+    gum_relpath,
+    multi30k_relpath,
+    sha256_file,
+)
+from transformer.data.tokenizer import SubwordTokenizer
+
+log = logging.getLogger(__name__)
+
+MULTI30K_EVAL_SPLITS = ("val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
+
+
+class _TokenBudgetDataModule(L.LightningDataModule):
+    """Shared dataloader plumbing: ``self._datasets[split]``, ``self._lengths[split]``."""
+
+    train_split = "train"
+    val_split = "val"
+
+    def __init__(self, max_tokens: int, num_workers: int, seed: int):
+        super().__init__()
+        self.max_tokens = max_tokens
+        self.num_workers = num_workers
+        self.seed = seed
+        self._datasets: dict[str, Any] = {}
+        self._lengths: dict[str, list[int]] = {}
+        self.filter_report: dict[str, FilterResult] = {}
+        self._ready = False
+
+    @property
+    def splits(self) -> list[str]:
+        """Every split available after ``setup()``."""
+        return list(self._datasets)
+
+    def _collator(self):
+        raise NotImplementedError
+
+    def _rank_world(self) -> tuple[int, int]:
+        trainer = getattr(self, "trainer", None)
+        if trainer is None:
+            return 0, 1
+        return trainer.global_rank, trainer.world_size
+
+    def _loader(self, split: str, sampler: TokenBudgetBatchSampler) -> DataLoader:
+        return DataLoader(
+            self._datasets[split],
+            batch_sampler=sampler,
+            collate_fn=self._collator(),
+            num_workers=self.num_workers,
+            persistent_workers=self.num_workers > 0,
+        )
+
+    def train_dataloader(self) -> DataLoader:
+        rank, world = self._rank_world()
+        split = self.train_split
+        sampler = TokenBudgetBatchSampler(
+            self._lengths[split], self.max_tokens, shuffle=True, seed=self.seed, num_replicas=world, rank=rank
+        )
+        return self._loader(split, sampler)
+
+    def dataloader(self, split: str) -> DataLoader:
+        """Length-sorted, unshuffled batches of a whole split (no filtering, no sharding)."""
+        if split not in self._datasets:
+            raise KeyError(f"split {split!r} not set up; available: {self.splits}")
+        ds = self._unfiltered_train if split == self.train_split else self._datasets[split]
+        return DataLoader(
+            ds,
+            batch_sampler=TokenBudgetBatchSampler(self._eval_lengths(split), self.max_tokens, shuffle=False),
+            collate_fn=self._collator(),
+            num_workers=self.num_workers,
+        )
+
+    def _eval_lengths(self, split: str) -> list[int]:
+        raise NotImplementedError
+
+    def val_dataloader(self) -> DataLoader:
+        return self.dataloader(self.val_split)
+
+    def test_dataloader(self, split: str | None = None) -> DataLoader | list[DataLoader]:
+        """One split's loader, or (for Lightning) a list over ``self.test_splits``."""
+        if split is not None:
+            return self.dataloader(split)
+        return [self.dataloader(s) for s in self.test_splits]
+
+    def _filter_train(self, ds, lengths: Sequence, max_len: int, name: str):
+        """Apply :func:`length_filter` to the training dataset; remember the outcome."""
+        self._unfiltered_train = ds
+        result = length_filter(lengths, max_len, name=name)
+        self.filter_report[self.train_split] = result
+        return ds.select(result.kept) if result.dropped else ds
+
+    def prepare_data(self) -> None:
+        """Fetch, train the tokenizer and tokenize once (Lightning runs this on rank 0)."""
+        self.setup()
+
+
+def _load_or_train(path: Path, texts_fn, vocab_size: int, model: str) -> SubwordTokenizer:
+    if path.is_file():
+        log.info("loading cached tokenizer %s", path)
+        return SubwordTokenizer.load(path)
+    tok = SubwordTokenizer.train(texts_fn(), vocab_size, model=model)
+    tok.save(path)
+    log.info("trained tokenizer (%s, %d) saved to %s", model, tok.vocab_size, path)
+    return tok
+
+
+class TranslationDataModule(_TokenBudgetDataModule):
+    """Multi30k (task 1) translation between any two of en/de/fr/cs.
+
+    Args:
+        src_lang, tgt_lang: language codes.
+        data_dir: download / Arrow / tokenizer cache.
+        mirror_root: local dataset mirror (else ``$TRANSFORMER_DATA_MIRROR``, else HTTP).
+        vocab_size, joint_vocab, tokenizer_model: subword vocabulary ("bpe" | "unigram" |
+            "word"), one shared by both sides when ``joint_vocab``; trained on the training
+            split only.
+        max_tokens: padded-token budget per batch. max_len: training pairs with either side
+            longer than this many pieces are dropped (counted in ``filter_report``).
+        train_files: ``{"src": path, "tgt": path}`` plain-text parallel corpus replacing the
+            Multi30k training split (e.g. distilled targets); also trains the tokenizer
+            unless ``tokenizer_path`` is given.
+        eval_splits: splits besides train to prepare; None = val and every test split
+            upstream has for the pair except test_2018_flickr (not in the mirror; name it
+            explicitly to download it).
+        tokenizer_path: reuse saved tokenizer(s): one ``tokenizer.json`` (both sides) or
+            ``{"src": path, "tgt": path}``.
+        train_subset: use only the first N training pairs.
+
+    After ``setup()``: ``src_tokenizer``, ``tgt_tokenizer``, ``raw(split)``, ``test_splits``.
+    """
+
+    def __init__(
+        self,
+        src_lang: str,
+        tgt_lang: str,
+        data_dir: str | os.PathLike = "data/cache",
+        mirror_root: str | os.PathLike | None = None,
+        vocab_size: int = 8000,
+        joint_vocab: bool = True,
+        tokenizer_model: str = "bpe",
+        max_tokens: int = 4096,
+        max_len: int = 256,
+        num_workers: int = 0,
+        seed: int = 0,
+        train_files: dict[str, str] | None = None,
+        eval_splits: Sequence[str] | None = None,
+        tokenizer_path: str | os.PathLike | dict[str, str] | None = None,
+        train_subset: int | None = None,
+    ):
+        super().__init__(max_tokens, num_workers, seed)
+        self.save_hyperparameters()
+        self.src_lang, self.tgt_lang = src_lang, tgt_lang
+        self.data_dir = Path(data_dir)
+        self.mirror_root = mirror_root
+        self.vocab_size = vocab_size
+        self.joint_vocab = joint_vocab
+        self.tokenizer_model = tokenizer_model
+        self.max_len = max_len
+        self.train_files = dict(train_files) if train_files else None
+        self.tokenizer_path = tokenizer_path
+        self.train_subset = train_subset
+        if eval_splits is None:
+            eval_splits = [s for s in MULTI30K_EVAL_SPLITS if self._has_split(s)]
+        else:
+            for s in eval_splits:  # fail early with the registry's clear message
+                multi30k_relpath(s, src_lang)
+                multi30k_relpath(s, tgt_lang)
+        self.eval_splits = [s for s in dict.fromkeys(eval_splits) if s != "train"]
+        self.test_splits = [s for s in self.eval_splits if s != self.val_split]
+        self.src_tokenizer: SubwordTokenizer | None = None
+        self.tgt_tokenizer: SubwordTokenizer | None = None
+        self._raw: dict[str, list[tuple[str, str]]] = {}
+
+    def _has_split(self, split: str) -> bool:
+        return all(f"multi30k/data/task1/raw/{split}.{lang}.gz" in DATASETS for lang in (self.src_lang, self.tgt_lang))
+
+    def _split_hashes(self, split: str) -> list[str]:
+        if split == "train" and self.train_files:
+            return [sha256_file(self.train_files["src"]), sha256_file(self.train_files["tgt"])]
+        return [DATASETS[multi30k_relpath(split, lang)].sha256 for lang in (self.src_lang, self.tgt_lang)]
+
+    def _read(self, split: str) -> list[tuple[str, str]]:
+        if split == "train" and self.train_files:
+            pairs = read_parallel(self.train_files["src"], self.train_files["tgt"])
+        else:
+            pairs = read_multi30k(split, self.src_lang, self.tgt_lang, self.data_dir, self.mirror_root)
+        if split == "train" and self.train_subset is not None:
+            pairs = pairs[: self.train_subset]
+        return pairs
+
+    def _tokenizers(self) -> tuple[SubwordTokenizer, SubwordTokenizer]:
+        tp = self.tokenizer_path
+        if tp is not None:
+            if isinstance(tp, (str, os.PathLike)):
+                tok = SubwordTokenizer.load(tp)
+                return tok, tok
+            return SubwordTokenizer.load(tp["src"]), SubwordTokenizer.load(tp["tgt"])
+        train = self._raw["train"]
+        key = cache_key("tok", self._split_hashes("train"), len(train), self.tokenizer_model, self.vocab_size,
+                        self.joint_vocab, self.src_lang, self.tgt_lang)[:16]
+        folder = self.data_dir / "tokenizers"
+        stem = f"{self.src_lang}-{self.tgt_lang}-{self.tokenizer_model}{self.vocab_size}"
+        if self.joint_vocab:
+            tok = _load_or_train(folder / f"{stem}-joint-{key}.json",
+                                 lambda: [s for s, _ in train] + [t for _, t in train], self.vocab_size, self.tokenizer_model)
+            return tok, tok
+        src = _load_or_train(folder / f"{stem}-src-{key}.json", lambda: [s for s, _ in train], self.vocab_size, self.tokenizer_model)
+        tgt = _load_or_train(folder / f"{stem}-tgt-{key}.json", lambda: [t for _, t in train], self.vocab_size, self.tokenizer_model)
+        return src, tgt
+
+    def setup(self, stage: str | None = None) -> None:
+        if self._ready:
+            return
+        for split in ["train", *self.eval_splits]:
+            self._raw[split] = self._read(split)
+        self.src_tokenizer, self.tgt_tokenizer = self._tokenizers()
+        for split, pairs in self._raw.items():
+            name = f"multi30k-{self.src_lang}-{self.tgt_lang}-{split}"
+            if split == "train" and self.train_files:
+                name = f"parallel-{self.src_lang}-{self.tgt_lang}-train"
+            ds = tokenize_translation(
+                pairs, self.src_tokenizer, self.tgt_tokenizer, self.data_dir, name, self._split_hashes(split)
+            ).with_format(None)
+            src_len, tgt_len = int_column(ds, "src_len"), int_column(ds, "tgt_len")
+            if split == "train":
+                ds = self._filter_train(ds, list(zip(src_len, tgt_len)), self.max_len, name)
+                keep = self.filter_report["train"].kept
+                src_len, tgt_len = [src_len[i] for i in keep], [tgt_len[i] for i in keep]
+            self._datasets[split] = ds
+            self._lengths[split] = [translation_length(s, t) for s, t in zip(src_len, tgt_len)]
+        self._ready = True
+
+    def _eval_lengths(self, split: str) -> list[int]:
+        ds = self._unfiltered_train if split == "train" else self._datasets[split]
+        return [translation_length(s, t) for s, t in zip(int_column(ds, "src_len"), int_column(ds, "tgt_len"))]
+
+    def _collator(self) -> TranslationCollator:
+        t = self.tgt_tokenizer
+        return TranslationCollator(pad_id=t.pad_id, bos_id=t.bos_id, eos_id=t.eos_id)
+
+    def raw(self, split: str) -> list[tuple[str, str]]:
+        """Untokenized ``(src, tgt)`` pairs of a split in file order (BLEU references);
+        for train, before the length filter."""
+        return self._raw[split]
+
+    def dataset(self, split: str):
+        """The tokenized ``datasets.Dataset`` of a split (train: after the length filter)."""
+        return self._datasets[split]
+
+
+class TaggingDataModule(_TokenBudgetDataModule):
+    """POS tagging on UD English-GUM 2.5 or CoNLL-2000.
+
+    Args:
+        dataset: ``"gum"`` (splits train/dev/test) or ``"conll2000"`` (train/dev/test;
+            upstream has no dev set, so the last ``dev_size`` sentences of the training
+            file become ``dev`` and are removed from ``train``; deterministic).
+        tagset: ``"upos"`` | ``"xpos"`` (GUM); ``"pos"`` is the corpus's own POS column
+            (UPOS for GUM, Penn Treebank for CoNLL-2000, where ``"xpos"`` means the same);
+            ``"chunk"`` for CoNLL-2000 chunk tags.
+        tokenizer_model: ``"bpe"`` | ``"unigram"`` | ``"word"``; trained on the training
+            words (each word an item, so pieces never cross words; unseen words still
+            encode as byte-level pieces, or ``<unk>`` for ``"word"``).
+        max_len: training sentences with more pieces are dropped (``filter_report``).
+        train_subset: use only the first N training sentences.
+
+    After ``setup()``: ``tokenizer``, ``tag_vocab`` (sorted training tags, then any tag
+    seen only in dev/test appended, so every split encodes), ``raw(split)``.
+    """
+
+    val_split = "dev"
+
+    def __init__(
+        self,
+        dataset: str = "gum",
+        tagset: str = "upos",
+        data_dir: str | os.PathLike = "data/cache",
+        mirror_root: str | os.PathLike | None = None,
+        vocab_size: int = 4000,
+        tokenizer_model: str = "bpe",
+        max_tokens: int = 4096,
+        max_len: int = 256,
+        num_workers: int = 0,
+        seed: int = 0,
+        tokenizer_path: str | os.PathLike | None = None,
+        train_subset: int | None = None,
+        dev_size: int = 500,
+    ):
+        super().__init__(max_tokens, num_workers, seed)
+        self.save_hyperparameters()
+        if dataset not in ("gum", "conll2000"):
+            raise ValueError(f"dataset must be 'gum' or 'conll2000', got {dataset!r}")
+        allowed = {"gum": {"upos": "upos", "xpos": "xpos", "pos": "upos"},
+                   "conll2000": {"pos": "xpos", "xpos": "xpos", "chunk": "chunk"}}[dataset]
+        if tagset not in allowed:
+            raise ValueError(f"tagset {tagset!r} not available for {dataset}; choose from {sorted(allowed)}")
+        self.dataset_name, self.tagset, self._field = dataset, tagset, allowed[tagset]
+        self.data_dir = Path(data_dir)
+        self.mirror_root = mirror_root
+        self.vocab_size = vocab_size
+        self.tokenizer_model = tokenizer_model
+        self.max_len = max_len
+        self.tokenizer_path = tokenizer_path
+        self.train_subset = train_subset
+        self.dev_size = dev_size
+        self.test_splits = ["test"]
+        self.tokenizer: SubwordTokenizer | None = None
+        self.tag_vocab: list[str] = []
+        self._raw: dict[str, list[TaggedSentence]] = {}
+
+    def _read_all(self) -> None:
+        if self.dataset_name == "gum":
+            for split in ("train", "dev", "test"):
+                self._raw[split] = read_gum(split, self.data_dir, self.mirror_root)
+            self._hashes = {s: [DATASETS[gum_relpath(s)].sha256] for s in self._raw}
+        else:
+            full = read_conll2000("train", self.data_dir, self.mirror_root)
+            if not 0 < self.dev_size < len(full):
+                raise ValueError(f"dev_size {self.dev_size} must be in 1..{len(full) - 1}")
+            self._raw["train"], self._raw["dev"] = full[: -self.dev_size], full[-self.dev_size :]
+            self._raw["test"] = read_conll2000("test", self.data_dir, self.mirror_root)
+            sha = DATASETS[CONLL2000_RELPATH].sha256
+            self._hashes = {s: [sha, s, self.dev_size] for s in self._raw}
+        if self.train_subset is not None:
+            self._raw["train"] = self._raw["train"][: self.train_subset]
+
+    def _tags(self, sent: TaggedSentence) -> list[str]:
+        return getattr(sent, self._field)
+
+    def setup(self, stage: str | None = None) -> None:
+        if self._ready:
+            return
+        self._read_all()
+        train = self._raw["train"]
+        if self.tokenizer_path is not None:
+            self.tokenizer = SubwordTokenizer.load(self.tokenizer_path)
+        else:
+            key = cache_key("tagtok", self._hashes["train"], len(train), self.tokenizer_model, self.vocab_size)[:16]
+            path = self.data_dir / "tokenizers" / f"{self.dataset_name}-{self.tokenizer_model}{self.vocab_size}-{key}.json"
+            self.tokenizer = _load_or_train(path, lambda: iter_words(train), self.vocab_size, self.tokenizer_model)
+        seen = sorted({t for s in train for t in self._tags(s)})
+        extra = sorted({t for sp in ("dev", "test") for s in self._raw[sp] for t in self._tags(s)} - set(seen))
+        if extra:
+            log.warning("%s %s: tags only in dev/test appended to the tag vocabulary: %s", self.dataset_name, self.tagset, extra)
+        self.tag_vocab = seen + extra
+        for split, sents in self._raw.items():
+            name = f"{self.dataset_name}-{self.tagset}-{split}"
+            ds = tokenize_tagging(
+                sents, [self._tags(s) for s in sents], self.tokenizer, self.tag_vocab, self.data_dir, name,
+                self._hashes[split],
+            ).with_format(None)
+            lengths = int_column(ds, "n_pieces")
+            if split == "train":
+                ds = self._filter_train(ds, lengths, self.max_len, name)
+                lengths = [lengths[i] for i in self.filter_report["train"].kept]
+            self._datasets[split] = ds
+            self._lengths[split] = lengths
+        self._ready = True
+
+    def _eval_lengths(self, split: str) -> list[int]:
+        ds = self._unfiltered_train if split == "train" else self._datasets[split]
+        return int_column(ds, "n_pieces")
+
+    def _collator(self) -> TaggingCollator:
+        return TaggingCollator(pad_id=self.tokenizer.pad_id)
+
+    def raw(self, split: str) -> list[TaggedSentence]:
+        """The split's sentences in file order (train: before the length filter)."""
+        return self._raw[split]
+
+    def dataset(self, split: str):
+        """The tokenized ``datasets.Dataset`` of a split (train: after the length filter)."""
+        return self._datasets[split]
+
+
+__all__ = ["TaggingDataModule", "TranslationDataModule"]

@@ -1,0 +1,138 @@
+"""Tokenized splits as Hugging Face ``datasets.Dataset`` objects, cached as Arrow files.
+
+Each split is built with ``Dataset.from_dict`` + a batched ``.map`` whose
+``cache_file_name`` and ``new_fingerprint`` are derived from :func:`cache_key` over
+the source files' sha256, the tokenizer's content hash (and, for tagging, the tag
+vocabulary) and :data:`FORMAT_VERSION`. A changed file or tokenizer therefore gets a
+different Arrow file, never a stale one; an unchanged one is memory-mapped back by
+``datasets`` without tokenizing again. Nothing here needs the network
+(``HF_DATASETS_OFFLINE=1`` is fine).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+from typing import Any, Sequence
+
+import datasets
+
+from transformer.data.readers import TaggedSentence
+from transformer.data.tokenizer import SubwordTokenizer
+
+#: Bump when the layout of the cached columns changes.
+FORMAT_VERSION = 1
+
+_List = getattr(datasets, "List", None) or datasets.Sequence  # datasets<4 spells it Sequence
+
+TRANSLATION_FEATURES = datasets.Features(
+    {
+        "src": _List(datasets.Value("int32")),
+        "tgt": _List(datasets.Value("int32")),
+        "index": datasets.Value("int64"),
+        "src_len": datasets.Value("int32"),
+        "tgt_len": datasets.Value("int32"),
+    }
+)
+TAGGING_FEATURES = datasets.Features(
+    {
+        "src": _List(datasets.Value("int32")),
+        "word_ids": _List(datasets.Value("int32")),
+        "tags": _List(datasets.Value("int32")),
+        "index": datasets.Value("int64"),
+        "n_pieces": datasets.Value("int32"),
+    }
+)
+
+
+def cache_key(*parts: Any) -> str:
+    """sha256 over a JSON rendering of ``parts`` (plus the format version)."""
+    blob = json.dumps([FORMAT_VERSION, *parts], sort_keys=True, default=str)
+    return hashlib.sha256(blob.encode("utf-8")).hexdigest()
+
+
+def _map_cached(ds: datasets.Dataset, fn, cache_file: Path, key: str, features, remove: list[str]) -> datasets.Dataset:
+    cache_file.parent.mkdir(parents=True, exist_ok=True)
+    return ds.map(
+        fn,
+        batched=True,
+        batch_size=2000,
+        remove_columns=remove,
+        features=features,
+        cache_file_name=str(cache_file),
+        new_fingerprint=key[:64],
+        load_from_cache_file=True,
+        desc=f"tokenizing {cache_file.stem}",
+    )
+
+
+def tokenize_translation(
+    pairs: Sequence[tuple[str, str]],
+    src_tokenizer: SubwordTokenizer,
+    tgt_tokenizer: SubwordTokenizer,
+    cache_dir: str | os.PathLike,
+    name: str,
+    source_hashes: Sequence[str],
+) -> datasets.Dataset:
+    """Dataset with columns ``src, tgt`` (piece ids, no specials), ``index`` (position in
+    the split), ``src_len, tgt_len``; cached under ``cache_dir/arrow/{name}-{key}.arrow``.
+
+    ``source_hashes`` must identify the text (the files' sha256, plus any subset size).
+    """
+    key = cache_key("translation", list(source_hashes), len(pairs), src_tokenizer.content_hash, tgt_tokenizer.content_hash)
+    cache_file = Path(cache_dir) / "arrow" / f"{name}-{key[:16]}.arrow"
+    raw = datasets.Dataset.from_dict(
+        {"src_text": [p[0] for p in pairs], "tgt_text": [p[1] for p in pairs], "index": list(range(len(pairs)))}
+    )
+
+    def fn(batch: dict[str, list]) -> dict[str, list]:
+        src = src_tokenizer.encode_batch(batch["src_text"])
+        tgt = tgt_tokenizer.encode_batch(batch["tgt_text"])
+        return {
+            "src": src,
+            "tgt": tgt,
+            "index": batch["index"],
+            "src_len": [len(x) for x in src],
+            "tgt_len": [len(x) for x in tgt],
+        }
+
+    return _map_cached(raw, fn, cache_file, key, TRANSLATION_FEATURES, ["src_text", "tgt_text"])
+
+
+def tokenize_tagging(
+    sentences: Sequence[TaggedSentence],
+    tags: Sequence[Sequence[str]],
+    tokenizer: SubwordTokenizer,
+    tag_vocab: Sequence[str],
+    cache_dir: str | os.PathLike,
+    name: str,
+    source_hashes: Sequence[str],
+) -> datasets.Dataset:
+    """Dataset with ``src`` (pieces), ``word_ids`` (word of each piece), ``tags`` (tag id
+    per word), ``index``, ``n_pieces``; cached like :func:`tokenize_translation`."""
+    key = cache_key("tagging", list(source_hashes), len(sentences), tokenizer.content_hash, list(tag_vocab))
+    cache_file = Path(cache_dir) / "arrow" / f"{name}-{key[:16]}.arrow"
+    tag_to_id = {t: i for i, t in enumerate(tag_vocab)}
+    raw = datasets.Dataset.from_dict(
+        {"words": [s.words for s in sentences], "tag_names": [list(t) for t in tags], "index": list(range(len(sentences)))}
+    )
+
+    def fn(batch: dict[str, list]) -> dict[str, list]:
+        out: dict[str, list] = {"src": [], "word_ids": [], "tags": [], "index": batch["index"], "n_pieces": []}
+        for words, names in zip(batch["words"], batch["tag_names"]):
+            ids, word_ids = tokenizer.encode_words(words)
+            out["src"].append(ids)
+            out["word_ids"].append(word_ids)
+            out["tags"].append([tag_to_id[t] for t in names])
+            out["n_pieces"].append(len(ids))
+        return out
+
+    return _map_cached(raw, fn, cache_file, key, TAGGING_FEATURES, ["words", "tag_names"])
+
+
+def int_column(ds: datasets.Dataset, column: str) -> list[int]:
+    """A scalar column as Python ints, honouring any ``select`` indices mapping."""
+    # One columnar read: iterating a Column formats row by row (slow).
+    return ds.select_columns([column]).with_format("arrow")[:][column].to_pylist()

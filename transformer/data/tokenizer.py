@@ -1,0 +1,222 @@
+"""Subword tokenizer: a thin wrapper over a Hugging Face ``tokenizers.Tokenizer``.
+
+Models: byte-level BPE (default), byte-level Unigram, or a word-level vocabulary (for
+tagging baselines). Special tokens always take the first ids, in this order:
+``<pad>``=0, ``<s>``=1 (BOS), ``</s>``=2 (EOS), ``<unk>``=3, ``<mask>``=4 (the
+mask-predict NAT decoder needs a mask token).
+
+Why byte-level pre-tokenization without a normalizer: the GPT-2 byte-level mapping
+(Radford et al. 2019) is lossless, so ``decode(encode(text)) == text`` for every input
+(double spaces, tabs, leading/trailing spaces and characters unseen in training
+included) and sacreBLEU scores the decoded text directly, with no detokenizer. A
+normalizer (NFKC, lowercasing, strip) would break that identity, so none is used.
+``add_prefix_space=False`` keeps the first word's bytes exact as well.
+
+``encode`` adds no special tokens: collate functions add BOS/EOS where needed.
+The whole state is ``tokenizer.json`` (``to_str``), so a checkpoint can carry it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+from typing import Iterable, Sequence
+
+from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+
+PAD, BOS, EOS, UNK, MASK = "<pad>", "<s>", "</s>", "<unk>", "<mask>"
+SPECIAL_TOKENS = [PAD, BOS, EOS, UNK, MASK]
+MODELS = ("bpe", "unigram", "word")
+
+
+class SubwordTokenizer:
+    """Encode text to ids and back; ``encode_words`` keeps word boundaries for tagging.
+
+    Build with :meth:`train`, :meth:`load` or :meth:`from_str`.
+    """
+
+    def __init__(self, tokenizer: Tokenizer):
+        self._tok = tokenizer
+        ids = [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS]
+        if ids != list(range(len(SPECIAL_TOKENS))):
+            raise ValueError(f"special tokens {SPECIAL_TOKENS} must have ids 0..4, found {ids}")
+        self._hash: str | None = None
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def train(
+        cls,
+        texts: Iterable[str],
+        vocab_size: int,
+        model: str = "bpe",
+        min_frequency: int = 2,
+    ) -> "SubwordTokenizer":
+        """Learn a vocabulary of ``vocab_size`` entries (specials included) from ``texts``.
+
+        For tagging, pass the training *words* (one per item) so pieces never cross words.
+        ``model``: ``"bpe"``, ``"unigram"`` or ``"word"`` (word-level; unseen words → ``<unk>``).
+        """
+        if model not in MODELS:
+            raise ValueError(f"tokenizer model {model!r} unknown; choose from {MODELS}")
+        if model == "word":
+            tok = Tokenizer(models.WordLevel(unk_token=UNK))
+            tok.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+            trainer = trainers.WordLevelTrainer(
+                vocab_size=vocab_size, min_frequency=1, special_tokens=SPECIAL_TOKENS, show_progress=False
+            )
+        else:
+            alphabet = pre_tokenizers.ByteLevel.alphabet()
+            if vocab_size < len(alphabet) + len(SPECIAL_TOKENS):
+                raise ValueError(f"vocab_size {vocab_size} is below the byte alphabet + specials ({len(alphabet) + 5})")
+            if model == "bpe":
+                tok = Tokenizer(models.BPE(unk_token=UNK))
+                trainer = trainers.BpeTrainer(
+                    vocab_size=vocab_size,
+                    min_frequency=min_frequency,
+                    special_tokens=SPECIAL_TOKENS,
+                    initial_alphabet=alphabet,
+                    show_progress=False,
+                )
+            else:
+                tok = Tokenizer(models.Unigram())
+                trainer = trainers.UnigramTrainer(
+                    vocab_size=vocab_size,
+                    special_tokens=SPECIAL_TOKENS,
+                    unk_token=UNK,
+                    initial_alphabet=alphabet,
+                    show_progress=False,
+                )
+            tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+            tok.decoder = decoders.ByteLevel()
+        tok.train_from_iterator(texts, trainer=trainer)
+        # Re-read the serialized form so the object equals what load() gives (Unigram
+        # scores can print differently before the first round trip): stable content_hash.
+        return cls.from_str(tok.to_str())
+
+    @classmethod
+    def from_str(cls, s: str) -> "SubwordTokenizer":
+        """Rebuild from :meth:`to_str` output (e.g. stored in a checkpoint)."""
+        return cls(Tokenizer.from_str(s))
+
+    def to_str(self) -> str:
+        """The complete tokenizer as a JSON string (``tokenizer.json`` content)."""
+        return self._tok.to_str()
+
+    def save(self, path: str | os.PathLike) -> Path:
+        """Write ``tokenizer.json`` (``path`` is the file, or a folder to put it in); atomic."""
+        path = Path(path)
+        if path.is_dir() or path.suffix != ".json":
+            path = path / "tokenizer.json"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        tmp.write_text(self.to_str(), encoding="utf-8")
+        os.replace(tmp, path)
+        return path
+
+    @classmethod
+    def load(cls, path: str | os.PathLike) -> "SubwordTokenizer":
+        """Read a ``tokenizer.json`` written by :meth:`save` (file or its folder)."""
+        path = Path(path)
+        if path.is_dir():
+            path = path / "tokenizer.json"
+        return cls.from_str(path.read_text(encoding="utf-8"))
+
+    # ------------------------------------------------------------------ use
+
+    def encode(self, text: str) -> list[int]:
+        """Piece ids of ``text``, without special tokens."""
+        return self._tok.encode(text, add_special_tokens=False).ids
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        """:meth:`encode` for many texts at once (parallel in Rust)."""
+        return [e.ids for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Detokenized text; special tokens (pad, BOS, EOS, mask) are skipped."""
+        return self._tok.decode(list(ids), skip_special_tokens=True)
+
+    def decode_batch(self, batch: Sequence[Sequence[int]]) -> list[str]:
+        """:meth:`decode` for many sequences."""
+        return self._tok.decode_batch([list(x) for x in batch], skip_special_tokens=True)
+
+    def encode_words(self, words: Sequence[str]) -> tuple[list[int], list[int]]:
+        """Pieces of pre-split words and, for each piece, the index of its word.
+
+        Every word gets at least one piece (``<unk>`` if the model yields none, e.g. a
+        whitespace-only word under the word-level model), so ``max(word_ids) + 1 ==
+        len(words)`` and each word's pieces are contiguous.
+        """
+        if not words:
+            return [], []
+        enc = self._tok.encode(list(words), is_pretokenized=True, add_special_tokens=False)
+        per_word: list[list[int]] = [[] for _ in words]
+        for tid, w in zip(enc.ids, enc.word_ids):
+            per_word[w].append(tid)
+        ids: list[int] = []
+        word_ids: list[int] = []
+        for w, pieces in enumerate(per_word):
+            pieces = pieces or [self.unk_id]
+            ids.extend(pieces)
+            word_ids.extend([w] * len(pieces))
+        return ids, word_ids
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._tok.token_to_id(token)
+
+    def id_to_token(self, i: int) -> str | None:
+        return self._tok.id_to_token(i)
+
+    @property
+    def backend(self) -> Tokenizer:
+        """The wrapped ``tokenizers.Tokenizer``."""
+        return self._tok
+
+    @property
+    def content_hash(self) -> str:
+        """sha256 of :meth:`to_str`: identifies the vocabulary in cache keys."""
+        if self._hash is None:
+            self._hash = hashlib.sha256(self.to_str().encode("utf-8")).hexdigest()
+        return self._hash
+
+    @property
+    def pad_id(self) -> int:
+        return 0
+
+    @property
+    def bos_id(self) -> int:
+        return 1
+
+    @property
+    def eos_id(self) -> int:
+        return 2
+
+    @property
+    def unk_id(self) -> int:
+        return 3
+
+    @property
+    def mask_id(self) -> int:
+        return 4
+
+    @property
+    def vocab_size(self) -> int:
+        return self._tok.get_vocab_size(with_added_tokens=True)
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SubwordTokenizer) and other.to_str() == self.to_str()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def roundtrip_exactness(tokenizer: SubwordTokenizer, texts: Sequence[str]) -> tuple[float, list[str]]:
+    """Fraction of ``texts`` with ``decode(encode(t)) == t``, and the failing texts."""
+    if not texts:
+        return 1.0, []
+    decoded = tokenizer.decode_batch(tokenizer.encode_batch(texts))
+    bad = [t for t, d in zip(texts, decoded) if t != d]
+    return 1.0 - len(bad) / len(texts), bad
