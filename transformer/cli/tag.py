@@ -1,0 +1,227 @@
+"""`transformer-tag`: part-of-speech tag pre-tokenized text or CoNLL-U with a tagging
+checkpoint (model, tokenizer and tag set all come from the checkpoint).
+
+    echo "The cat sat ." | transformer-tag ckpt_path=best.ckpt                 # -> The_DET cat_NOUN ...
+    transformer-tag ckpt_path=best.ckpt input=in.conllu output=out.conllu      # CoNLL-U in and out
+    transformer-tag ckpt_path=best.ckpt input=words.txt format=conllu          # text in, CoNLL-U out
+
+Input (``input_format``: ``auto`` | ``text`` | ``conllu``; ``auto`` reads CoNLL-U when
+every non-blank line is a ``#`` comment or has 10 tab-separated fields with a numeric
+ID, text otherwise):
+
+* text: one sentence per line, tokens separated by runs of spaces **and tabs** (a tab is a
+  token separator, never part of a token; use CoNLL-U for tokens containing spaces).
+  An empty line, or one with only spaces/tabs, is an empty sentence.
+* CoNLL-U: word lines (integer ID) are tagged; comment lines, multi-word token ranges
+  (``3-4``) and empty nodes (``5.1``) pass through unchanged. A line that is neither
+  blank, comment nor 10 tab-separated fields is an error naming the line (nothing is
+  dropped silently).
+
+Output (``format``: ``auto`` | ``conllu`` | ``word_tag`` | ``text``; ``auto`` = ``conllu``
+for CoNLL-U input, ``word_tag`` for text input):
+
+* ``conllu``: from CoNLL-U input, every input line is written back in place (same line
+  count) with the UPOS (column 4) or XPOS (column 5) field replaced, depending on the
+  checkpoint's tag set (chunk tags go to MISC as ``Chunk=...``); every other column is
+  kept. From text input, one block per input line (``# sent_id = <line number>``,
+  ``# text = ...``, word lines, blank line); an empty input line gives a block with the
+  two comments only, so the block count equals the input line count.
+* ``word_tag``: one line per sentence, ``word_TAG`` items separated by one space (split
+  an item on its last ``_``); an empty sentence gives an empty line.
+* ``text``: one line per sentence with the tags only, aligned with the input tokens.
+
+For text input the output has exactly one line (or block) per input line; for CoNLL-U
+input with ``word_tag``/``text`` output, one line per sentence block.
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from omegaconf import DictConfig
+
+from transformer.cli.common import hydra_entry, resolve_device
+from transformer.tasks.checkpoint import load_task
+
+INPUT_FORMATS = ("auto", "text", "conllu")
+OUTPUT_FORMATS = ("auto", "conllu", "word_tag", "text")
+# CoNLL-U column index of each tag set (0-based: ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC).
+TAG_COLUMN = {"upos": 3, "xpos": 4, "chunk": 9}
+_TOKEN_SEP = re.compile(r"[ \t]+")
+_WORD_ID = re.compile(r"^[1-9][0-9]*$")
+_RANGE_ID = re.compile(r"^[1-9][0-9]*-[1-9][0-9]*$")
+_EMPTY_ID = re.compile(r"^[0-9]+\.[1-9][0-9]*$")
+
+
+def split_tokens(line: str) -> list[str]:
+    """Tokens of a pre-tokenized text line: runs of spaces and tabs separate tokens;
+    a blank or whitespace-only line has none."""
+    return [t for t in _TOKEN_SEP.split(line.strip(" \t")) if t]
+
+
+@dataclass
+class ConlluBlock:
+    """One sentence block of a CoNLL-U file: its line numbers (0-based, into the file's
+    lines) and, among them, those of the word lines to tag."""
+
+    lines: list[int] = field(default_factory=list)
+    word_lines: list[int] = field(default_factory=list)
+
+
+def parse_conllu(lines: list[str], name: str = "<input>") -> list[ConlluBlock]:
+    """Group CoNLL-U lines into sentence blocks; validate every non-comment line.
+
+    Raises ``ValueError`` naming ``name`` and the 1-based line for a line with the wrong
+    column count or an ID that is neither a word, a range nor an empty node.
+    """
+    blocks: list[ConlluBlock] = []
+    current = ConlluBlock()
+    for i, line in enumerate(lines):
+        if not line.strip():
+            if current.lines:
+                blocks.append(current)
+                current = ConlluBlock()
+            continue
+        current.lines.append(i)
+        if line.startswith("#"):
+            continue
+        cols = line.split("\t")
+        if len(cols) != 10:
+            raise ValueError(f"{name}:{i + 1}: expected 10 tab-separated CoNLL-U columns, found {len(cols)}")
+        if _WORD_ID.match(cols[0]):
+            current.word_lines.append(i)
+        elif not (_RANGE_ID.match(cols[0]) or _EMPTY_ID.match(cols[0])):
+            raise ValueError(f"{name}:{i + 1}: CoNLL-U ID {cols[0]!r} is not a word, range or empty node")
+    if current.lines:
+        blocks.append(current)
+    return blocks
+
+
+def looks_like_conllu(lines: list[str]) -> bool:
+    """True when every non-blank line is a comment or a 10-column line with a CoNLL-U ID
+    (and there is at least one such word line)."""
+    words = 0
+    for line in lines:
+        if not line.strip() or line.startswith("#"):
+            continue
+        cols = line.split("\t")
+        if len(cols) != 10 or not (_WORD_ID.match(cols[0]) or _RANGE_ID.match(cols[0]) or _EMPTY_ID.match(cols[0])):
+            return False
+        words += 1
+    return words > 0
+
+
+def _set_tag(cols: list[str], tagset: str, tag: str) -> list[str]:
+    cols = list(cols)
+    col = TAG_COLUMN[tagset]
+    if tagset == "chunk":
+        misc = [m for m in cols[col].split("|") if m and m != "_" and not m.startswith("Chunk=")]
+        cols[col] = "|".join(misc + [f"Chunk={tag}"])
+    else:
+        cols[col] = tag
+    return cols
+
+
+def _word_tag_line(words: list[str], tags: list[str]) -> str:
+    return " ".join(f"{w}_{t}" for w, t in zip(words, tags))
+
+
+def tag_text(task, lines: list[str], out_format: str, max_tokens: int = 4096, device=None) -> list[str]:
+    """Tag text-format input lines; returns output lines (see module docstring)."""
+    sentences = [split_tokens(line) for line in lines]
+    tags = task.tag(sentences, max_tokens=max_tokens, device=device)
+    if out_format == "word_tag":
+        return [_word_tag_line(w, t) for w, t in zip(sentences, tags)]
+    if out_format == "text":
+        return [" ".join(t) for t in tags]
+    out: list[str] = []
+    for n, (words, ts) in enumerate(zip(sentences, tags), 1):
+        out += [f"# sent_id = {n}", f"# text = {' '.join(words)}"]
+        for i, (w, t) in enumerate(zip(words, ts), 1):
+            out.append("\t".join(_set_tag([str(i), w] + ["_"] * 8, task.tagset, t)))
+        out.append("")
+    return out
+
+
+def tag_conllu(task, lines: list[str], out_format: str, max_tokens: int = 4096, device=None,
+               name: str = "<input>") -> list[str]:
+    """Tag CoNLL-U input lines; returns output lines (see module docstring)."""
+    blocks = parse_conllu(lines, name)
+    sentences = [[lines[i].split("\t")[1] for i in b.word_lines] for b in blocks]
+    tags = task.tag(sentences, max_tokens=max_tokens, device=device)
+    if out_format == "word_tag":
+        return [_word_tag_line(w, t) for w, t in zip(sentences, tags)]
+    if out_format == "text":
+        return [" ".join(t) for t in tags]
+    out = list(lines)
+    for block, ts in zip(blocks, tags):
+        for i, t in zip(block.word_lines, ts):
+            out[i] = "\t".join(_set_tag(lines[i].split("\t"), task.tagset, t))
+    return out
+
+
+def read_input(path: str) -> tuple[list[str], str]:
+    """Lines of ``path`` (``-`` = stdin), terminators removed, and a display name."""
+    if path == "-":
+        raw, name = sys.stdin.buffer.read(), "<stdin>"
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(f"input file not found: {p}")
+        raw, name = p.read_bytes(), str(p)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ValueError(f"{name}: not UTF-8 text (byte {exc.start})") from None
+    return split_lines(text), name
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines as ``wc -l`` counts them: split on ``\n`` only (a trailing ``\r`` is removed);
+    unlike ``str.splitlines`` a form feed or U+2028 inside a line does not end it."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def tag_lines(task, lines: list[str], input_format: str = "auto", out_format: str = "auto",
+              max_tokens: int = 4096, device=None, name: str = "<input>") -> list[str]:
+    """Detect/validate the formats and tag ``lines``; returns the output lines."""
+    if input_format not in INPUT_FORMATS:
+        raise ValueError(f"input_format must be one of {INPUT_FORMATS}, got {input_format!r}")
+    if out_format not in OUTPUT_FORMATS:
+        raise ValueError(f"format must be one of {OUTPUT_FORMATS}, got {out_format!r}")
+    if input_format == "auto":
+        input_format = "conllu" if looks_like_conllu(lines) else "text"
+    if out_format == "auto":
+        out_format = "conllu" if input_format == "conllu" else "word_tag"
+    if input_format == "conllu":
+        return tag_conllu(task, lines, out_format, max_tokens, device, name)
+    return tag_text(task, lines, out_format, max_tokens, device)
+
+
+def run(cfg: DictConfig) -> list[str]:
+    task = load_task(cfg.ckpt_path)
+    if getattr(task, "task_name", None) != "tagging":
+        raise ValueError(f"{cfg.ckpt_path} is a {getattr(task, 'task_name', '?')} checkpoint, not a tagging one")
+    device = resolve_device(cfg.device)
+    task.to(device)
+    lines, name = read_input(cfg.input)
+    out = tag_lines(task, lines, cfg.input_format, cfg.format, int(cfg.max_tokens), device, name)
+    text = "".join(line + "\n" for line in out)
+    if cfg.output == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        Path(cfg.output).write_text(text, encoding="utf-8")
+    return out
+
+
+main = hydra_entry("tag")(run)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,372 @@
+"""Part-of-speech tagging: a ``Tagger`` trained on gold-tokenized words, with word-level
+cross-entropy, validation accuracy, and checkpoint-only evaluation and tagging.
+
+Shape legend: B sentences, T subword pieces, W words (max in batch), C tags.
+
+The checkpoint carries everything needed to tag new text: the resolved model config and
+tag list (hyperparameters), the tokenizer (``checkpoint["tokenizers"]["src"]``, the same
+entry translation uses, so ``transformer-train ckpt_path=...`` resumes with it) and the
+set of training word forms (``checkpoint["tagging"]["train_words"]``) so that accuracy on
+words never seen in training can be reported from the checkpoint alone.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from pathlib import Path
+from typing import Sequence
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+
+from transformer.data.tokenizer import SubwordTokenizer
+from transformer.tasks.checkpoint import TASK_KEY
+from transformer.tasks.schedules import inverse_sqrt_factor
+from transformer.tasks.tag_metrics import format_report, tagging_metrics
+from transformer.tasks.translation import build_model, token_budget_batches
+
+IGNORE_INDEX = -100
+# Which TaggedSentence field holds the tags of a (dataset, tagset) pair; mirrors
+# TaggingDataModule so evaluation reads the same column the model was trained on.
+TAG_FIELDS = {
+    "gum": {"upos": "upos", "xpos": "xpos", "pos": "upos"},
+    "conll2000": {"pos": "xpos", "xpos": "xpos", "chunk": "chunk"},
+}
+SPLIT_ALIASES = {"val": "dev", "validation": "dev"}
+
+
+def tagging_loss(logits: torch.Tensor, tags: torch.Tensor, label_smoothing: float = 0.0) -> tuple[torch.Tensor, int]:
+    """Mean cross-entropy over real words.
+
+    Args:
+        logits: ``(B, W, C)`` one score vector per *word* (pieces were already pooled, so a
+            word's second and later pieces carry no label of their own).
+        tags: ``(B, W')`` gold tag ids, ``-100`` for padding; ``W'`` may differ from ``W``
+            (the model sizes W by the longest sentence's pieces, the collator by its words):
+            both are cut or padded to a common width, padding never counts.
+        label_smoothing: as in ``F.cross_entropy``.
+
+    Returns:
+        ``(loss, n_words)``: a scalar (0 when the batch has no real word) and the word count.
+    """
+    logits, tags = align_word_dims(logits, tags)
+    n_words = int(tags.ne(IGNORE_INDEX).sum())
+    if n_words == 0:
+        return logits.sum() * 0.0, 0
+    loss = F.cross_entropy(
+        logits.float().transpose(1, 2),  # (B, C, W): class dim second, as cross_entropy wants
+        tags, ignore_index=IGNORE_INDEX, label_smoothing=label_smoothing,
+    )
+    return loss, n_words
+
+
+def align_word_dims(logits: torch.Tensor, tags: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Cut or pad ``logits (B, W, C)`` / ``tags (B, W')`` to the same word width."""
+    w, w_tags = logits.size(1), tags.size(1)
+    if w_tags < w:
+        tags = F.pad(tags, (0, w - w_tags), value=IGNORE_INDEX)  # (B, W)
+    elif w_tags > w:
+        # Words beyond the model's W have no piece at all; they cannot be real here
+        # (encode_words gives every word a piece), so they are padding.
+        tags = tags[:, :w]
+    return logits, tags
+
+
+def warmup_linear_factor(step: int, warmup_steps: int, total_steps: int) -> float:
+    """Linear warm-up to 1 over ``warmup_steps`` updates, then linear decay to 0 at
+    ``total_steps`` (the BERT fine-tuning schedule, Devlin et al. 2019): with a fixed small
+    epoch budget this ends training at a low rate instead of inverse-sqrt's long tail."""
+    step = step + 1
+    if step <= warmup_steps:
+        return step / max(1, warmup_steps)
+    return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+
+def chunk_sentence(word_ids: Sequence[int], max_len: int) -> list[tuple[int, int]]:
+    """Split a sentence's pieces into consecutive ``[start, end)`` piece spans of at most
+    ``max_len`` pieces that never cut a word (a word longer than ``max_len`` keeps only
+    its first ``max_len`` pieces: its first piece is what ``first`` pooling reads anyway).
+
+    Used at inference so that sentences longer than the model's positional range are
+    tagged in pieces instead of being dropped or crashing.
+    """
+    spans: list[tuple[int, int]] = []
+    start, n = 0, len(word_ids)
+    while start < n:
+        end = min(start + max_len, n)
+        if end < n and word_ids[end] == word_ids[end - 1]:
+            # Back off to the start of the word that straddles the boundary.
+            cut = end
+            while cut > start and word_ids[cut - 1] == word_ids[end]:
+                cut -= 1
+            if cut > start:
+                end = cut
+            else:  # one word longer than max_len: keep its first pieces, skip the rest
+                spans.append((start, end))
+                while end < n and word_ids[end] == word_ids[start]:
+                    end += 1
+                start = end
+                continue
+        spans.append((start, end))
+        start = end
+    return spans
+
+
+def read_tagged_split(data: dict, split: str, data_dir: str = "data/cache", mirror_root: str | None = None):
+    """The raw ``TaggedSentence`` list of ``split`` for the dataset described by ``data``
+    (``{"name", "tagset", "dev_size"}``, as stored in a checkpoint). CoNLL-2000's ``dev``
+    is the last ``dev_size`` training sentences, exactly as ``TaggingDataModule`` cuts it."""
+    from transformer.data.readers import read_conll2000, read_gum
+
+    split = SPLIT_ALIASES.get(split, split)
+    name = data["name"]
+    if name == "gum":
+        if split not in ("train", "dev", "test"):
+            raise ValueError(f"GUM has splits train, dev, test; got {split!r}")
+        return read_gum(split, data_dir, mirror_root)
+    if name == "conll2000":
+        if split == "test":
+            return read_conll2000("test", data_dir, mirror_root)
+        if split not in ("train", "dev"):
+            raise ValueError(f"CoNLL-2000 has splits train, dev (held out from train), test; got {split!r}")
+        full = read_conll2000("train", data_dir, mirror_root)
+        dev_size = int(data.get("dev_size", 500))
+        return full[:-dev_size] if split == "train" else full[-dev_size:]
+    raise ValueError(f"unknown tagging dataset {name!r}")
+
+
+class TaggingTask(L.LightningModule):
+    """Per-word cross-entropy over a ``Tagger``; AdamW with warm-up.
+
+    Logged: ``train/loss``, ``lr``, ``val/loss``, ``val/acc`` (token accuracy over real
+    words, exact: per-batch accuracies weighted by word count).
+
+    Args:
+        model: resolved model config (``_target_`` a ``Tagger``); ``vocab_size``
+            (= ``piece_vocab_size``), ``pad_id`` and ``n_tags`` are injected here.
+        piece_vocab_size: the tokenizer's real size. Not called ``vocab_size``: the data
+            module's ``vocab_size`` hyperparameter is the *requested* size, and Lightning
+            refuses to log two different values under one key.
+        tags: tag strings; id ``i`` is ``tags[i]``.
+        data: ``{"name": "gum"|"conll2000", "tagset": ..., "dev_size": ...}``.
+        label_smoothing, lr, betas, eps, weight_decay: loss and AdamW settings.
+        warmup_steps: linear warm-up length in updates.
+        schedule: ``"linear"`` (decay to 0 at the trainer's last step) or ``"inverse_sqrt"``.
+        tokenizer: the tokenizer JSON (``SubwordTokenizer.to_str``); kept out of hparams.
+        train_words: training word forms (for unseen-word accuracy); kept out of hparams.
+    """
+
+    task_name = "tagging"
+
+    def __init__(
+        self,
+        model: dict,
+        piece_vocab_size: int,
+        pad_id: int,
+        tags: Sequence[str],
+        data: dict,
+        label_smoothing: float = 0.0,
+        lr: float = 5e-4,
+        betas: Sequence[float] = (0.9, 0.98),
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+        warmup_steps: int = 500,
+        schedule: str = "linear",
+        tokenizer: str | None = None,
+        train_words: Sequence[str] | None = None,
+    ) -> None:
+        super().__init__()
+        if schedule not in ("linear", "inverse_sqrt"):
+            raise ValueError(f"schedule must be 'linear' or 'inverse_sqrt', got {schedule!r}")
+        self.save_hyperparameters(ignore=["tokenizer", "train_words"])
+        self.tags = list(tags)
+        self.model = build_model(model, vocab_size=piece_vocab_size, pad_id=pad_id, n_tags=len(self.tags))
+        self.tokenizer: SubwordTokenizer | None = SubwordTokenizer.from_str(tokenizer) if tokenizer else None
+        self.train_words: set[str] | None = set(train_words) if train_words is not None else None
+
+    # ----------------------------------------------------------------- construction
+    @property
+    def tagset(self) -> str:
+        """``upos``, ``xpos`` or ``chunk``: which annotation the tags are (CoNLL-U column)."""
+        d = self.hparams.data
+        return TAG_FIELDS[d["name"]][d["tagset"]]
+
+    @staticmethod
+    def kwargs_from_datamodule(dm) -> dict:
+        """What the task needs from a set-up ``TaggingDataModule``."""
+        tok = dm.tokenizer
+        train = dm.raw("train")
+        return dict(
+            piece_vocab_size=tok.vocab_size,
+            pad_id=tok.pad_id,
+            tags=list(dm.tag_vocab),
+            data={"name": dm.dataset_name, "tagset": dm.tagset, "dev_size": getattr(dm, "dev_size", 500)},
+            tokenizer=tok.to_str(),
+            train_words=sorted({w for s in train for w in s.words}),
+        )
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint[TASK_KEY] = self.task_name
+        if self.tokenizer is not None:
+            checkpoint["tokenizers"] = {"src": self.tokenizer.to_str()}
+        if self.train_words is not None:
+            checkpoint["tagging"] = {"train_words": sorted(self.train_words)}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if "tokenizers" in checkpoint:
+            self.tokenizer = SubwordTokenizer.from_str(checkpoint["tokenizers"]["src"])
+        if "tagging" in checkpoint:
+            self.train_words = set(checkpoint["tagging"]["train_words"])
+
+    @classmethod
+    def from_checkpoint_dict(cls, ckpt: dict) -> "TaggingTask":
+        """Rebuild from a checkpoint dict (see ``transformer.tasks.checkpoint``)."""
+        task = cls(
+            **ckpt["hyper_parameters"],
+            tokenizer=(ckpt.get("tokenizers") or {}).get("src"),
+            train_words=(ckpt.get("tagging") or {}).get("train_words"),
+        )
+        task.load_state_dict(ckpt["state_dict"])
+        return task
+
+    # ----------------------------------------------------------------- training
+    def forward(self, src: torch.Tensor, word_ids: torch.Tensor) -> torch.Tensor:
+        return self.model(src, word_ids)  # (B, W, C)
+
+    def _step(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, int]:
+        logits = self(batch["src"], batch["word_ids"])  # (B, W, C)
+        logits, tags = align_word_dims(logits, batch["tags"])
+        loss, n_words = tagging_loss(logits, tags, self.hparams.label_smoothing)
+        real = tags.ne(IGNORE_INDEX)  # (B, W)
+        correct = (logits.argmax(-1).eq(tags) & real).sum()
+        return loss, correct, n_words
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        loss, _, n_words = self._step(batch)
+        self.log("train/loss", loss, prog_bar=True, batch_size=max(n_words, 1))
+        self.log("lr", self.optimizers().param_groups[0]["lr"], prog_bar=True)
+        return loss
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        loss, correct, n_words = self._step(batch)
+        n = max(n_words, 1)
+        # Lightning averages epoch values weighted by batch_size: weighting by words makes
+        # val/acc the exact corpus token accuracy and val/loss the per-word mean.
+        self.log("val/loss", loss, prog_bar=True, batch_size=n, sync_dist=True)
+        self.log("val/acc", correct.float() / n, prog_bar=True, batch_size=n, sync_dist=True)
+
+    def configure_optimizers(self):
+        hp = self.hparams
+        optimizer = torch.optim.AdamW(
+            self.parameters(), lr=hp.lr, betas=tuple(hp.betas), eps=hp.eps, weight_decay=hp.weight_decay
+        )
+        if hp.schedule == "linear":
+            total = self._total_steps()
+            fn = lambda step: warmup_linear_factor(step, hp.warmup_steps, total)  # noqa: E731
+        else:
+            fn = lambda step: inverse_sqrt_factor(step, hp.warmup_steps)  # noqa: E731
+        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, fn)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def _total_steps(self) -> int:
+        trainer = getattr(self, "_trainer", None)
+        if trainer is None:
+            return 10**9
+        total = trainer.estimated_stepping_batches
+        return int(total) if total is not None and math.isfinite(total) else 10**9
+
+    # ----------------------------------------------------------------- inference
+    @torch.no_grad()
+    def tag(self, sentences: Sequence[Sequence[str]], max_tokens: int = 4096,
+            device: str | torch.device | None = None) -> list[list[str]]:
+        """Tag pre-tokenized sentences; one tag per word, input order kept.
+
+        Empty sentences give ``[]``. Sentences with more pieces than the model's
+        positional range (``model.encoder`` ``max_len``) are tagged in word-aligned chunks.
+        """
+        if self.tokenizer is None:
+            raise ValueError("this checkpoint has no tokenizer; it cannot tag raw words")
+        device = torch.device(device) if device is not None else next(self.parameters()).device
+        was_training = self.training
+        self.eval()
+        max_len = self._max_len()
+        # Each unit: (sentence index, first word index, piece ids, word ids relative to the unit).
+        units: list[tuple[int, int, list[int], list[int]]] = []
+        out: list[list[str]] = []
+        for i, words in enumerate(sentences):
+            out.append([""] * len(words))
+            if not words:
+                continue
+            ids, wids = self.tokenizer.encode_words(list(words))
+            for a, b in chunk_sentence(wids, max_len):
+                first = wids[a]
+                units.append((i, first, ids[a:b], [w - first for w in wids[a:b]]))
+        pad = self.tokenizer.pad_id
+        for batch in token_budget_batches([len(u[2]) for u in units], max_tokens):
+            rows = [units[k] for k in batch]
+            t = max(len(r[2]) for r in rows)
+            src = torch.full((len(rows), t), pad, dtype=torch.long)  # (B, T)
+            word_ids = torch.full((len(rows), t), -1, dtype=torch.long)  # (B, T)
+            for r, (_, _, ids, wids) in enumerate(rows):
+                src[r, : len(ids)] = torch.tensor(ids)
+                word_ids[r, : len(wids)] = torch.tensor(wids)
+            pred = self(src.to(device), word_ids.to(device)).argmax(-1).tolist()  # (B, W)
+            for (i, first, _, wids), p in zip(rows, pred):
+                for w in range(wids[-1] + 1):
+                    out[i][first + w] = self.tags[p[w]]
+        self.train(was_training)
+        return out
+
+    def _max_len(self) -> int:
+        enc = getattr(self.model, "encoder", None)
+        pos = getattr(enc, "positional", None)
+        for obj in (pos, enc, self.model):
+            n = getattr(obj, "max_len", None)
+            if isinstance(n, int) and n > 0:
+                return n
+        return int(self.hparams.model.get("max_len", 512))
+
+    def evaluate(self, split: str, decode_cfg: dict | None = None, output_dir: Path | str = "eval",
+                 data_dir: str = "data/cache", mirror_root: str | None = None,
+                 device: str | torch.device = "cpu") -> dict:
+        """Tag a split of the checkpoint's dataset and score it (``decode_cfg`` is ignored:
+        tagging has no search).
+
+        Writes to ``output_dir``: ``<split>.<tagset>.json`` (metrics), ``.txt`` (readable
+        report: summary, per-tag P/R/F1 table, confusions) and ``.pred.tsv`` (one word per
+        line: ``word<TAB>gold<TAB>predicted``, a blank line between sentences, input order).
+        """
+        sents = read_tagged_split(self.hparams.data, split, data_dir, mirror_root)
+        field = self.tagset
+        words = [s.words for s in sents]
+        gold = [getattr(s, field) for s in sents]
+        start = time.perf_counter()
+        pred = self.tag(words, device=device)
+        seconds = time.perf_counter() - start
+        metrics = tagging_metrics(gold, pred, words, self.train_words)
+        n_words = metrics["tokens"]
+        metrics = {
+            "split": split, "dataset": self.hparams.data["name"], "tagset": self.hparams.data["tagset"],
+            **metrics,
+            "tag_seconds": round(seconds, 3),
+            "words_per_second": round(n_words / max(seconds, 1e-9), 1),
+        }
+        out = Path(output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        stem = f"{split}.{self.hparams.data['tagset']}"
+        (out / f"{stem}.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+        title = f"{self.hparams.data['name']} {split} ({self.hparams.data['tagset']})"
+        (out / f"{stem}.txt").write_text(format_report(metrics, title), encoding="utf-8")
+        with open(out / f"{stem}.pred.tsv", "w", encoding="utf-8") as f:
+            for ws, gs, ps in zip(words, gold, pred):
+                f.writelines(f"{w}\t{g}\t{p}\n" for w, g, p in zip(ws, gs, ps))
+                f.write("\n")
+        metrics["outputs"] = {k: str(out / f"{stem}{ext}") for k, ext in
+                              (("metrics", ".json"), ("report", ".txt"), ("predictions", ".pred.tsv"))}
+        return metrics
+
+
+__all__ = ["TaggingTask", "chunk_sentence", "read_tagged_split", "tagging_loss", "warmup_linear_factor"]
