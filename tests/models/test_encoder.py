@@ -1,0 +1,64 @@
+"""Encoder properties: permutation equivariance, padding invariance, local window."""
+
+import pytest
+import torch
+from tiny_models import POSITIONALS, TINY
+
+from transformer.models.encoder import TransformerEncoder
+
+
+def _encoder(positional, **kw):
+    return TransformerEncoder(20, n_layers=2, pad_id=0, positional=positional, **{**TINY, **kw}).eval()
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_without_positions_encoder_is_permutation_equivariant(norm_first):
+    enc = _encoder(POSITIONALS["none"], norm_first=norm_first)
+    src = torch.randint(1, 20, (2, 7))
+    perm = torch.randperm(7)
+    torch.testing.assert_close(enc(src[:, perm]), enc(src)[:, perm], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("name", ["sinusoidal", "learned", "relative"])
+def test_with_positions_encoder_is_not_permutation_equivariant(name):
+    enc = _encoder(POSITIONALS[name])
+    src = torch.tensor([[3, 4, 5, 6, 7, 8, 9]])
+    perm = torch.tensor([6, 5, 4, 3, 2, 1, 0])
+    assert not torch.allclose(enc(src[:, perm]), enc(src)[:, perm], atol=1e-3)
+
+
+@pytest.mark.parametrize("name", ["sinusoidal", "learned", "relative"])
+@pytest.mark.parametrize("window", [None, 2])
+def test_extra_padding_leaves_real_positions_unchanged(name, window):
+    enc = _encoder(POSITIONALS[name], window=window, norm_first=True)
+    src = torch.tensor([[5, 6, 7, 8, 9]])
+    padded = torch.cat([src, torch.zeros(1, 4, dtype=torch.long)], 1)
+    torch.testing.assert_close(enc(padded)[:, :5], enc(src), atol=1e-5, rtol=0)
+
+
+def test_all_pad_row_is_finite():
+    enc = _encoder(POSITIONALS["relative"])
+    src = torch.tensor([[5, 6, 7], [0, 0, 0]])
+    assert torch.isfinite(enc(src)).all()
+
+
+def test_local_window_weights_outside_window_are_exactly_zero():
+    enc = _encoder(POSITIONALS["sinusoidal"], window=1)
+    memory, weights = enc(torch.randint(1, 20, (2, 6)), need_weights=True)
+    assert len(weights) == 2 and weights[0].shape == (2, 2, 6, 6)
+    i, j = torch.arange(6).view(6, 1), torch.arange(6).view(1, 6)
+    outside = (i - j).abs() > 1
+    for w in weights:
+        assert torch.equal(w[..., outside], torch.zeros_like(w[..., outside]))
+        assert (w[..., ~outside] > 0).all()
+    # Without a window the same weights are non-zero everywhere.
+    full = _encoder(POSITIONALS["sinusoidal"])
+    _, w_full = full(torch.randint(1, 20, (2, 6)), need_weights=True)
+    assert (w_full[0] > 0).all()
+
+
+def test_forward_embeddings_matches_forward():
+    enc = _encoder(POSITIONALS["sinusoidal"])
+    src = torch.tensor([[5, 6, 7, 0]])
+    via_embeddings = enc.forward_embeddings(enc.embed_tokens(src), src != 0)
+    torch.testing.assert_close(via_embeddings, enc(src))

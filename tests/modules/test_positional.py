@@ -1,0 +1,75 @@
+"""Positional encodings: the sinusoid rotation property, offsets, relative buckets."""
+
+import pytest
+import torch
+
+from transformer.modules.positional import (
+    LearnedPositionalEncoding,
+    NoPositionalEncoding,
+    RelativePositionBias,
+    SinusoidalPositionalEncoding,
+    relative_position_bucket,
+    sinusoid_table,
+)
+
+
+def test_sinusoid_formula():
+    pe = sinusoid_table(50, 8)
+    pos, i = 7, 1
+    assert pe[pos, 2 * i].item() == pytest.approx(torch.sin(torch.tensor(pos / 10000 ** (2 * i / 8))).item(), abs=1e-6)
+    assert pe[pos, 2 * i + 1].item() == pytest.approx(torch.cos(torch.tensor(pos / 10000 ** (2 * i / 8))).item(), abs=1e-6)
+
+
+def test_sinusoid_shift_is_a_fixed_block_diagonal_rotation():
+    d, k = 16, 5
+    pe = sinusoid_table(100, d).double()
+    omega = 1.0 / 10000 ** (torch.arange(0, d, 2, dtype=torch.float64) / d)
+    m = torch.zeros(d, d, dtype=torch.float64)
+    for i, w in enumerate(omega):
+        c, s = torch.cos(k * w), torch.sin(k * w)
+        # [sin a, cos a] @ [[c, -s], [s, c]] = [sin(a + kw), cos(a + kw)]
+        m[2 * i : 2 * i + 2, 2 * i : 2 * i + 2] = torch.stack([torch.stack([c, -s]), torch.stack([s, c])])
+    # One matrix (built from k alone) maps every position pos to pos + k.
+    torch.testing.assert_close(pe[:-k] @ m, pe[k:], atol=1e-5, rtol=0)
+
+
+@pytest.mark.parametrize("cls", [SinusoidalPositionalEncoding, LearnedPositionalEncoding])
+def test_absolute_forward_offset_matches_slice(cls):
+    pe = cls(d_model=8, n_heads=2, max_len=32, causal=False)
+    x = torch.randn(2, 10, 8)
+    full = pe(x)
+    torch.testing.assert_close(pe(x[:, 6:], offset=6), full[:, 6:])
+    assert not torch.allclose(full, x)
+    assert pe.attention_bias(3, 3) is None
+
+
+def test_sinusoid_extrapolates_past_max_len():
+    pe = SinusoidalPositionalEncoding(d_model=8, max_len=4)
+    out = pe(torch.zeros(1, 3, 8), offset=5)
+    torch.testing.assert_close(out[0], sinusoid_table(8, 8)[5:8])
+
+
+def test_uniform_constructor_kwargs():
+    for cls in (SinusoidalPositionalEncoding, LearnedPositionalEncoding, RelativePositionBias, NoPositionalEncoding):
+        cls(d_model=8, n_heads=2, max_len=16, causal=True)
+
+
+def test_relative_bias_shape_identity_forward_and_offset():
+    rel = RelativePositionBias(d_model=8, n_heads=2, causal=True)
+    x = torch.randn(1, 6, 8)
+    assert torch.equal(rel(x), x)
+    full = rel.attention_bias(6, 6)
+    assert full.shape == (1, 2, 6, 6)
+    torch.testing.assert_close(rel.attention_bias(2, 6, offset=4), full[:, :, 4:])
+    # Depends only on the distance: a Toeplitz matrix.
+    torch.testing.assert_close(full[:, :, 1:, 1:], full[:, :, :-1, :-1])
+
+
+def test_relative_buckets_bidirectional_vs_causal():
+    rp = torch.arange(-5, 6)
+    bi = relative_position_bucket(rp, causal=False, num_buckets=32, max_distance=128)
+    ca = relative_position_bucket(rp, causal=True, num_buckets=32, max_distance=128)
+    assert set(bi[rp < 0].tolist()).isdisjoint(bi[rp > 0].tolist())
+    assert (ca[rp >= 0] == 0).all() and len(set(ca[rp < 0].tolist())) == 5
+    far = relative_position_bucket(torch.tensor([-1000, 1000]), causal=False, num_buckets=32, max_distance=128)
+    assert far.tolist() == [15, 31]  # clamped to the last bucket of each direction
