@@ -1,1 +1,32 @@
+"""Search: greedy and beam search for autoregressive models, one-pass / length-beam /
+Mask-Predict decoding for non-autoregressive ones. Talks to models only through the API in
+``decoding.api``."""
 
+from transformer.decoding.api import EncoderOutLike, KVCacheLike, NATModel, Seq2SeqModel
+from transformer.decoding.beam import Hypothesis, beam_search, normalized_score
+from transformer.decoding.greedy import greedy_search
+from transformer.decoding.nat import (
+    NATStats,
+    mask_predict,
+    nat_length_beam,
+    nat_one_pass,
+    predict_lengths,
+    top_k_lengths,
+)
+
+__all__ = [
+    "EncoderOutLike",
+    "Hypothesis",
+    "KVCacheLike",
+    "NATModel",
+    "NATStats",
+    "Seq2SeqModel",
+    "beam_search",
+    "greedy_search",
+    "mask_predict",
+    "nat_length_beam",
+    "nat_one_pass",
+    "normalized_score",
+    "predict_lengths",
+    "top_k_lengths",
+]

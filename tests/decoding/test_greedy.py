@@ -1,0 +1,55 @@
+"""Greedy search on the scripted fake decoder (traces in scripted_tables.py)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from decoding_fakes import BOS, EOS, PAD, ScriptedSeq2Seq
+from scripted_tables import A, C, D, dist
+
+from transformer.decoding import greedy_search
+
+SPECIALS = {"bos_id": BOS, "eos_id": EOS, "pad_id": PAD}
+
+
+def _src(*rows: list[int]) -> torch.Tensor:
+    width = max(len(r) for r in rows)
+    return torch.tensor([r + [PAD] * (width - len(r)) for r in rows])
+
+
+def test_greedy_follows_the_argmax_and_stops_at_eos():
+    model = ScriptedSeq2Seq(dist)
+    [(tokens, score)] = greedy_search(model, _src([A, 3]), **SPECIALS, return_scores=True)
+    assert tokens == [3, 5]
+    assert score == pytest.approx(math.log(0.6 * 0.55 * 0.9), abs=1e-5)
+
+
+def test_greedy_batch_keeps_input_order_and_finished_rows_stop_growing():
+    # A ends after 3 steps, D at once; C never emits EOS and is cut at floor(1 * 2 + 1) = 3.
+    model = ScriptedSeq2Seq(dist)
+    src = _src([A, 3], [C, 3], [D, 3])
+    out = greedy_search(model, src, **SPECIALS, max_len_a=1.0, max_len_b=1, return_scores=True)
+    assert [t for t, _ in out] == [[3, 5], [3, 3, 3], []]
+    assert out[0][1] == pytest.approx(math.log(0.297), abs=1e-5)
+    assert out[1][1] == pytest.approx(math.log(0.6**3), abs=1e-5)
+    assert out[2][1] == pytest.approx(math.log(0.55), abs=1e-5)
+    # The finished rows were still fed (batched) after EOS, but nothing of that leaked out.
+    assert any(key == D and EOS in prefix for key, prefix in model.queries)
+
+
+def test_greedy_length_cap_is_per_sentence_from_the_real_source_length():
+    model = ScriptedSeq2Seq(dist)
+    src = _src([C, 3, 3], [C])  # real lengths 3 and 1
+    assert greedy_search(model, src, **SPECIALS, max_len_a=1.0, max_len_b=0) == [[3, 3, 3], [3]]
+    lengths = torch.tensor([2, 2])  # explicit lengths override the pad count
+    out = greedy_search(model, src, **SPECIALS, max_len_a=1.0, max_len_b=0, src_lengths=lengths)
+    assert out == [[3, 3], [3, 3]]
+
+
+def test_greedy_never_emits_pad_or_bos():
+    model = ScriptedSeq2Seq(
+        lambda key, prefix: {PAD: 0.5, BOS: 0.3, 4: 0.2} if len(prefix) < 2 else {EOS: 1.0}
+    )
+    assert greedy_search(model, _src([A]), **SPECIALS) == [[4, 4]]

@@ -1,0 +1,221 @@
+"""Beam search for autoregressive encoder-decoders, batched over sentences x beams.
+
+All ``B * K`` hypotheses are decoded as one batch of ``N`` rows (row ``b * K + k`` is beam
+``k`` of sentence ``b``); after each step the KV cache follows the surviving beams with a single
+``cache.reorder``.
+
+Scoring follows fairseq: a finished hypothesis scores ``logprob / length ** length_penalty``,
+where ``logprob`` sums the log-probabilities of its tokens *and* of its EOS and ``length``
+counts the EOS. A hypothesis cut at the length cap has no EOS; its length is its token count.
+
+Stopping rule (``early_stopping=True``, the default, as in fairseq): a sentence is done as soon
+as it has ``beam_size`` finished hypotheses, or when it reaches its length cap (its live beams
+are then finalised as they are). With ``early_stopping=False`` a sentence with ``beam_size``
+finished hypotheses keeps searching while some live beam could still beat the worst of the best
+``beam_size`` finished ones; the bound assumes log-probabilities <= 0 (a live beam's log-prob
+can only fall), so the n-best list is then exactly what running every beam to the cap would give.
+
+Shape legend:
+    B sentences     K beam size     N = B * K rows     V vocabulary size
+    t tokens generated so far (BOS excluded)           C = 2 * K candidates per sentence
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+from torch import Tensor
+
+from transformer.decoding.api import EncoderOutLike, KVCacheLike, Seq2SeqModel
+from transformer.decoding.common import ban_tokens, max_target_lengths
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """A finished hypothesis: ids without BOS/EOS, normalised score and summed log-prob."""
+
+    tokens: list[int]
+    score: float
+    logprob: float
+
+
+def normalized_score(logprob: float, length: int, length_penalty: float) -> float:
+    """fairseq's length normalisation: ``logprob / length ** length_penalty``."""
+    return logprob / (length**length_penalty)
+
+
+@dataclass
+class _Beams:
+    """Search state of all sentences: live beams plus the finished hypotheses of each."""
+
+    tokens: Tensor  # (B, K, t) generated ids of the live beams
+    scores: Tensor  # (B, K) summed log-prob of each live beam, -inf = no beam
+    max_lens: list[int]  # per sentence, cap on generated tokens (EOS included)
+    finished: list[list[Hypothesis]] = field(default_factory=list)
+    done: list[bool] = field(default_factory=list)
+
+
+@dataclass
+class _Candidates:
+    """The best C = 2K extensions of each sentence's live beams, best first."""
+
+    scores: Tensor  # (B, C) summed log-prob after the extension
+    beams: Tensor  # (B, C) parent beam index in 0..K-1
+    tokens: Tensor  # (B, C) the appended token
+
+
+@torch.no_grad()
+def beam_search(
+    model: Seq2SeqModel,
+    src: Tensor,
+    bos_id: int,
+    eos_id: int,
+    pad_id: int,
+    beam_size: int = 5,
+    length_penalty: float = 1.0,
+    max_len_a: float = 1.2,
+    max_len_b: int = 10,
+    n_best: int = 1,
+    src_lengths: Tensor | None = None,
+    early_stopping: bool = True,
+) -> list[list[Hypothesis]]:
+    """Beam search over ``beam_size`` hypotheses per sentence (see the module docstring).
+
+    Args:
+        model: anything with ``encode / init_cache / decode_step`` (``decoding.api.Seq2SeqModel``);
+            put it in ``eval()`` mode first.
+        src: ``(B, S)`` source ids, right-padded with ``pad_id``.
+        bos_id, eos_id, pad_id: special ids; PAD and BOS are never generated.
+        beam_size: K, live hypotheses per sentence.
+        length_penalty: exponent of the length normaliser (0 = raw log-prob, favours short).
+        max_len_a, max_len_b: at most ``floor(a * src_len + b)`` generated tokens per sentence,
+            EOS included.
+        n_best: hypotheses returned per sentence (<= beam_size).
+        src_lengths: ``(B,)`` real source lengths, if already known.
+        early_stopping: the stopping rule, see the module docstring.
+
+    Returns:
+        For each sentence in input order, ``n_best`` ``Hypothesis`` sorted by score, best first.
+    """
+    if not 1 <= n_best <= beam_size:
+        raise ValueError(f"need 1 <= n_best <= beam_size, got n_best={n_best}, beam_size={beam_size}")
+    batch, k = src.size(0), beam_size
+    max_lens = max_target_lengths(src, pad_id, max_len_a, max_len_b, src_lengths).tolist()
+    enc, cache = _expand(model, src, k)
+    beams = _init_beams(batch, k, max_lens, src.device)
+    last = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=src.device)  # (N, 1)
+
+    for step in range(max(max_lens)):
+        log_probs, cache = model.decode_step(last, enc, cache)  # (N, V)
+        log_probs = ban_tokens(log_probs.float(), (pad_id, bos_id))
+        cands = _top_candidates(beams.scores, log_probs.view(batch, k, -1))  # (N, V) -> (B, K, V)
+        _finalize_eos(beams, cands, eos_id, length_penalty)
+        reorder = _advance(beams, cands, eos_id)  # (N,)
+        _finalize_at_cap(beams, length_penalty)
+        _update_done(beams, length_penalty, early_stopping)
+        if all(beams.done):
+            break
+        cache = cache.reorder(reorder)
+        last = beams.tokens[:, :, -1].reshape(batch * k, 1)  # (B, K) -> (N, 1)
+
+    return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in beams.finished]
+
+
+def _expand(model: Seq2SeqModel, src: Tensor, k: int) -> tuple[EncoderOutLike, KVCacheLike]:
+    """Encode once, repeat each sentence's encoder output K times (row b*K + k), build the cache."""
+    enc = model.encode(src)
+    rows = torch.arange(src.size(0), device=src.device).repeat_interleave(k)  # (N,)
+    enc = enc.index_select(rows)
+    return enc, model.init_cache(enc)
+
+
+def _init_beams(batch: int, k: int, max_lens: list[int], device: torch.device) -> _Beams:
+    """Only beam 0 is live at the start (the others -inf), so the K beams never duplicate."""
+    scores = torch.full((batch, k), float("-inf"), device=device)  # (B, K)
+    scores[:, 0] = 0.0
+    tokens = torch.empty(batch, k, 0, dtype=torch.long, device=device)  # (B, K, 0)
+    return _Beams(tokens, scores, max_lens, [[] for _ in range(batch)], [False] * batch)
+
+
+def _top_candidates(scores: Tensor, log_probs: Tensor) -> _Candidates:
+    """Best 2K extensions per sentence of ``scores (B, K)`` by ``log_probs (B, K, V)``.
+
+    2K is enough: each beam has one EOS extension, so at least K candidates are not EOS.
+    """
+    batch, k, vocab = log_probs.shape
+    total = scores.unsqueeze(-1) + log_probs  # (B, K, 1) + (B, K, V) -> (B, K, V)
+    top, flat = total.view(batch, k * vocab).topk(min(2 * k, k * vocab), dim=-1)  # (B, C)
+    return _Candidates(top, flat // vocab, flat % vocab)
+
+
+def _finalize_eos(beams: _Beams, cands: _Candidates, eos_id: int, length_penalty: float) -> None:
+    """Turn EOS candidates ranked within the top K into finished hypotheses (fairseq's rule)."""
+    k = beams.scores.size(1)
+    length = beams.tokens.size(-1) + 1  # tokens so far plus the EOS
+    is_eos = (cands.tokens[:, :k] == eos_id) & torch.isfinite(cands.scores[:, :k])  # (B, K)
+    for b, c in is_eos.nonzero().tolist():
+        if beams.done[b]:
+            continue
+        logprob = float(cands.scores[b, c])
+        parent = int(cands.beams[b, c])
+        tokens = beams.tokens[b, parent].tolist()
+        score = normalized_score(logprob, length, length_penalty)
+        beams.finished[b].append(Hypothesis(tokens, score, logprob))
+
+
+def _advance(beams: _Beams, cands: _Candidates, eos_id: int) -> Tensor:
+    """Keep the K best non-EOS candidates as the new live beams; return cache rows ``(N,)``."""
+    batch, k = beams.scores.shape
+    n_cands = cands.tokens.size(1)
+    # Sort key: non-EOS candidates first, each group in rank order; keep the first K.
+    rank = torch.arange(n_cands, device=cands.tokens.device)  # (C,)
+    key = (cands.tokens == eos_id).long() * n_cands + rank  # (B, C)
+    keep = key.argsort(dim=-1)[:, :k]  # (B, K) candidate positions
+    parents = cands.beams.gather(1, keep)  # (B, K)
+    new_tokens = cands.tokens.gather(1, keep)  # (B, K)
+    beams.scores = cands.scores.gather(1, keep)  # (B, K)
+    history = beams.tokens.gather(1, parents.unsqueeze(-1).expand_as(beams.tokens))  # (B, K, t)
+    beams.tokens = torch.cat([history, new_tokens.unsqueeze(-1)], dim=-1)  # (B, K, t + 1)
+    offsets = torch.arange(batch, device=parents.device).unsqueeze(1) * k  # (B, 1)
+    return (offsets + parents).view(batch * k)  # (B, K) -> (N,)
+
+
+def _finalize_at_cap(beams: _Beams, length_penalty: float) -> None:
+    """A sentence at its length cap finalises its live beams (no EOS) and is done."""
+    length = beams.tokens.size(-1)
+    for b, cap in enumerate(beams.max_lens):
+        if beams.done[b] or length < cap:
+            continue
+        for tokens, logprob in zip(beams.tokens[b].tolist(), beams.scores[b].tolist()):
+            if logprob != float("-inf"):
+                score = normalized_score(logprob, length, length_penalty)
+                beams.finished[b].append(Hypothesis(tokens, score, logprob))
+        beams.done[b] = True
+
+
+def _update_done(beams: _Beams, length_penalty: float, early_stopping: bool) -> None:
+    """Apply the stopping rule to every sentence that has ``beam_size`` finished hypotheses."""
+    k = beams.scores.size(1)
+    length = beams.tokens.size(-1)
+    for b, hyps in enumerate(beams.finished):
+        if beams.done[b] or len(hyps) < k:
+            continue
+        if early_stopping:
+            beams.done[b] = True
+            continue
+        worst_kept = sorted(h.score for h in hyps)[-k]  # K-th best finished score
+        reachable = _best_reachable(beams.scores[b], length, beams.max_lens[b], length_penalty)
+        beams.done[b] = reachable <= worst_kept
+
+
+def _best_reachable(scores: Tensor, length: int, cap: int, length_penalty: float) -> float:
+    """Upper bound on the final score of live beams with ``scores (K,)`` and ``length`` tokens.
+
+    Their log-prob can only fall and their final length lies in ``[length + 1, cap]``;
+    ``s / L ** lp`` is monotone in L, so the best case sits at one end of that range.
+    """
+    best = float(scores.max())
+    if best == float("-inf"):
+        return best
+    return max(normalized_score(best, n, length_penalty) for n in (length + 1, cap))

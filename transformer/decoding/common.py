@@ -1,0 +1,43 @@
+"""Helpers shared by the search functions.
+
+Shape legend: B sentences, S source length.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+
+def source_lengths(src: Tensor, pad_id: int, src_lengths: Tensor | None = None) -> Tensor:
+    """Real (non-pad) length of each source sentence: ``src (B, S)`` -> ``(B,)`` long."""
+    if src_lengths is not None:
+        return torch.as_tensor(src_lengths, dtype=torch.long, device=src.device)
+    return (src != pad_id).sum(dim=1)
+
+
+def max_target_lengths(
+    src: Tensor,
+    pad_id: int,
+    max_len_a: float,
+    max_len_b: int,
+    src_lengths: Tensor | None = None,
+) -> Tensor:
+    """Per-sentence cap on generated tokens, ``floor(a * src_len + b)``, at least 1: ``(B,)`` long.
+
+    The cap counts every generated token including a final EOS, excluding BOS (fairseq's
+    ``max_len_a``/``max_len_b``); a hypothesis that reaches it without EOS is cut there.
+    """
+    lengths = source_lengths(src, pad_id, src_lengths).to(torch.float64)
+    caps = torch.floor(lengths * max_len_a + max_len_b).to(torch.long)
+    return caps.clamp(min=1)
+
+
+def ban_tokens(log_probs: Tensor, ids: tuple[int | None, ...]) -> Tensor:
+    """A copy of ``log_probs (..., V)`` with the given ids at -inf, so search never picks them."""
+    banned = [i for i in ids if i is not None]
+    if not banned:
+        return log_probs
+    out = log_probs.clone()
+    out[..., banned] = float("-inf")
+    return out

@@ -1,0 +1,73 @@
+"""Greedy decoding for autoregressive encoder-decoders, batched over sentences with the KV cache.
+
+Shape legend: B sentences, S source length, V vocabulary size.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from transformer.decoding.api import Seq2SeqModel
+from transformer.decoding.common import ban_tokens, max_target_lengths
+
+
+@torch.no_grad()
+def greedy_search(
+    model: Seq2SeqModel,
+    src: Tensor,
+    bos_id: int,
+    eos_id: int,
+    pad_id: int,
+    max_len_a: float = 1.2,
+    max_len_b: int = 10,
+    src_lengths: Tensor | None = None,
+    return_scores: bool = False,
+) -> list[list[int]] | list[tuple[list[int], float]]:
+    """Pick the most likely next token at every step until EOS or the length cap.
+
+    Args:
+        model: anything with ``encode / init_cache / decode_step`` (``decoding.api.Seq2SeqModel``);
+            put it in ``eval()`` mode first, search does not change the mode.
+        src: ``(B, S)`` source ids, right-padded with ``pad_id``.
+        bos_id, eos_id, pad_id: special ids.
+        max_len_a, max_len_b: at most ``floor(a * src_len + b)`` tokens are generated per
+            sentence (EOS included), ``src_len`` being its real (non-pad) length.
+        src_lengths: ``(B,)`` real source lengths, if already known.
+        return_scores: also return each output's summed log-probability (EOS included).
+
+    Returns:
+        Per sentence, in input order, the generated ids without BOS/EOS; with ``return_scores``,
+        ``(ids, sum_logprob)`` pairs. A sentence stops growing at its first EOS: later steps
+        (still computed for the rest of the batch) are ignored for it. PAD and BOS are never
+        chosen (as in fairseq).
+    """
+    batch = src.size(0)
+    max_lens = max_target_lengths(src, pad_id, max_len_a, max_len_b, src_lengths)  # (B,)
+    enc = model.encode(src)
+    cache = model.init_cache(enc)
+
+    last = torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+    steps: list[Tensor] = []  # each (B,), the token chosen at that step
+    scores = torch.zeros(batch, dtype=torch.float64, device=src.device)  # (B,)
+    done = torch.zeros(batch, dtype=torch.bool, device=src.device)  # (B,)
+    out_lens = torch.zeros(batch, dtype=torch.long, device=src.device)  # (B,) tokens kept
+
+    for step in range(int(max_lens.max())):
+        log_probs, cache = model.decode_step(last, enc, cache)  # (B, V)
+        best_lp, best = ban_tokens(log_probs, (pad_id, bos_id)).max(dim=-1)  # (B,), (B,)
+        live = ~done
+        scores += torch.where(live, best_lp.to(torch.float64), torch.zeros_like(scores))
+        is_eos = best == eos_id
+        out_lens += (live & ~is_eos).long()
+        steps.append(best)
+        done |= is_eos | (step + 1 >= max_lens)
+        if bool(done.all()):
+            break
+        last = best.unsqueeze(1)  # (B,) -> (B, 1)
+
+    out = torch.stack(steps, dim=1).tolist()  # (B, steps)
+    tokens = [row[:n] for row, n in zip(out, out_lens.tolist())]
+    if return_scores:
+        return list(zip(tokens, scores.tolist()))
+    return tokens
