@@ -37,6 +37,10 @@ class SubwordTokenizer:
     """
 
     def __init__(self, tokenizer: Tokenizer):
+        # Specials enter only as ids (collate adds BOS/EOS); a literal "<pad>" in a
+        # sentence is ordinary text, so it survives the round trip. (Not serialized by
+        # tokenizers, hence set on every construction.)
+        tokenizer.encode_special_tokens = True
         self._tok = tokenizer
         ids = [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS]
         if ids != list(range(len(SPECIAL_TOKENS))):

@@ -1,0 +1,163 @@
+"""DataModules on small subsets of the mirrored corpora."""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from transformer.data.datamodules import TaggingDataModule, TranslationDataModule
+from transformer.data.readers import read_conll2000
+
+SUBSET = 400
+
+
+@pytest.fixture(scope="module")
+def mt(mirror_root, tmp_path_factory):
+    dm = TranslationDataModule("de", "en", data_dir=tmp_path_factory.mktemp("mt"), mirror_root=mirror_root,
+                               vocab_size=600, max_tokens=512, max_len=20, train_subset=SUBSET)
+    dm.setup()
+    return dm
+
+
+def test_translation_setup(mt):
+    assert mt.splits == ["train", "val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco"]
+    assert mt.test_splits == ["test_2016_flickr", "test_2017_flickr", "test_2017_mscoco"]
+    assert mt.src_tokenizer is mt.tgt_tokenizer and mt.src_tokenizer.vocab_size == 600
+    assert len(mt.raw("train")) == SUBSET and len(mt.raw("val")) == 1014
+    report = mt.filter_report["train"]
+    assert report.n_dropped > 0  # max_len=20 pieces drops the longest captions, counted
+    assert len(mt.dataset("train")) == SUBSET - report.n_dropped
+
+
+def test_translation_train_batches(mt):
+    loader = mt.train_dataloader()
+    seen = []
+    tok = mt.tgt_tokenizer
+    for batch in loader:
+        b, s = batch["src"].shape
+        t = batch["tgt_in"].shape[1]
+        assert batch["tgt_out"].shape == (b, t) and batch["tgt_pad_mask"].shape == (b, t)
+        assert batch["src_pad_mask"].shape == (b, s) and batch["index"].shape == (b,)
+        assert max(s, t) * b <= 512
+        assert (batch["tgt_in"][:, 0] == tok.bos_id).all()
+        seen += batch["index"].tolist()
+        i = 0
+        src, tgt = mt.raw("train")[batch["index"][i]]
+        assert tok.decode(batch["tgt_out"][i].tolist()) == tgt
+        assert tok.decode(batch["src"][i].tolist()) == src
+    assert sorted(seen) == sorted(set(seen)) and len(seen) == len(mt.dataset("train"))
+
+
+def test_translation_eval_loader_restores_order(mt):
+    seen = []
+    for batch in mt.dataloader("val"):
+        seen += batch["index"].tolist()
+    assert sorted(seen) == list(range(1014))
+    loaders = mt.test_dataloader()
+    assert len(loaders) == 3 and sum(len(l.batch_sampler.lengths) for l in loaders) == 2461
+    # eval over train covers the length-filtered examples too
+    assert sum(len(b["index"]) for b in mt.dataloader("train")) == SUBSET
+
+
+def test_translation_ddp_shares(mt):
+    shares = []
+    for rank in range(2):
+        mt.trainer = SimpleNamespace(global_rank=rank, world_size=2)
+        try:
+            shares.append([i for b in mt.train_dataloader() for i in b["index"].tolist()])
+        finally:
+            mt.trainer = None
+    assert not set(shares[0]) & set(shares[1])
+    assert len(shares[0]) + len(shares[1]) == len(mt.dataset("train"))
+
+
+def test_translation_cached_restart_and_tokenizer_reuse(mt, mirror_root, tmp_path):
+    again = TranslationDataModule("de", "en", data_dir=mt.hparams.data_dir, mirror_root=mirror_root,
+                                  vocab_size=600, max_tokens=512, max_len=20, train_subset=SUBSET)
+    again.setup()
+    assert again.src_tokenizer == mt.src_tokenizer
+    assert again.dataset("val").cache_files == mt.dataset("val").cache_files
+    path = mt.src_tokenizer.save(tmp_path)
+    reuse = TranslationDataModule("de", "en", data_dir=tmp_path / "c", mirror_root=mirror_root, tokenizer_path=path,
+                                  train_subset=50, eval_splits=["val"])
+    reuse.setup()
+    assert reuse.src_tokenizer == mt.src_tokenizer and reuse.splits == ["train", "val"]
+
+
+def test_translation_separate_vocab_and_distilled_files(mirror_root, tmp_path):
+    src, tgt = tmp_path / "d.de", tmp_path / "d.en"
+    src.write_text("ein Hund läuft .\nzwei Katzen schlafen\n" * 40)
+    tgt.write_text("a dog runs .\ntwo cats sleep\n" * 40)
+    dm = TranslationDataModule("de", "en", data_dir=tmp_path / "c", mirror_root=mirror_root, vocab_size=300,
+                               joint_vocab=False, train_files={"src": str(src), "tgt": str(tgt)}, eval_splits=["val"])
+    dm.setup()
+    assert dm.src_tokenizer != dm.tgt_tokenizer
+    assert dm.raw("train")[1] == ("zwei Katzen schlafen", "two cats sleep")
+    batch = next(iter(dm.train_dataloader()))
+    assert dm.tgt_tokenizer.decode(batch["tgt_out"][0].tolist()) == dm.raw("train")[batch["index"][0]][1]
+
+
+def test_translation_czech_2017_rejected(mirror_root, tmp_path):
+    with pytest.raises(ValueError, match="cs"):
+        TranslationDataModule("en", "cs", data_dir=tmp_path, eval_splits=["val", "test_2017_flickr"])
+    dm = TranslationDataModule("en", "cs", data_dir=tmp_path, mirror_root=mirror_root)
+    assert dm.eval_splits == ["val", "test_2016_flickr"]
+
+
+def _check_tagging_batch(batch, n_tags):
+    b, t = batch["src"].shape
+    assert batch["word_ids"].shape == (b, t) and batch["index"].shape == (b,)
+    w = batch["tags"].shape[1]
+    for row in range(b):
+        n_words = int((batch["tags"][row] != -100).sum())
+        wid = batch["word_ids"][row]
+        assert int(wid.max()) + 1 == n_words <= w
+        assert ((wid == -1) == ~batch["src_pad_mask"][row]).all()
+    assert int(batch["tags"].max()) < n_tags
+
+
+def test_tagging_gum(mirror_root, tmp_path):
+    dm = TaggingDataModule("gum", "upos", data_dir=tmp_path, mirror_root=mirror_root, vocab_size=600,
+                           train_subset=300, max_tokens=1024)
+    dm.setup()
+    assert dm.splits == ["train", "dev", "test"]
+    assert len(dm.tag_vocab) == 17 and "NOUN" in dm.tag_vocab
+    assert [len(dm.raw(s)) for s in dm.splits] == [300, 784, 890]
+    for loader in (dm.train_dataloader(), dm.val_dataloader(), dm.test_dataloader("test")):
+        batch = next(iter(loader))
+        _check_tagging_batch(batch, len(dm.tag_vocab))
+    # tags line up with the raw sentence
+    batch = next(iter(dm.val_dataloader()))
+    sent = dm.raw("dev")[int(batch["index"][0])]
+    assert [dm.tag_vocab[i] for i in batch["tags"][0].tolist() if i != -100] == sent.upos
+    # dev words unseen in the 300 training sentences still encode without <unk>
+    assert all(dm.tokenizer.unk_id not in dm.tokenizer.encode_words(s.words)[0] for s in dm.raw("dev")[:50])
+
+
+def test_tagging_conll2000_dev_carved_from_train(mirror_root, tmp_path):
+    dm = TaggingDataModule("conll2000", "pos", data_dir=tmp_path, mirror_root=mirror_root, vocab_size=600,
+                           tokenizer_model="word", dev_size=500, train_subset=1000)
+    dm.setup()
+    full = read_conll2000("train", tmp_path, mirror_root)
+    assert [s.words for s in dm.raw("dev")] == [s.words for s in full[-500:]]
+    assert dm.raw("train")[0].words == full[0].words
+    assert len(dm.raw("train")) == 1000 and len(dm.raw("test")) == 2012
+    assert "NN" in dm.tag_vocab
+    _check_tagging_batch(next(iter(dm.val_dataloader())), len(dm.tag_vocab))
+
+
+def test_tagging_bad_tagset():
+    with pytest.raises(ValueError, match="tagset"):
+        TaggingDataModule("conll2000", "upos")
+
+
+def test_lightning_stays_out_of_core_modules():
+    import subprocess
+    import sys
+
+    code = ("import sys, transformer.data, transformer.data.readers, transformer.data.batching, "
+            "transformer.data.tokenizer, transformer.data.sources; assert 'lightning' not in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True)
+    assert torch.is_tensor(torch.zeros(1))

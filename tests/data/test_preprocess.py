@@ -1,0 +1,52 @@
+"""Arrow caching of tokenized splits: hits when nothing changed, never stale otherwise."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from transformer.data.preprocess import tokenize_translation
+from transformer.data.tokenizer import SubwordTokenizer
+
+PAIRS = [("ein Hund läuft", "a dog runs"), ("zwei Katzen", "two cats"), ("ein Haus", "a house")] * 20
+
+
+@pytest.fixture(scope="module")
+def toks():
+    texts = [s for s, _ in PAIRS] + [t for _, t in PAIRS]
+    return SubwordTokenizer.train(texts, 280), SubwordTokenizer.train(texts, 300)
+
+
+def _arrows(d: Path) -> list[Path]:
+    return sorted((d / "arrow").glob("*.arrow"))
+
+
+def test_same_inputs_hit_the_cache(toks, tmp_path):
+    a, _ = toks
+    ds1 = tokenize_translation(PAIRS, a, a, tmp_path, "toy", ["sha-x"])
+    files = _arrows(tmp_path)
+    assert [Path(f["filename"]) for f in ds1.cache_files] == files and len(files) == 1
+    mtime = files[0].stat().st_mtime_ns
+    ds2 = tokenize_translation(PAIRS, a, SubwordTokenizer.from_str(a.to_str()), tmp_path, "toy", ["sha-x"])
+    assert _arrows(tmp_path) == files and files[0].stat().st_mtime_ns == mtime
+    assert ds2["src"][:] == ds1["src"][:] == a.encode_batch([s for s, _ in PAIRS])
+    assert ds2["index"][:] == list(range(len(PAIRS)))
+
+
+def test_changed_tokenizer_is_not_a_stale_hit(toks, tmp_path):
+    a, b = toks
+    ds_a = tokenize_translation(PAIRS, a, a, tmp_path, "toy", ["sha-x"])
+    ds_b = tokenize_translation(PAIRS, a, b, tmp_path, "toy", ["sha-x"])
+    assert len(_arrows(tmp_path)) == 2
+    assert ds_b["tgt"][:] == b.encode_batch([t for _, t in PAIRS])
+    assert ds_b["tgt"][:] != ds_a["tgt"][:]
+
+
+def test_changed_source_is_not_a_stale_hit(toks, tmp_path):
+    a, _ = toks
+    tokenize_translation(PAIRS, a, a, tmp_path, "toy", ["sha-x"])
+    changed = [("ein Baum", "a tree")] + PAIRS[1:]
+    ds = tokenize_translation(changed, a, a, tmp_path, "toy", ["sha-y"])
+    assert len(_arrows(tmp_path)) == 2
+    assert ds["tgt"][0] == a.encode("a tree")

@@ -1,0 +1,191 @@
+"""Readers on the real mirrored files, and the errors malformed inputs must give."""
+
+from __future__ import annotations
+
+import gzip
+import logging
+import zipfile
+
+import pytest
+
+from transformer.data.readers import (
+    DataFormatError,
+    length_filter,
+    read_conll2000,
+    read_conllu,
+    read_gum,
+    read_lines,
+    read_multi30k,
+    read_parallel,
+)
+
+# ---------------------------------------------------------------- real data
+
+
+@pytest.mark.parametrize("split,n", [("train", 29000), ("val", 1014), ("test_2016_flickr", 1000),
+                                     ("test_2017_flickr", 1000), ("test_2017_mscoco", 461)])
+def test_multi30k_counts(data_cache, mirror_root, split, n):
+    pairs = read_multi30k(split, "de", "en", data_cache, mirror_root)
+    assert len(pairs) == n
+    assert all(isinstance(s, str) and isinstance(t, str) for s, t in pairs)
+
+
+def test_multi30k_pairs_are_aligned(data_cache, mirror_root):
+    de_en = read_multi30k("train", "de", "en", data_cache, mirror_root)
+    assert de_en[0] == ("Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",
+                        "Two young, White males are outside near many bushes.")
+    en_fr = read_multi30k("val", "en", "fr", data_cache, mirror_root)
+    fr_cs = read_multi30k("val", "fr", "cs", data_cache, mirror_root)
+    assert [p[1] for p in en_fr] == [p[0] for p in fr_cs]
+
+
+def test_multi30k_czech_2017_is_a_clear_error(data_cache, mirror_root):
+    with pytest.raises(ValueError, match="no test_2017_mscoco split for language 'cs'"):
+        read_multi30k("test_2017_mscoco", "en", "cs", data_cache, mirror_root)
+
+
+def test_gum_train_counts(data_cache, mirror_root):
+    sents = read_gum("train", data_cache, mirror_root)
+    assert len(sents) == 3753
+    assert sum(len(s.words) for s in sents) == 69760
+    s = sents[0]
+    assert s.sent_id == "GUM_academic_art-1"
+    assert s.words[:2] == ["Aesthetic", "Appreciation"]
+    assert s.upos[:2] == ["ADJ", "NOUN"] and s.xpos[:2] == ["JJ", "NN"]
+    assert all(len(x.words) == len(x.upos) == len(x.xpos) for x in sents)
+    assert [len(read_gum(sp, data_cache, mirror_root)) for sp in ("dev", "test")] == [784, 890]
+
+
+def test_conll2000_counts(data_cache, mirror_root):
+    train = read_conll2000("train", data_cache, mirror_root)
+    assert len(train) == 8936 and sum(len(s.words) for s in train) == 211727
+    assert train[0].words[:3] == ["Confidence", "in", "the"]
+    assert train[0].xpos[:3] == ["NN", "IN", "DT"] and train[0].chunk[:3] == ["B-NP", "B-PP", "B-NP"]
+    assert train[0].upos is None
+    test = read_conll2000("test", data_cache, mirror_root)
+    assert len(test) == 2012 and sum(len(s.words) for s in test) == 47377
+
+
+# ---------------------------------------------------------------- CoNLL-U
+
+GOOD = (
+    "# sent_id = s1\n"
+    "# text = I don't know\n"
+    "1\tI\tI\tPRON\tPRP\t_\t3\tnsubj\t_\t_\n"
+    "2-3\tdon't\t_\t_\t_\t_\t_\t_\t_\t_\n"
+    "2\tdo\tdo\tAUX\tVBP\t_\t3\taux\t_\t_\n"
+    "3\tn't\tnot\tPART\tRB\t_\t4\tadvmod\t_\t_\n"
+    "3.1\tknow\tknow\tVERB\tVB\t_\t_\t_\t0:root\t_\n"
+    "4\tknow\tknow\tVERB\tVB\t_\t0\troot\t_\t_\n"
+    "\n"
+    "# sent_id = s2\n"
+    "1\tHi\thi\tINTJ\tUH\t_\t0\troot\t_\t_\n"
+)
+
+
+def test_conllu_skips_ranges_and_empty_nodes(tmp_path):
+    p = tmp_path / "a.conllu"
+    p.write_text(GOOD)
+    s1, s2 = read_conllu(p)
+    assert s1.sent_id == "s1" and s1.words == ["I", "do", "n't", "know"]
+    assert s1.upos == ["PRON", "AUX", "PART", "VERB"] and s1.xpos == ["PRP", "VBP", "RB", "VB"]
+    assert s2.sent_id == "s2" and s2.words == ["Hi"]
+
+
+def _bad(tmp_path, text: str, line: int, match: str, name="bad.conllu"):
+    p = tmp_path / name
+    p.write_bytes(text.encode("utf-8") if isinstance(text, str) else text)
+    with pytest.raises(DataFormatError, match=match) as e:
+        read_conllu(p)
+    assert e.value.path == str(p) and e.value.line_no == line
+    assert str(e.value).startswith(f"{p}:{line}:")
+
+
+def test_conllu_wrong_column_count(tmp_path):
+    _bad(tmp_path, GOOD.replace("2\tdo\tdo\tAUX\tVBP\t_\t3\taux\t_\t_", "2\tdo\tdo\tAUX\tVBP\t_\t3\taux"), 5,
+         "expected 10 tab-separated columns, found 8")
+
+
+def test_conllu_missing_field(tmp_path):
+    _bad(tmp_path, GOOD.replace("1\tHi\thi\tINTJ", "1\tHi\thi\t"), 11, "missing UPOS")
+    _bad(tmp_path, GOOD.replace("1\tHi\thi\tINTJ", "1\tHi\thi\t_"), 11, "missing UPOS")
+    _bad(tmp_path, GOOD.replace("4\tknow\tknow", "4\t\tknow"), 8, "missing FORM")
+
+
+def test_conllu_bad_ids(tmp_path):
+    _bad(tmp_path, GOOD.replace("4\tknow\tknow", "5\tknow\tknow"), 8, "out of sequence")
+    _bad(tmp_path, GOOD.replace("4\tknow\tknow", "x\tknow\tknow"), 8, "not an integer")
+
+
+def test_conllu_not_utf8(tmp_path):
+    data = GOOD.encode("utf-8").replace(b"Hi\thi", b"H\xe9\thi")
+    _bad(tmp_path, data, 11, "not valid UTF-8")
+
+
+def test_conllu_empty_file(tmp_path):
+    _bad(tmp_path, b"", 0, "empty file")
+
+
+# ---------------------------------------------------------------- parallel text
+
+
+def test_parallel_length_mismatch(tmp_path):
+    a, b = tmp_path / "a.de", tmp_path / "b.en"
+    a.write_text("eins\nzwei\ndrei\n")
+    b.write_text("one\ntwo\n")
+    with pytest.raises(DataFormatError, match="differ in length") as e:
+        read_parallel(a, b)
+    assert e.value.path == str(a) and e.value.line_no == 3
+
+
+def test_parallel_empty_file(tmp_path):
+    a, b = tmp_path / "a.de", tmp_path / "b.en"
+    a.write_text("eins\n")
+    b.write_text("")
+    with pytest.raises(DataFormatError, match="empty file") as e:
+        read_parallel(a, b)
+    assert e.value.path == str(b) and e.value.line_no == 0
+
+
+def test_parallel_not_utf8_gzip(tmp_path):
+    p = tmp_path / "x.gz"
+    p.write_bytes(gzip.compress("gut\n".encode() + "schön\n".encode("latin-1")))
+    with pytest.raises(DataFormatError, match="not valid UTF-8") as e:
+        read_lines(p)
+    assert e.value.line_no == 2 and e.value.path == str(p)
+
+
+def test_lines_kept_exactly(tmp_path):
+    p = tmp_path / "x.txt"
+    p.write_bytes(b" lead\ttab  double \r\nlast")
+    assert read_lines(p) == [" lead\ttab  double ", "last"]
+
+
+# ---------------------------------------------------------------- CoNLL-2000
+
+
+def test_conll2000_malformed_line(tmp_path):
+    p = tmp_path / "c.txt"
+    p.write_text("He PRP B-NP\nran VBD\n\n")
+    with pytest.raises(DataFormatError, match="WORD POS CHUNK") as e:
+        read_conll2000(p)
+    assert e.value.line_no == 2
+
+
+def test_conll2000_zip_member(tmp_path):
+    z = tmp_path / "c.zip"
+    with zipfile.ZipFile(z, "w") as f:
+        f.writestr("conll2000/train.txt", "He PRP B-NP\nran VBD B-VP\n\nOk UH O\n")
+    a, b = read_conll2000(z)
+    assert a.words == ["He", "ran"] and a.xpos == ["PRP", "VBD"] and b.chunk == ["O"]
+
+
+# ---------------------------------------------------------------- length filter
+
+
+def test_length_filter_counts_and_logs(caplog):
+    with caplog.at_level(logging.WARNING):
+        r = length_filter([(3, 4), (10, 2), (5, 5), (1, 11)], max_len=5, name="toy")
+    assert r.kept == [0, 2] and r.dropped == [1, 3] and r.n_dropped == 2
+    assert "dropped 2 of 4" in caplog.text
+    assert length_filter([1, 2, 3], max_len=3).n_dropped == 0
