@@ -16,6 +16,7 @@ import lightning as L
 import torch
 from sacrebleu.metrics import BLEU, CHRF
 
+from transformer.data.batching import TranslationCollator
 from transformer.data.tokenizer import SubwordTokenizer
 from transformer.decoding import beam_search, greedy_search
 from transformer.tasks.checkpoint import TASK_KEY
@@ -213,7 +214,7 @@ class TranslationTask(L.LightningModule):
     def translator(self, decode_cfg: dict | None, device: str | torch.device = "cpu") -> "Translator":
         """A :class:`Translator` for raw sentences with this model and its tokenizers."""
         cfg = dict(decode_cfg or {})
-        max_src = getattr(self.model, "max_len", None)
+        max_src = self.hparams.model.get("max_len")
         return Translator(
             self.search_fn(cfg), self.src_tokenizer, self.tgt_tokenizer,
             max_tokens=int(cfg.get("max_tokens", 4096)), max_src_len=max_src, device=device,
@@ -296,10 +297,11 @@ class Translator:
         return dict(self.stats)
 
     def encode(self, text: str) -> list[int]:
-        ids = self.src_tok.encode_source(text)
-        if self.max_src_len is not None and len(ids) > self.max_src_len:
+        """Source pieces (the collator appends EOS, exactly as in training)."""
+        ids = self.src_tok.encode(text)
+        if self.max_src_len is not None and len(ids) + 1 > self.max_src_len:
             self.truncated += 1
-            ids = ids[: self.max_src_len - 1] + [ids[-1]]  # keep the closing EOS
+            ids = ids[: self.max_src_len - 1]
         return ids
 
     @torch.no_grad()
@@ -307,13 +309,10 @@ class Translator:
         out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in sentences]
         todo = [i for i, s in enumerate(sentences) if s.strip()]
         encoded = {i: self.encode(sentences[i]) for i in todo}
-        lengths = [len(encoded[i]) for i in todo]
-        pad = self.src_tok.pad_id
+        lengths = [len(encoded[i]) + 1 for i in todo]
+        collate = TranslationCollator(self.src_tok.pad_id, self.src_tok.bos_id, self.src_tok.eos_id)
         for batch in token_budget_batches(lengths, self.max_tokens):
-            rows = [encoded[todo[b]] for b in batch]
-            src = torch.full((len(rows), max(map(len, rows))), pad, dtype=torch.long)  # (B, S)
-            for r, ids in enumerate(rows):
-                src[r, : len(ids)] = torch.tensor(ids)
+            src = collate([{"src": encoded[todo[b]], "index": b} for b in batch])["src"]  # (B, S)
             results = self.search(src.to(self.device))
             for b, nbest in zip(batch, results):
                 out[todo[b]] = [(self.tgt_tok.decode(ids), score) for ids, score in nbest]

@@ -1,0 +1,219 @@
+"""Training and decoding throughput of our EncoderDecoder against Hugging Face's MarianMTModel
+of the same size, on the same Multi30k de→en batches, in the same process.
+
+    pip install -e ".[bench]"   # transformers, for the peer
+    TRANSFORMER_DATA_MIRROR=../shared/datasets python3 scripts/bench_translation.py
+
+Both models: d_model=256, 3+3 layers, 4 heads, d_ff=1024, ReLU, post-norm, sinusoidal
+positions, one joint 8k BPE vocabulary with tied embeddings, dropout 0.1, fp32. Training
+runs forward + label-smoothed loss + backward + Adam step on identical batches; the two
+models alternate batch by batch so that background load hits both alike. Decoding runs
+greedy and beam 5 over the same validation sentences with the same maximum output length
+(untrained models rarely stop early, so generated tokens/s is reported beside sentences/s).
+On a GPU (``--device cuda``) training also runs in bf16 autocast and reports model FLOPs
+utilisation against ``--peak-tflops``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from datetime import date
+
+import torch
+
+
+def build_batches(args):
+    """Tokenized (src, tgt_in, tgt_out) batches of Multi30k de→en under a token budget."""
+    from transformer.data.readers import read_multi30k
+    from transformer.data.tokenizer import SubwordTokenizer
+    from transformer.tasks.translation import token_budget_batches
+
+    train = read_multi30k("train", "de", "en", mirror_root=args.mirror_root)
+    val = read_multi30k("val", "de", "en", mirror_root=args.mirror_root)
+    tok = SubwordTokenizer.train([s for p in train for s in p], vocab_size=args.vocab_size)
+    pad, bos, eos = tok.pad_id, tok.bos_id, tok.eos_id
+    pairs = train[: args.train_sentences]
+    src = [tok.encode(s) + [tok.eos_id] for s, _ in pairs]
+    tgt = [tok.encode(t) for _, t in pairs]
+    lengths = [max(len(s), len(t) + 1) for s, t in zip(src, tgt)]
+    batches = []
+    for idx in token_budget_batches(lengths, args.max_tokens):
+        s = pad_to([src[i] for i in idx], pad)
+        t_in = pad_to([[bos] + tgt[i] for i in idx], pad)
+        t_out = pad_to([tgt[i] + [eos] for i in idx], pad)
+        batches.append((s, t_in, t_out))
+    g = torch.Generator().manual_seed(0)
+    batches = [batches[i] for i in torch.randperm(len(batches), generator=g).tolist()]
+    val_src = [tok.encode(s) + [tok.eos_id] for s, _ in val[: args.decode_sentences]]
+    return tok, batches, val_src
+
+
+def pad_to(rows, pad):
+    out = torch.full((len(rows), max(map(len, rows))), pad, dtype=torch.long)  # (B, T)
+    for r, ids in enumerate(rows):
+        out[r, : len(ids)] = torch.tensor(ids)
+    return out
+
+
+def build_models(tok, args):
+    from transformers import MarianConfig, MarianMTModel
+
+    from transformer.models import EncoderDecoder
+
+    ours = EncoderDecoder(
+        vocab_size=tok.vocab_size, pad_id=tok.pad_id, d_model=256, n_heads=4, n_encoder_layers=3,
+        n_decoder_layers=3, d_ff=1024, dropout=0.1, norm_first=False, activation="relu",
+        max_len=512, share_embeddings=True, tie_output=True,
+    )
+    cfg = MarianConfig(
+        vocab_size=tok.vocab_size, d_model=256, encoder_layers=3, decoder_layers=3,
+        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=1024,
+        decoder_ffn_dim=1024, activation_function="relu", dropout=0.1, attention_dropout=0.0,
+        activation_dropout=0.0, max_position_embeddings=512, pad_token_id=tok.pad_id,
+        eos_token_id=tok.eos_id, bos_token_id=tok.bos_id, decoder_start_token_id=tok.bos_id,
+        forced_eos_token_id=None, scale_embedding=True, share_encoder_decoder_embeddings=True,
+        tie_word_embeddings=True,
+    )
+    peer = MarianMTModel(cfg)
+    return ours, peer
+
+
+def params(m):
+    return sum(p.numel() for p in m.parameters())
+
+
+def train_throughput(ours, peer, batches, args, device, dtype):
+    from transformer.tasks.losses import label_smoothed_nll
+
+    pad = 0
+    opts = {
+        "ours": torch.optim.Adam(ours.parameters(), lr=1e-4, betas=(0.9, 0.98)),
+        "marian": torch.optim.Adam(peer.parameters(), lr=1e-4, betas=(0.9, 0.98)),
+    }
+
+    def step(name, src, t_in, t_out):
+        model = ours if name == "ours" else peer
+        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
+            if name == "ours":
+                logits = model(src, t_in)
+            else:
+                logits = model(input_ids=src, attention_mask=src.ne(pad), decoder_input_ids=t_in,
+                               decoder_attention_mask=t_in.ne(pad), use_cache=False).logits
+            loss, _ = label_smoothed_nll(logits, t_out, 0.1, pad)
+        opts[name].zero_grad(set_to_none=True)
+        loss.backward()
+        opts[name].step()
+
+    ours.train(), peer.train()
+    times = {"ours": 0.0, "marian": 0.0}
+    tokens = 0
+    n = args.warmup_steps + args.train_steps
+    for k, (src, t_in, t_out) in enumerate(batches[:n]):
+        src, t_in, t_out = src.to(device), t_in.to(device), t_out.to(device)
+        real = int(src.ne(pad).sum() + t_out.ne(pad).sum())
+        for name in (("ours", "marian") if k % 2 == 0 else ("marian", "ours")):
+            sync(device)
+            t0 = time.perf_counter()
+            step(name, src, t_in, t_out)
+            sync(device)
+            if k >= args.warmup_steps:
+                times[name] += time.perf_counter() - t0
+        if k >= args.warmup_steps:
+            tokens += real
+    return {name: tokens / t for name, t in times.items()}, tokens
+
+
+def sync(device):
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+
+
+@torch.no_grad()
+def decode_throughput(ours, peer, tok, val_src, args, device, beam):
+    from transformer.decoding import beam_search, greedy_search
+    from transformer.tasks.translation import token_budget_batches
+
+    ours.eval(), peer.eval()
+    batches = [pad_to([val_src[i] for i in b], tok.pad_id)
+               for b in token_budget_batches([len(s) for s in val_src], args.decode_max_tokens)]
+    max_new = args.max_output_len
+    result = {}
+    for name in ("ours", "marian"):
+        out_tokens = 0
+        sync(device)
+        t0 = time.perf_counter()
+        for src in batches:
+            src = src.to(device)
+            if name == "ours":
+                kw = dict(bos_id=tok.bos_id, eos_id=tok.eos_id, pad_id=tok.pad_id, max_len_a=0.0,
+                          max_len_b=max_new)
+                if beam == 1:
+                    hyps = greedy_search(ours, src, **kw)
+                else:
+                    hyps = [h[0].tokens for h in beam_search(ours, src, beam_size=beam, **kw)]
+                out_tokens += sum(len(h) + 1 for h in hyps)
+            else:
+                gen = peer.generate(input_ids=src, attention_mask=src.ne(tok.pad_id), num_beams=beam,
+                                    do_sample=False, max_new_tokens=max_new, early_stopping=True,
+                                    length_penalty=1.0)
+                out_tokens += int(gen[:, 1:].ne(tok.pad_id).sum())
+        sync(device)
+        seconds = time.perf_counter() - t0
+        result[name] = {"sentences_per_s": len(val_src) / seconds, "tokens_per_s": out_tokens / seconds,
+                        "seconds": seconds}
+    return result
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--mirror-root", default=None)
+    ap.add_argument("--vocab-size", type=int, default=8000)
+    ap.add_argument("--max-tokens", type=int, default=4096)
+    ap.add_argument("--train-sentences", type=int, default=6000)
+    ap.add_argument("--warmup-steps", type=int, default=3)
+    ap.add_argument("--train-steps", type=int, default=20)
+    ap.add_argument("--decode-sentences", type=int, default=256)
+    ap.add_argument("--decode-max-tokens", type=int, default=2048)
+    ap.add_argument("--max-output-len", type=int, default=40)
+    ap.add_argument("--device", default="cpu")
+    ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave default)")
+    ap.add_argument("--bf16", action="store_true", help="bf16 autocast for training (GPU)")
+    ap.add_argument("--peak-tflops", type=float, default=989.0, help="for MFU (H100 dense bf16)")
+    ap.add_argument("--json", default=None, help="also write results here")
+    args = ap.parse_args()
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    torch.manual_seed(0)
+    device = torch.device(args.device)
+    tok, batches, val_src = build_batches(args)
+    ours, peer = build_models(tok, args)
+    ours.to(device), peer.to(device)
+    dtype = torch.bfloat16 if args.bf16 else torch.float32
+    train, tokens = train_throughput(ours, peer, batches, args, device, dtype)
+    res = {
+        "date": date.today().isoformat(), "device": args.device, "cpu": platform.processor() or platform.machine(),
+        "threads": torch.get_num_threads(), "torch": torch.__version__, "precision": str(dtype),
+        "params": {"ours": params(ours), "marian": params(peer)},
+        "train_tokens_per_s": train, "train_tokens_measured": tokens,
+        "train_speedup_vs_marian": train["ours"] / train["marian"],
+    }
+    if device.type == "cuda":
+        # 6 * params * tokens is the usual training FLOPs estimate (Kaplan et al. 2020).
+        res["mfu"] = {k: 6 * res["params"][k] * v / (args.peak_tflops * 1e12) for k, v in train.items()}
+    for beam in (1, 5):
+        d = decode_throughput(ours, peer, tok, val_src, args, device, beam)
+        res[f"decode_beam{beam}"] = d
+        res[f"decode_beam{beam}_speedup_vs_marian"] = d["ours"]["sentences_per_s"] / d["marian"]["sentences_per_s"]
+    text = json.dumps(res, indent=2)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(text + "\n")
+
+
+if __name__ == "__main__":
+    main()
