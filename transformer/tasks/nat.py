@@ -1,0 +1,325 @@
+"""Non-autoregressive translation: a ``NonAutoregressiveModel`` trained to predict every target
+token at once plus the target length, decoded in one pass, with a length beam, or with
+Mask-Predict refinement.
+
+Targets. The data module gives ``tgt_in`` = BOS + target and ``tgt_out`` = target + EOS. The NAT
+target is the bare target (``tgt_in`` without its first column): no BOS, **no EOS**. The length
+predictor already fixes where a sentence ends, so an EOS position would carry no information
+and would only cost a decoder position per sentence (Gu et al. 2018 and Ghazvininejad et al.
+2019 predict the bare target the same way). At decoding time BOS is banned and an output is
+still cut at an EOS if the model ever emits one.
+
+Decoder inputs (chosen by ``model.decoder_input``):
+
+* ``copy`` (Gu et al. 2018): uniformly copied source embeddings; the loss covers every real
+  target position.
+* ``mask`` (Ghazvininejad et al. 2019, "Mask-Predict", sec. 4): for each sentence of length
+  ``L`` a number ``n ~ Uniform{1..L}`` of positions is drawn, those positions are replaced by
+  ``[MASK]``, and the token loss covers the masked positions only.
+
+The length loss (cross-entropy over the model's length classes, as in Mask-Predict) is added
+with weight ``length_loss_weight``. Logged: ``train/loss``, ``train/nll``,
+``train/length_loss``, ``val/loss``, ``val/nll``, ``val/length_loss``, ``val/length_acc``
+(exact-length accuracy of the top length class) and ``val/bleu`` (one-pass decoding unless
+``val_decode`` names another NAT strategy).
+
+Shape legend: B sentences, S source tokens, T target tokens, V vocabulary, L length classes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from transformer.decoding.nat import mask_predict, nat_length_beam, nat_one_pass
+from transformer.tasks.losses import label_smoothed_nll
+from transformer.tasks.translation import SearchFn, Translator, TranslationTask, build_model
+
+# decode.strategy values this task understands; "greedy" (the train/eval default) is the NAT
+# analogue of greedy search: argmax at every position in one pass.
+NAT_STRATEGIES = ("nat_one_pass", "nat_length_beam", "mask_predict")
+ONE_PASS_ALIASES = ("greedy", "nat_one_pass")
+
+
+def nat_targets(tgt_in: Tensor, pad_id: int) -> tuple[Tensor, Tensor]:
+    """The NAT target (no BOS, no EOS) and its padding mask from the data module's ``tgt_in``.
+
+    Args:
+        tgt_in: ``(B, T + 1)`` BOS + target, right-padded with ``pad_id``.
+
+    Returns:
+        ``target (B, T)`` (PAD after each sentence) and ``tgt_pad_mask (B, T)`` (True = real).
+    """
+    target = tgt_in[:, 1:]  # (B, T + 1) -> (B, T): drop the BOS column
+    real = target.ne(pad_id)  # (B, T)
+    return target, real
+
+
+def random_mask(real: Tensor, generator: torch.Generator | None = None) -> Tensor:
+    """Mask-Predict's training mask: per sentence ``n ~ Uniform{1..L}`` real positions.
+
+    Args:
+        real: ``(B, T)`` bool, True = real target position; ``L`` = its row sum.
+
+    Returns:
+        ``(B, T)`` bool, True = masked; exactly ``n`` real positions per row (none for an
+        empty row), padding never masked.
+    """
+    lengths = real.sum(1)  # (B,)
+    u = torch.rand(lengths.shape, device=real.device, generator=generator)  # (B,)
+    n_mask = (u * lengths.float()).floor().long() + 1  # (B,) in 1..L
+    n_mask = torch.minimum(n_mask, lengths)  # 0 for empty rows
+    scores = torch.rand(real.shape, device=real.device, generator=generator)  # (B, T)
+    scores = scores.masked_fill(~real, 2.0)  # padding sorts last
+    ranks = scores.argsort(1).argsort(1)  # (B, T): rank of each position in a random order
+    return ranks < n_mask.unsqueeze(1)  # (B, T) < (B, 1) -> (B, T)
+
+
+class AbsoluteLengthModel:
+    """The decoding view of a ``NonAutoregressiveModel`` whose length classes are absolute.
+
+    ``decoding.nat`` reads class ``c`` of ``predict_length`` as length ``c`` unless the model
+    offers ``top_k_lengths(length_logits, k)``; our model's ``top_k_lengths`` also needs the
+    encoder output, so this view instead maps the model's classes (offsets from the source
+    length, or absolute) to absolute-length logits with ``length_predictor.to_lengths``.
+    Several classes clamped to the same length (length 1) keep the best of their logits.
+
+    Shapes: ``predict_length(enc) -> (B, L_abs)`` with ``L_abs`` = longest length + 1.
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+        self.mask_id = getattr(model, "mask_id", None)
+
+    def encode(self, src: Tensor):
+        return self.model.encode(src)
+
+    def decode(self, enc, tgt_tokens: Tensor, tgt_pad_mask: Tensor) -> Tensor:
+        return self.model.decode(enc, tgt_tokens, tgt_pad_mask)  # (N, T, V)
+
+    def predict_length(self, enc) -> Tensor:
+        logits = self.model.predict_length(enc)  # (B, L)
+        predictor = getattr(self.model, "length_predictor", None)
+        if predictor is None:
+            return logits
+        classes = torch.arange(logits.size(1), device=logits.device).expand_as(logits)  # (B, L)
+        lengths = predictor.to_lengths(classes, enc.src_pad_mask.sum(1))  # (B, L) absolute
+        out = logits.new_full((logits.size(0), int(lengths.max()) + 1), float("-inf"))  # (B, L_abs)
+        return out.scatter_reduce(1, lengths, logits, reduce="amax")  # (B, L_abs)
+
+
+class NATTranslationTask(TranslationTask):
+    """Training and decoding of a ``NonAutoregressiveModel`` (see module docstring).
+
+    Args beyond ``TranslationTask``'s:
+        mask_id: the tokenizer's ``[MASK]`` id, given to the model in ``mask`` input mode.
+        length_loss_weight: weight of the length cross-entropy in the total loss
+            (Mask-Predict and fairseq's CMLM use 0.1).
+    """
+
+    task_name = "nat"
+
+    def __init__(
+        self,
+        model: dict,
+        vocab_size: int,
+        pad_id: int,
+        bos_id: int,
+        eos_id: int,
+        src_lang: str,
+        tgt_lang: str,
+        mask_id: int | None = None,
+        tgt_vocab_size: int | None = None,
+        label_smoothing: float = 0.1,
+        length_loss_weight: float = 0.1,
+        lr: float = 5e-4,
+        betas: Sequence[float] = (0.9, 0.98),
+        eps: float = 1e-9,
+        weight_decay: float = 0.0,
+        warmup_steps: int = 4000,
+        val_bleu: bool = True,
+        val_decode: dict | None = None,
+        data: dict | None = None,
+        tokenizers: dict | None = None,
+    ) -> None:
+        # TranslationTask.__init__ saves every argument of this __init__ as hyperparameters
+        # (Lightning collects the arguments of each __init__ frame in the call chain).
+        super().__init__(
+            model=model, vocab_size=vocab_size, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id,
+            src_lang=src_lang, tgt_lang=tgt_lang, tgt_vocab_size=tgt_vocab_size,
+            label_smoothing=label_smoothing, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+            warmup_steps=warmup_steps, val_bleu=val_bleu, val_decode=val_decode, data=data,
+            tokenizers=tokenizers,
+        )
+
+    # ----------------------------------------------------------------- construction
+    @property
+    def decoder_input(self) -> str:
+        """``"mask"`` or ``"copy"``, as the model config says (the model's own default: mask)."""
+        return str(self.hparams.model.get("decoder_input", "mask"))
+
+    def _build_model(self) -> torch.nn.Module:
+        hp = self.hparams
+        injected: dict[str, Any] = dict(vocab_size=hp.vocab_size, tgt_vocab_size=hp.tgt_vocab_size, pad_id=hp.pad_id)
+        if self.decoder_input == "mask":
+            if hp.mask_id is None:
+                raise ValueError("a NAT model with decoder_input=mask needs the tokenizer's mask_id")
+            injected["mask_id"] = hp.mask_id
+        return build_model(hp.model, **injected)
+
+    @staticmethod
+    def kwargs_from_datamodule(dm) -> dict:
+        """``TranslationTask``'s, plus the target tokenizer's ``[MASK]`` id."""
+        kwargs = TranslationTask.kwargs_from_datamodule(dm)
+        kwargs["mask_id"] = dm.tgt_tokenizer.mask_id
+        return kwargs
+
+    # ----------------------------------------------------------------- training
+    def forward(self, src: Tensor, tgt_tokens: Tensor, tgt_pad_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """``(logits (B, T, V), length_logits (B, L))``."""
+        return self.model(src, tgt_tokens, tgt_pad_mask)
+
+    def compute_losses(self, batch: dict, masked: Tensor | None = None) -> dict[str, Tensor]:
+        """Token and length losses of one batch.
+
+        Args:
+            batch: ``src (B, S)``, ``tgt_in (B, T + 1)`` from the data module.
+            masked: ``(B, T)`` bool, positions to replace by ``[MASK]`` (mask mode only);
+                drawn with :func:`random_mask` when None.
+
+        Returns:
+            ``loss`` (token loss + weight * length loss), ``token_loss``, ``nll`` (per real
+            token of the loss), ``length_loss``, ``length_acc`` (fraction of sentences whose
+            most probable length is exact), ``n_tokens`` (tokens in the token loss),
+            ``length_logits (B, L)``.
+        """
+        hp = self.hparams
+        target, real = nat_targets(batch["tgt_in"], hp.pad_id)  # (B, T), (B, T)
+        if self.decoder_input == "mask":
+            if masked is None:
+                masked = random_mask(real)
+            masked = masked & real
+            tgt_tokens = target.masked_fill(masked, hp.mask_id)  # (B, T)
+            gold = target.masked_fill(~masked, -100)  # loss on masked positions only
+        else:
+            tgt_tokens, gold = target, target.masked_fill(~real, -100)
+        enc = self.model.encode(batch["src"])
+        logits = self.model.decode(enc, tgt_tokens, real)  # (B, T, V)
+        token_loss, nll = label_smoothed_nll(logits, gold, hp.label_smoothing, hp.pad_id)
+        length_logits = self.model.predict_length(enc)  # (B, L)
+        lengths = real.sum(1)  # (B,)
+        length_loss = F.cross_entropy(length_logits.float(), self.model.length_targets(lengths, enc))
+        predicted = self.model.lengths_from_logits(length_logits, enc)  # (B,)
+        return {
+            "loss": token_loss + hp.length_loss_weight * length_loss,
+            "token_loss": token_loss,
+            "nll": nll,
+            "length_loss": length_loss,
+            "length_acc": predicted.eq(lengths).float().mean(),
+            "n_tokens": gold.ne(-100).sum(),
+            "length_logits": length_logits,
+        }
+
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        out = self.compute_losses(batch)
+        n_tokens, n_sents = int(out["n_tokens"]), batch["src"].size(0)
+        self.log("train/loss", out["loss"], prog_bar=True, batch_size=n_tokens)
+        self.log("train/nll", out["nll"], batch_size=n_tokens)
+        self.log("train/length_loss", out["length_loss"], batch_size=n_sents)
+        self.log("train/length_acc", out["length_acc"], batch_size=n_sents)
+        self.log("lr", self.optimizers().param_groups[0]["lr"], prog_bar=True)
+        return out["loss"]
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        # A fixed mask per batch keeps val/loss comparable across epochs in mask mode.
+        masked = None
+        if self.decoder_input == "mask":
+            gen = torch.Generator(device=batch["src"].device).manual_seed(batch_idx)
+            masked = random_mask(nat_targets(batch["tgt_in"], self.hparams.pad_id)[1], gen)
+        out = self.compute_losses(batch, masked)
+        n_tokens, n_sents = int(out["n_tokens"]), batch["src"].size(0)
+        self.log("val/loss", out["loss"], prog_bar=True, batch_size=n_tokens, sync_dist=True)
+        self.log("val/nll", out["nll"], batch_size=n_tokens, sync_dist=True)
+        self.log("val/length_loss", out["length_loss"], batch_size=n_sents, sync_dist=True)
+        self.log("val/length_acc", out["length_acc"], prog_bar=True, batch_size=n_sents, sync_dist=True)
+        if self.hparams.val_bleu and self.tgt_tokenizer is not None:
+            self._add_bleu_stats(batch)
+
+    def _add_bleu_stats(self, batch: dict) -> None:
+        """Decode the batch (one pass by default) and keep sacreBLEU statistics; the parent's
+        ``on_validation_epoch_end`` scores them."""
+        from sacrebleu.metrics import BLEU
+
+        hyps = [h[0][0] for h in self.search_fn(self.hparams.val_decode)(batch["src"])]
+        refs = [self._strip(r) for r in batch["tgt_out"].tolist()]
+        self._bleu_stats.extend(
+            BLEU()._extract_corpus_statistics(
+                [self.tgt_tokenizer.decode(h) for h in hyps],
+                [[self.tgt_tokenizer.decode(r) for r in refs]],
+            )
+        )
+
+    # ----------------------------------------------------------------- inference
+    def search_fn(self, decode_cfg: dict | None, stats: dict | None = None) -> SearchFn:
+        """Bind one-pass, length-beam or Mask-Predict decoding to this model.
+
+        ``decode_cfg["strategy"]``: ``nat_one_pass`` (alias ``greedy``), ``nat_length_beam``
+        (``length_beam``), ``mask_predict`` (``iterations``, ``length_beam``). If ``stats`` is
+        given, ``stats["avg_iterations"]`` is kept up to date: decoder passes per sentence
+        over everything decoded so far.
+        """
+        cfg = dict(decode_cfg or {"strategy": "nat_one_pass"})
+        strategy = cfg.get("strategy", "nat_one_pass")
+        hp = self.hparams
+        common = dict(pad_id=hp.pad_id, eos_id=hp.eos_id, ban_ids=(hp.bos_id,), return_stats=True)
+        if strategy in ONE_PASS_ALIASES:
+            def search(view, src):
+                return nat_one_pass(view, src, **common)
+        elif strategy == "nat_length_beam":
+            beam = int(cfg.get("length_beam", 3))
+
+            def search(view, src):
+                return nat_length_beam(view, src, length_beam=beam, **common)
+        elif strategy == "mask_predict":
+            iterations, beam = int(cfg.get("iterations", 10)), int(cfg.get("length_beam", 1))
+            if iterations > 1 and self.decoder_input != "mask":
+                raise ValueError(
+                    "decode=mask_predict with iterations > 1 needs a model trained with "
+                    "decoder_input=mask; this checkpoint copies source embeddings "
+                    "(use decode=nat_one_pass or decode=nat_length_beam)"
+                )
+
+            def search(view, src):
+                return mask_predict(view, src, iterations=iterations, length_beam=beam, **common)
+        else:
+            raise ValueError(
+                f"decode.strategy={strategy!r} is not available for a non-autoregressive "
+                f"checkpoint; use one of {', '.join(NAT_STRATEGIES)}"
+            )
+        view = AbsoluteLengthModel(self.model)
+        totals = [0, 0]  # sentences decoded, decoder passes summed over them
+
+        def run(src: Tensor) -> list[list[tuple[list[int], float]]]:
+            ids, nat_stats = search(view, src)
+            totals[0] += len(ids)
+            totals[1] += sum(nat_stats.iterations)
+            if stats is not None:
+                stats["avg_iterations"] = round(totals[1] / max(totals[0], 1), 3)
+            return [[(list(toks), float(score))] for toks, score in zip(ids, nat_stats.scores)]
+
+        return run
+
+    def translator(self, decode_cfg: dict | None, device: str | torch.device = "cpu") -> Translator:
+        """A :class:`Translator` whose ``extra_stats()`` report the average decoder passes."""
+        cfg = dict(decode_cfg or {})
+        stats: dict[str, float] = {}
+        translator = Translator(
+            self.search_fn(cfg, stats), self.src_tokenizer, self.tgt_tokenizer,
+            max_tokens=int(cfg.get("max_tokens", 4096)),
+            max_src_len=self.hparams.model.get("max_len"), device=device,
+        )
+        translator.stats = stats
+        return translator
