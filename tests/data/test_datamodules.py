@@ -161,3 +161,42 @@ def test_lightning_stays_out_of_core_modules():
             "transformer.data.tokenizer, transformer.data.sources; assert 'lightning' not in sys.modules")
     subprocess.run([sys.executable, "-c", code], check=True)
     assert torch.is_tensor(torch.zeros(1))
+
+
+def test_lightning_epoch_hook_reshuffles(mt):
+    from lightning.fabric.utilities.data import _set_sampler_epoch
+
+    loader = mt.train_dataloader()
+    _set_sampler_epoch(loader, 0)
+    first = [b.tolist() for b in (batch["index"] for batch in loader)]
+    _set_sampler_epoch(loader, 1)
+    second = [b.tolist() for b in (batch["index"] for batch in loader)]
+    assert first != second and sorted(sum(first, [])) == sorted(sum(second, []))
+
+
+def test_trainer_fit_runs_two_epochs(mt):
+    import lightning as L
+
+    class Probe(L.LightningModule):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(1, 1)
+            self.first = []
+
+        def training_step(self, batch, i):
+            if i == 0:
+                self.first.append(batch["index"].tolist())
+            return self.lin(batch["src"][:, :1].float()).sum()
+
+        def validation_step(self, batch, i):
+            assert batch["tgt_out"].shape == batch["tgt_in"].shape
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.0)
+
+    probe = Probe()
+    trainer = L.Trainer(max_epochs=2, limit_train_batches=2, limit_val_batches=1, logger=False,
+                        enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(probe, mt)
+    assert len(probe.first) == 2 and probe.first[0] != probe.first[1]
+    mt.trainer = None

@@ -60,7 +60,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     fewer examples than ranks can the shares be uneven (a warning says so). With
     ``drop_last=True`` the surplus batches are dropped instead. Under Lightning DDP use
     ``Trainer(use_distributed_sampler=False)``: this sampler already shards by rank.
-    Call :meth:`set_epoch` each epoch (Lightning does so for batch samplers).
+    Call :meth:`set_epoch` each epoch; Lightning does (through ``self.sampler``).
     """
 
     def __init__(
@@ -85,6 +85,9 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.rank = int(rank)
         self.drop_last = drop_last
         self.epoch = 0
+        # Lightning calls set_epoch on ``loader.sampler`` and ``loader.batch_sampler.sampler``,
+        # never on the batch sampler itself: this forwarder makes it reach us.
+        self.sampler = _EpochForwarder(self)
         self.oversized: list[int] = np.flatnonzero(self.lengths > self.max_tokens).tolist()
         if self.oversized:
             log.warning(
@@ -148,6 +151,16 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         # The batch count is the same every epoch: cutting depends only on the sorted
         # length sequence, which ties broken differently do not change.
         return self._len
+
+
+class _EpochForwarder:
+    """Stands in as ``batch_sampler.sampler`` so Lightning's per-epoch ``set_epoch`` arrives."""
+
+    def __init__(self, owner: TokenBudgetBatchSampler):
+        self._owner = owner
+
+    def set_epoch(self, epoch: int) -> None:
+        self._owner.set_epoch(epoch)
 
 
 def _pad(seqs: Sequence[Sequence[int]], value: int) -> torch.Tensor:
