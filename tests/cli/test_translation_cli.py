@@ -1,0 +1,183 @@
+"""Train → evaluate → resume → decode → average through the real command lines, on a slice
+of Multi30k de→en from the mirror (tiny model, a few dozen steps, CPU)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+
+from transformer.cli import average as average_cli
+from transformer.cli import decode as decode_cli
+from transformer.cli.evaluate import evaluate_checkpoint
+from transformer.tasks.checkpoint import CheckpointError, load_task
+
+REPO = Path(__file__).resolve().parents[2]
+TRAIN_ARGS = [
+    "model=tiny", "data.vocab_size=400", "data.train_subset=512", "data.max_tokens=1200",
+    "trainer.max_epochs=1", "trainer.log_every_n_steps=5",
+    "task.warmup_steps=20", "task.lr=3e-3", "callbacks.progress_bar=null",
+    "callbacks.early_stopping=null", "logger=csv",
+    # decoding during validation stays short: a tiny model rarely emits EOS
+    "task.val_decode.max_len_a=0", "task.val_decode.max_len_b=12",
+]
+
+
+def cli(module: str, args: list[str], env: dict, stdin: str | None = None, check: bool = True):
+    proc = subprocess.run(
+        [sys.executable, "-m", f"transformer.cli.{module}", *args], input=stdin, text=True,
+        capture_output=True, env=env, cwd=REPO, timeout=300,
+    )
+    if check and proc.returncode != 0:
+        raise AssertionError(f"{module} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+    return proc
+
+
+@pytest.fixture(scope="module")
+def env(mirror_root, tmp_path_factory):
+    e = dict(os.environ, TRANSFORMER_DATA_MIRROR=str(mirror_root), HF_DATASETS_OFFLINE="1",
+             PYTHONUNBUFFERED="1", OMP_NUM_THREADS="2")
+    e["CACHE"] = str(tmp_path_factory.mktemp("cache"))
+    return e
+
+
+@pytest.fixture(scope="module")
+def trained(env, tmp_path_factory):
+    out = tmp_path_factory.mktemp("run")
+    cli("train", [*TRAIN_ARGS, f"output_dir={out}", f"data.data_dir={env['CACHE']}"], env)
+    return out
+
+
+def test_train_writes_checkpoints_tokenizer_and_summary(trained):
+    summary = json.loads((trained / "train_summary.json").read_text())
+    assert summary["global_step"] > 5
+    assert Path(summary["best_checkpoint"]).is_file() and Path(summary["last_checkpoint"]).is_file()
+    ckpt = torch.load(summary["last_checkpoint"], map_location="cpu", weights_only=False)
+    # self-describing: model config, language pair and tokenizer travel with the weights
+    hp = ckpt["hyper_parameters"]
+    assert hp["model"]["_target_"] == "transformer.models.EncoderDecoder"
+    assert (hp["src_lang"], hp["tgt_lang"]) == ("de", "en")
+    assert json.loads(ckpt["tokenizers"]["src"])["model"]["type"] == "BPE"
+    assert ckpt["transformer_task"] == "translation"
+    metrics = (trained / "csv" / "metrics.csv").read_text().splitlines()[0]
+    for key in ("train/loss", "val/loss", "val/bleu", "lr"):
+        assert key in metrics
+
+
+def test_evaluate_reads_everything_from_the_checkpoint(trained, env, tmp_path):
+    summary = json.loads((trained / "train_summary.json").read_text())
+    ckpt = torch.load(summary["best_checkpoint"], map_location="cpu", weights_only=False)
+    best = [v for k, v in ckpt["callbacks"].items() if k.startswith("ModelCheckpoint")][0]
+    proc = cli("evaluate", [f"ckpt_path={summary['best_checkpoint']}", "split=val", f"output_dir={tmp_path}",
+                            f"data_dir={env['CACHE']}", "decode.max_len_a=0", "decode.max_len_b=12"], env)
+    metrics = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert metrics["sentences"] == 1014 and metrics["pair"] == "de-en"
+    assert "tok:13a" in metrics["bleu_signature"] and "case:mixed" in metrics["bleu_signature"]
+    assert "case:lc" in metrics["bleu_lowercase_signature"]
+    assert metrics["chrf"] > 0 and metrics["decode_seconds"] > 0
+    # the validation BLEU stored in the checkpoint is recomputed from the raw references
+    assert metrics["bleu"] == pytest.approx(float(best["best_model_score"]), abs=0.02)
+    hyps = (tmp_path / "val.greedy.hyp.en").read_text(encoding="utf-8").split("\n")
+    assert len(hyps) == 1014 + 1  # one line per sentence, in input order
+    saved = json.loads((tmp_path / "val.greedy.json").read_text())
+    assert saved["bleu"] == metrics["bleu"]
+
+
+def test_resume_continues_step_count_and_lr_schedule(trained, env, tmp_path):
+    first = json.loads((trained / "train_summary.json").read_text())
+    ckpt0 = torch.load(first["last_checkpoint"], map_location="cpu", weights_only=False)
+    steps = first["global_step"]
+    cli("train", [*TRAIN_ARGS, "trainer.max_epochs=2", f"ckpt_path={first['last_checkpoint']}",
+                  f"output_dir={tmp_path}", f"data.data_dir={env['CACHE']}"], env)
+    second = json.loads((tmp_path / "train_summary.json").read_text())
+    assert second["global_step"] == 2 * steps
+    ckpt = torch.load(second["last_checkpoint"], map_location="cpu", weights_only=False)
+    assert ckpt["lr_schedulers"][0]["last_epoch"] == 2 * steps
+    assert ckpt0["lr_schedulers"][0]["last_epoch"] == steps
+    adam_step = next(iter(ckpt["optimizer_states"][0]["state"].values()))["step"]
+    assert int(adam_step) == 2 * steps
+    assert ckpt["tokenizers"] == ckpt0["tokenizers"]  # the resumed run kept the tokenizer
+
+
+def test_decode_keeps_order_and_count_including_empty_lines(trained, env):
+    ckpt = trained / "checkpoints" / "last.ckpt"
+    lines = ["Ein Hund läuft.", "", "Zwei Männer stehen auf der Straße.", "   ", "Eine Frau."]
+    proc = cli("decode", [f"ckpt_path={ckpt}", "decode.max_len_a=0", "decode.max_len_b=6"], env,
+               stdin="\n".join(lines) + "\n")
+    out = proc.stdout.split("\n")
+    assert len(out) == len(lines) + 1 and out[-1] == ""
+    assert out[1] == "" and out[3] == ""
+    # batching sorts by length; each output still matches decoding its line alone
+    translator = load_task(ckpt).translator({"strategy": "greedy", "max_len_a": 0, "max_len_b": 6})
+    for i in (0, 2, 4):
+        assert translator.translate([lines[i]])[0][0][0] == out[i]
+
+
+def compose_entry(name: str, overrides: list[str]):
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        return compose(config_name=name, overrides=overrides)
+
+
+def test_decode_beam_nbest_format(trained, tmp_path, capsys):
+    ckpt = trained / "checkpoints" / "last.ckpt"
+    src = tmp_path / "src.de"
+    src.write_text("Ein Hund.\nEine Katze.\n", encoding="utf-8")
+    cfg = compose_entry("decode", [f"ckpt_path={ckpt}", "decode=beam", "decode.beam_size=3", "decode.n_best=3",
+                                   "decode.max_len_a=0", "decode.max_len_b=5", f"input={src}",
+                                   f"output={tmp_path / 'out.txt'}"])
+    decode_cli.run(cfg)
+    rows = [r.split(" ||| ") for r in (tmp_path / "out.txt").read_text(encoding="utf-8").strip().split("\n")]
+    assert [r[0] for r in rows] == ["0"] * 3 + ["1"] * 3
+    for k in (0, 3):
+        scores = [float(r[2]) for r in rows[k:k + 3]]
+        assert scores == sorted(scores, reverse=True)
+
+
+def test_average_checkpoints(trained, tmp_path):
+    ckpts = sorted((trained / "checkpoints").glob("*.ckpt"))
+    out = tmp_path / "avg.ckpt"
+    average_cli.run(compose_entry("average", [f"inputs=[{','.join(str(c) for c in ckpts)}]", f"output={out}"]))
+    avg = torch.load(out, map_location="cpu", weights_only=False)
+    states = [torch.load(c, map_location="cpu", weights_only=False)["state_dict"] for c in ckpts]
+    key = next(k for k, v in states[0].items() if v.is_floating_point())
+    expected = sum(s[key] for s in states) / len(states)
+    assert torch.allclose(avg["state_dict"][key], expected, atol=1e-6)
+    assert "optimizer_states" not in avg and avg["tokenizers"]
+    assert load_task(out).hparams.src_lang == "de"  # still a usable checkpoint
+
+
+def test_bad_inputs_give_clear_errors(trained, env, tmp_path):
+    missing = cli("evaluate", [f"ckpt_path={tmp_path}/nope.ckpt"], env, check=False)
+    assert missing.returncode == 2 and "checkpoint not found" in missing.stderr
+    assert "Traceback" not in missing.stderr
+    pair = cli("train", ["data.src_lang=xx", "model=tiny", f"output_dir={tmp_path}",
+                         f"data.data_dir={env['CACHE']}"], env, check=False)
+    assert pair.returncode == 2 and "'xx'" in pair.stderr and "Traceback" not in pair.stderr
+    corrupt = tmp_path / "corrupt.ckpt"
+    corrupt.write_bytes(b"\x00garbage")
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        load_task(corrupt)
+    with pytest.raises(ValueError, match="test_2018_mscoco"):
+        evaluate_checkpoint(trained / "checkpoints" / "last.ckpt", "test_2018_mscoco", {"strategy": "greedy"},
+                            tmp_path, data_dir=env["CACHE"], device="cpu")
+    with pytest.raises(ValueError, match="strategy='nat_one_pass'"):
+        load_task(trained / "checkpoints" / "last.ckpt").search_fn({"strategy": "nat_one_pass"})
+
+
+def test_over_long_input_is_truncated_and_reported(trained, tmp_path, capsys):
+    ckpt = trained / "checkpoints" / "last.ckpt"
+    src = tmp_path / "long.de"
+    src.write_text(" ".join(["Hund"] * 400) + "\nEin Hund.\n", encoding="utf-8")  # > max_len pieces
+    cfg = compose_entry("decode", [f"ckpt_path={ckpt}", "decode.max_len_a=0", "decode.max_len_b=4",
+                                   f"input={src}", "output=-"])
+    lines = decode_cli.run(cfg)
+    assert len(lines) == 2
+    assert "1 input(s) longer than the model's maximum source length were truncated" in capsys.readouterr().err
