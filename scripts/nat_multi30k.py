@@ -1,0 +1,126 @@
+"""The NAT recipe on Multi30k, end to end: AT teacher -> distilled training set -> NAT on raw
+and on distilled targets -> BLEU with one pass and Mask-Predict T=1,4,10.
+
+    TRANSFORMER_DATA_MIRROR=../shared/datasets python3 scripts/nat_multi30k.py --pair de_en --out runs/nat
+    # reuse a trained teacher, CPU-sized students, a time budget per training run:
+    python3 scripts/nat_multi30k.py --at-ckpt at.ckpt --nat-experiment-suffix _cpu \
+        --train-extra trainer.max_epochs=100 +trainer.max_time=00:00:30:00
+
+Each step is one of the project's CLIs run as a subprocess (the commands are printed and kept
+in ``<out>/commands.txt``); a step whose output already exists is skipped, so the recipe can
+be resumed. The results table goes to ``<out>/results.json`` and ``<out>/results.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+ITERATIONS = (1, 4, 10)
+
+
+def parse_args(argv=None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--pair", default="de_en", choices=["de_en", "en_de"])
+    p.add_argument("--out", default="runs/nat_multi30k", type=Path)
+    p.add_argument("--at-ckpt", help="a trained AT checkpoint (skip training the teacher)")
+    p.add_argument("--at-experiment", help="default: multi30k_<pair>")
+    p.add_argument("--nat-experiment-suffix", default="",
+                   help="'' (GPU recipe) or '_cpu' (only de_en has a CPU NAT preset)")
+    p.add_argument("--train-extra", nargs="*", default=[], help="overrides for every training run")
+    p.add_argument("--at-extra", nargs="*", default=[], help="overrides for the teacher only")
+    p.add_argument("--nat-extra", nargs="*", default=[], help="overrides for both NAT runs")
+    p.add_argument("--distill-beam", type=int, default=5)
+    p.add_argument("--distill-limit", type=int, default=None, help="distil only the first N pairs")
+    p.add_argument("--eval-split", default="test_2016_flickr")
+    p.add_argument("--length-beam", type=int, default=1, help="length candidates for Mask-Predict")
+    p.add_argument("--device", default="auto")
+    return p.parse_args(argv)
+
+
+class Runner:
+    """Runs CLI steps, logging each command line to ``commands.txt``."""
+
+    def __init__(self, out: Path) -> None:
+        self.out = out
+        out.mkdir(parents=True, exist_ok=True)
+        self.log = out / "commands.txt"
+
+    def __call__(self, module: str, *overrides: str) -> None:
+        cmd = [sys.executable, "-m", f"transformer.cli.{module}", *overrides]
+        line = shlex.join(cmd)
+        print(f"+ {line}", flush=True)
+        with open(self.log, "a", encoding="utf-8") as f:
+            f.write(line + "\n")
+        subprocess.run(cmd, check=True)
+
+
+def best_checkpoint(run_dir: Path) -> Path:
+    summary = json.loads((run_dir / "train_summary.json").read_text())
+    return Path(summary["best_checkpoint"] or summary["last_checkpoint"])
+
+
+def train(run: Runner, run_dir: Path, experiment: str, *overrides: str) -> Path:
+    if not (run_dir / "train_summary.json").is_file():
+        # name= and test_splits= on the command line: they win over the entry config.
+        run("train", f"experiment={experiment}", f"name={run_dir.name}", f"output_dir={run_dir}",
+            "test_splits=[]", *overrides)
+    return best_checkpoint(run_dir)
+
+
+def evaluate(run: Runner, ckpt: Path, out: Path, split: str, device: str, *decode: str) -> dict:
+    stem = decode[0].split("=", 1)[1]
+    tag = "_".join(d.split("=", 1)[1] for d in decode)
+    eval_dir = out / tag
+    metrics_file = eval_dir / f"{split}.{stem}.json"
+    if not metrics_file.is_file():
+        run("evaluate", f"ckpt_path={ckpt}", f"split={split}", f"output_dir={eval_dir}", f"device={device}", *decode)
+    return json.loads(metrics_file.read_text())
+
+
+def main(argv=None) -> dict:
+    args = parse_args(argv)
+    run = Runner(args.out)
+    src, tgt = args.pair.split("_")
+    rows: dict[str, dict] = {}
+
+    at_ckpt = Path(args.at_ckpt) if args.at_ckpt else train(
+        run, args.out / "at", args.at_experiment or f"multi30k_{args.pair}", *args.train_extra, *args.at_extra)
+    m = evaluate(run, at_ckpt, args.out / "eval_at", args.eval_split, args.device,
+                 "decode=beam", f"decode.beam_size={args.distill_beam}")
+    rows[f"AT beam {args.distill_beam}"] = m
+
+    distill_dir = args.out / "distill"
+    if not (distill_dir / "distill.json").is_file():
+        limit = [f"limit={args.distill_limit}"] if args.distill_limit else []
+        run("distill", f"ckpt_path={at_ckpt}", "split=train", f"output_dir={distill_dir}", "decode=beam",
+            f"decode.beam_size={args.distill_beam}", f"device={args.device}", *limit)
+
+    nat = f"multi30k_{args.pair}_nat{args.nat_experiment_suffix}"
+    students = {
+        "raw": train(run, args.out / "nat_raw", nat, *args.train_extra, *args.nat_extra),
+        "distilled": train(
+            run, args.out / "nat_distill", nat, *args.train_extra, *args.nat_extra,
+            f"+data.train_files.src={distill_dir}/train.{src}", f"+data.train_files.tgt={distill_dir}/train.{tgt}",
+            f"+data.tokenizer_path={distill_dir}/tokenizer.json"),
+    }
+    for data_name, ckpt in students.items():
+        for t in ITERATIONS:
+            m = evaluate(run, ckpt, args.out / f"eval_nat_{data_name}", args.eval_split, args.device,
+                         "decode=mask_predict", f"decode.iterations={t}", f"decode.length_beam={args.length_beam}")
+            rows[f"NAT {data_name}, Mask-Predict T={t}"] = m
+    table = ["| system | BLEU | chrF | sent/s | avg passes |", "|---|---|---|---|---|"]
+    for name, m in rows.items():
+        table.append(f"| {name} | {m['bleu']} | {m['chrf']} | {m['sentences_per_second']} | {m.get('avg_iterations', '-')} |")
+    (args.out / "results.json").write_text(json.dumps(rows, indent=2, ensure_ascii=False) + "\n")
+    (args.out / "results.md").write_text("\n".join(table) + "\n")
+    print("\n".join(table))
+    return rows
+
+
+if __name__ == "__main__":
+    main()

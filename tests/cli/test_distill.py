@@ -1,0 +1,91 @@
+"""transformer-distill: a tiny AT checkpoint trained here (through the train CLI) translates a
+slice of the training split; the result is a parallel corpus the data module reads."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import open_dict
+
+REPO = Path(__file__).resolve().parents[2]
+N = 24
+
+
+def compose_cfg(config_name: str, overrides: list[str]):
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
+        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
+
+
+@pytest.fixture(scope="module")
+def at_checkpoint(tmp_path_factory, mirror_root) -> tuple[Path, Path]:
+    from transformer.cli import train
+
+    root = tmp_path_factory.mktemp("distill")
+    cfg = compose_cfg("train", [
+        "model=tiny", "debug=fast", "data.train_subset=64", "data.vocab_size=300", "+data.eval_splits=[val]",
+        "trainer.limit_val_batches=1", "logger=csv", f"output_dir={root / 'at'}",
+        f"data.data_dir={root / 'cache'}", f"data.mirror_root={mirror_root}",
+        # an untrained model rarely stops: keep validation decoding short
+        "task.val_decode.max_len_a=0", "task.val_decode.max_len_b=8",
+    ])
+    summary = train.run(cfg)
+    return Path(summary["last_checkpoint"]), root
+
+
+def test_distilled_corpus_is_parallel_and_read_by_the_data_module(at_checkpoint, mirror_root, tmp_path):
+    from transformer.data.datamodules import TranslationDataModule
+    from transformer.data.readers import read_multi30k
+
+    ckpt, root = at_checkpoint
+    out = tmp_path / "distilled"
+    env = dict(os.environ, TRANSFORMER_DATA_MIRROR=str(mirror_root))
+    proc = subprocess.run(
+        [sys.executable, "-m", "transformer.cli.distill", f"ckpt_path={ckpt}", "split=train", f"output_dir={out}",
+         "decode=beam", "decode.beam_size=2", "decode.max_len_a=0", "decode.max_len_b=6", f"limit={N}",
+         f"data_dir={root / 'cache'}", "device=cpu"],
+        capture_output=True, text=True, env=env, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    sources = [s for s, _ in read_multi30k("train", "de", "en", cache_dir=root / "cache", mirror_root=mirror_root)][:N]
+    src_text = (out / "train.de").read_bytes().decode("utf-8")
+    tgt_text = (out / "train.en").read_bytes().decode("utf-8")
+    assert src_text.split("\n")[:-1] == sources and src_text.endswith("\n")
+    targets = tgt_text.split("\n")[:-1]
+    assert len(targets) == N and tgt_text.endswith("\n")
+    summary = json.loads((out / "distill.json").read_text())
+    assert summary["sentences"] == N and summary["decode"]["beam_size"] == 2
+    assert (out / "tokenizer.json").is_file()
+
+    dm = TranslationDataModule(
+        src_lang="de", tgt_lang="en", data_dir=root / "cache", mirror_root=mirror_root, max_tokens=512,
+        train_files={"src": str(out / "train.de"), "tgt": str(out / "train.en")}, eval_splits=["val"],
+        tokenizer_path=str(out / "tokenizer.json"),
+    )
+    dm.prepare_data()
+    dm.setup("fit")
+    train = dm._datasets["train"]
+    assert len(train) + dm.filter_report["train"].n_dropped == N
+    tok = dm.tgt_tokenizer
+    decoded = sorted(tok.decode(row["tgt"]) for row in train)
+    kept = sorted(targets[i] for i in dm.filter_report["train"].kept)
+    assert decoded == kept  # the training targets are the distilled translations
+
+
+def test_missing_checkpoint_is_a_one_line_error(tmp_path):
+    proc = subprocess.run(
+        [sys.executable, "-m", "transformer.cli.distill", f"ckpt_path={tmp_path / 'nope.ckpt'}",
+         f"output_dir={tmp_path / 'out'}"], capture_output=True, text=True, timeout=120,
+    )
+    assert proc.returncode == 2 and "checkpoint not found" in proc.stderr
+    assert not (tmp_path / "out").exists()

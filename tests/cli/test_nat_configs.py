@@ -1,0 +1,99 @@
+"""Every NAT config (models, task, decode strategies, experiments, distill entry) composes,
+and what it describes instantiates and binds to a NAT task."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.utils import get_class, instantiate
+from omegaconf import OmegaConf, open_dict
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+NAT_MODELS = sorted(p.stem for p in (CONF / "model").glob("nat_*.yaml"))
+NAT_EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*nat*.yaml"))
+NAT_DECODES = ["nat_one_pass", "nat_length_beam", "mask_predict"]
+FACTS = dict(vocab_size=120, pad_id=0, bos_id=1, eos_id=2, mask_id=4, src_lang="de", tgt_lang="en")
+
+
+def compose_cfg(config_name: str, overrides: list[str]):
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+    with open_dict(cfg):
+        del cfg["hydra"]
+    return cfg
+
+
+def test_the_nat_configs_exist():
+    assert {"nat_tiny", "nat_small", "nat_small_copy", "nat_base"} <= set(NAT_MODELS)
+    assert {"multi30k_de_en_nat", "multi30k_de_en_nat_distill", "multi30k_en_de_nat",
+            "multi30k_en_de_nat_distill"} <= set(NAT_EXPERIMENTS)
+
+
+@pytest.mark.parametrize("model", NAT_MODELS)
+def test_nat_model_config_builds_through_the_task(model, tmp_path):
+    cfg = compose_cfg("train", ["task=nat", f"model={model}", f"output_dir={tmp_path}"])
+    task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
+    cls = get_class(task_cfg.pop("_target_"))
+    task = cls(model=OmegaConf.to_container(cfg.model, resolve=True), **task_cfg, **FACTS)
+    assert task.model.mask_id == (4 if cfg.model.decoder_input == "mask" else None)
+    src = torch.tensor([[5, 6, 7, 2]])
+    logits, length_logits = task(src, torch.tensor([[8, 4, 9]]))
+    assert logits.shape == (1, 3, 120) and length_logits.dim() == 2
+
+
+@pytest.mark.parametrize("experiment", NAT_EXPERIMENTS)
+def test_nat_experiment_composes_and_instantiates(experiment, tmp_path):
+    overrides = [f"experiment={experiment}", f"output_dir={tmp_path}"]
+    if "distill" in experiment:
+        overrides.append(f"distill_dir={tmp_path / 'distilled'}")
+    cfg = compose_cfg("train", overrides)
+    OmegaConf.resolve(cfg)
+    src, tgt = cfg.data.src_lang, cfg.data.tgt_lang
+    assert experiment.startswith(f"multi30k_{src}_{tgt}_nat")
+    assert cfg.task._target_ == "transformer.tasks.nat.NATTranslationTask"
+    assert cfg.task.val_decode.strategy == "nat_one_pass"
+    if "distill" in experiment:
+        assert cfg.data.train_files == {"src": f"{tmp_path}/distilled/train.{src}",
+                                        "tgt": f"{tmp_path}/distilled/train.{tgt}"}
+        assert cfg.data.tokenizer_path == f"{tmp_path}/distilled/tokenizer.json"
+    dm = instantiate(cfg.data)  # constructor only: nothing is read
+    assert dm.train_files is None or dm.train_files["src"].endswith(f"train.{src}")
+    # the task the experiment names, with its model shrunk (sizes are the model tests' job)
+    task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
+    cls = get_class(task_cfg.pop("_target_"))
+    model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
+    model_cfg.update(d_model=16, n_heads=2, d_ff=32, n_encoder_layers=1, n_decoder_layers=1)
+    task = cls(model=model_cfg, **task_cfg, **FACTS)
+    task.search_fn(OmegaConf.to_container(cfg.test_decode))
+
+
+def test_distill_experiment_needs_distill_dir(tmp_path):
+    cfg = compose_cfg("train", ["experiment=multi30k_de_en_nat_distill", f"output_dir={tmp_path}"])
+    assert OmegaConf.is_missing(cfg, "distill_dir")
+
+
+@pytest.mark.parametrize("decode", NAT_DECODES)
+@pytest.mark.parametrize("entry", ["eval", "decode", "distill"])
+def test_nat_decode_configs_bind_to_a_nat_task(entry, decode):
+    extra = {"eval": [], "decode": [], "distill": ["output_dir=out"]}[entry]
+    cfg = compose_cfg(entry, [f"decode={decode}", "ckpt_path=x.ckpt", *extra])
+    decode_cfg = OmegaConf.to_container(cfg.decode, resolve=True)
+    assert decode_cfg["strategy"] == decode
+    from transformer.tasks.nat import NATTranslationTask
+
+    model_cfg = OmegaConf.to_container(compose_cfg("train", ["model=nat_tiny", "output_dir=o"]).model)
+    task = NATTranslationTask(model=model_cfg, **FACTS).eval()
+    hyps = task.search_fn(decode_cfg)(torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]]))
+    assert len(hyps) == 2
+
+
+def test_decode_overrides_from_the_issue_compose():
+    assert compose_cfg("eval", ["ckpt_path=x", "decode=nat_length_beam", "decode.length_beam=3"]).decode.length_beam == 3
+    assert compose_cfg("eval", ["ckpt_path=x", "decode=mask_predict", "decode.iterations=10"]).decode.iterations == 10
+    cfg = compose_cfg("distill", ["ckpt_path=at.ckpt", "split=train", "output_dir=d", "decode=beam", "decode.beam_size=5"])
+    assert cfg.decode.strategy == "beam" and cfg.decode.beam_size == 5 and cfg.split == "train"
