@@ -1,0 +1,91 @@
+"""The tagging configs compose, instantiate, and build a TaggingTask around a Tagger."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra.utils import get_class, instantiate
+from omegaconf import OmegaConf
+
+from transformer.models.tagger import Tagger
+from transformer.tasks.tagging import TaggingTask
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+TAG_EXPERIMENTS = {"gum_upos": ("gum", "upos"), "gum_xpos": ("gum", "xpos"), "conll2000_pos": ("conll2000", "pos")}
+TAGGER_MODELS = sorted(p.stem for p in (CONF / "model").glob("tagger_*.yaml"))
+
+
+def compose_cfg(config_name: str, overrides: list[str]):
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        return compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
+
+
+def build_task(cfg) -> TaggingTask:
+    """What transformer.cli.train.build_task does, with data facts instead of a data module."""
+    task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
+    cls = get_class(task_cfg.pop("_target_"))
+    return cls(model=OmegaConf.to_container(cfg.model, resolve=True), **task_cfg,
+               piece_vocab_size=300, pad_id=0, tags=["A", "B", "C"],
+               data={"name": cfg.data.dataset, "tagset": cfg.data.tagset})
+
+
+@pytest.mark.parametrize("experiment", sorted(TAG_EXPERIMENTS))
+def test_tagging_experiment_composes_and_instantiates(experiment, tmp_path):
+    cfg = compose_cfg("train", [f"experiment={experiment}", f"output_dir={tmp_path}"])
+    OmegaConf.resolve(cfg)
+    dataset, tagset = TAG_EXPERIMENTS[experiment]
+    assert (cfg.data.dataset, cfg.data.tagset) == (dataset, tagset)
+    # Checkpoint selection and early stopping follow token accuracy, upwards.
+    for cb in ("model_checkpoint", "early_stopping"):
+        assert (cfg.callbacks[cb].monitor, cfg.callbacks[cb].mode) == ("val/acc", "max")
+    assert "val_decode" not in cfg.task  # translation-only setting removed
+    dm = instantiate(cfg.data)  # constructor only: no files are read
+    assert (dm.dataset_name, dm.tagset) == (dataset, tagset)
+    task = build_task(cfg)
+    assert isinstance(task.model, Tagger) and task.model.n_tags == 3
+    assert task.configure_optimizers()["optimizer"].__class__.__name__ == "AdamW"
+    callbacks = [instantiate(c) for c in cfg.callbacks.values() if c]
+    trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=False)
+    assert trainer.max_epochs >= 1
+
+
+def test_experiments_with_debug_fast_compose(tmp_path):
+    cfg = compose_cfg("train", ["experiment=gum_upos", "debug=fast", "model=tagger_tiny", f"output_dir={tmp_path}"])
+    OmegaConf.resolve(cfg)
+    assert cfg.data.train_subset == 64 and cfg.callbacks.early_stopping is None
+    assert cfg.callbacks.model_checkpoint.monitor == "val/acc"
+
+
+@pytest.mark.parametrize("model", TAGGER_MODELS)
+def test_tagger_model_configs_instantiate(model, tmp_path):
+    cfg = compose_cfg("train", ["experiment=gum_upos", f"model={model}", f"output_dir={tmp_path}"])
+    task = build_task(cfg)
+    assert isinstance(task.model, Tagger)
+    assert task.model.pooling in ("first", "mean")
+
+
+@pytest.mark.parametrize("data", ["gum", "conll2000"])
+def test_data_configs_instantiate(data, tmp_path):
+    cfg = compose_cfg("train", ["experiment=gum_upos", f"data={data}", f"output_dir={tmp_path}",
+                                "data.tagset=" + ("upos" if data == "gum" else "pos")])
+    OmegaConf.resolve(cfg)
+    dm = instantiate(cfg.data)
+    assert dm.dataset_name == data and dm.val_split == "dev"
+
+
+def test_tag_config_composes(tmp_path):
+    # tag.yaml writes nothing but its output file, so it has no output_dir key.
+    cfg = compose_cfg("tag", ["ckpt_path=x.ckpt", f"output={tmp_path / 'out.conllu'}"])
+    assert (cfg.input, cfg.input_format, cfg.format) == ("-", "auto", "auto")
+    assert cfg.max_tokens > 0 and cfg.device == "auto"
+
+
+def test_task_config_alone(tmp_path):
+    cfg = compose_cfg("train", ["task=tagging", "model=tagger_tiny", "data=gum", "~decode@task.val_decode",
+                                f"output_dir={tmp_path}"])
+    task = build_task(cfg)
+    assert task.hparams.schedule == "linear" and task.hparams.warmup_steps > 0

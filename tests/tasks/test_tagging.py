@@ -1,0 +1,153 @@
+"""TaggingTask: piece-to-word alignment, the word-level loss, chunked inference, the
+learning-rate schedule and the self-describing checkpoint."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from transformer.data.tokenizer import SubwordTokenizer
+from transformer.models.tagger import pool_words
+from transformer.tasks.tagging import (
+    TaggingTask,
+    align_word_dims,
+    chunk_sentence,
+    tagging_loss,
+    warmup_linear_factor,
+)
+
+TRAIN_WORDS = ("the cat sat on the mat . the dog did n't bark , and the cats were sitting "
+               "quietly ; dogs barked loudly at the U.S. border !").split() * 20
+TINY_MODEL = {
+    "_target_": "transformer.models.tagger.Tagger", "d_model": 16, "n_heads": 2, "n_layers": 1,
+    "d_ff": 32, "dropout": 0.0, "max_len": 8, "pooling": "first", "norm_first": True,
+}
+TAGS = ["DET", "NOUN", "VERB", "PUNCT", "ADV"]
+
+
+@pytest.fixture(scope="module")
+def tokenizer() -> SubwordTokenizer:
+    return SubwordTokenizer.train(TRAIN_WORDS, vocab_size=300, model="bpe")
+
+
+def make_task(tokenizer, **kw) -> TaggingTask:
+    return TaggingTask(
+        model=dict(TINY_MODEL, **kw), piece_vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
+        tags=TAGS, data={"name": "gum", "tagset": "upos"}, tokenizer=tokenizer.to_str(),
+        train_words=sorted(set(TRAIN_WORDS)),
+    )
+
+
+# ----------------------------------------------------------------- alignment
+@pytest.mark.parametrize("words", [
+    ["the", "cat", "sat", "."],                                   # one piece each
+    ["Antidisestablishmentarianism", ",", "U.S.", "n't", "!!!"],   # many pieces, punctuation
+    ["naïve", "café", "—", "日本語", "x"],                          # non-ASCII, unseen bytes
+])
+def test_every_word_gets_its_own_contiguous_pieces(tokenizer, words):
+    ids, word_ids = tokenizer.encode_words(words)
+    assert len(ids) == len(word_ids) and max(word_ids) + 1 == len(words)
+    assert word_ids == sorted(word_ids)  # contiguous, in order
+    for w, word in enumerate(words):
+        pieces = [i for i, k in zip(ids, word_ids) if k == w]
+        assert pieces and tokenizer.decode(pieces) == word
+    if words[0].startswith("Anti"):
+        assert word_ids.count(0) >= 4  # an unseen long word splits into many pieces
+
+
+def test_pooling_reads_the_right_pieces():
+    h = torch.arange(7, dtype=torch.float).view(1, 7, 1).repeat(1, 1, 2)  # (1, T=7, D=2): piece t holds t
+    word_ids = torch.tensor([[0, 0, 0, 1, 2, 2, -1]])  # word 0: 3 pieces, word 1: 1, word 2: 2, pad
+    first = pool_words(h, word_ids, "first")[0, :, 0]  # (W,)
+    mean = pool_words(h, word_ids, "mean")[0, :, 0]
+    assert first.tolist() == [0.0, 3.0, 4.0]
+    assert mean.tolist() == [1.0, 3.0, 4.5]
+
+
+def test_loss_ignores_padding_and_non_first_pieces():
+    torch.manual_seed(0)
+    h = torch.randn(2, 6, 4, requires_grad=True)  # (B, T, D) piece vectors
+    word_ids = torch.tensor([[0, 0, 0, 1, 2, -1], [0, 1, 1, -1, -1, -1]])
+    tags = torch.tensor([[1, 2, 0], [3, 4, -100]])  # sentence 2 has 2 words: third is padding
+    proj = torch.nn.Linear(4, 5)
+    loss, n_words = tagging_loss(proj(pool_words(h, word_ids, "first")), tags)
+    assert n_words == 5
+    loss.backward()
+    grad_norm = h.grad.norm(dim=-1)  # (B, T)
+    first_piece = torch.tensor([[1, 0, 0, 1, 1, 0], [1, 1, 0, 0, 0, 0]], dtype=torch.bool)
+    assert (grad_norm[~first_piece] == 0).all()  # non-first pieces and padding get nothing
+    assert (grad_norm[first_piece] > 0).all()
+
+
+def test_loss_is_the_mean_over_real_words_only():
+    torch.manual_seed(0)
+    logits = torch.randn(2, 3, 5)  # (B, W, C)
+    tags = torch.tensor([[1, 2, 0], [3, -100, -100]])
+    loss, n = tagging_loss(logits, tags)
+    manual = torch.stack([
+        torch.nn.functional.cross_entropy(logits[b, w], tags[b, w]) for b, w in [(0, 0), (0, 1), (0, 2), (1, 0)]
+    ]).mean()
+    assert n == 4 and loss.item() == pytest.approx(manual.item(), rel=1e-6)
+    changed = logits.clone()
+    changed[1, 1:] = 100.0  # garbage at padded words changes nothing
+    assert tagging_loss(changed, tags)[0].item() == pytest.approx(loss.item(), rel=1e-6)
+    empty, n0 = tagging_loss(logits, torch.full((2, 3), -100))
+    assert n0 == 0 and empty.item() == 0.0
+
+
+def test_word_dims_are_aligned():
+    logits = torch.zeros(2, 4, 3)
+    assert align_word_dims(logits, torch.zeros(2, 2, dtype=torch.long))[1].tolist()[0] == [0, 0, -100, -100]
+    assert align_word_dims(logits, torch.zeros(2, 6, dtype=torch.long))[1].shape == (2, 4)
+
+
+# ----------------------------------------------------------------- inference
+def test_chunks_never_cut_a_word_and_cover_everything():
+    word_ids = [0, 0, 1, 2, 2, 2, 3, 4, 4, 5]
+    spans = chunk_sentence(word_ids, 4)
+    assert spans == [(0, 3), (3, 7), (7, 10)]
+    assert all(b - a <= 4 for a, b in spans)
+    # a word longer than max_len keeps its first pieces, the next word starts a new chunk
+    assert chunk_sentence([0, 1, 1, 1, 1, 1, 2], 3) == [(0, 1), (1, 4), (6, 7)]
+    assert chunk_sentence([], 3) == []
+
+
+def test_tag_keeps_order_count_and_handles_long_and_empty_sentences(tokenizer):
+    task = make_task(tokenizer)  # max_len 8 pieces
+    long = ("the cats were sitting quietly at the U.S. border and the dogs barked loudly " * 3).split()
+    sentences = [["the", "cat"], [], long, ["Zyzzyva"]]
+    out = task.tag(sentences, max_tokens=16)
+    assert [len(t) for t in out] == [len(s) for s in sentences]
+    assert all(t in TAGS for sent in out for t in sent)
+    # batching does not change a sentence's tags: alone it gets the same ones
+    assert task.tag([["the", "cat"]])[0] == out[0]
+
+
+def test_schedule_warms_up_then_decays_to_zero():
+    assert warmup_linear_factor(0, 4, 10) == pytest.approx(0.25)
+    assert warmup_linear_factor(3, 4, 10) == pytest.approx(1.0)
+    assert warmup_linear_factor(6, 4, 10) == pytest.approx(0.5)
+    assert warmup_linear_factor(20, 4, 10) == 0.0
+
+
+def test_checkpoint_carries_tokenizer_tags_and_training_words(tokenizer):
+    task = make_task(tokenizer, pooling="mean")
+    ckpt = {"state_dict": task.state_dict(), "hyper_parameters": dict(task.hparams)}
+    task.on_save_checkpoint(ckpt)
+    assert ckpt["transformer_task"] == "tagging"
+    assert ckpt["tokenizers"]["src"] == tokenizer.to_str()
+    assert set(ckpt["tagging"]["train_words"]) == set(TRAIN_WORDS)
+    again = TaggingTask.from_checkpoint_dict(ckpt)
+    assert again.tags == TAGS and again.tagset == "upos" and again.model.pooling == "mean"
+    assert again.train_words == set(TRAIN_WORDS)
+    sents = [["the", "dog", "barked", "."], ["Qwerty", "sat"]]
+    assert again.tag(sents) == task.tag(sents)
+
+
+def test_conll2000_tags_live_in_the_xpos_field(tokenizer):
+    task = TaggingTask(model=TINY_MODEL, piece_vocab_size=tokenizer.vocab_size, pad_id=0, tags=TAGS,
+                       data={"name": "conll2000", "tagset": "pos", "dev_size": 500})
+    assert task.tagset == "xpos"
+    with pytest.raises(ValueError, match="schedule"):
+        TaggingTask(model=TINY_MODEL, piece_vocab_size=10, pad_id=0, tags=TAGS,
+                    data={"name": "gum", "tagset": "upos"}, schedule="cosine")
