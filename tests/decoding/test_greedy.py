@@ -53,3 +53,12 @@ def test_greedy_never_emits_pad_or_bos():
         lambda key, prefix: {PAD: 0.5, BOS: 0.3, 4: 0.2} if len(prefix) < 2 else {EOS: 1.0}
     )
     assert greedy_search(model, _src([A]), **SPECIALS) == [[4, 4]]
+
+
+def test_hard_max_len_caps_every_sentence():
+    from transformer.decoding.common import max_target_lengths
+
+    src = torch.tensor([[5, 6, 7, 8, 2], [5, 2, 0, 0, 0]])
+    caps = max_target_lengths(src, pad_id=0, max_len_a=2.0, max_len_b=10)
+    assert caps.tolist() == [20, 14]
+    assert max_target_lengths(src, 0, 2.0, 10, max_len=16).tolist() == [16, 14]

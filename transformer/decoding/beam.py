@@ -78,6 +78,7 @@ def beam_search(
     max_len_b: int = 10,
     n_best: int = 1,
     src_lengths: Tensor | None = None,
+    max_len: int | None = None,
     early_stopping: bool = True,
 ) -> list[list[Hypothesis]]:
     """Beam search over ``beam_size`` hypotheses per sentence (see the module docstring).
@@ -93,6 +94,8 @@ def beam_search(
             EOS included.
         n_best: hypotheses returned per sentence (<= beam_size).
         src_lengths: ``(B,)`` real source lengths, if already known.
+        max_len: hard ceiling on generated tokens whatever the source length (the model's
+            positional range).
         early_stopping: the stopping rule, see the module docstring.
 
     Returns:
@@ -101,7 +104,7 @@ def beam_search(
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"need 1 <= n_best <= beam_size, got n_best={n_best}, beam_size={beam_size}")
     batch, k = src.size(0), beam_size
-    max_lens = max_target_lengths(src, pad_id, max_len_a, max_len_b, src_lengths).tolist()
+    max_lens = max_target_lengths(src, pad_id, max_len_a, max_len_b, src_lengths, max_len).tolist()
     enc, cache = _expand(model, src, k)
     beams = _init_beams(batch, k, max_lens, src.device)
     last = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=src.device)  # (N, 1)

@@ -22,14 +22,19 @@ def max_target_lengths(
     max_len_a: float,
     max_len_b: int,
     src_lengths: Tensor | None = None,
+    max_len: int | None = None,
 ) -> Tensor:
     """Per-sentence cap on generated tokens, ``floor(a * src_len + b)``, at least 1: ``(B,)`` long.
 
     The cap counts every generated token including a final EOS, excluding BOS (fairseq's
     ``max_len_a``/``max_len_b``); a hypothesis that reaches it without EOS is cut there.
+    ``max_len`` is a hard ceiling on top (the decoder's positional range: a learned table has
+    no positions past it).
     """
     lengths = source_lengths(src, pad_id, src_lengths).to(torch.float64)
     caps = torch.floor(lengths * max_len_a + max_len_b).to(torch.long)
+    if max_len is not None:
+        caps = caps.clamp(max=max_len)
     return caps.clamp(min=1)
 
 

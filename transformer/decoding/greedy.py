@@ -22,6 +22,7 @@ def greedy_search(
     max_len_a: float = 1.2,
     max_len_b: int = 10,
     src_lengths: Tensor | None = None,
+    max_len: int | None = None,
     return_scores: bool = False,
 ) -> list[list[int]] | list[tuple[list[int], float]]:
     """Pick the most likely next token at every step until EOS or the length cap.
@@ -34,6 +35,8 @@ def greedy_search(
         max_len_a, max_len_b: at most ``floor(a * src_len + b)`` tokens are generated per
             sentence (EOS included), ``src_len`` being its real (non-pad) length.
         src_lengths: ``(B,)`` real source lengths, if already known.
+        max_len: hard ceiling on generated tokens whatever the source length (the model's
+            positional range).
         return_scores: also return each output's summed log-probability (EOS included).
 
     Returns:
@@ -43,7 +46,7 @@ def greedy_search(
         chosen (as in fairseq).
     """
     batch = src.size(0)
-    max_lens = max_target_lengths(src, pad_id, max_len_a, max_len_b, src_lengths)  # (B,)
+    max_lens = max_target_lengths(src, pad_id, max_len_a, max_len_b, src_lengths, max_len)  # (B,)
     enc = model.encode(src)
     cache = model.init_cache(enc)
 

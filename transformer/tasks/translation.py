@@ -190,7 +190,8 @@ class TranslationTask(L.LightningModule):
         cfg = dict(decode_cfg or {"strategy": "greedy"})
         hp = self.hparams
         ids = dict(bos_id=hp.bos_id, eos_id=hp.eos_id, pad_id=hp.pad_id)
-        lengths = dict(max_len_a=cfg.get("max_len_a", 1.2), max_len_b=cfg.get("max_len_b", 10))
+        lengths = dict(max_len_a=cfg.get("max_len_a", 1.2), max_len_b=cfg.get("max_len_b", 10),
+                       max_len=hp.model.get("max_len"))
         strategy = cfg.get("strategy", "greedy")
         if strategy == "greedy":
             def greedy(src: torch.Tensor):
