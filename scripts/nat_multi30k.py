@@ -101,12 +101,13 @@ def main(argv=None) -> dict:
             f"decode.beam_size={args.distill_beam}", f"device={args.device}", *limit)
 
     nat = f"multi30k_{args.pair}_nat{args.nat_experiment_suffix}"
+    # Both students use the teacher's tokenizer, so only the training targets differ.
+    shared_vocab = f"+data.tokenizer_path={distill_dir}/tokenizer.json"
     students = {
-        "raw": train(run, args.out / "nat_raw", nat, *args.train_extra, *args.nat_extra),
+        "raw": train(run, args.out / "nat_raw", nat, *args.train_extra, *args.nat_extra, shared_vocab),
         "distilled": train(
-            run, args.out / "nat_distill", nat, *args.train_extra, *args.nat_extra,
-            f"+data.train_files.src={distill_dir}/train.{src}", f"+data.train_files.tgt={distill_dir}/train.{tgt}",
-            f"+data.tokenizer_path={distill_dir}/tokenizer.json"),
+            run, args.out / "nat_distill", nat, *args.train_extra, *args.nat_extra, shared_vocab,
+            f"+data.train_files.src={distill_dir}/train.{src}", f"+data.train_files.tgt={distill_dir}/train.{tgt}"),
     }
     for data_name, ckpt in students.items():
         for t in ITERATIONS:

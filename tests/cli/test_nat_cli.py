@@ -15,7 +15,7 @@ CONF = Path(__file__).resolve().parents[2] / "conf"
 TINY_NAT = [
     "model=nat_tiny", "model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_encoder_layers=1",
     "model.n_decoder_layers=1", "model.dropout=0.0", "trainer=cpu", "debug=fast", "logger=csv",
-    "data.vocab_size=300", "+data.eval_splits=[val]", "test_splits=[]",
+    "data.vocab_size=300", "++data.eval_splits=[val]", "test_splits=[]",
 ]
 
 
