@@ -14,7 +14,7 @@ from omegaconf import open_dict
 CONF = Path(__file__).resolve().parents[2] / "conf"
 TINY_NAT = [
     "model=nat_tiny", "model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_encoder_layers=1",
-    "model.n_decoder_layers=1", "model.dropout=0.0", "trainer=cpu", "debug=fast", "logger=csv",
+    "model.n_decoder_layers=1", "model.dropout=0.0", "model.max_offset=8", "trainer=cpu", "debug=fast", "logger=csv",
     "data.vocab_size=300", "++data.eval_splits=[val]", "test_splits=[]",
 ]
 
@@ -53,28 +53,37 @@ def test_nat_experiment_trains_and_logs_nat_metrics(nat_run):
 def test_train_evaluate_decode_round_trip(nat_run, mirror_root, tmp_path):
     from transformer.cli import decode, evaluate
     from transformer.data.readers import read_multi30k
+    from transformer.tasks.checkpoint import load_task
+    from transformer.tasks.translation import score_translations
 
     root, summary, _ = nat_run
     ckpt = summary["best_checkpoint"]
-    cfg = compose_cfg("eval", [f"ckpt_path={ckpt}", "split=val", "decode=mask_predict", "decode.iterations=3",
-                               f"output_dir={tmp_path}", f"data_dir={root / 'cache'}",
-                               f"mirror_root={mirror_root}", "device=cpu"])
+    decode_args = ["decode=mask_predict", "decode.iterations=3"]
+    cfg = compose_cfg("eval", [f"ckpt_path={ckpt}", "split=val", *decode_args, f"output_dir={tmp_path}",
+                               f"data_dir={root / 'cache'}", f"mirror_root={mirror_root}", "device=cpu"])
     metrics = evaluate.run(cfg)
     written = json.loads((tmp_path / "val.mask_predict.json").read_text())
     assert written["bleu"] == metrics["bleu"] and written["sentences"] == 1014
     assert 1.0 <= metrics["avg_iterations"] <= 3.0
-    assert metrics["decode"]["strategy"] == "mask_predict" and metrics["pair"] == "de-en"
-    hyps = (tmp_path / "val.mask_predict.hyp.en").read_text(encoding="utf-8").split("\n")[:-1]
-    assert len(hyps) == 1014
+    assert metrics["decode"]["strategy"] == "mask_predict" and metrics["decode"]["iterations"] == 3
+    assert metrics["pair"] == "de-en"
 
-    # decode reads the same checkpoint and gives the same translations for the same inputs
-    sources = [s for s, _ in read_multi30k("val", "de", "en", cache_dir=root / "cache", mirror_root=mirror_root)][:8]
+    # The reported metric is the checkpoint's: decode the split again from the checkpoint alone.
+    pairs = read_multi30k("val", "de", "en", cache_dir=root / "cache", mirror_root=mirror_root)
+    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+    translator = load_task(ckpt).translator(dict(written["decode"]))
+    hyps = [n[0][0] for n in translator.translate(sources)]
+    assert score_translations(hyps, refs)["bleu"] == metrics["bleu"]
+    assert score_translations(hyps, refs)["chrf"] == metrics["chrf"]
+    assert translator.extra_stats()["avg_iterations"] == metrics["avg_iterations"]
+
+    # transformer-decode reads the same checkpoint and gives the same translations
     src_file, out_file = tmp_path / "in.de", tmp_path / "out.en"
-    src_file.write_text("\n".join(sources[:4] + [""] + sources[4:]) + "\n", encoding="utf-8")
+    src_file.write_text("\n".join(sources[:4] + [""] + sources[4:8]) + "\n", encoding="utf-8")
     lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", f"output={out_file}",
-                                              "decode=mask_predict", "decode.iterations=3", "device=cpu"]))
+                                              *decode_args, "device=cpu"]))
     assert lines == hyps[:4] + [""] + hyps[4:8]
-    assert out_file.read_text(encoding="utf-8").split("\n")[:-1] == lines
+    assert out_file.read_text(encoding="utf-8") == "".join(line + "\n" for line in lines)
 
 
 @pytest.mark.parametrize("decode_cfg", [["decode=nat_one_pass"], ["decode=nat_length_beam", "decode.length_beam=3"]])
