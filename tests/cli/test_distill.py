@@ -87,3 +87,12 @@ def test_the_console_entry_point_reports_a_missing_checkpoint_in_one_line(tmp_pa
     )
     assert proc.returncode == 2 and "checkpoint not found" in proc.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_a_translation_with_line_breaks_stays_on_one_line(tmp_path):
+    from transformer.cli.distill import _write_lines
+    from transformer.data.readers import read_lines
+
+    path = tmp_path / "train.en"
+    _write_lines(path, ["a dog", "two\nlines", "cr\r\nlf", "", "last"])
+    assert read_lines(path) == ["a dog", "two lines", "cr  lf", "", "last"]
