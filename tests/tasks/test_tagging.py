@@ -151,3 +151,22 @@ def test_conll2000_tags_live_in_the_xpos_field(tokenizer):
     with pytest.raises(ValueError, match="schedule"):
         TaggingTask(model=TINY_MODEL, piece_vocab_size=10, pad_id=0, tags=TAGS,
                     data={"name": "gum", "tagset": "upos"}, schedule="cosine")
+
+
+def test_word_dropout_hides_whole_words_and_never_padding():
+    from transformer.tasks.tagging import drop_words
+
+    src = torch.tensor([[10, 11, 12, 13, 14, 0], [20, 21, 22, 0, 0, 0]])  # (B, T)
+    word_ids = torch.tensor([[0, 0, 1, 2, 2, -1], [0, 1, 1, -1, -1, -1]])
+    assert torch.equal(drop_words(src, word_ids, 0.0, 3), src)
+    all_dropped = drop_words(src, word_ids, 1.0, 3)
+    assert all_dropped.tolist() == [[3, 3, 3, 3, 3, 0], [3, 3, 3, 0, 0, 0]]
+    g = torch.Generator().manual_seed(1)
+    for _ in range(20):
+        out = drop_words(src, word_ids, 0.5, 3, generator=g)
+        for b in range(2):
+            for w in range(3):
+                pieces = out[b][word_ids[b] == w]
+                if len(pieces):  # a word is hidden entirely or not at all
+                    assert (pieces == 3).all() or (pieces != 3).all()
+        assert (out[word_ids < 0] == 0).all()

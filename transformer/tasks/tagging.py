@@ -75,6 +75,25 @@ def align_word_dims(logits: torch.Tensor, tags: torch.Tensor) -> tuple[torch.Ten
     return logits, tags
 
 
+def drop_words(src: torch.Tensor, word_ids: torch.Tensor, p: float, unk_id: int,
+               generator: torch.Generator | None = None) -> torch.Tensor:
+    """Word dropout: replace every piece of a randomly chosen ``p`` fraction of words by
+    ``unk_id`` (the word keeps its piece count, so ``word_ids`` stays valid).
+
+    A tagger trained on 70k words memorises frequent forms; hiding whole words forces it to
+    tag from context, which is all it has for a word never seen in training (word dropout,
+    Iyyer et al. 2015; Kiperwasser & Goldberg 2016 for taggers/parsers).
+
+    Shapes: ``src (B, T)``, ``word_ids (B, T)`` (-1 = padding) -> ``(B, T)``.
+    """
+    n_words = int(word_ids.max().item()) + 1 if word_ids.numel() else 0
+    if n_words <= 0 or p <= 0:
+        return src
+    hit = torch.rand(src.size(0), n_words, generator=generator, device=src.device) < p  # (B, W)
+    piece_hit = hit.gather(1, word_ids.clamp(min=0)) & word_ids.ge(0)  # (B, T)
+    return src.masked_fill(piece_hit, unk_id)
+
+
 def warmup_linear_factor(step: int, warmup_steps: int, total_steps: int) -> float:
     """Linear warm-up to 1 over ``warmup_steps`` updates, then linear decay to 0 at
     ``total_steps`` (the BERT fine-tuning schedule, Devlin et al. 2019): with a fixed small
@@ -155,6 +174,8 @@ class TaggingTask(L.LightningModule):
         label_smoothing, lr, betas, eps, weight_decay: loss and AdamW settings.
         warmup_steps: linear warm-up length in updates.
         schedule: ``"linear"`` (decay to 0 at the trainer's last step) or ``"inverse_sqrt"``.
+        word_dropout: in training, the probability that all pieces of a word are replaced
+            by ``<unk>`` (see :func:`drop_words`).
         tokenizer: the tokenizer JSON (``SubwordTokenizer.to_str``); kept out of hparams.
         train_words: training word forms (for unseen-word accuracy); kept out of hparams.
     """
@@ -175,6 +196,7 @@ class TaggingTask(L.LightningModule):
         weight_decay: float = 0.01,
         warmup_steps: int = 500,
         schedule: str = "linear",
+        word_dropout: float = 0.0,
         tokenizer: str | None = None,
         train_words: Sequence[str] | None = None,
     ) -> None:
@@ -237,7 +259,11 @@ class TaggingTask(L.LightningModule):
         return self.model(src, word_ids)  # (B, W, C)
 
     def _step(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, int]:
-        logits = self(batch["src"], batch["word_ids"])  # (B, W, C)
+        src = batch["src"]
+        if self.training and self.hparams.word_dropout > 0:
+            unk = self.tokenizer.unk_id if self.tokenizer is not None else 3
+            src = drop_words(src, batch["word_ids"], self.hparams.word_dropout, unk)
+        logits = self(src, batch["word_ids"])  # (B, W, C)
         logits, tags = align_word_dims(logits, batch["tags"])
         loss, n_words = tagging_loss(logits, tags, self.hparams.label_smoothing)
         real = tags.ne(IGNORE_INDEX)  # (B, W)
@@ -369,4 +395,4 @@ class TaggingTask(L.LightningModule):
         return metrics
 
 
-__all__ = ["TaggingTask", "chunk_sentence", "read_tagged_split", "tagging_loss", "warmup_linear_factor"]
+__all__ = ["TaggingTask", "chunk_sentence", "drop_words", "read_tagged_split", "tagging_loss", "warmup_linear_factor"]
