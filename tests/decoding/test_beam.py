@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-
+from collections import Counter
 import pytest
 import torch
 from decoding_fakes import BOS, EOS, PAD, ScriptedSeq2Seq
@@ -84,6 +84,15 @@ def test_batch_of_sentences_with_different_behaviour_keeps_input_order():
         _assert_hyps(got, alone)
     reversed_out = beam_search(ScriptedSeq2Seq(dist), _src(*rows[::-1]), **SPECIALS, **kw)
     assert [h[0].tokens for h in reversed_out] == [[3, 3, 3], [4, 6], [4, 5, 6]]
+
+
+def test_done_sentences_leave_the_batch():
+    model = ScriptedSeq2Seq(dist)
+    beam_search(model, _src([B, 3, 3], [A, 3], [C]), **SPECIALS, beam_size=2, n_best=2,
+                max_len_a=1.0, max_len_b=2)
+    per_sentence = Counter(key for key, _ in model.queries)
+    # A and C are done after 3 steps, so B's two beams run the 4th step alone.
+    assert per_sentence == {B: 2 * 4, A: 2 * 3, C: 2 * 3}
 
 
 def test_stopping_rule_early_versus_exhaustive():

@@ -35,8 +35,10 @@ def test_greedy_batch_keeps_input_order_and_finished_rows_stop_growing():
     assert out[0][1] == pytest.approx(math.log(0.297), abs=1e-5)
     assert out[1][1] == pytest.approx(math.log(0.6**3), abs=1e-5)
     assert out[2][1] == pytest.approx(math.log(0.55), abs=1e-5)
-    # The finished rows were still fed (batched) after EOS, but nothing of that leaked out.
-    assert any(key == D and EOS in prefix for key, prefix in model.queries)
+    # Finished sentences leave the batch: nothing is computed for D after its EOS, while
+    # A and C (still live) went on being decoded beside each other.
+    assert not any(key == D and EOS in prefix for key, prefix in model.queries)
+    assert any(key == C and len(prefix) == 2 for key, prefix in model.queries)  # its 3rd step
 
 
 def test_greedy_length_cap_is_per_sentence_from_the_real_source_length():

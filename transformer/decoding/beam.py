@@ -108,21 +108,50 @@ def beam_search(
     enc, cache = _expand(model, src, k)
     beams = _init_beams(batch, k, max_lens, src.device)
     last = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=src.device)  # (N, 1)
+    results: list[list[Hypothesis]] = [[] for _ in range(batch)]
+    sent_ids = list(range(batch))  # input position of each sentence still searched
 
     for step in range(max(max_lens)):
+        live = len(sent_ids)
         log_probs, cache = model.decode_step(last, enc, cache)  # (N, V)
         log_probs = ban_tokens(log_probs.float(), (pad_id, bos_id))
-        cands = _top_candidates(beams.scores, log_probs.view(batch, k, -1))  # (N, V) -> (B, K, V)
+        cands = _top_candidates(beams.scores, log_probs.view(live, k, -1))  # (N, V) -> (B, K, V)
         _finalize_eos(beams, cands, eos_id, length_penalty)
         reorder = _advance(beams, cands, eos_id)  # (N,)
         _finalize_at_cap(beams, length_penalty)
         _update_done(beams, length_penalty, early_stopping)
         if all(beams.done):
             break
+        if any(beams.done):
+            # Done sentences leave the batch: later steps cost only what live beams need.
+            beams, rows, sent_ids = _drop_done(beams, sent_ids, results)
+            reorder, enc = reorder[rows], enc.index_select(rows)  # (N',)
         cache = cache.reorder(reorder)
-        last = beams.tokens[:, :, -1].reshape(batch * k, 1)  # (B, K) -> (N, 1)
+        last = beams.tokens[:, :, -1].reshape(-1, 1)  # (B, K) -> (N, 1)
 
-    return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in beams.finished]
+    for b, sid in enumerate(sent_ids):
+        results[sid] = beams.finished[b]
+    return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in results]
+
+
+def _drop_done(beams: _Beams, sent_ids: list[int], results: list[list[Hypothesis]]):
+    """Move done sentences' hypotheses to ``results``; keep the rest.
+
+    Returns the shrunk beams, the kept rows ``(N',)`` of the old ``N = B * K`` layout, and
+    the kept sentences' input positions.
+    """
+    k = beams.scores.size(1)
+    keep = [b for b, done in enumerate(beams.done) if not done]
+    for b, done in enumerate(beams.done):
+        if done:
+            results[sent_ids[b]] = beams.finished[b]
+    idx = torch.tensor(keep, dtype=torch.long, device=beams.scores.device)  # (B',)
+    rows = (idx.unsqueeze(1) * k + torch.arange(k, device=idx.device)).view(-1)  # (B', K) -> (N',)
+    kept = _Beams(
+        beams.tokens.index_select(0, idx), beams.scores.index_select(0, idx),
+        [beams.max_lens[b] for b in keep], [beams.finished[b] for b in keep], [False] * len(keep),
+    )
+    return kept, rows, [sent_ids[b] for b in keep]
 
 
 def _expand(model: Seq2SeqModel, src: Tensor, k: int) -> tuple[EncoderOutLike, KVCacheLike]:

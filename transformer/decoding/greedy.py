@@ -49,28 +49,34 @@ def greedy_search(
     max_lens = max_target_lengths(src, pad_id, max_len_a, max_len_b, src_lengths, max_len)  # (B,)
     enc = model.encode(src)
     cache = model.init_cache(enc)
+    device = src.device
 
-    last = torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
-    steps: list[Tensor] = []  # each (B,), the token chosen at that step
-    scores = torch.zeros(batch, dtype=torch.float64, device=src.device)  # (B,)
-    done = torch.zeros(batch, dtype=torch.bool, device=src.device)  # (B,)
-    out_lens = torch.zeros(batch, dtype=torch.long, device=src.device)  # (B,) tokens kept
+    last = torch.full((batch, 1), bos_id, dtype=torch.long, device=device)  # (A, 1)
+    out = torch.full((batch, int(max_lens.max())), pad_id, dtype=torch.long, device=device)  # (B, L)
+    scores = torch.zeros(batch, dtype=torch.float64, device=device)  # (B,)
+    out_lens = torch.zeros(batch, dtype=torch.long, device=device)  # (B,) tokens kept
+    # Sentences still decoding (A of them); finished ones leave the batch, so a batch costs
+    # what its sentences need rather than len(batch) x its longest output.
+    active = torch.arange(batch, device=device)  # (A,) row in the input batch
 
-    for step in range(int(max_lens.max())):
-        log_probs, cache = model.decode_step(last, enc, cache)  # (B, V)
-        best_lp, best = ban_tokens(log_probs, (pad_id, bos_id)).max(dim=-1)  # (B,), (B,)
-        live = ~done
-        scores += torch.where(live, best_lp.to(torch.float64), torch.zeros_like(scores))
-        is_eos = best == eos_id
-        out_lens += (live & ~is_eos).long()
-        steps.append(best)
-        done |= is_eos | (step + 1 >= max_lens)
-        if bool(done.all()):
+    for step in range(out.size(1)):
+        log_probs, cache = model.decode_step(last, enc, cache)  # (A, V)
+        best_lp, best = ban_tokens(log_probs, (pad_id, bos_id)).max(dim=-1)  # (A,), (A,)
+        out[active, step] = best
+        scores[active] += best_lp.to(torch.float64)
+        is_eos = best == eos_id  # (A,)
+        finished = is_eos | (step + 1 >= max_lens[active])  # (A,)
+        # an EOS is not part of the output; a sentence cut at its cap keeps this token
+        out_lens[active] = torch.where(is_eos, step, step + 1)
+        if bool(finished.all()):
             break
-        last = best.unsqueeze(1)  # (B,) -> (B, 1)
+        last = best.unsqueeze(1)  # (A,) -> (A, 1)
+        if bool(finished.any()):
+            keep = (~finished).nonzero().squeeze(1)  # (A',) rows that go on
+            active, last = active[keep], last[keep]
+            enc, cache = enc.index_select(keep), cache.reorder(keep)
 
-    out = torch.stack(steps, dim=1).tolist()  # (B, steps)
-    tokens = [row[:n] for row, n in zip(out, out_lens.tolist())]
+    tokens = [row[:n] for row, n in zip(out.tolist(), out_lens.tolist())]
     if return_scores:
         return list(zip(tokens, scores.tolist()))
     return tokens
