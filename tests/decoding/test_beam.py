@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+
 import pytest
 import torch
 from decoding_fakes import BOS, EOS, PAD, ScriptedSeq2Seq
