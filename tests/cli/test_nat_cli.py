@@ -106,3 +106,22 @@ def test_autoregressive_strategy_on_a_nat_checkpoint_is_a_clear_error(nat_run, t
     src_file.write_text("Ein Hund läuft.\n", encoding="utf-8")
     with pytest.raises(ValueError, match="non-autoregressive"):
         decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", "decode=beam", "device=cpu"]))
+
+
+def test_nat_benchmark_script_runs_on_the_checkpoint(nat_run, mirror_root, tmp_path):
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("nat_benchmark", CONF.parent / "scripts" / "nat_benchmark.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    root, summary, _ = nat_run
+    out = tmp_path / "bench.json"
+    report = bench.main(["--nat-ckpt", summary["best_checkpoint"], "--split", "val", "--latency-sentences", "2",
+                         "--throughput-sentences", "8", "--batch-size", "4", "--warmup", "1",
+                         "--data-dir", str(root / "cache"), "--mirror-root", str(mirror_root), "--output", str(out)])
+    assert json.loads(out.read_text()) == report
+    systems = report["systems"]
+    assert set(systems) == {"NAT one pass", "NAT length beam 3", "Mask-Predict T=4", "Mask-Predict T=10"}
+    for r in systems.values():
+        assert r["latency_batch1"]["sentences"] == 2 and r["throughput_batch4"]["sentences"] == 8
+    assert systems["NAT one pass"]["avg_iterations"] == 1.0
