@@ -78,39 +78,6 @@ def random_mask(real: Tensor, generator: torch.Generator | None = None) -> Tenso
     return ranks < n_mask.unsqueeze(1)  # (B, T) < (B, 1) -> (B, T)
 
 
-class AbsoluteLengthModel:
-    """The decoding view of a ``NonAutoregressiveModel`` whose length classes are absolute.
-
-    ``decoding.nat`` reads class ``c`` of ``predict_length`` as length ``c`` unless the model
-    offers ``top_k_lengths(length_logits, k)``; our model's ``top_k_lengths`` also needs the
-    encoder output, so this view instead maps the model's classes (offsets from the source
-    length, or absolute) to absolute-length logits with ``length_predictor.to_lengths``.
-    Several classes clamped to the same length (length 1) keep the best of their logits.
-
-    Shapes: ``predict_length(enc) -> (B, L_abs)`` with ``L_abs`` = longest length + 1.
-    """
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        self.model = model
-        self.mask_id = getattr(model, "mask_id", None)
-
-    def encode(self, src: Tensor):
-        return self.model.encode(src)
-
-    def decode(self, enc, tgt_tokens: Tensor, tgt_pad_mask: Tensor) -> Tensor:
-        return self.model.decode(enc, tgt_tokens, tgt_pad_mask)  # (N, T, V)
-
-    def predict_length(self, enc) -> Tensor:
-        logits = self.model.predict_length(enc)  # (B, L)
-        predictor = getattr(self.model, "length_predictor", None)
-        if predictor is None:
-            return logits
-        classes = torch.arange(logits.size(1), device=logits.device).expand_as(logits)  # (B, L)
-        lengths = predictor.to_lengths(classes, enc.src_pad_mask.sum(1))  # (B, L) absolute
-        out = logits.new_full((logits.size(0), int(lengths.max()) + 1), float("-inf"))  # (B, L_abs)
-        return out.scatter_reduce(1, lengths, logits, reduce="amax")  # (B, L_abs)
-
-
 class NATTranslationTask(TranslationTask):
     """Training and decoding of a ``NonAutoregressiveModel`` (see module docstring).
 
@@ -276,13 +243,13 @@ class NATTranslationTask(TranslationTask):
         hp = self.hparams
         common = dict(pad_id=hp.pad_id, eos_id=hp.eos_id, ban_ids=(hp.bos_id,), return_stats=True)
         if strategy in ONE_PASS_ALIASES:
-            def search(view, src):
-                return nat_one_pass(view, src, **common)
+            def search(model, src):
+                return nat_one_pass(model, src, **common)
         elif strategy == "nat_length_beam":
             beam = int(cfg.get("length_beam", 3))
 
-            def search(view, src):
-                return nat_length_beam(view, src, length_beam=beam, **common)
+            def search(model, src):
+                return nat_length_beam(model, src, length_beam=beam, **common)
         elif strategy == "mask_predict":
             iterations, beam = int(cfg.get("iterations", 10)), int(cfg.get("length_beam", 1))
             if iterations > 1 and self.decoder_input != "mask":
@@ -292,18 +259,17 @@ class NATTranslationTask(TranslationTask):
                     "(use decode=nat_one_pass or decode=nat_length_beam)"
                 )
 
-            def search(view, src):
-                return mask_predict(view, src, iterations=iterations, length_beam=beam, **common)
+            def search(model, src):
+                return mask_predict(model, src, iterations=iterations, length_beam=beam, **common)
         else:
             raise ValueError(
                 f"decode.strategy={strategy!r} is not available for a non-autoregressive "
                 f"checkpoint; use one of {', '.join(NAT_STRATEGIES)}"
             )
-        view = AbsoluteLengthModel(self.model)
         totals = [0, 0]  # sentences decoded, decoder passes summed over them
 
         def run(src: Tensor) -> list[list[tuple[list[int], float]]]:
-            ids, nat_stats = search(view, src)
+            ids, nat_stats = search(self.model, src)
             totals[0] += len(ids)
             totals[1] += sum(nat_stats.iterations)
             if stats is not None:
