@@ -94,3 +94,14 @@ def test_debug_and_average_configs_compose(tmp_path):
 def test_unknown_key_is_rejected(tmp_path):
     with pytest.raises(Exception, match="no_such_key"):
         compose_cfg("train", ["model.no_such_key=3", f"output_dir={tmp_path}"])
+
+
+def test_experiment_top_level_keys_override_train_yaml_defaults(tmp_path):
+    base = compose_cfg("train", [f"output_dir={tmp_path}"])
+    for experiment in EXPERIMENTS:
+        cfg = compose_cfg("train", [f"experiment={experiment}", f"output_dir={tmp_path}"])
+        # every experiment names its runs; none may silently inherit the default name
+        assert cfg.name != base.name, experiment
+    cfg = compose_cfg("train", ["experiment=multi30k_de_en", f"output_dir={tmp_path}"])
+    assert list(cfg.test_splits) == ["val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco"]
+    assert cfg.test_decode.strategy == "beam"
