@@ -4,7 +4,7 @@ and on distilled targets -> BLEU with one pass and Mask-Predict T=1,4,10.
     TRANSFORMER_DATA_MIRROR=../shared/datasets python3 scripts/nat_multi30k.py --pair de_en --out runs/nat
     # reuse a trained teacher, CPU-sized students, a time budget per training run:
     python3 scripts/nat_multi30k.py --at-ckpt at.ckpt --nat-experiment-suffix _cpu \
-        --train-extra trainer.max_epochs=100 +trainer.max_time=00:00:30:00
+        --train-extra trainer.max_epochs=100 trainer.max_time=00:00:30:00
 
 Each step is one of the project's CLIs run as a subprocess (the commands are printed and kept
 in ``<out>/commands.txt``); a step whose output already exists is skipped, so the recipe can
@@ -102,12 +102,12 @@ def main(argv=None) -> dict:
 
     nat = f"multi30k_{args.pair}_nat{args.nat_experiment_suffix}"
     # Both students use the teacher's tokenizer, so only the training targets differ.
-    shared_vocab = f"+data.tokenizer_path={distill_dir}/tokenizer.json"
+    shared_vocab = f"++data.tokenizer_path={distill_dir}/tokenizer.json"
     students = {
         "raw": train(run, args.out / "nat_raw", nat, *args.train_extra, *args.nat_extra, shared_vocab),
         "distilled": train(
             run, args.out / "nat_distill", nat, *args.train_extra, *args.nat_extra, shared_vocab,
-            f"+data.train_files.src={distill_dir}/train.{src}", f"+data.train_files.tgt={distill_dir}/train.{tgt}"),
+            f"++data.train_files.src={distill_dir}/train.{src}", f"++data.train_files.tgt={distill_dir}/train.{tgt}"),
     }
     for data_name, ckpt in students.items():
         for t in ITERATIONS:

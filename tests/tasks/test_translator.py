@@ -45,3 +45,9 @@ def test_empty_and_blank_lines_translate_to_empty_strings_in_place(task):
     assert [o[0][0] for o in out][1:3] == ["", ""]
     assert out[0][0][0] == tr.translate(["ein hund ."])[0][0][0]
     assert out[3][0][0] == tr.translate(["zwei männer ."])[0][0][0]
+
+
+def test_outputs_are_single_lines_even_if_the_model_emits_newlines(task, monkeypatch):
+    tr = task.translator({"strategy": "greedy", "max_len_a": 0, "max_len_b": 3})
+    monkeypatch.setattr(tr.tgt_tok, "decode", lambda ids: "a\nb\r\nc")
+    assert tr.translate(["ein hund ."])[0][0][0] == "a b  c"

@@ -27,19 +27,13 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli.common import hydra_entry, resolve_device
 from transformer.tasks.checkpoint import load_task
-from transformer.tasks.translation import score_translations
-
-
-def _one_line(text: str) -> str:
-    """A translation as exactly one line: a byte-level model can emit CR/LF bytes, and a line
-    break inside a translation would shift every later pair of the corpus."""
-    return text.replace("\r", " ").replace("\n", " ")
+from transformer.tasks.translation import one_line, score_translations
 
 
 def _write_lines(path: Path, lines: list[str]) -> None:
     """UTF-8, one line per item, written atomically (a partial corpus never looks complete)."""
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(_one_line(s) + "\n" for s in lines), encoding="utf-8")
+    tmp.write_text("".join(one_line(s) + "\n" for s in lines), encoding="utf-8")
     os.replace(tmp, path)
 
 

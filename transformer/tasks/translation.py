@@ -265,6 +265,12 @@ def write_outputs(output_dir: Path, stem: str, lang: str, hyps: list[str], metri
     (output_dir / f"{stem}.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
 
 
+def one_line(text: str) -> str:
+    """A translation as exactly one line: a byte-level model can emit CR/LF bytes, and a line
+    break inside an output would shift every later line of a hypothesis file or corpus."""
+    return text.replace("\r", " ").replace("\n", " ")
+
+
 def token_budget_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
     """Indices grouped, longest first, so that ``len(batch) * longest <= max_tokens``
     (a single sentence longer than the budget still forms its own batch)."""
@@ -281,7 +287,8 @@ def token_budget_batches(lengths: Sequence[int], max_tokens: int) -> list[list[i
 class Translator:
     """Raw sentences in, detokenized n-best lists out, in input order.
 
-    Empty (or whitespace-only) inputs are not sent to the model and translate to "".
+    Empty (or whitespace-only) inputs are not sent to the model and translate to ""; every
+    output is a single line (see :func:`one_line`).
     Sources longer than the model's positional range are cut to ``max_src_len`` tokens; the
     count of such sentences is kept in ``truncated`` and reported by the CLIs.
     """
@@ -316,5 +323,5 @@ class Translator:
             src = collate([{"src": encoded[todo[b]], "index": b} for b in batch])["src"]  # (B, S)
             results = self.search(src.to(self.device))
             for b, nbest in zip(batch, results):
-                out[todo[b]] = [(self.tgt_tok.decode(ids), score) for ids, score in nbest]
+                out[todo[b]] = [(one_line(self.tgt_tok.decode(ids)), score) for ids, score in nbest]
         return out
