@@ -30,10 +30,11 @@ TRAIN_ARGS = [
 ]
 
 
-def cli(module: str, args: list[str], env: dict, stdin: str | None = None, check: bool = True):
+def cli(module: str, args: list[str], env: dict, stdin: str | None = None, check: bool = True,
+        cwd: Path = REPO):
     proc = subprocess.run(
         [sys.executable, "-m", f"transformer.cli.{module}", *args], input=stdin, text=True,
-        capture_output=True, env=env, cwd=REPO, timeout=300,
+        capture_output=True, env=env, cwd=cwd, timeout=300,
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"{module} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
@@ -51,7 +52,7 @@ def env(mirror_root, tmp_path_factory):
 @pytest.fixture(scope="module")
 def trained(env, tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
-    cli("train", [*TRAIN_ARGS, f"output_dir={out}", f"data.data_dir={env['CACHE']}"], env)
+    cli("train", [*TRAIN_ARGS, f"hydra.run.dir={out}", f"data.data_dir={env['CACHE']}"], env)
     return out
 
 
@@ -95,7 +96,7 @@ def test_resume_continues_step_count_and_lr_schedule(trained, env, tmp_path):
     ckpt0 = torch.load(first["last_checkpoint"], map_location="cpu", weights_only=False)
     steps = first["global_step"]
     cli("train", [*TRAIN_ARGS, "trainer.max_epochs=2", f"ckpt_path={first['last_checkpoint']}",
-                  f"output_dir={tmp_path}", f"data.data_dir={env['CACHE']}"], env)
+                  f"hydra.run.dir={tmp_path}", f"data.data_dir={env['CACHE']}"], env)
     second = json.loads((tmp_path / "train_summary.json").read_text())
     assert second["global_step"] == 2 * steps
     ckpt = torch.load(second["last_checkpoint"], map_location="cpu", weights_only=False)
@@ -106,11 +107,12 @@ def test_resume_continues_step_count_and_lr_schedule(trained, env, tmp_path):
     assert ckpt["tokenizers"] == ckpt0["tokenizers"]  # the resumed run kept the tokenizer
 
 
-def test_decode_keeps_order_and_count_including_empty_lines(trained, env):
+def test_decode_keeps_order_and_count_including_empty_lines(trained, env, tmp_path):
     ckpt = trained / "checkpoints" / "last.ckpt"
     lines = ["Ein Hund läuft.", "", "Zwei Männer stehen auf der Straße.", "   ", "Eine Frau."]
     proc = cli("decode", [f"ckpt_path={ckpt}", "decode.max_len_a=0", "decode.max_len_b=6"], env,
-               stdin="\n".join(lines) + "\n")
+               stdin="\n".join(lines) + "\n", cwd=tmp_path)
+    assert list(tmp_path.iterdir()) == []  # no log file or output folder left in the user's folder
     out = proc.stdout.split("\n")
     assert len(out) == len(lines) + 1 and out[-1] == ""
     assert out[1] == "" and out[3] == ""
@@ -158,7 +160,7 @@ def test_bad_inputs_give_clear_errors(trained, env, tmp_path):
     missing = cli("evaluate", [f"ckpt_path={tmp_path}/nope.ckpt"], env, check=False)
     assert missing.returncode == 2 and "checkpoint not found" in missing.stderr
     assert "Traceback" not in missing.stderr
-    pair = cli("train", ["data.src_lang=xx", "model=tiny", f"output_dir={tmp_path}",
+    pair = cli("train", ["data.src_lang=xx", "model=tiny", f"hydra.run.dir={tmp_path}",
                          f"data.data_dir={env['CACHE']}"], env, check=False)
     assert pair.returncode == 2 and "'xx'" in pair.stderr and "Traceback" not in pair.stderr
     corrupt = tmp_path / "corrupt.ckpt"
