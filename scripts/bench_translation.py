@@ -5,11 +5,13 @@ of the same size, on the same Multi30k de→en batches, in the same process.
     TRANSFORMER_DATA_MIRROR=../shared/datasets python3 scripts/bench_translation.py
 
 Both models: d_model=256, 3+3 layers, 4 heads, d_ff=1024, ReLU, post-norm, sinusoidal
-positions, one joint 8k BPE vocabulary with tied embeddings, dropout 0.1, fp32. Training
+positions, one joint 8k BPE vocabulary with tied embeddings, dropout 0.1 on residuals,
+attention probabilities and FFN activations, fp32. Training
 runs forward + label-smoothed loss + backward + Adam step on identical batches; the two
 models alternate batch by batch so that background load hits both alike. Decoding runs
 greedy and beam 5 over the same validation sentences with the same maximum output length
-(untrained models rarely stop early, so generated tokens/s is reported beside sentences/s).
+(untrained models rarely stop early, so generated tokens/s is reported beside sentences/s),
+both batched under a token budget and one sentence at a time (latency).
 On a GPU (``--device cuda``) training also runs in bf16 autocast and reports model FLOPs
 utilisation against ``--peak-tflops``.
 """
@@ -72,8 +74,9 @@ def build_models(tok, args):
     cfg = MarianConfig(
         vocab_size=tok.vocab_size, d_model=256, encoder_layers=3, decoder_layers=3,
         encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=1024,
-        decoder_ffn_dim=1024, activation_function="relu", dropout=0.1, attention_dropout=0.0,
-        activation_dropout=0.0, max_position_embeddings=512, pad_token_id=tok.pad_id,
+        decoder_ffn_dim=1024, activation_function="relu", dropout=0.1,
+        # our `dropout` also applies to attention probabilities and inside the FFN
+        attention_dropout=0.1, activation_dropout=0.1, max_position_embeddings=512, pad_token_id=tok.pad_id,
         eos_token_id=tok.eos_id, bos_token_id=tok.bos_id, decoder_start_token_id=tok.bos_id,
         forced_eos_token_id=None, scale_embedding=True, share_encoder_decoder_embeddings=True,
         tie_word_embeddings=True,
@@ -133,13 +136,17 @@ def sync(device):
 
 
 @torch.no_grad()
-def decode_throughput(ours, peer, tok, val_src, args, device, beam):
+def decode_throughput(ours, peer, tok, val_src, args, device, beam, one_by_one=False):
     from transformer.decoding import beam_search, greedy_search
     from transformer.tasks.translation import token_budget_batches
 
     ours.eval(), peer.eval()
-    batches = [pad_to([val_src[i] for i in b], tok.pad_id)
-               for b in token_budget_batches([len(s) for s in val_src], args.decode_max_tokens)]
+    if one_by_one:
+        batches = [pad_to([s], tok.pad_id) for s in val_src[: args.latency_sentences]]
+        val_src = val_src[: args.latency_sentences]
+    else:
+        batches = [pad_to([val_src[i] for i in b], tok.pad_id)
+                   for b in token_budget_batches([len(s) for s in val_src], args.decode_max_tokens)]
     max_new = args.max_output_len
     result = {}
     for name in ("ours", "marian"):
@@ -164,7 +171,7 @@ def decode_throughput(ours, peer, tok, val_src, args, device, beam):
         sync(device)
         seconds = time.perf_counter() - t0
         result[name] = {"sentences_per_s": len(val_src) / seconds, "tokens_per_s": out_tokens / seconds,
-                        "seconds": seconds}
+                        "seconds": seconds, "ms_per_sentence": 1000 * seconds / len(val_src)}
     return result
 
 
@@ -179,6 +186,7 @@ def main():
     ap.add_argument("--decode-sentences", type=int, default=256)
     ap.add_argument("--decode-max-tokens", type=int, default=2048)
     ap.add_argument("--max-output-len", type=int, default=40)
+    ap.add_argument("--latency-sentences", type=int, default=32, help="decoded one at a time")
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave default)")
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast for training (GPU)")
@@ -205,9 +213,11 @@ def main():
         # 6 * params * tokens is the usual training FLOPs estimate (Kaplan et al. 2020).
         res["mfu"] = {k: 6 * res["params"][k] * v / (args.peak_tflops * 1e12) for k, v in train.items()}
     for beam in (1, 5):
-        d = decode_throughput(ours, peer, tok, val_src, args, device, beam)
-        res[f"decode_beam{beam}"] = d
-        res[f"decode_beam{beam}_speedup_vs_marian"] = d["ours"]["sentences_per_s"] / d["marian"]["sentences_per_s"]
+        for one_by_one, tag in ((False, "batched"), (True, "batch1")):
+            d = decode_throughput(ours, peer, tok, val_src, args, device, beam, one_by_one)
+            res[f"decode_beam{beam}_{tag}"] = d
+            res[f"decode_beam{beam}_{tag}_speedup_vs_marian"] = (
+                d["ours"]["tokens_per_s"] / d["marian"]["tokens_per_s"])
     text = json.dumps(res, indent=2)
     print(text)
     if args.json:

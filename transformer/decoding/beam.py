@@ -65,7 +65,7 @@ class _Candidates:
     tokens: Tensor  # (B, C) the appended token
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def beam_search(
     model: Seq2SeqModel,
     src: Tensor,

@@ -12,7 +12,7 @@ from transformer.decoding.api import Seq2SeqModel
 from transformer.decoding.common import ban_tokens, max_target_lengths
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def greedy_search(
     model: Seq2SeqModel,
     src: Tensor,

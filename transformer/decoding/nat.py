@@ -87,7 +87,7 @@ def predict_lengths(model: NATModel, enc: EncoderOutLike, k: int) -> Tensor:
     return top_k_lengths(length_logits, k)[0]
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def nat_one_pass(
     model: NATModel,
     src: Tensor,
@@ -112,7 +112,7 @@ def nat_one_pass(
     return _decode(model, src, pad_id, 1, 1, eos_id, ban_ids, return_stats)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def nat_length_beam(
     model: NATModel,
     src: Tensor,
@@ -130,7 +130,7 @@ def nat_length_beam(
     return _decode(model, src, pad_id, length_beam, 1, eos_id, ban_ids, return_stats)
 
 
-@torch.no_grad()
+@torch.inference_mode()
 def mask_predict(
     model: NATModel,
     src: Tensor,

@@ -73,7 +73,12 @@ class AutoregressiveDecoder(nn.Module):
         t_k = offset + t
         x = self.embedding(tokens) * math.sqrt(self.d_model)  # (B, t, D)
         x = self.dropout(self.positional(x, offset))
-        self_mask = merge_masks(tgt_pad_mask, causal_mask(t, t_k, device=x.device))  # (B|1, 1, t, T)
+        if t == 1 and tgt_pad_mask is None:
+            # One new query at the last position may attend to every cached key: no mask, so
+            # attention can take SDPA's unmasked (fastest) kernel during incremental decoding.
+            self_mask = None
+        else:
+            self_mask = merge_masks(tgt_pad_mask, causal_mask(t, t_k, device=x.device))  # (B|1, 1, t, T)
         cross_mask = merge_masks(src_pad_mask)  # (B, 1, 1, S)
         bias = self.positional.attention_bias(t, t_k, offset)  # (1, H, t, T) or None
         weights = []
