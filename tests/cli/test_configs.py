@@ -6,8 +6,7 @@ import inspect
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
+from hydra_helpers import compose_cfg
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf, open_dict
 
@@ -17,12 +16,6 @@ MODELS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
 DECODES = sorted(p.stem for p in (CONF / "decode").glob("*.yaml"))
 # What only the data knows, offered to any model constructor that asks for it.
 DATA_FACTS = {"vocab_size": 120, "pad_id": 0, "n_tags": 7, "mask_id": 4, "bos_id": 1, "eos_id": 2}
-
-
-def compose_cfg(config_name: str, overrides: list[str]):
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
 
 
 def build_model(model_cfg):
@@ -35,8 +28,6 @@ def build_model(model_cfg):
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_experiment_composes_and_instantiates(experiment, tmp_path):
     cfg = compose_cfg("train", [f"experiment={experiment}", f"output_dir={tmp_path}"])
-    with open_dict(cfg):
-        del cfg["hydra"]  # Hydra's own run-time node; output_dir is overridden above
     # Keys a user must supply (`???`, e.g. a distilled corpus path) get a stand-in value.
     for key in [k for k in cfg if OmegaConf.is_missing(cfg, k)]:
         cfg[key] = str(tmp_path / "user-supplied")

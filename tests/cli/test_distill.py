@@ -9,21 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-from omegaconf import open_dict
+from hydra_helpers import compose_cfg
 
 REPO = Path(__file__).resolve().parents[2]
 N = 24
-
-
-def compose_cfg(config_name: str, overrides: list[str]):
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
-    with open_dict(cfg):
-        del cfg["hydra"]
-    return cfg
 
 
 @pytest.fixture(scope="module")

@@ -7,9 +7,7 @@ import json
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
-from omegaconf import open_dict
+from hydra_helpers import compose_cfg
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 TINY_NAT = [
@@ -17,15 +15,6 @@ TINY_NAT = [
     "model.n_decoder_layers=1", "model.dropout=0.0", "model.max_offset=8", "trainer=cpu", "debug=fast", "logger=csv",
     "data.vocab_size=300", "++data.eval_splits=[val]", "test_splits=[]",
 ]
-
-
-def compose_cfg(config_name: str, overrides: list[str]):
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
-    with open_dict(cfg):
-        del cfg["hydra"]
-    return cfg
 
 
 @pytest.fixture(scope="module")

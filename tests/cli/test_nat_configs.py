@@ -6,26 +6,16 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hydra_helpers import compose_cfg
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
 from hydra.utils import get_class, instantiate
-from omegaconf import OmegaConf, open_dict
+from omegaconf import OmegaConf
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 NAT_MODELS = sorted(p.stem for p in (CONF / "model").glob("nat_*.yaml"))
 NAT_EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*nat*.yaml"))
 NAT_DECODES = ["nat_one_pass", "nat_length_beam", "mask_predict"]
 FACTS = dict(vocab_size=120, pad_id=0, bos_id=1, eos_id=2, mask_id=4, src_lang="de", tgt_lang="en")
-
-
-def compose_cfg(config_name: str, overrides: list[str]):
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
-    with open_dict(cfg):
-        del cfg["hydra"]
-    return cfg
 
 
 def test_the_nat_configs_exist():

@@ -5,8 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
+from hydra_helpers import compose_cfg
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
@@ -16,12 +15,6 @@ from transformer.tasks.tagging import TaggingTask
 CONF = Path(__file__).resolve().parents[2] / "conf"
 TAG_EXPERIMENTS = {"gum_upos": ("gum", "upos"), "gum_xpos": ("gum", "xpos"), "conll2000_pos": ("conll2000", "pos")}
 TAGGER_MODELS = sorted(p.stem for p in (CONF / "model").glob("tagger_*.yaml"))
-
-
-def compose_cfg(config_name: str, overrides: list[str]):
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        return compose(config_name=config_name, overrides=overrides, return_hydra_config=True)
 
 
 def build_task(cfg) -> TaggingTask:

@@ -11,8 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra import compose, initialize_config_dir
-from hydra.core.global_hydra import GlobalHydra
+from hydra_helpers import compose_cfg
 
 from transformer.cli import average as average_cli
 from transformer.cli import decode as decode_cli
@@ -122,17 +121,11 @@ def test_decode_keeps_order_and_count_including_empty_lines(trained, env, tmp_pa
         assert translator.translate([lines[i]])[0][0][0] == out[i]
 
 
-def compose_entry(name: str, overrides: list[str]):
-    GlobalHydra.instance().clear()
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):
-        return compose(config_name=name, overrides=overrides)
-
-
 def test_decode_beam_nbest_format(trained, tmp_path, capsys):
     ckpt = trained / "checkpoints" / "last.ckpt"
     src = tmp_path / "src.de"
     src.write_text("Ein Hund.\nEine Katze.\n", encoding="utf-8")
-    cfg = compose_entry("decode", [f"ckpt_path={ckpt}", "decode=beam", "decode.beam_size=3", "decode.n_best=3",
+    cfg = compose_cfg("decode", [f"ckpt_path={ckpt}", "decode=beam", "decode.beam_size=3", "decode.n_best=3",
                                    "decode.max_len_a=0", "decode.max_len_b=5", f"input={src}",
                                    f"output={tmp_path / 'out.txt'}"])
     decode_cli.run(cfg)
@@ -146,7 +139,7 @@ def test_decode_beam_nbest_format(trained, tmp_path, capsys):
 def test_average_checkpoints(trained, tmp_path):
     ckpts = sorted((trained / "checkpoints").glob("*.ckpt"))
     out = tmp_path / "avg.ckpt"
-    average_cli.run(compose_entry("average", [f"inputs=[{','.join(str(c) for c in ckpts)}]", f"output={out}"]))
+    average_cli.run(compose_cfg("average", [f"inputs=[{','.join(str(c) for c in ckpts)}]", f"output={out}"]))
     avg = torch.load(out, map_location="cpu", weights_only=False)
     states = [torch.load(c, map_location="cpu", weights_only=False)["state_dict"] for c in ckpts]
     key = next(k for k, v in states[0].items() if v.is_floating_point())
@@ -178,7 +171,7 @@ def test_over_long_input_is_truncated_and_reported(trained, tmp_path, capsys):
     ckpt = trained / "checkpoints" / "last.ckpt"
     src = tmp_path / "long.de"
     src.write_text(" ".join(["Hund"] * 400) + "\nEin Hund.\n", encoding="utf-8")  # > max_len pieces
-    cfg = compose_entry("decode", [f"ckpt_path={ckpt}", "decode.max_len_a=0", "decode.max_len_b=4",
+    cfg = compose_cfg("decode", [f"ckpt_path={ckpt}", "decode.max_len_a=0", "decode.max_len_b=4",
                                    f"input={src}", "output=-"])
     lines = decode_cli.run(cfg)
     assert len(lines) == 2

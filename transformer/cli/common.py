@@ -56,6 +56,16 @@ def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], object]], 
     return wrap
 
 
+def write_lines(lines: list[str], output: str) -> None:
+    """One item per line to a file, or to stdout for ``-`` (UTF-8, newline-terminated)."""
+    text = "".join(line + "\n" for line in lines)
+    if output == "-":
+        sys.stdout.write(text)
+        sys.stdout.flush()
+    else:
+        Path(output).write_text(text, encoding="utf-8")
+
+
 def resolve_device(name: str) -> torch.device:
     """``auto`` picks CUDA when present, else CPU."""
     if name == "auto":

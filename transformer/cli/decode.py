@@ -14,8 +14,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.common import resolve_device
-from transformer.cli.common import hydra_entry
+from transformer.cli.common import hydra_entry, resolve_device, write_lines
 from transformer.tasks.checkpoint import load_task
 
 
@@ -45,12 +44,7 @@ def run(cfg: DictConfig) -> list[str]:
     decode_cfg = OmegaConf.to_container(cfg.decode, resolve=True)
     translator = task.translator(decode_cfg, device=device)
     lines = format_output(translator.translate(_read_lines(cfg.input)), int(decode_cfg.get("n_best", 1)))
-    text = "".join(line + "\n" for line in lines)
-    if cfg.output == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        Path(cfg.output).write_text(text, encoding="utf-8")
+    write_lines(lines, cfg.output)
     if translator.truncated:
         print(f"warning: {translator.truncated} input(s) longer than the model's maximum source "
               f"length were truncated", file=sys.stderr)

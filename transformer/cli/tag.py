@@ -43,7 +43,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from transformer.cli.common import hydra_entry, resolve_device
+from transformer.cli.common import hydra_entry, resolve_device, write_lines
 from transformer.tasks.checkpoint import load_task
 
 INPUT_FORMATS = ("auto", "text", "conllu")
@@ -212,12 +212,7 @@ def run(cfg: DictConfig) -> list[str]:
     task.to(device)
     lines, name = read_input(cfg.input)
     out = tag_lines(task, lines, cfg.input_format, cfg.format, int(cfg.max_tokens), device, name)
-    text = "".join(line + "\n" for line in out)
-    if cfg.output == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        Path(cfg.output).write_text(text, encoding="utf-8")
+    write_lines(out, cfg.output)
     return out
 
 

@@ -1,0 +1,28 @@
+"""Composing the project's Hydra configs in tests, the way the CLIs see them."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from omegaconf import DictConfig, open_dict
+
+CONF = Path(__file__).resolve().parents[2] / "conf"
+
+
+def compose_cfg(config_name: str, overrides: list[str], hydra_node: bool = False) -> DictConfig:
+    """``conf/<config_name>.yaml`` with ``overrides``.
+
+    With ``hydra_node=False`` (what an in-process ``run(cfg)`` needs) Hydra's own run-time
+    node is dropped, so pass ``output_dir=`` explicitly; with True it is kept, as under
+    ``@hydra.main``.
+    """
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name=config_name, overrides=overrides, return_hydra_config=hydra_node)
+    if hydra_node:
+        return cfg
+    with open_dict(cfg):
+        cfg.pop("hydra", None)
+    return cfg
