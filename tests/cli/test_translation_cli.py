@@ -51,7 +51,8 @@ def env(mirror_root, tmp_path_factory):
 @pytest.fixture(scope="module")
 def trained(env, tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
-    cli("train", [*TRAIN_ARGS, f"hydra.run.dir={out}", f"data.data_dir={env['CACHE']}"], env)
+    cli("train", [*TRAIN_ARGS, f"hydra.run.dir={out}", f"data.data_dir={env['CACHE']}",
+                  "test_splits=[test_2017_mscoco]", "test_decode.max_len_a=0", "test_decode.max_len_b=8"], env)
     return out
 
 
@@ -66,6 +67,10 @@ def test_train_writes_checkpoints_tokenizer_and_summary(trained):
     assert (hp["src_lang"], hp["tgt_lang"]) == ("de", "en")
     assert json.loads(ckpt["tokenizers"]["src"])["model"]["type"] == "BPE"
     assert ckpt["transformer_task"] == "translation"
+    # the best checkpoint was evaluated on the requested test split after fitting
+    test = summary["test"]["test_2017_mscoco"]
+    assert test["sentences"] == 461 and test["checkpoint"] == summary["best_checkpoint"]
+    assert (trained / "eval" / "test_2017_mscoco.greedy.json").is_file()
     metrics = (trained / "csv" / "metrics.csv").read_text().splitlines()[0]
     for key in ("train/loss", "val/loss", "val/bleu", "lr"):
         assert key in metrics
