@@ -53,7 +53,7 @@ def test_train_evaluate_decode_round_trip(nat_run, mirror_root, tmp_path):
     metrics = evaluate.run(cfg)
     written = json.loads((tmp_path / "val.mask_predict.json").read_text())
     assert written["bleu"] == metrics["bleu"] and written["sentences"] == 1014
-    assert 1.0 <= metrics["avg_iterations"] <= 3.0
+    assert metrics["avg_iterations"] >= 1.0 and metrics["avg_iterations"] <= 3.0
     assert metrics["decode"]["strategy"] == "mask_predict" and metrics["decode"]["iterations"] == 3
     assert metrics["pair"] == "de-en"
 
