@@ -43,18 +43,26 @@ def _encode(src: Tensor) -> FakeEncoderOut:
 
 @dataclass
 class FakeCache:
-    """Holds every row's full prefix ``(N, t)`` (BOS first); ``reorder`` counts its calls."""
+    """Holds every row's full prefix ``(N, t)`` (BOS first) and sentence key (the stand-in for
+    cross-attention state); ``reorder`` counts its calls and checks ``cross=False``'s promise."""
 
     prefix: Tensor
     counter: dict
+    keys: list
 
     @property
     def length(self) -> int:
         return self.prefix.size(1)
 
-    def reorder(self, indices: Tensor) -> FakeCache:
+    def reorder(self, indices: Tensor, cross: bool = True) -> FakeCache:
         self.counter["reorder"] += 1
-        return FakeCache(self.prefix.index_select(0, indices), self.counter)
+        rows = indices.tolist()
+        if cross:
+            keys = [self.keys[i] for i in rows]
+        else:
+            assert [self.keys[i] for i in rows] == self.keys, "cross=False moved a row to another sentence"
+            keys = self.keys
+        return FakeCache(self.prefix.index_select(0, indices), self.counter, keys)
 
 
 class ScriptedSeq2Seq:
@@ -72,11 +80,12 @@ class ScriptedSeq2Seq:
         return _encode(src)
 
     def init_cache(self, enc: FakeEncoderOut) -> FakeCache:
-        return FakeCache(torch.empty(enc.memory.size(0), 0, dtype=torch.long), self.counter)
+        return FakeCache(torch.empty(enc.memory.size(0), 0, dtype=torch.long), self.counter, enc.keys())
 
     def decode_step(self, tokens: Tensor, enc: FakeEncoderOut, cache: FakeCache) -> tuple[Tensor, FakeCache]:
         assert tokens.dim() == 2 and tokens.size(1) == 1, "search feeds one new token per row"
         self.counter["decode_step"] += 1
+        assert cache.keys == enc.keys(), "cache rows and encoder rows belong to different sentences"
         prefix = torch.cat([cache.prefix, tokens], dim=1)  # (N, t) ++ (N, 1)
         log_probs = torch.full((prefix.size(0), V), float("-inf"))
         for row, (key, seq) in enumerate(zip(enc.keys(), prefix.tolist())):
@@ -85,7 +94,7 @@ class ScriptedSeq2Seq:
             self.queries.append((key, generated))
             for tok, p in self.dist(key, generated).items():
                 log_probs[row, tok] = math.log(p)
-        return log_probs, FakeCache(prefix, self.counter)
+        return log_probs, FakeCache(prefix, self.counter, cache.keys)
 
 
 @dataclass

@@ -1,5 +1,6 @@
 """KVCache bookkeeping: growth, cross entries, reorder."""
 
+import pytest
 import torch
 
 from transformer.modules.kv_cache import KVCache
@@ -27,3 +28,44 @@ def test_reorder_selects_rows_of_every_tensor():
     assert new.cross(0)[0].flatten().tolist() == [2, 2, 0, 1]
     assert new.cross(0)[1].flatten().tolist() == [12, 12, 10, 11]
     assert new.length == 1 and cache.self_k[0].size(0) == 3  # the original is untouched
+
+
+def test_growing_past_the_initial_capacity_keeps_every_step():
+    cache = KVCache.empty(1, capacity=2)
+    for step in range(5):  # grows 2 -> 4 -> 8
+        k, v = cache.append_self(0, torch.full((1, 1, 1, 2), float(step)), torch.full((1, 1, 1, 2), -float(step)))
+    assert k[0, 0, :, 0].tolist() == [0.0, 1.0, 2.0, 3.0, 4.0]
+    assert v[0, 0, :, 1].tolist() == [0.0, -1.0, -2.0, -3.0, -4.0]
+    # several steps in one call may need more than one doubling
+    cache = KVCache.empty(1, capacity=1)
+    k, _ = cache.append_self(0, torch.arange(6.0).view(1, 1, 6, 1), torch.zeros(1, 1, 6, 1))
+    assert k.flatten().tolist() == [0, 1, 2, 3, 4, 5] and cache.length == 6
+
+
+def test_append_writes_in_place_until_the_buffer_is_full():
+    cache = KVCache.empty(1, capacity=4)
+    k1, _ = cache.append_self(0, torch.zeros(1, 1, 1, 1), torch.zeros(1, 1, 1, 1))
+    k2, _ = cache.append_self(0, torch.ones(1, 1, 1, 1), torch.ones(1, 1, 1, 1))
+    assert k1.data_ptr() == k2.data_ptr()  # same storage: no copy of the history
+    assert k2.flatten().tolist() == [0.0, 1.0]
+
+
+def test_reorder_then_append_continues_from_the_selected_rows():
+    cache = KVCache.empty(1, capacity=2)
+    cache.append_self(0, torch.arange(3.0).view(3, 1, 1, 1), torch.zeros(3, 1, 1, 1))
+    new = cache.reorder(torch.tensor([1, 1, 2]))
+    k, _ = new.append_self(0, torch.full((3, 1, 1, 1), 9.0), torch.zeros(3, 1, 1, 1))
+    assert k[:, 0, :, 0].tolist() == [[1, 9], [1, 9], [2, 9]]
+    assert cache.self_k[0].flatten().tolist() == [0, 1, 2]  # the original keeps its rows
+
+
+def test_reorder_without_cross_keeps_the_source_rows_and_checks_the_row_count():
+    cache = KVCache.empty(1)
+    cross = torch.arange(4.0).view(4, 1, 1, 1)
+    cache.set_cross(0, cross, cross + 10)
+    cache.append_self(0, torch.arange(4.0).view(4, 1, 1, 1), torch.zeros(4, 1, 1, 1))
+    new = cache.reorder(torch.tensor([1, 1, 3, 2]), cross=False)
+    assert new.self_k[0].flatten().tolist() == [1, 1, 3, 2]
+    assert new.cross(0)[0].flatten().tolist() == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="as many indices as rows"):
+        cache.reorder(torch.tensor([0, 1]), cross=False)

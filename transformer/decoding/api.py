@@ -42,8 +42,13 @@ class KVCacheLike(Protocol):
         """Number of target tokens already cached (the position of the next token)."""
         ...
 
-    def reorder(self, indices: Tensor) -> KVCacheLike:
-        """Rows ``indices (N,)`` of every cached tensor; beam search calls it once per step."""
+    def reorder(self, indices: Tensor, cross: bool = True) -> KVCacheLike:
+        """Rows ``indices (N,)`` of every cached tensor; beam search calls it once per step.
+
+        With ``cross=False`` the caller promises that row ``indices[n]`` comes from the same
+        sentence as row ``n``, so per-sentence state (the cross-attention keys/values) may be
+        kept as it is.
+        """
         ...
 
 
@@ -67,7 +72,10 @@ class Seq2SeqModel(Protocol):
     def decode_step(
         self, tokens: Tensor, enc: EncoderOutLike, cache: KVCacheLike
     ) -> tuple[Tensor, KVCacheLike]:
-        """``tokens (N, t)`` long -> ``(log_probs (N, V), cache)`` for the next position."""
+        """``tokens (N, t)`` long -> ``(log_probs (N, V), cache)`` for the next position.
+
+        The returned ``log_probs`` belong to the caller: search may change them in place.
+        """
         ...
 
 

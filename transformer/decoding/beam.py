@@ -114,7 +114,7 @@ def beam_search(
     for step in range(max(max_lens)):
         live = len(sent_ids)
         log_probs, cache = model.decode_step(last, enc, cache)  # (N, V)
-        log_probs = ban_tokens(log_probs.float(), (pad_id, bos_id))
+        log_probs = ban_tokens(log_probs.float(), (pad_id, bos_id), inplace=True)
         cands = _top_candidates(beams.scores, log_probs.view(live, k, -1))  # (N, V) -> (B, K, V)
         _finalize_eos(beams, cands, eos_id, length_penalty)
         reorder = _advance(beams, cands, eos_id)  # (N,)
@@ -122,11 +122,14 @@ def beam_search(
         _update_done(beams, length_penalty, early_stopping)
         if all(beams.done):
             break
-        if any(beams.done):
+        dropped = any(beams.done)
+        if dropped:
             # Done sentences leave the batch: later steps cost only what live beams need.
             beams, rows, sent_ids = _drop_done(beams, sent_ids, results)
             reorder, enc = reorder[rows], enc.index_select(rows)  # (N',)
-        cache = cache.reorder(reorder)
+        # Without a dropped sentence every row keeps its sentence, so the cache can keep the
+        # per-sentence cross-attention keys/values instead of copying them every step.
+        cache = cache.reorder(reorder, cross=dropped)
         last = beams.tokens[:, :, -1].reshape(-1, 1)  # (B, K) -> (N, 1)
 
     for b, sid in enumerate(sent_ids):

@@ -38,11 +38,16 @@ def max_target_lengths(
     return caps.clamp(min=1)
 
 
-def ban_tokens(log_probs: Tensor, ids: tuple[int | None, ...]) -> Tensor:
-    """A copy of ``log_probs (..., V)`` with the given ids at -inf, so search never picks them."""
+def ban_tokens(log_probs: Tensor, ids: tuple[int | None, ...], inplace: bool = False) -> Tensor:
+    """``log_probs (..., V)`` with the given ids at -inf, so search never picks them.
+
+    A copy unless ``inplace``: search passes ``inplace=True`` for the log-probabilities that
+    ``decode_step`` hands over (they are the caller's to change, see ``api.Seq2SeqModel``),
+    which saves copying a ``(N, V)`` tensor at every step.
+    """
     banned = [i for i in ids if i is not None]
     if not banned:
         return log_probs
-    out = log_probs.clone()
+    out = log_probs if inplace else log_probs.clone()
     out[..., banned] = float("-inf")
     return out

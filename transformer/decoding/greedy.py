@@ -61,7 +61,7 @@ def greedy_search(
 
     for step in range(out.size(1)):
         log_probs, cache = model.decode_step(last, enc, cache)  # (A, V)
-        best_lp, best = ban_tokens(log_probs, (pad_id, bos_id)).max(dim=-1)  # (A,), (A,)
+        best_lp, best = ban_tokens(log_probs, (pad_id, bos_id), inplace=True).max(dim=-1)  # (A,), (A,)
         out[active, step] = best
         scores[active] += best_lp.to(torch.float64)
         is_eos = best == eos_id  # (A,)
