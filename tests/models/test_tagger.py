@@ -36,3 +36,48 @@ def test_pooling_choice_changes_multi_piece_words_only():
     a, b = first(src, WORD_IDS), mean(src, WORD_IDS)
     torch.testing.assert_close(a[1, 0], b[1, 0])  # single-piece word
     assert not torch.allclose(a[1, 1], b[1, 1], atol=1e-4)  # two-piece word
+
+
+# ----------------------------------------------------------------- character word encoder
+PIECES = [None, None, None, None, "ab", "c", "Ġxyz", "Q"]  # ids 0-3 special, as in the tokenizer
+
+
+def _table(max_piece_chars=4):
+    from transformer.models.tagger import CharWordEncoder
+
+    enc = CharWordEncoder(vocab_size=len(PIECES), d_model=8, max_piece_chars=max_piece_chars, max_word_chars=3)
+    enc.set_pieces(PIECES)
+    return enc
+
+
+def test_words_are_spelled_from_their_pieces_in_order():
+    from transformer.models.tagger import char_id, spell_words
+
+    enc = _table()
+    src = torch.tensor([[4, 5, 6, 0], [7, 4, 4, 0]])
+    word_ids = torch.tensor([[0, 0, 1, -1], [0, 1, 1, -1]])
+    spelled = spell_words(enc.piece_chars, src, word_ids, max_word_chars=5)  # (B, W, 5)
+    ids = lambda text: [char_id(c) for c in text] + [0] * (5 - len(text))  # noqa: E731
+    assert spelled[0].tolist() == [ids("abc"), ids("Ġxyz")]
+    assert spelled[1].tolist() == [ids("Q"), ids("abab")]
+    # a word longer than the cap keeps its first characters; padding and specials spell nothing
+    assert spell_words(enc.piece_chars, src, word_ids, 3)[0, 1].tolist() == [char_id(c) for c in "Ġxy"]
+    assert spell_words(enc.piece_chars, torch.tensor([[3, 4]]), torch.tensor([[0, 1]]), 3)[0, 0].eq(0).all()
+
+
+def test_tagger_reads_the_spelling_and_ignores_padding():
+    torch.manual_seed(0)
+    m = Tagger(len(PIECES), 5, 0, n_layers=1, pooling="mean", char_channels=6, char_dim=4, **TINY).eval()
+    m.set_pieces(PIECES, {0, 1, 2, 3})
+    src = torch.tensor([[4, 5, 6]])
+    word_ids = torch.tensor([[0, 0, 1]])
+    base = m(src, word_ids)
+    padded = m(torch.tensor([[4, 5, 6, 0, 0]]), torch.tensor([[0, 0, 1, -1, -1]]))
+    torch.testing.assert_close(padded, base, atol=1e-5, rtol=0)
+    # Same piece embeddings, another spelling for piece 6: the word's scores change.
+    m.set_pieces(PIECES[:6] + ["Ġxyw", "Q"], {0, 1, 2, 3})
+    assert not torch.allclose(m(src, word_ids)[0, 1], base[0, 1], atol=1e-4)
+    # The table is part of the weights, so a checkpoint restores it.
+    again = Tagger(len(PIECES), 5, 0, n_layers=1, pooling="mean", char_channels=6, char_dim=4, **TINY).eval()
+    again.load_state_dict(m.state_dict())
+    torch.testing.assert_close(again(src, word_ids), m(src, word_ids))

@@ -170,3 +170,17 @@ def test_word_dropout_hides_whole_words_and_never_padding():
                 if len(pieces):  # a word is hidden entirely or not at all
                     assert (pieces == 3).all() or (pieces != 3).all()
         assert (out[word_ids < 0] == 0).all()
+
+
+def test_character_encoder_table_comes_from_the_tokenizer(tokenizer):
+    task = make_task(tokenizer, char_channels=8, char_dim=4)
+    table = task.model.chars.piece_chars  # (V, L_p)
+    for special in (tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id, tokenizer.unk_id, tokenizer.mask_id):
+        assert table[special].eq(0).all()
+    piece = tokenizer.encode_words(["cat"])[0][0]
+    assert table[piece].ne(0).sum() == min(len(tokenizer.id_to_token(piece)), table.size(1))
+    ckpt = {"state_dict": task.state_dict(), "hyper_parameters": dict(task.hparams)}
+    task.on_save_checkpoint(ckpt)
+    again = TaggingTask.from_checkpoint_dict(ckpt)
+    sents = [["the", "dogs", "barked", "."], ["Qwerty", "sat"]]
+    assert again.tag(sents) == task.tag(sents)

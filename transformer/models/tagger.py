@@ -13,6 +13,94 @@ from transformer.models.init import init_weights
 from transformer.modules.masks import pad_mask
 
 POOLINGS = ("first", "mean")
+# Character ids: 0 = padding, 1..N_CHAR_IDS-1 = a character's code point folded into that range
+# (byte-level BPE pieces spell bytes with code points below 324, so they never collide).
+N_CHAR_IDS = 512
+
+
+def char_id(ch: str) -> int:
+    """The id of one character of a piece string (never 0, which is padding)."""
+    return 1 + ord(ch) % (N_CHAR_IDS - 1)
+
+
+def spell_words(piece_chars: Tensor, src: Tensor, word_ids: Tensor, max_word_chars: int) -> Tensor:
+    """Each word's spelling, concatenated from its pieces' characters.
+
+    Args:
+        piece_chars: ``(V, L_p)`` long, the character ids of every piece, left-aligned, 0-padded
+            (special pieces such as PAD or UNK have none).
+        src: ``(B, T)`` piece ids; word_ids: ``(B, T)`` word index per piece, -1 = no word.
+        max_word_chars: ``L_w``; characters past it are dropped.
+
+    Returns:
+        ``(B, W, L_w)`` character ids of each word, left-aligned, 0-padded.
+    """
+    b, t = src.shape
+    n_words = int(word_ids.max().item()) + 1 if word_ids.numel() and bool(word_ids.ge(0).any()) else 0
+    chars = piece_chars[src]  # (B, T, L_p)
+    in_word = word_ids.ge(0)  # (B, T)
+    lens = chars.ne(0).sum(-1) * in_word  # (B, T) characters each piece adds
+    ends = lens.cumsum(1)  # (B, T) running character count along the sentence
+    starts = ends - lens  # (B, T) count before each piece
+    wid = word_ids.clamp(min=0)  # (B, T)
+    # Count before each word's first piece: the smallest ``starts`` among its pieces.
+    big = torch.full((b, max(n_words, 1)), torch.iinfo(torch.long).max, dtype=torch.long, device=src.device)
+    word_start = big.scatter_reduce(1, wid, torch.where(in_word, starts, big[:, :1].expand(b, t)), "amin")  # (B, W)
+    offset = starts - word_start.gather(1, wid)  # (B, T) where a piece's characters begin in its word
+    pos = offset.unsqueeze(-1) + torch.arange(chars.size(-1), device=src.device)  # (B, T, L_p)
+    keep = chars.ne(0) & in_word.unsqueeze(-1) & pos.lt(max_word_chars)  # (B, T, L_p)
+    dump = n_words * max_word_chars  # one extra slot takes every dropped character
+    flat = torch.where(keep, wid.unsqueeze(-1) * max_word_chars + pos, torch.full_like(pos, dump))  # (B, T, L_p)
+    out = torch.zeros(b, dump + 1, dtype=torch.long, device=src.device)  # (B, W * L_w + 1)
+    out.scatter_(1, flat.view(b, -1), torch.where(keep, chars, torch.zeros_like(chars)).view(b, -1))
+    return out[:, :dump].view(b, n_words, max_word_chars)
+
+
+class CharWordEncoder(nn.Module):
+    """A character CNN over each word's spelling (Santos & Zadrozny 2014; Ma & Hovy 2016).
+
+    Characters are embedded, convolved (width ``kernel``), max-pooled over the word and
+    projected to ``d_model``: a word never seen in training still has its capitalisation,
+    digits, hyphens and suffix (-ly, -ing, -ed) to go by. The spelling is read from the piece
+    ids through a ``(V, L_p)`` table of each piece's characters (``set_pieces``, filled from
+    the tokenizer and saved with the weights), so the data pipeline is unchanged.
+
+    ``forward(src (B, T), word_ids (B, T)) -> (B, W, D)``; a word without characters gets 0.
+    """
+
+    def __init__(self, vocab_size: int, d_model: int, char_dim: int = 32, channels: int = 128,
+                 kernel: int = 3, max_piece_chars: int = 16, max_word_chars: int = 24):
+        super().__init__()
+        self.max_word_chars = max_word_chars
+        self.register_buffer("piece_chars", torch.zeros(vocab_size, max_piece_chars, dtype=torch.long))
+        self.embed = nn.Embedding(N_CHAR_IDS, char_dim, padding_idx=0)
+        self.conv = nn.Conv1d(char_dim, channels, kernel, padding=kernel // 2)
+        self.proj = nn.Linear(channels, d_model)
+
+    def set_pieces(self, pieces: list[str | None], special_ids: set[int] = frozenset()) -> None:
+        """Fill the piece -> characters table; ``pieces[i]`` is piece ``i``'s string.
+
+        Special pieces (``special_ids``) and missing ones spell nothing; a piece longer than
+        ``L_p`` keeps its first ``L_p`` characters.
+        """
+        table = torch.zeros_like(self.piece_chars)  # (V, L_p)
+        if len(pieces) > table.size(0):
+            raise ValueError(f"{len(pieces)} pieces for a table of {table.size(0)} rows")
+        for i, piece in enumerate(pieces):
+            if piece is None or i in special_ids:
+                continue
+            ids = [char_id(c) for c in piece[: table.size(1)]]
+            table[i, : len(ids)] = torch.tensor(ids, dtype=torch.long)
+        self.piece_chars.copy_(table)
+
+    def forward(self, src: Tensor, word_ids: Tensor) -> Tensor:
+        chars = spell_words(self.piece_chars, src, word_ids, self.max_word_chars)  # (B, W, L_w)
+        b, w, l = chars.shape
+        x = self.embed(chars.reshape(b * w, l)).transpose(1, 2)  # (B*W, L_w, C) -> (B*W, C, L_w)
+        h = torch.relu(self.conv(x))  # (B*W, K, L_w)
+        real = chars.reshape(b * w, 1, l).ne(0)  # (B*W, 1, L_w)
+        h = h.masked_fill(~real, 0.0).amax(dim=-1)  # (B*W, K); ReLU >= 0, so 0 is a safe pad
+        return self.proj(h).view(b, w, -1)  # (B, W, D)
 
 
 def pool_words(h: Tensor, word_ids: Tensor, pooling: str = "first") -> Tensor:
@@ -55,6 +143,10 @@ class Tagger(nn.Module):
     Args:
         n_tags: number of tag classes C.
         pooling: ``"first"`` or ``"mean"`` piece pooling per word.
+        char_channels: if > 0, a ``CharWordEncoder`` with this many filters adds each word's
+            spelling vector to the input embedding of every piece of the word (so attention
+            sees its neighbours' spellings too); fill its table with ``set_pieces``.
+        char_dim, char_kernel: its character embedding size and convolution width.
         Others as in ``TransformerEncoder``.
     """
 
@@ -74,6 +166,9 @@ class Tagger(nn.Module):
         window: int | None = None,
         max_len: int = 1024,
         pooling: str = "first",
+        char_channels: int = 0,
+        char_dim: int = 32,
+        char_kernel: int = 3,
     ):
         super().__init__()
         if pooling not in POOLINGS:
@@ -89,8 +184,25 @@ class Tagger(nn.Module):
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(d_model, n_tags)
         init_weights(self, d_model)
+        # Built after init_weights: the convolution keeps PyTorch's default initialisation.
+        self.chars = (
+            CharWordEncoder(vocab_size, d_model, char_dim, char_channels, char_kernel) if char_channels > 0 else None
+        )
+
+    def set_pieces(self, pieces: list[str | None], special_ids: set[int] = frozenset()) -> None:
+        """Give the character encoder each piece's string (no-op without one)."""
+        if self.chars is not None:
+            self.chars.set_pieces(pieces, special_ids)
 
     def forward(self, src: Tensor, word_ids: Tensor) -> Tensor:
-        h = self.encoder(src, pad_mask(src, self.pad_id))  # (B, T, D)
+        mask = pad_mask(src, self.pad_id)  # (B, T)
+        if self.chars is None:
+            h = self.encoder(src, mask)  # (B, T, D)
+        else:
+            spelled = self.chars(src, word_ids)  # (B, W, D)
+            d = spelled.size(-1)
+            per_piece = spelled.gather(1, word_ids.clamp(min=0).unsqueeze(-1).expand(-1, -1, d))  # (B, T, D)
+            per_piece = per_piece * word_ids.ge(0).unsqueeze(-1).to(per_piece.dtype)
+            h = self.encoder.forward_embeddings(self.encoder.embed_tokens(src) + per_piece, mask)  # (B, T, D)
         words = pool_words(h, word_ids, self.pooling)  # (B, W, D)
         return self.classifier(self.dropout(words))  # (B, W, C)

@@ -207,6 +207,11 @@ class TaggingTask(L.LightningModule):
         self.tags = list(tags)
         self.model = build_model(model, vocab_size=piece_vocab_size, pad_id=pad_id, n_tags=len(self.tags))
         self.tokenizer: SubwordTokenizer | None = SubwordTokenizer.from_str(tokenizer) if tokenizer else None
+        if self.tokenizer is not None and hasattr(self.model, "set_pieces"):
+            # The character encoder (if any) spells words through each piece's string.
+            tok = self.tokenizer
+            specials = {tok.pad_id, tok.bos_id, tok.eos_id, tok.unk_id, tok.mask_id}
+            self.model.set_pieces([tok.id_to_token(i) for i in range(piece_vocab_size)], specials)
         self.train_words: set[str] | None = set(train_words) if train_words is not None else None
 
     # ----------------------------------------------------------------- construction
