@@ -57,6 +57,14 @@ def test_beam_size_one_equals_greedy(seed):
     assert [h[0].logprob for h in beam] == pytest.approx([g[1] for g in greedy], abs=1e-4)
 
 
+@pytest.mark.parametrize("seed", [0, 3])
+def test_greedy_on_logits_equals_greedy_on_log_probs(seed):
+    model, src = _encoder_decoder(seed), _src(seed)
+    fast = greedy_search(model, src, **SPECIALS, max_len_a=1.0, max_len_b=3)  # decode_step_logits
+    scored = greedy_search(model, src, **SPECIALS, max_len_a=1.0, max_len_b=3, return_scores=True)
+    assert fast == [tokens for tokens, _ in scored]
+
+
 def test_greedy_matches_uncached_argmax():
     model, src = _encoder_decoder(0), _src(0)
     out = greedy_search(model, src, **SPECIALS, max_len_a=1.0, max_len_b=3)

@@ -69,3 +69,19 @@ def test_reorder_without_cross_keeps_the_source_rows_and_checks_the_row_count():
     assert new.cross(0)[0].flatten().tolist() == [0, 1, 2, 3]
     with pytest.raises(ValueError, match="as many indices as rows"):
         cache.reorder(torch.tensor([0, 1]), cross=False)
+
+
+def test_source_mask_becomes_an_additive_bias_that_follows_reorder():
+    cache = KVCache.empty(1)
+    assert cache.set_source_mask(torch.ones(2, 3, dtype=torch.bool), torch.float32)
+    assert cache.source_mask_set and cache.cross_bias is None  # nothing padded: no bias at all
+    mask = torch.tensor([[True, True, False], [True, False, False]])
+    assert cache.set_source_mask(mask, torch.float32)
+    assert cache.cross_bias.shape == (2, 1, 1, 3)
+    assert cache.cross_bias[:, 0, 0].tolist() == [[0.0, 0.0, float("-inf")], [0.0, float("-inf"), float("-inf")]]
+    moved = cache.reorder(torch.tensor([1, 1, 0]))
+    assert moved.source_mask_set and moved.cross_bias[:, 0, 0, 1].tolist() == [float("-inf")] * 2 + [0.0]
+    # A source row without any real token keeps the bool-mask path (its rule: zero output).
+    empty_row = KVCache.empty(1)
+    assert not empty_row.set_source_mask(torch.tensor([[True, False], [False, False]]), torch.float32)
+    assert not empty_row.source_mask_set

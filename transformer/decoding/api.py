@@ -75,6 +75,8 @@ class Seq2SeqModel(Protocol):
         """``tokens (N, t)`` long -> ``(log_probs (N, V), cache)`` for the next position.
 
         The returned ``log_probs`` belong to the caller: search may change them in place.
+        A model may also offer ``decode_step_logits`` (same arguments, unnormalised
+        ``(N, V)`` scores); greedy search without scores then uses it.
         """
         ...
 

@@ -59,11 +59,18 @@ def greedy_search(
     # what its sentences need rather than len(batch) x its longest output.
     active = torch.arange(batch, device=device)  # (A,) row in the input batch
 
+    # Without scores only the argmax matters, and it is the same on unnormalised logits: a
+    # model that offers them (``decode_step_logits``) saves a log-softmax over V per step.
+    step_logits = None if return_scores else getattr(model, "decode_step_logits", None)
     for step in range(out.size(1)):
-        log_probs, cache = model.decode_step(last, enc, cache)  # (A, V)
-        best_lp, best = ban_tokens(log_probs, (pad_id, bos_id), inplace=True).max(dim=-1)  # (A,), (A,)
+        if step_logits is not None:
+            logits, cache = step_logits(last, enc, cache)  # (A, V)
+            _, best = ban_tokens(logits, (pad_id, bos_id), inplace=True).max(dim=-1)  # (A,); faster than argmax on CPU
+        else:
+            log_probs, cache = model.decode_step(last, enc, cache)  # (A, V)
+            best_lp, best = ban_tokens(log_probs, (pad_id, bos_id), inplace=True).max(dim=-1)  # (A,), (A,)
+            scores[active] += best_lp.to(torch.float64)
         out[active, step] = best
-        scores[active] += best_lp.to(torch.float64)
         is_eos = best == eos_id  # (A,)
         finished = is_eos | (step + 1 >= max_lens[active])  # (A,)
         # an EOS is not part of the output; a sentence cut at its cap keeps this token

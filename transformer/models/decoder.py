@@ -79,7 +79,10 @@ class AutoregressiveDecoder(nn.Module):
             self_mask = None
         else:
             self_mask = merge_masks(tgt_pad_mask, causal_mask(t, t_k, device=x.device))  # (B|1, 1, t, T)
-        cross_mask = merge_masks(src_pad_mask)  # (B, 1, 1, S)
+        if cache is not None and cache.source_mask_set:
+            cross_mask = None  # the layers read the cache's additive source bias instead
+        else:
+            cross_mask = merge_masks(src_pad_mask)  # (B, 1, 1, S)
         bias = self.positional.attention_bias(t, t_k, offset)  # (1, H, t, T) or None
         weights = []
         for i, layer in enumerate(self.layers):
@@ -95,9 +98,11 @@ class AutoregressiveDecoder(nn.Module):
         logits, weights = self._run(tgt_in, memory, src_pad_mask, tgt_pad_mask, None, need_weights)
         return (logits, weights) if need_weights else logits
 
-    def init_cache(self, memory: Tensor) -> KVCache:
-        """An empty self-attention cache plus every layer's cross K/V ``(N, H, S, d_head)``."""
+    def init_cache(self, memory: Tensor, src_pad_mask: Tensor | None = None) -> KVCache:
+        """An empty self-attention cache plus every layer's cross K/V ``(N, H, S, d_head)``
+        and, given ``src_pad_mask (N, S)``, the source padding as a ready additive bias."""
         cache = KVCache.empty(len(self.layers))
+        cache.set_source_mask(src_pad_mask, memory.dtype)
         for i, layer in enumerate(self.layers):
             cache.set_cross(i, *layer.cross_attn.project_kv(memory))
         return cache

@@ -99,7 +99,7 @@ class EncoderDecoder(nn.Module):
 
     def init_cache(self, enc: EncoderOut) -> KVCache:
         """A fresh cache holding every decoder layer's cross-attention K/V for ``enc``."""
-        return self.decoder.init_cache(enc.memory)
+        return self.decoder.init_cache(enc.memory, enc.src_pad_mask)
 
     def decode_step(self, tokens: Tensor, enc: EncoderOut, cache: KVCache) -> tuple[Tensor, KVCache]:
         """Log-probabilities ``(N, V)`` of the token after ``tokens``.
@@ -108,5 +108,11 @@ class EncoderDecoder(nn.Module):
         row per call, BOS first); they sit at positions ``cache.length ..
         cache.length + t - 1`` and their keys/values are appended to ``cache``.
         """
+        logits, cache = self.decode_step_logits(tokens, enc, cache)  # (N, V)
+        return torch.log_softmax(logits.float(), dim=-1), cache
+
+    def decode_step_logits(self, tokens: Tensor, enc: EncoderOut, cache: KVCache) -> tuple[Tensor, KVCache]:
+        """As ``decode_step`` but unnormalised scores ``(N, V)``: greedy search without scores
+        needs only their argmax, which skips a softmax over the vocabulary at every step."""
         logits, cache = self.decoder.forward_step(tokens, enc.src_pad_mask, cache)  # (N, t, V)
-        return torch.log_softmax(logits[:, -1].float(), dim=-1), cache
+        return logits[:, -1], cache

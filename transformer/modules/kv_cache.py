@@ -40,6 +40,9 @@ class KVCache:
         self._len = [0] * n_layers  # filled steps per layer
         self.cross_k: list[Tensor | None] = [None] * n_layers
         self.cross_v: list[Tensor | None] = [None] * n_layers
+        # The source padding as an additive bias (N, 1, 1, S), prepared once (set_source_mask).
+        self.cross_bias: Tensor | None = None
+        self.source_mask_set = False
 
     @classmethod
     def empty(cls, n_layers: int, capacity: int = INITIAL_CAPACITY) -> "KVCache":
@@ -103,6 +106,23 @@ class KVCache:
         """
         self.cross_k[layer], self.cross_v[layer] = k.contiguous(), v.contiguous()
 
+    def set_source_mask(self, src_pad_mask: Tensor | None, dtype: torch.dtype) -> bool:
+        """Turn the source padding mask ``(N, S)`` (True = real token) into the additive
+        cross-attention bias ``(N, 1, 1, S)`` (0 or -inf) that every layer reuses at every step;
+        ``None`` when nothing is padded. A bool mask would be re-checked for fully masked rows
+        and converted by every attention call. Returns False (and stores nothing) if some row
+        has no real token: such rows need the bool mask's zero-output rule.
+        """
+        if src_pad_mask is not None and not bool(src_pad_mask.any(dim=-1).all()):
+            return False
+        if src_pad_mask is None or bool(src_pad_mask.all()):
+            self.cross_bias = None
+        else:
+            zeros = torch.zeros(src_pad_mask.shape, dtype=dtype, device=src_pad_mask.device)
+            self.cross_bias = zeros.masked_fill(~src_pad_mask, float("-inf"))[:, None, None, :]
+        self.source_mask_set = True
+        return True
+
     def has_cross(self, layer: int) -> bool:
         return layer < len(self.cross_k) and self.cross_k[layer] is not None
 
@@ -137,16 +157,19 @@ class KVCache:
                     # Only the filled steps are copied, straight into the new buffer's view.
                     torch.index_select(buf[:, :, :n], 0, idx, out=new[:, :, :n])
                 dst[layer] = new
+        out.source_mask_set = self.source_mask_set
         if cross:
             out.cross_k = [None if t is None else t.index_select(0, indices.to(t.device)) for t in self.cross_k]
             out.cross_v = [None if t is None else t.index_select(0, indices.to(t.device)) for t in self.cross_v]
+            bias = self.cross_bias
+            out.cross_bias = None if bias is None else bias.index_select(0, indices.to(bias.device))
         else:
             if indices.numel() != self._rows():
                 raise ValueError(
                     f"reorder(cross=False) keeps the cross-attention rows, so it needs as many indices "
                     f"as rows ({self._rows()}), got {indices.numel()}"
                 )
-            out.cross_k, out.cross_v = list(self.cross_k), list(self.cross_v)
+            out.cross_k, out.cross_v, out.cross_bias = list(self.cross_k), list(self.cross_v), self.cross_bias
         return out
 
     def _rows(self) -> int:

@@ -90,13 +90,16 @@ class _DecoderLayerBase(nn.Module):
 
     def _cross_attention(self, h, memory, mask, cache: KVCache | None, layer_idx: int, need_weights):
         q = self.cross_attn.project_q(h)  # (B, H, t, d_head)
+        bias = None
         if cache is not None and cache.has_cross(layer_idx):
             k, v = cache.cross(layer_idx)  # (B, H, S, d_head), projected once by init_cache
+            if cache.source_mask_set:
+                mask, bias = None, cache.cross_bias  # (B, 1, 1, S) additive, or None: no padding
         else:
             if memory is None:
                 raise ValueError("decoder layer needs memory or a cache with cross-attention entries")
             k, v = self.cross_attn.project_kv(memory)
-        out, w = self.cross_attn.attend(q, k, v, mask, None, need_weights)
+        out, w = self.cross_attn.attend(q, k, v, mask, bias, need_weights)
         return self.dropout(out), w
 
 
