@@ -85,3 +85,27 @@ def test_source_mask_becomes_an_additive_bias_that_follows_reorder():
     empty_row = KVCache.empty(1)
     assert not empty_row.set_source_mask(torch.tensor([[True, False], [False, False]]), torch.float32)
     assert not empty_row.source_mask_set
+
+
+def test_in_place_reorder_matches_reorder_and_recycles_buffers():
+    torch.manual_seed(0)
+    a, b = KVCache.empty(2), KVCache.empty(2)
+    for cache in (a, b):
+        cache.set_cross(0, torch.arange(4.0).view(4, 1, 1, 1), torch.zeros(4, 1, 1, 1))
+    steps = [torch.randn(4, 2, 1, 3) for _ in range(4)]
+    orders = [torch.tensor([1, 1, 0, 3]), torch.tensor([3, 2, 2, 0]), torch.tensor([0, 0, 0, 1])]
+    pointers = set()
+    for step, k in enumerate(steps):
+        for layer in range(2):
+            a.append_self(layer, k, -k)
+            b.append_self(layer, k, -k)
+        if step < len(orders):
+            a = a.reorder(orders[step], cross=False)
+            same = b.reorder_(orders[step], cross=False)
+            assert same is b
+            pointers.add(b._k[0].data_ptr())
+    for layer in range(2):
+        torch.testing.assert_close(b.self_k[layer], a.self_k[layer])
+        torch.testing.assert_close(b.self_v[layer], a.self_v[layer])
+    assert len(pointers) == 2  # two buffers take turns
+    assert b.cross(0)[0].flatten().tolist() == [0, 1, 2, 3]

@@ -47,7 +47,8 @@ class KVCacheLike(Protocol):
 
         With ``cross=False`` the caller promises that row ``indices[n]`` comes from the same
         sentence as row ``n``, so per-sentence state (the cross-attention keys/values) may be
-        kept as it is.
+        kept as it is. A cache may also offer ``reorder_`` (same arguments, reorders itself in
+        place and returns itself); beam search prefers it, since the old state is never reused.
         """
         ...
 

@@ -129,7 +129,8 @@ def beam_search(
             reorder, enc = reorder[rows], enc.index_select(rows)  # (N',)
         # Without a dropped sentence every row keeps its sentence, so the cache can keep the
         # per-sentence cross-attention keys/values instead of copying them every step.
-        cache = cache.reorder(reorder, cross=dropped)
+        # A cache that can reorder in place (``KVCache.reorder_``) reuses its buffers.
+        cache = getattr(cache, "reorder_", cache.reorder)(reorder, cross=dropped)
         last = beams.tokens[:, :, -1].reshape(-1, 1)  # (B, K) -> (N, 1)
 
     for b, sid in enumerate(sent_ids):

@@ -38,6 +38,9 @@ class KVCache:
         self._k: list[Tensor | None] = [None] * n_layers  # (N, H, C, d_head) buffers
         self._v: list[Tensor | None] = [None] * n_layers
         self._len = [0] * n_layers  # filled steps per layer
+        # Buffers of an earlier step, reused as the destination of the next in-place reorder.
+        self._spare_k: list[Tensor | None] = [None] * n_layers
+        self._spare_v: list[Tensor | None] = [None] * n_layers
         self.cross_k: list[Tensor | None] = [None] * n_layers
         self.cross_v: list[Tensor | None] = [None] * n_layers
         # The source padding as an additive bias (N, 1, 1, S), prepared once (set_source_mask).
@@ -143,20 +146,44 @@ class KVCache:
                 one sentence share their source keys/values, so they are kept as they are.
         """
         out = KVCache(self.n_layers, self._capacity)
-        out._len = list(self._len)
-        for layer, n in enumerate(self._len):
-            for src, dst in ((self._k, out._k), (self._v, out._v)):
-                buf = src[layer]
+        self._reorder_into(out, indices, cross, reuse=False)
+        return out
+
+    def reorder_(self, indices: Tensor, cross: bool = True) -> "KVCache":
+        """``reorder`` in place: this cache becomes the reordered one and is returned.
+
+        The rows are gathered into buffers kept from an earlier reorder (double buffering), so
+        a beam search step allocates nothing; the pre-reorder state is gone afterwards.
+        """
+        self._reorder_into(self, indices, cross, reuse=True)
+        return self
+
+    def _reorder_into(self, out: "KVCache", indices: Tensor, cross: bool, reuse: bool) -> None:
+        if not cross and indices.numel() != self._rows():
+            raise ValueError(
+                f"reorder(cross=False) keeps the cross-attention rows, so it needs as many indices "
+                f"as rows ({self._rows()}), got {indices.numel()}"
+            )
+        lengths = list(self._len)
+        for layer, n in enumerate(lengths):
+            for bufs, spares in ((self._k, self._spare_k), (self._v, self._spare_v)):
+                buf = bufs[layer]
                 if buf is None:
                     continue
                 idx = indices.to(buf.device)
-                new = buf.new_empty((idx.numel(), *buf.shape[1:]))  # (N', H, C, d_head)
+                shape = (idx.numel(), *buf.shape[1:])  # (N', H, C, d_head)
+                spare = spares[layer] if reuse else None
+                new = spare if spare is not None and spare.shape == shape else buf.new_empty(shape)
                 if buf.requires_grad and torch.is_grad_enabled():
+                    new = new.clone()  # never write into a tensor autograd may still need
                     new[:, :, :n] = buf[:, :, :n].index_select(0, idx)  # out= has no autograd
                 else:
                     # Only the filled steps are copied, straight into the new buffer's view.
                     torch.index_select(buf[:, :, :n], 0, idx, out=new[:, :, :n])
-                dst[layer] = new
+                if reuse:
+                    spares[layer] = buf
+                (out._k if bufs is self._k else out._v)[layer] = new
+        out._len = lengths
         out.source_mask_set = self.source_mask_set
         if cross:
             out.cross_k = [None if t is None else t.index_select(0, indices.to(t.device)) for t in self.cross_k]
@@ -164,13 +191,7 @@ class KVCache:
             bias = self.cross_bias
             out.cross_bias = None if bias is None else bias.index_select(0, indices.to(bias.device))
         else:
-            if indices.numel() != self._rows():
-                raise ValueError(
-                    f"reorder(cross=False) keeps the cross-attention rows, so it needs as many indices "
-                    f"as rows ({self._rows()}), got {indices.numel()}"
-                )
             out.cross_k, out.cross_v, out.cross_bias = list(self.cross_k), list(self.cross_v), self.cross_bias
-        return out
 
     def _rows(self) -> int:
         for t in (*self._k, *self.cross_k):
