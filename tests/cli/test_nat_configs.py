@@ -87,3 +87,18 @@ def test_decode_overrides_from_the_issue_compose():
     assert compose_cfg("eval", ["ckpt_path=x", "decode=mask_predict", "decode.iterations=10"]).decode.iterations == 10
     cfg = compose_cfg("distill", ["ckpt_path=at.ckpt", "split=train", "output_dir=d", "decode=beam", "decode.beam_size=5"])
     assert cfg.decode.strategy == "beam" and cfg.decode.beam_size == 5 and cfg.split == "train"
+
+
+def test_distilled_data_module_hyperparameters_load_with_weights_only(tmp_path):
+    """A run on distilled data must resume: Lightning saves the data module's hyperparameters
+    in every checkpoint and reads them back with ``torch.load(weights_only=True)``, which
+    refuses omegaconf objects such as the ``train_files`` mapping."""
+    from transformer.cli.train import build_datamodule
+
+    cfg = compose_cfg("train", ["experiment=multi30k_de_en_nat_distill", f"distill_dir={tmp_path}",
+                                f"output_dir={tmp_path}"])
+    dm = build_datamodule(cfg)
+    assert dm.hparams["train_files"] == {"src": f"{tmp_path}/train.de", "tgt": f"{tmp_path}/train.en"}
+    torch.save({"datamodule_hyper_parameters": dict(dm.hparams)}, tmp_path / "h.ckpt")
+    loaded = torch.load(tmp_path / "h.ckpt", weights_only=True)
+    assert loaded["datamodule_hyper_parameters"]["train_files"]["src"].endswith("train.de")

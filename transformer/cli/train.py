@@ -39,7 +39,9 @@ def build_datamodule(cfg: DictConfig):
             path = out / "resumed_tokenizer.json"
             path.write_text(ckpt["tokenizers"].get("src") or ckpt["tokenizers"]["tgt"], encoding="utf-8")
             overrides["tokenizer_path"] = str(path)
-    return instantiate(cfg.data, **overrides)
+    # Plain containers (not DictConfig) in the data module: its hyperparameters are saved in
+    # checkpoints, and a DictConfig there stops torch.load(weights_only=True) on resume.
+    return instantiate(cfg.data, _convert_="all", **overrides)
 
 
 def build_task(cfg: DictConfig, dm):
