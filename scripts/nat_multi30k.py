@@ -30,7 +30,7 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--at-ckpt", help="a trained AT checkpoint (skip training the teacher)")
     p.add_argument("--at-experiment", help="default: multi30k_<pair>")
     p.add_argument("--nat-experiment-suffix", default="",
-                   help="'' (GPU recipe) or '_cpu' (only de_en has a CPU NAT preset)")
+                   help="'' (GPU recipe) or '_cpu' (CPU-sized students)")
     p.add_argument("--train-extra", nargs="*", default=[], help="overrides for every training run")
     p.add_argument("--at-extra", nargs="*", default=[], help="overrides for the teacher only")
     p.add_argument("--nat-extra", nargs="*", default=[], help="overrides for both NAT runs")

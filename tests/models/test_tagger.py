@@ -81,3 +81,45 @@ def test_tagger_reads_the_spelling_and_ignores_padding():
     again = Tagger(len(PIECES), 5, 0, n_layers=1, pooling="mean", char_channels=6, char_dim=4, **TINY).eval()
     again.load_state_dict(m.state_dict())
     torch.testing.assert_close(again(src, word_ids), m(src, word_ids))
+
+
+# ----------------------------------------------------------------- word-level context
+def _pair(window):
+    """The same weights with the encoder over pieces and over words."""
+    torch.manual_seed(0)
+    kw = dict(n_layers=1, pooling="mean", window=window, **TINY)
+    piece = Tagger(20, 5, 0, context="piece", **kw).eval()
+    word = Tagger(20, 5, 0, context="word", **kw).eval()
+    word.load_state_dict(piece.state_dict())
+    return piece, word
+
+
+def test_word_context_windows_and_positions_count_words():
+    piece, word = _pair(window=1)
+    src = torch.tensor([[5, 6, 7, 8, 9]])
+    word_ids = torch.tensor([[0, 0, 0, 1, 2]])  # a three-piece word, then two one-piece words
+    changed = src.clone()
+    changed[0, 0] = 11  # the first piece of word 0
+    # Over words, word 1's window (+-1 word) holds all of word 0; over pieces it holds only
+    # word 0's last piece, so the change reaches word 1 only in the word context.
+    assert not torch.allclose(word(changed, word_ids)[0, 1], word(src, word_ids)[0, 1], atol=1e-4)
+    torch.testing.assert_close(piece(changed, word_ids)[0, 1], piece(src, word_ids)[0, 1])
+    # Word 2 is two words from word 0: outside the window in the word context as well.
+    torch.testing.assert_close(word(changed, word_ids)[0, 2], word(src, word_ids)[0, 2])
+
+
+def test_word_context_ignores_padding_and_specials():
+    torch.manual_seed(0)
+    m = Tagger(len(PIECES), 5, 0, n_layers=2, pooling="mean", context="word", char_channels=6, char_dim=4,
+               **TINY).eval()
+    m.set_pieces(PIECES, {0, 1, 2, 3})
+    base = m(torch.tensor([[4, 5, 6]]), torch.tensor([[0, 0, 1]]))
+    batch = m(torch.tensor([[2, 4, 5, 6, 0, 0], [2, 7, 4, 4, 6, 5]]),  # BOS-like special, padding
+              torch.tensor([[-1, 0, 0, 1, -1, -1], [-1, 0, 1, 2, 3, 3]]))
+    assert batch.shape == (2, 4, 5)
+    torch.testing.assert_close(batch[0, :2], base[0], atol=1e-5, rtol=0)
+
+
+def test_unknown_context_is_refused():
+    with pytest.raises(ValueError, match="context"):
+        Tagger(20, 5, 0, context="sentence", **TINY)

@@ -105,5 +105,7 @@ class NATModel(Protocol):
         ...
 
     def decode(self, enc: EncoderOutLike, tgt_tokens: Tensor, tgt_pad_mask: Tensor) -> Tensor:
-        """``tgt_tokens (N, T)`` long, ``tgt_pad_mask (N, T)`` bool (True = real) -> ``(N, T, V)``."""
+        """``tgt_tokens (N, T)`` long, ``tgt_pad_mask (N, T)`` bool (True = real) -> logits ``(N, T, V)``.
+
+        The returned logits belong to the caller: decoding may change them in place."""
         ...

@@ -210,10 +210,12 @@ def _predict(
 ) -> tuple[Tensor, Tensor]:
     """One decoder pass: argmax ids ``(N, T)`` (PAD outside the length) and their log-probs
     ``(N, T)`` (+inf outside the length, so padding is never chosen for re-masking)."""
-    logits = model.decode(enc, tokens, real)  # (N, T, V)
-    log_probs = F.log_softmax(logits.float(), dim=-1)  # (N, T, V)
-    _, ids = ban_tokens(log_probs, banned).max(dim=-1)  # (N, T)
-    conf = log_probs.gather(-1, ids.unsqueeze(-1)).squeeze(-1)  # (N, T, 1) -> (N, T)
+    logits = model.decode(enc, tokens, real).float()  # (N, T, V), ours to change (api.NATModel)
+    # log p(best) = best logit - logsumexp over the whole vocabulary (banned ids included, as a
+    # log-softmax would), without writing an (N, T, V) log-probability tensor.
+    log_z = torch.logsumexp(logits, dim=-1)  # (N, T)
+    best, ids = ban_tokens(logits, banned, inplace=True).max(dim=-1)  # (N, T)
+    conf = best - log_z  # (N, T)
     ids = ids.masked_fill(~real, pad_id)
     conf = conf.masked_fill(~real, float("inf"))
     return ids, conf

@@ -13,6 +13,9 @@ from transformer.models.init import init_weights
 from transformer.modules.masks import pad_mask
 
 POOLINGS = ("first", "mean")
+# What the encoder attends over: subword pieces (then pooled per word) or words (pieces'
+# embeddings pooled first, so attention and positions count words).
+CONTEXTS = ("piece", "word")
 # Character ids: 0 = padding, 1..N_CHAR_IDS-1 = a character's code point folded into that range
 # (byte-level BPE pieces spell bytes with code points below 324, so they never collide).
 N_CHAR_IDS = 512
@@ -147,6 +150,10 @@ class Tagger(nn.Module):
             spelling vector to the input embedding of every piece of the word (so attention
             sees its neighbours' spellings too); fill its table with ``set_pieces``.
         char_dim, char_kernel: its character embedding size and convolution width.
+        context: ``"piece"`` — the encoder runs over pieces and its outputs are pooled per
+            word; ``"word"`` — each word's piece embeddings are pooled (plus its spelling
+            vector) and the encoder runs over words, so a local ``window`` and relative
+            positions count words, and sequences are shorter.
         Others as in ``TransformerEncoder``.
     """
 
@@ -169,10 +176,14 @@ class Tagger(nn.Module):
         char_channels: int = 0,
         char_dim: int = 32,
         char_kernel: int = 3,
+        context: str = "piece",
     ):
         super().__init__()
         if pooling not in POOLINGS:
             raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        if context not in CONTEXTS:
+            raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
+        self.context = context
         self.pad_id = pad_id
         self.vocab_size = vocab_size
         self.n_tags = n_tags
@@ -195,6 +206,8 @@ class Tagger(nn.Module):
             self.chars.set_pieces(pieces, special_ids)
 
     def forward(self, src: Tensor, word_ids: Tensor) -> Tensor:
+        if self.context == "word":
+            return self._forward_words(src, word_ids)
         mask = pad_mask(src, self.pad_id)  # (B, T)
         if self.chars is None:
             h = self.encoder(src, mask)  # (B, T, D)
@@ -206,3 +219,15 @@ class Tagger(nn.Module):
             h = self.encoder.forward_embeddings(self.encoder.embed_tokens(src) + per_piece, mask)  # (B, T, D)
         words = pool_words(h, word_ids, self.pooling)  # (B, W, D)
         return self.classifier(self.dropout(words))  # (B, W, C)
+
+    def _forward_words(self, src: Tensor, word_ids: Tensor) -> Tensor:
+        words = pool_words(self.encoder.embed_tokens(src), word_ids, self.pooling)  # (B, W, D)
+        if self.chars is not None:
+            words = words + self.chars(src, word_ids)  # (B, W, D)
+        b, w = words.shape[:2]
+        valid = word_ids.ge(0)  # (B, T)
+        pieces = torch.zeros(b, w, dtype=torch.long, device=src.device)  # (B, W) pieces per word
+        pieces.scatter_add_(1, word_ids.clamp(min=0), valid.long())
+        real = pieces.gt(0)  # (B, W): words padding the batch have no piece
+        h = self.encoder.forward_embeddings(words, real)  # (B, W, D)
+        return self.classifier(self.dropout(h))  # (B, W, C)
