@@ -123,3 +123,39 @@ def test_word_context_ignores_padding_and_specials():
 def test_unknown_context_is_refused():
     with pytest.raises(ValueError, match="context"):
         Tagger(20, 5, 0, context="sentence", **TINY)
+
+
+def test_boundaries_frame_each_spelling_and_leave_padding_empty():
+    from transformer.models.tagger import BOW_ID, EOW_ID, add_boundaries, char_id
+
+    a, b = char_id("a"), char_id("b")
+    chars = torch.tensor([[[a, b, 0], [a, 0, 0], [0, 0, 0], [a, b, a]]])  # (1, W=4, L=3)
+    framed = add_boundaries(chars)
+    assert framed.tolist() == [[[BOW_ID, a, b, EOW_ID, 0], [BOW_ID, a, EOW_ID, 0, 0], [0] * 5,
+                                [BOW_ID, a, b, a, EOW_ID]]]
+    assert {BOW_ID, EOW_ID}.isdisjoint(char_id(chr(c)) for c in range(0x3000))  # markers never spell
+
+
+def test_boundaries_tell_a_suffix_from_the_same_letters_inside_a_word():
+    # One width-2 filter that fires only on "d" + end-of-word: with markers "ed" at the end and
+    # "ed" in the middle of a word give different vectors; without them, the same.
+    from transformer.models.tagger import EOW_ID, CharWordEncoder, char_id
+
+    pieces = [None, None, None, None, "walked", "edge"]
+    out = {}
+    for framed in (False, True):
+        enc = CharWordEncoder(len(pieces), d_model=1, char_dim=2, channels=1, kernel=2, boundaries=framed)
+        enc.set_pieces(pieces, {0, 1, 2, 3})
+        with torch.no_grad():
+            enc.embed.weight.zero_()
+            enc.embed.weight[char_id("d"), 0] = 1.0
+            enc.embed.weight[EOW_ID, 1] = 1.0
+            enc.conv.weight.zero_()
+            enc.conv.bias.fill_(-1.5)
+            enc.conv.weight[0, 0, 0] = 1.0  # "d" at the first tap
+            enc.conv.weight[0, 1, 1] = 1.0  # end marker at the second tap
+            enc.proj.weight.fill_(1.0)
+            enc.proj.bias.zero_()
+        out[framed] = enc(torch.tensor([[4, 5]]), torch.tensor([[0, 1]]))[0, :, 0].tolist()  # (W,)
+    assert out[False] == [0.0, 0.0]
+    assert out[True][0] > 0.0 and out[True][1] == 0.0

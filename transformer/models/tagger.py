@@ -6,6 +6,7 @@ Shape legend: B batch, T pieces, W words (max in batch), D = d_model, C tags.
 from __future__ import annotations
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer.models.encoder import TransformerEncoder
@@ -16,14 +17,27 @@ POOLINGS = ("first", "mean")
 # What the encoder attends over: subword pieces (then pooled per word) or words (pieces'
 # embeddings pooled first, so attention and positions count words).
 CONTEXTS = ("piece", "word")
-# Character ids: 0 = padding, 1..N_CHAR_IDS-1 = a character's code point folded into that range
-# (byte-level BPE pieces spell bytes with code points below 324, so they never collide).
+# Character ids: 0 = padding, 1..N_CHAR_IDS-3 = a character's code point folded into that range
+# (byte-level BPE pieces spell bytes with code points below 324, so they never collide), and
+# the last two mark a word's beginning and end (CharWordEncoder(boundaries=True)).
 N_CHAR_IDS = 512
+BOW_ID = N_CHAR_IDS - 2
+EOW_ID = N_CHAR_IDS - 1
 
 
 def char_id(ch: str) -> int:
-    """The id of one character of a piece string (never 0, which is padding)."""
-    return 1 + ord(ch) % (N_CHAR_IDS - 1)
+    """The id of one character of a piece string (never 0, which is padding, nor a marker)."""
+    return 1 + ord(ch) % (N_CHAR_IDS - 3)
+
+
+def add_boundaries(chars: Tensor) -> Tensor:
+    """``(..., L)`` left-aligned character ids -> ``(..., L + 2)`` with ``BOW_ID`` before and
+    ``EOW_ID`` after each spelling; an empty spelling (padding) stays empty."""
+    n = chars.ne(0).sum(-1, keepdim=True)  # (..., 1) characters per word
+    out = F.pad(chars, (1, 1))  # (..., L + 2), shifted right by one
+    has = n.gt(0)  # (..., 1)
+    out[..., :1] = torch.where(has, torch.full_like(n, BOW_ID), out[..., :1])
+    return out.scatter(-1, n + 1, torch.where(has, torch.full_like(n, EOW_ID), torch.zeros_like(n)))
 
 
 def spell_words(piece_chars: Tensor, src: Tensor, word_ids: Tensor, max_word_chars: int) -> Tensor:
@@ -68,16 +82,23 @@ class CharWordEncoder(nn.Module):
     ids through a ``(V, L_p)`` table of each piece's characters (``set_pieces``, filled from
     the tokenizer and saved with the weights), so the data pipeline is unchanged.
 
+    ``boundaries=True`` frames each spelling with begin/end-of-word markers, so a filter can
+    tell a suffix (``ed`` + end) or a prefix from the same letters inside a word (max-pooling
+    otherwise discards where in the word a pattern was found).
+
     ``forward(src (B, T), word_ids (B, T)) -> (B, W, D)``; a word without characters gets 0.
     """
 
     def __init__(self, vocab_size: int, d_model: int, char_dim: int = 32, channels: int = 128,
-                 kernel: int = 3, max_piece_chars: int = 16, max_word_chars: int = 24):
+                 kernel: int = 3, max_piece_chars: int = 16, max_word_chars: int = 24, boundaries: bool = False):
         super().__init__()
         self.max_word_chars = max_word_chars
+        self.boundaries = boundaries
         self.register_buffer("piece_chars", torch.zeros(vocab_size, max_piece_chars, dtype=torch.long))
         self.embed = nn.Embedding(N_CHAR_IDS, char_dim, padding_idx=0)
-        self.conv = nn.Conv1d(char_dim, channels, kernel, padding=kernel // 2)
+        # Padded in forward: (kernel - 1) // 2 left, the rest right, so any width keeps L_w outputs.
+        self.pad = ((kernel - 1) // 2, kernel - 1 - (kernel - 1) // 2)
+        self.conv = nn.Conv1d(char_dim, channels, kernel)
         self.proj = nn.Linear(channels, d_model)
 
     def set_pieces(self, pieces: list[str | None], special_ids: set[int] = frozenset()) -> None:
@@ -98,9 +119,11 @@ class CharWordEncoder(nn.Module):
 
     def forward(self, src: Tensor, word_ids: Tensor) -> Tensor:
         chars = spell_words(self.piece_chars, src, word_ids, self.max_word_chars)  # (B, W, L_w)
+        if self.boundaries:
+            chars = add_boundaries(chars)  # (B, W, L_w + 2)
         b, w, l = chars.shape
         x = self.embed(chars.reshape(b * w, l)).transpose(1, 2)  # (B*W, L_w, C) -> (B*W, C, L_w)
-        h = torch.relu(self.conv(x))  # (B*W, K, L_w)
+        h = torch.relu(self.conv(F.pad(x, self.pad)))  # (B*W, K, L_w)
         real = chars.reshape(b * w, 1, l).ne(0)  # (B*W, 1, L_w)
         h = h.masked_fill(~real, 0.0).amax(dim=-1)  # (B*W, K); ReLU >= 0, so 0 is a safe pad
         return self.proj(h).view(b, w, -1)  # (B, W, D)
@@ -150,6 +173,8 @@ class Tagger(nn.Module):
             spelling vector to the input embedding of every piece of the word (so attention
             sees its neighbours' spellings too); fill its table with ``set_pieces``.
         char_dim, char_kernel: its character embedding size and convolution width.
+        char_boundaries: frame each word's spelling with begin/end markers (see
+            ``CharWordEncoder``).
         context: ``"piece"`` — the encoder runs over pieces and its outputs are pooled per
             word; ``"word"`` — each word's piece embeddings are pooled (plus its spelling
             vector) and the encoder runs over words, so a local ``window`` and relative
@@ -176,6 +201,7 @@ class Tagger(nn.Module):
         char_channels: int = 0,
         char_dim: int = 32,
         char_kernel: int = 3,
+        char_boundaries: bool = False,
         context: str = "piece",
     ):
         super().__init__()
@@ -197,7 +223,9 @@ class Tagger(nn.Module):
         init_weights(self, d_model)
         # Built after init_weights: the convolution keeps PyTorch's default initialisation.
         self.chars = (
-            CharWordEncoder(vocab_size, d_model, char_dim, char_channels, char_kernel) if char_channels > 0 else None
+            CharWordEncoder(vocab_size, d_model, char_dim, char_channels, char_kernel, boundaries=char_boundaries)
+            if char_channels > 0
+            else None
         )
 
     def set_pieces(self, pieces: list[str | None], special_ids: set[int] = frozenset()) -> None:
