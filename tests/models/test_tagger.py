@@ -150,12 +150,67 @@ def test_boundaries_tell_a_suffix_from_the_same_letters_inside_a_word():
             enc.embed.weight.zero_()
             enc.embed.weight[char_id("d"), 0] = 1.0
             enc.embed.weight[EOW_ID, 1] = 1.0
-            enc.conv.weight.zero_()
-            enc.conv.bias.fill_(-1.5)
-            enc.conv.weight[0, 0, 0] = 1.0  # "d" at the first tap
-            enc.conv.weight[0, 1, 1] = 1.0  # end marker at the second tap
+            enc.convs[0].weight.zero_()
+            enc.convs[0].bias.fill_(-1.5)
+            enc.convs[0].weight[0, 0, 0] = 1.0  # "d" at the first tap
+            enc.convs[0].weight[0, 1, 1] = 1.0  # end marker at the second tap
             enc.proj.weight.fill_(1.0)
             enc.proj.bias.zero_()
         out[framed] = enc(torch.tensor([[4, 5]]), torch.tensor([[0, 1]]))[0, :, 0].tolist()  # (W,)
     assert out[False] == [0.0, 0.0]
     assert out[True][0] > 0.0 and out[True][1] == 0.0
+
+
+def test_several_widths_concatenate_each_widths_pooled_filters():
+    # Kernel (2, 3) with the width-3 block's projection zeroed gives exactly the width-2
+    # encoder with the same weights; unzeroed, the width-3 filters change the vector.
+    from transformer.models.tagger import CharWordEncoder
+
+    pieces = [None, None, None, None, "walked", "edge"]
+    torch.manual_seed(0)
+    one = CharWordEncoder(len(pieces), d_model=3, char_dim=4, channels=5, kernel=2)
+    two = CharWordEncoder(len(pieces), d_model=3, char_dim=4, channels=5, kernel=[2, 3])
+    assert two.proj.in_features == 10
+    for enc in (one, two):
+        enc.set_pieces(pieces, {0, 1, 2, 3})
+    src, word_ids = torch.tensor([[4, 5]]), torch.tensor([[0, 1]])
+    with torch.no_grad():
+        two.embed.weight.copy_(one.embed.weight)
+        two.convs[0].load_state_dict(one.convs[0].state_dict())
+        two.proj.weight.zero_()
+        two.proj.weight[:, :5] = one.proj.weight
+        two.proj.bias.copy_(one.proj.bias)
+        torch.testing.assert_close(two(src, word_ids), one(src, word_ids))
+        two.proj.weight[:, 5:] = 1.0
+        assert not torch.allclose(two(src, word_ids), one(src, word_ids))
+    with pytest.raises(ValueError, match="kernel"):
+        CharWordEncoder(len(pieces), d_model=3, kernel=[])
+
+
+def test_checkpoints_naming_the_single_convolution_conv_still_load():
+    from transformer.models.tagger import CharWordEncoder
+
+    torch.manual_seed(0)
+    enc = CharWordEncoder(6, d_model=3, char_dim=4, channels=5, kernel=3)
+    old = {k.replace("convs.0.", "conv."): v for k, v in enc.state_dict().items()}
+    assert "conv.weight" in old
+    again = CharWordEncoder(6, d_model=3, char_dim=4, channels=5, kernel=3)
+    again.load_state_dict(old)
+    torch.testing.assert_close(again.convs[0].weight, enc.convs[0].weight)
+
+
+@pytest.mark.parametrize("context", ["piece", "word"])
+def test_spelling_can_come_from_other_pieces_than_the_embedded_ones(context):
+    # ``spell`` feeds only the character encoder: hiding a word's pieces (<unk> = 3) but
+    # spelling the real ones differs from hiding both, and spell=src is the default.
+    torch.manual_seed(0)
+    m = Tagger(len(PIECES), 5, 0, n_layers=1, pooling="mean", char_channels=6, char_dim=4, context=context,
+               **TINY).eval()
+    m.set_pieces(PIECES, {0, 1, 2, 3})
+    src, word_ids = torch.tensor([[4, 5, 6]]), torch.tensor([[0, 0, 1]])
+    hidden = torch.tensor([[4, 5, 3]])
+    torch.testing.assert_close(m(src, word_ids, src), m(src, word_ids))
+    assert not torch.allclose(m(hidden, word_ids, src)[0, 1], m(hidden, word_ids)[0, 1], atol=1e-4)
+    # a model without a character encoder has nothing to spell with
+    plain = Tagger(len(PIECES), 5, 0, n_layers=1, context=context, **TINY).eval()
+    torch.testing.assert_close(plain(hidden, word_ids, src), plain(hidden, word_ids))

@@ -172,6 +172,32 @@ def test_word_dropout_hides_whole_words_and_never_padding():
         assert (out[word_ids < 0] == 0).all()
 
 
+def test_piece_dropout_hides_pieces_but_keeps_the_spelling(tokenizer):
+    # piece_dropout=1: the model embeds only <unk> but spells the real pieces; word dropout
+    # hides both. Evaluation sees the sentence unchanged.
+    task = make_task(tokenizer, char_channels=8, char_dim=4)
+    seen = []
+    real_forward = task.model.forward
+    task.model.forward = lambda src, word_ids, spell=None: (seen.append((src, spell)), real_forward(src, word_ids, spell))[1]
+    ids, word_ids = tokenizer.encode_words(["the", "cat", "sat"])
+    batch = {"src": torch.tensor([ids]), "word_ids": torch.tensor([word_ids]), "tags": torch.tensor([[0, 1, 2]])}
+    unk = tokenizer.unk_id
+    task.train()
+    task.hparams.piece_dropout, task.hparams.word_dropout = 1.0, 0.0
+    task._step(batch)
+    src, spell = seen[-1]
+    assert src.eq(unk).all() and torch.equal(spell, batch["src"])
+    task.hparams.piece_dropout, task.hparams.word_dropout = 0.0, 1.0
+    task._step(batch)
+    src, spell = seen[-1]
+    assert src.eq(unk).all() and spell.eq(unk).all()
+    task.eval()
+    task.hparams.piece_dropout = 1.0
+    task._step(batch)
+    src, spell = seen[-1]
+    assert torch.equal(src, batch["src"]) and torch.equal(spell, batch["src"])
+
+
 def test_character_encoder_table_comes_from_the_tokenizer(tokenizer):
     task = make_task(tokenizer, char_channels=8, char_dim=4)
     table = task.model.chars.piece_chars  # (V, L_p)

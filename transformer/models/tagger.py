@@ -5,6 +5,8 @@ Shape legend: B batch, T pieces, W words (max in batch), D = d_model, C tags.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
@@ -86,20 +88,37 @@ class CharWordEncoder(nn.Module):
     tell a suffix (``ed`` + end) or a prefix from the same letters inside a word (max-pooling
     otherwise discards where in the word a pattern was found).
 
+    ``kernel`` is one width or a list of widths (one convolution each, pooled outputs
+    concatenated).
+
     ``forward(src (B, T), word_ids (B, T)) -> (B, W, D)``; a word without characters gets 0.
     """
 
     def __init__(self, vocab_size: int, d_model: int, char_dim: int = 32, channels: int = 128,
-                 kernel: int = 3, max_piece_chars: int = 16, max_word_chars: int = 24, boundaries: bool = False):
+                 kernel: int | Sequence[int] = 3, max_piece_chars: int = 16, max_word_chars: int = 24,
+                 boundaries: bool = False):
         super().__init__()
+        kernels = [kernel] if isinstance(kernel, int) else [int(k) for k in kernel]
+        if not kernels or min(kernels) < 1:
+            raise ValueError(f"char kernel widths must be positive integers, got {kernel!r}")
         self.max_word_chars = max_word_chars
         self.boundaries = boundaries
         self.register_buffer("piece_chars", torch.zeros(vocab_size, max_piece_chars, dtype=torch.long))
         self.embed = nn.Embedding(N_CHAR_IDS, char_dim, padding_idx=0)
-        # Padded in forward: (kernel - 1) // 2 left, the rest right, so any width keeps L_w outputs.
-        self.pad = ((kernel - 1) // 2, kernel - 1 - (kernel - 1) // 2)
-        self.conv = nn.Conv1d(char_dim, channels, kernel)
-        self.proj = nn.Linear(channels, d_model)
+        # One convolution per width, ``channels`` filters each (Kim 2016's character CNN has
+        # widths 1..7): a width-2 filter sees "ly", a width-5 one "ation". Padded in forward:
+        # (k - 1) // 2 left, the rest right, so every width keeps L_w outputs.
+        self.pads = [((k - 1) // 2, k - 1 - (k - 1) // 2) for k in kernels]
+        self.convs = nn.ModuleList(nn.Conv1d(char_dim, channels, k) for k in kernels)
+        self.proj = nn.Linear(channels * len(kernels), d_model)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        # Checkpoints from before several widths were possible name the one convolution "conv".
+        for name in ("weight", "bias"):
+            old = f"{prefix}conv.{name}"
+            if old in state_dict:
+                state_dict[f"{prefix}convs.0.{name}"] = state_dict.pop(old)
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
 
     def set_pieces(self, pieces: list[str | None], special_ids: set[int] = frozenset()) -> None:
         """Fill the piece -> characters table; ``pieces[i]`` is piece ``i``'s string.
@@ -123,9 +142,13 @@ class CharWordEncoder(nn.Module):
             chars = add_boundaries(chars)  # (B, W, L_w + 2)
         b, w, l = chars.shape
         x = self.embed(chars.reshape(b * w, l)).transpose(1, 2)  # (B*W, L_w, C) -> (B*W, C, L_w)
-        h = torch.relu(self.conv(F.pad(x, self.pad)))  # (B*W, K, L_w)
         real = chars.reshape(b * w, 1, l).ne(0)  # (B*W, 1, L_w)
-        h = h.masked_fill(~real, 0.0).amax(dim=-1)  # (B*W, K); ReLU >= 0, so 0 is a safe pad
+        pooled = [
+            # ReLU >= 0, so 0 is a safe pad for the max over the word
+            torch.relu(conv(F.pad(x, pad))).masked_fill(~real, 0.0).amax(dim=-1)  # (B*W, K)
+            for conv, pad in zip(self.convs, self.pads)
+        ]
+        h = pooled[0] if len(pooled) == 1 else torch.cat(pooled, dim=-1)  # (B*W, K * widths)
         return self.proj(h).view(b, w, -1)  # (B, W, D)
 
 
@@ -164,7 +187,10 @@ def pool_words(h: Tensor, word_ids: Tensor, pooling: str = "first") -> Tensor:
 class Tagger(nn.Module):
     """Transformer encoder + per-word linear classifier.
 
-    ``forward(src (B, T), word_ids (B, T)) -> logits (B, W, C)``.
+    ``forward(src (B, T), word_ids (B, T), spell=None) -> logits (B, W, C)``; ``spell`` (same
+    shape as ``src``) are the piece ids the character encoder spells words from, when they
+    differ from the embedded ones (``src`` with some words hidden, see
+    ``tasks.tagging.TaggingTask``'s ``piece_dropout``); default ``src``.
 
     Args:
         n_tags: number of tag classes C.
@@ -172,7 +198,8 @@ class Tagger(nn.Module):
         char_channels: if > 0, a ``CharWordEncoder`` with this many filters adds each word's
             spelling vector to the input embedding of every piece of the word (so attention
             sees its neighbours' spellings too); fill its table with ``set_pieces``.
-        char_dim, char_kernel: its character embedding size and convolution width.
+        char_dim, char_kernel: its character embedding size and convolution width (or list
+            of widths).
         char_boundaries: frame each word's spelling with begin/end markers (see
             ``CharWordEncoder``).
         context: ``"piece"`` — the encoder runs over pieces and its outputs are pooled per
@@ -200,7 +227,7 @@ class Tagger(nn.Module):
         pooling: str = "first",
         char_channels: int = 0,
         char_dim: int = 32,
-        char_kernel: int = 3,
+        char_kernel: int | Sequence[int] = 3,
         char_boundaries: bool = False,
         context: str = "piece",
     ):
@@ -233,14 +260,15 @@ class Tagger(nn.Module):
         if self.chars is not None:
             self.chars.set_pieces(pieces, special_ids)
 
-    def forward(self, src: Tensor, word_ids: Tensor) -> Tensor:
+    def forward(self, src: Tensor, word_ids: Tensor, spell: Tensor | None = None) -> Tensor:
+        spell = src if spell is None else spell  # (B, T)
         if self.context == "word":
-            return self._forward_words(src, word_ids)
+            return self._forward_words(src, word_ids, spell)
         mask = pad_mask(src, self.pad_id)  # (B, T)
         if self.chars is None:
             h = self.encoder(src, mask)  # (B, T, D)
         else:
-            spelled = self.chars(src, word_ids)  # (B, W, D)
+            spelled = self.chars(spell, word_ids)  # (B, W, D)
             d = spelled.size(-1)
             per_piece = spelled.gather(1, word_ids.clamp(min=0).unsqueeze(-1).expand(-1, -1, d))  # (B, T, D)
             per_piece = per_piece * word_ids.ge(0).unsqueeze(-1).to(per_piece.dtype)
@@ -248,10 +276,10 @@ class Tagger(nn.Module):
         words = pool_words(h, word_ids, self.pooling)  # (B, W, D)
         return self.classifier(self.dropout(words))  # (B, W, C)
 
-    def _forward_words(self, src: Tensor, word_ids: Tensor) -> Tensor:
+    def _forward_words(self, src: Tensor, word_ids: Tensor, spell: Tensor) -> Tensor:
         words = pool_words(self.encoder.embed_tokens(src), word_ids, self.pooling)  # (B, W, D)
         if self.chars is not None:
-            words = words + self.chars(src, word_ids)  # (B, W, D)
+            words = words + self.chars(spell, word_ids)  # (B, W, D)
         b, w = words.shape[:2]
         valid = word_ids.ge(0)  # (B, T)
         pieces = torch.zeros(b, w, dtype=torch.long, device=src.device)  # (B, W) pieces per word

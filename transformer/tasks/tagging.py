@@ -175,7 +175,11 @@ class TaggingTask(L.LightningModule):
         warmup_steps: linear warm-up length in updates.
         schedule: ``"linear"`` (decay to 0 at the trainer's last step) or ``"inverse_sqrt"``.
         word_dropout: in training, the probability that all pieces of a word are replaced
-            by ``<unk>`` (see :func:`drop_words`).
+            by ``<unk>`` (see :func:`drop_words`); the character encoder then has no spelling
+            for it either.
+        piece_dropout: in training, the probability that a word's pieces are replaced by
+            ``<unk>`` while the character encoder still spells it: how a word never seen in
+            training looks (its pieces' embeddings barely trained, its spelling informative).
         tokenizer: the tokenizer JSON (``SubwordTokenizer.to_str``); kept out of hparams.
         train_words: training word forms (for unseen-word accuracy); kept out of hparams.
     """
@@ -197,6 +201,7 @@ class TaggingTask(L.LightningModule):
         warmup_steps: int = 500,
         schedule: str = "linear",
         word_dropout: float = 0.0,
+        piece_dropout: float = 0.0,
         tokenizer: str | None = None,
         train_words: Sequence[str] | None = None,
     ) -> None:
@@ -260,15 +265,17 @@ class TaggingTask(L.LightningModule):
         return task
 
     # ----------------------------------------------------------------- training
-    def forward(self, src: torch.Tensor, word_ids: torch.Tensor) -> torch.Tensor:
-        return self.model(src, word_ids)  # (B, W, C)
+    def forward(self, src: torch.Tensor, word_ids: torch.Tensor, spell: torch.Tensor | None = None) -> torch.Tensor:
+        return self.model(src, word_ids, spell)  # (B, W, C)
 
     def _step(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, int]:
-        src = batch["src"]
+        src = spell = batch["src"]  # (B, T) pieces to embed, pieces to spell words from
+        unk = self.tokenizer.unk_id if self.tokenizer is not None else 3
         if self.training and self.hparams.word_dropout > 0:
-            unk = self.tokenizer.unk_id if self.tokenizer is not None else 3
-            src = drop_words(src, batch["word_ids"], self.hparams.word_dropout, unk)
-        logits = self(src, batch["word_ids"])  # (B, W, C)
+            src = spell = drop_words(src, batch["word_ids"], self.hparams.word_dropout, unk)
+        if self.training and self.hparams.piece_dropout > 0:
+            src = drop_words(src, batch["word_ids"], self.hparams.piece_dropout, unk)
+        logits = self(src, batch["word_ids"], spell)  # (B, W, C)
         logits, tags = align_word_dims(logits, batch["tags"])
         loss, n_words = tagging_loss(logits, tags, self.hparams.label_smoothing)
         real = tags.ne(IGNORE_INDEX)  # (B, W)
