@@ -127,3 +127,19 @@ def test_nat_copy_mode_one_pass():
     model = _nat(decoder_input="copy")
     out = nat_one_pass(model, _src(6), pad_id=PAD)
     assert len(out) == 4 and all(isinstance(tok, int) for t in out for tok in t)
+
+
+@pytest.mark.parametrize("search", ["greedy", "beam"])
+def test_search_sizes_the_cache_once_for_its_longest_output(search, monkeypatch):
+    # Outputs of up to 40 steps exceed the cache's initial 16-step buffers: search reserves
+    # them up front, so each layer's K and V buffers are allocated once and never regrown.
+    from transformer.modules.kv_cache import KVCache
+
+    grows = []
+    real_grow = KVCache._grow
+    monkeypatch.setattr(KVCache, "_grow", lambda self, layer, like, needed: (grows.append(layer), real_grow(self, layer, like, needed))[1])
+    model, src = _encoder_decoder(0), _src(0)
+    kw = dict(SPECIALS, eos_id=PAD, max_len_a=0.0, max_len_b=40)  # EOS = PAD is never emitted: 40 steps
+    out = greedy_search(model, src, **kw) if search == "greedy" else [h[0].tokens for h in beam_search(model, src, beam_size=2, **kw)]
+    assert [len(o) for o in out] == [40] * 4
+    assert sorted(grows) == [0, 1]  # one allocation per decoder layer

@@ -109,3 +109,18 @@ def test_in_place_reorder_matches_reorder_and_recycles_buffers():
         torch.testing.assert_close(b.self_v[layer], a.self_v[layer])
     assert len(pointers) == 2  # two buffers take turns
     assert b.cross(0)[0].flatten().tolist() == [0, 1, 2, 3]
+
+
+def test_reserve_sizes_buffers_once_for_the_announced_steps():
+    cache = KVCache.empty(1, capacity=2).reserve(7)
+    ptrs = set()
+    for step in range(7):
+        k, _ = cache.append_self(0, torch.full((1, 1, 1, 1), float(step)), torch.zeros(1, 1, 1, 1))
+        ptrs.add(k.data_ptr())
+    assert len(ptrs) == 1  # never regrown
+    assert k.flatten().tolist() == [0, 1, 2, 3, 4, 5, 6]
+    # past the reservation it still grows, keeping every step
+    k, _ = cache.append_self(0, torch.full((1, 1, 1, 1), 7.0), torch.zeros(1, 1, 1, 1))
+    assert k.flatten().tolist() == list(range(8))
+    with pytest.raises(ValueError, match="steps"):
+        cache.reserve(0)

