@@ -9,7 +9,8 @@ Systems: AT greedy, AT beam 5, NAT one pass, NAT length beam 3, Mask-Predict T=4
 ``translator`` (tokenize, batch, search, detokenize), as ``transformer-decode`` does.
 
 * Latency: the first ``--latency-sentences`` sentences one at a time (batch 1); mean, median
-  and 90th percentile milliseconds per sentence, after ``--warmup`` untimed sentences.
+  and 90th percentile milliseconds per sentence, after ``--warmup`` untimed sentences. The
+  systems take turns sentence by sentence, so background load hits all of them alike.
 * Throughput: the first ``--throughput-sentences`` sentences in batches of exactly
   ``--batch-size`` (64); sentences/s and output subword tokens/s. The systems alternate
   batch by batch, so background load on a shared machine hits all of them alike.
@@ -64,22 +65,32 @@ def count_tokens(tok, texts: list[str]) -> int:
     return sum(len(ids) for ids in tok.encode_batch(texts))
 
 
-def latency(translator, sentences: list[str], warmup: int) -> dict:
-    """Milliseconds per sentence at batch size 1."""
+def latency(translators: dict, sentences: list[str], warmup: int) -> dict[str, dict]:
+    """Milliseconds per sentence at batch size 1, for every system.
+
+    The systems take turns sentence by sentence (the order rotating), so a change in
+    background load hits all of them alike instead of whichever system was running then.
+    """
+    names = list(translators)
     for s in sentences[:warmup]:
-        translator.translate([s])
-    times = []
-    for s in sentences:
-        start = time.perf_counter()
-        translator.translate([s])
-        times.append((time.perf_counter() - start) * 1000.0)
-    times.sort()
-    return {
-        "sentences": len(times),
-        "mean_ms": round(statistics.fmean(times), 2),
-        "median_ms": round(statistics.median(times), 2),
-        "p90_ms": round(times[int(0.9 * (len(times) - 1))], 2),
-    }
+        for name in names:
+            translators[name].translate([s])
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for i, s in enumerate(sentences):
+        for name in names[i % len(names):] + names[: i % len(names)]:
+            start = time.perf_counter()
+            translators[name].translate([s])
+            times[name].append((time.perf_counter() - start) * 1000.0)
+    out = {}
+    for name, ts in times.items():
+        ts = sorted(ts)
+        out[name] = {
+            "sentences": len(ts),
+            "mean_ms": round(statistics.fmean(ts), 2),
+            "median_ms": round(statistics.median(ts), 2),
+            "p90_ms": round(ts[int(0.9 * (len(ts) - 1))], 2),
+        }
+    return out
 
 
 def main(argv=None) -> dict:
@@ -110,9 +121,9 @@ def main(argv=None) -> dict:
     results: dict[str, dict] = {name: {"decode": cfg, "checkpoint": getattr(args, f"{kind}_ckpt")}
                                 for name, kind, cfg in systems}
     with torch.inference_mode():
-        for name, _, _ in systems:
-            results[name]["latency_batch1"] = latency(translators[name], sources[: args.latency_sentences], args.warmup)
-            print(f"{name:20s} batch 1: {results[name]['latency_batch1']}", flush=True)
+        for name, lat in latency(translators, sources[: args.latency_sentences], args.warmup).items():
+            results[name]["latency_batch1"] = lat
+            print(f"{name:20s} batch 1: {lat}", flush=True)
         # Throughput: alternate systems batch by batch.
         outputs = {name: [] for name, _, _ in systems}
         seconds = {name: 0.0 for name, _, _ in systems}
@@ -157,11 +168,14 @@ def main(argv=None) -> dict:
 def markdown_table(report: dict, batch_size: int) -> str:
     """The results as a Markdown table (latency ms at batch 1, sentences/s at batch 64)."""
     key = f"throughput_batch{batch_size}"
-    lines = [f"| system | latency b=1 mean / p90 (ms) | throughput b={batch_size} (sent/s) | tokens/s | avg passes | BLEU |",
-             "|---|---|---|---|---|---|"]
+    at = report["systems"].get("AT greedy")
+    lines = [f"| system | latency b=1 mean / p90 (ms) | speed-up b=1 vs AT greedy | throughput b={batch_size} "
+             "(sent/s) | tokens/s | avg passes | BLEU |",
+             "|---|---|---|---|---|---|---|"]
     for name, r in report["systems"].items():
         lat, thr = r["latency_batch1"], r[key]
-        lines.append(f"| {name} | {lat['mean_ms']} / {lat['p90_ms']} | {thr['sentences_per_second']} | "
+        ratio = f"{at['latency_batch1']['mean_ms'] / lat['mean_ms']:.2f}x" if at else "-"
+        lines.append(f"| {name} | {lat['mean_ms']} / {lat['p90_ms']} | {ratio} | {thr['sentences_per_second']} | "
                      f"{thr['output_tokens_per_second']} | {r.get('avg_iterations', '-')} | {r['bleu']} |")
     return "\n".join(lines)
 
