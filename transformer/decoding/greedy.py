@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from transformer.decoding.api import Seq2SeqModel
-from transformer.decoding.common import ban_tokens, max_target_lengths, reserve_steps
+from transformer.decoding.common import ban_tokens, max_last, max_target_lengths, reserve_steps
 
 
 @torch.inference_mode()
@@ -65,10 +65,10 @@ def greedy_search(
     for step in range(out.size(1)):
         if step_logits is not None:
             logits, cache = step_logits(last, enc, cache)  # (A, V)
-            _, best = ban_tokens(logits, (pad_id, bos_id), inplace=True).max(dim=-1)  # (A,); faster than argmax on CPU
+            _, best = max_last(ban_tokens(logits, (pad_id, bos_id), inplace=True))  # (A,)
         else:
             log_probs, cache = model.decode_step(last, enc, cache)  # (A, V)
-            best_lp, best = ban_tokens(log_probs, (pad_id, bos_id), inplace=True).max(dim=-1)  # (A,), (A,)
+            best_lp, best = max_last(ban_tokens(log_probs, (pad_id, bos_id), inplace=True))  # (A,), (A,)
             scores[active] += best_lp.to(torch.float64)
         out[active, step] = best
         is_eos = best == eos_id  # (A,)

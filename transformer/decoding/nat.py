@@ -29,7 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from transformer.decoding.api import EncoderOutLike, NATModel
-from transformer.decoding.common import ban_tokens
+from transformer.decoding.common import ban_tokens, max_last
 
 
 @dataclass(frozen=True)
@@ -214,7 +214,7 @@ def _predict(
     # log p(best) = best logit - logsumexp over the whole vocabulary (banned ids included, as a
     # log-softmax would), without writing an (N, T, V) log-probability tensor.
     log_z = torch.logsumexp(logits, dim=-1)  # (N, T)
-    best, ids = ban_tokens(logits, banned, inplace=True).max(dim=-1)  # (N, T)
+    best, ids = max_last(ban_tokens(logits, banned, inplace=True))  # (N, T)
     conf = best - log_z  # (N, T)
     ids = ids.masked_fill(~real, pad_id)
     conf = conf.masked_fill(~real, float("inf"))
