@@ -210,3 +210,49 @@ def test_character_encoder_table_comes_from_the_tokenizer(tokenizer):
     again = TaggingTask.from_checkpoint_dict(ckpt)
     sents = [["the", "dogs", "barked", "."], ["Qwerty", "sat"]]
     assert again.tag(sents) == task.tag(sents)
+
+
+def test_tag_probabilities_are_distributions_whose_argmax_is_tag(tokenizer):
+    task = make_task(tokenizer, char_channels=8, char_dim=4)
+    sents = [["the", "dogs", "barked", "."], [], ["Qwerty", "sat", "on", "the", "mat", "quietly", "!"]]
+    probs = task.tag_probabilities(sents, max_tokens=16)
+    assert [p.shape for p in probs] == [(4, len(TAGS)), (0, len(TAGS)), (7, len(TAGS))]
+    for p in probs:
+        torch.testing.assert_close(p.sum(-1), torch.ones(len(p)))
+    assert task.tag(sents, max_tokens=16) == [[TAGS[i] for i in p.argmax(-1).tolist()] for p in probs]
+
+
+def _save(task, path):
+    from transformer.tasks.checkpoint import TASK_KEY
+
+    ckpt = {"state_dict": task.state_dict(), "hyper_parameters": dict(task.hparams), TASK_KEY: "tagging"}
+    task.on_save_checkpoint(ckpt)
+    torch.save(ckpt, path)
+    return str(path)
+
+
+def test_ensemble_script_averages_members_and_refuses_other_tag_sets(tokenizer, tmp_path, mirror_root):
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "tagging_ensemble", Path(__file__).resolve().parents[2] / "scripts" / "tagging_ensemble.py")
+    ens = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ens)
+    torch.manual_seed(0)
+    a = _save(make_task(tokenizer), tmp_path / "a.ckpt")
+    torch.manual_seed(1)
+    b = _save(make_task(tokenizer), tmp_path / "b.ckpt")
+    common = ["--split", "dev", "--data-dir", str(tmp_path / "cache"), "--mirror-root", str(mirror_root)]
+    one = ens.main([a, *common])
+    assert one["ensemble"]["acc"] == one["members"][0]["acc"]
+    twice = ens.main([a, a, *common])  # the same model twice is that model
+    assert twice["ensemble"]["acc"] == one["ensemble"]["acc"]
+    pair = ens.main([a, b, *common])
+    assert [m["checkpoint"] for m in pair["members"]] == [a, b]
+    assert pair["ensemble"]["tokens"] == one["ensemble"]["tokens"] > 10000
+    other = TaggingTask(model=TINY_MODEL, piece_vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
+                        tags=TAGS[::-1], data={"name": "gum", "tagset": "upos"}, tokenizer=tokenizer.to_str())
+    c = _save(other, tmp_path / "c.ckpt")
+    with pytest.raises(SystemExit, match="tag inventory"):
+        ens.main([a, c, *common])

@@ -325,6 +325,16 @@ class TaggingTask(L.LightningModule):
         Empty sentences give ``[]``. Sentences with more pieces than the model's
         positional range (``model.encoder`` ``max_len``) are tagged in word-aligned chunks.
         """
+        probs = self.tag_probabilities(sentences, max_tokens, device)
+        return [[self.tags[i] for i in p.argmax(-1).tolist()] for p in probs]
+
+    @torch.no_grad()
+    def tag_probabilities(self, sentences: Sequence[Sequence[str]], max_tokens: int = 4096,
+                          device: str | torch.device | None = None) -> list[torch.Tensor]:
+        """Per sentence, a ``(n_words, C)`` CPU tensor of tag probabilities (columns in
+        ``self.tags`` order); ``tag`` takes their argmax. Models trained with other tokenizers
+        on the same tag set can be ensembled by averaging these (``scripts/tagging_ensemble.py``).
+        """
         if self.tokenizer is None:
             raise ValueError("this checkpoint has no tokenizer; it cannot tag raw words")
         device = torch.device(device) if device is not None else next(self.parameters()).device
@@ -333,9 +343,8 @@ class TaggingTask(L.LightningModule):
         max_len = self._max_len()
         # Each unit: (sentence index, first word index, piece ids, word ids relative to the unit).
         units: list[tuple[int, int, list[int], list[int]]] = []
-        out: list[list[str]] = []
+        out = [torch.zeros(len(words), len(self.tags)) for words in sentences]
         for i, words in enumerate(sentences):
-            out.append([""] * len(words))
             if not words:
                 continue
             ids, wids = self.tokenizer.encode_words(list(words))
@@ -351,10 +360,10 @@ class TaggingTask(L.LightningModule):
             for r, (_, _, ids, wids) in enumerate(rows):
                 src[r, : len(ids)] = torch.tensor(ids)
                 word_ids[r, : len(wids)] = torch.tensor(wids)
-            pred = self(src.to(device), word_ids.to(device)).argmax(-1).tolist()  # (B, W)
-            for (i, first, _, wids), p in zip(rows, pred):
-                for w in range(wids[-1] + 1):
-                    out[i][first + w] = self.tags[p[w]]
+            probs = torch.softmax(self(src.to(device), word_ids.to(device)).float(), dim=-1).cpu()  # (B, W, C)
+            for (i, first, _, wids), p in zip(rows, probs):
+                n = wids[-1] + 1
+                out[i][first: first + n] = p[:n]
         self.train(was_training)
         return out
 
