@@ -24,6 +24,7 @@ MP = 3  # Mask-Predict sentence
 LB_SHORT = 4  # length beam: the 2nd most likely length wins
 LB_LONG = 5  # length beam: the 2nd most likely length (longer) wins
 WITH_EOS = 6
+REPEATS = 7  # one pass gives 4 4 5 5 EOS 5
 
 OUTPUTS = {
     (MP, 4): [
@@ -38,12 +39,14 @@ OUTPUTS = {
     (LB_LONG, 2): [[(3, 0.4), (4, 0.4)]],
     (LB_LONG, 4): [[(3, 0.8), (4, 0.8), (5, 0.8), (6, 0.8)]],
     (WITH_EOS, 4): [[(3, 0.9), (EOS, 0.9), (4, 0.9), (5, 0.9)]],
+    (REPEATS, 6): [[(4, 0.9), (4, 0.8), (5, 0.7), (5, 0.6), (EOS, 0.9), (5, 0.9)]],
 }
 LENGTHS = {
     MP: {4: 0.7, 3: 0.2},
     LB_SHORT: {3: 0.5, 2: 0.3, 5: 0.2},
     LB_LONG: {2: 0.5, 4: 0.4},
     WITH_EOS: {4: 1.0},
+    REPEATS: {6: 1.0},
 }
 
 
@@ -162,3 +165,28 @@ def test_model_own_length_helper_is_used():
     enc = model.encode(_src(MP))
     assert predict_lengths(model, enc, 1).tolist() == [[3]]
     assert nat_one_pass(model, _src(MP), pad_id=PAD) == [[6, 6, 6]]
+
+
+def test_collapse_repeats_keeps_one_copy_of_neighbouring_repeats_after_the_eos_cut():
+    src = _src(REPEATS, MP)
+    assert nat_one_pass(_model(), src, pad_id=PAD, eos_id=EOS) == [[4, 4, 5, 5], [3, 4, 5, 6]]
+    out, stats = nat_one_pass(_model(), src, pad_id=PAD, eos_id=EOS, collapse_repeats=True, return_stats=True)
+    assert out == [[4, 5], [3, 4, 5, 6]]  # the 5 after EOS is cut, not merged
+    # the statistics describe the decoded candidate, repeats included
+    assert stats.lengths == [6, 4]
+    assert stats.scores[0] == pytest.approx(sum(map(math.log, (0.9, 0.8, 0.7, 0.6, 0.9, 0.9))) / 6, abs=1e-5)
+    assert nat_length_beam(_model(), _src(REPEATS), pad_id=PAD, length_beam=1, eos_id=EOS,
+                           collapse_repeats=True) == [[4, 5]]
+
+
+def test_collapse_repeats_in_mask_predict_touches_only_the_output():
+    # T = 2 on the Mask-Predict sentence: call 0 gives 3 4 5 6, call 1 re-predicts positions
+    # 1 and 2 as 5 and 6, so the final candidate is 3 5 6 6.
+    plain = _model()
+    assert mask_predict(plain, _src(MP), pad_id=PAD, iterations=2) == [[3, 5, 6, 6]]
+    collapsed = _model()
+    assert mask_predict(collapsed, _src(MP), pad_id=PAD, iterations=2, collapse_repeats=True) == [[3, 5, 6]]
+    # the model saw the same inputs either way
+    assert len(collapsed.calls) == len(plain.calls) == 2
+    for a, b in zip(plain.calls, collapsed.calls):
+        assert torch.equal(a.tgt_tokens, b.tgt_tokens) and torch.equal(a.tgt_pad_mask, b.tgt_pad_mask)

@@ -206,3 +206,17 @@ def test_checkpoint_dict_round_trip_rebuilds_the_same_model():
     assert again.hparams.length_loss_weight == 0.3 and again.decoder_input == "copy"
     src = make_batch()["src"]
     assert again.search_fn(None)(src) == task.search_fn(None)(src)
+
+
+@pytest.mark.parametrize("strategy", ["nat_one_pass", "nat_length_beam", "mask_predict"])
+def test_collapse_repeats_option_reaches_every_strategy(strategy):
+    task = make_task()
+    task.hparams.eos_id = PAD  # no EOS cut
+    force_length_offset(task, 3)  # lengths 9 and 7: an untrained model repeats itself there
+    src = make_batch()["src"]
+    plain = [h[0][0] for h in task.search_fn({"strategy": strategy, "length_beam": 1, "iterations": 2})(src)]
+    collapsed = [h[0][0] for h in task.search_fn(
+        {"strategy": strategy, "length_beam": 1, "iterations": 2, "collapse_repeats": True})(src)]
+    expected = [[t for i, t in enumerate(row) if i == 0 or t != row[i - 1]] for row in plain]
+    assert collapsed == expected
+    assert any(len(e) < len(p) for e, p in zip(expected, plain)), "the fixture should produce repeats"

@@ -95,6 +95,7 @@ def nat_one_pass(
     eos_id: int | None = None,
     ban_ids: Sequence[int] = (),
     return_stats: bool = False,
+    collapse_repeats: bool = False,
 ) -> NATResult:
     """Argmax at every position of the single most likely length, in one decoder pass.
 
@@ -105,11 +106,16 @@ def nat_one_pass(
         eos_id: if given, each output is cut at its first ``eos_id``.
         ban_ids: further ids never to predict (e.g. BOS).
         return_stats: also return ``NATStats``.
+        collapse_repeats: replace each run of one id repeated at consecutive positions by a
+            single copy in the returned ids (after the EOS cut). Parallel decoding's typical
+            error is the same token at neighbouring positions ("a man man is"); collapsing is a
+            common post-processing step for NAT outputs. The statistics still describe
+            the decoded candidate (its length and mean log-prob before collapsing).
 
     Returns:
         Per sentence, in input order, the predicted ids; ``(ids, NATStats)`` with stats.
     """
-    return _decode(model, src, pad_id, 1, 1, eos_id, ban_ids, return_stats)
+    return _decode(model, src, pad_id, 1, 1, eos_id, ban_ids, return_stats, collapse_repeats)
 
 
 @torch.inference_mode()
@@ -121,13 +127,14 @@ def nat_length_beam(
     eos_id: int | None = None,
     ban_ids: Sequence[int] = (),
     return_stats: bool = False,
+    collapse_repeats: bool = False,
 ) -> NATResult:
     """One pass for each of the ``length_beam`` most likely lengths (batched as B * k rows);
     per sentence the candidate with the best mean token log-probability wins.
 
     Arguments and return value as ``nat_one_pass``.
     """
-    return _decode(model, src, pad_id, length_beam, 1, eos_id, ban_ids, return_stats)
+    return _decode(model, src, pad_id, length_beam, 1, eos_id, ban_ids, return_stats, collapse_repeats)
 
 
 @torch.inference_mode()
@@ -140,19 +147,23 @@ def mask_predict(
     eos_id: int | None = None,
     ban_ids: Sequence[int] = (),
     return_stats: bool = False,
+    collapse_repeats: bool = False,
 ) -> NATResult:
     """Mask-Predict with ``iterations`` (T) passes over ``length_beam`` length candidates.
 
     Needs a model that reads ``tgt_tokens`` (``model.mask_id`` not None). Stops early once no
     row has anything left to re-mask (``floor(L * (T - t) / T) == 0`` for every row); the
     passes actually used per sentence are in ``NATStats.iterations``. Other arguments and the
-    return value as ``nat_one_pass``.
+    return value as ``nat_one_pass``; ``collapse_repeats`` touches only the returned ids, never
+    the tokens the refinement iterations see.
     """
     if iterations < 1:
         raise ValueError(f"iterations must be >= 1, got {iterations}")
     if iterations > 1 and getattr(model, "mask_id", None) is None:
         raise ValueError("mask_predict needs a model with a mask_id (one that reads tgt_tokens)")
-    return _decode(model, src, pad_id, length_beam, iterations, eos_id, ban_ids, return_stats)
+    return _decode(
+        model, src, pad_id, length_beam, iterations, eos_id, ban_ids, return_stats, collapse_repeats
+    )
 
 
 def _decode(
@@ -164,6 +175,7 @@ def _decode(
     eos_id: int | None,
     ban_ids: Sequence[int],
     return_stats: bool,
+    collapse_repeats: bool = False,
 ) -> NATResult:
     """Shared driver: length candidates -> first pass -> refinement -> pick best -> lists."""
     mask_id = getattr(model, "mask_id", None)
@@ -180,7 +192,9 @@ def _decode(
             break
         tokens, conf = _refine(model, enc, tokens, conf, real, n_mask, mask_id, pad_id, banned)
         passes += (n_mask > 0).long()
-    return _pick_best(src.size(0), tokens, conf, real, lengths, passes, eos_id, return_stats)
+    return _pick_best(
+        src.size(0), tokens, conf, real, lengths, passes, eos_id, return_stats, collapse_repeats
+    )
 
 
 def _length_candidates(model: NATModel, src: Tensor, k: int) -> tuple[EncoderOutLike, Tensor, Tensor]:
@@ -252,8 +266,10 @@ def _pick_best(
     passes: Tensor,
     eos_id: int | None,
     return_stats: bool,
+    collapse_repeats: bool = False,
 ) -> NATResult:
-    """Per sentence, the candidate with the best mean log-prob, as id lists (cut at EOS)."""
+    """Per sentence, the candidate with the best mean log-prob, as id lists (cut at EOS,
+    consecutive repeats collapsed if asked)."""
     mean = conf.masked_fill(~real, 0.0).sum(-1) / lengths  # (N,)
     k = mean.numel() // batch
     best = mean.view(batch, k).argmax(dim=-1)  # (N,) -> (B, k) -> (B,)
@@ -263,6 +279,8 @@ def _pick_best(
         row = row[:n]
         if eos_id is not None and eos_id in row:
             row = row[: row.index(eos_id)]
+        if collapse_repeats:
+            row = [tok for i, tok in enumerate(row) if i == 0 or tok != row[i - 1]]
         outputs.append(row)
     if not return_stats:
         return outputs

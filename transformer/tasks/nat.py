@@ -234,14 +234,17 @@ class NATTranslationTask(TranslationTask):
         """Bind one-pass, length-beam or Mask-Predict decoding to this model.
 
         ``decode_cfg["strategy"]``: ``nat_one_pass`` (alias ``greedy``), ``nat_length_beam``
-        (``length_beam``), ``mask_predict`` (``iterations``, ``length_beam``). If ``stats`` is
+        (``length_beam``), ``mask_predict`` (``iterations``, ``length_beam``); any of them
+        with ``collapse_repeats`` (one copy of a token repeated at neighbouring positions,
+        default off; see ``decoding.nat.nat_one_pass``). If ``stats`` is
         given, ``stats["avg_iterations"]`` is kept up to date: decoder passes per sentence
         over everything decoded so far.
         """
         cfg = dict(decode_cfg or {"strategy": "nat_one_pass"})
         strategy = cfg.get("strategy", "nat_one_pass")
         hp = self.hparams
-        common = dict(pad_id=hp.pad_id, eos_id=hp.eos_id, ban_ids=(hp.bos_id,), return_stats=True)
+        common = dict(pad_id=hp.pad_id, eos_id=hp.eos_id, ban_ids=(hp.bos_id,), return_stats=True,
+                      collapse_repeats=bool(cfg.get("collapse_repeats", False)))
         if strategy in ONE_PASS_ALIASES:
             def search(model, src):
                 return nat_one_pass(model, src, **common)
