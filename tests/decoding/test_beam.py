@@ -118,3 +118,25 @@ def test_beam_size_one_equals_greedy_on_the_fake(key):
 def test_n_best_larger_than_beam_is_rejected():
     with pytest.raises(ValueError, match="n_best"):
         beam_search(ScriptedSeq2Seq(dist), _src([A]), **SPECIALS, beam_size=2, n_best=3)
+
+
+@pytest.mark.parametrize("vocab", [1024, 1280, 8000])
+def test_blocked_candidate_selection_equals_ranking_every_extension(vocab):
+    # Large vocabularies rank block maxima first (beam._top_candidates); the result must be the
+    # plain top-2K over scores + log-probs, including beams at -inf and banned (-inf) tokens.
+    from transformer.decoding.beam import _block_size, _top_candidates
+
+    assert _block_size(vocab) is not None
+    gen = torch.Generator().manual_seed(vocab)
+    for trial in range(20):
+        batch, k = 1 + trial % 4, 1 + trial % 6
+        sharpness = 0.1 + 8.0 * torch.rand((), generator=gen).item()
+        log_probs = torch.log_softmax(torch.randn(batch, k, vocab, generator=gen) * sharpness, -1)
+        log_probs[..., :3] = float("-inf")
+        scores = 3.0 * torch.randn(batch, k, generator=gen)
+        if trial % 2:
+            scores[:, 1:] = float("-inf")  # the first step: only beam 0 is live
+        got = _top_candidates(scores, log_probs)
+        top, flat = (scores.unsqueeze(-1) + log_probs).view(batch, k * vocab).topk(2 * k, dim=-1)
+        assert torch.equal(got.scores, top)
+        assert torch.equal(got.beams, flat // vocab) and torch.equal(got.tokens, flat % vocab)
