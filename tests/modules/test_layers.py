@@ -64,3 +64,20 @@ def test_feedforward_activations_differ_and_reject_unknown():
     assert not torch.allclose(relu(x), gelu(x))
     with pytest.raises(ValueError):
         FeedForward(8, 16, activation="tanh")
+
+
+@pytest.mark.parametrize("activation", ["relu", "gelu"])
+def test_feedforward_output_and_gradients_match_the_formula(activation):
+    # FFN(x) = W_2 act(W_1 x + b_1) + b_2; ReLU runs in place, which must not disturb autograd.
+    torch.manual_seed(0)
+    ffn = FeedForward(8, 16, activation=activation)
+    x = torch.randn(2, 3, 8, requires_grad=True)
+    act = torch.relu if activation == "relu" else torch.nn.functional.gelu
+    w1, b1, w2, b2 = ffn.w_1.weight, ffn.w_1.bias, ffn.w_2.weight, ffn.w_2.bias
+    expected = act(x @ w1.T + b1) @ w2.T + b2
+    out = ffn(x)
+    torch.testing.assert_close(out, expected)
+    grads = torch.autograd.grad(out.square().sum(), (x, w1, b1, w2, b2))
+    want = torch.autograd.grad(expected.square().sum(), (x, w1, b1, w2, b2))
+    for g, w in zip(grads, want):
+        torch.testing.assert_close(g, w)
