@@ -68,7 +68,7 @@ def test_feedforward_activations_differ_and_reject_unknown():
 
 @pytest.mark.parametrize("activation", ["relu", "gelu"])
 def test_feedforward_output_and_gradients_match_the_formula(activation):
-    # FFN(x) = W_2 act(W_1 x + b_1) + b_2; ReLU runs in place, which must not disturb autograd.
+    # FFN(x) = W_2 act(W_1 x + b_1) + b_2, with autograd and (ReLU in place) without.
     torch.manual_seed(0)
     ffn = FeedForward(8, 16, activation=activation)
     x = torch.randn(2, 3, 8, requires_grad=True)
@@ -81,3 +81,5 @@ def test_feedforward_output_and_gradients_match_the_formula(activation):
     want = torch.autograd.grad(expected.square().sum(), (x, w1, b1, w2, b2))
     for g, w in zip(grads, want):
         torch.testing.assert_close(g, w)
+    with torch.inference_mode():
+        torch.testing.assert_close(ffn(x), expected.detach())
