@@ -82,3 +82,19 @@ def test_task_config_alone(tmp_path):
                                 f"output_dir={tmp_path}"])
     task = build_task(cfg)
     assert task.hparams.schedule == "linear" and task.hparams.warmup_steps > 0
+
+
+def test_auxiliary_tag_set_is_a_command_line_switch(tmp_path):
+    cfg = compose_cfg("train", ["experiment=gum_upos", "data.aux_tagset=xpos", "data.aux_corpus=conll2000",
+                                "task.aux_weight=0.25", f"output_dir={tmp_path}"])
+    OmegaConf.resolve(cfg)
+    dm = instantiate(cfg.data)
+    assert (dm.aux_tagset, dm.aux_corpus) == ("xpos", "conll2000")
+    task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
+    task = get_class(task_cfg.pop("_target_"))(
+        model=OmegaConf.to_container(cfg.model, resolve=True), **task_cfg, piece_vocab_size=300, pad_id=0,
+        tags=["A", "B"], aux_tags=["x", "y", "z"], data={"name": "gum", "tagset": "upos", "aux_tagset": "xpos"})
+    assert task.model.aux_classifier.out_features == 3 and task.hparams.aux_weight == 0.25
+    # off by default: no second head
+    plain = build_task(compose_cfg("train", ["experiment=gum_upos", f"output_dir={tmp_path}"]))
+    assert plain.model.aux_classifier is None

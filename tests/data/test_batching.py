@@ -121,6 +121,12 @@ def test_tagging_collate():
     assert batch["tags"].tolist() == [[3, 4], [5, IGNORE_INDEX]]
     assert batch["src_pad_mask"].tolist() == [[True] * 3, [True, False, False]]
     assert batch["index"].tolist() == [2, 1]
+    assert "aux_tags" not in batch
+    aux = col([
+        {"src": [9], "word_ids": [0], "tags": [3], "aux_tags": [7], "index": 0},
+        {"src": [12, 13], "word_ids": [0, 1], "tags": [5, 6], "aux_tags": [8, 9], "index": 1},
+    ])
+    assert aux["aux_tags"].tolist() == [[7, IGNORE_INDEX], [8, 9]]
 
 
 def test_restore_order():

@@ -148,9 +148,55 @@ def test_tagging_conll2000_dev_carved_from_train(mirror_root, tmp_path):
     _check_tagging_batch(next(iter(dm.val_dataloader())), len(dm.tag_vocab))
 
 
+def test_tagging_gum_with_auxiliary_xpos(mirror_root, tmp_path):
+    dm = TaggingDataModule("gum", "upos", data_dir=tmp_path, mirror_root=mirror_root, vocab_size=600,
+                           train_subset=300, max_tokens=1024, aux_tagset="xpos")
+    dm.setup()
+    assert "NN" in dm.aux_tag_vocab and "NOUN" not in dm.aux_tag_vocab
+    for loader in (dm.train_dataloader(), dm.val_dataloader()):
+        batch = next(iter(loader))
+        assert batch["aux_tags"].shape == batch["tags"].shape
+        assert torch.equal(batch["aux_tags"].eq(-100), batch["tags"].eq(-100))
+    batch = next(iter(dm.val_dataloader()))
+    sent = dm.raw("dev")[int(batch["index"][0])]
+    assert [dm.aux_tag_vocab[i] for i in batch["aux_tags"][0].tolist() if i != -100] == sent.xpos
+    assert [dm.tag_vocab[i] for i in batch["tags"][0].tolist() if i != -100] == sent.upos
+
+
+def test_tagging_gum_with_conll2000_as_auxiliary_corpus(mirror_root, tmp_path):
+    dm = TaggingDataModule("gum", "upos", data_dir=tmp_path, mirror_root=mirror_root, vocab_size=600,
+                           train_subset=300, max_tokens=4096, aux_tagset="xpos", aux_corpus="conll2000")
+    dm.setup()
+    wsj = read_conll2000("train", tmp_path, mirror_root)
+    assert len(dm.raw("train")) == 300  # GUM's own sentences: what unseen-word accuracy counts against
+    train = dm.dataset("train")
+    assert len(train) + len(dm.filter_report["train"].dropped) == 300 + len(wsj)
+    # every WSJ tag is in the auxiliary vocabulary, beside GUM's own XPOS tags
+    # one auxiliary tag set: WSJ's bracket tags spelt as GUM's, every other tag kept
+    assert "(" not in dm.aux_tag_vocab and {"-LRB-", "-RRB-", "$", "LS"} <= set(dm.aux_tag_vocab)
+    assert {t for s in wsj for t in s.xpos} - {"(", ")"} <= set(dm.aux_tag_vocab)
+    by_index = {int(i): k for k, i in enumerate(train["index"])}
+    gum_row, wsj_row = train[by_index[0]], train[by_index[300]]
+    assert [dm.tag_vocab[i] for i in gum_row["tags"]] == dm.raw("train")[0].upos
+    assert wsj_row["tags"] == [-100] * len(wsj[0].words)  # no UPOS for WSJ: ignored by the loss
+    assert [dm.aux_tag_vocab[i] for i in wsj_row["aux_tags"]] == wsj[0].xpos and "(" not in wsj[0].xpos
+    batches = list(dm.train_dataloader())
+    assert sum(int(b["aux_tags"].ne(-100).sum()) for b in batches) > sum(int(b["tags"].ne(-100).sum()) for b in batches)
+    # dev and test stay GUM's
+    assert len(dm.dataset("dev")) == 784
+
+
 def test_tagging_bad_tagset():
     with pytest.raises(ValueError, match="tagset"):
         TaggingDataModule("conll2000", "upos")
+    with pytest.raises(ValueError, match="aux_tagset"):
+        TaggingDataModule("gum", "upos", aux_tagset="lemma")
+    with pytest.raises(ValueError, match="same annotation"):
+        TaggingDataModule("gum", "upos", aux_tagset="pos")
+    for bad in (dict(dataset="gum", tagset="upos", aux_tagset=None), dict(dataset="conll2000", tagset="pos", aux_tagset="chunk"),
+                dict(dataset="gum", tagset="xpos", aux_tagset="upos")):
+        with pytest.raises(ValueError, match="aux_corpus"):
+            TaggingDataModule(aux_corpus="conll2000", **bad)
 
 
 def test_lightning_stays_out_of_core_modules():

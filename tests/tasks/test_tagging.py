@@ -177,8 +177,8 @@ def test_piece_dropout_hides_pieces_but_keeps_the_spelling(tokenizer):
     # hides both. Evaluation sees the sentence unchanged.
     task = make_task(tokenizer, char_channels=8, char_dim=4)
     seen = []
-    real_forward = task.model.forward
-    task.model.forward = lambda src, word_ids, spell=None: (seen.append((src, spell)), real_forward(src, word_ids, spell))[1]
+    real_vectors = task.model.word_vectors
+    task.model.word_vectors = lambda src, word_ids, spell=None: (seen.append((src, spell)), real_vectors(src, word_ids, spell))[1]
     ids, word_ids = tokenizer.encode_words(["the", "cat", "sat"])
     batch = {"src": torch.tensor([ids]), "word_ids": torch.tensor([word_ids]), "tags": torch.tensor([[0, 1, 2]])}
     unk = tokenizer.unk_id
@@ -256,3 +256,71 @@ def test_ensemble_script_averages_members_and_refuses_other_tag_sets(tokenizer, 
     c = _save(other, tmp_path / "c.ckpt")
     with pytest.raises(SystemExit, match="tag inventory"):
         ens.main([a, c, *common])
+
+
+# ----------------------------------------------------------------- auxiliary tag set
+AUX_TAGS = ["DT", "NN", "VBD", ".", "RB", "NNS"]
+
+
+def make_aux_task(tokenizer, aux_weight: float) -> TaggingTask:
+    return TaggingTask(
+        model=dict(TINY_MODEL), piece_vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id, tags=TAGS,
+        data={"name": "gum", "tagset": "upos", "aux_tagset": "xpos"}, aux_tags=AUX_TAGS, aux_weight=aux_weight,
+        tokenizer=tokenizer.to_str(), train_words=sorted(set(TRAIN_WORDS)),
+    )
+
+
+def aux_batch(tokenizer) -> dict:
+    rows = [["the", "cat", "sat", "."], ["dogs", "barked", "loudly"]]
+    encoded = [tokenizer.encode_words(w) for w in rows]
+    t = max(len(ids) for ids, _ in encoded)
+    src = torch.full((2, t), tokenizer.pad_id)
+    word_ids = torch.full((2, t), -1)
+    for r, (ids, wids) in enumerate(encoded):
+        src[r, : len(ids)], word_ids[r, : len(wids)] = torch.tensor(ids), torch.tensor(wids)
+    return {"src": src, "word_ids": word_ids, "tags": torch.tensor([[0, 1, 2, 3], [1, 2, 4, -100]]),
+            "aux_tags": torch.tensor([[0, 1, 2, 3], [5, 2, 4, -100]])}
+
+
+def test_auxiliary_tags_add_a_weighted_loss_from_a_second_head(tokenizer):
+    torch.manual_seed(0)
+    task = make_aux_task(tokenizer, aux_weight=0.3)
+    batch = aux_batch(tokenizer)
+    assert task.model.aux_classifier.out_features == len(AUX_TAGS)
+    task.eval()
+    loss, _, n_words, aux = task._step(batch)
+    h = task.model.word_vectors(batch["src"], batch["word_ids"])  # (B, W, D)
+    main_ref, _ = tagging_loss(task.model.classifier(h), batch["tags"], task.hparams.label_smoothing)
+    aux_ref, aux_words = tagging_loss(task.model.aux_classifier(h), batch["aux_tags"], task.hparams.label_smoothing)
+    assert torch.allclose(loss, main_ref) and torch.allclose(aux["loss"], aux_ref)
+    assert n_words == aux_words == 7
+    # the training loss is main + 0.3 * aux, and both heads (and the encoder) get gradients from it
+    task.log = lambda *a, **k: None
+    task.optimizers = lambda: torch.optim.SGD(task.parameters(), lr=0.0)
+    total = task.training_step(batch, 0)
+    assert torch.allclose(total, main_ref + 0.3 * aux_ref)
+    total.backward()
+    assert task.model.aux_classifier.weight.grad.abs().sum() > 0
+    assert task.model.classifier.weight.grad.abs().sum() > 0
+    # with weight 0 the auxiliary head learns nothing: training is the single-task one
+    task0 = make_aux_task(tokenizer, aux_weight=0.0)
+    task0.log, task0.optimizers = task.log, task.optimizers
+    task0.training_step(batch, 0).backward()
+    assert task0.model.aux_classifier.weight.grad.abs().sum() == 0
+
+
+def test_auxiliary_tags_are_required_in_batches_and_kept_by_the_checkpoint(tokenizer):
+    torch.manual_seed(0)
+    task = make_aux_task(tokenizer, aux_weight=0.5)
+    batch = aux_batch(tokenizer)
+    with pytest.raises(ValueError, match="aux_tags"):
+        task._step({k: v for k, v in batch.items() if k != "aux_tags"})
+    trainer_ckpt = {"hyper_parameters": dict(task.hparams), "state_dict": task.state_dict()}
+    task.on_save_checkpoint(trainer_ckpt)
+    again = TaggingTask.from_checkpoint_dict(trainer_ckpt).eval()
+    task.eval()
+    assert again.aux_tags == AUX_TAGS
+    assert torch.equal(again.model.aux_classifier.weight, task.model.aux_classifier.weight)
+    # tagging reads the main head only
+    words = [["the", "cat", "sat", "."]]
+    assert again.tag(words) == task.tag(words) and set(again.tag(words)[0]) <= set(TAGS)

@@ -195,7 +195,8 @@ class TranslationCollator:
 
 class TaggingCollator:
     """Examples ``{"src": ids, "word_ids": list, "tags": list, "index": int}`` → tagging
-    batch (see module docstring). ``"tags"`` may be absent (inference)."""
+    batch (see module docstring). ``"tags"`` may be absent (inference); ``"aux_tags"`` (a
+    second tag set, multi-task training) is padded like ``"tags"`` when present."""
 
     def __init__(self, pad_id: int):
         self.pad_id = pad_id
@@ -209,8 +210,9 @@ class TaggingCollator:
             "word_ids": _pad([e["word_ids"] for e in examples], -1),  # (B, T)
             "index": torch.as_tensor([int(e["index"]) for e in examples], dtype=torch.long),
         }
-        if "tags" in examples[0]:
-            batch["tags"] = _pad([e["tags"] for e in examples], IGNORE_INDEX)  # (B, W)
+        for key in ("tags", "aux_tags"):
+            if key in examples[0]:
+                batch[key] = _pad([e[key] for e in examples], IGNORE_INDEX)  # (B, W)
         return batch
 
 

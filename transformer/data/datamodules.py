@@ -18,6 +18,8 @@ be put back in split order (:func:`transformer.data.batching.restore_order`).
 
 from __future__ import annotations
 
+import dataclasses
+
 import logging
 import os
 from pathlib import Path
@@ -289,6 +291,10 @@ class TranslationDataModule(_TokenBudgetDataModule):
         return self._datasets[split]
 
 
+# CoNLL-2000's bracket tags in GUM's spelling (for ``aux_corpus``).
+GUM_BRACKETS = {"(": "-LRB-", ")": "-RRB-"}
+
+
 class TaggingDataModule(_TokenBudgetDataModule):
     """POS tagging on UD English-GUM 2.5 or CoNLL-2000.
 
@@ -299,6 +305,14 @@ class TaggingDataModule(_TokenBudgetDataModule):
         tagset: ``"upos"`` | ``"xpos"`` (GUM); ``"pos"`` is the corpus's own POS column
             (UPOS for GUM, Penn Treebank for CoNLL-2000, where ``"xpos"`` means the same);
             ``"chunk"`` for CoNLL-2000 chunk tags.
+        aux_tagset: a second annotation of the same words (e.g. ``"xpos"`` beside
+            ``tagset: upos`` on GUM) for multi-task training: batches then carry
+            ``aux_tags`` too and ``aux_tag_vocab`` lists its tags. ``null``: none.
+        aux_corpus: ``"conll2000"``: add CoNLL-2000's whole training file (WSJ, Penn
+            Treebank tags) to the training set with only auxiliary tags (their main tags are
+            ignored by the loss); needs ``dataset: gum`` and ``aux_tagset: xpos``, GUM's XPOS
+            being Penn Treebank tags too. The tokenizer then also learns from its words;
+            ``raw("train")`` and the training-word list stay GUM's.
         tokenizer_model: ``"bpe"`` | ``"unigram"`` | ``"word"``; trained on the training
             words (each word an item, so pieces never cross words; unseen words still
             encode as byte-level pieces, or ``<unk>`` for ``"word"``).
@@ -306,7 +320,8 @@ class TaggingDataModule(_TokenBudgetDataModule):
         train_subset: use only the first N training sentences.
 
     After ``setup()``: ``tokenizer``, ``tag_vocab`` (sorted training tags, then any tag
-    seen only in dev/test appended, so every split encodes), ``raw(split)``.
+    seen only in dev/test appended, so every split encodes), ``aux_tag_vocab`` (the same for
+    ``aux_tagset``; empty without one), ``raw(split)``.
     """
 
     val_split = "dev"
@@ -326,6 +341,8 @@ class TaggingDataModule(_TokenBudgetDataModule):
         tokenizer_path: str | os.PathLike | None = None,
         train_subset: int | None = None,
         dev_size: int = 500,
+        aux_tagset: str | None = None,
+        aux_corpus: str | None = None,
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
@@ -333,9 +350,19 @@ class TaggingDataModule(_TokenBudgetDataModule):
             raise ValueError(f"dataset must be 'gum' or 'conll2000', got {dataset!r}")
         allowed = {"gum": {"upos": "upos", "xpos": "xpos", "pos": "upos"},
                    "conll2000": {"pos": "xpos", "xpos": "xpos", "chunk": "chunk"}}[dataset]
-        if tagset not in allowed:
-            raise ValueError(f"tagset {tagset!r} not available for {dataset}; choose from {sorted(allowed)}")
+        for key, value in (("tagset", tagset), ("aux_tagset", aux_tagset)):
+            if value is not None and value not in allowed:
+                raise ValueError(f"{key} {value!r} not available for {dataset}; choose from {sorted(allowed)}")
         self.dataset_name, self.tagset, self._field = dataset, tagset, allowed[tagset]
+        self.aux_tagset = aux_tagset
+        self._aux_field = allowed[aux_tagset] if aux_tagset is not None else None
+        if self._aux_field == self._field:
+            raise ValueError(f"aux_tagset {aux_tagset!r} is the same annotation as tagset {tagset!r}")
+        if aux_corpus is not None and (aux_corpus != "conll2000" or dataset != "gum" or self._aux_field != "xpos"):
+            raise ValueError(f"aux_corpus {aux_corpus!r}: only 'conll2000', with dataset 'gum' and aux_tagset 'xpos' "
+                             "(both Penn Treebank tags)")
+        self.aux_corpus = aux_corpus
+        self._aux_corpus_sents: list[TaggedSentence] = []
         self.data_dir = Path(data_dir)
         self.mirror_root = mirror_root
         self.vocab_size = vocab_size
@@ -347,6 +374,7 @@ class TaggingDataModule(_TokenBudgetDataModule):
         self.test_splits = ["test"]
         self.tokenizer: SubwordTokenizer | None = None
         self.tag_vocab: list[str] = []
+        self.aux_tag_vocab: list[str] = []
         self._raw: dict[str, list[TaggedSentence]] = {}
 
     def _read_all(self) -> None:
@@ -364,9 +392,25 @@ class TaggingDataModule(_TokenBudgetDataModule):
             self._hashes = {s: [sha, s, self.dev_size] for s in self._raw}
         if self.train_subset is not None:
             self._raw["train"] = self._raw["train"][: self.train_subset]
+        if self.aux_corpus is not None:
+            # WSJ writes round brackets as "(" ")", GUM as "-LRB-" "-RRB-": one tag each.
+            self._aux_corpus_sents = [
+                dataclasses.replace(s, xpos=[GUM_BRACKETS.get(t, t) for t in s.xpos])
+                for s in read_conll2000("train", self.data_dir, self.mirror_root)
+            ]
+            self._hashes["train"] = [*self._hashes["train"], "aux", DATASETS[CONLL2000_RELPATH].sha256]
 
-    def _tags(self, sent: TaggedSentence) -> list[str]:
-        return getattr(sent, self._field)
+    def _tags(self, sent: TaggedSentence, field: str | None = None) -> list[str]:
+        return getattr(sent, field or self._field)
+
+    def _vocab(self, field: str, name: str) -> list[str]:
+        """Sorted training tags of ``field``, then any tag seen only in dev/test."""
+        train = self._raw["train"] + (self._aux_corpus_sents if field == self._aux_field else [])
+        seen = sorted({t for s in train for t in self._tags(s, field)})
+        extra = sorted({t for sp in ("dev", "test") for s in self._raw[sp] for t in self._tags(s, field)} - set(seen))
+        if extra:
+            log.warning("%s %s: tags only in dev/test appended to the tag vocabulary: %s", self.dataset_name, name, extra)
+        return seen + extra
 
     def setup(self, stage: str | None = None) -> None:
         if self._ready:
@@ -376,19 +420,25 @@ class TaggingDataModule(_TokenBudgetDataModule):
         if self.tokenizer_path is not None:
             self.tokenizer = SubwordTokenizer.load(self.tokenizer_path)
         else:
-            key = cache_key("tagtok", self._hashes["train"], len(train), self.tokenizer_model, self.vocab_size)[:16]
+            words = train + self._aux_corpus_sents
+            key = cache_key("tagtok", self._hashes["train"], len(words), self.tokenizer_model, self.vocab_size)[:16]
             path = self.data_dir / "tokenizers" / f"{self.dataset_name}-{self.tokenizer_model}{self.vocab_size}-{key}.json"
-            self.tokenizer = _load_or_train(path, lambda: iter_words(train), self.vocab_size, self.tokenizer_model)
-        seen = sorted({t for s in train for t in self._tags(s)})
-        extra = sorted({t for sp in ("dev", "test") for s in self._raw[sp] for t in self._tags(s)} - set(seen))
-        if extra:
-            log.warning("%s %s: tags only in dev/test appended to the tag vocabulary: %s", self.dataset_name, self.tagset, extra)
-        self.tag_vocab = seen + extra
+            self.tokenizer = _load_or_train(path, lambda: iter_words(words), self.vocab_size, self.tokenizer_model)
+        self.tag_vocab = self._vocab(self._field, self.tagset)
+        aux = self._aux_field
+        if aux is not None:
+            self.aux_tag_vocab = self._vocab(aux, self.aux_tagset)
         for split, sents in self._raw.items():
             name = f"{self.dataset_name}-{self.tagset}-{split}"
+            tags = [self._tags(s) for s in sents]
+            if split == "train" and self._aux_corpus_sents:
+                # The auxiliary corpus has no main tags: None -> ignored by the loss.
+                sents = sents + self._aux_corpus_sents
+                tags = tags + [[None] * len(s.words) for s in self._aux_corpus_sents]
             ds = tokenize_tagging(
-                sents, [self._tags(s) for s in sents], self.tokenizer, self.tag_vocab, self.data_dir, name,
-                self._hashes[split],
+                sents, tags, self.tokenizer, self.tag_vocab, self.data_dir, name, self._hashes[split],
+                aux_tags=[self._tags(s, aux) for s in sents] if aux is not None else None,
+                aux_vocab=self.aux_tag_vocab if aux is not None else None,
             ).with_format(None)
             lengths = int_column(ds, "n_pieces")
             if split == "train":

@@ -19,6 +19,7 @@ from typing import Any, Sequence
 
 import datasets
 
+from transformer.data.batching import IGNORE_INDEX
 from transformer.data.readers import TaggedSentence
 from transformer.data.tokenizer import SubwordTokenizer
 
@@ -45,6 +46,8 @@ TAGGING_FEATURES = datasets.Features(
         "n_pieces": datasets.Value("int32"),
     }
 )
+# With an auxiliary tag set (multi-task tagging): a second tag id per word.
+TAGGING_AUX_FEATURES = datasets.Features({**TAGGING_FEATURES, "aux_tags": _List(datasets.Value("int32"))})
 
 
 def cache_key(*parts: Any) -> str:
@@ -109,15 +112,25 @@ def tokenize_tagging(
     cache_dir: str | os.PathLike,
     name: str,
     source_hashes: Sequence[str],
+    aux_tags: Sequence[Sequence[str]] | None = None,
+    aux_vocab: Sequence[str] | None = None,
 ) -> datasets.Dataset:
     """Dataset with ``src`` (pieces), ``word_ids`` (word of each piece), ``tags`` (tag id
-    per word), ``index``, ``n_pieces``; cached like :func:`tokenize_translation`."""
-    key = cache_key("tagging", list(source_hashes), len(sentences), tokenizer.content_hash, list(tag_vocab))
+    per word), ``index``, ``n_pieces``, and with ``aux_tags``/``aux_vocab`` an ``aux_tags``
+    column (a second tag id per word); cached like :func:`tokenize_translation`. A tag
+    ``None`` (a word without that annotation) becomes ``IGNORE_INDEX``: no loss, no score."""
+    if (aux_tags is None) != (aux_vocab is None):
+        raise ValueError("aux_tags and aux_vocab go together")
+    aux = list(aux_vocab) if aux_vocab is not None else None
+    key = cache_key("tagging", list(source_hashes), len(sentences), tokenizer.content_hash, list(tag_vocab),
+                    *([aux] if aux is not None else []))
     cache_file = Path(cache_dir) / "arrow" / f"{name}-{key[:16]}.arrow"
-    tag_to_id = {t: i for i, t in enumerate(tag_vocab)}
-    raw = datasets.Dataset.from_dict(
-        {"words": [s.words for s in sentences], "tag_names": [list(t) for t in tags], "index": list(range(len(sentences)))}
-    )
+    tag_to_id = {None: IGNORE_INDEX, **{t: i for i, t in enumerate(tag_vocab)}}
+    aux_to_id = {None: IGNORE_INDEX, **{t: i for i, t in enumerate(aux or [])}}
+    columns = {"words": [s.words for s in sentences], "tag_names": [list(t) for t in tags],
+               "index": list(range(len(sentences)))}
+    if aux_tags is not None:
+        columns["aux_names"] = [list(t) for t in aux_tags]
 
     def fn(batch: dict[str, list]) -> dict[str, list]:
         out: dict[str, list] = {"src": [], "word_ids": [], "tags": [], "index": batch["index"], "n_pieces": []}
@@ -127,9 +140,13 @@ def tokenize_tagging(
             out["word_ids"].append(word_ids)
             out["tags"].append([tag_to_id[t] for t in names])
             out["n_pieces"].append(len(ids))
+        if "aux_names" in batch:
+            out["aux_tags"] = [[aux_to_id[t] for t in names] for names in batch["aux_names"]]
         return out
 
-    return _map_cached(raw, fn, cache_file, key, TAGGING_FEATURES, ["words", "tag_names"])
+    features = TAGGING_AUX_FEATURES if aux_tags is not None else TAGGING_FEATURES
+    remove = [c for c in columns if c != "index"]
+    return _map_cached(datasets.Dataset.from_dict(columns), fn, cache_file, key, features, remove)
 
 
 def int_column(ds: datasets.Dataset, column: str) -> list[int]:

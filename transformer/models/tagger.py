@@ -194,6 +194,10 @@ class Tagger(nn.Module):
 
     Args:
         n_tags: number of tag classes C.
+        n_aux_tags: if > 0, a second linear classifier over the same word vectors for an
+            auxiliary tag set (e.g. XPOS beside UPOS: multi-task training, see
+            ``TaggingTask``'s ``aux_weight``); ``forward`` returns the main tags only,
+            ``forward_all`` both.
         pooling: ``"first"`` or ``"mean"`` piece pooling per word.
         char_channels: if > 0, a ``CharWordEncoder`` with this many filters adds each word's
             spelling vector to the input embedding of every piece of the word (so attention
@@ -230,6 +234,7 @@ class Tagger(nn.Module):
         char_kernel: int | Sequence[int] = 3,
         char_boundaries: bool = False,
         context: str = "piece",
+        n_aux_tags: int = 0,
     ):
         super().__init__()
         if pooling not in POOLINGS:
@@ -247,6 +252,8 @@ class Tagger(nn.Module):
         )
         self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(d_model, n_tags)
+        self.n_aux_tags = n_aux_tags
+        self.aux_classifier = nn.Linear(d_model, n_aux_tags) if n_aux_tags > 0 else None
         init_weights(self, d_model)
         # Built after init_weights: the convolution keeps PyTorch's default initialisation.
         self.chars = (
@@ -261,9 +268,19 @@ class Tagger(nn.Module):
             self.chars.set_pieces(pieces, special_ids)
 
     def forward(self, src: Tensor, word_ids: Tensor, spell: Tensor | None = None) -> Tensor:
+        return self.classifier(self.dropout(self.word_vectors(src, word_ids, spell)))  # (B, W, C)
+
+    def forward_all(self, src: Tensor, word_ids: Tensor, spell: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
+        """``(logits (B, W, C), aux_logits (B, W, C_aux) or None)`` from one encoder pass."""
+        h = self.dropout(self.word_vectors(src, word_ids, spell))  # (B, W, D)
+        aux = self.aux_classifier(h) if self.aux_classifier is not None else None
+        return self.classifier(h), aux
+
+    def word_vectors(self, src: Tensor, word_ids: Tensor, spell: Tensor | None = None) -> Tensor:
+        """The encoder's vector for each word, ``(B, W, D)``: what the classifiers read."""
         spell = src if spell is None else spell  # (B, T)
         if self.context == "word":
-            return self._forward_words(src, word_ids, spell)
+            return self._encode_words(src, word_ids, spell)
         mask = pad_mask(src, self.pad_id)  # (B, T)
         if self.chars is None:
             h = self.encoder(src, mask)  # (B, T, D)
@@ -273,10 +290,9 @@ class Tagger(nn.Module):
             per_piece = spelled.gather(1, word_ids.clamp(min=0).unsqueeze(-1).expand(-1, -1, d))  # (B, T, D)
             per_piece = per_piece * word_ids.ge(0).unsqueeze(-1).to(per_piece.dtype)
             h = self.encoder.forward_embeddings(self.encoder.embed_tokens(src) + per_piece, mask)  # (B, T, D)
-        words = pool_words(h, word_ids, self.pooling)  # (B, W, D)
-        return self.classifier(self.dropout(words))  # (B, W, C)
+        return pool_words(h, word_ids, self.pooling)  # (B, W, D)
 
-    def _forward_words(self, src: Tensor, word_ids: Tensor, spell: Tensor) -> Tensor:
+    def _encode_words(self, src: Tensor, word_ids: Tensor, spell: Tensor) -> Tensor:
         words = pool_words(self.encoder.embed_tokens(src), word_ids, self.pooling)  # (B, W, D)
         if self.chars is not None:
             words = words + self.chars(spell, word_ids)  # (B, W, D)
@@ -285,5 +301,4 @@ class Tagger(nn.Module):
         pieces = torch.zeros(b, w, dtype=torch.long, device=src.device)  # (B, W) pieces per word
         pieces.scatter_add_(1, word_ids.clamp(min=0), valid.long())
         real = pieces.gt(0)  # (B, W): words padding the batch have no piece
-        h = self.encoder.forward_embeddings(words, real)  # (B, W, D)
-        return self.classifier(self.dropout(h))  # (B, W, C)
+        return self.encoder.forward_embeddings(words, real)  # (B, W, D)

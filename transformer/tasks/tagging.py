@@ -180,6 +180,13 @@ class TaggingTask(L.LightningModule):
         piece_dropout: in training, the probability that a word's pieces are replaced by
             ``<unk>`` while the character encoder still spells it: how a word never seen in
             training looks (its pieces' embeddings barely trained, its spelling informative).
+        aux_tags: tag strings of an auxiliary tag set of the same words (the data module's
+            ``aux_tagset``, e.g. XPOS beside UPOS), predicted by a second classifier over
+            the same encoder (multi-task training); ``None``: none. Evaluation and tagging
+            read the main tags only.
+        aux_weight: the auxiliary loss's weight in the training loss
+            (``loss = main + aux_weight * aux``); ``val/loss`` is the main loss alone and
+            ``val/aux_acc`` the auxiliary tags' accuracy.
         tokenizer: the tokenizer JSON (``SubwordTokenizer.to_str``); kept out of hparams.
         train_words: training word forms (for unseen-word accuracy); kept out of hparams.
     """
@@ -202,6 +209,8 @@ class TaggingTask(L.LightningModule):
         schedule: str = "linear",
         word_dropout: float = 0.0,
         piece_dropout: float = 0.0,
+        aux_tags: Sequence[str] | None = None,
+        aux_weight: float = 0.5,
         tokenizer: str | None = None,
         train_words: Sequence[str] | None = None,
     ) -> None:
@@ -210,7 +219,9 @@ class TaggingTask(L.LightningModule):
             raise ValueError(f"schedule must be 'linear' or 'inverse_sqrt', got {schedule!r}")
         self.save_hyperparameters(ignore=["tokenizer", "train_words"])
         self.tags = list(tags)
-        self.model = build_model(model, vocab_size=piece_vocab_size, pad_id=pad_id, n_tags=len(self.tags))
+        self.aux_tags = list(aux_tags) if aux_tags else []
+        self.model = build_model(model, vocab_size=piece_vocab_size, pad_id=pad_id, n_tags=len(self.tags),
+                                 n_aux_tags=len(self.aux_tags) or None)
         self.tokenizer: SubwordTokenizer | None = SubwordTokenizer.from_str(tokenizer) if tokenizer else None
         if self.tokenizer is not None and hasattr(self.model, "set_pieces"):
             # The character encoder (if any) spells words through each piece's string.
@@ -235,7 +246,9 @@ class TaggingTask(L.LightningModule):
             piece_vocab_size=tok.vocab_size,
             pad_id=tok.pad_id,
             tags=list(dm.tag_vocab),
-            data={"name": dm.dataset_name, "tagset": dm.tagset, "dev_size": getattr(dm, "dev_size", 500)},
+            aux_tags=list(dm.aux_tag_vocab) or None,
+            data={"name": dm.dataset_name, "tagset": dm.tagset, "dev_size": getattr(dm, "dev_size", 500),
+                  "aux_tagset": getattr(dm, "aux_tagset", None)},
             tokenizer=tok.to_str(),
             train_words=sorted({w for s in train for w in s.words}),
         )
@@ -268,29 +281,49 @@ class TaggingTask(L.LightningModule):
     def forward(self, src: torch.Tensor, word_ids: torch.Tensor, spell: torch.Tensor | None = None) -> torch.Tensor:
         return self.model(src, word_ids, spell)  # (B, W, C)
 
-    def _step(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, int]:
+    def _step(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, int, dict]:
+        """``(loss, correct, n_words, aux)`` of the main tags; ``aux`` is ``{}`` without an
+        auxiliary tag set, else ``{"loss", "correct", "n_words"}`` of its tags."""
         src = spell = batch["src"]  # (B, T) pieces to embed, pieces to spell words from
         unk = self.tokenizer.unk_id if self.tokenizer is not None else 3
         if self.training and self.hparams.word_dropout > 0:
             src = spell = drop_words(src, batch["word_ids"], self.hparams.word_dropout, unk)
         if self.training and self.hparams.piece_dropout > 0:
             src = drop_words(src, batch["word_ids"], self.hparams.piece_dropout, unk)
-        logits = self(src, batch["word_ids"], spell)  # (B, W, C)
-        logits, tags = align_word_dims(logits, batch["tags"])
+        if self.aux_tags and "aux_tags" not in batch:
+            raise ValueError("this tagger has an auxiliary tag set but the batch has no 'aux_tags' "
+                             "(set data.aux_tagset to the one it was trained with)")
+        logits, aux_logits = self.model.forward_all(src, batch["word_ids"], spell)  # (B, W, C), (B, W, C')
+        loss, correct, n_words = self._score(logits, batch["tags"])
+        aux: dict = {}
+        if aux_logits is not None:
+            aux_loss, aux_correct, aux_words = self._score(aux_logits, batch["aux_tags"])
+            aux = {"loss": aux_loss, "correct": aux_correct, "n_words": aux_words}
+        return loss, correct, n_words, aux
+
+    def _score(self, logits: torch.Tensor, tags: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
+        """Loss, number of correct argmax tags, and word count of one classifier's logits."""
+        logits, tags = align_word_dims(logits, tags)
         loss, n_words = tagging_loss(logits, tags, self.hparams.label_smoothing)
         real = tags.ne(IGNORE_INDEX)  # (B, W)
         correct = (logits.argmax(-1).eq(tags) & real).sum()
         return loss, correct, n_words
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        loss, _, n_words = self._step(batch)
+        loss, _, n_words, aux = self._step(batch)
+        if aux:
+            self.log("train/aux_loss", aux["loss"], batch_size=max(aux["n_words"], 1))
+            loss = loss + self.hparams.aux_weight * aux["loss"]
         self.log("train/loss", loss, prog_bar=True, batch_size=max(n_words, 1))
         self.log("lr", self.optimizers().param_groups[0]["lr"], prog_bar=True)
         return loss
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
-        loss, correct, n_words = self._step(batch)
+        loss, correct, n_words, aux = self._step(batch)
         n = max(n_words, 1)
+        if aux:
+            n_aux = max(aux["n_words"], 1)
+            self.log("val/aux_acc", aux["correct"].float() / n_aux, batch_size=n_aux, sync_dist=True)
         # Lightning averages epoch values weighted by batch_size: weighting by words makes
         # val/acc the exact corpus token accuracy and val/loss the per-word mean.
         self.log("val/loss", loss, prog_bar=True, batch_size=n, sync_dist=True)
