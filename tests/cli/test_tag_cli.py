@@ -30,16 +30,19 @@ CONLLU = """# newdoc id = demo
 
 
 class StubTagger:
-    """Stands in for TaggingTask.tag: tags word i of every sentence with TAGS[i % 4] and
-    records what it was asked to tag."""
+    """Stands in for TaggingTask.tag_fields: tags word i of every sentence with TAGS[i % 4]
+    (and, with ``aux``, that field with ``X<i>``) and records what it was asked to tag."""
 
-    def __init__(self, tagset: str = "upos"):
-        self.tagset = tagset
+    def __init__(self, tagset: str = "upos", aux: str | None = None):
+        self.tagset, self.aux = tagset, aux
         self.seen: list[list[str]] = []
 
-    def tag(self, sentences, max_tokens=4096, device=None):
+    def tag_fields(self, sentences, max_tokens=4096, device=None):
         self.seen = [list(s) for s in sentences]
-        return [[TAGS[i % 4] for i in range(len(s))] for s in sentences]
+        fields = {self.tagset: [[TAGS[i % 4] for i in range(len(s))] for s in sentences]}
+        if self.aux:
+            fields[self.aux] = [[f"X{i}" for i in range(len(s))] for s in sentences]
+        return fields
 
 
 def test_token_splitting_rules():
@@ -86,6 +89,18 @@ def test_conllu_passes_comments_ranges_and_empty_nodes_through():
     # XPOS checkpoints fill column 5 and leave UPOS alone
     out_x = tag_lines(StubTagger("xpos"), lines)
     assert out_x[3].split("\t")[3:5] == ["PRON", "DET"]
+
+
+def test_a_tagger_with_an_auxiliary_head_fills_both_columns():
+    lines = CONLLU.split("\n")[:-1]
+    out = tag_lines(StubTagger("upos", aux="xpos"), lines)
+    assert len(out) == len(lines)
+    assert out[3].split("\t")[3:5] == ["DET", "X0"] and out[8].split("\t")[3:5] == ["PUNCT", "X3"]
+    assert out[5].split("\t")[5:] == lines[5].split("\t")[5:]  # the rest kept
+    text = tag_lines(StubTagger("upos", aux="xpos"), ["The cat"], "text", "conllu")
+    assert text[2:4] == ["1\tThe\t_\tDET\tX0\t_\t_\t_\t_\t_", "2\tcat\t_\tNOUN\tX1\t_\t_\t_\t_\t_"]
+    # word_tag and text carry the main tags only
+    assert tag_lines(StubTagger("upos", aux="xpos"), ["The cat"], "text", "word_tag") == ["The_DET cat_NOUN"]
 
 
 def test_conllu_to_word_tag_gives_one_line_per_sentence_block():

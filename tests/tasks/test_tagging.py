@@ -321,6 +321,12 @@ def test_auxiliary_tags_are_required_in_batches_and_kept_by_the_checkpoint(token
     task.eval()
     assert again.aux_tags == AUX_TAGS
     assert torch.equal(again.model.aux_classifier.weight, task.model.aux_classifier.weight)
-    # tagging reads the main head only
-    words = [["the", "cat", "sat", "."]]
+    # tag reads the main head; tag_fields both, keyed by annotation, from the same pass
+    words = [["the", "cat", "sat", "."], [], ["dogs"] * 12]  # the last is longer than max_len pieces
     assert again.tag(words) == task.tag(words) and set(again.tag(words)[0]) <= set(TAGS)
+    fields = again.tag_fields(words)
+    assert set(fields) == {"upos", "xpos"} and fields["upos"] == again.tag(words)
+    assert [len(t) for t in fields["xpos"]] == [4, 0, 12] and set(fields["xpos"][0]) <= set(AUX_TAGS)
+    batch = aux_batch(tokenizer)
+    _, aux_logits = again.model.forward_all(batch["src"][:1], batch["word_ids"][:1])
+    assert fields["xpos"][0] == [AUX_TAGS[i] for i in aux_logits[0, :4].argmax(-1).tolist()]

@@ -22,13 +22,16 @@ for CoNLL-U input, ``word_tag`` for text input):
 
 * ``conllu``: from CoNLL-U input, every input line is written back in place (same line
   count) with the UPOS (column 4) or XPOS (column 5) field replaced, depending on the
-  checkpoint's tag set (chunk tags go to MISC as ``Chunk=...``); every other column is
+  checkpoint's tag set (chunk tags go to MISC as ``Chunk=...``); a checkpoint trained with
+  an auxiliary tag set (``data.aux_tagset``) fills that column too; every other column is
   kept. From text input, one block per input line (``# sent_id = <line number>``,
   ``# text = ...``, word lines, blank line); an empty input line gives a block with the
   two comments only, so the block count equals the input line count.
 * ``word_tag``: one line per sentence, ``word_TAG`` items separated by one space (split
   an item on its last ``_``); an empty sentence gives an empty line.
 * ``text``: one line per sentence with the tags only, aligned with the input tokens.
+
+``word_tag`` and ``text`` carry the checkpoint's main tags only.
 
 For text input the output has exactly one line (or block) per input line; for CoNLL-U
 input with ``word_tag``/``text`` output, one line per sentence block.
@@ -125,6 +128,13 @@ def _set_tag(cols: list[str], tagset: str, tag: str) -> list[str]:
     return cols
 
 
+def _set_tags(cols: list[str], fields: dict[str, list[list[str]]], sent: int, word: int) -> list[str]:
+    """``cols`` with word ``word`` of sentence ``sent``'s tag of every field set."""
+    for tagset, tags in fields.items():
+        cols = _set_tag(cols, tagset, tags[sent][word])
+    return cols
+
+
 def _word_tag_line(words: list[str], tags: list[str]) -> str:
     return " ".join(f"{w}_{t}" for w, t in zip(words, tags))
 
@@ -132,16 +142,17 @@ def _word_tag_line(words: list[str], tags: list[str]) -> str:
 def tag_text(task, lines: list[str], out_format: str, max_tokens: int = 4096, device=None) -> list[str]:
     """Tag text-format input lines; returns output lines (see module docstring)."""
     sentences = [split_tokens(line) for line in lines]
-    tags = task.tag(sentences, max_tokens=max_tokens, device=device)
+    fields = task.tag_fields(sentences, max_tokens=max_tokens, device=device)
+    tags = fields[task.tagset]
     if out_format == "word_tag":
         return [_word_tag_line(w, t) for w, t in zip(sentences, tags)]
     if out_format == "text":
         return [" ".join(t) for t in tags]
     out: list[str] = []
-    for n, (words, ts) in enumerate(zip(sentences, tags), 1):
+    for n, words in enumerate(sentences, 1):
         out += [f"# sent_id = {n}", f"# text = {' '.join(words)}"]
-        for i, (w, t) in enumerate(zip(words, ts), 1):
-            out.append("\t".join(_set_tag([str(i), w] + ["_"] * 8, task.tagset, t)))
+        for i, w in enumerate(words, 1):
+            out.append("\t".join(_set_tags([str(i), w] + ["_"] * 8, fields, n - 1, i - 1)))
         out.append("")
     return out
 
@@ -151,15 +162,16 @@ def tag_conllu(task, lines: list[str], out_format: str, max_tokens: int = 4096, 
     """Tag CoNLL-U input lines; returns output lines (see module docstring)."""
     blocks = parse_conllu(lines, name)
     sentences = [[lines[i].split("\t")[1] for i in b.word_lines] for b in blocks]
-    tags = task.tag(sentences, max_tokens=max_tokens, device=device)
+    fields = task.tag_fields(sentences, max_tokens=max_tokens, device=device)
+    tags = fields[task.tagset]
     if out_format == "word_tag":
         return [_word_tag_line(w, t) for w, t in zip(sentences, tags)]
     if out_format == "text":
         return [" ".join(t) for t in tags]
     out = list(lines)
-    for block, ts in zip(blocks, tags):
-        for i, t in zip(block.word_lines, ts):
-            out[i] = "\t".join(_set_tag(lines[i].split("\t"), task.tagset, t))
+    for s, block in enumerate(blocks):
+        for w, i in enumerate(block.word_lines):
+            out[i] = "\t".join(_set_tags(lines[i].split("\t"), fields, s, w))
     return out
 
 

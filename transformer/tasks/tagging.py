@@ -362,12 +362,31 @@ class TaggingTask(L.LightningModule):
         return [[self.tags[i] for i in p.argmax(-1).tolist()] for p in probs]
 
     @torch.no_grad()
+    def tag_fields(self, sentences: Sequence[Sequence[str]], max_tokens: int = 4096,
+                   device: str | torch.device | None = None) -> dict[str, list[list[str]]]:
+        """Like ``tag``, keyed by the annotation each head predicts (``upos``, ``xpos`` or
+        ``chunk``, see ``TAG_FIELDS``): the main tags, and with an auxiliary head its tags
+        too, from the same encoder pass."""
+        main, aux = self._head_probabilities(sentences, max_tokens, device)
+        out = {self.tagset: [[self.tags[i] for i in p.argmax(-1).tolist()] for p in main]}
+        if aux is not None:
+            field = TAG_FIELDS[self.hparams.data["name"]][self.hparams.data["aux_tagset"]]
+            out[field] = [[self.aux_tags[i] for i in p.argmax(-1).tolist()] for p in aux]
+        return out
+
+    @torch.no_grad()
     def tag_probabilities(self, sentences: Sequence[Sequence[str]], max_tokens: int = 4096,
                           device: str | torch.device | None = None) -> list[torch.Tensor]:
         """Per sentence, a ``(n_words, C)`` CPU tensor of tag probabilities (columns in
         ``self.tags`` order); ``tag`` takes their argmax. Models trained with other tokenizers
         on the same tag set can be ensembled by averaging these (``scripts/tagging_ensemble.py``).
         """
+        return self._head_probabilities(sentences, max_tokens, device)[0]
+
+    def _head_probabilities(self, sentences: Sequence[Sequence[str]], max_tokens: int,
+                            device: str | torch.device | None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+        """Per sentence ``(n_words, C)`` main-tag probabilities, and ``(n_words, C_aux)``
+        auxiliary ones (``None`` without an auxiliary head)."""
         if self.tokenizer is None:
             raise ValueError("this checkpoint has no tokenizer; it cannot tag raw words")
         device = torch.device(device) if device is not None else next(self.parameters()).device
@@ -376,7 +395,8 @@ class TaggingTask(L.LightningModule):
         max_len = self._max_len()
         # Each unit: (sentence index, first word index, piece ids, word ids relative to the unit).
         units: list[tuple[int, int, list[int], list[int]]] = []
-        out = [torch.zeros(len(words), len(self.tags)) for words in sentences]
+        heads = [self.tags] + ([self.aux_tags] if self.aux_tags else [])
+        out = [[torch.zeros(len(words), len(tags)) for words in sentences] for tags in heads]
         for i, words in enumerate(sentences):
             if not words:
                 continue
@@ -393,12 +413,14 @@ class TaggingTask(L.LightningModule):
             for r, (_, _, ids, wids) in enumerate(rows):
                 src[r, : len(ids)] = torch.tensor(ids)
                 word_ids[r, : len(wids)] = torch.tensor(wids)
-            probs = torch.softmax(self(src.to(device), word_ids.to(device)).float(), dim=-1).cpu()  # (B, W, C)
-            for (i, first, _, wids), p in zip(rows, probs):
-                n = wids[-1] + 1
-                out[i][first: first + n] = p[:n]
+            logits = self.model.forward_all(src.to(device), word_ids.to(device))  # (B, W, C), (B, W, C') or None
+            for head, head_logits in zip(out, logits):
+                probs = torch.softmax(head_logits.float(), dim=-1).cpu()  # (B, W, C)
+                for (i, first, _, wids), p in zip(rows, probs):
+                    n = wids[-1] + 1
+                    head[i][first: first + n] = p[:n]
         self.train(was_training)
-        return out
+        return out[0], (out[1] if len(out) > 1 else None)
 
     def _max_len(self) -> int:
         enc = getattr(self.model, "encoder", None)
