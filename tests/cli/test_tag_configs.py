@@ -13,7 +13,7 @@ from transformer.models.tagger import Tagger
 from transformer.tasks.tagging import TaggingTask
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
-TAG_EXPERIMENTS = {"gum_upos": ("gum", "upos"), "gum_xpos": ("gum", "xpos"), "conll2000_pos": ("conll2000", "pos")}
+TAG_EXPERIMENTS = {"gum_upos": ("gum", "upos"), "gum_upos_wsj": ("gum", "upos"), "gum_xpos": ("gum", "xpos"), "conll2000_pos": ("conll2000", "pos")}
 TAGGER_MODELS = sorted(p.stem for p in (CONF / "model").glob("tagger_*.yaml"))
 
 
