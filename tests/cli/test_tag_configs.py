@@ -86,10 +86,10 @@ def test_task_config_alone(tmp_path):
 
 def test_auxiliary_tag_set_is_a_command_line_switch(tmp_path):
     cfg = compose_cfg("train", ["experiment=gum_upos", "data.aux_tagset=xpos", "data.aux_corpus=conll2000",
-                                "task.aux_weight=0.25", f"output_dir={tmp_path}"])
+                                "data.aux_corpus_upos=true", "task.aux_weight=0.25", f"output_dir={tmp_path}"])
     OmegaConf.resolve(cfg)
     dm = instantiate(cfg.data)
-    assert (dm.aux_tagset, dm.aux_corpus) == ("xpos", "conll2000")
+    assert (dm.aux_tagset, dm.aux_corpus, dm.aux_corpus_upos) == ("xpos", "conll2000", True)
     task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
     task = get_class(task_cfg.pop("_target_"))(
         model=OmegaConf.to_container(cfg.model, resolve=True), **task_cfg, piece_vocab_size=300, pad_id=0,

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from transformer.data.datamodules import TaggingDataModule, TranslationDataModule
-from transformer.data.readers import read_conll2000
+from transformer.data.readers import UposFromXpos, read_conll2000
 
 SUBSET = 400
 
@@ -184,6 +184,35 @@ def test_tagging_gum_with_conll2000_as_auxiliary_corpus(mirror_root, tmp_path):
     assert sum(int(b["aux_tags"].ne(-100).sum()) for b in batches) > sum(int(b["tags"].ne(-100).sum()) for b in batches)
     # dev and test stay GUM's
     assert len(dm.dataset("dev")) == 784
+
+
+def test_tagging_auxiliary_corpus_with_converted_upos(mirror_root, tmp_path):
+    kw = dict(data_dir=tmp_path, mirror_root=mirror_root, vocab_size=600, train_subset=300, max_tokens=4096,
+              aux_tagset="xpos", aux_corpus="conll2000")
+    dm = TaggingDataModule("gum", "upos", aux_corpus_upos=True, **kw)
+    dm.setup()
+    wsj = read_conll2000("train", tmp_path, mirror_root)
+    convert = UposFromXpos(dm.raw("train"))
+    train = dm.dataset("train")
+    by_index = {int(i): k for k, i in enumerate(train["index"])}
+    decided = ignored = 0
+    for k in range(20):
+        row, sent = train[by_index[300 + k]], wsj[k]
+        expected = convert(sent.words, [{"(": "-LRB-", ")": "-RRB-"}.get(t, t) for t in sent.xpos])
+        assert [None if i == -100 else dm.tag_vocab[i] for i in row["tags"]] == expected
+        decided += sum(t is not None for t in expected)
+        ignored += sum(t is None for t in expected)
+    assert decided > 5 * ignored > 0  # most WSJ words now train the UPOS head; the undecided stay ignored
+    # the GUM rows and the dev set are untouched, and the cache does not mix the two variants
+    assert [dm.tag_vocab[i] for i in train[by_index[0]]["tags"]] == dm.raw("train")[0].upos
+    plain = TaggingDataModule("gum", "upos", **kw)
+    plain.setup()
+    plain_rows = {int(i): k for k, i in enumerate(plain.dataset("train")["index"])}
+    assert plain.dataset("train")[plain_rows[300]]["tags"] == [-100] * len(wsj[0].words)
+    with pytest.raises(ValueError, match="aux_corpus_upos"):
+        TaggingDataModule("gum", "upos", aux_corpus_upos=True)
+    with pytest.raises(ValueError, match="aux_corpus_upos"):
+        TaggingDataModule("gum", "xpos", aux_tagset="upos", aux_corpus_upos=True)
 
 
 def test_tagging_bad_tagset():

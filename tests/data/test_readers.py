@@ -10,6 +10,8 @@ import pytest
 
 from transformer.data.readers import (
     DataFormatError,
+    TaggedSentence,
+    UposFromXpos,
     length_filter,
     read_conll2000,
     read_conllu,
@@ -189,3 +191,29 @@ def test_length_filter_counts_and_logs(caplog):
     assert r.kept == [0, 2] and r.dropped == [1, 3] and r.n_dropped == 2
     assert "dropped 2 of 4" in caplog.text
     assert length_filter([1, 2, 3], max_len=3).n_dropped == 0
+
+
+# ---------------------------------------------------------------- UPOS from Penn Treebank tags
+
+
+def test_upos_from_xpos_uses_the_word_then_the_tag_and_never_guesses():
+    def sent(*pairs):
+        words, upos, xpos = zip(*(p.split("/") for p in pairs))
+        return TaggedSentence("s", list(words), list(upos), list(xpos))
+
+    table = UposFromXpos([
+        sent("The/DET/DT", "dog/NOUN/NN", "that/PRON/WDT", "is/AUX/VBZ", "here/ADV/RB", "runs/VERB/VBZ"),
+        sent("That/DET/DT", "cat/NOUN/NN", "is/AUX/VBZ", "not/PART/RB", "in/ADP/IN", "that/SCONJ/IN"),
+        sent("Not/PART/RB", "all/DET/DT", "is/AUX/VBZ", "well/ADV/RB", "as/ADP/IN", "as/SCONJ/IN"),
+    ], word_purity=0.8, tag_purity=0.9)
+    # (word, tag) seen: its UPOS, case-insensitively, whatever the tag's majority says
+    assert table(["IS", "not", "In"], ["VBZ", "RB", "IN"]) == ["AUX", "PART", "ADP"]
+    # an unseen word: the tag's UPOS when one UPOS dominates it (NN: 2/2), else None
+    # (VBZ: AUX 3 of 4 < 0.9; RB: ADV 2 of 4)
+    assert table(["house", "walks", "quickly"], ["NN", "VBZ", "RB"]) == ["NOUN", None, None]
+    # a (word, tag) pair split between UPOS tags is undecided too, and so is an unknown tag
+    assert table(["as", "42"], ["IN", "CD"]) == [None, None]
+    with pytest.raises(ValueError):
+        table(["a", "b"], ["DT"])
+    with pytest.raises(ValueError, match="s2.*UPOS"):
+        UposFromXpos([TaggedSentence("s2", ["a"], None, ["DT"])])

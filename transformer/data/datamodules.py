@@ -33,6 +33,7 @@ from transformer.data.preprocess import cache_key, int_column, tokenize_tagging,
 from transformer.data.readers import (
     FilterResult,
     TaggedSentence,
+    UposFromXpos,
     iter_words,
     length_filter,
     read_conll2000,
@@ -313,6 +314,10 @@ class TaggingDataModule(_TokenBudgetDataModule):
             ignored by the loss); needs ``dataset: gum`` and ``aux_tagset: xpos``, GUM's XPOS
             being Penn Treebank tags too. The tokenizer then also learns from its words;
             ``raw("train")`` and the training-word list stay GUM's.
+        aux_corpus_upos: with ``aux_corpus`` and ``tagset: upos``, give the auxiliary
+            corpus's words UPOS tags too, converted from their Penn Treebank tags by a table
+            learnt on GUM's training split (:class:`~transformer.data.readers.UposFromXpos`);
+            words it cannot decide keep ``None`` (ignored by the loss).
         tokenizer_model: ``"bpe"`` | ``"unigram"`` | ``"word"``; trained on the training
             words (each word an item, so pieces never cross words; unseen words still
             encode as byte-level pieces, or ``<unk>`` for ``"word"``).
@@ -343,6 +348,7 @@ class TaggingDataModule(_TokenBudgetDataModule):
         dev_size: int = 500,
         aux_tagset: str | None = None,
         aux_corpus: str | None = None,
+        aux_corpus_upos: bool = False,
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
@@ -361,7 +367,10 @@ class TaggingDataModule(_TokenBudgetDataModule):
         if aux_corpus is not None and (aux_corpus != "conll2000" or dataset != "gum" or self._aux_field != "xpos"):
             raise ValueError(f"aux_corpus {aux_corpus!r}: only 'conll2000', with dataset 'gum' and aux_tagset 'xpos' "
                              "(both Penn Treebank tags)")
+        if aux_corpus_upos and (aux_corpus is None or self._field != "upos"):
+            raise ValueError("aux_corpus_upos needs an aux_corpus and tagset 'upos'")
         self.aux_corpus = aux_corpus
+        self.aux_corpus_upos = aux_corpus_upos
         self._aux_corpus_sents: list[TaggedSentence] = []
         self.data_dir = Path(data_dir)
         self.mirror_root = mirror_root
@@ -399,6 +408,15 @@ class TaggingDataModule(_TokenBudgetDataModule):
                 for s in read_conll2000("train", self.data_dir, self.mirror_root)
             ]
             self._hashes["train"] = [*self._hashes["train"], "aux", DATASETS[CONLL2000_RELPATH].sha256]
+            if self.aux_corpus_upos:
+                convert = UposFromXpos(self._raw["train"])
+                self._aux_corpus_sents = [dataclasses.replace(s, upos=convert(s.words, s.xpos))
+                                          for s in self._aux_corpus_sents]
+                decided = sum(t is not None for s in self._aux_corpus_sents for t in s.upos)
+                total = sum(len(s.words) for s in self._aux_corpus_sents)
+                log.info("aux_corpus_upos: %d of %d %s words get a converted UPOS tag; the rest are ignored",
+                         decided, total, self.aux_corpus)
+                self._hashes["train"].append("upos-from-xpos")
 
     def _tags(self, sent: TaggedSentence, field: str | None = None) -> list[str]:
         return getattr(sent, field or self._field)
@@ -432,9 +450,10 @@ class TaggingDataModule(_TokenBudgetDataModule):
             name = f"{self.dataset_name}-{self.tagset}-{split}"
             tags = [self._tags(s) for s in sents]
             if split == "train" and self._aux_corpus_sents:
-                # The auxiliary corpus has no main tags: None -> ignored by the loss.
+                # The auxiliary corpus has no main tags (unless converted): None -> ignored by the loss.
                 sents = sents + self._aux_corpus_sents
-                tags = tags + [[None] * len(s.words) for s in self._aux_corpus_sents]
+                tags = tags + [s.upos if self.aux_corpus_upos else [None] * len(s.words)
+                               for s in self._aux_corpus_sents]
             ds = tokenize_tagging(
                 sents, tags, self.tokenizer, self.tag_vocab, self.data_dir, name, self._hashes[split],
                 aux_tags=[self._tags(s, aux) for s in sents] if aux is not None else None,
