@@ -330,3 +330,27 @@ def test_auxiliary_tags_are_required_in_batches_and_kept_by_the_checkpoint(token
     batch = aux_batch(tokenizer)
     _, aux_logits = again.model.forward_all(batch["src"][:1], batch["word_ids"][:1])
     assert fields["xpos"][0] == [AUX_TAGS[i] for i in aux_logits[0, :4].argmax(-1).tolist()]
+
+
+def test_evaluate_scores_the_auxiliary_head_too(tokenizer, tmp_path, monkeypatch):
+    import json
+
+    import transformer.tasks.tagging as tagging
+    from transformer.data.readers import TaggedSentence
+
+    torch.manual_seed(0)
+    task = make_aux_task(tokenizer, aux_weight=0.5).eval()
+    sents = [TaggedSentence("a", ["the", "cat", "sat", "."], ["DET", "NOUN", "VERB", "PUNCT"], ["DT", "NN", "VBD", "."]),
+             TaggedSentence("b", ["dogs", "barked"], ["NOUN", "VERB"], ["NNS", "VBD"])]
+    monkeypatch.setattr(tagging, "read_tagged_split", lambda *a, **k: sents)
+    metrics = task.evaluate("dev", output_dir=tmp_path)
+    fields = task.tag_fields([s.words for s in sents])
+    for key, got in (("upos", metrics), ("xpos", metrics["aux"])):
+        gold = [t for s in sents for t in getattr(s, key)]
+        pred = [t for p in fields[key] for t in p]
+        assert got["tagset"] == key and got["tokens"] == 6
+        assert got["acc"] == pytest.approx(sum(g == p for g, p in zip(gold, pred)) / 6)
+        assert json.loads((tmp_path / f"dev.{key}.json").read_text())["acc"] == got["acc"]
+        rows = (tmp_path / f"dev.{key}.pred.tsv").read_text().split("\n\n")[0].split("\n")
+        assert [r.split("\t")[1:] for r in rows] == [[g, p] for g, p in zip(getattr(sents[0], key), fields[key][0])]
+    assert "per_tag" not in metrics["aux"] and "per_tag" in metrics

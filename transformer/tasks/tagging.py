@@ -440,35 +440,50 @@ class TaggingTask(L.LightningModule):
         Writes to ``output_dir``: ``<split>.<tagset>.json`` (metrics), ``.txt`` (readable
         report: summary, per-tag P/R/F1 table, confusions) and ``.pred.tsv`` (one word per
         line: ``word<TAB>gold<TAB>predicted``, a blank line between sentences, input order).
+        A checkpoint with an auxiliary head gets the same three files for its tag set
+        (``<split>.<aux_tagset>.*``, from the same encoder pass), and the returned metrics
+        carry that head's summary under ``aux``.
         """
-        sents = read_tagged_split(self.hparams.data, split, data_dir, mirror_root)
-        field = self.tagset
+        data = self.hparams.data
+        sents = read_tagged_split(data, split, data_dir, mirror_root)
         words = [s.words for s in sents]
-        gold = [getattr(s, field) for s in sents]
         start = time.perf_counter()
-        pred = self.tag(words, device=device)
+        preds = self.tag_fields(words, device=device)  # {field: tags} for each head
         seconds = time.perf_counter() - start
-        metrics = tagging_metrics(gold, pred, words, self.train_words)
-        n_words = metrics["tokens"]
-        metrics = {
-            "split": split, "dataset": self.hparams.data["name"], "tagset": self.hparams.data["tagset"],
-            **metrics,
-            "tag_seconds": round(seconds, 3),
-            "words_per_second": round(n_words / max(seconds, 1e-9), 1),
-        }
+        heads = [(data["tagset"], self.tagset)]
+        if self.aux_tags:
+            heads.append((data["aux_tagset"], TAG_FIELDS[data["name"]][data["aux_tagset"]]))
         out = Path(output_dir)
         out.mkdir(parents=True, exist_ok=True)
-        stem = f"{split}.{self.hparams.data['tagset']}"
-        (out / f"{stem}.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-        title = f"{self.hparams.data['name']} {split} ({self.hparams.data['tagset']})"
-        (out / f"{stem}.txt").write_text(format_report(metrics, title), encoding="utf-8")
-        with open(out / f"{stem}.pred.tsv", "w", encoding="utf-8") as f:
-            for ws, gs, ps in zip(words, gold, pred):
-                f.writelines(f"{w}\t{g}\t{p}\n" for w, g, p in zip(ws, gs, ps))
-                f.write("\n")
-        metrics["outputs"] = {k: str(out / f"{stem}{ext}") for k, ext in
-                              (("metrics", ".json"), ("report", ".txt"), ("predictions", ".pred.tsv"))}
+        results = []
+        for tagset, field in heads:
+            gold = [getattr(s, field) for s in sents]
+            metrics = tagging_metrics(gold, preds[field], words, self.train_words)
+            metrics = {
+                "split": split, "dataset": data["name"], "tagset": tagset, **metrics,
+                "tag_seconds": round(seconds, 3),
+                "words_per_second": round(metrics["tokens"] / max(seconds, 1e-9), 1),
+            }
+            results.append(_write_tagging_scores(out, f"{split}.{tagset}", f"{data['name']} {split} ({tagset})",
+                                                 metrics, words, gold, preds[field]))
+        metrics = results[0]
+        if len(results) > 1:
+            metrics["aux"] = {k: v for k, v in results[1].items() if k not in ("per_tag", "confusions")}
         return metrics
+
+
+def _write_tagging_scores(out: Path, stem: str, title: str, metrics: dict, words, gold, pred) -> dict:
+    """Write ``<stem>.json`` / ``.txt`` / ``.pred.tsv`` under ``out``; return the metrics with
+    the file paths under ``outputs``."""
+    (out / f"{stem}.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    (out / f"{stem}.txt").write_text(format_report(metrics, title), encoding="utf-8")
+    with open(out / f"{stem}.pred.tsv", "w", encoding="utf-8") as f:
+        for ws, gs, ps in zip(words, gold, pred):
+            f.writelines(f"{w}\t{g}\t{p}\n" for w, g, p in zip(ws, gs, ps))
+            f.write("\n")
+    metrics["outputs"] = {k: str(out / f"{stem}{ext}") for k, ext in
+                          (("metrics", ".json"), ("report", ".txt"), ("predictions", ".pred.tsv"))}
+    return metrics
 
 
 __all__ = ["TaggingTask", "chunk_sentence", "drop_words", "read_tagged_split", "tagging_loss", "warmup_linear_factor"]
