@@ -52,6 +52,22 @@ def build_task(cfg: DictConfig, dm):
     return cls(model=model_cfg, **task_cfg, **cls.kwargs_from_datamodule(dm))
 
 
+def checkpoint_summary(trainer: L.Trainer) -> dict:
+    """Best checkpoint and score (the first ModelCheckpoint, the one with a monitor) and the
+    latest state: ``last.ckpt``, written by the monitor-less ``last_checkpoint`` callback
+    after every validation (or a ModelCheckpoint's own ``save_last`` file)."""
+    cbs = trainer.checkpoint_callbacks
+    ranked = next((cb for cb in cbs if cb.monitor is not None), None)
+    last = next((cb.best_model_path for cb in cbs if cb.monitor is None and cb.best_model_path), None)
+    last = last or next((cb.last_model_path for cb in cbs if cb.last_model_path), None)
+    score = getattr(ranked, "best_model_score", None)
+    return {
+        "best_checkpoint": getattr(ranked, "best_model_path", None) or None,
+        "best_score": float(score) if score is not None else None,
+        "last_checkpoint": last,
+    }
+
+
 def run(cfg: DictConfig) -> dict:
     """Fit, then report the best checkpoint (and evaluate it on ``test_splits``)."""
     L.seed_everything(cfg.seed, workers=True)
@@ -69,15 +85,12 @@ def run(cfg: DictConfig) -> dict:
         logger=_instantiate_group(cfg.get("logger")) or False,
     )
     trainer.fit(task, datamodule=dm, ckpt_path=cfg.get("ckpt_path"))
-    ckpt_cb = trainer.checkpoint_callback
     summary = {
         "output_dir": str(out),
         "parameters": count_parameters(task.model),
         "global_step": trainer.global_step,
         "epochs": trainer.current_epoch,
-        "best_checkpoint": getattr(ckpt_cb, "best_model_path", None) or None,
-        "best_score": float(ckpt_cb.best_model_score) if getattr(ckpt_cb, "best_model_score", None) is not None else None,
-        "last_checkpoint": getattr(ckpt_cb, "last_model_path", None) or None,
+        **checkpoint_summary(trainer),
         "monitor": cfg.get("monitor"),
     }
     if cfg.get("test_splits") and trainer.is_global_zero and summary["best_checkpoint"]:
