@@ -181,3 +181,37 @@ def test_over_long_input_is_truncated_and_reported(trained, tmp_path, capsys):
     lines = decode_cli.run(cfg)
     assert len(lines) == 2
     assert "1 input(s) longer than the model's maximum source length were truncated" in capsys.readouterr().err
+
+
+def test_evaluate_and_decode_an_ensemble_of_checkpoints(trained, env, tmp_path):
+    best = json.loads((trained / "train_summary.json").read_text())["best_checkpoint"]
+    avg = tmp_path / "avg.ckpt"  # a second, different model with the same tokenizer
+    ckpts = sorted(str(c) for c in (trained / "checkpoints").glob("*.ckpt"))
+    average_cli.run(compose_cfg("average", [f"inputs=[{','.join(ckpts)}]", f"output={avg}"]))
+    proc = cli("evaluate", [f"ckpt_path=[{best},{avg}]", "split=test_2017_mscoco", "decode=beam",
+                            "decode.beam_size=2", "decode.max_len_a=0", "decode.max_len_b=6",
+                            f"data_dir={env['CACHE']}"], env)
+    metrics = json.loads(proc.stdout[proc.stdout.index("{"):])
+    assert metrics["checkpoint"] == [best, str(avg)] and metrics["sentences"] == 461
+    # default output folder for an ensemble: beside the first checkpoint, apart from its own eval/
+    assert (Path(best).parent / "eval_ensemble" / "test_2017_mscoco.beam.json").is_file()
+    # the decode CLI takes the same list; each line matches the ensemble translating it alone
+    lines = ["Ein Hund läuft.", "", "Zwei Männer stehen auf der Straße."]
+    out = cli("decode", [f"ckpt_path=[{best},{avg}]", "decode.max_len_a=0", "decode.max_len_b=6"], env,
+              stdin="\n".join(lines) + "\n", cwd=tmp_path).stdout.split("\n")
+    task = load_task([best, str(avg)])
+    assert type(task.model).__name__ == "EnsembleModel" and len(task.model.members) == 2
+    translator = task.translator({"strategy": "greedy", "max_len_a": 0, "max_len_b": 6})
+    assert out[:3] == [translator.translate([s])[0][0][0] if s else "" for s in lines]
+
+
+def test_ensemble_members_must_agree_on_language_pair_and_kind(trained):
+    from transformer.tasks.translation import TranslationTask
+
+    last = trained / "checkpoints" / "last.ckpt"
+    a, b = load_task(last), load_task(last)
+    b.hparams.tgt_lang = "fr"
+    with pytest.raises(ValueError, match="member 2 has tgt_lang='fr'"):
+        TranslationTask.ensemble([a, b])
+    with pytest.raises(CheckpointError, match="no checkpoint"):
+        load_task([])

@@ -66,6 +66,13 @@ def write_lines(lines: list[str], output: str) -> None:
         Path(output).write_text(text, encoding="utf-8")
 
 
+def checkpoint_paths(value) -> list[str]:
+    """``ckpt_path`` as a list of strings: one path, or several (a list, Hydra's ``[a,b]``)."""
+    if isinstance(value, (str, Path)):
+        return [str(value)]
+    return [str(v) for v in value]
+
+
 def resolve_device(name: str) -> torch.device:
     """``auto`` picks CUDA when present, else CPU."""
     if name == "auto":

@@ -4,7 +4,8 @@ order and line count (an empty line gives an empty line).
     echo "Ein Hund rennt." | transformer-decode ckpt_path=best.ckpt decode=beam decode.beam_size=5
     transformer-decode ckpt_path=best.ckpt input=src.de output=hyp.en decode=beam decode.n_best=5
 
-With ``decode.n_best > 1`` each output line is ``<input line number> ||| <hypothesis> ||| <score>``.
+Several translation checkpoints, ``ckpt_path=[a.ckpt,b.ckpt]``, decode as an ensemble (their
+probabilities averaged at every step). With ``decode.n_best > 1`` each output line is ``<input line number> ||| <hypothesis> ||| <score>``.
 """
 
 from __future__ import annotations

@@ -2,34 +2,43 @@
 come from the checkpoint alone.
 
     transformer-evaluate ckpt_path=best.ckpt split=test_2016_flickr decode=beam decode.beam_size=5
+
+Several translation checkpoints, ``ckpt_path=[a.ckpt,b.ckpt]``, are decoded as an ensemble
+(their probabilities averaged at every step); outputs then go to ``eval_ensemble/`` beside the
+first unless ``output_dir`` is given.
 """
 
 from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.common import hydra_entry, resolve_device
+from transformer.cli.common import checkpoint_paths, hydra_entry, resolve_device
 from transformer.tasks.checkpoint import load_task
 
 
-def evaluate_checkpoint(ckpt_path: str, split: str, decode_cfg: dict, output_dir: str | Path,
+def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: dict, output_dir: str | Path,
                         data_dir: str = "data/cache", mirror_root: str | None = None,
                         device: str = "auto") -> dict:
-    """Load the checkpoint, evaluate ``split`` and write outputs under ``output_dir``."""
+    """Load the checkpoint (or the ensemble of several), evaluate ``split`` and write outputs
+    under ``output_dir``."""
     task = load_task(ckpt_path)
     dev = resolve_device(device)
     task.to(dev)
     metrics = task.evaluate(split=split, decode_cfg=dict(decode_cfg), output_dir=Path(output_dir),
                             data_dir=data_dir, mirror_root=mirror_root, device=dev)
-    metrics["checkpoint"] = str(ckpt_path)
+    paths = checkpoint_paths(ckpt_path)
+    metrics["checkpoint"] = paths[0] if len(paths) == 1 else paths
     return metrics
 
 
 def run(cfg: DictConfig) -> dict:
-    output_dir = cfg.output_dir or str(Path(cfg.ckpt_path).resolve().parent / "eval")
+    paths = checkpoint_paths(cfg.ckpt_path)
+    default_dir = "eval" if len(paths) == 1 else "eval_ensemble"
+    output_dir = cfg.output_dir or str(Path(paths[0]).resolve().parent / default_dir)
     metrics = evaluate_checkpoint(
         cfg.ckpt_path, cfg.split, OmegaConf.to_container(cfg.decode, resolve=True), output_dir,
         data_dir=cfg.data_dir, mirror_root=cfg.mirror_root, device=cfg.device,

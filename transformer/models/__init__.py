@@ -3,6 +3,7 @@
 from transformer.models.decoder import AutoregressiveDecoder
 from transformer.models.encoder import EncoderOut, TransformerEncoder
 from transformer.models.encoder_decoder import EncoderDecoder
+from transformer.models.ensemble import EnsembleModel
 from transformer.models.init import count_parameters, init_weights
 from transformer.models.nat import LengthPredictor, NonAutoregressiveDecoder, NonAutoregressiveModel
 from transformer.models.tagger import Tagger
@@ -11,6 +12,7 @@ __all__ = [
     "AutoregressiveDecoder",
     "EncoderDecoder",
     "EncoderOut",
+    "EnsembleModel",
     "LengthPredictor",
     "NonAutoregressiveDecoder",
     "NonAutoregressiveModel",

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import importlib
 from pathlib import Path
-from typing import Any
+from typing import Any, Sequence
 
 import torch
 
@@ -51,10 +51,21 @@ def task_class(name: str):
     return getattr(importlib.import_module(module), attr)
 
 
-def load_task(path: str | Path):
-    """Rebuild a task (model + tokenizers) from a checkpoint alone, in eval mode on the CPU."""
-    ckpt = read_checkpoint(path)
-    cls = task_class(ckpt[TASK_KEY])
-    task = cls.from_checkpoint_dict(ckpt)
-    task.eval()
-    return task
+def load_task(path: str | Path | Sequence[str | Path]):
+    """Rebuild a task (model + tokenizers) from a checkpoint alone, in eval mode on the CPU.
+
+    Several paths (a list, or Hydra's ``ckpt_path=[a.ckpt,b.ckpt]``) give one translation task
+    that decodes with the ensemble of their models (``TranslationTask.ensemble``).
+    """
+    paths = [path] if isinstance(path, (str, Path)) else list(path)
+    if not paths:
+        raise CheckpointError("no checkpoint given (ckpt_path is an empty list)")
+    tasks = []
+    for p in paths:
+        ckpt = read_checkpoint(p)
+        task = task_class(ckpt[TASK_KEY]).from_checkpoint_dict(ckpt)
+        task.eval()
+        tasks.append(task)
+    if len(tasks) == 1:
+        return tasks[0]
+    return task_class("translation").ensemble(tasks)

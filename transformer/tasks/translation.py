@@ -19,6 +19,7 @@ from sacrebleu.metrics import BLEU, CHRF
 from transformer.data.batching import TranslationCollator
 from transformer.data.tokenizer import SubwordTokenizer
 from transformer.decoding import beam_search, greedy_search
+from transformer.models.ensemble import EnsembleModel
 from transformer.tasks.checkpoint import TASK_KEY
 from transformer.tasks.losses import label_smoothed_nll
 from transformer.tasks.schedules import inverse_sqrt_schedule
@@ -70,6 +71,8 @@ class TranslationTask(L.LightningModule):
         # Tokenizers are stored as their own checkpoint entry, not as hyperparameters.
         self.save_hyperparameters(ignore=["tokenizers"])
         self.model = self._build_model()
+        # longest sequence the model takes (positions); an ensemble takes its members' minimum
+        self.max_len: int | None = self.hparams.model.get("max_len")
         self.src_tokenizer: SubwordTokenizer | None = None
         self.tgt_tokenizer: SubwordTokenizer | None = None
         if tokenizers is not None:
@@ -123,6 +126,36 @@ class TranslationTask(L.LightningModule):
         task = cls(**ckpt["hyper_parameters"], tokenizers=ckpt.get("tokenizers"))
         task.load_state_dict(ckpt["state_dict"])
         return task
+
+    @classmethod
+    def ensemble(cls, tasks: Sequence["TranslationTask"]) -> "TranslationTask":
+        """One task whose search averages the probabilities of ``tasks``' models
+        (``models.ensemble.EnsembleModel``); it keeps the first task's settings.
+
+        For decoding and evaluation only: the members must be autoregressive translation tasks
+        with the same language pair, tokenizers and special ids, else a ``ValueError`` names
+        the first difference.
+        """
+        first = tasks[0]
+        if len(tasks) == 1:
+            return first
+        for i, task in enumerate(tasks, start=1):
+            if type(task) is not TranslationTask:
+                raise ValueError(f"ensemble member {i} is a {task.task_name!r} checkpoint; only "
+                                 f"autoregressive translation checkpoints can be ensembled")
+        for i, task in enumerate(tasks[1:], start=2):
+            for key in ("src_lang", "tgt_lang", "pad_id", "bos_id", "eos_id"):
+                if task.hparams[key] != first.hparams[key]:
+                    raise ValueError(f"ensemble member {i} has {key}={task.hparams[key]!r}, "
+                                     f"member 1 has {first.hparams[key]!r}")
+            for side in ("src", "tgt"):
+                if getattr(task, f"{side}_tokenizer").to_str() != getattr(first, f"{side}_tokenizer").to_str():
+                    raise ValueError(f"ensemble member {i} has a different {side} tokenizer from member 1; "
+                                     f"members must share their vocabulary")
+        lengths = [t.max_len for t in tasks if t.max_len is not None]
+        first.model = EnsembleModel([t.model for t in tasks])
+        first.max_len = min(lengths) if lengths else None
+        return first
 
     # ----------------------------------------------------------------- training
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
@@ -191,7 +224,7 @@ class TranslationTask(L.LightningModule):
         hp = self.hparams
         ids = dict(bos_id=hp.bos_id, eos_id=hp.eos_id, pad_id=hp.pad_id)
         lengths = dict(max_len_a=cfg.get("max_len_a", 1.2), max_len_b=cfg.get("max_len_b", 10),
-                       max_len=hp.model.get("max_len"))
+                       max_len=self.max_len)
         strategy = cfg.get("strategy", "greedy")
         if strategy == "greedy":
             def greedy(src: torch.Tensor):
@@ -215,7 +248,7 @@ class TranslationTask(L.LightningModule):
     def translator(self, decode_cfg: dict | None, device: str | torch.device = "cpu") -> "Translator":
         """A :class:`Translator` for raw sentences with this model and its tokenizers."""
         cfg = dict(decode_cfg or {})
-        max_src = self.hparams.model.get("max_len")
+        max_src = self.max_len
         return Translator(
             self.search_fn(cfg), self.src_tokenizer, self.tgt_tokenizer,
             max_tokens=int(cfg.get("max_tokens", 4096)), max_src_len=max_src, device=device,
