@@ -85,3 +85,20 @@ def test_a_translation_with_line_breaks_stays_on_one_line(tmp_path):
     path = tmp_path / "train.en"
     _write_lines(path, ["a dog", "two\nlines", "cr\r\nlf", "", "last"])
     assert read_lines(path) == ["a dog", "two lines", "cr  lf", "", "last"]
+
+
+def test_an_ensemble_teacher_distils_with_the_averaged_probabilities(at_checkpoint, mirror_root, tmp_path):
+    from transformer.cli import distill
+    from transformer.tasks.checkpoint import load_task
+
+    ckpt, root = at_checkpoint
+    common = ["split=train", "decode=greedy", "decode.max_len_a=0", "decode.max_len_b=6", "limit=8",
+              f"data_dir={root / 'cache'}", f"mirror_root={mirror_root}", "device=cpu"]
+    summary = distill.run(compose_cfg("distill", [f"ckpt_path=[{ckpt},{ckpt}]", f"output_dir={tmp_path / 'ens'}",
+                                                  *common]))
+    assert summary["checkpoint"] == [str(ckpt), str(ckpt)]
+    # a model ensembled with itself has its own distribution: the targets equal the single model's
+    single = distill.run(compose_cfg("distill", [f"ckpt_path={ckpt}", f"output_dir={tmp_path / 'one'}", *common]))
+    assert single["checkpoint"] == str(ckpt)
+    assert (tmp_path / "ens" / "train.en").read_text() == (tmp_path / "one" / "train.en").read_text()
+    assert type(load_task([ckpt, ckpt]).model).__name__ == "EnsembleModel"

@@ -73,6 +73,12 @@ def checkpoint_paths(value) -> list[str]:
     return [str(v) for v in value]
 
 
+def checkpoint_label(value) -> str | list[str]:
+    """How outputs name ``ckpt_path``: the path, or the list of an ensemble's paths."""
+    paths = checkpoint_paths(value)
+    return paths[0] if len(paths) == 1 else paths
+
+
 def resolve_device(name: str) -> torch.device:
     """``auto`` picks CUDA when present, else CPU."""
     if name == "auto":

@@ -13,7 +13,8 @@ Writes under ``output_dir``: ``<split>.<src_lang>`` (the sources, unchanged),
 ``tokenizer.json`` (the teacher's tokenizer, so the student can share its vocabulary;
 ``tokenizer.src.json``/``tokenizer.tgt.json`` for separate vocabularies) and ``distill.json``
 (checkpoint, decoding settings, counts, timing, and BLEU of the distilled targets against
-the original references).
+the original references). ``ckpt_path=[a.ckpt,b.ckpt]`` distils with the ensemble of the
+checkpoints (their probabilities averaged at every step).
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.common import hydra_entry, resolve_device
+from transformer.cli.common import checkpoint_label, hydra_entry, resolve_device
 from transformer.tasks.checkpoint import load_task
 from transformer.tasks.translation import one_line, score_translations
 
@@ -37,11 +38,11 @@ def _write_lines(path: Path, lines: list[str]) -> None:
     os.replace(tmp, path)
 
 
-def distill(ckpt_path: str, split: str, decode_cfg: dict, output_dir: str | Path,
+def distill(ckpt_path: str | list[str], split: str, decode_cfg: dict, output_dir: str | Path,
             data_dir: str = "data/cache", mirror_root: str | None = None, device: str = "auto",
             limit: int | None = None) -> dict:
-    """Translate ``split`` with the checkpoint and write the distilled corpus; returns the
-    summary that is also written to ``distill.json``."""
+    """Translate ``split`` with the checkpoint (or the ensemble of several, a list) and write
+    the distilled corpus; returns the summary that is also written to ``distill.json``."""
     from transformer.data.readers import read_multi30k
 
     task = load_task(ckpt_path)
@@ -69,7 +70,7 @@ def distill(ckpt_path: str, split: str, decode_cfg: dict, output_dir: str | Path
         (out / "tokenizer.src.json").write_text(src_tok, encoding="utf-8")
         (out / "tokenizer.tgt.json").write_text(tgt_tok, encoding="utf-8")
     summary = {
-        "checkpoint": str(ckpt_path),
+        "checkpoint": checkpoint_label(ckpt_path),
         "split": split,
         "pair": f"{hp.src_lang}-{hp.tgt_lang}",
         "sentences": len(sources),

@@ -16,7 +16,7 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.common import checkpoint_paths, hydra_entry, resolve_device
+from transformer.cli.common import checkpoint_label, checkpoint_paths, hydra_entry, resolve_device
 from transformer.tasks.checkpoint import load_task
 
 
@@ -30,8 +30,7 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: 
     task.to(dev)
     metrics = task.evaluate(split=split, decode_cfg=dict(decode_cfg), output_dir=Path(output_dir),
                             data_dir=data_dir, mirror_root=mirror_root, device=dev)
-    paths = checkpoint_paths(ckpt_path)
-    metrics["checkpoint"] = paths[0] if len(paths) == 1 else paths
+    metrics["checkpoint"] = checkpoint_label(ckpt_path)
     return metrics
 
 
