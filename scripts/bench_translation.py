@@ -7,8 +7,10 @@ of the same size, on the same Multi30k de→en batches, in the same process.
 Both models: d_model=256, 3+3 layers, 4 heads, d_ff=1024, ReLU, post-norm, sinusoidal
 positions, one joint 8k BPE vocabulary with tied embeddings, dropout 0.1 on residuals,
 attention probabilities and FFN activations, fp32. Training
-runs forward + label-smoothed loss + backward + Adam step on identical batches; the two
-models alternate batch by batch so that background load hits both alike. Decoding runs
+runs forward + label-smoothed loss + backward + Adam step on identical batches (ours the way
+``TranslationTask`` trains, projecting only real target positions to the vocabulary; Marian
+through its own forward, all positions, as its users train it); the two models alternate
+batch by batch so that background load hits both alike. Decoding runs
 greedy and beam 5 over the same validation sentences, both batched under a token budget and
 one sentence at a time (latency), every output exactly ``--max-output-len`` tokens (EOS
 suppressed in both, so both do the same decoder steps), the models alternating batch by batch.
@@ -102,11 +104,13 @@ def train_throughput(ours, peer, batches, args, device, dtype):
         model = ours if name == "ours" else peer
         with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
             if name == "ours":
-                logits = model(src, t_in)
+                # as TranslationTask trains: only real target positions reach the vocabulary
+                real = t_out.ne(pad)
+                loss, _ = label_smoothed_nll(model(src, t_in, real), t_out[real], 0.1, pad)
             else:
                 logits = model(input_ids=src, attention_mask=src.ne(pad), decoder_input_ids=t_in,
                                decoder_attention_mask=t_in.ne(pad), use_cache=False).logits
-            loss, _ = label_smoothed_nll(logits, t_out, 0.1, pad)
+                loss, _ = label_smoothed_nll(logits, t_out, 0.1, pad)
         opts[name].zero_grad(set_to_none=True)
         loss.backward()
         opts[name].step()

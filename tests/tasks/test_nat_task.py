@@ -220,3 +220,20 @@ def test_collapse_repeats_option_reaches_every_strategy(strategy):
     expected = [[t for i, t in enumerate(row) if i == 0 or t != row[i - 1]] for row in plain]
     assert collapsed == expected
     assert any(len(e) < len(p) for e, p in zip(expected, plain)), "the fixture should produce repeats"
+
+
+@pytest.mark.parametrize("decoder_input", ["mask", "copy"])
+def test_token_loss_projects_only_scored_positions_and_matches_the_full_loss(decoder_input):
+    from transformer.tasks.losses import label_smoothed_nll
+
+    task = make_task(decoder_input)
+    batch = make_batch()
+    masked = torch.tensor([[True, False, True, False, False], [False, True, True, False, False]])
+    out = task.compute_losses(batch, masked)
+    target, real = nat_targets(batch["tgt_in"], PAD)
+    scored = (masked & real) if decoder_input == "mask" else real
+    tokens = target.masked_fill(scored, MASK) if decoder_input == "mask" else target
+    full = task.model.decode(task.model.encode(batch["src"]), tokens, real)  # (B, T, V)
+    ref, _ = label_smoothed_nll(full, target.masked_fill(~scored, -100), task.hparams.label_smoothing, PAD)
+    torch.testing.assert_close(out["token_loss"], ref)
+    assert int(out["n_tokens"]) == int(scored.sum())

@@ -51,3 +51,27 @@ def test_outputs_are_single_lines_even_if_the_model_emits_newlines(task, monkeyp
     tr = task.translator({"strategy": "greedy", "max_len_a": 0, "max_len_b": 3})
     monkeypatch.setattr(tr.tgt_tok, "decode", lambda ids: "a\nb\r\nc")
     assert tr.translate(["ein hund ."])[0][0][0] == "a b  c"
+
+
+def test_training_loss_scores_only_real_positions_and_matches_the_full_loss(task):
+    from transformer.tasks.losses import label_smoothed_nll
+
+    hp = task.hparams
+    src = torch.tensor([[5, 6, 7, hp.eos_id], [8, 9, hp.eos_id, hp.pad_id]])
+    tgt_in = torch.tensor([[hp.bos_id, 10, 11, 12], [hp.bos_id, 13, hp.pad_id, hp.pad_id]])
+    tgt_out = torch.tensor([[10, 11, 12, hp.eos_id], [13, hp.eos_id, hp.pad_id, hp.pad_id]])
+    batch = {"src": src, "tgt_in": tgt_in, "tgt_out": tgt_out}
+    task.zero_grad()
+    loss, nll, n_tokens = task._loss(batch)
+    loss.backward()
+    fast = {n: p.grad.clone() for n, p in task.named_parameters() if p.grad is not None}
+    task.zero_grad()
+    ref_loss, ref_nll = label_smoothed_nll(task.model(src, tgt_in), tgt_out, hp.label_smoothing, hp.pad_id)
+    ref_loss.backward()
+    assert n_tokens == 6
+    torch.testing.assert_close(loss, ref_loss)
+    torch.testing.assert_close(nll, ref_nll)
+    for name, p in task.named_parameters():
+        if p.grad is not None:
+            torch.testing.assert_close(fast[name], p.grad, atol=1e-6, rtol=1e-5, msg=name)
+    task.zero_grad()

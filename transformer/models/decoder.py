@@ -23,7 +23,8 @@ class AutoregressiveDecoder(nn.Module):
 
     Shapes:
         ``forward(tgt_in (B, T), memory (B, S, D), src_pad_mask (B, S), tgt_pad_mask (B, T) | None)
-        -> logits (B, T, V)`` (teacher forcing);
+        -> logits (B, T, V)`` (teacher forcing; with ``positions (B, T)`` bool, only those
+        positions' logits ``(N, V)``, see ``forward``);
         ``init_cache(memory (N, S, D)) -> KVCache`` (cross K/V projected once);
         ``forward_step(tokens (N, t), src_pad_mask (N, S), cache) -> (logits (N, t, V), cache)``
         where the new tokens sit at positions ``cache.length ..``.
@@ -68,7 +69,7 @@ class AutoregressiveDecoder(nn.Module):
             self.output_proj.weight = self.embedding.weight
         init_weights(self, d_model)
 
-    def _run(self, tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights):
+    def _run(self, tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights, positions=None):
         offset = cache.length if cache is not None else 0
         t = tokens.size(1)
         t_k = offset + t
@@ -89,14 +90,23 @@ class AutoregressiveDecoder(nn.Module):
         for i, layer in enumerate(self.layers):
             x, w = layer(x, memory, self_mask, cross_mask, bias, cache, i, need_weights)
             weights.append(w)
-        logits = self.output_proj(self.final_norm(x))  # (B, t, D) -> (B, t, V)
+        if positions is not None:
+            x = x[positions]  # (B, t, D) -> (N, D): only the positions the caller scores
+        logits = self.output_proj(self.final_norm(x))  # (B, t, D) -> (B, t, V), or (N, D) -> (N, V)
         return logits, weights
 
     def forward(self, tgt_in: Tensor, memory: Tensor, src_pad_mask: Tensor | None = None,
-                tgt_pad_mask: Tensor | None = None, need_weights: bool = False):
+                tgt_pad_mask: Tensor | None = None, need_weights: bool = False, positions: Tensor | None = None):
         """Teacher-forced logits ``(B, T, V)``; with ``need_weights`` also per-layer
-        ``(self_w (B, H, T, T), cross_w (B, H, T, S))``."""
-        logits, weights = self._run(tgt_in, memory, src_pad_mask, tgt_pad_mask, None, need_weights)
+        ``(self_w (B, H, T, T), cross_w (B, H, T, S))``.
+
+        ``positions (B, T)`` bool: project only these positions to the vocabulary and return
+        their logits ``(N, V)``, N = ``positions.sum()``, in row-major order (``logits[positions]``
+        of the full output, without computing the rest). Training passes the non-pad target
+        positions: the ``D -> V`` product, its softmax and their backward are the costliest
+        per-position work, and padding needs none of it.
+        """
+        logits, weights = self._run(tgt_in, memory, src_pad_mask, tgt_pad_mask, None, need_weights, positions)
         return (logits, weights) if need_weights else logits
 
     def init_cache(self, memory: Tensor, src_pad_mask: Tensor | None = None) -> KVCache:

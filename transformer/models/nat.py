@@ -56,7 +56,8 @@ class NonAutoregressiveDecoder(nn.Module):
     """Decoder layers without a causal mask: every position sees every other.
 
     ``forward(memory (B, S, D), src_pad_mask (B, S), tgt_tokens (B, T), tgt_pad_mask (B, T),
-    src_embed (B, S, D) | None) -> logits (B, T, V)``.
+    src_embed (B, S, D) | None, positions (B, T) bool | None) -> logits (B, T, V)``, or ``(N, V)``
+    for the N ``positions`` given (``logits[positions]``, the other positions never projected).
 
     Args:
         decoder_input: ``"copy"`` — inputs are uniformly copied source embeddings
@@ -104,7 +105,7 @@ class NonAutoregressiveDecoder(nn.Module):
         init_weights(self, d_model)
 
     def forward(self, memory: Tensor, src_pad_mask: Tensor, tgt_tokens: Tensor, tgt_pad_mask: Tensor,
-                src_embed: Tensor | None = None) -> Tensor:
+                src_embed: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
         if self.decoder_input == "copy":
             if src_embed is None:
                 raise ValueError("copy inputs need src_embed (EncoderOut.src_embed)")
@@ -118,7 +119,9 @@ class NonAutoregressiveDecoder(nn.Module):
         bias = self.positional.attention_bias(t, t)
         for i, layer in enumerate(self.layers):
             x, _ = layer(x, memory, self_mask, cross_mask, bias, None, i, False)
-        return self.output_proj(self.final_norm(x))  # (B, T, D) -> (B, T, V)
+        if positions is not None:
+            x = x[positions]  # (B, T, D) -> (N, D): only the positions the caller scores
+        return self.output_proj(self.final_norm(x))  # (B, T, D) -> (B, T, V), or (N, D) -> (N, V)
 
 
 class LengthPredictor(nn.Module):
@@ -271,15 +274,18 @@ class NonAutoregressiveModel(nn.Module):
         """Gold lengths ``(B,)`` -> length classes ``(B,)`` for cross-entropy on ``predict_length``."""
         return self.length_predictor.to_classes(tgt_lengths, enc.src_pad_mask.sum(1))
 
-    def decode(self, enc: EncoderOut, tgt_tokens: Tensor, tgt_pad_mask: Tensor | None = None) -> Tensor:
+    def decode(self, enc: EncoderOut, tgt_tokens: Tensor, tgt_pad_mask: Tensor | None = None,
+               positions: Tensor | None = None) -> Tensor:
         """Logits ``(B, T, V)`` for every target position at once.
 
         ``tgt_pad_mask`` (True = real) defaults to ``tgt_tokens != pad_id``; in copy
-        mode only it (the target lengths) matters, the tokens are ignored.
+        mode only it (the target lengths) matters, the tokens are ignored. With
+        ``positions (B, T)`` bool, only those positions' logits ``(N, V)`` (training scores
+        the masked positions alone).
         """
         if tgt_pad_mask is None:
             tgt_pad_mask = pad_mask(tgt_tokens, self.pad_id)
-        return self.decoder(enc.memory, enc.src_pad_mask, tgt_tokens, tgt_pad_mask, enc.src_embed)
+        return self.decoder(enc.memory, enc.src_pad_mask, tgt_tokens, tgt_pad_mask, enc.src_embed, positions)
 
     def forward(self, src: Tensor, tgt_tokens: Tensor, tgt_pad_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """``(logits (B, T, V), length_logits (B, L))``."""

@@ -173,9 +173,10 @@ class NATTranslationTask(TranslationTask):
             gold = target.masked_fill(~masked, -100)  # loss on masked positions only
         else:
             tgt_tokens, gold = target, target.masked_fill(~real, -100)
+        scored = gold.ne(-100)  # (B, T): the positions with a loss, the only ones projected to V
         enc = self.model.encode(batch["src"])
-        logits = self.model.decode(enc, tgt_tokens, real)  # (B, T, V)
-        token_loss, nll = label_smoothed_nll(logits, gold, hp.label_smoothing, hp.pad_id)
+        logits = self.model.decode(enc, tgt_tokens, real, scored)  # (N, V)
+        token_loss, nll = label_smoothed_nll(logits, gold[scored], hp.label_smoothing, hp.pad_id)
         length_logits = self.model.predict_length(enc)  # (B, L)
         lengths = real.sum(1)  # (B,)
         length_loss = F.cross_entropy(length_logits.float(), self.model.length_targets(lengths, enc))
@@ -186,7 +187,7 @@ class NATTranslationTask(TranslationTask):
             "nll": nll,
             "length_loss": length_loss,
             "length_acc": predicted.eq(lengths).float().mean(),
-            "n_tokens": gold.ne(-100).sum(),
+            "n_tokens": scored.sum(),
             "length_logits": length_logits,
         }
 

@@ -158,16 +158,17 @@ class TranslationTask(L.LightningModule):
         return first
 
     # ----------------------------------------------------------------- training
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
-        return self.model(src, tgt_in)  # (B, T, V)
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, positions: torch.Tensor | None = None) -> torch.Tensor:
+        """Logits ``(B, T, V)``, or ``(N, V)`` for the ``positions (B, T)`` bool given."""
+        return self.model(src, tgt_in, positions)
 
     def _loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, int]:
-        logits = self(batch["src"], batch["tgt_in"])  # (B, T, V)
-        loss, nll = label_smoothed_nll(
-            logits, batch["tgt_out"], self.hparams.label_smoothing, self.hparams.pad_id
-        )
-        n_tokens = int(batch["tgt_out"].ne(self.hparams.pad_id).sum())
-        return loss, nll, n_tokens
+        tgt_out = batch["tgt_out"]  # (B, T)
+        real = tgt_out.ne(self.hparams.pad_id)  # (B, T)
+        # Only real target positions are projected to the vocabulary (padding adds no loss).
+        logits = self(batch["src"], batch["tgt_in"], real)  # (N, V)
+        loss, nll = label_smoothed_nll(logits, tgt_out[real], self.hparams.label_smoothing, self.hparams.pad_id)
+        return loss, nll, logits.size(0)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         loss, nll, n_tokens = self._loss(batch)
