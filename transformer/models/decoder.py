@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from transformer.models.encoder import norm_arrangement
 from transformer.models.init import init_weights
+from transformer.modules.dropout import Dropout
 from transformer.modules.kv_cache import KVCache
 from transformer.modules.masks import causal_mask, merge_masks
 from transformer.modules.positional import build_positional
@@ -58,7 +59,7 @@ class AutoregressiveDecoder(nn.Module):
         self.vocab_size = vocab_size
         self.embedding = embedding if embedding is not None else nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         self.positional = build_positional(positional, d_model, n_heads, max_len, causal=True)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         arrangement = norm_arrangement(norm_first)
         self.layers = nn.ModuleList(
             arrangement.decoder_layer(d_model, n_heads, d_ff, dropout, activation) for _ in range(n_layers)

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 
 from transformer.models.init import init_weights
+from transformer.modules.dropout import Dropout
 from transformer.modules.layers import PostNorm, PreNorm
 from transformer.modules.masks import local_window_mask, merge_masks, pad_mask
 from transformer.modules.positional import build_positional
@@ -83,7 +84,7 @@ class TransformerEncoder(nn.Module):
         self.window = window
         self.embedding = embedding if embedding is not None else nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         self.positional = build_positional(positional, d_model, n_heads, max_len, causal=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         arrangement = norm_arrangement(norm_first)
         self.layers = nn.ModuleList(
             arrangement.encoder_layer(d_model, n_heads, d_ff, dropout, activation) for _ in range(n_layers)

@@ -17,6 +17,7 @@ from torch import Tensor, nn
 
 from transformer.models.encoder import EncoderOut, TransformerEncoder, norm_arrangement
 from transformer.models.init import init_weights
+from transformer.modules.dropout import Dropout
 from transformer.modules.masks import merge_masks, pad_mask
 from transformer.modules.positional import build_positional
 from transformer.modules.vocab_projection import VocabProjection
@@ -93,7 +94,7 @@ class NonAutoregressiveDecoder(nn.Module):
             embedding = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         self.embedding = embedding
         self.positional = build_positional(positional, d_model, n_heads, max_len, causal=False)
-        self.dropout = nn.Dropout(dropout)
+        self.dropout = Dropout(dropout)
         arrangement = norm_arrangement(norm_first)
         self.layers = nn.ModuleList(
             arrangement.decoder_layer(d_model, n_heads, d_ff, dropout, activation) for _ in range(n_layers)

@@ -13,6 +13,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer.modules.dropout import dropout
+
 
 def _empty_rows(mask: Tensor | None) -> Tensor | None:
     """``(..., T_q, 1)`` bool, True for queries whose every key is masked."""
@@ -57,7 +59,7 @@ def scaled_dot_product(
     weights = torch.softmax(scores, dim=-1)
     if empty is not None:
         weights = weights.masked_fill(empty, 0.0)
-    mixed = F.dropout(weights, p=dropout_p) if dropout_p > 0 else weights
+    mixed = dropout(weights, dropout_p) if dropout_p > 0 else weights
     out = mixed @ v  # (..., T_q, T_k) @ (..., T_k, d_v) -> (..., T_q, d_v)
     return out, weights
 
@@ -98,7 +100,8 @@ class MultiHeadAttention(nn.Module):
     weights ``(B, H, T_q, T_k)``. Internally q/k/v are ``(B, H, T, d_head)``.
 
     The fast path is ``F.scaled_dot_product_attention``; ``need_weights=True`` takes
-    the explicit path, which also returns the weights (for plots and tests).
+    the explicit path, which also returns the weights (for plots and tests), and so does
+    training on a CPU with attention dropout (``modules.dropout``'s faster mask).
     For cached decoding call ``project_q``, ``project_kv`` and ``attend`` separately.
     """
 
@@ -155,6 +158,9 @@ class MultiHeadAttention(nn.Module):
         weights = None
         if need_weights:
             ctx, weights = scaled_dot_product(q, k, v, True, mask, attn_bias, p)
+        elif p > 0.0 and q.device.type == "cpu":
+            # SDPA would run its math path here, with F.dropout's slower CPU mask (modules/dropout.py)
+            ctx, _ = scaled_dot_product(q, k, v, True, mask, attn_bias, p)
         elif mask is None and p == 0.0 and _single_query_matmul(q):
             ctx = _attend_one_query(q, k, v, attn_bias)
         else:
