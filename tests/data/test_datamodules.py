@@ -215,6 +215,39 @@ def test_tagging_auxiliary_corpus_with_converted_upos(mirror_root, tmp_path):
         TaggingDataModule("gum", "xpos", aux_tagset="upos", aux_corpus_upos=True)
 
 
+def test_tagging_extra_train_conllu_adds_sentences_with_their_tags(mirror_root, tmp_path):
+    extra = tmp_path / "silver.conllu"
+    first_block = ("1\tZorblax\t_\tPROPN\tNNP\t_\t_\t_\t_\t_\n"
+                   "2\tsnorfed\t_\tVERB\t_\t_\t_\t_\t_\t_\n"
+                   "3\t.\t_\tPUNCT\t.\t_\t_\t_\t_\t_\n\n")
+    # 40 copies of the first sentence (frequent enough for the tokenizer to learn its words), then one
+    extra.write_text(first_block * 40 + "1\tqwuxes\t_\t_\tNNS\t_\t_\t_\t_\t_\n\n", encoding="utf-8")
+    kw = dict(data_dir=tmp_path / "cache", mirror_root=mirror_root, vocab_size=600, train_subset=200,
+              max_tokens=4096, aux_tagset="xpos")
+    dm = TaggingDataModule("gum", "upos", extra_train=[str(extra)], **kw)
+    dm.setup()
+    assert len(dm.raw("train")) == 200  # unseen-word accuracy still counts against GUM's words only
+    assert "Zorblax" not in {w for s in dm.raw("train") for w in s.words}
+    train = dm.dataset("train")
+    by_index = {int(i): k for k, i in enumerate(train["index"])}
+    assert len(train) + len(dm.filter_report["train"].dropped) == 241
+    first, second = train[by_index[200]], train[by_index[240]]
+    assert [dm.tag_vocab[i] for i in first["tags"]] == ["PROPN", "VERB", "PUNCT"]
+    # "_" is no tag: ignored by the loss, and never part of a tag vocabulary
+    assert [None if i == -100 else dm.aux_tag_vocab[i] for i in first["aux_tags"]] == ["NNP", None, "."]
+    assert second["tags"] == [-100] and [dm.aux_tag_vocab[i] for i in second["aux_tags"]] == ["NNS"]
+    assert "_" not in dm.tag_vocab and "_" not in dm.aux_tag_vocab
+    # the tokenizer learnt from the extra words too: the invented word is one piece
+    plain = TaggingDataModule("gum", "upos", **kw)
+    plain.setup()
+    assert len(dm.tokenizer.encode_words(["Zorblax"])[0]) < len(plain.tokenizer.encode_words(["Zorblax"])[0])
+    assert len(dm.dataset("dev")) == 784
+    with pytest.raises(FileNotFoundError, match="extra_train: file not found: .*missing.conllu"):
+        TaggingDataModule("gum", "upos", extra_train=[str(tmp_path / "missing.conllu")])
+    with pytest.raises(ValueError, match="chunk"):
+        TaggingDataModule("conll2000", "chunk", extra_train=[str(extra)])
+
+
 def test_tagging_bad_tagset():
     with pytest.raises(ValueError, match="tagset"):
         TaggingDataModule("conll2000", "upos")

@@ -354,3 +354,49 @@ def test_evaluate_scores_the_auxiliary_head_too(tokenizer, tmp_path, monkeypatch
         rows = (tmp_path / f"dev.{key}.pred.tsv").read_text().split("\n\n")[0].split("\n")
         assert [r.split("\t")[1:] for r in rows] == [[g, p] for g, p in zip(getattr(sents[0], key), fields[key][0])]
     assert "per_tag" not in metrics["aux"] and "per_tag" in metrics
+
+
+# ----------------------------------------------------------------- ensembles through load_task
+def test_tagging_ensemble_averages_both_heads_of_its_members(tokenizer, tmp_path):
+    from transformer.tasks.checkpoint import load_task
+
+    paths = []
+    for seed in (0, 1, 2):
+        torch.manual_seed(seed)
+        paths.append(_save(make_aux_task(tokenizer, aux_weight=0.5), tmp_path / f"m{seed}.ckpt"))
+    singles = [load_task(p) for p in paths]
+    ens = load_task(paths)
+    assert isinstance(ens, TaggingTask) and len(ens.ensemble_members) == 2
+    words = [["the", "cat", "sat", "."], [], ["dogs"] * 12, ["Qwerty", "barked"]]
+    main, aux = ens._head_probabilities(words, 16, None)
+    parts = [s._head_probabilities(words, 16, None) for s in singles]
+    for k, got in enumerate((main, aux)):
+        for i in range(len(words)):
+            mean = sum(p[k][i] for p in parts) / 3
+            torch.testing.assert_close(got[i], mean)
+    fields = ens.tag_fields(words)
+    assert fields["upos"] == [[TAGS[j] for j in p.argmax(-1).tolist()] for p in main]
+    assert fields["xpos"] == [[AUX_TAGS[j] for j in p.argmax(-1).tolist()] for p in aux]
+    # the members' mean differs from each member alone on these random models
+    assert any(not torch.allclose(main[0], p[0][0]) for p in parts)
+    # the members are submodules: moving the ensemble moves them all
+    assert {id(p) for p in ens.parameters()} >= {id(p) for p in ens.ensemble_members[1].parameters()}
+
+
+def test_tagging_ensemble_refuses_other_inventories_and_drops_a_differing_aux_head(tokenizer, tmp_path):
+    from transformer.tasks.checkpoint import load_task
+
+    torch.manual_seed(0)
+    aux = _save(make_aux_task(tokenizer, aux_weight=0.5), tmp_path / "aux.ckpt")
+    plain = _save(make_task(tokenizer), tmp_path / "plain.ckpt")
+    other = TaggingTask(model=TINY_MODEL, piece_vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
+                        tags=TAGS[::-1], data={"name": "gum", "tagset": "upos"}, tokenizer=tokenizer.to_str())
+    with pytest.raises(ValueError, match="member 2 has another tag inventory"):
+        load_task([aux, _save(other, tmp_path / "other.ckpt")])
+    xpos = TaggingTask(model=TINY_MODEL, piece_vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
+                       tags=TAGS, data={"name": "gum", "tagset": "xpos"}, tokenizer=tokenizer.to_str())
+    with pytest.raises(ValueError, match="member 2 has data tagset 'xpos'"):
+        load_task([aux, _save(xpos, tmp_path / "xpos.ckpt")])
+    mixed = load_task([aux, plain])  # one member has no XPOS head: main tags only
+    fields = mixed.tag_fields([["the", "cat"]])
+    assert set(fields) == {"upos"} and len(fields["upos"][0]) == 2

@@ -3,9 +3,10 @@ come from the checkpoint alone.
 
     transformer-evaluate ckpt_path=best.ckpt split=test_2016_flickr decode=beam decode.beam_size=5
 
-Several translation checkpoints, ``ckpt_path=[a.ckpt,b.ckpt]``, are decoded as an ensemble
-(their probabilities averaged at every step); outputs then go to ``eval_ensemble/`` beside the
-first unless ``output_dir`` is given.
+Several checkpoints, ``ckpt_path=[a.ckpt,b.ckpt]``, are evaluated as an ensemble: translation
+models with their probabilities averaged at every step, taggers with each word's tag
+probabilities averaged (``TaggingTask.ensemble``); outputs then go to ``eval_ensemble/`` beside
+the first unless ``output_dir`` is given.
 """
 
 from __future__ import annotations

@@ -4,6 +4,10 @@ checkpoint (model, tokenizer and tag set all come from the checkpoint).
     echo "The cat sat ." | transformer-tag ckpt_path=best.ckpt                 # -> The_DET cat_NOUN ...
     transformer-tag ckpt_path=best.ckpt input=in.conllu output=out.conllu      # CoNLL-U in and out
     transformer-tag ckpt_path=best.ckpt input=words.txt format=conllu          # text in, CoNLL-U out
+    transformer-tag ckpt_path=[a.ckpt,b.ckpt,c.ckpt] input=words.txt            # an ensemble
+
+Several checkpoints of the same tag inventory tag as an ensemble: each word gets the tag with
+the highest mean probability over the models (``TaggingTask.ensemble``).
 
 Input (``input_format``: ``auto`` | ``text`` | ``conllu``; ``auto`` reads CoNLL-U when
 every non-blank line is a ``#`` comment or has 10 tab-separated fields with a numeric

@@ -37,6 +37,7 @@ from transformer.data.readers import (
     iter_words,
     length_filter,
     read_conll2000,
+    read_conllu,
     read_gum,
     read_multi30k,
     read_parallel,
@@ -318,6 +319,13 @@ class TaggingDataModule(_TokenBudgetDataModule):
             corpus's words UPOS tags too, converted from their Penn Treebank tags by a table
             learnt on GUM's training split (:class:`~transformer.data.readers.UposFromXpos`);
             words it cannot decide keep ``None`` (ignored by the loss).
+        extra_train: CoNLL-U files whose sentences are added to the training set (more gold
+            data, or silver data: another corpus tagged by ``transformer-tag``, for
+            self-training). Their UPOS / XPOS columns give the main tags (and the auxiliary
+            tags with ``aux_tagset``); a ``_`` field is ignored by the loss. Their words train
+            the tokenizer; ``raw("train")``, the training-word list (unseen-word accuracy),
+            dev and test stay the dataset's own. Not for ``tagset: chunk`` (CoNLL-U has no
+            chunk column).
         tokenizer_model: ``"bpe"`` | ``"unigram"`` | ``"word"``; trained on the training
             words (each word an item, so pieces never cross words; unseen words still
             encode as byte-level pieces, or ``<unk>`` for ``"word"``).
@@ -349,6 +357,7 @@ class TaggingDataModule(_TokenBudgetDataModule):
         aux_tagset: str | None = None,
         aux_corpus: str | None = None,
         aux_corpus_upos: bool = False,
+        extra_train: Sequence[str | os.PathLike] | None = None,
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
@@ -371,6 +380,15 @@ class TaggingDataModule(_TokenBudgetDataModule):
             raise ValueError("aux_corpus_upos needs an aux_corpus and tagset 'upos'")
         self.aux_corpus = aux_corpus
         self.aux_corpus_upos = aux_corpus_upos
+        if isinstance(extra_train, (str, os.PathLike)):
+            extra_train = [extra_train]
+        self.extra_train = [Path(p) for p in (extra_train or [])]
+        for path in self.extra_train:
+            if not path.is_file():
+                raise FileNotFoundError(f"data.extra_train: file not found: {path}")
+        if self.extra_train and "chunk" in (self._field, self._aux_field):
+            raise ValueError("data.extra_train reads CoNLL-U files, which have no chunk tags")
+        self._extra_sents: list[TaggedSentence] = []
         self._aux_corpus_sents: list[TaggedSentence] = []
         self.data_dir = Path(data_dir)
         self.mirror_root = mirror_root
@@ -417,14 +435,24 @@ class TaggingDataModule(_TokenBudgetDataModule):
                 log.info("aux_corpus_upos: %d of %d %s words get a converted UPOS tag; the rest are ignored",
                          decided, total, self.aux_corpus)
                 self._hashes["train"].append("upos-from-xpos")
+        if self.extra_train:
+            # "_" (no annotation) -> None: ignored by the loss, never a tag of the vocabulary.
+            for path in self.extra_train:
+                for s in read_conllu(path, missing_upos=True):
+                    self._extra_sents.append(dataclasses.replace(
+                        s, upos=[None if t == "_" else t for t in s.upos],
+                        xpos=[None if t == "_" else t for t in s.xpos]))
+                self._hashes["train"] = [*self._hashes["train"], "extra", sha256_file(path)]
+            log.info("extra_train: %d sentences, %d words from %s", len(self._extra_sents),
+                     sum(len(s.words) for s in self._extra_sents), ", ".join(map(str, self.extra_train)))
 
     def _tags(self, sent: TaggedSentence, field: str | None = None) -> list[str]:
         return getattr(sent, field or self._field)
 
     def _vocab(self, field: str, name: str) -> list[str]:
         """Sorted training tags of ``field``, then any tag seen only in dev/test."""
-        train = self._raw["train"] + (self._aux_corpus_sents if field == self._aux_field else [])
-        seen = sorted({t for s in train for t in self._tags(s, field)})
+        train = self._raw["train"] + (self._aux_corpus_sents if field == self._aux_field else []) + self._extra_sents
+        seen = sorted({t for s in train for t in self._tags(s, field) if t is not None})
         extra = sorted({t for sp in ("dev", "test") for s in self._raw[sp] for t in self._tags(s, field)} - set(seen))
         if extra:
             log.warning("%s %s: tags only in dev/test appended to the tag vocabulary: %s", self.dataset_name, name, extra)
@@ -438,7 +466,7 @@ class TaggingDataModule(_TokenBudgetDataModule):
         if self.tokenizer_path is not None:
             self.tokenizer = SubwordTokenizer.load(self.tokenizer_path)
         else:
-            words = train + self._aux_corpus_sents
+            words = train + self._aux_corpus_sents + self._extra_sents
             key = cache_key("tagtok", self._hashes["train"], len(words), self.tokenizer_model, self.vocab_size)[:16]
             path = self.data_dir / "tokenizers" / f"{self.dataset_name}-{self.tokenizer_model}{self.vocab_size}-{key}.json"
             self.tokenizer = _load_or_train(path, lambda: iter_words(words), self.vocab_size, self.tokenizer_model)
@@ -454,6 +482,9 @@ class TaggingDataModule(_TokenBudgetDataModule):
                 sents = sents + self._aux_corpus_sents
                 tags = tags + [s.upos if self.aux_corpus_upos else [None] * len(s.words)
                                for s in self._aux_corpus_sents]
+            if split == "train" and self._extra_sents:
+                sents = sents + self._extra_sents
+                tags = tags + [self._tags(s) for s in self._extra_sents]
             ds = tokenize_tagging(
                 sents, tags, self.tokenizer, self.tag_vocab, self.data_dir, name, self._hashes[split],
                 aux_tags=[self._tags(s, aux) for s in sents] if aux is not None else None,

@@ -109,7 +109,7 @@ def read_multi30k(
 _CONLLU_COLUMNS = 10
 
 
-def _parse_conllu(lines: Sequence[str], path: str | os.PathLike) -> list[TaggedSentence]:
+def _parse_conllu(lines: Sequence[str], path: str | os.PathLike, missing_upos: bool = False) -> list[TaggedSentence]:
     sentences: list[TaggedSentence] = []
     words: list[str] = []
     upos: list[str] = []
@@ -150,7 +150,7 @@ def _parse_conllu(lines: Sequence[str], path: str | os.PathLike) -> list[TaggedS
             raise DataFormatError(path, i, f"ID {tok_id!r} is not an integer")
         if int(tok_id) != len(words) + 1:
             raise DataFormatError(path, i, f"word ID {tok_id} out of sequence (expected {len(words) + 1})")
-        if u == "_":
+        if u == "_" and not missing_upos:
             raise DataFormatError(path, i, "missing UPOS tag ('_')")
         words.append(form)
         upos.append(u)
@@ -161,13 +161,15 @@ def _parse_conllu(lines: Sequence[str], path: str | os.PathLike) -> list[TaggedS
     return sentences
 
 
-def read_conllu(path: str | os.PathLike) -> list[TaggedSentence]:
+def read_conllu(path: str | os.PathLike, missing_upos: bool = False) -> list[TaggedSentence]:
     """Sentences of a CoNLL-U file with words, UPOS and XPOS; ``# sent_id`` kept.
 
     Multi-word token lines (``3-4``) and empty nodes (``5.1``) are skipped: taggers
     label syntactic words. A sentence without ``# sent_id`` is named ``file:line``.
+    A UPOS of ``_`` is an error naming the line, unless ``missing_upos`` (extra training
+    files, whose words may carry XPOS only): then it is kept as ``"_"``.
     """
-    return _parse_conllu(read_lines(path), path)
+    return _parse_conllu(read_lines(path), path, missing_upos)
 
 
 def read_gum(split: str, cache_dir: str | os.PathLike = "data/cache", mirror_root=None) -> list[TaggedSentence]:

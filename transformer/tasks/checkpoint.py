@@ -54,8 +54,9 @@ def task_class(name: str):
 def load_task(path: str | Path | Sequence[str | Path]):
     """Rebuild a task (model + tokenizers) from a checkpoint alone, in eval mode on the CPU.
 
-    Several paths (a list, or Hydra's ``ckpt_path=[a.ckpt,b.ckpt]``) give one translation task
-    that decodes with the ensemble of their models (``TranslationTask.ensemble``).
+    Several paths (a list, or Hydra's ``ckpt_path=[a.ckpt,b.ckpt]``) give one task that
+    decodes with the ensemble of their models: ``TranslationTask.ensemble``, or
+    ``TaggingTask.ensemble`` when the first checkpoint is a tagger.
     """
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     if not paths:
@@ -68,4 +69,6 @@ def load_task(path: str | Path | Sequence[str | Path]):
         tasks.append(task)
     if len(tasks) == 1:
         return tasks[0]
-    return task_class("translation").ensemble(tasks)
+    # The first checkpoint's task decides: a tagging ensemble, else a translation one.
+    kind = "tagging" if getattr(tasks[0], "task_name", None) == "tagging" else "translation"
+    return task_class(kind).ensemble(tasks)

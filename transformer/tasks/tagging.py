@@ -229,8 +229,44 @@ class TaggingTask(L.LightningModule):
             specials = {tok.pad_id, tok.bos_id, tok.eos_id, tok.unk_id, tok.mask_id}
             self.model.set_pieces([tok.id_to_token(i) for i in range(piece_vocab_size)], specials)
         self.train_words: set[str] | None = set(train_words) if train_words is not None else None
+        # Ensemble members besides this task (``ensemble``); empty for a single model.
+        self.ensemble_members = torch.nn.ModuleList()
 
     # ----------------------------------------------------------------- construction
+    @classmethod
+    def ensemble(cls, tasks: Sequence["TaggingTask"]) -> "TaggingTask":
+        """One tagger that gives each word the mean of ``tasks``' tag probabilities (each member
+        reads the words with its own tokenizer); it keeps the first task's settings and
+        training words (unseen-word accuracy), so ``tag``, ``tag_fields`` and ``evaluate``
+        score the ensemble.
+
+        For tagging and evaluation only. The members must be tagging checkpoints of the same
+        dataset and tag set with the same tag inventory, else a ``ValueError`` names the first
+        difference. The auxiliary head (e.g. XPOS beside UPOS) is averaged too when every member
+        has the same one; otherwise the ensemble predicts the main tags only.
+        """
+        first = tasks[0]
+        if len(tasks) == 1:
+            return first
+        for i, task in enumerate(tasks, start=1):
+            if not isinstance(task, TaggingTask):
+                raise ValueError(f"ensemble member {i} is a {getattr(task, 'task_name', '?')!r} checkpoint; "
+                                 f"a tagging ensemble takes tagging checkpoints only")
+        for i, task in enumerate(tasks[1:], start=2):
+            for key in ("name", "tagset"):
+                if task.hparams.data[key] != first.hparams.data[key]:
+                    raise ValueError(f"ensemble member {i} has data {key} {task.hparams.data[key]!r}, "
+                                     f"member 1 has {first.hparams.data[key]!r}")
+            if task.tags != first.tags:
+                raise ValueError(f"ensemble member {i} has another tag inventory than member 1 "
+                                 f"({len(task.tags)} vs {len(first.tags)} tags)")
+        same_aux = all(t.aux_tags == first.aux_tags and t.hparams.data.get("aux_tagset") == first.hparams.data.get("aux_tagset")
+                       for t in tasks[1:])
+        if first.aux_tags and not same_aux:
+            first.aux_tags = []  # the members' auxiliary heads differ: main tags only
+        first.ensemble_members = torch.nn.ModuleList(tasks[1:])
+        return first
+
     @property
     def tagset(self) -> str:
         """``upos``, ``xpos`` or ``chunk``: which annotation the tags are (CoNLL-U column)."""
@@ -386,7 +422,24 @@ class TaggingTask(L.LightningModule):
     def _head_probabilities(self, sentences: Sequence[Sequence[str]], max_tokens: int,
                             device: str | torch.device | None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
         """Per sentence ``(n_words, C)`` main-tag probabilities, and ``(n_words, C_aux)``
-        auxiliary ones (``None`` without an auxiliary head)."""
+        auxiliary ones (``None`` without an auxiliary head); an ensemble's are the means over
+        its members."""
+        main, aux = self._model_probabilities(sentences, max_tokens, device)
+        if not self.ensemble_members:
+            return main, aux
+        use_aux = bool(self.aux_tags)
+        aux = aux if use_aux else None
+        for member in self.ensemble_members:
+            m_main, m_aux = member._model_probabilities(sentences, max_tokens, device)
+            main = [a + b for a, b in zip(main, m_main)]
+            if use_aux:
+                aux = [a + b for a, b in zip(aux, m_aux)]
+        n = 1 + len(self.ensemble_members)
+        return [p / n for p in main], ([p / n for p in aux] if aux is not None else None)
+
+    def _model_probabilities(self, sentences: Sequence[Sequence[str]], max_tokens: int,
+                             device: str | torch.device | None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
+        """``_head_probabilities`` of this task's own model (ensemble members aside)."""
         if self.tokenizer is None:
             raise ValueError("this checkpoint has no tokenizer; it cannot tag raw words")
         device = torch.device(device) if device is not None else next(self.parameters()).device
@@ -395,8 +448,9 @@ class TaggingTask(L.LightningModule):
         max_len = self._max_len()
         # Each unit: (sentence index, first word index, piece ids, word ids relative to the unit).
         units: list[tuple[int, int, list[int], list[int]]] = []
-        heads = [self.tags] + ([self.aux_tags] if self.aux_tags else [])
-        out = [[torch.zeros(len(words), len(tags)) for words in sentences] for tags in heads]
+        n_aux = self.model.n_aux_tags if getattr(self.model, "aux_classifier", None) is not None else 0
+        heads = [len(self.tags)] + ([n_aux] if n_aux else [])
+        out = [[torch.zeros(len(words), n) for words in sentences] for n in heads]
         for i, words in enumerate(sentences):
             if not words:
                 continue
