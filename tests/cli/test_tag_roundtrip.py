@@ -82,3 +82,14 @@ def test_train_evaluate_tag_round_trip(tmp_path, mirror_root):
         else:
             gc, wc = g.split("\t"), w.split("\t")
             assert gc[:3] + gc[4:] == wc[:3] + wc[4:] and gc[3] in metrics["per_tag"]
+
+    # an ensemble of the last and the best checkpoint: same line count, tags from the same set;
+    # an ensemble of a checkpoint with itself tags exactly as the checkpoint alone
+    last = summary["last_checkpoint"]
+    for ckpts in (f"[{best},{best}]", f"[{best},{last}]"):
+        ens = cli("transformer.cli.tag", f"ckpt_path={ckpts}", "input=-", "output=-", "device=cpu",
+                  stdin=text_in, cwd=tmp_path)
+        ens_lines = ens.stdout.split("\n")[:-1]
+        assert [len(line.split()) for line in ens_lines] == [7, 0, 0, 3]
+        if ckpts == f"[{best},{best}]":
+            assert ens_lines == lines
