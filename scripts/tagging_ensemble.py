@@ -8,7 +8,9 @@ the same metrics as `transformer-evaluate` on one checkpoint.
 
 All checkpoints must be taggers of the same dataset and tag set with the same tag inventory;
 unseen-word accuracy uses the first checkpoint's training words. Also prints each member's
-accuracy on the split, so the ensemble's gain over its members is visible.
+accuracy on the split, so the ensemble's gain over its members is visible. For the ensemble
+alone, with the evaluate CLI's report files, use ``transformer-evaluate "ckpt_path=[a,b]"``
+(``TaggingTask.ensemble``; the same probabilities, the same metrics).
 """
 
 from __future__ import annotations
