@@ -13,7 +13,7 @@ from torch import Tensor, nn
 from transformer.models.init import init_weights
 from transformer.modules.dropout import Dropout
 from transformer.modules.layers import PostNorm, PreNorm
-from transformer.modules.masks import local_window_mask, merge_masks, pad_mask
+from transformer.modules.masks import local_window_mask, merge_masks, pad_mask, unless_all_real
 from transformer.modules.positional import build_positional
 
 
@@ -101,7 +101,7 @@ class TransformerEncoder(nn.Module):
         s = x.size(1)
         x = self.dropout(self.positional(x))
         window = None if self.window is None else local_window_mask(s, s, self.window, device=x.device)
-        mask = merge_masks(src_pad_mask, window)  # (B|1, 1, 1|S, S) or None
+        mask = merge_masks(unless_all_real(src_pad_mask), window)  # (B|1, 1, 1|S, S) or None
         bias = self.positional.attention_bias(s, s)  # (1, H, S, S) or None
         weights = []
         for layer in self.layers:

@@ -18,7 +18,7 @@ from torch import Tensor, nn
 from transformer.models.encoder import EncoderOut, TransformerEncoder, norm_arrangement
 from transformer.models.init import init_weights
 from transformer.modules.dropout import Dropout
-from transformer.modules.masks import merge_masks, pad_mask
+from transformer.modules.masks import merge_masks, pad_mask, unless_all_real
 from transformer.modules.positional import build_positional
 from transformer.modules.vocab_projection import VocabProjection
 
@@ -115,8 +115,8 @@ class NonAutoregressiveDecoder(nn.Module):
             x = self.embedding(tgt_tokens) * math.sqrt(self.d_model)  # (B, T, D)
         t = x.size(1)
         x = self.dropout(self.positional(x))
-        self_mask = merge_masks(tgt_pad_mask)  # (B, 1, 1, T): padding only, no causal mask
-        cross_mask = merge_masks(src_pad_mask)  # (B, 1, 1, S)
+        self_mask = merge_masks(unless_all_real(tgt_pad_mask))  # (B, 1, 1, T): padding only, no causal mask
+        cross_mask = merge_masks(unless_all_real(src_pad_mask))  # (B, 1, 1, S)
         bias = self.positional.attention_bias(t, t)
         for i, layer in enumerate(self.layers):
             x, _ = layer(x, memory, self_mask, cross_mask, bias, None, i, False)
