@@ -14,6 +14,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer.modules.dropout import dropout
+from transformer.modules.linear import Linear
 
 
 def _empty_rows(mask: Tensor | None) -> Tensor | None:
@@ -113,10 +114,10 @@ class MultiHeadAttention(nn.Module):
         self.n_heads = n_heads
         self.d_head = d_model // n_heads
         self.dropout = dropout
-        self.w_q = nn.Linear(d_model, d_model, bias=bias)
-        self.w_k = nn.Linear(d_model, d_model, bias=bias)
-        self.w_v = nn.Linear(d_model, d_model, bias=bias)
-        self.w_o = nn.Linear(d_model, d_model, bias=bias)
+        self.w_q = Linear(d_model, d_model, bias=bias)
+        self.w_k = Linear(d_model, d_model, bias=bias)
+        self.w_v = Linear(d_model, d_model, bias=bias)
+        self.w_o = Linear(d_model, d_model, bias=bias)
 
     def _split_heads(self, x: Tensor) -> Tensor:
         b, t, _ = x.shape

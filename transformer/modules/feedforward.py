@@ -9,6 +9,7 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer.modules.dropout import Dropout
+from transformer.modules.linear import Linear
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
 
@@ -26,8 +27,8 @@ class FeedForward(nn.Module):
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
         self.activation = ACTIVATIONS[activation]
-        self.w_1 = nn.Linear(d_model, d_ff)
-        self.w_2 = nn.Linear(d_ff, d_model)
+        self.w_1 = Linear(d_model, d_ff)
+        self.w_2 = Linear(d_ff, d_model)
         self.dropout = Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:

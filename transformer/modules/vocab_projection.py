@@ -1,4 +1,4 @@
-"""The final projection from model width to vocabulary scores, with a faster CPU inference path.
+"""The final projection from model width to vocabulary scores, with faster CPU inference paths.
 
 Shape legend: D = d_model, V vocabulary size.
 """
@@ -6,18 +6,20 @@ Shape legend: D = d_model, V vocabulary size.
 from __future__ import annotations
 
 import torch
-from torch import Tensor, nn
+from torch import Tensor
+
+from transformer.modules.linear import Linear
 
 
-class VocabProjection(nn.Linear):
-    """``nn.Linear(D, V, bias=False)`` (its ``weight`` may be tied to an embedding), except that
-    inference on a CPU multiplies by a contiguous ``(D, V)`` copy of the weight.
+class VocabProjection(Linear):
+    """``Linear(D, V, bias=False)`` (its ``weight`` may be tied to an embedding).
 
-    ``F.linear`` multiplies by the ``(V, D)`` weight transposed; with one thread on a CPU,
-    ``h @ W_t`` on a contiguous ``W_t`` was 10-17 % faster for the 256 -> 8000 projection, which
-    made greedy search 6 % (128 sentences) to 12 % (one sentence) faster. The copy is made
-    on the first use and again whenever the weight changes (its storage or version counter:
-    an optimiser step or ``load_state_dict`` bumps it); it is not part of the state dict.
+    Inference on a CPU with two or more rows takes ``Linear``'s oneDNN path. A single row (one
+    sentence, greedy search) multiplies by a contiguous ``(D, V)`` copy of the weight:
+    ``F.linear`` multiplies by the ``(V, D)`` weight transposed, and with one thread
+    ``h @ W_t`` on a contiguous ``W_t`` was 10-17 % faster for the 256 -> 8000 projection (greedy
+    search on one sentence 12 % faster). Both copies are made on first use and again whenever
+    the weight changes (storage or version counter); neither is part of the state dict.
     Training, autograd, other devices and other dtypes use ``F.linear`` unchanged.
     """
 
@@ -26,11 +28,10 @@ class VocabProjection(nn.Linear):
         self._w_t: Tensor | None = None
         self._w_t_key: tuple | None = None
 
-    def forward(self, h: Tensor) -> Tensor:
+    def _unpacked(self, h: Tensor) -> Tensor:
         w = self.weight
-        # (a weight created under inference_mode has no version counter to watch)
         if torch.is_grad_enabled() or h.device.type != "cpu" or h.dtype != w.dtype or w.is_inference():
-            return super().forward(h)
+            return super()._unpacked(h)
         key = (w.data_ptr(), w._version, w.dtype, w.shape)
         if self._w_t is None or self._w_t_key != key:
             self._w_t = w.detach().t().contiguous()  # (D, V)
