@@ -37,20 +37,42 @@ def test_inference_on_several_rows_uses_the_packed_weight_and_equals_linear(bias
         torch.testing.assert_close(layer(strided), ref(strided), atol=1e-5, rtol=1e-5)
 
 
-def test_one_row_training_and_other_dtypes_keep_f_linear():
+def test_one_row_other_dtypes_and_autocast_keep_f_linear():
     layer, ref = _pair()
     with torch.no_grad():
         torch.testing.assert_close(layer(torch.ones(1, 16)), ref(torch.ones(1, 16)))
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            assert layer(torch.randn(4, 16)).dtype == torch.bfloat16  # as nn.Linear under autocast
         layer.double()
         x = torch.randn(4, 16, dtype=torch.float64)
         torch.testing.assert_close(layer(x), torch.nn.functional.linear(x, layer.weight, layer.bias))
     assert layer._packed is None
     layer.float()
-    x = torch.randn(4, 16, requires_grad=True)
-    out = layer(x)
-    assert out.grad_fn is not None and layer._packed is None
-    out.sum().backward()
-    assert layer.weight.grad is not None and x.grad is not None
+    out = layer(torch.randn(1, 16, requires_grad=True))
+    assert "OneDNN" not in type(out.grad_fn).__name__
+
+
+@needs_onednn
+@pytest.mark.parametrize("bias", [True, False])
+def test_training_gradients_equal_linear(bias):
+    layer, ref = _pair(bias)
+    x = torch.randn(3, 7, 16, requires_grad=True)
+    x_ref = x.detach().clone().requires_grad_(True)
+    out, out_ref = layer(x), ref(x_ref)
+    assert "OneDNN" in type(out.grad_fn).__name__  # the oneDNN autograd function ran
+    torch.testing.assert_close(out, out_ref, atol=1e-5, rtol=1e-5)
+    weights = torch.randn(3, 7, 24)  # a non-uniform upstream gradient
+    (out * weights).sum().backward()
+    (out_ref * weights).sum().backward()
+    torch.testing.assert_close(x.grad, x_ref.grad, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(layer.weight.grad, ref.weight.grad, atol=1e-4, rtol=1e-5)
+    if bias:
+        torch.testing.assert_close(layer.bias.grad, ref.bias.grad, atol=1e-4, rtol=1e-5)
+    frozen, _ = _pair(bias)
+    frozen.requires_grad_(False)
+    y = torch.randn(5, 16, requires_grad=True)
+    frozen(y).sum().backward()  # input gradient only
+    torch.testing.assert_close(y.grad, frozen.weight.sum(0).expand(5, 16), atol=1e-5, rtol=1e-5)
 
 
 def test_without_onednn_inference_falls_back(monkeypatch):

@@ -1,4 +1,4 @@
-"""``nn.Linear`` with a faster CPU inference path: oneDNN's matrix product on a prepacked weight.
+"""``nn.Linear`` whose fp32 CPU products run on oneDNN instead of MKL (inference and training).
 
 Shape legend: ``(..., D_in) -> (..., D_out)``; R = the number of input rows (product of the
 leading dims).
@@ -11,10 +11,17 @@ the same fp32 products at 200-230 GFLOP/s. For a single row MKL's matrix-vector 
 faster (16 vs 24 us at 256 -> 1024), so one-row inputs keep ``F.linear``
 (``MIN_ROWS``). Results equal ``F.linear``'s up to fp32 summation order (~1e-6 relative).
 
-The fast path runs only at inference on a CPU in fp32 (no autograd: the packed op has no
-backward). The packed copy is made on first use and again whenever the weight changes (its
-storage or version counter, which an optimiser step or ``load_state_dict`` bumps); it is
-not part of the state dict and is dropped when the module is copied or pickled.
+At inference (no autograd) on a CPU in fp32, the packed copy is made on first use and again
+whenever the weight changes (its storage or version counter, which an optimiser step or
+``load_state_dict`` bumps); it is not part of the state dict and is dropped when the module
+is copied or pickled.
+
+Training on a CPU in fp32 goes through ``_OneDNNLinear``, an autograd function: the forward
+product and the input gradient ``dY W`` run on oneDNN with the weight packed afresh at each
+step (it changes every update; packing costs a copy of the weight), the weight gradient
+``dYᵀ X`` stays an MKL product (oneDNN needs a repacked ``X`` there, which cost more than it
+gained). Forward + backward of one layer at 4096 rows: 1.35-1.55x faster than ``F.linear``.
+Under CPU autocast (bf16) and on other devices everything is ``F.linear``.
 """
 
 from __future__ import annotations
@@ -43,24 +50,56 @@ def onednn_linear_available() -> bool:
     return _onednn_ok
 
 
+def _pack(weight: Tensor) -> Tensor:
+    """``(D_out, D_in)`` weight -> oneDNN's blocked layout (an opaque tensor)."""
+    return torch.ops.mkldnn._reorder_linear_weight(weight.detach().contiguous())
+
+
+def _onednn_product(x: Tensor, packed: Tensor, bias: Tensor | None) -> Tensor:
+    """``x (..., D_in) @ Wᵀ + b -> (..., D_out)`` with a packed ``W``."""
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [], "")
+
+
+class _OneDNNLinear(torch.autograd.Function):
+    """``F.linear`` for training on a CPU: oneDNN forward and input gradient, MKL weight gradient."""
+
+    @staticmethod
+    def forward(ctx, x: Tensor, weight: Tensor, bias: Tensor | None) -> Tensor:
+        ctx.save_for_backward(x, weight)
+        ctx.has_bias = bias is not None
+        return _onednn_product(x, _pack(weight), bias)  # (..., D_out)
+
+    @staticmethod
+    def backward(ctx, grad_out: Tensor):
+        x, weight = ctx.saved_tensors
+        grad_x = grad_w = grad_b = None
+        g = grad_out.reshape(-1, grad_out.size(-1))  # (R, D_out)
+        if ctx.needs_input_grad[0]:
+            grad_x = _onednn_product(grad_out, _pack(weight.t()), None)  # (..., D_out) @ (D_out, D_in)
+        if ctx.needs_input_grad[1]:
+            grad_w = g.t() @ x.reshape(-1, x.size(-1))  # (D_out, R) @ (R, D_in) -> (D_out, D_in)
+        if ctx.has_bias and ctx.needs_input_grad[2]:
+            grad_b = g.sum(0)  # (D_out,)
+        return grad_x, grad_w, grad_b
+
+
 class Linear(nn.Linear):
-    """``nn.Linear`` (same parameters and state dict) whose CPU inference runs oneDNN on a
-    prepacked copy of the weight; see the module docstring for when and why."""
+    """``nn.Linear`` (same parameters and state dict) whose fp32 CPU products run on oneDNN:
+    at inference on a cached prepacked weight, in training through ``_OneDNNLinear``; see the
+    module docstring for when and why."""
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
         self._packed: Tensor | None = None
         self._packed_key: tuple | None = None
 
-    def _packed_path(self, x: Tensor) -> bool:
-        w = self.weight
+    def _onednn_eligible(self, x: Tensor) -> bool:
+        """fp32 on a CPU, no autocast, at least ``MIN_ROWS`` rows, and a build that has the op."""
         return (
-            not torch.is_grad_enabled()
-            and x.device.type == "cpu"
+            x.device.type == "cpu"
             and x.dtype == torch.float32
-            and w.dtype == torch.float32
-            # a weight created under inference_mode has no version counter to watch
-            and not w.is_inference()
+            and self.weight.dtype == torch.float32
+            and not torch.is_autocast_enabled("cpu")
             and x.numel() >= MIN_ROWS * x.size(-1) > 0
             and onednn_linear_available()
         )
@@ -70,17 +109,22 @@ class Linear(nn.Linear):
         w = self.weight
         key = (w.data_ptr(), w._version, w.shape)
         if self._packed is None or self._packed_key != key:
-            self._packed = torch.ops.mkldnn._reorder_linear_weight(w.detach())
+            self._packed = _pack(w)
             self._packed_key = key
         return self._packed
 
     def forward(self, x: Tensor) -> Tensor:
-        if self._packed_path(x):
-            return torch.ops.mkldnn._linear_pointwise(x, self.packed_weight(), self.bias, "none", [], "")
+        if self._onednn_eligible(x):
+            if not torch.is_grad_enabled():
+                # a weight created under inference_mode has no version counter to watch
+                if not self.weight.is_inference():
+                    return _onednn_product(x, self.packed_weight(), self.bias)
+            elif x.requires_grad or self.weight.requires_grad:
+                return _OneDNNLinear.apply(x, self.weight, self.bias)
         return self._unpacked(x)
 
     def _unpacked(self, x: Tensor) -> Tensor:
-        """Every case the packed path does not take (training, one row, GPU, other dtypes)."""
+        """Every case oneDNN does not take (one row, GPU, other dtypes, autocast)."""
         return F.linear(x, self.weight, self.bias)
 
     def __getstate__(self):

@@ -20,7 +20,7 @@ class VocabProjection(Linear):
     ``h @ W_t`` on a contiguous ``W_t`` was 10-17 % faster for the 256 -> 8000 projection (greedy
     search on one sentence 12 % faster). Both copies are made on first use and again whenever
     the weight changes (storage or version counter); neither is part of the state dict.
-    Training, autograd, other devices and other dtypes use ``F.linear`` unchanged.
+    Training takes ``Linear``'s path; other devices and dtypes use ``F.linear``.
     """
 
     def __init__(self, d_model: int, vocab_size: int):
