@@ -22,6 +22,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hardware import cpu_name  # noqa: E402
 
 _CACHED_START = """
 import time, sys
@@ -67,7 +71,7 @@ def main() -> None:
 
     print(f"date: {datetime.datetime.now().astimezone().isoformat(timespec='seconds')}")
     print(f"command: {' '.join([os.path.basename(sys.executable), *sys.argv])}")
-    print(f"machine: {platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, python {platform.python_version()}")
+    print(f"machine: {cpu_name()}, {os.cpu_count()} CPUs, python {platform.python_version()}")
     print(f"cache dir: {cache} (fresh: {not os.listdir(cache)})")
     print(f"imports (lightning, datasets, tokenizers): {t_import:.2f} s")
 

@@ -22,12 +22,16 @@ from __future__ import annotations
 
 import argparse
 import json
-import platform
 import statistics
+import sys
 import time
 from datetime import date
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hardware import cpu_name  # noqa: E402
 
 
 def build_batches(args):
@@ -224,7 +228,7 @@ def main():
     dtype = torch.bfloat16 if args.bf16 else torch.float32
     train, tokens = train_throughput(ours, peer, batches, args, device, dtype)
     res = {
-        "date": date.today().isoformat(), "device": args.device, "cpu": platform.processor() or platform.machine(),
+        "date": date.today().isoformat(), "device": args.device, "cpu": cpu_name(),
         "threads": torch.get_num_threads(), "torch": torch.__version__, "precision": str(dtype),
         "params": {"ours": params(ours), "marian": params(peer)},
         "train_tokens_per_s": train, "train_tokens_measured": tokens,

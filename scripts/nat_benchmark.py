@@ -26,12 +26,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import statistics
+import sys
 import time
 from datetime import datetime, timezone
+from pathlib import Path
 
 import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hardware import cpu_name  # noqa: E402
 
 SYSTEMS = [
     ("AT greedy", "at", {"strategy": "greedy", "max_len_a": 1.2, "max_len_b": 10}),
@@ -152,7 +156,7 @@ def main(argv=None) -> dict:
         "device": args.device,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
-        "cpu": platform.processor() or platform.machine(),
+        "cpu": cpu_name(),
         "cpu_count": os.cpu_count(),
         "systems": results,
     }

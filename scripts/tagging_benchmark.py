@@ -17,7 +17,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import platform
 import subprocess
 import sys
 import time
@@ -25,6 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hardware import cpu_name  # noqa: E402
 from tagging_baseline import baseline  # noqa: E402
 
 EXPERIMENTS = {"gum_upos": ("gum", "upos"), "gum_xpos": ("gum", "xpos"), "conll2000_pos": ("conll2000", "pos")}
@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     (out / "benchmark.json").parent.mkdir(parents=True, exist_ok=True)
     (out / "benchmark.json").write_text(json.dumps(rows, indent=2) + "\n")
     when = datetime.now(timezone.utc).strftime("%Y-%m-%d")
-    print(f"Hardware: {platform.processor() or platform.machine()}, {os.cpu_count()} cores, "
+    print(f"Hardware: {cpu_name()}, {os.cpu_count()} cores, "
           f"OMP_NUM_THREADS={args.threads}; {when}\n")
     print(f"| experiment | split | acc % | unseen-word acc % | sentence acc % | baseline acc % | "
           f"baseline unseen % | train time | epochs | params |")
