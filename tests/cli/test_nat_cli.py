@@ -97,12 +97,17 @@ def test_autoregressive_strategy_on_a_nat_checkpoint_is_a_clear_error(nat_run, t
         decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", "decode=beam", "device=cpu"]))
 
 
-def test_nat_benchmark_script_runs_on_the_checkpoint(nat_run, mirror_root, tmp_path):
+def _load_benchmark_script():
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("nat_benchmark", CONF.parent / "scripts" / "nat_benchmark.py")
     bench = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(bench)
+    return bench
+
+
+def test_nat_benchmark_script_runs_on_the_checkpoint(nat_run, mirror_root, tmp_path):
+    bench = _load_benchmark_script()
     root, summary, _ = nat_run
     out = tmp_path / "bench.json"
     report = bench.main(["--nat-ckpt", summary["best_checkpoint"], "--split", "val", "--latency-sentences", "2",
@@ -114,3 +119,31 @@ def test_nat_benchmark_script_runs_on_the_checkpoint(nat_run, mirror_root, tmp_p
     for r in systems.values():
         assert r["latency_batch1"]["sentences"] == 2 and r["throughput_batch4"]["sentences"] == 8
     assert systems["NAT one pass"]["avg_iterations"] == 1.0
+
+
+@pytest.mark.parametrize("turn", [1, 2, 3])
+def test_nat_benchmark_latency_turns(turn):
+    """Each system translates every sentence once, one at a time, ``turn`` in a row, the
+    systems' order rotating from one turn to the next."""
+    bench = _load_benchmark_script()
+    calls = []
+
+    class Recorder:
+        def __init__(self, name):
+            self.name = name
+
+        def translate(self, batch):
+            calls.append((self.name, tuple(batch)))
+
+    sentences = [f"s{i}" for i in range(7)]
+    out = bench.latency({"a": Recorder("a"), "b": Recorder("b")}, sentences, warmup=0, turn=turn)
+    assert {name: r["sentences"] for name, r in out.items()} == {"a": 7, "b": 7}
+    for name in "ab":
+        assert [b for n, b in calls if n == name] == [(s,) for s in sentences]
+    # blocks of ``turn`` sentences (the last one shorter), the leading system swapping every turn
+    expected_calls = []
+    for i, lo in enumerate(range(0, 7, turn)):
+        order = ["a", "b"] if i % 2 == 0 else ["b", "a"]
+        for name in order:
+            expected_calls += [(name, (s,)) for s in sentences[lo: lo + turn]]
+    assert calls == expected_calls
