@@ -178,7 +178,7 @@ def test_piece_dropout_hides_pieces_but_keeps_the_spelling(tokenizer):
     task = make_task(tokenizer, char_channels=8, char_dim=4)
     seen = []
     real_vectors = task.model.word_vectors
-    task.model.word_vectors = lambda src, word_ids, spell=None: (seen.append((src, spell)), real_vectors(src, word_ids, spell))[1]
+    task.model.word_vectors = lambda src, word_ids, spell=None, hook=None: (seen.append((src, spell)), real_vectors(src, word_ids, spell, hook))[1]
     ids, word_ids = tokenizer.encode_words(["the", "cat", "sat"])
     batch = {"src": torch.tensor([ids]), "word_ids": torch.tensor([word_ids]), "tags": torch.tensor([[0, 1, 2]])}
     unk = tokenizer.unk_id
@@ -400,3 +400,55 @@ def test_tagging_ensemble_refuses_other_inventories_and_drops_a_differing_aux_he
     mixed = load_task([aux, plain])  # one member has no XPOS head: main tags only
     fields = mixed.tag_fields([["the", "cat"]])
     assert set(fields) == {"upos"} and len(fields["upos"][0]) == 2
+
+
+# ----------------------------------------------------------------- adversarial training
+@pytest.mark.parametrize("model_kw", [{}, {"context": "word", "char_channels": 8}])
+def test_adversarial_training_adds_the_loss_at_the_gradient_step(tokenizer, model_kw):
+    """With ``adversarial_eps`` the training loss is the clean loss plus the loss at the encoder
+    inputs moved by eps * |x| along the loss gradient (per sentence), which is higher."""
+    torch.manual_seed(0)
+    eps = 0.05
+    model = dict(TINY_MODEL, **model_kw)
+    task = TaggingTask(model=model, piece_vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id, tags=TAGS,
+                       data={"name": "gum", "tagset": "upos", "aux_tagset": "xpos"}, aux_tags=AUX_TAGS,
+                       aux_weight=0.3, adversarial_eps=eps, tokenizer=tokenizer.to_str())
+    task.eval()  # no dropout: both passes below are deterministic
+    task.log = lambda *a, **k: None
+    task.optimizers = lambda: torch.optim.SGD(task.parameters(), lr=0.0)
+    batch = aux_batch(tokenizer)
+
+    # by hand: clean objective, its gradient at the encoder inputs, the moved inputs' objective
+    seen = []
+    clean, _, _, aux = task._step(batch, None, lambda x: seen.append(x) or x)
+    x = seen[0]  # (B, L, D) encoder inputs
+    objective = clean + 0.3 * aux["loss"]
+    (g,) = torch.autograd.grad(objective, x)
+    moved = []
+
+    def move(v):
+        b = v.size(0)
+        r = eps * v.detach().reshape(b, -1).norm(dim=1) / g.reshape(b, -1).norm(dim=1)
+        out = v + r.view(b, 1, 1) * g
+        moved.append((v.detach(), out.detach()))
+        return out
+
+    adv_main, _, _, adv_aux = task._step(batch, None, move)
+    expected_adv = adv_main + 0.3 * adv_aux["loss"]
+
+    total = task.training_step(batch, 0)
+    assert torch.allclose(total, objective + expected_adv, atol=1e-5)
+    assert expected_adv > objective  # moving up the gradient raises the loss
+    v, out = moved[0]
+    ratio = (out - v).reshape(v.size(0), -1).norm(dim=1) / v.reshape(v.size(0), -1).norm(dim=1)
+    assert torch.allclose(ratio, torch.full_like(ratio, eps), rtol=1e-4)  # |r_b| = eps |x_b|
+    total.backward()  # both passes reach the parameters
+    assert task.model.classifier.weight.grad.abs().sum() > 0
+
+
+def test_adversarial_training_off_by_default_and_refuses_negative_eps(tokenizer):
+    task = make_task(tokenizer)
+    assert task.hparams.adversarial_eps == 0.0
+    with pytest.raises(ValueError, match="adversarial_eps"):
+        TaggingTask(model=dict(TINY_MODEL), piece_vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
+                    tags=TAGS, data={"name": "gum", "tagset": "upos"}, adversarial_eps=-0.1)

@@ -5,7 +5,7 @@ Shape legend: B batch, T pieces, W words (max in batch), D = d_model, C tags.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -15,6 +15,9 @@ from transformer.models.encoder import TransformerEncoder
 from transformer.models.init import init_weights
 from transformer.modules.dropout import Dropout
 from transformer.modules.masks import pad_mask
+
+# Maps the encoder input vectors to the ones to encode (see ``Tagger.word_vectors``).
+InputHook = Callable[[Tensor], Tensor]
 
 POOLINGS = ("first", "mean")
 # What the encoder attends over: subword pieces (then pooled per word) or words (pieces'
@@ -271,32 +274,45 @@ class Tagger(nn.Module):
     def forward(self, src: Tensor, word_ids: Tensor, spell: Tensor | None = None) -> Tensor:
         return self.classifier(self.dropout(self.word_vectors(src, word_ids, spell)))  # (B, W, C)
 
-    def forward_all(self, src: Tensor, word_ids: Tensor, spell: Tensor | None = None) -> tuple[Tensor, Tensor | None]:
-        """``(logits (B, W, C), aux_logits (B, W, C_aux) or None)`` from one encoder pass."""
-        h = self.dropout(self.word_vectors(src, word_ids, spell))  # (B, W, D)
+    def forward_all(self, src: Tensor, word_ids: Tensor, spell: Tensor | None = None,
+                    input_hook: InputHook | None = None) -> tuple[Tensor, Tensor | None]:
+        """``(logits (B, W, C), aux_logits (B, W, C_aux) or None)`` from one encoder pass;
+        ``input_hook`` as in ``word_vectors``."""
+        h = self.dropout(self.word_vectors(src, word_ids, spell, input_hook))  # (B, W, D)
         aux = self.aux_classifier(h) if self.aux_classifier is not None else None
         return self.classifier(h), aux
 
-    def word_vectors(self, src: Tensor, word_ids: Tensor, spell: Tensor | None = None) -> Tensor:
-        """The encoder's vector for each word, ``(B, W, D)``: what the classifiers read."""
+    def word_vectors(self, src: Tensor, word_ids: Tensor, spell: Tensor | None = None,
+                     input_hook: InputHook | None = None) -> Tensor:
+        """The encoder's vector for each word, ``(B, W, D)``: what the classifiers read.
+
+        ``input_hook`` (optional) receives the encoder's input vectors (``(B, W, D)`` word
+        vectors with ``context="word"``, ``(B, T, D)`` piece vectors otherwise; positions not
+        yet added) and returns the vectors to encode instead: adversarial training perturbs
+        them there (``tasks.tagging.TaggingTask``'s ``adversarial_eps``).
+        """
         spell = src if spell is None else spell  # (B, T)
         if self.context == "word":
-            return self._encode_words(src, word_ids, spell)
+            return self._encode_words(src, word_ids, spell, input_hook)
         mask = pad_mask(src, self.pad_id)  # (B, T)
-        if self.chars is None:
-            h = self.encoder(src, mask)  # (B, T, D)
-        else:
+        x = self.encoder.embed_tokens(src)  # (B, T, D)
+        if self.chars is not None:
             spelled = self.chars(spell, word_ids)  # (B, W, D)
             d = spelled.size(-1)
             per_piece = spelled.gather(1, word_ids.clamp(min=0).unsqueeze(-1).expand(-1, -1, d))  # (B, T, D)
-            per_piece = per_piece * word_ids.ge(0).unsqueeze(-1).to(per_piece.dtype)
-            h = self.encoder.forward_embeddings(self.encoder.embed_tokens(src) + per_piece, mask)  # (B, T, D)
+            x = x + per_piece * word_ids.ge(0).unsqueeze(-1).to(per_piece.dtype)
+        if input_hook is not None:
+            x = input_hook(x)
+        h = self.encoder.forward_embeddings(x, mask)  # (B, T, D)
         return pool_words(h, word_ids, self.pooling)  # (B, W, D)
 
-    def _encode_words(self, src: Tensor, word_ids: Tensor, spell: Tensor) -> Tensor:
+    def _encode_words(self, src: Tensor, word_ids: Tensor, spell: Tensor,
+                      input_hook: InputHook | None = None) -> Tensor:
         words = pool_words(self.encoder.embed_tokens(src), word_ids, self.pooling)  # (B, W, D)
         if self.chars is not None:
             words = words + self.chars(spell, word_ids)  # (B, W, D)
+        if input_hook is not None:
+            words = input_hook(words)
         b, w = words.shape[:2]
         valid = word_ids.ge(0)  # (B, T)
         pieces = torch.zeros(b, w, dtype=torch.long, device=src.device)  # (B, W) pieces per word
