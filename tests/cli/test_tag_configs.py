@@ -13,7 +13,7 @@ from transformer.models.tagger import Tagger
 from transformer.tasks.tagging import TaggingTask
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
-TAG_EXPERIMENTS = {"gum_upos": ("gum", "upos"), "gum_upos_wsj": ("gum", "upos"), "gum_xpos": ("gum", "xpos"), "conll2000_pos": ("conll2000", "pos")}
+TAG_EXPERIMENTS = {"gum_upos": ("gum", "upos"), "gum_upos_wsj": ("gum", "upos"), "gum_upos_adv": ("gum", "upos"), "gum_xpos": ("gum", "xpos"), "conll2000_pos": ("conll2000", "pos")}
 TAGGER_MODELS = sorted(p.stem for p in (CONF / "model").glob("tagger_*.yaml"))
 
 
@@ -44,6 +44,16 @@ def test_tagging_experiment_composes_and_instantiates(experiment, tmp_path):
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c]
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=False)
     assert trainer.max_epochs >= 1
+
+
+def test_adversarial_experiment_extends_gum_upos_wsj(tmp_path):
+    base = compose_cfg("train", ["experiment=gum_upos_wsj", f"output_dir={tmp_path}"])
+    adv = compose_cfg("train", ["experiment=gum_upos_adv", f"output_dir={tmp_path}"])
+    assert base.task.adversarial_eps == 0.0 and adv.task.adversarial_eps > 0
+    assert build_task(adv).hparams.adversarial_eps == adv.task.adversarial_eps
+    # Everything else that defines the data and the model is gum_upos_wsj's.
+    assert adv.data == base.data and adv.model == base.model
+    assert adv.trainer.max_epochs > base.trainer.max_epochs
 
 
 def test_experiments_with_debug_fast_compose(tmp_path):
