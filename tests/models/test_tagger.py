@@ -187,6 +187,44 @@ def test_several_widths_concatenate_each_widths_pooled_filters():
         CharWordEncoder(len(pieces), d_model=3, kernel=[])
 
 
+@pytest.mark.parametrize("boundaries", [False, True])
+def test_each_distinct_spelling_is_encoded_once_with_the_same_vectors_and_gradients(boundaries):
+    # Row 0 repeats "ab" and "c" (ids 4, 5) and row 1 is padded to row 0's word count: the
+    # convolutions see one row per distinct spelling ("ab", "c", "xyz", "Q" and the empty one),
+    # and every word slot gets what encoding that word alone gives, gradients included.
+    from transformer.models.tagger import CharWordEncoder
+
+    torch.manual_seed(0)
+    enc = CharWordEncoder(len(PIECES), d_model=3, char_dim=4, channels=5, kernel=[2, 3], boundaries=boundaries)
+    enc.set_pieces(PIECES, {0, 1, 2, 3})
+    src = torch.tensor([[4, 5, 4, 6, 5], [7, 6, 0, 0, 0]])
+    word_ids = torch.tensor([[0, 1, 2, 3, 4], [0, 1, -1, -1, -1]])
+    rows = []
+    hook = enc.convs[0].register_forward_hook(lambda mod, args, out: rows.append(args[0].size(0)))
+    out = enc(src, word_ids)  # (2, 5, 3)
+    hook.remove()
+    assert out.shape == (2, 5, 3) and rows == [5]
+    weights = torch.randn(2, 5, 3)
+    (out * weights).sum().backward()
+    batched = [p.grad.clone() for p in enc.parameters()]
+    enc.zero_grad()
+    alone = torch.zeros(2, 5, 3)
+    for b in range(2):
+        for w in range(5):
+            pieces = src[b][word_ids[b] == w]
+            if pieces.numel():  # a padding slot spells nothing: its vector is proj(0) = the bias
+                one = enc(pieces.view(1, -1), torch.zeros(1, pieces.numel(), dtype=torch.long))[0, 0]
+            else:
+                one = enc.proj(torch.zeros(enc.proj.in_features))
+            alone[b, w] = one.detach()
+            (one * weights[b, w]).sum().backward()
+    torch.testing.assert_close(out.detach(), alone)
+    for got, want in zip(batched, (p.grad for p in enc.parameters())):
+        torch.testing.assert_close(got, want)
+    # no word at all: an empty (B, 0, D) result, no error
+    assert enc(torch.zeros(2, 3, dtype=torch.long), torch.full((2, 3), -1)).shape == (2, 0, 3)
+
+
 def test_checkpoints_naming_the_single_convolution_conv_still_load():
     from transformer.models.tagger import CharWordEncoder
 

@@ -145,15 +145,24 @@ class CharWordEncoder(nn.Module):
         if self.boundaries:
             chars = add_boundaries(chars)  # (B, W, L_w + 2)
         b, w, l = chars.shape
-        x = self.embed(chars.reshape(b * w, l)).transpose(1, 2)  # (B*W, L_w, C) -> (B*W, C, L_w)
-        real = chars.reshape(b * w, 1, l).ne(0)  # (B*W, 1, L_w)
+        # Each distinct spelling is encoded once: a batch repeats "the", "," and "." many times
+        # and pads every sentence to the longest one with empty spellings, so a GUM batch has
+        # about half as many distinct spellings as word slots. The vectors (and, through the
+        # indexing below, the summed gradients) are the same as encoding every slot.
+        spellings, slot = torch.unique(chars.reshape(b * w, l), dim=0, return_inverse=True)  # (U, L), (B*W,)
+        # Spellings are left-aligned, so columns past the longest one hold only padding, which
+        # embeds to zeros (padding_idx) exactly as the convolutions' own zero padding does.
+        longest = int(spellings.ne(0).sum(-1).max()) if spellings.numel() else 0
+        spellings = spellings[:, : max(longest, 1)]  # (U, L')
+        x = self.embed(spellings).transpose(1, 2)  # (U, L', C) -> (U, C, L')
+        real = spellings.unsqueeze(1).ne(0)  # (U, 1, L')
         pooled = [
             # ReLU >= 0, so 0 is a safe pad for the max over the word
-            torch.relu(conv(F.pad(x, pad))).masked_fill(~real, 0.0).amax(dim=-1)  # (B*W, K)
+            torch.relu(conv(F.pad(x, pad))).masked_fill(~real, 0.0).amax(dim=-1)  # (U, K)
             for conv, pad in zip(self.convs, self.pads)
         ]
-        h = pooled[0] if len(pooled) == 1 else torch.cat(pooled, dim=-1)  # (B*W, K * widths)
-        return self.proj(h).view(b, w, -1)  # (B, W, D)
+        h = pooled[0] if len(pooled) == 1 else torch.cat(pooled, dim=-1)  # (U, K * widths)
+        return self.proj(h)[slot].view(b, w, self.proj.out_features)  # (U, D) -> (B*W, D) -> (B, W, D)
 
 
 def pool_words(h: Tensor, word_ids: Tensor, pooling: str = "first") -> Tensor:
