@@ -258,6 +258,63 @@ def test_ensemble_script_averages_members_and_refuses_other_tag_sets(tokenizer, 
         ens.main([a, c, *common])
 
 
+def _load_ensemble_script():
+    import importlib.util
+    from pathlib import Path
+
+    spec = importlib.util.spec_from_file_location(
+        "tagging_ensemble", Path(__file__).resolve().parents[2] / "scripts" / "tagging_ensemble.py")
+    ens = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(ens)
+    return ens
+
+
+def test_subsets_are_ranked_by_words_right_then_by_size():
+    ens = _load_ensemble_script()
+    gold = [[0, 1], [1, 2], []]  # 4 words over 3 sentences, one of them empty
+
+    def member(*rows):
+        flat = torch.tensor(rows, dtype=torch.float)
+        return [flat[:2], flat[2:], flat[:0]]
+
+    # member 0 gets words 0, 1 right; member 1 words 2, 3 right, and its wrong guesses are
+    # unsure, so the pair gets all four; member 2 is a copy of member 0.
+    m0 = member([0.9, 0.1, 0.0], [0.0, 0.9, 0.1], [0.9, 0.1, 0.0], [0.9, 0.0, 0.1])
+    m1 = member([0.4, 0.6, 0.0], [0.0, 0.4, 0.6], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0])
+    ranked = ens.rank_subsets([m0, m1, m0], gold)
+    assert len(ranked) == 7
+    assert [r["members"] for r in ranked[:5]] == [(0, 1), (1, 2), (0,), (1,), (2,)]
+    assert ranked[0]["correct"] == 4 and ranked[0]["acc"] == 1.0 and ranked[0]["tokens"] == 4
+    correct = {r["members"]: r["correct"] for r in ranked}
+    assert correct[(0,)] == correct[(1,)] == 2
+    assert correct[(0, 1, 2)] == 2  # two copies of member 0 outvote member 1
+    with pytest.raises(ValueError, match="member 1: its sentences do not align"):
+        ens.rank_subsets([m0, m0[:2]], gold)
+
+
+def test_ensemble_script_chooses_its_members_on_another_split(tokenizer, tmp_path, mirror_root):
+    ens = _load_ensemble_script()
+    paths = []
+    for seed in (0, 1, 2):
+        torch.manual_seed(seed)
+        paths.append(_save(make_task(tokenizer), tmp_path / f"m{seed}.ckpt"))
+    common = ["--data-dir", str(tmp_path / "cache"), "--mirror-root", str(mirror_root)]
+    # a duplicate adds nothing, so the smaller subset wins the tie
+    dup = ens.main([paths[0], paths[0], "--choose-on", "dev", "--split", "dev", *common])
+    assert dup["selection"]["chosen"] == [paths[0]]
+    assert [m["checkpoint"] for m in dup["members"]] == [paths[0]]
+    report = ens.main([*paths, "--choose-on", "dev", "--split", "dev", "--top", "3", *common])
+    sel = report["selection"]
+    assert sel["split"] == "dev" and sel["subsets"] == 7 and len(sel["best"]) == 3
+    assert [m["checkpoint"] for m in report["members"]] == sel["chosen"] == sel["best"][0]["checkpoints"]
+    # scored on the split it was chosen on, the ensemble is the best subset, and no subset beats it
+    assert report["ensemble"]["acc"] == pytest.approx(sel["best"][0]["acc"])
+    assert report["ensemble"]["acc"] >= max(sel["single_acc"])
+    assert report["ensemble"]["correct"] == sel["best"][0]["correct"]
+    test = ens.main([*paths, "--choose-on", "dev", "--split", "test", *common])
+    assert test["split"] == "test" and test["selection"]["chosen"] == sel["chosen"]
+
+
 # ----------------------------------------------------------------- auxiliary tag set
 AUX_TAGS = ["DT", "NN", "VBD", ".", "RB", "NNS"]
 
