@@ -51,8 +51,16 @@ def test_adversarial_experiment_extends_gum_upos_wsj(tmp_path):
     adv = compose_cfg("train", ["experiment=gum_upos_adv", f"output_dir={tmp_path}"])
     assert base.task.adversarial_eps == 0.0 and adv.task.adversarial_eps > 0
     assert build_task(adv).hparams.adversarial_eps == adv.task.adversarial_eps
-    # Everything else that defines the data and the model is gum_upos_wsj's.
-    assert adv.data == base.data and adv.model == base.model
+    # The data and the model are gum_upos_wsj's, but for a wider character CNN.
+    assert adv.data == base.data
+    wider = ("char_channels", "char_kernel")
+    assert {k: v for k, v in adv.model.items() if k not in wider} == {
+        k: v for k, v in base.model.items() if k not in wider}
+    assert adv.model.char_channels > base.model.char_channels
+    assert set(adv.model.char_kernel) > set(base.model.char_kernel)
+    convs = build_task(adv).model.chars.convs
+    assert [c.kernel_size[0] for c in convs] == list(adv.model.char_kernel)
+    assert {c.out_channels for c in convs} == {adv.model.char_channels}
     assert adv.trainer.max_epochs > base.trainer.max_epochs
 
 
