@@ -3,8 +3,10 @@ of Multi30k de→en from the mirror (tiny model, a few dozen steps, CPU)."""
 
 from __future__ import annotations
 
+import csv
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -99,9 +101,19 @@ def test_resume_continues_step_count_and_lr_schedule(trained, env, tmp_path):
     first = json.loads((trained / "train_summary.json").read_text())
     ckpt0 = torch.load(first["last_checkpoint"], map_location="cpu", weights_only=False)
     steps = first["global_step"]
+    # resumed into a folder holding the first run's metrics.csv, as a run resumed in place is
+    (tmp_path / "csv").mkdir()
+    shutil.copy(trained / "csv" / "metrics.csv", tmp_path / "csv" / "metrics.csv")
     cli("train", [*TRAIN_ARGS, "trainer.max_epochs=2", f"ckpt_path={first['last_checkpoint']}",
                   f"hydra.run.dir={tmp_path}", f"data.data_dir={env['CACHE']}"], env)
     second = json.loads((tmp_path / "train_summary.json").read_text())
+    with (trained / "csv" / "metrics.csv").open(newline="") as f:
+        before = list(csv.DictReader(f))
+    with (tmp_path / "csv" / "metrics.csv").open(newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [{k: r[k] for k in before[0]} for r in rows[: len(before)]] == before  # history kept
+    assert sorted({r["epoch"] for r in rows if r.get("val/bleu")}) == ["0", "1"]
+    assert max(int(r["step"]) for r in before) < min(int(r["step"]) for r in rows[len(before):])
     assert second["global_step"] == 2 * steps
     ckpt = torch.load(second["last_checkpoint"], map_location="cpu", weights_only=False)
     assert ckpt["lr_schedulers"][0]["last_epoch"] == 2 * steps

@@ -15,6 +15,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli.common import hydra_entry
+from transformer.cli.loggers import ResumableCSVLogger
 from transformer.models.init import count_parameters
 from transformer.tasks.checkpoint import read_checkpoint
 
@@ -26,6 +27,17 @@ def _instantiate_group(group: DictConfig | None) -> list:
     if not group:
         return []
     return [instantiate(node) for node in group.values() if node and "_target_" in node]
+
+
+def build_loggers(cfg: DictConfig, resumed_step: int | None = None) -> list:
+    """The ``logger`` group; when resuming from a checkpoint at ``resumed_step``, CSV loggers
+    keep the rows their ``metrics.csv`` already has from before that step."""
+    loggers = _instantiate_group(cfg.get("logger"))
+    if resumed_step is not None:
+        for logger in loggers:
+            if isinstance(logger, ResumableCSVLogger):
+                logger.keep_rows_before(resumed_step)
+    return loggers
 
 
 def build_datamodule(cfg: DictConfig):
@@ -80,9 +92,10 @@ def run(cfg: DictConfig) -> dict:
         dm.save_tokenizers(out)
     task = build_task(cfg, dm)
     log.info("model parameters: %d", count_parameters(task.model))
+    resumed_step = read_checkpoint(cfg.ckpt_path)["global_step"] if cfg.get("ckpt_path") else None
     trainer = instantiate(
         cfg.trainer, callbacks=_instantiate_group(cfg.get("callbacks")),
-        logger=_instantiate_group(cfg.get("logger")) or False,
+        logger=build_loggers(cfg, resumed_step) or False,
     )
     trainer.fit(task, datamodule=dm, ckpt_path=cfg.get("ckpt_path"))
     summary = {

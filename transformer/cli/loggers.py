@@ -1,0 +1,71 @@
+"""Loggers for `transformer-train` (``conf/logger/``).
+
+Lightning's ``CSVLogger`` deletes a ``metrics.csv`` already in its folder when it starts
+writing, so a run resumed into its own folder (``ckpt_path=<run>/checkpoints/last.ckpt``)
+would lose every row logged before the resume. ``ResumableCSVLogger`` keeps them.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+from lightning.pytorch.loggers import CSVLogger
+from lightning.pytorch.loggers.logger import rank_zero_experiment
+
+
+class ResumableCSVLogger(CSVLogger):
+    """Lightning's ``CSVLogger``; after ``keep_rows_before(step)`` the rows of an existing
+    ``metrics.csv`` logged before ``step`` (the resumed checkpoint's global step: its updates
+    are numbered 0 to step - 1, and Lightning logs each row with the number of the update
+    it follows) are kept, and the resumed run appends to them.
+
+    Later rows belong to the part of the run the checkpoint does not hold (an epoch cut
+    short); the resumed run logs those steps again, so they are dropped rather than kept
+    twice. Without ``keep_rows_before`` it behaves exactly like ``CSVLogger``.
+    """
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._keep_before: int | None = None
+
+    def keep_rows_before(self, step: int) -> None:
+        """Keep the existing rows whose ``step`` is below ``step``; call before training."""
+        self._keep_before = int(step)
+
+    @property
+    @rank_zero_experiment
+    def experiment(self):
+        if self._experiment is not None:
+            return self._experiment
+        path = Path(self.log_dir) / "metrics.csv"
+        header, rows = (read_rows_before(path, self._keep_before)
+                        if self._keep_before is not None and path.is_file() else ([], []))
+        writer = super().experiment  # Lightning removes the old metrics.csv here
+        if header:
+            with path.open("w", newline="") as f:
+                out = csv.DictWriter(f, fieldnames=header)
+                out.writeheader()
+                out.writerows(rows)
+            # Lightning appends with its known keys as the column order and rewrites the file
+            # (reading it back) only when a new key appears, so the two must agree.
+            writer.metrics_keys = list(header)
+        return writer
+
+
+def read_rows_before(path: Path, step: int) -> tuple[list[str], list[dict[str, str]]]:
+    """The header of a Lightning ``metrics.csv`` and its rows with ``step < step``."""
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        header = list(reader.fieldnames or [])
+        if header and "step" not in header:
+            raise ValueError(f"{path}: no 'step' column in the header, so it cannot be resumed")
+        rows = []
+        for row in reader:
+            try:
+                row_step = int(float(row["step"]))
+            except (TypeError, ValueError):
+                raise ValueError(f"{path}, line {reader.line_num}: step {row['step']!r} is not a number") from None
+            if row_step < step:
+                rows.append(row)
+    return header, rows
