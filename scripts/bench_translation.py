@@ -14,8 +14,12 @@ batch by batch so that background load hits both alike. Decoding runs
 greedy and beam 5 over the same validation sentences, both batched under a token budget and
 one sentence at a time (latency), every output exactly ``--max-output-len`` tokens (EOS
 suppressed in both, so both do the same decoder steps), the models alternating batch by batch.
-On a GPU (``--device cuda``) training also runs in bf16 autocast and reports model FLOPs
-utilisation against ``--peak-tflops``.
+On a GPU (``--device cuda``) training can run in bf16 autocast (``--bf16``) and reports model
+FLOPs utilisation against ``--peak-tflops``: the FLOPs are counted, not estimated, by running each
+timed batch once more under ``torch.utils.flop_counter.FlopCounterMode`` (matrix products and
+attention, forward and backward; the optimizer step and elementwise work are not counted).
+``--d-model/--layers/--heads/--d-ff`` change both models' size alike, e.g. to the GPU recipe's
+512 / 4 / 8 / 2048.
 """
 
 from __future__ import annotations
@@ -73,14 +77,14 @@ def build_models(tok, args):
     from transformer.models import EncoderDecoder
 
     ours = EncoderDecoder(
-        vocab_size=tok.vocab_size, pad_id=tok.pad_id, d_model=256, n_heads=4, n_encoder_layers=3,
-        n_decoder_layers=3, d_ff=1024, dropout=0.1, norm_first=False, activation="relu",
+        vocab_size=tok.vocab_size, pad_id=tok.pad_id, d_model=args.d_model, n_heads=args.heads,
+        n_encoder_layers=args.layers, n_decoder_layers=args.layers, d_ff=args.d_ff, dropout=0.1, norm_first=False, activation="relu",
         max_len=512, share_embeddings=True, tie_output=True,
     )
     cfg = MarianConfig(
-        vocab_size=tok.vocab_size, d_model=256, encoder_layers=3, decoder_layers=3,
-        encoder_attention_heads=4, decoder_attention_heads=4, encoder_ffn_dim=1024,
-        decoder_ffn_dim=1024, activation_function="relu", dropout=0.1,
+        vocab_size=tok.vocab_size, d_model=args.d_model, encoder_layers=args.layers,
+        decoder_layers=args.layers, encoder_attention_heads=args.heads,
+        decoder_attention_heads=args.heads, encoder_ffn_dim=args.d_ff, decoder_ffn_dim=args.d_ff, activation_function="relu", dropout=0.1,
         # our `dropout` also applies to attention probabilities and inside the FFN
         attention_dropout=0.1, activation_dropout=0.1, max_position_embeddings=512, pad_token_id=tok.pad_id,
         eos_token_id=tok.eos_id, bos_token_id=tok.bos_id, decoder_start_token_id=tok.bos_id,
@@ -135,7 +139,19 @@ def train_throughput(ours, peer, batches, args, device, dtype):
                 times[name] += time.perf_counter() - t0
         if k >= args.warmup_steps:
             tokens += real
-    return {name: tokens / t for name, t in times.items()}, tokens
+    flops = None
+    if args.count_flops:
+        from torch.utils.flop_counter import FlopCounterMode
+
+        flops = {"ours": 0, "marian": 0}
+        for src, t_in, t_out in batches[args.warmup_steps : n]:
+            src, t_in, t_out = src.to(device), t_in.to(device), t_out.to(device)
+            for name in flops:
+                with FlopCounterMode(display=False) as counter:
+                    step(name, src, t_in, t_out)
+                flops[name] += counter.get_total_flops()
+        flops = {name: {"flops": f, "tflops_per_s": f / times[name] / 1e12} for name, f in flops.items()}
+    return {name: tokens / t for name, t in times.items()}, tokens, flops
 
 
 def sync(device):
@@ -212,9 +228,15 @@ def main():
     ap.add_argument("--max-output-len", type=int, default=40)
     ap.add_argument("--latency-sentences", type=int, default=32, help="decoded one at a time")
     ap.add_argument("--decode-repeats", type=int, default=3, help="passes over the decoding batches")
+    ap.add_argument("--d-model", type=int, default=256)
+    ap.add_argument("--layers", type=int, default=3, help="encoder and decoder layers each")
+    ap.add_argument("--heads", type=int, default=4)
+    ap.add_argument("--d-ff", type=int, default=1024)
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave default)")
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast for training (GPU)")
+    ap.add_argument("--count-flops", action="store_true",
+                    help="count training FLOPs (always on a GPU; on a CPU the counter misses our oneDNN products)")
     ap.add_argument("--peak-tflops", type=float, default=989.0, help="for MFU (H100 dense bf16)")
     ap.add_argument("--json", default=None, help="also write results here")
     args = ap.parse_args()
@@ -226,17 +248,25 @@ def main():
     ours, peer = build_models(tok, args)
     ours.to(device), peer.to(device)
     dtype = torch.bfloat16 if args.bf16 else torch.float32
-    train, tokens = train_throughput(ours, peer, batches, args, device, dtype)
+    args.count_flops = args.count_flops or device.type == "cuda"
+    train, tokens, flops = train_throughput(ours, peer, batches, args, device, dtype)
     res = {
         "date": date.today().isoformat(), "device": args.device, "cpu": cpu_name(),
         "threads": torch.get_num_threads(), "torch": torch.__version__, "precision": str(dtype),
+        "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
+        "size": {"d_model": args.d_model, "layers": args.layers, "heads": args.heads, "d_ff": args.d_ff},
         "params": {"ours": params(ours), "marian": params(peer)},
         "train_tokens_per_s": train, "train_tokens_measured": tokens,
         "train_speedup_vs_marian": train["ours"] / train["marian"],
     }
-    if device.type == "cuda":
-        # 6 * params * tokens is the usual training FLOPs estimate (Kaplan et al. 2020).
-        res["mfu"] = {k: 6 * res["params"][k] * v / (args.peak_tflops * 1e12) for k, v in train.items()}
+    if flops:
+        res["train_flops"] = flops
+    if flops and device.type == "cuda":
+        # Counted FLOPs of the timed training steps over their time, as a share of the peak.
+        # Marian projects every target position (padding too) to the vocabulary, ours only the
+        # real ones, so at equal speed Marian counts more FLOPs.
+        res["mfu"] = {k: v["tflops_per_s"] / args.peak_tflops for k, v in flops.items()}
+        res["peak_tflops"] = args.peak_tflops
     for beam in (1, 5):
         for one_by_one, tag in ((False, "batched"), (True, "batch1")):
             d = decode_throughput(ours, peer, tok, val_src, args, device, beam, one_by_one)
