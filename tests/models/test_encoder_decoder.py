@@ -138,17 +138,3 @@ def test_builds_from_a_hydra_style_config():
     assert type(m.encoder.positional).__name__ == "RelativePositionBias"
     assert m.encoder.positional.causal is False and m.decoder.positional.causal is True
     assert _model(None).encoder.positional.__class__.__name__ == "SinusoidalPositionalEncoding"
-
-
-@pytest.mark.parametrize("norm_first", [False, True])
-def test_positions_return_exactly_those_rows_of_the_full_logits(norm_first):
-    m = _model(norm_first=norm_first)
-    src = torch.tensor([[5, 6, 7, 8], [9, 10, 0, 0], [11, 12, 13, 0]])
-    tgt = torch.tensor([[1, 14, 15, 16, 17], [1, 18, 0, 0, 0], [1, 19, 20, 21, 0]])
-    positions = tgt.ne(0)
-    positions[0, 2] = False  # any subset, not only the non-pad ones
-    full = m(src, tgt)  # (B, T, V)
-    part = m(src, tgt, positions)  # (N, V)
-    assert part.shape == (int(positions.sum()), 24)
-    torch.testing.assert_close(part, full[positions], atol=1e-5, rtol=1e-5)
-    assert m(src, tgt, torch.zeros_like(positions)).shape == (0, 24)

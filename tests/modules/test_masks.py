@@ -2,7 +2,7 @@
 
 import torch
 
-from transformer.modules.masks import causal_mask, local_window_mask, merge_masks, pad_mask, unless_all_real
+from transformer.modules.masks import causal_mask, local_window_mask, merge_masks, pad_mask
 
 
 def test_pad_mask_true_is_real():
@@ -34,11 +34,3 @@ def test_merge_masks_shapes_and_and():
     assert torch.equal(merged[0, 0], causal_mask(3) & pad[0])
     assert merge_masks(pad).shape == (2, 1, 1, 3)
     assert merge_masks(None, None) is None
-
-
-def test_an_all_real_padding_mask_is_dropped_and_any_other_kept():
-    real = torch.ones(3, 5, dtype=torch.bool)
-    assert unless_all_real(real) is None and unless_all_real(None) is None
-    padded = real.clone()
-    padded[1, 4] = False
-    assert unless_all_real(padded) is padded

@@ -12,11 +12,9 @@ from torch import Tensor, nn
 
 from transformer.models.encoder import norm_arrangement
 from transformer.models.init import init_weights
-from transformer.modules.dropout import Dropout
 from transformer.modules.kv_cache import KVCache
 from transformer.modules.masks import causal_mask, merge_masks
 from transformer.modules.positional import build_positional
-from transformer.modules.vocab_projection import VocabProjection
 
 
 class AutoregressiveDecoder(nn.Module):
@@ -24,8 +22,7 @@ class AutoregressiveDecoder(nn.Module):
 
     Shapes:
         ``forward(tgt_in (B, T), memory (B, S, D), src_pad_mask (B, S), tgt_pad_mask (B, T) | None)
-        -> logits (B, T, V)`` (teacher forcing; with ``positions (B, T)`` bool, only those
-        positions' logits ``(N, V)``, see ``forward``);
+        -> logits (B, T, V)`` (teacher forcing);
         ``init_cache(memory (N, S, D)) -> KVCache`` (cross K/V projected once);
         ``forward_step(tokens (N, t), src_pad_mask (N, S), cache) -> (logits (N, t, V), cache)``
         where the new tokens sit at positions ``cache.length ..``.
@@ -59,18 +56,18 @@ class AutoregressiveDecoder(nn.Module):
         self.vocab_size = vocab_size
         self.embedding = embedding if embedding is not None else nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         self.positional = build_positional(positional, d_model, n_heads, max_len, causal=True)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         arrangement = norm_arrangement(norm_first)
         self.layers = nn.ModuleList(
             arrangement.decoder_layer(d_model, n_heads, d_ff, dropout, activation) for _ in range(n_layers)
         )
         self.final_norm = arrangement.final_norm(d_model)
-        self.output_proj = VocabProjection(d_model, vocab_size)
+        self.output_proj = nn.Linear(d_model, vocab_size, bias=False)
         if tie_output:
             self.output_proj.weight = self.embedding.weight
         init_weights(self, d_model)
 
-    def _run(self, tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights, positions=None):
+    def _run(self, tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights):
         offset = cache.length if cache is not None else 0
         t = tokens.size(1)
         t_k = offset + t
@@ -91,23 +88,19 @@ class AutoregressiveDecoder(nn.Module):
         for i, layer in enumerate(self.layers):
             x, w = layer(x, memory, self_mask, cross_mask, bias, cache, i, need_weights)
             weights.append(w)
-        if positions is not None:
-            x = x[positions]  # (B, t, D) -> (N, D): only the positions the caller scores
-        logits = self.output_proj(self.final_norm(x))  # (B, t, D) -> (B, t, V), or (N, D) -> (N, V)
+        logits = self.output_proj(self.final_norm(x))  # (B, t, D) -> (B, t, V)
         return logits, weights
 
     def forward(self, tgt_in: Tensor, memory: Tensor, src_pad_mask: Tensor | None = None,
-                tgt_pad_mask: Tensor | None = None, need_weights: bool = False, positions: Tensor | None = None):
+                tgt_pad_mask: Tensor | None = None, need_weights: bool = False):
         """Teacher-forced logits ``(B, T, V)``; with ``need_weights`` also per-layer
         ``(self_w (B, H, T, T), cross_w (B, H, T, S))``.
 
-        ``positions (B, T)`` bool: project only these positions to the vocabulary and return
-        their logits ``(N, V)``, N = ``positions.sum()``, in row-major order (``logits[positions]``
-        of the full output, without computing the rest). Training passes the non-pad target
-        positions: the ``D -> V`` product, its softmax and their backward are the costliest
-        per-position work, and padding needs none of it.
+        Every position is projected to the vocabulary, padding included: the shapes depend only
+        on ``(B, T)``, never on the data, so a compiled training step is reused across batches
+        (the loss ignores padded positions).
         """
-        logits, weights = self._run(tgt_in, memory, src_pad_mask, tgt_pad_mask, None, need_weights, positions)
+        logits, weights = self._run(tgt_in, memory, src_pad_mask, tgt_pad_mask, None, need_weights)
         return (logits, weights) if need_weights else logits
 
     def init_cache(self, memory: Tensor, src_pad_mask: Tensor | None = None) -> KVCache:

@@ -11,9 +11,8 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 
 from transformer.models.init import init_weights
-from transformer.modules.dropout import Dropout
 from transformer.modules.layers import PostNorm, PreNorm
-from transformer.modules.masks import local_window_mask, merge_masks, pad_mask, unless_all_real
+from transformer.modules.masks import local_window_mask, merge_masks, pad_mask
 from transformer.modules.positional import build_positional
 
 
@@ -84,7 +83,7 @@ class TransformerEncoder(nn.Module):
         self.window = window
         self.embedding = embedding if embedding is not None else nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         self.positional = build_positional(positional, d_model, n_heads, max_len, causal=False)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         arrangement = norm_arrangement(norm_first)
         self.layers = nn.ModuleList(
             arrangement.encoder_layer(d_model, n_heads, d_ff, dropout, activation) for _ in range(n_layers)
@@ -101,7 +100,7 @@ class TransformerEncoder(nn.Module):
         s = x.size(1)
         x = self.dropout(self.positional(x))
         window = None if self.window is None else local_window_mask(s, s, self.window, device=x.device)
-        mask = merge_masks(unless_all_real(src_pad_mask), window)  # (B|1, 1, 1|S, S) or None
+        mask = merge_masks(src_pad_mask, window)  # (B, 1, 1|S, S) or None
         bias = self.positional.attention_bias(s, s)  # (1, H, S, S) or None
         weights = []
         for layer in self.layers:

@@ -23,8 +23,7 @@ class EncoderDecoder(nn.Module):
 
     Shapes:
         ``forward(src (B, S), tgt_in (B, T)) -> logits (B, T, V)`` (teacher forcing;
-        causal and padding masks are built here from ``pad_id``); ``forward(src, tgt_in,
-        positions (B, T) bool) -> logits (N, V)`` of those positions only;
+        causal and padding masks are built here from ``pad_id``);
         ``encode(src) -> EncoderOut``; ``init_cache(enc) -> KVCache``;
         ``decode_step(tokens (N, t), enc, cache) -> (log_probs (N, V), cache)``.
 
@@ -93,12 +92,10 @@ class EncoderDecoder(nn.Module):
         src_pad_mask = pad_mask(src, self.pad_id)
         return EncoderOut(self.encoder(src, src_pad_mask), src_pad_mask)
 
-    def forward(self, src: Tensor, tgt_in: Tensor, positions: Tensor | None = None) -> Tensor:
-        """Teacher-forced logits ``(B, T, V)``; given ``positions (B, T)`` bool, only those
-        positions' logits ``(N, V)`` (equal to ``logits[positions]``, the rest never computed)."""
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced logits ``(B, T, V)``."""
         enc = self.encode(src)
-        return self.decoder(tgt_in, enc.memory, enc.src_pad_mask, pad_mask(tgt_in, self.pad_id),
-                            positions=positions)
+        return self.decoder(tgt_in, enc.memory, enc.src_pad_mask, pad_mask(tgt_in, self.pad_id))
 
     def init_cache(self, enc: EncoderOut) -> KVCache:
         """A fresh cache holding every decoder layer's cross-attention K/V for ``enc``."""

@@ -17,10 +17,8 @@ from torch import Tensor, nn
 
 from transformer.models.encoder import EncoderOut, TransformerEncoder, norm_arrangement
 from transformer.models.init import init_weights
-from transformer.modules.dropout import Dropout
-from transformer.modules.masks import merge_masks, pad_mask, unless_all_real
+from transformer.modules.masks import merge_masks, pad_mask
 from transformer.modules.positional import build_positional
-from transformer.modules.vocab_projection import VocabProjection
 
 DECODER_INPUTS = ("copy", "mask")
 LENGTH_MODES = ("absolute", "offset")
@@ -94,13 +92,13 @@ class NonAutoregressiveDecoder(nn.Module):
             embedding = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
         self.embedding = embedding
         self.positional = build_positional(positional, d_model, n_heads, max_len, causal=False)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         arrangement = norm_arrangement(norm_first)
         self.layers = nn.ModuleList(
             arrangement.decoder_layer(d_model, n_heads, d_ff, dropout, activation) for _ in range(n_layers)
         )
         self.final_norm = arrangement.final_norm(d_model)
-        self.output_proj = VocabProjection(d_model, vocab_size)
+        self.output_proj = nn.Linear(d_model, vocab_size, bias=False)
         if tie_output:
             self.output_proj.weight = self.embedding.weight
         init_weights(self, d_model)
@@ -115,8 +113,8 @@ class NonAutoregressiveDecoder(nn.Module):
             x = self.embedding(tgt_tokens) * math.sqrt(self.d_model)  # (B, T, D)
         t = x.size(1)
         x = self.dropout(self.positional(x))
-        self_mask = merge_masks(unless_all_real(tgt_pad_mask))  # (B, 1, 1, T): padding only, no causal mask
-        cross_mask = merge_masks(unless_all_real(src_pad_mask))  # (B, 1, 1, S)
+        self_mask = merge_masks(tgt_pad_mask)  # (B, 1, 1, T): padding only, no causal mask
+        cross_mask = merge_masks(src_pad_mask)  # (B, 1, 1, S)
         bias = self.positional.attention_bias(t, t)
         for i, layer in enumerate(self.layers):
             x, _ = layer(x, memory, self_mask, cross_mask, bias, None, i, False)

@@ -13,7 +13,6 @@ from torch import Tensor, nn
 
 from transformer.models.encoder import TransformerEncoder
 from transformer.models.init import init_weights
-from transformer.modules.dropout import Dropout
 from transformer.modules.masks import pad_mask
 
 # Maps the encoder input vectors to the ones to encode (see ``Tagger.word_vectors``).
@@ -263,7 +262,7 @@ class Tagger(nn.Module):
             vocab_size, d_model, n_heads, n_layers, d_ff, dropout, pad_id,
             positional=positional, norm_first=norm_first, activation=activation, window=window, max_len=max_len,
         )
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
         self.classifier = nn.Linear(d_model, n_tags)
         self.n_aux_tags = n_aux_tags
         self.aux_classifier = nn.Linear(d_model, n_aux_tags) if n_aux_tags > 0 else None

@@ -13,8 +13,6 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer.modules.dropout import dropout
-from transformer.modules.linear import Linear
 
 
 def _empty_rows(mask: Tensor | None) -> Tensor | None:
@@ -22,6 +20,34 @@ def _empty_rows(mask: Tensor | None) -> Tensor | None:
     if mask is None:
         return None
     return ~mask.any(dim=-1, keepdim=True)
+
+
+def attention_weights(
+    q: Tensor,
+    k: Tensor,
+    scale: bool = True,
+    mask: Tensor | None = None,
+    attn_bias: Tensor | None = None,
+) -> Tensor:
+    """softmax(Q Kᵀ / √d_k + bias): ``q (..., T_q, d_k)``, ``k (..., T_k, d_k)`` -> ``(..., T_q, T_k)``.
+
+    ``mask`` is bool broadcastable to ``(..., T_q, T_k)``, True = may attend; a query with every
+    key masked gets zero weights, never NaN. ``scale`` divides by √d_k: without it large d_k
+    pushes the softmax into regions with tiny gradients (Vaswani et al. 2017, sec. 3.2.1).
+    """
+    scores = q @ k.transpose(-2, -1)  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)
+    if scale:
+        scores = scores / math.sqrt(q.size(-1))
+    if attn_bias is not None:
+        scores = scores + attn_bias
+    empty = _empty_rows(mask)
+    if mask is not None:
+        # Give fully masked rows every key so softmax stays finite; zeroed below.
+        scores = scores.masked_fill(~(mask | empty), float("-inf"))
+    weights = torch.softmax(scores, dim=-1)
+    if empty is not None:
+        weights = weights.masked_fill(empty, 0.0)
+    return weights
 
 
 def scaled_dot_product(
@@ -37,10 +63,7 @@ def scaled_dot_product(
 
     Args:
         q: ``(..., T_q, d_k)``; k: ``(..., T_k, d_k)``; v: ``(..., T_k, d_v)``.
-        scale: divide scores by √d_k; without it large d_k pushes the softmax into
-            regions with tiny gradients (sec. 3.2.1).
-        mask: bool broadcastable to ``(..., T_q, T_k)``, True = may attend.
-        attn_bias: float broadcastable to ``(..., T_q, T_k)``, added to the scores.
+        scale, mask, attn_bias: as in :func:`attention_weights`.
         dropout_p: dropout on the attention weights (applied to the mix, not the
             returned weights).
 
@@ -48,47 +71,10 @@ def scaled_dot_product(
         ``(out (..., T_q, d_v), weights (..., T_q, T_k))``. A query with every key
         masked gets zero weights and a zero output, never NaN.
     """
-    scores = q @ k.transpose(-2, -1)  # (..., T_q, d_k) @ (..., d_k, T_k) -> (..., T_q, T_k)
-    if scale:
-        scores = scores / math.sqrt(q.size(-1))
-    if attn_bias is not None:
-        scores = scores + attn_bias
-    empty = _empty_rows(mask)
-    if mask is not None:
-        # Give fully masked rows every key so softmax stays finite; zeroed below.
-        scores = scores.masked_fill(~(mask | empty), float("-inf"))
-    weights = torch.softmax(scores, dim=-1)
-    if empty is not None:
-        weights = weights.masked_fill(empty, 0.0)
-    mixed = dropout(weights, dropout_p) if dropout_p > 0 else weights
+    weights = attention_weights(q, k, scale, mask, attn_bias)
+    mixed = F.dropout(weights, dropout_p) if dropout_p > 0 else weights
     out = mixed @ v  # (..., T_q, T_k) @ (..., T_k, d_v) -> (..., T_q, d_v)
     return out, weights
-
-
-# Below this many (row, head) pairs SDPA's CPU kernel beats two batched matmuls for one query.
-MIN_MATMUL_HEADS = 32
-
-
-def _single_query_matmul(q: Tensor) -> bool:
-    """True where one query per row (incremental decoding) is faster as two batched matmuls.
-
-    On a CPU, SDPA's flash kernel for ``(B, H, 1, d_head)`` queries took 1.2-2.2x the time of
-    ``softmax(q kᵀ / √d) v`` written as matmuls once B x H reached ~128 (greedy search over 128
-    sentences, beam 5 over 128; one thread), and was faster only for a handful of rows. GPUs
-    keep SDPA, whose fused kernels win there.
-    """
-    return q.device.type == "cpu" and q.size(-2) == 1 and q.size(0) * q.size(1) >= MIN_MATMUL_HEADS
-
-
-def _attend_one_query(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None) -> Tensor:
-    """softmax(q kᵀ / √d_head + bias) v for ``q (B, H, 1, d_head)``, no mask, no dropout.
-
-    The bias must leave every row at least one finite score (the KV cache's source bias does).
-    """
-    scores = torch.matmul(q, k.transpose(-2, -1)).mul_(1.0 / math.sqrt(q.size(-1)))  # (B, H, 1, T_k)
-    if attn_bias is not None:
-        scores = scores + attn_bias.to(scores.dtype)
-    return torch.matmul(torch.softmax(scores, dim=-1), v)  # (B, H, 1, d_head)
 
 
 class MultiHeadAttention(nn.Module):
@@ -100,10 +86,10 @@ class MultiHeadAttention(nn.Module):
     Shapes: query ``(B, T_q, D)``, key/value ``(B, T_k, D)`` -> out ``(B, T_q, D)``,
     weights ``(B, H, T_q, T_k)``. Internally q/k/v are ``(B, H, T, d_head)``.
 
-    The fast path is ``F.scaled_dot_product_attention``; ``need_weights=True`` takes
-    the explicit path, which also returns the weights (for plots and tests), and so does
-    training on a CPU with attention dropout (``modules.dropout``'s faster mask).
-    For cached decoding call ``project_q``, ``project_kv`` and ``attend`` separately.
+    Two paths: ``F.scaled_dot_product_attention`` (PyTorch's fused kernels), and with
+    ``need_weights=True`` the explicit :func:`scaled_dot_product`, which also returns the
+    weights (for plots and tests). For cached decoding call ``project_q``, ``project_kv`` and
+    ``attend`` separately.
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
@@ -114,10 +100,10 @@ class MultiHeadAttention(nn.Module):
         self.n_heads = n_heads
         self.d_head = d_model // n_heads
         self.dropout = dropout
-        self.w_q = Linear(d_model, d_model, bias=bias)
-        self.w_k = Linear(d_model, d_model, bias=bias)
-        self.w_v = Linear(d_model, d_model, bias=bias)
-        self.w_o = Linear(d_model, d_model, bias=bias)
+        self.w_q = nn.Linear(d_model, d_model, bias=bias)
+        self.w_k = nn.Linear(d_model, d_model, bias=bias)
+        self.w_v = nn.Linear(d_model, d_model, bias=bias)
+        self.w_o = nn.Linear(d_model, d_model, bias=bias)
 
     def _split_heads(self, x: Tensor) -> Tensor:
         b, t, _ = x.shape
@@ -159,23 +145,8 @@ class MultiHeadAttention(nn.Module):
         weights = None
         if need_weights:
             ctx, weights = scaled_dot_product(q, k, v, True, mask, attn_bias, p)
-        elif p > 0.0 and q.device.type == "cpu":
-            # SDPA would run its math path here, with F.dropout's slower CPU mask (modules/dropout.py)
-            ctx, _ = scaled_dot_product(q, k, v, True, mask, attn_bias, p)
-        elif mask is None and p == 0.0 and _single_query_matmul(q):
-            ctx = _attend_one_query(q, k, v, attn_bias)
         else:
-            sdpa_mask: Tensor | None = None
-            if mask is not None:
-                sdpa_mask = mask | empty  # keep softmax finite on fully masked rows
-            if attn_bias is not None:
-                bias = attn_bias.to(q.dtype)
-                if sdpa_mask is not None:
-                    bias = bias.masked_fill(~sdpa_mask, float("-inf"))  # broadcast -> (B, H, T_q, T_k)
-                sdpa_mask = bias
-            ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask, dropout_p=p)
-            if empty is not None:
-                ctx = ctx.masked_fill(empty, 0.0)
+            ctx = self._sdpa(q, k, v, mask, empty, attn_bias, p)
         b, _, t_q, _ = ctx.shape
         ctx = ctx.transpose(1, 2).reshape(b, t_q, self.d_model)  # (B, H, T_q, d_head) -> (B, T_q, D)
         out = self.w_o(ctx)
@@ -183,6 +154,22 @@ class MultiHeadAttention(nn.Module):
             # Fully masked queries return exact zeros, not W_o's bias.
             out = out.masked_fill(empty.all(dim=1), 0.0)  # (B|1, T_q|1, 1) broadcast over D
         return out, weights
+
+    def _sdpa(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, empty: Tensor | None,
+              attn_bias: Tensor | None, p: float) -> Tensor:
+        """``F.scaled_dot_product_attention`` with our mask polarity and fully masked rows zeroed."""
+        sdpa_mask: Tensor | None = None
+        if mask is not None:
+            sdpa_mask = mask | empty  # keep softmax finite on fully masked rows
+        if attn_bias is not None:
+            bias = attn_bias.to(q.dtype)
+            if sdpa_mask is not None:
+                bias = bias.masked_fill(~sdpa_mask, float("-inf"))  # broadcast -> (B, H, T_q, T_k)
+            sdpa_mask = bias
+        ctx = F.scaled_dot_product_attention(q, k, v, attn_mask=sdpa_mask, dropout_p=p)  # (B, H, T_q, d_head)
+        if empty is not None:
+            ctx = ctx.masked_fill(empty, 0.0)
+        return ctx
 
     def forward(
         self,

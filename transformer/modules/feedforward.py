@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from typing import Callable
 
-import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer.modules.dropout import Dropout
-from transformer.modules.linear import Linear
 
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
 
@@ -27,16 +24,10 @@ class FeedForward(nn.Module):
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
         self.activation = ACTIVATIONS[activation]
-        self.w_1 = Linear(d_model, d_ff)
-        self.w_2 = Linear(d_ff, d_model)
-        self.dropout = Dropout(dropout)
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor) -> Tensor:
-        h = self.w_1(x)  # (B, T, d_ff), a fresh tensor
-        if self.activation is F.relu and not torch.is_grad_enabled():
-            # At inference ReLU runs in place, so no (B, T, d_ff) tensor is allocated for it (on a
-            # CPU about 2 % of greedy decoding). Not under autograd: W_1's output is a view of a
-            # 2-D product there, and an in-place op on a view makes backward copy the whole
-            # gradient (training 4 % slower).
-            return self.w_2(self.dropout(F.relu_(h)))
-        return self.w_2(self.dropout(self.activation(h)))
+        h = self.activation(self.w_1(x))  # (B, T, d_ff)
+        return self.w_2(self.dropout(h))  # (B, T, D)

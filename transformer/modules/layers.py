@@ -21,7 +21,6 @@ from __future__ import annotations
 from torch import Tensor, nn
 
 from transformer.modules.attention import MultiHeadAttention
-from transformer.modules.dropout import Dropout
 from transformer.modules.feedforward import FeedForward
 from transformer.modules.kv_cache import KVCache
 
@@ -34,7 +33,7 @@ class _EncoderLayerBase(nn.Module):
         self.ffn = FeedForward(d_model, d_ff, dropout, activation)
         self.norm_1 = nn.LayerNorm(d_model)
         self.norm_2 = nn.LayerNorm(d_model)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
 
     def _self_attention(self, h: Tensor, mask, attn_bias, need_weights) -> tuple[Tensor, Tensor | None]:
         out, w = self.self_attn(h, h, h, mask, attn_bias, need_weights)
@@ -79,7 +78,7 @@ class _DecoderLayerBase(nn.Module):
         self.norm_1 = nn.LayerNorm(d_model)
         self.norm_2 = nn.LayerNorm(d_model)
         self.norm_3 = nn.LayerNorm(d_model)
-        self.dropout = Dropout(dropout)
+        self.dropout = nn.Dropout(dropout)
 
     def _self_attention(self, h, mask, attn_bias, cache: KVCache | None, layer_idx: int, need_weights):
         q = self.self_attn.project_q(h)  # (B, H, t, d_head)

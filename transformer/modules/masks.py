@@ -73,19 +73,6 @@ def local_window_mask(
     return (q_pos - k_pos).abs() <= window  # (T_q, T_k)
 
 
-def unless_all_real(key_pad_mask: Tensor | None) -> Tensor | None:
-    """``key_pad_mask`` ``(B, T_k)``, or None when it is a CPU tensor that is True everywhere.
-
-    Attention under an all-True padding mask equals attention without one, and the mask
-    costs work at every attention call (the fully-masked-row check and fill, SDPA's masked
-    path): about 5 % of a non-autoregressive pass at batch 1, where nothing is ever padded.
-    On other devices the check would wait for the device, so the mask is kept there.
-    """
-    if key_pad_mask is None or key_pad_mask.device.type != "cpu" or not bool(key_pad_mask.all()):
-        return key_pad_mask
-    return None
-
-
 def merge_masks(key_pad_mask: Tensor | None = None, *masks: Tensor | None) -> Tensor | None:
     """AND a key padding mask with any number of structural masks.
 

@@ -2,7 +2,7 @@
 
 import torch
 
-from transformer.modules.vocab_projection import VocabProjection
+from transformer.accel.vocab_projection import VocabProjection
 
 
 def _pair(seed=0):

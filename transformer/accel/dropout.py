@@ -67,6 +67,12 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
 class Dropout(nn.Dropout):
     """``nn.Dropout`` (same arguments, no state) computed by :func:`dropout`."""
 
+    accel_base = nn.Dropout
+
+    @staticmethod
+    def prepare(module: nn.Dropout) -> None:
+        """Nothing to cache."""
+
     def forward(self, x: Tensor) -> Tensor:
         if self.inplace:
             return F.dropout(x, self.p, self.training, inplace=True)

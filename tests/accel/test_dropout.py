@@ -4,7 +4,7 @@ import pytest
 import torch
 import torch.nn.functional as F
 
-from transformer.modules.dropout import LEVELS, Dropout, dropout, keep_mask, rounded_p
+from transformer.accel.dropout import LEVELS, Dropout, dropout, keep_mask, rounded_p
 
 
 @pytest.mark.parametrize("p", [0.1, 0.3, 0.5])

@@ -8,7 +8,7 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-from transformer.modules.linear import Linear
+from transformer.accel.linear import Linear
 
 
 class VocabProjection(Linear):
@@ -25,8 +25,13 @@ class VocabProjection(Linear):
 
     def __init__(self, d_model: int, vocab_size: int):
         super().__init__(d_model, vocab_size, bias=False)
-        self._w_t: Tensor | None = None
-        self._w_t_key: tuple | None = None
+
+    @staticmethod
+    def prepare(module) -> None:
+        """Empty caches for a module switched to this class (``accel.apply``)."""
+        Linear.prepare(module)
+        module._w_t = None
+        module._w_t_key = None
 
     def _unpacked(self, h: Tensor) -> Tensor:
         w = self.weight

@@ -88,10 +88,17 @@ class Linear(nn.Linear):
     at inference on a cached prepacked weight, in training through ``_OneDNNLinear``; see the
     module docstring for when and why."""
 
+    accel_base = nn.Linear
+
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
-        self._packed: Tensor | None = None
-        self._packed_key: tuple | None = None
+        self.prepare(self)
+
+    @staticmethod
+    def prepare(module: nn.Linear) -> None:
+        """Give a module switched to this class (``accel.apply``) its empty packed-weight cache."""
+        module._packed = None
+        module._packed_key = None
 
     def _onednn_eligible(self, x: Tensor) -> bool:
         """fp32 on a CPU, no autocast, at least ``MIN_ROWS`` rows, and a build that has the op.

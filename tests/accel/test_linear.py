@@ -6,8 +6,8 @@ import pickle
 import pytest
 import torch
 
-from transformer.modules import linear as linear_mod
-from transformer.modules.linear import Linear, onednn_linear_available
+from transformer.accel import linear as linear_mod
+from transformer.accel.linear import Linear, onednn_linear_available
 
 needs_onednn = pytest.mark.skipif(not onednn_linear_available(), reason="torch build without oneDNN linear")
 
