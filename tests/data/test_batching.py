@@ -105,9 +105,39 @@ def test_translation_collate():
     assert batch["tgt_out"].tolist() == [[5, eos, pad, pad], [10, 11, 12, eos]]
     assert batch["tgt_pad_mask"].tolist() == [[True, True, False, False], [True] * 4]
     assert batch["index"].tolist() == [4, 0]
-    assert all(v.dtype == torch.long for k, v in batch.items() if "mask" not in k)
+    assert all(v.dtype == torch.long for k, v in batch.items() if "mask" not in k and k != "n_tokens")
     assert batch["src_pad_mask"].dtype == torch.bool
+    assert batch["n_tokens"] == 6 and isinstance(batch["n_tokens"], int)  # counted on the host
     assert set(col([{"src": [7], "index": 0}])) == {"src", "src_pad_mask", "index"}
+
+
+def test_translation_collate_pads_to_a_multiple():
+    col = TranslationCollator(0, 1, 2, pad_to_multiple=8)
+    examples = [{"src": list(range(3, 12)), "tgt": [5], "index": 0}, {"src": [6], "tgt": [7, 8, 9], "index": 1}]
+    batch = col(examples)
+    assert batch["src"].shape == (2, 16) and batch["tgt_in"].shape == batch["tgt_out"].shape == (2, 8)
+    plain = TranslationCollator(0, 1, 2)(examples)
+    assert torch.equal(batch["src"][:, :10], plain["src"]) and not batch["src"][:, 10:].any()
+    assert torch.equal(batch["tgt_out"][:, :4], plain["tgt_out"]) and batch["n_tokens"] == plain["n_tokens"]
+
+
+@pytest.mark.parametrize("multiple", [8, 16])
+def test_bucketed_batches_keep_the_budget_after_padding_and_every_sentence(multiple):
+    lengths = _lengths(hi=70)
+    budget = 1024
+    sampler = TokenBudgetBatchSampler(lengths, budget, shuffle=True, seed=3, pad_to_multiple=multiple)
+    seen = []
+    for epoch in range(2):
+        sampler.set_epoch(epoch)
+        batches = list(sampler)
+        flat = sorted(i for b in batches for i in b)
+        assert flat == list(range(len(lengths)))  # every sentence once
+        for b in batches:
+            width = -(-max(lengths[i] for i in b) // multiple) * multiple  # what the collator pads to
+            assert width * len(b) <= budget
+        seen.append({(len(b), -(-max(lengths[i] for i in b) // multiple) * multiple) for b in batches})
+    assert seen[0] == seen[1]  # the same batch shapes every epoch
+    assert len(seen[0]) < len(set(lengths))  # a handful of shapes, fewer than the distinct lengths
 
 
 def test_tagging_collate():

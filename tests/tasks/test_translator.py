@@ -53,25 +53,59 @@ def test_outputs_are_single_lines_even_if_the_model_emits_newlines(task, monkeyp
     assert tr.translate(["ein hund ."])[0][0][0] == "a b  c"
 
 
-def test_training_loss_scores_only_real_positions_and_matches_the_full_loss(task):
+def _batch(hp, extra_pad=0):
+    p = [hp.pad_id] * extra_pad
+    src = torch.tensor([[5, 6, 7, hp.eos_id] + p, [8, 9, hp.eos_id, hp.pad_id] + p])
+    tgt_in = torch.tensor([[hp.bos_id, 10, 11, 12] + p, [hp.bos_id, 13, hp.pad_id, hp.pad_id] + p])
+    tgt_out = torch.tensor([[10, 11, 12, hp.eos_id] + p, [13, hp.eos_id, hp.pad_id, hp.pad_id] + p])
+    return {"src": src, "tgt_in": tgt_in, "tgt_out": tgt_out}
+
+
+def _loss_and_grads(task, loss_fn):
+    task.zero_grad()
+    loss, nll = loss_fn()
+    loss.backward()
+    grads = {n: p.grad.clone() for n, p in task.named_parameters() if p.grad is not None}
+    task.zero_grad()
+    return loss.detach(), nll.detach(), grads
+
+
+def test_fixed_shape_loss_equals_the_loss_over_real_positions_only(task):
     from transformer.tasks.losses import label_smoothed_nll
 
     hp = task.hparams
-    src = torch.tensor([[5, 6, 7, hp.eos_id], [8, 9, hp.eos_id, hp.pad_id]])
-    tgt_in = torch.tensor([[hp.bos_id, 10, 11, 12], [hp.bos_id, 13, hp.pad_id, hp.pad_id]])
-    tgt_out = torch.tensor([[10, 11, 12, hp.eos_id], [13, hp.eos_id, hp.pad_id, hp.pad_id]])
-    batch = {"src": src, "tgt_in": tgt_in, "tgt_out": tgt_out}
-    task.zero_grad()
-    loss, nll, n_tokens = task._loss(batch)
-    loss.backward()
-    fast = {n: p.grad.clone() for n, p in task.named_parameters() if p.grad is not None}
-    task.zero_grad()
-    ref_loss, ref_nll = label_smoothed_nll(task.model(src, tgt_in), tgt_out, hp.label_smoothing, hp.pad_id)
-    ref_loss.backward()
-    assert n_tokens == 6
+    batch = _batch(hp)
+    n_tokens = []
+    loss, nll, grads = _loss_and_grads(task, lambda: (lambda r: (n_tokens.append(r[2]), r[:2])[1])(task._loss(batch)))
+    real = batch["tgt_out"].ne(hp.pad_id)
+
+    def indexed():  # the boolean-index loss: only real positions reach the vocabulary
+        logits = task.model(batch["src"], batch["tgt_in"])[real]  # (N, V)
+        return label_smoothed_nll(logits, batch["tgt_out"][real], hp.label_smoothing, hp.pad_id)
+
+    ref_loss, ref_nll, ref_grads = _loss_and_grads(task, indexed)
+    assert n_tokens == [6]
     torch.testing.assert_close(loss, ref_loss)
     torch.testing.assert_close(nll, ref_nll)
-    for name, p in task.named_parameters():
-        if p.grad is not None:
-            torch.testing.assert_close(fast[name], p.grad, atol=1e-6, rtol=1e-5, msg=name)
-    task.zero_grad()
+    assert ref_grads.keys() == grads.keys()
+    for name in grads:
+        torch.testing.assert_close(grads[name], ref_grads[name], atol=1e-6, rtol=1e-5, msg=name)
+    # Extra padding columns (a batch rounded up to a multiple) change nothing.
+    padded, _, _ = _loss_and_grads(task, lambda: task._loss(_batch(hp, extra_pad=4))[:2])
+    torch.testing.assert_close(padded, loss)
+
+
+def test_bleu_runs_every_val_bleu_every_epochs(task):
+    from types import SimpleNamespace
+
+    task.hparams.val_bleu_every = 3
+    try:
+        due = []
+        for epoch in range(6):
+            task._trainer = SimpleNamespace(sanity_checking=False, current_epoch=epoch)
+            due.append(task._bleu_due())
+        task._trainer = SimpleNamespace(sanity_checking=True, current_epoch=0)
+        assert due == [False, False, True, False, False, True] and task._bleu_due()
+    finally:
+        task._trainer = None
+        task.hparams.val_bleu_every = 1

@@ -84,3 +84,16 @@ def resolve_device(name: str) -> torch.device:
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     return torch.device(name)
+
+
+def load_for_inference(ckpt_path, device: str = "auto", backend: str | None = "auto"):
+    """``(task, device)``: the checkpoint's task (or an ensemble of several) in eval mode on
+    ``device``, its model switched to the ``accel`` backend (``auto``: the CPU fast paths on a CPU)."""
+    from transformer import accel
+    from transformer.tasks.checkpoint import load_task
+
+    task = load_task(ckpt_path)
+    dev = resolve_device(device)
+    task.to(dev)
+    accel.apply(task.model, accel.resolve(backend, dev.type))
+    return task, dev

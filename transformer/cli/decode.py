@@ -15,8 +15,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.common import hydra_entry, resolve_device, write_lines
-from transformer.tasks.checkpoint import load_task
+from transformer.cli.common import hydra_entry, load_for_inference, write_lines
 
 
 def _read_lines(path: str) -> list[str]:
@@ -39,9 +38,7 @@ def format_output(nbest: list[list[tuple[str, float]]], n_best: int) -> list[str
 
 
 def run(cfg: DictConfig) -> list[str]:
-    task = load_task(cfg.ckpt_path)
-    device = resolve_device(cfg.device)
-    task.to(device)
+    task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "auto"))
     decode_cfg = OmegaConf.to_container(cfg.decode, resolve=True)
     translator = task.translator(decode_cfg, device=device)
     lines = format_output(translator.translate(_read_lines(cfg.input)), int(decode_cfg.get("n_best", 1)))

@@ -26,8 +26,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.common import checkpoint_label, hydra_entry, resolve_device
-from transformer.tasks.checkpoint import load_task
+from transformer.cli.common import checkpoint_label, hydra_entry, load_for_inference
 from transformer.tasks.translation import one_line, score_translations
 
 
@@ -40,14 +39,12 @@ def _write_lines(path: Path, lines: list[str]) -> None:
 
 def distill(ckpt_path: str | list[str], split: str, decode_cfg: dict, output_dir: str | Path,
             data_dir: str = "data/cache", mirror_root: str | None = None, device: str = "auto",
-            limit: int | None = None) -> dict:
+            limit: int | None = None, accel: str = "auto") -> dict:
     """Translate ``split`` with the checkpoint (or the ensemble of several, a list) and write
     the distilled corpus; returns the summary that is also written to ``distill.json``."""
     from transformer.data.readers import read_multi30k
 
-    task = load_task(ckpt_path)
-    dev = resolve_device(device)
-    task.to(dev)
+    task, dev = load_for_inference(ckpt_path, device, accel)
     hp = task.hparams
     pairs = read_multi30k(split, hp.src_lang, hp.tgt_lang, cache_dir=data_dir, mirror_root=mirror_root)
     if limit is not None:
@@ -91,6 +88,7 @@ def run(cfg: DictConfig) -> dict:
     summary = distill(
         cfg.ckpt_path, cfg.split, OmegaConf.to_container(cfg.decode, resolve=True), cfg.output_dir,
         data_dir=cfg.data_dir, mirror_root=cfg.mirror_root, device=cfg.device, limit=cfg.get("limit"),
+        accel=cfg.get("accel", "auto"),
     )
     print(json.dumps(summary, indent=2, ensure_ascii=False))
     return summary

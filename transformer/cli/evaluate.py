@@ -17,18 +17,15 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.common import checkpoint_label, checkpoint_paths, hydra_entry, resolve_device
-from transformer.tasks.checkpoint import load_task
+from transformer.cli.common import checkpoint_label, checkpoint_paths, hydra_entry, load_for_inference
 
 
 def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: dict, output_dir: str | Path,
                         data_dir: str = "data/cache", mirror_root: str | None = None,
-                        device: str = "auto") -> dict:
+                        device: str = "auto", accel: str = "auto") -> dict:
     """Load the checkpoint (or the ensemble of several), evaluate ``split`` and write outputs
     under ``output_dir``."""
-    task = load_task(ckpt_path)
-    dev = resolve_device(device)
-    task.to(dev)
+    task, dev = load_for_inference(ckpt_path, device, accel)
     metrics = task.evaluate(split=split, decode_cfg=dict(decode_cfg), output_dir=Path(output_dir),
                             data_dir=data_dir, mirror_root=mirror_root, device=dev)
     metrics["checkpoint"] = checkpoint_label(ckpt_path)
@@ -41,7 +38,7 @@ def run(cfg: DictConfig) -> dict:
     output_dir = cfg.output_dir or str(Path(paths[0]).resolve().parent / default_dir)
     metrics = evaluate_checkpoint(
         cfg.ckpt_path, cfg.split, OmegaConf.to_container(cfg.decode, resolve=True), output_dir,
-        data_dir=cfg.data_dir, mirror_root=cfg.mirror_root, device=cfg.device,
+        data_dir=cfg.data_dir, mirror_root=cfg.mirror_root, device=cfg.device, accel=cfg.get("accel", "auto"),
     )
     print(json.dumps(metrics, indent=2, ensure_ascii=False))
     return metrics

@@ -50,8 +50,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from transformer.cli.common import hydra_entry, resolve_device, write_lines
-from transformer.tasks.checkpoint import load_task
+from transformer.cli.common import hydra_entry, load_for_inference, write_lines
 
 INPUT_FORMATS = ("auto", "text", "conllu")
 OUTPUT_FORMATS = ("auto", "conllu", "word_tag", "text")
@@ -221,11 +220,9 @@ def tag_lines(task, lines: list[str], input_format: str = "auto", out_format: st
 
 
 def run(cfg: DictConfig) -> list[str]:
-    task = load_task(cfg.ckpt_path)
+    task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "auto"))
     if getattr(task, "task_name", None) != "tagging":
         raise ValueError(f"{cfg.ckpt_path} is a {getattr(task, 'task_name', '?')} checkpoint, not a tagging one")
-    device = resolve_device(cfg.device)
-    task.to(device)
     lines, name = read_input(cfg.input)
     out = tag_lines(task, lines, cfg.input_format, cfg.format, int(cfg.max_tokens), device, name)
     write_lines(out, cfg.output)

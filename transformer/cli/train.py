@@ -14,6 +14,7 @@ import lightning as L
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
+from transformer.cli.callbacks import AccelCallback
 from transformer.cli.common import hydra_entry
 from transformer.cli.loggers import ResumableCSVLogger
 from transformer.models.init import count_parameters
@@ -93,8 +94,9 @@ def run(cfg: DictConfig) -> dict:
     task = build_task(cfg, dm)
     log.info("model parameters: %d", count_parameters(task.model))
     resumed_step = read_checkpoint(cfg.ckpt_path)["global_step"] if cfg.get("ckpt_path") else None
+    callbacks = _instantiate_group(cfg.get("callbacks")) + [AccelCallback(cfg.get("accel", "auto"))]
     trainer = instantiate(
-        cfg.trainer, callbacks=_instantiate_group(cfg.get("callbacks")),
+        cfg.trainer, callbacks=callbacks,
         logger=build_loggers(cfg, resumed_step) or False,
     )
     trainer.fit(task, datamodule=dm, ckpt_path=cfg.get("ckpt_path"))

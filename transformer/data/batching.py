@@ -10,6 +10,11 @@ Translation batch (``TranslationCollator``)::
     tgt_out      (B, T) long   target pieces + EOS
     tgt_pad_mask (B, T) bool   True = real token (same for tgt_in and tgt_out)
     index        (B,)   long   position of each example in its split
+    n_tokens     int           real target tokens (counted on the host: no device sync to log it)
+
+With ``pad_to_multiple=m`` the widths S and T are rounded up to multiples of m, and the batch
+sampler budgets with lengths rounded the same way: a compiled training step then sees a few
+batch shapes, and GPU matrix products get aligned sizes.
 
 Tagging batch (``TaggingCollator``)::
 
@@ -61,6 +66,9 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     ``drop_last=True`` the surplus batches are dropped instead. Under Lightning DDP use
     ``Trainer(use_distributed_sampler=False)``: this sampler already shards by rank.
     Call :meth:`set_epoch` each epoch; Lightning does (through ``self.sampler``).
+
+    ``pad_to_multiple=m`` budgets every example at its length rounded up to a multiple of m,
+    the width the collator pads it to, so padded batches stay within ``max_tokens``.
     """
 
     def __init__(
@@ -72,12 +80,16 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         num_replicas: int = 1,
         rank: int = 0,
         drop_last: bool = False,
+        pad_to_multiple: int = 1,
     ):
         if max_tokens <= 0:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
+        if pad_to_multiple < 1:
+            raise ValueError(f"pad_to_multiple must be >= 1, got {pad_to_multiple}")
         if not 0 <= rank < num_replicas:
             raise ValueError(f"rank {rank} outside 0..{num_replicas - 1}")
-        self.lengths = np.asarray(lengths, dtype=np.int64)
+        m = int(pad_to_multiple)
+        self.lengths = -(-np.asarray(lengths, dtype=np.int64) // m) * m  # rounded up to multiples of m
         self.max_tokens = int(max_tokens)
         self.shuffle = shuffle
         self.seed = int(seed)
@@ -163,9 +175,10 @@ class _EpochForwarder:
         self._owner.set_epoch(epoch)
 
 
-def _pad(seqs: Sequence[Sequence[int]], value: int) -> torch.Tensor:
-    """Right-pad int sequences into a (B, max_len) long tensor."""
-    out = torch.full((len(seqs), max((len(s) for s in seqs), default=0)), value, dtype=torch.long)
+def _pad(seqs: Sequence[Sequence[int]], value: int, multiple: int = 1) -> torch.Tensor:
+    """Right-pad int sequences into a (B, W) long tensor, W = the longest rounded up to ``multiple``."""
+    width = max((len(s) for s in seqs), default=0)
+    out = torch.full((len(seqs), -(-width // multiple) * multiple), value, dtype=torch.long)
     for i, s in enumerate(seqs):
         if len(s):
             out[i, : len(s)] = torch.as_tensor(s, dtype=torch.long)
@@ -176,20 +189,23 @@ class TranslationCollator:
     """Examples ``{"src": ids, "tgt": ids, "index": int}`` → translation batch (see module
     docstring). Without ``"tgt"`` (raw input to translate) only src keys and index."""
 
-    def __init__(self, pad_id: int, bos_id: int, eos_id: int):
+    def __init__(self, pad_id: int, bos_id: int, eos_id: int, pad_to_multiple: int = 1):
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+        self.multiple = pad_to_multiple
 
-    def __call__(self, examples: Sequence[dict]) -> dict[str, torch.Tensor]:
-        src = _pad([list(e["src"]) + [self.eos_id] for e in examples], self.pad_id)  # (B, S)
+    def __call__(self, examples: Sequence[dict]) -> dict:
+        m = self.multiple
+        src = _pad([list(e["src"]) + [self.eos_id] for e in examples], self.pad_id, m)  # (B, S)
         batch = {
             "src": src,
             "src_pad_mask": src != self.pad_id,
             "index": torch.as_tensor([int(e["index"]) for e in examples], dtype=torch.long),
         }
         if "tgt" in examples[0]:
-            tgt_in = _pad([[self.bos_id] + list(e["tgt"]) for e in examples], self.pad_id)  # (B, T)
-            tgt_out = _pad([list(e["tgt"]) + [self.eos_id] for e in examples], self.pad_id)  # (B, T)
-            batch.update(tgt_in=tgt_in, tgt_out=tgt_out, tgt_pad_mask=tgt_out != self.pad_id)
+            tgt_in = _pad([[self.bos_id] + list(e["tgt"]) for e in examples], self.pad_id, m)  # (B, T)
+            tgt_out = _pad([list(e["tgt"]) + [self.eos_id] for e in examples], self.pad_id, m)  # (B, T)
+            batch.update(tgt_in=tgt_in, tgt_out=tgt_out, tgt_pad_mask=tgt_out != self.pad_id,
+                         n_tokens=sum(len(e["tgt"]) + 1 for e in examples))
         return batch
 
 

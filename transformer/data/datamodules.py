@@ -65,6 +65,7 @@ class _TokenBudgetDataModule(L.LightningDataModule):
     def __init__(self, max_tokens: int, num_workers: int, seed: int):
         super().__init__()
         self.max_tokens = max_tokens
+        self.pad_to_multiple = 1  # batch widths rounded up to multiples of this (see batching.py)
         self.num_workers = num_workers
         self.seed = seed
         self._datasets: dict[str, Any] = {}
@@ -99,7 +100,8 @@ class _TokenBudgetDataModule(L.LightningDataModule):
         rank, world = self._rank_world()
         split = self.train_split
         sampler = TokenBudgetBatchSampler(
-            self._lengths[split], self.max_tokens, shuffle=True, seed=self.seed, num_replicas=world, rank=rank
+            self._lengths[split], self.max_tokens, shuffle=True, seed=self.seed, num_replicas=world, rank=rank,
+            pad_to_multiple=self.pad_to_multiple,
         )
         return self._loader(split, sampler)
 
@@ -110,7 +112,8 @@ class _TokenBudgetDataModule(L.LightningDataModule):
         ds = self._unfiltered_train if split == self.train_split else self._datasets[split]
         return DataLoader(
             ds,
-            batch_sampler=TokenBudgetBatchSampler(self._eval_lengths(split), self.max_tokens, shuffle=False),
+            batch_sampler=TokenBudgetBatchSampler(self._eval_lengths(split), self.max_tokens, shuffle=False,
+                                                  pad_to_multiple=self.pad_to_multiple),
             collate_fn=self._collator(),
             num_workers=self.num_workers,
         )
@@ -161,6 +164,8 @@ class TranslationDataModule(_TokenBudgetDataModule):
             split only.
         max_tokens: padded-token budget per batch. max_len: training pairs with either side
             longer than this many pieces are dropped (counted in ``filter_report``).
+        pad_to_multiple: round batch widths up to multiples of this (8 on GPUs: few shapes for
+            a compiled step, aligned matrix sizes; 1 on CPUs, where padding is only cost).
         train_files: ``{"src": path, "tgt": path}`` plain-text parallel corpus replacing the
             Multi30k training split (e.g. distilled targets); also trains the tokenizer
             unless ``tokenizer_path`` is given.
@@ -191,9 +196,11 @@ class TranslationDataModule(_TokenBudgetDataModule):
         eval_splits: Sequence[str] | None = None,
         tokenizer_path: str | os.PathLike | dict[str, str] | None = None,
         train_subset: int | None = None,
+        pad_to_multiple: int = 1,
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
+        self.pad_to_multiple = pad_to_multiple
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self.data_dir = Path(data_dir)
         self.mirror_root = mirror_root
@@ -281,7 +288,8 @@ class TranslationDataModule(_TokenBudgetDataModule):
 
     def _collator(self) -> TranslationCollator:
         t = self.tgt_tokenizer
-        return TranslationCollator(pad_id=t.pad_id, bos_id=t.bos_id, eos_id=t.eos_id)
+        return TranslationCollator(pad_id=t.pad_id, bos_id=t.bos_id, eos_id=t.eos_id,
+                                   pad_to_multiple=self.pad_to_multiple)
 
     def raw(self, split: str) -> list[tuple[str, str]]:
         """Untokenized ``(src, tgt)`` pairs of a split in file order (BLEU references);

@@ -108,18 +108,24 @@ class NATTranslationTask(TranslationTask):
         weight_decay: float = 0.0,
         warmup_steps: int = 4000,
         val_bleu: bool = True,
+        val_bleu_every: int = 1,
         val_decode: dict | None = None,
+        compile: bool = False,
+        compile_mode: str = "default",
         data: dict | None = None,
         tokenizers: dict | None = None,
     ) -> None:
+        if compile:
+            raise ValueError("task.compile is available for autoregressive translation only; "
+                             "set task.compile=false for a NAT model")
         # TranslationTask.__init__ saves every argument of this __init__ as hyperparameters
         # (Lightning collects the arguments of each __init__ frame in the call chain).
         super().__init__(
             model=model, vocab_size=vocab_size, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id,
             src_lang=src_lang, tgt_lang=tgt_lang, tgt_vocab_size=tgt_vocab_size,
             label_smoothing=label_smoothing, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-            warmup_steps=warmup_steps, val_bleu=val_bleu, val_decode=val_decode, data=data,
-            tokenizers=tokenizers,
+            warmup_steps=warmup_steps, val_bleu=val_bleu, val_bleu_every=val_bleu_every,
+            val_decode=val_decode, compile=compile, compile_mode=compile_mode, data=data, tokenizers=tokenizers,
         )
 
     # ----------------------------------------------------------------- construction
@@ -213,7 +219,7 @@ class NATTranslationTask(TranslationTask):
         self.log("val/nll", out["nll"], batch_size=n_tokens, sync_dist=True)
         self.log("val/length_loss", out["length_loss"], batch_size=n_sents, sync_dist=True)
         self.log("val/length_acc", out["length_acc"], prog_bar=True, batch_size=n_sents, sync_dist=True)
-        if self.hparams.val_bleu and self.tgt_tokenizer is not None:
+        if self._bleu_due():
             self._add_bleu_stats(batch)
 
     def _add_bleu_stats(self, batch: dict) -> None:
