@@ -7,14 +7,18 @@ of the same size, on the same Multi30k de→en batches, in the same process.
 Both models: d_model=256, 3+3 layers, 4 heads, d_ff=1024, ReLU, post-norm, sinusoidal
 positions, one joint 8k BPE vocabulary with tied embeddings, dropout 0.1 on residuals,
 attention probabilities and FFN activations, fp32. Training
-runs forward + label-smoothed loss + backward + Adam step on identical batches (ours the way
-``TranslationTask`` trains, projecting only real target positions to the vocabulary; Marian
-through its own forward, all positions, as its users train it); the two models alternate
-batch by batch so that background load hits both alike. Decoding runs
+runs forward + label-smoothed loss + backward + Adam step on identical batches (ours through
+``TranslationTask``'s own ``translation_loss``, Marian through its own forward; both project
+every position to the vocabulary); the two models alternate batch by batch so that background
+load hits both alike. Ours runs as ``--accel`` says (``cpu``: the fast paths of
+``transformer/accel``; ``none``: the plain modules) and, with ``--compile``, through
+``torch.compile`` (``--compile-peer`` compiles Marian's step too). ``--pad-to-multiple 8`` rounds
+batch widths up as ``data.pad_to_multiple`` does. Decoding runs
 greedy and beam 5 over the same validation sentences, both batched under a token budget and
 one sentence at a time (latency), every output exactly ``--max-output-len`` tokens (EOS
 suppressed in both, so both do the same decoder steps), the models alternating batch by batch.
-On a GPU (``--device cuda``) training can run in bf16 autocast (``--bf16``) and reports model
+On a GPU (``--device cuda``) training can run in bf16 autocast (``--bf16``) or with bf16 weights
+(``--bf16-true``, both models cast, no autocast; Adam fused on CUDA for both) and reports model
 FLOPs utilisation against ``--peak-tflops``: the FLOPs are counted, not estimated, by running each
 timed batch once more under ``torch.utils.flop_counter.FlopCounterMode`` (matrix products and
 attention, forward and backward; the optimizer step and elementwise work are not counted).
@@ -53,10 +57,12 @@ def build_batches(args):
     tgt = [tok.encode(t) for _, t in pairs]
     lengths = [max(len(s), len(t) + 1) for s, t in zip(src, tgt)]
     batches = []
+    m = args.pad_to_multiple
+    lengths = [-(-n // m) * m for n in lengths]
     for idx in token_budget_batches(lengths, args.max_tokens):
-        s = pad_to([src[i] for i in idx], pad)
-        t_in = pad_to([[bos] + tgt[i] for i in idx], pad)
-        t_out = pad_to([tgt[i] + [eos] for i in idx], pad)
+        s = pad_to([src[i] for i in idx], pad, m)
+        t_in = pad_to([[bos] + tgt[i] for i in idx], pad, m)
+        t_out = pad_to([tgt[i] + [eos] for i in idx], pad, m)
         batches.append((s, t_in, t_out))
     g = torch.Generator().manual_seed(0)
     batches = [batches[i] for i in torch.randperm(len(batches), generator=g).tolist()]
@@ -64,8 +70,9 @@ def build_batches(args):
     return tok, batches, val_src
 
 
-def pad_to(rows, pad):
-    out = torch.full((len(rows), max(map(len, rows))), pad, dtype=torch.long)  # (B, T)
+def pad_to(rows, pad, multiple=1):
+    width = -(-max(map(len, rows)) // multiple) * multiple
+    out = torch.full((len(rows), width), pad, dtype=torch.long)  # (B, T)
     for r, ids in enumerate(rows):
         out[r, : len(ids)] = torch.tensor(ids)
     return out
@@ -99,26 +106,36 @@ def params(m):
     return sum(p.numel() for p in m.parameters())
 
 
-def train_throughput(ours, peer, batches, args, device, dtype):
+def marian_loss(model, src, t_in, t_out, label_smoothing, pad):
+    """Marian's training loss on our batch (its own forward, our label-smoothed loss)."""
     from transformer.tasks.losses import label_smoothed_nll
 
-    pad = 0
-    opts = {
-        "ours": torch.optim.Adam(ours.parameters(), lr=1e-4, betas=(0.9, 0.98)),
-        "marian": torch.optim.Adam(peer.parameters(), lr=1e-4, betas=(0.9, 0.98)),
-    }
+    logits = model(input_ids=src, attention_mask=src.ne(pad), decoder_input_ids=t_in,
+                   decoder_attention_mask=t_in.ne(pad), use_cache=False).logits
+    return label_smoothed_nll(logits, t_out, label_smoothing, pad)
 
-    def step(name, src, t_in, t_out):
+
+def train_throughput(ours, peer, batches, args, device, dtype):
+    from transformer.tasks.translation import translation_loss
+
+    pad = 0
+    fused = device.type == "cuda" or None
+    opts = {
+        "ours": torch.optim.Adam(ours.parameters(), lr=1e-4, betas=(0.9, 0.98), fused=fused),
+        "marian": torch.optim.Adam(peer.parameters(), lr=1e-4, betas=(0.9, 0.98), fused=fused),
+    }
+    eager = {"ours": translation_loss, "marian": marian_loss}
+    losses = dict(eager)
+    if args.compile:
+        losses["ours"] = torch.compile(translation_loss, mode=args.compile_mode)
+    if args.compile_peer:
+        losses["marian"] = torch.compile(marian_loss, mode=args.compile_mode)
+    autocast = dtype != torch.float32 and not args.bf16_true
+
+    def step(name, src, t_in, t_out, fns=losses):
         model = ours if name == "ours" else peer
-        with torch.autocast(device.type, dtype=dtype, enabled=dtype != torch.float32):
-            if name == "ours":
-                # as TranslationTask trains: only real target positions reach the vocabulary
-                real = t_out.ne(pad)
-                loss, _ = label_smoothed_nll(model(src, t_in, real), t_out[real], 0.1, pad)
-            else:
-                logits = model(input_ids=src, attention_mask=src.ne(pad), decoder_input_ids=t_in,
-                               decoder_attention_mask=t_in.ne(pad), use_cache=False).logits
-                loss, _ = label_smoothed_nll(logits, t_out, 0.1, pad)
+        with torch.autocast(device.type, dtype=dtype, enabled=autocast):
+            loss, _ = fns[name](model, src, t_in, t_out, 0.1, pad)
         opts[name].zero_grad(set_to_none=True)
         loss.backward()
         opts[name].step()
@@ -143,13 +160,19 @@ def train_throughput(ours, peer, batches, args, device, dtype):
     if args.count_flops:
         from torch.utils.flop_counter import FlopCounterMode
 
+        from transformer import accel
+
+        # Counted on the eager, plain modules (the same arithmetic as the timed steps; the
+        # counter sees neither compiled graphs nor oneDNN's private products).
+        accel.apply(ours, "none")
         flops = {"ours": 0, "marian": 0}
         for src, t_in, t_out in batches[args.warmup_steps : n]:
             src, t_in, t_out = src.to(device), t_in.to(device), t_out.to(device)
             for name in flops:
                 with FlopCounterMode(display=False) as counter:
-                    step(name, src, t_in, t_out)
+                    step(name, src, t_in, t_out, eager)
                 flops[name] += counter.get_total_flops()
+        accel.apply(ours, args.accel)
         flops = {name: {"flops": f, "tflops_per_s": f / times[name] / 1e12} for name, f in flops.items()}
     return {name: tokens / t for name, t in times.items()}, tokens, flops
 
@@ -235,8 +258,15 @@ def main():
     ap.add_argument("--device", default="cpu")
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave default)")
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast for training (GPU)")
+    ap.add_argument("--bf16-true", action="store_true", help="bf16 weights for training, no autocast (GPU)")
+    ap.add_argument("--accel", default="auto", help="ours' fast paths: auto | cpu | none (transformer.accel)")
+    ap.add_argument("--compile", action="store_true", help="torch.compile our training loss")
+    ap.add_argument("--compile-peer", action="store_true", help="torch.compile Marian's training loss too")
+    ap.add_argument("--compile-mode", default="default", help="torch.compile mode")
+    ap.add_argument("--pad-to-multiple", type=int, default=1, help="round batch widths up to this multiple")
+    ap.add_argument("--skip-decode", action="store_true", help="training throughput only")
     ap.add_argument("--count-flops", action="store_true",
-                    help="count training FLOPs (always on a GPU; on a CPU the counter misses our oneDNN products)")
+                    help="count training FLOPs (always on a GPU)")
     ap.add_argument("--peak-tflops", type=float, default=989.0, help="for MFU (H100 dense bf16)")
     ap.add_argument("--json", default=None, help="also write results here")
     args = ap.parse_args()
@@ -247,7 +277,13 @@ def main():
     tok, batches, val_src = build_batches(args)
     ours, peer = build_models(tok, args)
     ours.to(device), peer.to(device)
-    dtype = torch.bfloat16 if args.bf16 else torch.float32
+    from transformer import accel
+
+    args.accel = accel.resolve(args.accel, device.type, args.compile)
+    accel.apply(ours, args.accel)
+    dtype = torch.bfloat16 if args.bf16 or args.bf16_true else torch.float32
+    if args.bf16_true:
+        ours.to(dtype), peer.to(dtype)
     args.count_flops = args.count_flops or device.type == "cuda"
     train, tokens, flops = train_throughput(ours, peer, batches, args, device, dtype)
     res = {
@@ -255,6 +291,9 @@ def main():
         "threads": torch.get_num_threads(), "torch": torch.__version__, "precision": str(dtype),
         "gpu": torch.cuda.get_device_name(device) if device.type == "cuda" else None,
         "size": {"d_model": args.d_model, "layers": args.layers, "heads": args.heads, "d_ff": args.d_ff},
+        "ours": {"accel": args.accel, "compile": args.compile, "compile_mode": args.compile_mode,
+                 "bf16_true": args.bf16_true, "pad_to_multiple": args.pad_to_multiple},
+        "marian_compiled": args.compile_peer,
         "params": {"ours": params(ours), "marian": params(peer)},
         "train_tokens_per_s": train, "train_tokens_measured": tokens,
         "train_speedup_vs_marian": train["ours"] / train["marian"],
@@ -263,11 +302,9 @@ def main():
         res["train_flops"] = flops
     if flops and device.type == "cuda":
         # Counted FLOPs of the timed training steps over their time, as a share of the peak.
-        # Marian projects every target position (padding too) to the vocabulary, ours only the
-        # real ones, so at equal speed Marian counts more FLOPs.
         res["mfu"] = {k: v["tflops_per_s"] / args.peak_tflops for k, v in flops.items()}
         res["peak_tflops"] = args.peak_tflops
-    for beam in (1, 5):
+    for beam in (() if args.skip_decode else (1, 5)):
         for one_by_one, tag in ((False, "batched"), (True, "batch1")):
             d = decode_throughput(ours, peer, tok, val_src, args, device, beam, one_by_one)
             res[f"decode_beam{beam}_{tag}"] = d

@@ -227,3 +227,24 @@ def test_ensemble_members_must_agree_on_language_pair_and_kind(trained):
         TranslationTask.ensemble([a, b])
     with pytest.raises(CheckpointError, match="no checkpoint"):
         load_task([])
+
+
+def test_compiled_bucketed_training_with_sparse_bleu_and_recent_checkpoints(env, tmp_path):
+    """task.compile through Lightning, batches padded to multiples of 8, BLEU every second
+    epoch (NaN in between, and early stopping skips it), the last epochs kept for averaging."""
+    out = tmp_path / "run"
+    args = [a for a in TRAIN_ARGS if not a.startswith(("trainer.max_epochs", "callbacks.early_stopping"))]
+    cli("train", [*args, "trainer.max_epochs=2", "data.train_subset=128", "task.compile=true",
+                  "task.val_bleu_every=2", "data.pad_to_multiple=8", "callbacks.recent_checkpoints.save_top_k=2",
+                  "callbacks.early_stopping.patience=1", "trainer.num_sanity_val_steps=0",
+                  f"hydra.run.dir={out}", f"data.data_dir={env['CACHE']}"], env)
+    rows = [r for r in csv.DictReader((out / "csv" / "metrics.csv").open()) if r.get("val/bleu")]
+    assert [r["epoch"] for r in rows] == ["0", "1"]
+    assert rows[0]["val/bleu"] == "nan" and float(rows[1]["val/bleu"]) >= 0.0
+    recent = sorted((out / "checkpoints" / "recent").glob("*.ckpt"))
+    assert len(recent) == 2
+    ckpt = torch.load(recent[-1], map_location="cpu", weights_only=False)
+    assert not any(k.startswith("_orig_mod") or "._orig_mod" in k for k in ckpt["state_dict"])
+    assert ckpt["hyper_parameters"]["compile"] is True
+    avg = average_cli.average_checkpoints(recent, tmp_path / "avg.ckpt")
+    assert load_task(avg).model.encoder.embedding.weight.shape[0] > 0

@@ -1,0 +1,104 @@
+#!/usr/bin/env bash
+# Everything the project measures on a GPU, in steps of under 10 minutes each:
+#
+#   TRANSFORMER_DATA_MIRROR=../shared/datasets bash scripts/gpu_suite.sh OUTDIR [STEP...]
+#
+# STEP (default: all three, in this order):
+#   bench  ours vs Hugging Face MarianMT, training throughput and counted-FLOP MFU, at d256 3+3
+#          and d512 4+4: fp32, bf16 autocast, bf16 weights, and compiled (bf16 autocast and bf16
+#          weights) -> OUTDIR/bench/*.json, OUTDIR/bench.md
+#   de_en  the full de→en recipe (experiment=multi30k_de_en) to its configured end, the last five
+#   en_de  epochs' checkpoints averaged, then greedy and beam 5 on test_2016_flickr,
+#          test_2017_flickr and test_2017_mscoco for the best and the averaged checkpoint
+#          -> OUTDIR/<step>/ (run folder), OUTDIR/<step>.md (training time, epochs, tables)
+#
+# Training uses the recipe plus $SUITE_TRAIN_OVERRIDES (default: a compiled loss); a training
+# step is cut at $SUITE_MAX_TIME (default 00:00:08:00) so that it ends inside 10 minutes, and its
+# .md says whether the recipe reached its configured end. The exit status is non-zero when a
+# step failed; the others still run.
+set -uo pipefail
+out=${1:?usage: gpu_suite.sh OUTDIR [bench|de_en|en_de ...]}
+shift
+steps=("$@")
+[ ${#steps[@]} -eq 0 ] && steps=(bench de_en en_de)
+here=$(cd "$(dirname "$0")" && pwd)
+mkdir -p "$out"
+overrides=${SUITE_TRAIN_OVERRIDES:-task.compile=true}
+max_time=${SUITE_MAX_TIME:-00:00:08:00}
+status=0
+
+bench() {
+  mkdir -p "$out/bench"
+  local common=(--device cuda --train-sentences 29000 --warmup-steps 10 --train-steps 100 --skip-decode
+                --pad-to-multiple 8)
+  local size name
+  for size in "256 3 4 1024" "512 4 8 2048"; do
+    set -- $size
+    local dims=(--d-model "$1" --layers "$2" --heads "$3" --d-ff "$4")
+    for variant in fp32 bf16 bf16_true compiled_bf16 compiled_bf16_true; do
+      case $variant in
+        fp32) flags=() ;;
+        bf16) flags=(--bf16) ;;
+        bf16_true) flags=(--bf16-true) ;;
+        compiled_bf16) flags=(--bf16 --compile) ;;
+        compiled_bf16_true) flags=(--bf16-true --compile) ;;
+      esac
+      name="d$1_${variant}"
+      echo "bench $name" >&2
+      python3 "$here/bench_translation.py" "${common[@]}" "${dims[@]}" "${flags[@]}" \
+        --json "$out/bench/$name.json" >"$out/bench/$name.log" 2>&1 || { echo "bench $name failed: $out/bench/$name.log" >&2; status=1; }
+    done
+  done
+  python3 "$here/bench_table.py" "$out"/bench/*.json >"$out/bench.md" || status=1
+  # Decoding (greedy and beam 5, batched and one sentence at a time) once, at the recipe's size.
+  python3 "$here/bench_translation.py" --device cuda --train-steps 5 --d-model 512 --layers 4 --heads 8 \
+    --d-ff 2048 --json "$out/bench/decode_d512.json" >"$out/bench/decode_d512.log" 2>&1 || status=1
+}
+
+recipe() {  # recipe PAIR: train, average, evaluate
+  local pair=$1 run="$out/$1" start end
+  start=$(date +%s)
+  python3 -m transformer.cli.train experiment="multi30k_$pair" hydra.run.dir="$run" \
+    data.data_dir="$run/cache" test_splits=[] trainer.max_time="$max_time" \
+    callbacks.recent_checkpoints.save_top_k=5 $overrides >"$run.train.log" 2>&1
+  local rc=$?
+  end=$(date +%s)
+  if [ $rc -ne 0 ] || [ ! -f "$run/train_summary.json" ]; then
+    echo "training $pair failed: see $run.train.log" >&2; status=1; return
+  fi
+  python3 -m transformer.cli.average ckpt_dir="$run/checkpoints/recent" last_n=5 \
+    output="$run/checkpoints/averaged.ckpt" >>"$run.train.log" 2>&1 || status=1
+  local best
+  best=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["best_checkpoint"] or "")' "$run/train_summary.json")
+  {
+    echo "## multi30k_$pair ($(date -u +%F), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
+    echo
+    echo "Overrides: \`$overrides trainer.max_time=$max_time\`; wall time of transformer-train: $((end - start)) s."
+    python3 - "$run" <<'PY'
+import json, sys
+from pathlib import Path
+run = Path(sys.argv[1])
+s = json.load(open(run / "train_summary.json"))
+cfg = (run / ".hydra" / "config.yaml").read_text()
+max_epochs = next((int(l.split(":")[1]) for l in cfg.splitlines() if l.strip().startswith("max_epochs:")), None)
+print(f"Epochs run: {s['epochs']} of {max_epochs} configured; updates: {s['global_step']}; "
+      f"best val/bleu {s['best_score']}.")
+PY
+    for ckpt in "$best" "$run/checkpoints/averaged.ckpt"; do
+      [ -f "$ckpt" ] || continue
+      echo; echo "### $(basename "$ckpt")"; echo
+      python3 "$here/evaluate_multi30k.py" "$ckpt" --out "$run/eval_$(basename "$ckpt" .ckpt)" \
+        --data-dir "$run/cache" 2>>"$run.eval.log" || status=1
+    done
+  } >"$out/$pair.md"
+  cat "$out/$pair.md"
+}
+
+for step in "${steps[@]}"; do
+  case $step in
+    bench) bench ;;
+    de_en|en_de) recipe "$step" ;;
+    *) echo "unknown step $step (bench, de_en, en_de)" >&2; status=2 ;;
+  esac
+done
+exit $status
