@@ -50,7 +50,12 @@ def build_batches(args):
 
     train = read_multi30k("train", "de", "en", mirror_root=args.mirror_root)
     val = read_multi30k("val", "de", "en", mirror_root=args.mirror_root)
-    tok = SubwordTokenizer.train([s for p in train for s in p], vocab_size=args.vocab_size)
+    if args.tokenizer and Path(args.tokenizer).is_file():
+        tok = SubwordTokenizer.load(args.tokenizer)
+    else:
+        tok = SubwordTokenizer.train([s for p in train for s in p], vocab_size=args.vocab_size)
+        if args.tokenizer:
+            tok.save(args.tokenizer)
     pad, bos, eos = tok.pad_id, tok.bos_id, tok.eos_id
     pairs = train[: args.train_sentences]
     src = [tok.encode(s) + [tok.eos_id] for s, _ in pairs]
@@ -265,6 +270,7 @@ def main():
     ap.add_argument("--compile-mode", default="default", help="torch.compile mode")
     ap.add_argument("--pad-to-multiple", type=int, default=1, help="round batch widths up to this multiple")
     ap.add_argument("--skip-decode", action="store_true", help="training throughput only")
+    ap.add_argument("--tokenizer", default=None, help="tokenizer.json to reuse (trained and saved there if missing)")
     ap.add_argument("--count-flops", action="store_true",
                     help="count training FLOPs (always on a GPU)")
     ap.add_argument("--peak-tflops", type=float, default=989.0, help="for MFU (H100 dense bf16)")

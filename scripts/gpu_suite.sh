@@ -3,10 +3,11 @@
 #
 #   TRANSFORMER_DATA_MIRROR=../shared/datasets bash scripts/gpu_suite.sh OUTDIR [STEP...]
 #
-# STEP (default: all three, in this order):
-#   bench  ours vs Hugging Face MarianMT, training throughput and counted-FLOP MFU, at d256 3+3
-#          and d512 4+4: fp32, bf16 autocast, bf16 weights, and compiled (bf16 autocast and bf16
-#          weights) -> OUTDIR/bench/*.json, OUTDIR/bench.md
+# STEP (default: all four, in this order):
+#   bench  ours vs Hugging Face MarianMT at the recipe's size (d512, 4+4): training throughput and
+#          counted-FLOP MFU in fp32, bf16 autocast, bf16 weights, and compiled (bf16 autocast and
+#          bf16 weights); then decoding speed -> OUTDIR/bench/*.json, OUTDIR/bench.md
+#   bench_small  the same at d256, 3+3
 #   de_en  the full de→en recipe (experiment=multi30k_de_en) to its configured end, the last five
 #   en_de  epochs' checkpoints averaged, then greedy and beam 5 on test_2016_flickr,
 #          test_2017_flickr and test_2017_mscoco for the best and the averaged checkpoint
@@ -17,42 +18,39 @@
 # .md says whether the recipe reached its configured end. The exit status is non-zero when a
 # step failed; the others still run.
 set -uo pipefail
-out=${1:?usage: gpu_suite.sh OUTDIR [bench|de_en|en_de ...]}
+out=${1:?usage: gpu_suite.sh OUTDIR [bench|bench_small|de_en|en_de ...]}
 shift
 steps=("$@")
-[ ${#steps[@]} -eq 0 ] && steps=(bench de_en en_de)
+[ ${#steps[@]} -eq 0 ] && steps=(bench bench_small de_en en_de)
 here=$(cd "$(dirname "$0")" && pwd)
 mkdir -p "$out"
 overrides=${SUITE_TRAIN_OVERRIDES:-task.compile=true}
 max_time=${SUITE_MAX_TIME:-00:00:08:00}
 status=0
 
-bench() {
+bench() {  # bench D_MODEL LAYERS HEADS D_FF: five precision/compile variants, then decoding
   mkdir -p "$out/bench"
-  local common=(--device cuda --train-sentences 29000 --warmup-steps 10 --train-steps 100 --skip-decode
-                --pad-to-multiple 8)
-  local size name
-  for size in "256 3 4 1024" "512 4 8 2048"; do
-    set -- $size
-    local dims=(--d-model "$1" --layers "$2" --heads "$3" --d-ff "$4")
-    for variant in fp32 bf16 bf16_true compiled_bf16 compiled_bf16_true; do
-      case $variant in
-        fp32) flags=() ;;
-        bf16) flags=(--bf16) ;;
-        bf16_true) flags=(--bf16-true) ;;
-        compiled_bf16) flags=(--bf16 --compile) ;;
-        compiled_bf16_true) flags=(--bf16-true --compile) ;;
-      esac
-      name="d$1_${variant}"
-      echo "bench $name" >&2
-      python3 "$here/bench_translation.py" "${common[@]}" "${dims[@]}" "${flags[@]}" \
-        --json "$out/bench/$name.json" >"$out/bench/$name.log" 2>&1 || { echo "bench $name failed: $out/bench/$name.log" >&2; status=1; }
-    done
+  local dims=(--d-model "$1" --layers "$2" --heads "$3" --d-ff "$4") name variant flags
+  local common=(--device cuda --train-sentences 29000 --warmup-steps 10 --train-steps 50 --skip-decode
+                --pad-to-multiple 8 --tokenizer "$out/bench/tokenizer.json")
+  for variant in fp32 bf16 bf16_true compiled_bf16 compiled_bf16_true; do
+    case $variant in
+      fp32) flags=() ;;
+      bf16) flags=(--bf16) ;;
+      bf16_true) flags=(--bf16-true) ;;
+      compiled_bf16) flags=(--bf16 --compile) ;;
+      compiled_bf16_true) flags=(--bf16-true --compile) ;;
+    esac
+    name="d$1_${variant}"
+    echo "bench $name" >&2
+    python3 "$here/bench_translation.py" "${common[@]}" "${dims[@]}" "${flags[@]}" \
+      --json "$out/bench/$name.json" >"$out/bench/$name.log" 2>&1 || { echo "bench $name failed: $out/bench/$name.log" >&2; status=1; }
   done
-  python3 "$here/bench_table.py" "$out"/bench/*.json >"$out/bench.md" || status=1
-  # Decoding (greedy and beam 5, batched and one sentence at a time) once, at the recipe's size.
-  python3 "$here/bench_translation.py" --device cuda --train-steps 5 --d-model 512 --layers 4 --heads 8 \
-    --d-ff 2048 --json "$out/bench/decode_d512.json" >"$out/bench/decode_d512.log" 2>&1 || status=1
+  # Decoding (greedy and beam 5, batched and one sentence at a time), eager fp32.
+  python3 "$here/bench_translation.py" --device cuda --train-steps 5 "${dims[@]}" --tokenizer "$out/bench/tokenizer.json" \
+    --latency-sentences 8 --decode-repeats 1 --json "$out/bench/decode_d$1.json" >"$out/bench/decode_d$1.log" 2>&1 || status=1
+  python3 "$here/bench_table.py" "$out"/bench/d*_*.json >"$out/bench.md" || status=1
+  cat "$out/bench.md"
 }
 
 recipe() {  # recipe PAIR: train, average, evaluate
@@ -71,7 +69,9 @@ recipe() {  # recipe PAIR: train, average, evaluate
   local best
   best=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["best_checkpoint"] or "")' "$run/train_summary.json")
   {
-    echo "## multi30k_$pair ($(date -u +%F), $(nvidia-smi --query-gpu=name --format=csv,noheader | head -1))"
+    local gpu
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+    echo "## multi30k_$pair ($(date -u +%F), ${gpu:-no GPU})"
     echo
     echo "Overrides: \`$overrides trainer.max_time=$max_time\`; wall time of transformer-train: $((end - start)) s."
     python3 - "$run" <<'PY'
@@ -96,9 +96,10 @@ PY
 
 for step in "${steps[@]}"; do
   case $step in
-    bench) bench ;;
+    bench) bench 512 4 8 2048 ;;
+    bench_small) bench 256 3 4 1024 ;;
     de_en|en_de) recipe "$step" ;;
-    *) echo "unknown step $step (bench, de_en, en_de)" >&2; status=2 ;;
+    *) echo "unknown step $step (bench, bench_small, de_en, en_de)" >&2; status=2 ;;
   esac
 done
 exit $status
