@@ -26,7 +26,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.common import checkpoint_label, hydra_entry, resolve_device
+from transformer.cli.common import check_decode_settings, checkpoint_label, hydra_entry, resolve_device
 from transformer.tasks.checkpoint import load_task
 from transformer.tasks.translation import one_line, score_translations
 
@@ -45,8 +45,9 @@ def distill(ckpt_path: str | list[str], split: str, decode_cfg: dict, output_dir
     the distilled corpus; returns the summary that is also written to ``distill.json``."""
     from transformer.data.readers import read_multi30k
 
-    task = load_task(ckpt_path)
+    check_decode_settings(dict(decode_cfg))
     dev = resolve_device(device)
+    task = load_task(ckpt_path)
     task.to(dev)
     hp = task.hparams
     pairs = read_multi30k(split, hp.src_lang, hp.tgt_lang, cache_dir=data_dir, mirror_root=mirror_root)

@@ -17,7 +17,7 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.common import checkpoint_label, checkpoint_paths, hydra_entry, resolve_device
+from transformer.cli.common import check_decode_settings, checkpoint_label, checkpoint_paths, hydra_entry, resolve_device
 from transformer.tasks.checkpoint import load_task
 
 
@@ -26,8 +26,9 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: 
                         device: str = "auto") -> dict:
     """Load the checkpoint (or the ensemble of several), evaluate ``split`` and write outputs
     under ``output_dir``."""
-    task = load_task(ckpt_path)
+    check_decode_settings(dict(decode_cfg))
     dev = resolve_device(device)
+    task = load_task(ckpt_path)
     task.to(dev)
     metrics = task.evaluate(split=split, decode_cfg=dict(decode_cfg), output_dir=Path(output_dir),
                             data_dir=data_dir, mirror_root=mirror_root, device=dev)
