@@ -35,6 +35,8 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         # generator states) is of those types.
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
+        if "GLOBAL" not in str(exc):  # garbage, not a refused object
+            raise CheckpointError(f"{path} is not a readable checkpoint ({_refusal_reason(exc)})") from None
         raise CheckpointError(
             f"{path} was refused: loading it would need more than tensors and plain containers "
             f"({_refusal_reason(exc)}); transformer-train never writes such a checkpoint"
