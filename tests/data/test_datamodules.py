@@ -308,3 +308,32 @@ def test_trainer_fit_runs_two_epochs(mt):
     trainer.fit(probe, mt)
     assert len(probe.first) == 2 and probe.first[0] != probe.first[1]
     mt.trainer = None
+
+
+def test_a_training_pair_with_one_empty_side_is_left_out_with_a_warning(mirror_root, tmp_path, caplog):
+    src, tgt = tmp_path / "d.de", tmp_path / "d.en"
+    src.write_text("ein Hund läuft .\nzwei Katzen schlafen\n\n" * 20)
+    tgt.write_text("a dog runs .\n\n\n" * 20)  # line 2 lost its translation; line 3 is empty on both sides
+    dm = TranslationDataModule("de", "en", data_dir=tmp_path / "c", mirror_root=mirror_root, vocab_size=300,
+                               train_files={"src": str(src), "tgt": str(tgt)}, eval_splits=["val"])
+    with caplog.at_level("WARNING"):
+        dm.setup()
+    assert "20 pair(s) with one side empty left out of training (line 2, 5, 8" in caplog.text
+    assert all(bool(s.strip()) == bool(t.strip()) for s, t in dm.raw("train"))
+    assert len(dm.dataset("train")) == 40
+
+
+def test_a_corrupted_tokenizer_cache_is_rebuilt_with_a_warning(mirror_root, tmp_path, caplog):
+    def build():
+        dm = TranslationDataModule("de", "en", data_dir=tmp_path, mirror_root=mirror_root, vocab_size=400,
+                                   train_subset=200, eval_splits=["val"])
+        dm.setup()
+        return dm
+
+    first = build()
+    (cached,) = (tmp_path / "tokenizers").glob("*.json")
+    cached.write_text(cached.read_text(encoding="utf-8")[:500], encoding="utf-8")  # cut short
+    with caplog.at_level("WARNING"):
+        again = build()
+    assert f"cache file {cached} has sha256" in caplog.text and "rebuilding it" in caplog.text
+    assert again.src_tokenizer == first.src_tokenizer
