@@ -136,6 +136,10 @@ def test_config_type_errors_come_before_data_preparation(tmp_path):
     cfg = compose_cfg("train", ["model=tiny", "data.max_tokens=1.5", f"output_dir={tmp_path / 'run'}"])
     with pytest.raises(ValueError, match=r"data\.max_tokens=1\.5: expected int"):
         train_cli.run(cfg)
+    cfg = compose_cfg("train", ["model=tiny", "task.val_decode.max_len_a=0", "task.val_decode.max_len_b=0",
+                                f"output_dir={tmp_path / 'run'}"])
+    with pytest.raises(ValueError, match=r"task\.val_decode\.max_len_a=0 .* at least one token"):
+        train_cli.run(cfg)
 
 
 def test_devices_that_are_not_there():

@@ -16,7 +16,7 @@ from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli.callbacks import RandomState
-from transformer.cli.common import check_config_types, hydra_entry
+from transformer.cli.common import check_config_types, check_decode_settings, hydra_entry
 from transformer.cli.loggers import ResumableCSVLogger
 from transformer.models.init import count_parameters
 from transformer.tasks.checkpoint import load_weights, read_checkpoint
@@ -69,12 +69,16 @@ def build_task(cfg: DictConfig, dm):
 
 def check_config(cfg: DictConfig) -> None:
     """Type-check the instantiated groups (trainer, data, task, model, callbacks, loggers)
-    against their targets' signatures, before any data is prepared."""
+    against their targets' signatures, and the decode settings of validation and test,
+    before any data is prepared."""
     for group in ("trainer", "data", "task", "model"):
         check_config_types(cfg.get(group), group)
     for group in ("callbacks", "logger"):
         for name, node in (cfg.get(group) or {}).items():
             check_config_types(node, f"{group}.{name}")
+    for key, node in (("task.val_decode", cfg.task.get("val_decode")), ("test_decode", cfg.get("test_decode"))):
+        if node:
+            check_decode_settings(OmegaConf.to_container(node, resolve=True), key)
 
 
 def check_run_folder(out: Path, resuming: bool) -> None:
