@@ -195,8 +195,8 @@ class _TokenBudgetDataModule(L.LightningDataModule):
         real = tokenizer.vocab_size
         if self.hparams.get("vocab_size") is None or real >= self.hparams["vocab_size"]:
             return
-        log.warning("data.vocab_size=%d asked for, but the training data gives a %d-piece tokenizer: "
-                    "recorded as vocab_size=%d", self.hparams["vocab_size"], real, real)
+        log.warning("data.vocab_size=%d asked for, but the tokenizer has %d pieces (its training data "
+                    "gives no more): recorded as vocab_size=%d", self.hparams["vocab_size"], real, real)
         self.save_hyperparameters({**self.hparams, "vocab_size": real})
 
 
