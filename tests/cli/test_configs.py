@@ -10,6 +10,8 @@ from hydra_helpers import compose_cfg
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf, open_dict
 
+from transformer.cli.train import check_config
+
 CONF = Path(__file__).resolve().parents[2] / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
 MODELS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
@@ -38,6 +40,7 @@ def test_experiment_composes_and_instantiates(experiment, tmp_path):
     dm_cls = get_class(cfg.data._target_)
     assert dm_cls.__name__.endswith("DataModule")
     instantiate(cfg.data)  # constructor only: no files are read
+    check_config(cfg)  # every value has the type its target's signature asks for
     get_class(cfg.task._target_)
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c]
     loggers = [instantiate(c) for c in cfg.logger.values() if c]

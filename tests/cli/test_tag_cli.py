@@ -135,3 +135,13 @@ def test_real_task_tags_every_word_of_awkward_input():
     assert len(out) == len(lines)
     assert [len(line.split()) for line in out] == [2, 0, 0, 2, 20]
     assert all(item.rsplit("_", 1)[1] in TAGS for line in out for item in line.split())
+
+
+def test_auto_format_keeps_a_conllu_file_with_one_bad_line_conllu():
+    lines = CONLLU.split("\n")[:-1]
+    bad = next(i for i, line in enumerate(lines) if line.startswith("4\t"))
+    lines[bad] = lines[bad].replace("\t", " ", 2)  # a hand edit broke two tabs
+    assert looks_like_conllu(lines)
+    with pytest.raises(ValueError, match=rf"<input>:{bad + 1}: expected 10 tab-separated"):
+        tag_lines(StubTagger(), lines, "auto")
+    assert not looks_like_conllu(["The cat sat .", "1 2 3"])

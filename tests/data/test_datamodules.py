@@ -308,3 +308,63 @@ def test_trainer_fit_runs_two_epochs(mt):
     trainer.fit(probe, mt)
     assert len(probe.first) == 2 and probe.first[0] != probe.first[1]
     mt.trainer = None
+
+
+def test_a_training_pair_with_one_empty_side_is_left_out_with_a_warning(mirror_root, tmp_path, caplog):
+    src, tgt = tmp_path / "d.de", tmp_path / "d.en"
+    src.write_text("ein Hund läuft .\nzwei Katzen schlafen\n\n" * 20)
+    tgt.write_text("a dog runs .\n\n\n" * 20)  # line 2 lost its translation; line 3 is empty on both sides
+    dm = TranslationDataModule("de", "en", data_dir=tmp_path / "c", mirror_root=mirror_root, vocab_size=300,
+                               train_files={"src": str(src), "tgt": str(tgt)}, eval_splits=["val"])
+    with caplog.at_level("WARNING"):
+        dm.setup()
+    assert "20 pair(s) with one side empty left out of training (line 2, 5, 8" in caplog.text
+    assert all(bool(s.strip()) == bool(t.strip()) for s, t in dm.raw("train"))
+    assert len(dm.dataset("train")) == 40
+
+
+def test_a_corrupted_tokenizer_cache_is_rebuilt_with_a_warning(mirror_root, tmp_path, caplog):
+    def build():
+        dm = TranslationDataModule("de", "en", data_dir=tmp_path, mirror_root=mirror_root, vocab_size=400,
+                                   train_subset=200, eval_splits=["val"])
+        dm.setup()
+        return dm
+
+    first = build()
+    (cached,) = (tmp_path / "tokenizers").glob("*.json")
+    cached.write_text(cached.read_text(encoding="utf-8")[:500], encoding="utf-8")  # cut short
+    with caplog.at_level("WARNING"):
+        again = build()
+    assert f"cache file {cached} has sha256" in caplog.text and "rebuilding it" in caplog.text
+    assert again.src_tokenizer == first.src_tokenizer
+
+
+def test_a_training_loader_resumed_mid_epoch_hands_out_the_rest_of_that_epoch():
+    from transformer.data.batching import TokenBudgetBatchSampler
+    from transformer.data.datamodules import ResumableLoader
+
+    lengths = [3, 5, 2, 8, 4, 4, 6, 1, 7, 3, 2, 5]
+
+    def loader():
+        sampler = TokenBudgetBatchSampler(lengths, max_tokens=10, shuffle=True, seed=3)
+        return ResumableLoader(list(range(len(lengths))), batch_sampler=sampler, collate_fn=list)
+
+    first = loader()
+    first.batch_sampler.set_epoch(1)
+    whole = list(first)
+    first.batch_sampler.set_epoch(1)
+    it = iter(first)
+    seen = [next(it) for _ in range(3)]
+    state = first.state_dict()
+    assert state == {"epoch": 1, "batches": 3} and seen == whole[:3]
+
+    resumed = loader()
+    resumed.load_state_dict(state)
+    resumed.batch_sampler.set_epoch(1)  # what Lightning does before iterating
+    assert list(resumed) == whole[3:] and resumed.state_dict() == {"epoch": 1, "batches": len(whole)}
+    resumed.batch_sampler.set_epoch(2)
+    assert sorted(i for b in resumed for i in b) == list(range(len(lengths)))  # the next epoch is whole
+    # a state saved after an epoch's last batch resumes at the next epoch's start
+    again = loader()
+    again.load_state_dict({"epoch": 1, "batches": len(whole)})
+    assert again.batch_sampler.epoch == 2 and again.batch_sampler.first_batch == 0

@@ -50,3 +50,19 @@ def test_changed_source_is_not_a_stale_hit(toks, tmp_path):
     ds = tokenize_translation(changed, a, a, tmp_path, "toy", ["sha-y"])
     assert len(_arrows(tmp_path)) == 2
     assert ds["tgt"][0] == a.encode("a tree")
+
+
+def test_a_corrupted_arrow_cache_is_rebuilt_with_a_warning(toks, tmp_path, caplog):
+    a, _ = toks
+    expected = tokenize_translation(PAIRS, a, a, tmp_path, "toy", ["sha-x"])["src"][:]
+    (arrow,) = _arrows(tmp_path)
+    data = bytearray(arrow.read_bytes())
+    # change token ids in place (ids stay in range: the file still reads, with wrong data)
+    start = len(data) // 2
+    for i in range(start, start + 64, 4):
+        data[i] = (data[i] + 1) % 256
+    arrow.write_bytes(bytes(data))
+    with caplog.at_level("WARNING"):
+        got = tokenize_translation(PAIRS, a, a, tmp_path, "toy", ["sha-x"])["src"][:]
+    assert f"cache file {arrow} has sha256" in caplog.text and "rebuilding it" in caplog.text
+    assert got == expected

@@ -1,13 +1,98 @@
-"""Lightning callbacks that ``transformer-train`` adds to the configured ones."""
+"""Callbacks that `transformer-train` always adds (not a config choice): exact resume, the
+``accel`` switch; and an early stopping that skips unmeasured epochs.
+
+Exact resume: Lightning's checkpoint holds the weights, optimizer, schedule, loop counters and
+(through ``ResumableLoader``) the position in the epoch, but not the random generators. Dropout
+draws its masks from them, so without their states a resumed run with dropout leaves the
+uninterrupted run's trajectory at the first step after the resume point.
+"""
 
 from __future__ import annotations
 
+import logging
 import math
+import random
+from typing import Any
 
 import lightning as L
+import numpy as np
+import torch
 from lightning.pytorch.callbacks import EarlyStopping
 
 from transformer import accel
+
+log = logging.getLogger(__name__)
+
+
+def collect_rng_states() -> dict[str, Any]:
+    """The states of Python's ``random``, NumPy's global generator, torch's CPU generator
+    and every CUDA generator (when CUDA is initialised), as tensors and plain containers
+    (so ``torch.load(weights_only=True)`` reads them)."""
+    version, internal, gauss = random.getstate()
+    name, keys, pos, has_gauss, cached = np.random.get_state()
+    state: dict[str, Any] = {
+        "python": [version, list(internal), gauss],
+        "numpy": {"name": name, "keys": torch.from_numpy(keys.astype(np.int64)), "pos": int(pos),
+                  "has_gauss": int(has_gauss), "cached_gaussian": float(cached)},
+        "torch": torch.get_rng_state(),
+    }
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        state["torch.cuda"] = torch.cuda.get_rng_state_all()
+    return state
+
+
+def restore_rng_states(state: dict[str, Any]) -> None:
+    """Set the generators to states from :func:`collect_rng_states`."""
+    version, internal, gauss = state["python"]
+    random.setstate((version, tuple(internal), gauss))
+    np_state = state["numpy"]
+    np.random.set_state((np_state["name"], np_state["keys"].numpy().astype(np.uint32), np_state["pos"],
+                         np_state["has_gauss"], np_state["cached_gaussian"]))
+    torch.set_rng_state(state["torch"])
+    if "torch.cuda" in state and torch.cuda.is_available():
+        torch.cuda.set_rng_state_all(state["torch.cuda"])
+
+
+class RandomState(L.Callback):
+    """Stores every rank's random generator states in each checkpoint and restores them
+    just before the first training step of a resumed run.
+
+    The states are taken when the checkpoint is written; between that moment and the next
+    training step the uninterrupted run draws nothing (validation runs in eval mode, and
+    the data loaders have generators of their own), so restoring them right before the
+    resumed run's first step puts it where the uninterrupted run was.
+    """
+
+    def __init__(self) -> None:
+        self._trainer: L.Trainer | None = None
+        self._pending: dict[str, Any] | None = None
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        self._trainer = trainer
+
+    def state_dict(self) -> dict[str, Any]:
+        state = collect_rng_states()
+        trainer = self._trainer
+        if trainer is not None and trainer.world_size > 1 and torch.distributed.is_initialized():
+            # Lightning builds the checkpoint dict on every rank and writes rank 0's.
+            ranks: list[Any] = [None] * trainer.world_size
+            torch.distributed.all_gather_object(ranks, state)
+            return {"ranks": ranks}
+        return {"ranks": [state]}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self._pending = state_dict
+
+    def on_train_batch_start(self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any,
+                             batch_idx: int) -> None:
+        if self._pending is None:
+            return
+        ranks = self._pending["ranks"]
+        self._pending = None
+        if len(ranks) != trainer.world_size:
+            log.warning("the checkpoint holds random states for %d rank(s), this run has %d: "
+                        "the resumed run will not repeat the interrupted one exactly", len(ranks), trainer.world_size)
+        restore_rng_states(ranks[trainer.global_rank % len(ranks)])
 
 
 class AccelCallback(L.Callback):

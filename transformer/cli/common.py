@@ -10,12 +10,14 @@ from __future__ import annotations
 import functools
 import os
 import sys
+import types
+import typing
 from pathlib import Path
 from typing import Callable
 
 import hydra
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 # conf/ sits at the repository root (the package is installed editable: `pip install -e .`).
 CONF_DIR = str(
@@ -28,8 +30,8 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from transformer.data import readers, sources
     from transformer.tasks.checkpoint import CheckpointError
 
-    errors: list[type[BaseException]] = [CheckpointError, FileNotFoundError, ValueError, KeyError]
-    for mod, name in ((readers, "DataFormatError"), (sources, "ChecksumError")):
+    errors: list[type[BaseException]] = [CheckpointError, FileNotFoundError, FileExistsError, ValueError, KeyError]
+    for mod, name in ((readers, "DataFormatError"), (sources, "ChecksumError"), (sources, "DownloadError")):
         if hasattr(mod, name):
             errors.append(getattr(mod, name))
     return tuple(errors)
@@ -49,11 +51,133 @@ def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], object]], 
 
         @functools.wraps(run)
         def main() -> None:
+            check_overrides(config_name, sys.argv[1:])
             _main()
 
         return main
 
     return wrap
+
+
+def check_overrides(config_name: str, args: list[str]) -> None:
+    """Compose ``conf/<config_name>.yaml`` with the command line's overrides before Hydra
+    runs, so that an unknown key or a malformed override ends with one ``error:`` line and
+    exit status 2 (Hydra itself prints several lines and exits 1). Command lines with
+    Hydra flags (``--help``, ``-m``, ``--cfg`` ...) are left to Hydra."""
+    if any(a.startswith("-") for a in args):
+        return
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from omegaconf.errors import OmegaConfBaseException
+
+    try:
+        GlobalHydra.instance().clear()
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name=config_name):
+            compose(config_name=config_name, overrides=args, return_hydra_config=True)
+    except (HydraException, OmegaConfBaseException) as exc:
+        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+        cause = exc.__cause__
+        if cause is not None and str(cause).strip():
+            lines.append(str(cause).strip().splitlines()[0])
+        lines = [line for line in dict.fromkeys(lines) if not line.startswith(("full_key:", "object_type="))]
+        print(f"error: {' '.join(lines)}", file=sys.stderr)
+        sys.exit(2)
+    finally:
+        GlobalHydra.instance().clear()
+
+
+_SIMPLE_TYPES = (int, float, bool, str, type(None))
+
+
+def _simple_hint(hint) -> tuple[type, ...] | None:
+    """The types an annotation allows when all are simple scalars, else None (unchecked)."""
+    if hint in _SIMPLE_TYPES:
+        return (hint,)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        args = typing.get_args(hint)
+        if all(a in _SIMPLE_TYPES for a in args):
+            return args
+    return None
+
+
+def _fits(value, allowed: tuple[type, ...]) -> bool:
+    if isinstance(value, bool):
+        return bool in allowed
+    if isinstance(value, int):
+        return int in allowed or float in allowed
+    return any(isinstance(value, t) for t in allowed if t is not bool)
+
+
+def check_config_types(node: DictConfig | None, where: str) -> None:
+    """Check a config node with a ``_target_`` against the target's annotated signature,
+    for the keys whose annotation is a plain scalar type (``int``, ``float | None`` ...);
+    a value of another type is a ``ValueError`` naming the key. Interpolations are not
+    checked. This runs before any data is prepared, so a typo costs no time."""
+    if not isinstance(node, DictConfig) or "_target_" not in node:
+        return
+    try:
+        target = hydra.utils.get_object(node._target_)
+        hints = typing.get_type_hints(target.__init__ if isinstance(target, type) else target)
+    except Exception:  # an unknown target is reported by instantiate itself
+        return
+    for key in node:
+        if key.startswith("_") or key not in hints or OmegaConf.is_interpolation(node, key):
+            continue
+        allowed = _simple_hint(hints[key])
+        value = node[key]
+        if allowed is not None and not _fits(value, allowed):
+            names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
+            raise ValueError(f"{where}.{key}={value!r}: expected {names}")
+
+
+def check_decode_settings(cfg: dict, where: str = "decode") -> dict:
+    """A decode preset's numbers, checked: counts are positive integers, lengths allow at
+    least one output token. Returns ``cfg``; a bad value is a ``ValueError`` naming the key."""
+    for key in ("beam_size", "n_best", "max_tokens", "iterations", "length_beam"):
+        value = cfg.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"{where}.{key}={value!r}: expected a positive integer")
+    for key in ("max_len_a", "max_len_b", "length_penalty"):
+        value = cfg.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise ValueError(f"{where}.{key}={value!r}: expected a number")
+    a, b = cfg.get("max_len_a"), cfg.get("max_len_b")
+    if a is not None and b is not None and (a < 0 or b < 0 or (a == 0 and b < 1)):
+        raise ValueError(f"{where}.max_len_a={a!r} {where}.max_len_b={b!r}: the length cap "
+                         f"floor(max_len_a * source length + max_len_b) must allow at least one token")
+    return cfg
+
+
+def read_lines(path: str) -> tuple[list[str], str]:
+    """The lines of ``path`` (``-`` = stdin) as UTF-8 text, and a name for messages.
+
+    Lines are split on ``\n`` only, as ``wc -l`` counts them (one trailing ``\r`` is
+    removed): unlike ``str.splitlines`` a form feed, vertical tab, U+0085 or U+2028 inside
+    a line does not end it, so output line i always answers input line i.
+    """
+    if path == "-":
+        raw, name = sys.stdin.buffer.read(), "<stdin>"
+    else:
+        p = Path(path)
+        if not p.is_file():
+            raise FileNotFoundError(f"input file not found: {p}")
+        raw, name = p.read_bytes(), str(p)
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        raise ValueError(f"{name}, line {line}: not UTF-8 text (byte {exc.start})") from None
+    return split_lines(text), name
+
+
+def split_lines(text: str) -> list[str]:
+    """Lines as ``wc -l`` counts them: split on ``\n`` only (a trailing ``\r`` is removed);
+    a final line without ``\n`` still counts."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
 def write_lines(lines: list[str], output: str) -> None:
@@ -80,10 +204,21 @@ def checkpoint_label(value) -> str | list[str]:
 
 
 def resolve_device(name: str) -> torch.device:
-    """``auto`` picks CUDA when present, else CPU."""
+    """``auto`` picks CUDA when present, else CPU; a device this machine lacks, or a name
+    torch does not know, is a ``ValueError``."""
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    return torch.device(name)
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device={name!r} is not a device name (auto, cpu, cuda, cuda:N)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={name!r}, but torch sees no CUDA GPU on this machine (use device=cpu or auto)")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(f"device={name!r}, but this machine has {torch.cuda.device_count()} CUDA GPU(s)")
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"device={name!r}: only cpu and cuda are supported")
+    return device
 
 
 def load_for_inference(ckpt_path, device: str = "auto", backend: str | None = "auto"):
@@ -92,8 +227,8 @@ def load_for_inference(ckpt_path, device: str = "auto", backend: str | None = "a
     from transformer import accel
     from transformer.tasks.checkpoint import load_task
 
+    dev = resolve_device(device)  # a bad device fails before the checkpoint is read
     task = load_task(ckpt_path)
-    dev = resolve_device(device)
     task.to(dev)
     accel.apply(task.model, accel.resolve(backend, dev.type))
     return task, dev

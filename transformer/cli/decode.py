@@ -11,23 +11,10 @@ probabilities averaged at every step). With ``decode.n_best > 1`` each output li
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.common import hydra_entry, load_for_inference, write_lines
-
-
-def _read_lines(path: str) -> list[str]:
-    if path == "-":
-        return sys.stdin.read().splitlines()
-    p = Path(path)
-    if not p.is_file():
-        raise FileNotFoundError(f"input file not found: {p}")
-    try:
-        return p.read_text(encoding="utf-8").splitlines()
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{p}: not UTF-8 text (byte {exc.start})") from None
+from transformer.cli.common import check_decode_settings, hydra_entry, load_for_inference, read_lines, write_lines
 
 
 def format_output(nbest: list[list[tuple[str, float]]], n_best: int) -> list[str]:
@@ -38,10 +25,14 @@ def format_output(nbest: list[list[tuple[str, float]]], n_best: int) -> list[str
 
 
 def run(cfg: DictConfig) -> list[str]:
+    decode_cfg = check_decode_settings(OmegaConf.to_container(cfg.decode, resolve=True))
     task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "auto"))
-    decode_cfg = OmegaConf.to_container(cfg.decode, resolve=True)
+    if not hasattr(task, "translator"):
+        raise ValueError(f"{cfg.ckpt_path} is a {getattr(task, 'task_name', '?')} checkpoint, not a translation "
+                         "one (tag with transformer-tag)")
     translator = task.translator(decode_cfg, device=device)
-    lines = format_output(translator.translate(_read_lines(cfg.input)), int(decode_cfg.get("n_best", 1)))
+    sources, _ = read_lines(cfg.input)
+    lines = format_output(translator.translate(sources), int(decode_cfg.get("n_best", 1)))
     write_lines(lines, cfg.output)
     if translator.truncated:
         print(f"warning: {translator.truncated} input(s) longer than the model's maximum source "

@@ -26,7 +26,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.common import checkpoint_label, hydra_entry, load_for_inference
+from transformer.cli.common import check_decode_settings, checkpoint_label, hydra_entry, load_for_inference
 from transformer.tasks.translation import one_line, score_translations
 
 
@@ -44,6 +44,7 @@ def distill(ckpt_path: str | list[str], split: str, decode_cfg: dict, output_dir
     the distilled corpus; returns the summary that is also written to ``distill.json``."""
     from transformer.data.readers import read_multi30k
 
+    check_decode_settings(dict(decode_cfg))
     task, dev = load_for_inference(ckpt_path, device, accel)
     hp = task.hparams
     pairs = read_multi30k(split, hp.src_lang, hp.tgt_lang, cache_dir=data_dir, mirror_root=mirror_root)

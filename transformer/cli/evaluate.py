@@ -17,7 +17,7 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.common import checkpoint_label, checkpoint_paths, hydra_entry, load_for_inference
+from transformer.cli.common import check_decode_settings, checkpoint_label, checkpoint_paths, hydra_entry, load_for_inference
 
 
 def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: dict, output_dir: str | Path,
@@ -25,6 +25,7 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: 
                         device: str = "auto", accel: str = "auto") -> dict:
     """Load the checkpoint (or the ensemble of several), evaluate ``split`` and write outputs
     under ``output_dir``."""
+    check_decode_settings(dict(decode_cfg))
     task, dev = load_for_inference(ckpt_path, device, accel)
     metrics = task.evaluate(split=split, decode_cfg=dict(decode_cfg), output_dir=Path(output_dir),
                             data_dir=data_dir, mirror_root=mirror_root, device=dev)

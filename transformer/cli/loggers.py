@@ -8,10 +8,14 @@ would lose every row logged before the resume. ``ResumableCSVLogger`` keeps them
 from __future__ import annotations
 
 import csv
+import io
+import logging
 from pathlib import Path
 
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.logger import rank_zero_experiment
+
+log = logging.getLogger(__name__)
 
 
 class ResumableCSVLogger(CSVLogger):
@@ -22,10 +26,14 @@ class ResumableCSVLogger(CSVLogger):
 
     Later rows belong to the part of the run the checkpoint does not hold (an epoch cut
     short); the resumed run logs those steps again, so they are dropped rather than kept
-    twice. Without ``keep_rows_before`` it behaves exactly like ``CSVLogger``.
+    twice. Without ``keep_rows_before`` it behaves like ``CSVLogger`` except that every
+    row is written to disk as soon as it is logged.
     """
 
     def __init__(self, *args, **kwargs) -> None:
+        # Rows reach the disk as they are logged (Lightning buffers 100 steps), so a run that
+        # is killed keeps every row up to its last checkpoint for the resumed run to extend.
+        kwargs.setdefault("flush_logs_every_n_steps", 1)
         super().__init__(*args, **kwargs)
         self._keep_before: int | None = None
 
@@ -54,8 +62,15 @@ class ResumableCSVLogger(CSVLogger):
 
 
 def read_rows_before(path: Path, step: int) -> tuple[list[str], list[dict[str, str]]]:
-    """The header of a Lightning ``metrics.csv`` and its rows with ``step < step``."""
-    with path.open(newline="") as f:
+    """The header of a Lightning ``metrics.csv`` and its rows with ``step < step``.
+
+    A last line without its newline was cut short by a killed run; it is left out (that
+    step is logged again by the resumed run)."""
+    text = path.read_text(encoding="utf-8")
+    if text and not text.endswith("\n"):
+        log.warning("%s: the last line is incomplete (the run was killed while writing it); dropped", path)
+        text = text[: text.rfind("\n") + 1]
+    with io.StringIO(text, newline="") as f:
         reader = csv.DictReader(f)
         header = list(reader.fieldnames or [])
         if header and "step" not in header:

@@ -10,8 +10,8 @@ Several checkpoints of the same tag inventory tag as an ensemble: each word gets
 the highest mean probability over the models (``TaggingTask.ensemble``).
 
 Input (``input_format``: ``auto`` | ``text`` | ``conllu``; ``auto`` reads CoNLL-U when
-every non-blank line is a ``#`` comment or has 10 tab-separated fields with a numeric
-ID, text otherwise):
+any line has 10 tab-separated fields with a CoNLL-U ID, text otherwise; lines are split
+on ``\n`` only):
 
 * text: one sentence per line, tokens separated by runs of spaces **and tabs** (a tab is a
   token separator, never part of a token; use CoNLL-U for tokens containing spaces).
@@ -50,7 +50,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from transformer.cli.common import hydra_entry, load_for_inference, write_lines
+from transformer.cli.common import hydra_entry, load_for_inference, read_lines, split_lines, write_lines
 
 INPUT_FORMATS = ("auto", "text", "conllu")
 OUTPUT_FORMATS = ("auto", "conllu", "word_tag", "text")
@@ -107,17 +107,15 @@ def parse_conllu(lines: list[str], name: str = "<input>") -> list[ConlluBlock]:
 
 
 def looks_like_conllu(lines: list[str]) -> bool:
-    """True when every non-blank line is a comment or a 10-column line with a CoNLL-U ID
-    (and there is at least one such word line)."""
-    words = 0
+    """True when some line is a 10-column line with a CoNLL-U ID (a word, range or empty
+    node). Plain text never has nine tabs after a number; a CoNLL-U file with one malformed
+    line is still CoNLL-U, and its parser then names that line rather than the whole file
+    being read as text."""
     for line in lines:
-        if not line.strip() or line.startswith("#"):
-            continue
         cols = line.split("\t")
-        if len(cols) != 10 or not (_WORD_ID.match(cols[0]) or _RANGE_ID.match(cols[0]) or _EMPTY_ID.match(cols[0])):
-            return False
-        words += 1
-    return words > 0
+        if len(cols) == 10 and (_WORD_ID.match(cols[0]) or _RANGE_ID.match(cols[0]) or _EMPTY_ID.match(cols[0])):
+            return True
+    return False
 
 
 def _set_tag(cols: list[str], tagset: str, tag: str) -> list[str]:
@@ -178,31 +176,6 @@ def tag_conllu(task, lines: list[str], out_format: str, max_tokens: int = 4096, 
     return out
 
 
-def read_input(path: str) -> tuple[list[str], str]:
-    """Lines of ``path`` (``-`` = stdin), terminators removed, and a display name."""
-    if path == "-":
-        raw, name = sys.stdin.buffer.read(), "<stdin>"
-    else:
-        p = Path(path)
-        if not p.is_file():
-            raise FileNotFoundError(f"input file not found: {p}")
-        raw, name = p.read_bytes(), str(p)
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise ValueError(f"{name}: not UTF-8 text (byte {exc.start})") from None
-    return split_lines(text), name
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines as ``wc -l`` counts them: split on ``\n`` only (a trailing ``\r`` is removed);
-    unlike ``str.splitlines`` a form feed or U+2028 inside a line does not end it."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
-
-
 def tag_lines(task, lines: list[str], input_format: str = "auto", out_format: str = "auto",
               max_tokens: int = 4096, device=None, name: str = "<input>") -> list[str]:
     """Detect/validate the formats and tag ``lines``; returns the output lines."""
@@ -223,7 +196,7 @@ def run(cfg: DictConfig) -> list[str]:
     task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "auto"))
     if getattr(task, "task_name", None) != "tagging":
         raise ValueError(f"{cfg.ckpt_path} is a {getattr(task, 'task_name', '?')} checkpoint, not a tagging one")
-    lines, name = read_input(cfg.input)
+    lines, name = read_lines(cfg.input)
     out = tag_lines(task, lines, cfg.input_format, cfg.format, int(cfg.max_tokens), device, name)
     write_lines(out, cfg.output)
     return out

@@ -8,17 +8,18 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 from pathlib import Path
 
 import lightning as L
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.callbacks import AccelCallback
-from transformer.cli.common import hydra_entry
+from transformer.cli.callbacks import AccelCallback, RandomState
+from transformer.cli.common import check_config_types, check_decode_settings, hydra_entry
 from transformer.cli.loggers import ResumableCSVLogger
 from transformer.models.init import count_parameters
-from transformer.tasks.checkpoint import read_checkpoint
+from transformer.tasks.checkpoint import load_weights, read_checkpoint
 
 log = logging.getLogger(__name__)
 
@@ -41,17 +42,18 @@ def build_loggers(cfg: DictConfig, resumed_step: int | None = None) -> list:
     return loggers
 
 
-def build_datamodule(cfg: DictConfig):
-    """The data module, reusing the resumed checkpoint's tokenizer when there is one."""
+def build_datamodule(cfg: DictConfig, ckpt: dict | None = None):
+    """The data module, reusing the resumed checkpoint's tokenizer when there is one
+    (``ckpt``, else read from ``cfg.ckpt_path``)."""
     overrides = {}
-    if cfg.get("ckpt_path"):
+    if ckpt is None and cfg.get("ckpt_path"):
         ckpt = read_checkpoint(cfg.ckpt_path)
-        if "tokenizers" in ckpt:
-            out = Path(cfg.output_dir)
-            out.mkdir(parents=True, exist_ok=True)
-            path = out / "resumed_tokenizer.json"
-            path.write_text(ckpt["tokenizers"].get("src") or ckpt["tokenizers"]["tgt"], encoding="utf-8")
-            overrides["tokenizer_path"] = str(path)
+    if ckpt is not None and "tokenizers" in ckpt:
+        out = Path(cfg.output_dir)
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / "resumed_tokenizer.json"
+        path.write_text(ckpt["tokenizers"].get("src") or ckpt["tokenizers"]["tgt"], encoding="utf-8")
+        overrides["tokenizer_path"] = str(path)
     # Plain containers (not DictConfig) in the data module: its hyperparameters are saved in
     # checkpoints, and a DictConfig there stops torch.load(weights_only=True) on resume.
     return instantiate(cfg.data, _convert_="all", **overrides)
@@ -63,6 +65,37 @@ def build_task(cfg: DictConfig, dm):
     cls = get_class(task_cfg.pop("_target_"))
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     return cls(model=model_cfg, **task_cfg, **cls.kwargs_from_datamodule(dm))
+
+
+def check_config(cfg: DictConfig) -> None:
+    """Type-check the instantiated groups (trainer, data, task, model, callbacks, loggers)
+    against their targets' signatures, and the decode settings of validation and test,
+    before any data is prepared."""
+    for group in ("trainer", "data", "task", "model"):
+        check_config_types(cfg.get(group), group)
+    for group in ("callbacks", "logger"):
+        for name, node in (cfg.get(group) or {}).items():
+            check_config_types(node, f"{group}.{name}")
+    for key, node in (("task.val_decode", cfg.task.get("val_decode")), ("test_decode", cfg.get("test_decode"))):
+        if node:
+            check_decode_settings(OmegaConf.to_container(node, resolve=True), key)
+    from transformer import accel
+
+    accel.resolve(cfg.get("accel", "auto"), "cpu")  # accel=<unknown> is a ValueError naming the choices
+
+
+def check_run_folder(out: Path, resuming: bool) -> None:
+    """Refuse to start a fresh run in a folder that already holds one: its checkpoints and
+    metrics would be overwritten. Resuming it (``ckpt_path=``) is fine."""
+    if resuming or os.environ.get("LOCAL_RANK", "0") != "0":  # DDP workers follow rank 0
+        return
+    held = sorted((out / "checkpoints").glob("*.ckpt")) + [p for p in (out / "csv" / "metrics.csv",) if p.is_file()]
+    if held:
+        last = out / "checkpoints" / "last.ckpt"
+        raise FileExistsError(
+            f"{out} already holds a run ({held[0]}); resume it with ckpt_path={last}, or start a new "
+            f"run in another folder (hydra.run.dir=<new folder>)"
+        )
 
 
 def checkpoint_summary(trainer: L.Trainer) -> dict:
@@ -83,23 +116,30 @@ def checkpoint_summary(trainer: L.Trainer) -> dict:
 
 def run(cfg: DictConfig) -> dict:
     """Fit, then report the best checkpoint (and evaluate it on ``test_splits``)."""
-    L.seed_everything(cfg.seed, workers=True)
+    check_config(cfg)
     out = Path(cfg.output_dir)
+    check_run_folder(out, resuming=bool(cfg.get("ckpt_path")))
+    ckpt = read_checkpoint(cfg.ckpt_path) if cfg.get("ckpt_path") else None
+    L.seed_everything(cfg.seed, workers=True)
     out.mkdir(parents=True, exist_ok=True)
-    dm = build_datamodule(cfg)
+    dm = build_datamodule(cfg, ckpt)
     dm.prepare_data()
     dm.setup("fit")
     if hasattr(dm, "save_tokenizers"):
         dm.save_tokenizers(out)
     task = build_task(cfg, dm)
     log.info("model parameters: %d", count_parameters(task.model))
-    resumed_step = read_checkpoint(cfg.ckpt_path)["global_step"] if cfg.get("ckpt_path") else None
-    callbacks = _instantiate_group(cfg.get("callbacks")) + [AccelCallback(cfg.get("accel", "auto"))]
+    resumed_step = None
+    if ckpt is not None:
+        load_weights(task, ckpt, cfg.ckpt_path)  # a hand-edited file fails here, in one line
+        resumed_step = ckpt["global_step"]
+        del ckpt
     trainer = instantiate(
-        cfg.trainer, callbacks=callbacks,
+        cfg.trainer, callbacks=[*_instantiate_group(cfg.get("callbacks")), RandomState(),
+                                 AccelCallback(cfg.get("accel", "auto"))],
         logger=build_loggers(cfg, resumed_step) or False,
     )
-    trainer.fit(task, datamodule=dm, ckpt_path=cfg.get("ckpt_path"))
+    trainer.fit(task, datamodule=dm, ckpt_path=cfg.get("ckpt_path"), weights_only=True)
     summary = {
         "output_dir": str(out),
         "parameters": count_parameters(task.model),

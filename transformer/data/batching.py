@@ -97,6 +97,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.rank = int(rank)
         self.drop_last = drop_last
         self.epoch = 0
+        self._resume: tuple[int, int] | None = None
         # Lightning calls set_epoch on ``loader.sampler`` and ``loader.batch_sampler.sampler``,
         # never on the batch sampler itself: this forwarder makes it reach us.
         self.sampler = _EpochForwarder(self)
@@ -111,6 +112,12 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose order to produce (same seed + epoch → same batches)."""
         self.epoch = int(epoch)
+
+    def resume_at(self, epoch: int, batches: int) -> None:
+        """Make the next pass over ``epoch`` start after its first ``batches`` batches (a run
+        resumed mid-epoch); any other epoch, and every later pass, is whole."""
+        self.epoch = int(epoch)
+        self._resume = (int(epoch), int(batches))
 
     def _cut(self, order: np.ndarray) -> list[list[int]]:
         batches: list[list[int]] = []
@@ -156,8 +163,15 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     def _rank_batches(self, epoch: int) -> list[list[int]]:
         return self._all_batches(epoch)[self.rank :: self.num_replicas]
 
+    @property
+    def first_batch(self) -> int:
+        """The batch of this epoch the next pass starts at: 0 unless resumed mid-epoch."""
+        return self._resume[1] if self._resume is not None and self._resume[0] == self.epoch else 0
+
     def __iter__(self) -> Iterator[list[int]]:
-        yield from self._rank_batches(self.epoch)
+        skip = self.first_batch
+        self._resume = None
+        yield from self._rank_batches(self.epoch)[skip:]
 
     def __len__(self) -> int:
         # The batch count is the same every epoch: cutting depends only on the sorted

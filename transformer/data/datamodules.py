@@ -4,7 +4,8 @@ The only module of ``transformer.data`` that imports Lightning.
 
 Both modules, on ``setup()``: read the raw splits (fetching from cache, mirror or
 upstream), train or load the tokenizer (cached as ``tokenizer.json`` under
-``data_dir/tokenizers/`` keyed by training data and options), tokenize every split into
+``data_dir/tokenizers/`` keyed by training data and options, and verified by the sha256
+recorded beside it), tokenize every split into
 a cached Arrow dataset (:mod:`transformer.data.preprocess`), and length-filter the
 training split only (dropped examples are logged and kept in ``filter_report``;
 evaluation splits are never filtered, so references stay complete).
@@ -26,14 +27,23 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import lightning as L
+import torch
 from torch.utils.data import DataLoader
 
 from transformer.data.batching import TaggingCollator, TokenBudgetBatchSampler, TranslationCollator, translation_length
-from transformer.data.preprocess import cache_key, int_column, tokenize_tagging, tokenize_translation
+from transformer.data.preprocess import (
+    cache_key,
+    check_cache,
+    int_column,
+    record_cache,
+    tokenize_tagging,
+    tokenize_translation,
+)
 from transformer.data.readers import (
     FilterResult,
     TaggedSentence,
     UposFromXpos,
+    drop_one_sided,
     iter_words,
     length_filter,
     read_conll2000,
@@ -54,6 +64,36 @@ from transformer.data.tokenizer import SubwordTokenizer
 log = logging.getLogger(__name__)
 
 MULTI30K_EVAL_SPLITS = ("val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
+
+
+class ResumableLoader(DataLoader):
+    """The training ``DataLoader``, with the state Lightning stores in checkpoints.
+
+    Lightning saves ``state_dict()`` of a training loader that has one and hands it back
+    through ``load_state_dict`` when a run resumes mid-epoch: here the epoch and how many
+    of its batches were handed out (counted as they leave the loader, so worker prefetching
+    does not count), so that the resumed run continues with the next batch, not the
+    epoch's first. Its ``batch_sampler`` must be a :class:`TokenBudgetBatchSampler`.
+    """
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self._served = 0
+
+    def __iter__(self):
+        self._served = self.batch_sampler.first_batch
+        for batch in super().__iter__():
+            self._served += 1
+            yield batch
+
+    def state_dict(self) -> dict[str, int]:
+        return {"epoch": self.batch_sampler.epoch, "batches": self._served}
+
+    def load_state_dict(self, state: dict[str, int]) -> None:
+        epoch, batches = int(state["epoch"]), int(state["batches"])
+        if batches >= len(self.batch_sampler):  # saved after the epoch's last batch
+            epoch, batches = epoch + 1, 0
+        self.batch_sampler.resume_at(epoch, batches)
 
 
 class _TokenBudgetDataModule(L.LightningDataModule):
@@ -87,13 +127,19 @@ class _TokenBudgetDataModule(L.LightningDataModule):
             return 0, 1
         return trainer.global_rank, trainer.world_size
 
+    def _generator(self) -> torch.Generator:
+        """A loader's own seeded generator: creating its iterator then draws nothing from
+        torch's global one, so validation does not shift training's dropout masks."""
+        return torch.Generator().manual_seed(self.seed)
+
     def _loader(self, split: str, sampler: TokenBudgetBatchSampler) -> DataLoader:
-        return DataLoader(
+        return ResumableLoader(
             self._datasets[split],
             batch_sampler=sampler,
             collate_fn=self._collator(),
             num_workers=self.num_workers,
             persistent_workers=self.num_workers > 0,
+            generator=self._generator(),
         )
 
     def train_dataloader(self) -> DataLoader:
@@ -116,6 +162,7 @@ class _TokenBudgetDataModule(L.LightningDataModule):
                                                   pad_to_multiple=self.pad_to_multiple),
             collate_fn=self._collator(),
             num_workers=self.num_workers,
+            generator=self._generator(),
         )
 
     def _eval_lengths(self, split: str) -> list[int]:
@@ -141,13 +188,30 @@ class _TokenBudgetDataModule(L.LightningDataModule):
         """Fetch, train the tokenizer and tokenize once (Lightning runs this on rank 0)."""
         self.setup()
 
+    def _record_vocab_size(self, tokenizer: SubwordTokenizer) -> None:
+        """Record the tokenizer's real size as the ``vocab_size`` hyperparameter.
+
+        A training split with fewer distinct pieces than ``vocab_size`` gives a smaller
+        vocabulary. The hyperparameter then says what the model was built with (the task's
+        own ``vocab_size``), with a warning, rather than the unreachable request.
+        """
+        real = tokenizer.vocab_size
+        if self.hparams.get("vocab_size") is None or real >= self.hparams["vocab_size"]:
+            return
+        log.warning("data.vocab_size=%d asked for, but the tokenizer has %d pieces (its training data "
+                    "gives no more): recorded as vocab_size=%d", self.hparams["vocab_size"], real, real)
+        self.save_hyperparameters({**self.hparams, "vocab_size": real})
+
 
 def _load_or_train(path: Path, texts_fn, vocab_size: int, model: str) -> SubwordTokenizer:
-    if path.is_file():
+    """The cached tokenizer at ``path`` when its recorded sha256 matches, else a new one
+    trained and cached there (with its sha256)."""
+    if check_cache(path):
         log.info("loading cached tokenizer %s", path)
         return SubwordTokenizer.load(path)
     tok = SubwordTokenizer.train(texts_fn(), vocab_size, model=model)
     tok.save(path)
+    record_cache(path)
     log.info("trained tokenizer (%s, %d) saved to %s", model, tok.vocab_size, path)
     return tok
 
@@ -238,6 +302,9 @@ class TranslationDataModule(_TokenBudgetDataModule):
             pairs = read_multi30k(split, self.src_lang, self.tgt_lang, self.data_dir, self.mirror_root)
         if split == "train" and self.train_subset is not None:
             pairs = pairs[: self.train_subset]
+        if split == "train":
+            name = self.train_files["tgt"] if self.train_files else f"multi30k {self.src_lang}-{self.tgt_lang} train"
+            pairs = drop_one_sided(pairs, str(name))
         return pairs
 
     def _tokenizers(self) -> tuple[SubwordTokenizer, SubwordTokenizer]:
@@ -266,6 +333,7 @@ class TranslationDataModule(_TokenBudgetDataModule):
         for split in ["train", *self.eval_splits]:
             self._raw[split] = self._read(split)
         self.src_tokenizer, self.tgt_tokenizer = self._tokenizers()
+        self._record_vocab_size(self.src_tokenizer)
         for split, pairs in self._raw.items():
             name = f"multi30k-{self.src_lang}-{self.tgt_lang}-{split}"
             if split == "train" and self.train_files:
@@ -478,6 +546,7 @@ class TaggingDataModule(_TokenBudgetDataModule):
             key = cache_key("tagtok", self._hashes["train"], len(words), self.tokenizer_model, self.vocab_size)[:16]
             path = self.data_dir / "tokenizers" / f"{self.dataset_name}-{self.tokenizer_model}{self.vocab_size}-{key}.json"
             self.tokenizer = _load_or_train(path, lambda: iter_words(words), self.vocab_size, self.tokenizer_model)
+        self._record_vocab_size(self.tokenizer)
         self.tag_vocab = self._vocab(self._field, self.tagset)
         aux = self._aux_field
         if aux is not None:

@@ -5,7 +5,9 @@ Each split is built with ``Dataset.from_dict`` + a batched ``.map`` whose
 the source files' sha256, the tokenizer's content hash (and, for tagging, the tag
 vocabulary) and :data:`FORMAT_VERSION`. A changed file or tokenizer therefore gets a
 different Arrow file, never a stale one; an unchanged one is memory-mapped back by
-``datasets`` without tokenizing again. Nothing here needs the network
+``datasets`` without tokenizing again, once its sha256 matches the one recorded beside it
+(``<file>.sha256``, written when it was built; :func:`check_cache`); a file that does not
+match is rebuilt with a warning. Nothing here needs the network
 (``HF_DATASETS_OFFLINE=1`` is fine).
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 from pathlib import Path
 from typing import Any, Sequence
@@ -21,7 +24,10 @@ import datasets
 
 from transformer.data.batching import IGNORE_INDEX
 from transformer.data.readers import TaggedSentence
+from transformer.data.sources import sha256_file
 from transformer.data.tokenizer import SubwordTokenizer
+
+log = logging.getLogger(__name__)
 
 #: Bump when the layout of the cached columns changes.
 FORMAT_VERSION = 1
@@ -56,9 +62,47 @@ def cache_key(*parts: Any) -> str:
     return hashlib.sha256(blob.encode("utf-8")).hexdigest()
 
 
+def _digest_path(path: Path) -> Path:
+    return path.with_name(path.name + ".sha256")
+
+
+def record_cache(path: str | os.PathLike) -> None:
+    """Write ``<path>.sha256`` (the file's sha256) beside a cache file just built."""
+    path = Path(path)
+    digest = _digest_path(path)
+    tmp = digest.with_name(f".{digest.name}.{os.getpid()}.tmp")
+    tmp.write_text(f"{sha256_file(path)}  {path.name}\n", encoding="utf-8")
+    os.replace(tmp, digest)
+
+
+def check_cache(path: str | os.PathLike) -> bool:
+    """True when the cache file ``path`` exists and matches the sha256 recorded when it was
+    built. A file that does not match (truncated, corrupted, or from before digests were
+    recorded) is removed, with a warning when a digest said otherwise, so it is rebuilt."""
+    path = Path(path)
+    digest = _digest_path(path)
+    if not path.is_file():
+        return False
+    recorded = digest.read_text(encoding="utf-8").split()[:1] if digest.is_file() else []
+    actual = sha256_file(path)
+    if recorded == [actual]:
+        return True
+    if recorded:
+        log.warning("cache file %s has sha256 %s, but %s was recorded when it was built: rebuilding it",
+                    path, actual, recorded[0])
+    else:
+        log.info("cache file %s has no recorded sha256: rebuilding it", path)
+    path.unlink()
+    digest.unlink(missing_ok=True)
+    return False
+
+
 def _map_cached(ds: datasets.Dataset, fn, cache_file: Path, key: str, features, remove: list[str]) -> datasets.Dataset:
+    """``ds.map(fn)`` cached in ``cache_file``; the file is reused only when its sha256 still
+    matches the one recorded when it was written (a corrupted id is never trained on)."""
     cache_file.parent.mkdir(parents=True, exist_ok=True)
-    return ds.map(
+    verified = check_cache(cache_file)
+    out = ds.map(
         fn,
         batched=True,
         batch_size=2000,
@@ -69,6 +113,9 @@ def _map_cached(ds: datasets.Dataset, fn, cache_file: Path, key: str, features, 
         load_from_cache_file=True,
         desc=f"tokenizing {cache_file.stem}",
     )
+    if not verified:
+        record_cache(cache_file)
+    return out
 
 
 def tokenize_translation(

@@ -89,6 +89,19 @@ def read_parallel(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> l
     return list(zip(src, tgt))
 
 
+def drop_one_sided(pairs: list[tuple[str, str]], name: str) -> list[tuple[str, str]]:
+    """Training pairs without those where one side is empty (or only whitespace) and the
+    other is not: such a pair teaches the model to translate a sentence into nothing, or
+    nothing into a sentence. Each dropped pair is counted in a warning naming its line."""
+    bad = [i for i, (s, t) in enumerate(pairs) if bool(s.strip()) != bool(t.strip())]
+    if not bad:
+        return pairs
+    lines = ", ".join(str(i + 1) for i in bad[:10]) + (" ..." if len(bad) > 10 else "")
+    log.warning("%s: %d pair(s) with one side empty left out of training (line %s)", name, len(bad), lines)
+    skip = set(bad)
+    return [p for i, p in enumerate(pairs) if i not in skip]
+
+
 def read_multi30k(
     split: str,
     src_lang: str,

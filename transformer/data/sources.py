@@ -195,8 +195,9 @@ def fetch(
     Order: cache → mirror root (argument, else ``$TRANSFORMER_DATA_MIRROR``) → HTTP.
     ``base_url`` (else ``$TRANSFORMER_DATA_BASE_URL``) replaces the upstream URL by
     ``base_url/relpath``. Raises ``KeyError`` for an unregistered path,
-    :class:`ChecksumError` on a mismatch and :class:`DownloadError` (or the underlying
-    ``OSError``) when the download fails; no partial file is ever left in the cache.
+    :class:`ChecksumError` on a mismatch, ``FileNotFoundError`` for a mirror root that is
+    not a folder, and :class:`DownloadError` when the download fails; no partial file is
+    ever left in the cache.
     """
     if relpath not in DATASETS:
         raise KeyError(f"{relpath!r} is not in the data registry (transformer.data.sources.DATASETS)")
@@ -211,6 +212,10 @@ def fetch(
         dest.unlink()
 
     root = resolve_mirror_root(mirror_root)
+    if root is not None and not root.is_dir():
+        # A mistyped root must not turn into a silent download (or an offline traceback).
+        origin = "data.mirror_root" if mirror_root is not None else f"${MIRROR_ENV}"
+        raise FileNotFoundError(f"{origin}={root}: no such folder (the dataset mirror root)")
     if root is not None and (root / relpath).is_file():
         mirrored = root / relpath
         with open(mirrored, "rb") as f:
@@ -228,7 +233,8 @@ def fetch(
     except (ChecksumError, DownloadError):
         raise
     except OSError as e:  # URLError, HTTPError, connection reset, timeouts
-        raise DownloadError(f"download of {url} failed: {e}") from e
+        where = f"{relpath} is not in the mirror {root}, and the " if root is not None else "the "
+        raise DownloadError(f"{where}download of {url} failed: {e}") from e
     return dest
 
 

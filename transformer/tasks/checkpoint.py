@@ -4,6 +4,7 @@ tokenizers travel with the weights, so evaluation and decoding need only the pat
 from __future__ import annotations
 
 import importlib
+import pickle
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -28,11 +29,20 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")
     try:
-        # Our checkpoints hold plain containers plus Lightning's loop state; only load
-        # checkpoints you trust (the same caveat as torch.load itself).
-        ckpt = torch.load(path, map_location="cpu", weights_only=False)
-    except Exception as exc:  # pickle, zip and EOF errors all mean "not a checkpoint"
-        raise CheckpointError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {exc})") from None
+        # weights_only: the unpickler builds tensors and plain containers only, so a crafted
+        # file cannot run code. Everything the project stores (weights, hyperparameters as
+        # plain dicts, tokenizer JSON, Lightning's loop/optimizer/callback state, the random
+        # generator states) is of those types.
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if "GLOBAL" not in str(exc):  # garbage, not a refused object
+            raise CheckpointError(f"{path} is not a readable checkpoint ({_refusal_reason(exc)})") from None
+        raise CheckpointError(
+            f"{path} was refused: loading it would need more than tensors and plain containers "
+            f"({_refusal_reason(exc)}); transformer-train never writes such a checkpoint"
+        ) from None
+    except Exception as exc:  # zip and EOF errors all mean "not a checkpoint"
+        raise CheckpointError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {one_line(exc)})") from None
     if not isinstance(ckpt, dict):
         raise CheckpointError(f"{path} is not a checkpoint dict")
     missing = [k for k in (TASK_KEY, "hyper_parameters", "state_dict") if k not in ckpt]
@@ -43,6 +53,28 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
     if ckpt[TASK_KEY] not in TASKS:
         raise CheckpointError(f"{path}: unknown task {ckpt[TASK_KEY]!r}; known: {sorted(TASKS)}")
     return ckpt
+
+
+def _refusal_reason(exc: BaseException) -> str:
+    """The line of torch's weights-only refusal that names the object (not its advice)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    named = [line for line in lines if "GLOBAL" in line or "Unsupported" in line]
+    return (named or lines or ["unsupported content"])[0].rstrip(".")
+
+
+def one_line(exc: BaseException, limit: int = 400) -> str:
+    """An exception's message on one line (whitespace collapsed), cut to ``limit`` characters."""
+    text = " ".join(str(exc).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def load_weights(task, ckpt: dict[str, Any], path: str | Path) -> None:
+    """``task.load_state_dict(ckpt["state_dict"])``; a missing or unexpected parameter or a
+    wrong shape (a hand-edited file) is a :class:`CheckpointError` naming the file."""
+    try:
+        task.load_state_dict(ckpt["state_dict"])
+    except RuntimeError as exc:
+        raise CheckpointError(f"{path}: its weights do not fit the model it describes: {one_line(exc)}") from None
 
 
 def task_class(name: str):
@@ -64,7 +96,11 @@ def load_task(path: str | Path | Sequence[str | Path]):
     tasks = []
     for p in paths:
         ckpt = read_checkpoint(p)
-        task = task_class(ckpt[TASK_KEY]).from_checkpoint_dict(ckpt)
+        try:
+            task = task_class(ckpt[TASK_KEY]).from_checkpoint_dict(ckpt)
+        except (RuntimeError, TypeError, KeyError, ValueError, AttributeError) as exc:
+            # A hand-edited file: a hyperparameter or weight missing, a shape changed.
+            raise CheckpointError(f"{p}: cannot rebuild its model ({type(exc).__name__}: {one_line(exc)})") from None
         task.eval()
         tasks.append(task)
     if len(tasks) == 1:
