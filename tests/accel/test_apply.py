@@ -111,3 +111,16 @@ def test_an_all_true_mask_is_dropped_and_a_padding_mask_kept():
     padded[1, ..., 3:] = False
     torch.testing.assert_close(mha(x, x, x, padded)[0], plain(x, x, x, padded)[0], atol=1e-6, rtol=0)
     assert not torch.allclose(mha(x, x, x, padded)[0][1], plain(x, x, x)[0][1], atol=1e-4)
+
+
+def test_translation_task_takes_the_real_positions_loss_only_on_the_cpu_backend():
+    from transformer.accel.losses import real_positions_loss
+    from transformer.tasks.translation import TranslationTask, translation_loss
+
+    model = {"_target_": "transformer.models.EncoderDecoder", "d_model": 16, "n_heads": 2,
+             "n_encoder_layers": 1, "n_decoder_layers": 1, "d_ff": 32, "dropout": 0.0}
+    task = TranslationTask(model=model, vocab_size=30, pad_id=0, bos_id=1, eos_id=2, src_lang="de", tgt_lang="en")
+    task.set_accel("cpu")
+    assert task._loss_fn is real_positions_loss and type(task.model.decoder.output_proj) is accel.VocabProjection
+    task.set_accel("none")
+    assert task._loss_fn is translation_loss and type(task.model.decoder.output_proj) is nn.Linear

@@ -110,7 +110,7 @@ def test_non_utf8_stdin_names_the_line(monkeypatch):
 def test_smoke_test_on_a_fresh_checkout_and_no_silent_overwrite(mirror_root, tmp_path, caplog):
     out = tmp_path / "run"
     overrides = ["debug=fast", "model=tiny", f"output_dir={out}", f"data.data_dir={tmp_path / 'cache'}",
-                 "callbacks.lr_monitor=null", "logger=csv"]
+                 f"data.mirror_root={mirror_root}", "callbacks.lr_monitor=null", "logger=csv"]
     with caplog.at_level(logging.WARNING):
         summary = train_cli.run(compose_cfg("train", overrides))
     assert summary["global_step"] == 3

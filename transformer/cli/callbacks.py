@@ -108,7 +108,9 @@ class AccelCallback(L.Callback):
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         compiled = bool(pl_module.hparams.get("compile", False))
-        accel.apply(pl_module.model, accel.resolve(self.backend, pl_module.device.type, compiled))
+        backend = accel.resolve(self.backend, pl_module.device.type, compiled)
+        set_accel = getattr(pl_module, "set_accel", None)  # a task with its own CPU paths
+        set_accel(backend) if set_accel is not None else accel.apply(pl_module.model, backend)
 
 
 class MeasuredEarlyStopping(EarlyStopping):

@@ -67,7 +67,8 @@ class AutoregressiveDecoder(nn.Module):
             self.output_proj.weight = self.embedding.weight
         init_weights(self, d_model)
 
-    def _run(self, tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights):
+    def _states(self, tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights):
+        """Decoder output states ``(B, t, D)`` (after the final norm) and per-layer weights."""
         offset = cache.length if cache is not None else 0
         t = tokens.size(1)
         t_k = offset + t
@@ -88,8 +89,16 @@ class AutoregressiveDecoder(nn.Module):
         for i, layer in enumerate(self.layers):
             x, w = layer(x, memory, self_mask, cross_mask, bias, cache, i, need_weights)
             weights.append(w)
-        logits = self.output_proj(self.final_norm(x))  # (B, t, D) -> (B, t, V)
-        return logits, weights
+        return self.final_norm(x), weights
+
+    def _run(self, tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights):
+        x, weights = self._states(tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights)
+        return self.output_proj(x), weights  # (B, t, D) -> (B, t, V)
+
+    def states(self, tgt_in: Tensor, memory: Tensor, src_pad_mask: Tensor | None = None,
+               tgt_pad_mask: Tensor | None = None) -> Tensor:
+        """Teacher-forced output states ``(B, T, D)``: ``forward`` is ``output_proj`` of these."""
+        return self._states(tgt_in, memory, src_pad_mask, tgt_pad_mask, None, False)[0]
 
     def forward(self, tgt_in: Tensor, memory: Tensor, src_pad_mask: Tensor | None = None,
                 tgt_pad_mask: Tensor | None = None, need_weights: bool = False):

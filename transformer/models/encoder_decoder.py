@@ -97,6 +97,11 @@ class EncoderDecoder(nn.Module):
         enc = self.encode(src)
         return self.decoder(tgt_in, enc.memory, enc.src_pad_mask, pad_mask(tgt_in, self.pad_id))
 
+    def decoder_states(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced decoder output states ``(B, T, D)``, before the vocabulary projection."""
+        enc = self.encode(src)
+        return self.decoder.states(tgt_in, enc.memory, enc.src_pad_mask, pad_mask(tgt_in, self.pad_id))
+
     def init_cache(self, enc: EncoderOut) -> KVCache:
         """A fresh cache holding every decoder layer's cross-attention K/V for ``enc``."""
         return self.decoder.init_cache(enc.memory, enc.src_pad_mask)

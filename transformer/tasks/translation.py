@@ -180,6 +180,16 @@ class TranslationTask(L.LightningModule):
         first.max_len = min(lengths) if lengths else None
         return first
 
+    def set_accel(self, backend: str) -> None:
+        """Switch the model to an ``accel`` backend; ``cpu`` also scores only the real target
+        positions (``accel.losses``), unless the loss is compiled."""
+        from transformer import accel
+        from transformer.accel.losses import real_positions_loss
+
+        accel.apply(self.model, backend)
+        if not self.hparams.get("compile", False):
+            self._loss_fn = real_positions_loss if backend == "cpu" else translation_loss
+
     # ----------------------------------------------------------------- training
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits ``(B, T, V)``."""
