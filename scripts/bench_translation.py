@@ -8,10 +8,11 @@ Both models: d_model=256, 3+3 layers, 4 heads, d_ff=1024, ReLU, post-norm, sinus
 positions, one joint 8k BPE vocabulary with tied embeddings, dropout 0.1 on residuals,
 attention probabilities and FFN activations, fp32. Training
 runs forward + label-smoothed loss + backward + Adam step on identical batches (ours through
-``TranslationTask``'s own ``translation_loss``, Marian through its own forward; both project
-every position to the vocabulary); the two models alternate batch by batch so that background
-load hits both alike. Ours runs as ``--accel`` says (``cpu``: the fast paths of
-``transformer/accel``; ``none``: the plain modules) and, with ``--compile``, through
+the loss ``TranslationTask`` picks, Marian through its own forward, every position projected to
+the vocabulary); the two models alternate batch by batch so that background load hits both
+alike. Ours runs as ``--accel`` says (``cpu``: the fast paths of ``transformer/accel``, whose
+loss projects only the real target positions; ``none``: the plain modules, every position)
+and, with ``--compile``, through
 ``torch.compile`` (``--compile-peer`` compiles Marian's step too). ``--pad-to-multiple 8`` rounds
 batch widths up as ``data.pad_to_multiple`` does. Decoding runs
 greedy and beam 5 over the same validation sentences, both batched under a token budget and
@@ -131,6 +132,10 @@ def train_throughput(ours, peer, batches, args, device, dtype):
     }
     eager = {"ours": translation_loss, "marian": marian_loss}
     losses = dict(eager)
+    if args.accel == "cpu" and not args.compile:  # as TranslationTask.set_accel picks it
+        from transformer.accel.losses import real_positions_loss
+
+        losses["ours"] = real_positions_loss
     if args.compile:
         losses["ours"] = torch.compile(translation_loss, mode=args.compile_mode)
     if args.compile_peer:
