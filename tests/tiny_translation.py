@@ -39,14 +39,23 @@ def tiny_task(pairs: list[tuple[str, str]], steps: int = 150, vocab_size: int = 
     data = [{"src": tok.encode(s), "tgt": tok.encode(t), "index": i} for i, (s, t) in enumerate(pairs)]
     opt = torch.optim.Adam(task.model.parameters(), lr=3e-3)
     task.train()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny matrices: a second thread only adds contention
+    try:
+        _train(task, data, collate, opt, steps, tok.pad_id)
+    finally:
+        torch.set_num_threads(threads)
+    return task.eval()
+
+
+def _train(task, data, collate, opt, steps: int, pad_id: int) -> None:
     for step in range(steps):
         batch = collate([data[(step * 32 + j) % len(data)] for j in range(32)])
         logits = task.model(batch["src"], batch["tgt_in"])  # (B, T, V)
-        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch["tgt_out"], ignore_index=tok.pad_id)
+        loss = torch.nn.functional.cross_entropy(logits.transpose(1, 2), batch["tgt_out"], ignore_index=pad_id)
         opt.zero_grad()
         loss.backward()
         opt.step()
-    return task.eval()
 
 
 def src_batch(task: TranslationTask, sentences: list[str]) -> torch.Tensor:

@@ -14,7 +14,7 @@ from tiny_translation import multi30k_slice, src_batch, tiny_task, trained_tiny_
 from transformer.export.ctranslate2 import CTranslate2Translator, ExportError, export_ctranslate2
 
 ctranslate2 = pytest.importorskip("ctranslate2")
-torch.set_num_threads(1)
+
 
 MAX_B = 30  # output cap (tokens, EOS included) for both engines
 
