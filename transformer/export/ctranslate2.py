@@ -237,11 +237,13 @@ class CTranslate2Translator:
     Tokenizes with the exported tokenizer, searches with CTranslate2 under our length rule
     (at most ``floor(max_len_a * (source pieces + EOS) + max_len_b)`` tokens, EOS included,
     as ``decoding.greedy_search`` / ``beam_search``) and decodes the pieces back to text.
-    Sentences are grouped by that cap, since CTranslate2 takes one cap per call.
+    Sentences are grouped by that cap, since CTranslate2 takes one cap per call; within a call
+    CTranslate2 batches ``max_batch_size`` examples or tokens (``batch_type``).
     """
 
     def __init__(self, model_dir: str | Path, device: str = "cpu", compute_type: str = "default",
-                 threads: int = 1, max_len_a: float = 1.2, max_len_b: int = 10, max_batch_size: int = 64):
+                 threads: int = 1, max_len_a: float = 1.2, max_len_b: int = 10, max_batch_size: int = 64,
+                 batch_type: str = "examples"):
         from transformer.data.tokenizer import SubwordTokenizer
 
         ct2 = _ct2()
@@ -250,7 +252,8 @@ class CTranslate2Translator:
         self.tgt_tok = SubwordTokenizer.load(model_dir / TARGET_TOKENIZER)
         self.translator = ct2.Translator(str(model_dir), device=device, compute_type=compute_type,
                                          inter_threads=1, intra_threads=threads)
-        self.max_len_a, self.max_len_b, self.max_batch_size = max_len_a, max_len_b, max_batch_size
+        self.max_len_a, self.max_len_b = max_len_a, max_len_b
+        self.max_batch_size, self.batch_type = max_batch_size, batch_type
 
     def translate_ids(self, sources: list[list[int]], beam_size: int = 1, length_penalty: float = 1.0) -> list[list[int]]:
         """Source piece ids (without EOS) -> output ids (without BOS/EOS), in input order."""
@@ -263,7 +266,7 @@ class CTranslate2Translator:
             pieces = [[self.src_tok.id_to_token(t) for t in sources[i]] for i in rows]
             results = self.translator.translate_batch(
                 pieces, beam_size=beam_size, length_penalty=length_penalty, max_decoding_length=cap,
-                max_batch_size=self.max_batch_size,
+                max_batch_size=self.max_batch_size, batch_type=self.batch_type,
             )
             for i, res in zip(rows, results):
                 out[i] = [self.tgt_tok.token_to_id(t) for t in res.hypotheses[0]]
