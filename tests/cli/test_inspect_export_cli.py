@@ -166,3 +166,10 @@ def test_inspect_console_script_runs(translation_ckpt, tmp_path):
                            "decode=beam", "decode.beam_size=3"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "o" / "sentence_0" / "alignment.png").is_file()
+
+
+def test_inspect_and_export_configs_compose():
+    cfg = compose_cfg("inspect", ["ckpt_path=x.ckpt", "decode=beam", "what=positions"])
+    assert cfg.decode.beam_size == 5 and cfg.max_tokens > 0 and cfg.decode.print_alignment is False
+    cfg = compose_cfg("export", ["ckpt_path=x.ckpt", "output_dir=o", "quantization=int8"])
+    assert (cfg.format, cfg.quantization, cfg.force) == ("ctranslate2", "int8", False)
