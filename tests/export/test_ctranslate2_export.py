@@ -94,3 +94,12 @@ def test_refuses_a_local_window_with_the_reason(mirror_root, tmp_path):
     with pytest.raises(ExportError, match="local window"):
         export_ctranslate2(task, tmp_path / "w")
     assert not (tmp_path / "w").exists()
+
+
+def test_missing_ctranslate2_says_how_to_install(monkeypatch, tmp_path):
+    import sys
+
+    task = tiny_task([("a b", "c d")] * 4, steps=0, vocab_size=270)
+    monkeypatch.setitem(sys.modules, "ctranslate2", None)
+    with pytest.raises(ExportError, match=r'pip install "transformer\[export\]"'):
+        export_ctranslate2(task, tmp_path / "x")

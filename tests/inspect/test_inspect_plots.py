@@ -56,3 +56,11 @@ def test_learned_and_relative_position_arrays():
             assert np.array_equal(r["bias_by_distance"][:, d.index(k - q)], bias[:, q, k])
     with pytest.raises(ValueError, match="no positional encoding"):
         position_arrays(NoPositionalEncoding(), 5)
+
+
+def test_missing_matplotlib_says_how_to_install(monkeypatch):
+    import sys
+
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # import now raises ImportError
+    with pytest.raises(plots.PlottingUnavailable, match=r'pip install "transformer\[inspect\]"'):
+        plots.pyplot()
