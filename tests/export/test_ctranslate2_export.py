@@ -103,3 +103,20 @@ def test_missing_ctranslate2_says_how_to_install(monkeypatch, tmp_path):
     monkeypatch.setitem(sys.modules, "ctranslate2", None)
     with pytest.raises(ExportError, match=r'pip install "transformer\[export\]"'):
         export_ctranslate2(task, tmp_path / "x")
+
+
+def test_same_rules_as_our_search_bos_banned_and_empty_output_allowed(tmp_path):
+    """A model whose every step ranks BOS first, then EOS: our search never picks BOS, so it
+    stops at once with an empty output; the export must do the same."""
+    task = tiny_task([("a b", "c d")] * 4, steps=0, vocab_size=270, share_embeddings=False, tie_output=False)
+    dec = task.model.decoder
+    with torch.no_grad():
+        dec.final_norm.weight.zero_()
+        dec.final_norm.bias.copy_(torch.nn.functional.one_hot(torch.tensor(0), dec.d_model).float())  # h = e_0
+        dec.output_proj.weight[:, 0] = torch.linspace(-1, 1, dec.vocab_size)
+        dec.output_proj.weight[task.hparams.bos_id, 0] = 20.0
+        dec.output_proj.weight[task.hparams.eos_id, 0] = 10.0
+    sentences = ["a b", "b a a"]
+    assert ours(task, sentences, "greedy") == [[], []]
+    assert exported(task, tmp_path, sentences, 1) == [[], []]
+    assert exported(task, tmp_path / "beam", sentences, 5) == ours(task, sentences, "beam") == [[], []]

@@ -78,10 +78,9 @@ def check_exportable(model: nn.Module) -> None:
         known = (SinusoidalPositionalEncoding, LearnedPositionalEncoding, NoPositionalEncoding, RelativePositionBias)
         if type(pos) not in known:
             raise ExportError(f"the {name}'s positional encoding {type(pos).__name__} has no CTranslate2 equivalent")
-    norms = {type(m).__name__: m.eps for m in model.modules() if isinstance(m, nn.LayerNorm)}
     eps = {m.eps for m in model.modules() if isinstance(m, nn.LayerNorm)}
     if len(eps) > 1:
-        raise ExportError(f"LayerNorms use different epsilons {sorted(eps)}; CTranslate2 takes one ({norms})")
+        raise ExportError(f"LayerNorms use different epsilons {sorted(eps)}; CTranslate2 takes one for the model")
     act = model.decoder.layers[0].ffn.activation
     if act not in (torch.nn.functional.relu, torch.nn.functional.gelu):
         raise ExportError(f"feed-forward activation {act} has no CTranslate2 equivalent")
@@ -171,7 +170,7 @@ def build_ctranslate2_spec(task):
 
     ``task``: a ``TranslationTask`` (as ``tasks.checkpoint.load_task`` returns it).
     """
-    ct2 = _ct2()
+    _ct2()  # ExportError with the install command when missing
     from ctranslate2.specs import transformer_spec
 
     model = task.model
@@ -253,6 +252,7 @@ class CTranslate2Translator:
         self.translator = ct2.Translator(str(model_dir), device=device, compute_type=compute_type,
                                          inter_threads=1, intra_threads=threads)
         self.max_len_a, self.max_len_b = max_len_a, max_len_b
+        self.banned = [[self.tgt_tok.id_to_token(self.tgt_tok.pad_id)], [self.tgt_tok.id_to_token(self.tgt_tok.bos_id)]]
         self.max_batch_size, self.batch_type = max_batch_size, batch_type
 
     def translate_ids(self, sources: list[list[int]], beam_size: int = 1, length_penalty: float = 1.0) -> list[list[int]]:
@@ -267,6 +267,8 @@ class CTranslate2Translator:
             results = self.translator.translate_batch(
                 pieces, beam_size=beam_size, length_penalty=length_penalty, max_decoding_length=cap,
                 max_batch_size=self.max_batch_size, batch_type=self.batch_type,
+                # as our search: an empty output (EOS first) is allowed, PAD and BOS never chosen
+                min_decoding_length=0, suppress_sequences=self.banned,
             )
             for i, res in zip(rows, results):
                 out[i] = [self.tgt_tok.token_to_id(t) for t in res.hypotheses[0]]
