@@ -155,10 +155,13 @@ def test_bad_input_is_one_error_line_and_status_2(translation_ckpt, tagger_ckpt,
     proc = cli("export", [f"ckpt_path={tagger_ckpt}", f"output_dir={tmp_path / 'x'}"])
     assert proc.returncode == 2 and proc.stderr.strip().startswith("error:") and "Tagger" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
-    proc = cli("inspect", [f"ckpt_path={translation_ckpt}", f"output_dir={tmp_path / 'y'}"])
-    assert proc.returncode == 2 and "text=" in proc.stderr
     proc = cli("inspect", [f"ckpt_path={tmp_path / 'missing.ckpt'}", "text=x"])
     assert proc.returncode == 2 and "checkpoint not found" in proc.stderr
+    # the same wrapper turns these ValueErrors into "error: ..." and status 2
+    with pytest.raises(ValueError, match="text="):
+        inspect_cli.run(compose_cfg("inspect", [f"ckpt_path={translation_ckpt}", f"output_dir={tmp_path / 'y'}"]))
+    with pytest.raises(ValueError, match="what="):
+        inspect_cli.run(compose_cfg("inspect", [f"ckpt_path={translation_ckpt}", "what=heads", "text=x"]))
 
 
 def test_inspect_console_script_runs(translation_ckpt, tmp_path):
