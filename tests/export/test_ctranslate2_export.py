@@ -5,7 +5,6 @@ express; what it cannot express is refused with the reason."""
 from __future__ import annotations
 
 import json
-import tempfile
 
 import pytest
 import torch
