@@ -62,9 +62,10 @@ def _grid(plt, panels: int, n_rows: int, n_cols: int, max_columns: int = 4):
     cols = min(panels, max_columns)
     rows = math.ceil(panels / cols)
     cell = 0.22  # inches per matrix cell, clamped to a readable range
-    width = min(max(3.0, 1.5 + cell * n_cols), 12.0)
-    height = min(max(3.0, 1.5 + cell * n_rows), 12.0)
-    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False)
+    width = min(max(4.0, 2.0 + cell * n_cols), 12.0)
+    height = min(max(4.0, 2.0 + cell * n_rows), 12.0)
+    # constrained layout keeps each panel's token labels clear of its neighbours
+    fig, axes = plt.subplots(rows, cols, figsize=(width * cols, height * rows), squeeze=False, layout="constrained")
     for ax in axes.flat[panels:]:
         ax.axis("off")
     return fig, list(axes.flat[:panels])
