@@ -32,7 +32,16 @@ def run(cfg: DictConfig) -> list[str]:
                          "one (tag with transformer-tag)")
     translator = task.translator(decode_cfg, device=device)
     sources, _ = read_lines(cfg.input)
-    lines = format_output(translator.translate(sources), int(decode_cfg.get("n_best", 1)))
+    n_best = int(decode_cfg.get("n_best", 1))
+    if decode_cfg.get("print_alignment"):
+        # each line gets " ||| i-j ..." (source-target piece indices, from cross-attention)
+        from transformer.inspect.attention import translate_with_alignments, with_alignments
+
+        nbest, alignments = translate_with_alignments(task, translator, sources,
+                                                      decode_cfg.get("alignment_layer"))
+        lines = with_alignments(format_output(nbest, n_best), alignments, n_best)
+    else:
+        lines = format_output(translator.translate(sources), n_best)
     write_lines(lines, cfg.output)
     if translator.truncated:
         print(f"warning: {translator.truncated} input(s) longer than the model's maximum source "

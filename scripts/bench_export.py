@@ -1,0 +1,107 @@
+"""Our decoding against the same checkpoint exported to CTranslate2 (float32 and int8 weights):
+sacreBLEU on a Multi30k test set and sentences per second on this CPU, greedy and beam 5, one
+thread each, in one run.
+
+    pip install -e ".[export]"
+    TRANSFORMER_DATA_MIRROR=../shared/datasets python3 scripts/bench_export.py \
+        --ckpt best.ckpt --split test_2016_flickr --json bench_export.json
+
+Both sides translate raw sentences with the checkpoint's tokenizer and the same length cap
+(``floor(1.2 * (source pieces + EOS) + 10)`` tokens, EOS included), length penalty 1.0. Ours is
+``TranslationTask.translator`` (batches under a 4096-token budget, longest first);
+CTranslate2's is ``transformer.export.ctranslate2.CTranslate2Translator`` (one call per length
+cap, batches of at most 4096 tokens). Each timing covers tokenization, search and
+detokenization of the whole split. ``identical`` counts outputs equal to ours, string for string.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import date
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from hardware import cpu_name  # noqa: E402
+
+from transformer.data.readers import read_multi30k  # noqa: E402
+from transformer.export.ctranslate2 import CTranslate2Translator, export_ctranslate2  # noqa: E402
+from transformer.tasks.checkpoint import load_task  # noqa: E402
+from transformer.tasks.translation import score_translations  # noqa: E402
+
+
+def timed(fn):
+    start = time.perf_counter()
+    out = fn()
+    return out, time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ckpt", required=True)
+    parser.add_argument("--split", default="test_2016_flickr")
+    parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--beam-size", type=int, default=5)
+    parser.add_argument("--limit", type=int, default=None, help="first N sentences only")
+    parser.add_argument("--export-dir", default=None, help="where to write the exports (default: a temp dir)")
+    parser.add_argument("--json", default=None, help="also write the results here")
+    args = parser.parse_args(argv)
+
+    torch.set_num_threads(args.threads)
+    task = load_task(args.ckpt)
+    hp = task.hparams
+    pairs = read_multi30k(args.split, hp.src_lang, hp.tgt_lang, mirror_root=os.environ.get("TRANSFORMER_DATA_MIRROR"))
+    pairs = pairs[: args.limit] if args.limit else pairs
+    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
+
+    export_root = Path(args.export_dir or tempfile.mkdtemp(prefix="ct2_export_"))
+    engines = {}
+    for weights in ("float32", "int8"):
+        directory = export_ctranslate2(task, export_root / weights, None if weights == "float32" else weights, force=True)
+        engines[weights] = CTranslate2Translator(directory, compute_type=weights, threads=args.threads,
+                                                 max_batch_size=4096, batch_type="tokens")
+
+    results = []
+    for name, beam in (("greedy", 1), (f"beam{args.beam_size}", args.beam_size)):
+        decode_cfg = ({"strategy": "greedy"} if beam == 1 else
+                      {"strategy": "beam", "beam_size": beam, "length_penalty": 1.0}) | {"max_tokens": 4096}
+        translator = task.translator(decode_cfg)
+        ours, seconds = timed(lambda: [n[0][0] for n in translator.translate(sources)])
+        rows = [("ours (PyTorch)", ours, seconds)]
+        for weights, engine in engines.items():
+            hyps, seconds = timed(lambda: engine.translate(sources, beam_size=beam, length_penalty=1.0))
+            rows.append((f"CTranslate2 {weights}", hyps, seconds))
+        for system, hyps, seconds in rows:
+            scores = score_translations(hyps, refs)
+            results.append({
+                "search": name, "system": system, "bleu": scores["bleu"], "bleu_lowercase": scores["bleu_lowercase"],
+                "sentences": len(hyps), "seconds": round(seconds, 2),
+                "sentences_per_second": round(len(hyps) / seconds, 1),
+                "identical_to_ours": sum(a == b for a, b in zip(hyps, ours)),
+                "bleu_signature": scores["bleu_signature"],
+            })
+            print(json.dumps(results[-1]), flush=True)
+
+    import ctranslate2
+
+    report = {
+        "checkpoint": args.ckpt, "split": args.split, "threads": args.threads, "date": str(date.today()),
+        "cpu": cpu_name(), "torch": torch.__version__, "ctranslate2": ctranslate2.__version__,
+        "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                              cwd=Path(__file__).resolve().parent).stdout.strip(),
+        "results": results,
+    }
+    if args.json:
+        Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    return report
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,83 @@
+"""`transformer-inspect`: pictures of what a checkpoint attends to, and of its positions.
+
+    transformer-inspect ckpt_path=best.ckpt text="Ein Hund rennt über die Wiese." output_dir=inspect
+    transformer-inspect ckpt_path=best.ckpt input=src.de lines=5 decode=beam output_dir=inspect
+    transformer-inspect ckpt_path=tagger.ckpt text="I saw a saw ." output_dir=inspect_tagger
+    transformer-inspect ckpt_path=best.ckpt what=positions output_dir=inspect_positions
+
+Writes PNGs (a panel per head, tokens on both axes), the raw weights as ``.npz`` beside them and
+an ``index.html``; see ``transformer.inspect.report`` for the files. Needs matplotlib
+(``pip install "transformer[inspect]"``).
+"""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from omegaconf import DictConfig, OmegaConf
+
+from transformer.cli.common import hydra_entry
+from transformer.cli.tag import split_tokens
+from transformer.inspect import plots, report
+from transformer.tasks.checkpoint import load_task
+
+WHAT = ("attention", "positions")
+
+
+def _sentences(cfg: DictConfig) -> list[str]:
+    if (cfg.text is None) == (cfg.input is None):
+        raise ValueError("give the sentence as text=\"...\" or a file as input=<path> (one of the two)")
+    if cfg.text is not None:
+        lines = [str(cfg.text)]
+    else:
+        path = Path(cfg.input)
+        if not path.is_file():
+            raise FileNotFoundError(f"input file not found: {path}")
+        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()][: int(cfg.lines)]
+    if not any(line.strip() for line in lines):
+        raise ValueError("nothing to inspect: the input is empty")
+    return lines
+
+
+def run(cfg: DictConfig) -> list[Path]:
+    if cfg.what not in WHAT:
+        raise ValueError(f"what={cfg.what!r} unknown; choose from {', '.join(WHAT)}")
+    plots.pyplot()  # fail early, with the install hint, when matplotlib is missing
+    task = load_task(cfg.ckpt_path)
+    name = getattr(task, "task_name", "")
+    if cfg.what == "positions":
+        written = report.inspect_positions(task.model, cfg.output_dir, int(cfg.positions))
+    elif name == "translation":
+        decode_cfg = OmegaConf.to_container(cfg.decode, resolve=True)
+        written = report.inspect_translation(task, _sentences(cfg), decode_cfg, cfg.output_dir, int(cfg.max_tokens))
+    elif name == "tagging":
+        written = report.inspect_tagging(task, [split_tokens(line) for line in _sentences(cfg)], cfg.output_dir,
+                                         int(cfg.max_tokens))
+    else:
+        raise ValueError(f"what=attention supports autoregressive translation and tagging checkpoints, "
+                         f"not {name!r} ones (what=positions works for every model)")
+    print(f"wrote {len(written)} files to {cfg.output_dir} (open {Path(cfg.output_dir) / 'index.html'})")
+    return written
+
+
+def quote_text_override(argv: list[str]) -> list[str]:
+    """``text=<sentence>`` as a quoted Hydra value, so a sentence with non-ASCII letters or
+    punctuation (``text="Ein Hund rennt über die Wiese."`` in a shell) needs no Hydra quoting."""
+    out = []
+    for arg in argv:
+        if arg.startswith("text=") and not arg[5:].startswith(("'", '"')):
+            arg = "text='" + arg[5:].replace("'", "\\'") + "'"
+        out.append(arg)
+    return out
+
+
+_main = hydra_entry("inspect")(run)
+
+
+def main() -> None:
+    sys.argv = quote_text_override(sys.argv)
+    _main()
+
+if __name__ == "__main__":
+    main()

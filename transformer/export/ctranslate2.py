@@ -1,0 +1,280 @@
+"""An autoregressive translation checkpoint as a CTranslate2 model directory.
+
+CTranslate2 (https://opennmt.net/CTranslate2) serves Transformer translation models on CPUs and
+GPUs with int8/float16 weights and batched search. Its ``TransformerSpec`` describes the same
+network as ``models.EncoderDecoder``; this module fills one from our weights, tensor by tensor:
+
+* token embeddings, multiplied by √d_model in both (``scale_embeddings``);
+* positions: our own table (sinusoidal or learned) is written as ``position_encodings``, since
+  CTranslate2's built-in sinusoid puts all sines before all cosines while ours interleaves them
+  (``modules.positional.sinusoid_table``); T5 relative buckets map to its
+  ``relative_attention_bias`` (one table per stack, shared by its layers as in T5);
+* pre-norm (with each stack's final LayerNorm) or post-norm layers, LayerNorm epsilon copied;
+* self-attention Q, K, V fused into one projection, cross-attention K and V into one;
+* ReLU or exact (erf) GELU; shared source/target embeddings and the tied output projection;
+* the vocabularies are the tokenizers' pieces, so our ``<s>``/``</s>``/``<unk>`` are the model's
+  start, end and unknown tokens, and the source gets ``</s>`` appended as our collator does.
+
+What CTranslate2 cannot compute the same way is refused with an ``ExportError`` that names it
+(a local attention window, models other than the autoregressive encoder-decoder), rather than
+exported as a different network.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import torch
+from torch import nn
+
+from transformer.models.encoder_decoder import EncoderDecoder
+from transformer.modules.layers import PreNormDecoderLayer
+from transformer.modules.positional import (
+    LearnedPositionalEncoding,
+    NoPositionalEncoding,
+    RelativePositionBias,
+    SinusoidalPositionalEncoding,
+    sinusoid_table,
+)
+
+INSTALL_HINT = 'CTranslate2 is not installed: pip install "transformer[export]" (or pip install ctranslate2)'
+# ``quantization=`` values CTranslate2's converter takes (weights stored in that type).
+SOURCE_TOKENIZER, TARGET_TOKENIZER = "source_tokenizer.json", "target_tokenizer.json"
+QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16",
+                 "float16", "bfloat16")
+
+
+class ExportError(ValueError):
+    """The checkpoint's model cannot be expressed exactly in the target format."""
+
+
+def _ct2():
+    try:
+        import ctranslate2
+    except ImportError:
+        raise ExportError(INSTALL_HINT) from None
+    return ctranslate2
+
+
+def _np(t: torch.Tensor) -> np.ndarray:
+    return t.detach().to(torch.float32).cpu().numpy().copy()
+
+
+def check_exportable(model: nn.Module) -> None:
+    """Raise ``ExportError`` naming the first construct CTranslate2 would compute differently."""
+    if not isinstance(model, EncoderDecoder):
+        raise ExportError(
+            f"CTranslate2 export takes an autoregressive translation checkpoint (EncoderDecoder); "
+            f"this one holds a {type(model).__name__}"
+        )
+    if model.encoder.window is not None:
+        raise ExportError(
+            f"the encoder attends within a local window (window={model.encoder.window}); "
+            "CTranslate2's Transformer has no local attention mask, so it would attend to the whole source"
+        )
+    for name, stack in (("encoder", model.encoder), ("decoder", model.decoder)):
+        pos = stack.positional
+        known = (SinusoidalPositionalEncoding, LearnedPositionalEncoding, NoPositionalEncoding, RelativePositionBias)
+        if type(pos) not in known:
+            raise ExportError(f"the {name}'s positional encoding {type(pos).__name__} has no CTranslate2 equivalent")
+    eps = {m.eps for m in model.modules() if isinstance(m, nn.LayerNorm)}
+    if len(eps) > 1:
+        raise ExportError(f"LayerNorms use different epsilons {sorted(eps)}; CTranslate2 takes one for the model")
+    act = model.decoder.layers[0].ffn.activation
+    if act not in (torch.nn.functional.relu, torch.nn.functional.gelu):
+        raise ExportError(f"feed-forward activation {act} has no CTranslate2 equivalent")
+
+
+def _activation(model: EncoderDecoder):
+    from ctranslate2.specs import common_spec
+
+    # exact GELU (erf) is CTranslate2's GELU; GELUTanh would be the approximation
+    return common_spec.Activation.GELU if model.decoder.layers[0].ffn.activation is torch.nn.functional.gelu \
+        else common_spec.Activation.RELU
+
+
+def _set_linear(spec, *linears: nn.Linear) -> None:
+    """One CTranslate2 linear from one or several of ours stacked on the output axis (fused QKV)."""
+    spec.weight = np.concatenate([_np(lin.weight) for lin in linears], axis=0)  # (sum out, in)
+    if all(lin.bias is not None for lin in linears):
+        spec.bias = np.concatenate([_np(lin.bias) for lin in linears], axis=0)
+
+
+def _set_norm(spec, norm: nn.LayerNorm) -> None:
+    spec.gamma = _np(norm.weight)
+    spec.beta = _np(norm.bias)
+
+
+def _set_self_attention(spec, attn, norm: nn.LayerNorm) -> None:
+    _set_linear(spec.linear[0], attn.w_q, attn.w_k, attn.w_v)
+    _set_linear(spec.linear[1], attn.w_o)
+    _set_norm(spec.layer_norm, norm)
+
+
+def _set_cross_attention(spec, attn, norm: nn.LayerNorm) -> None:
+    _set_linear(spec.linear[0], attn.w_q)
+    _set_linear(spec.linear[1], attn.w_k, attn.w_v)
+    _set_linear(spec.linear[2], attn.w_o)
+    _set_norm(spec.layer_norm, norm)
+
+
+def _set_ffn(spec, ffn, norm: nn.LayerNorm) -> None:
+    _set_linear(spec.linear_0, ffn.w_1)
+    _set_linear(spec.linear_1, ffn.w_2)
+    _set_norm(spec.layer_norm, norm)
+
+
+def _set_positions(spec, stack, max_len: int) -> None:
+    """Absolute positions as a table; relative buckets as the first layer's bias, shared."""
+    pos = stack.positional
+    if isinstance(pos, RelativePositionBias):
+        first = spec.layer[0].self_attention
+        first.relative_attention_bias = _np(pos.embedding.weight)  # (num_buckets, H)
+        first.relative_attention_max_distance = np.dtype("int32").type(pos.max_distance)
+        for layer in spec.layer[1:]:
+            layer.self_attention.relative_attention_bias = first.relative_attention_bias
+            layer.self_attention.relative_attention_max_distance = first.relative_attention_max_distance
+        return
+    if isinstance(pos, LearnedPositionalEncoding):
+        table = _np(pos.embedding.weight)  # (max_len, D)
+    elif isinstance(pos, SinusoidalPositionalEncoding):
+        table = _np(sinusoid_table(max_len, stack.d_model))  # (max_len, D), sin/cos interleaved
+    else:  # NoPositionalEncoding: nothing is added
+        table = np.zeros((max_len, stack.d_model), dtype=np.float32)
+    spec.position_encodings.encodings = table
+
+
+def _set_stack(spec, stack, max_len: int, decoder: bool) -> None:
+    emb = spec.embeddings if decoder else spec.embeddings[0]
+    emb.weight = _np(stack.embedding.weight)  # (V, D); both multiply it by √d_model
+    spec.scale_embeddings = True
+    _set_positions(spec, stack, max_len)
+    for layer_spec, layer in zip(spec.layer, stack.layers):
+        _set_self_attention(layer_spec.self_attention, layer.self_attn, layer.norm_1)
+        if decoder:
+            _set_cross_attention(layer_spec.attention, layer.cross_attn, layer.norm_2)
+            _set_ffn(layer_spec.ffn, layer.ffn, layer.norm_3)
+        else:
+            _set_ffn(layer_spec.ffn, layer.ffn, layer.norm_2)
+    if isinstance(stack.final_norm, nn.LayerNorm):
+        _set_norm(spec.layer_norm, stack.final_norm)
+
+
+def _vocabulary(tokenizer) -> list[str]:
+    return [tokenizer.id_to_token(i) for i in range(tokenizer.vocab_size)]
+
+
+def build_ctranslate2_spec(task):
+    """A validated ``ctranslate2.specs.TransformerSpec`` holding ``task``'s model and vocabularies.
+
+    ``task``: a ``TranslationTask`` (as ``tasks.checkpoint.load_task`` returns it).
+    """
+    _ct2()  # ExportError with the install command when missing
+    from ctranslate2.specs import transformer_spec
+
+    model = task.model
+    check_exportable(model)
+    enc, dec = model.encoder, model.decoder
+    relative = isinstance(enc.positional, RelativePositionBias)
+    if relative != isinstance(dec.positional, RelativePositionBias):
+        raise ExportError("CTranslate2 needs relative positions in both stacks or in neither")
+    pre_norm = isinstance(dec.layers[0], PreNormDecoderLayer)
+    spec = transformer_spec.TransformerSpec.from_config(
+        (len(enc.layers), len(dec.layers)), dec.layers[0].self_attn.n_heads,
+        pre_norm=pre_norm, activation=_activation(model), relative_attention_bias=relative,
+    )
+    max_len = int(task.max_len or 1024)
+    _set_stack(spec.encoder, enc, max_len, decoder=False)
+    _set_stack(spec.decoder, dec, max_len, decoder=True)
+    spec.decoder.projection.weight = _np(dec.output_proj.weight)  # (V, D), tied or not
+
+    hp = task.hparams
+    src_tok, tgt_tok = task.src_tokenizer, task.tgt_tokenizer
+    if src_tok is None or tgt_tok is None:
+        raise ExportError("the checkpoint carries no tokenizer, so it has no vocabulary to export")
+    spec.register_source_vocabulary(_vocabulary(src_tok))
+    spec.register_target_vocabulary(_vocabulary(tgt_tok))
+    cfg = spec.config
+    cfg.bos_token = tgt_tok.id_to_token(hp.bos_id)
+    cfg.eos_token = tgt_tok.id_to_token(hp.eos_id)
+    cfg.unk_token = tgt_tok.id_to_token(tgt_tok.unk_id)
+    cfg.decoder_start_token = cfg.bos_token  # decoding starts from our BOS, as in greedy_search
+    cfg.add_source_eos = True  # TranslationCollator appends EOS to every source
+    cfg.layer_norm_epsilon = float(next(m.eps for m in model.modules() if isinstance(m, nn.LayerNorm)))
+    spec.validate()
+    return spec
+
+
+def export_ctranslate2(task, output_dir: str | Path, quantization: str | None = None,
+                       force: bool = False) -> Path:
+    """Write ``task``'s model as a CTranslate2 directory: ``model.bin``, ``config.json``, the
+    vocabularies, and our tokenizers as ``source_tokenizer.json`` / ``target_tokenizer.json``
+    (so the directory alone translates raw text, see ``CTranslate2Translator``).
+    ``quantization`` is CTranslate2's weight type (``int8``, ``float16``, ...; None = float32)."""
+    ct2 = _ct2()
+
+    if quantization is not None and quantization not in QUANTIZATIONS:
+        raise ExportError(f"quantization={quantization!r} unknown; choose from {', '.join(QUANTIZATIONS)}")
+
+    class _TaskConverter(ct2.converters.Converter):
+        def _load(self):
+            return build_ctranslate2_spec(task)
+
+    output_dir = Path(output_dir)
+    if output_dir.exists() and any(output_dir.iterdir()) and not force:
+        raise ExportError(f"output_dir {output_dir} exists and is not empty; pass force=true to replace it")
+    _TaskConverter().convert(str(output_dir), quantization=quantization, force=True)
+    task.src_tokenizer.save(output_dir / SOURCE_TOKENIZER)
+    task.tgt_tokenizer.save(output_dir / TARGET_TOKENIZER)
+    return output_dir
+
+
+class CTranslate2Translator:
+    """Raw sentences in, detokenized translations out, through an exported directory.
+
+    Tokenizes with the exported tokenizer, searches with CTranslate2 under our length rule
+    (at most ``floor(max_len_a * (source pieces + EOS) + max_len_b)`` tokens, EOS included,
+    as ``decoding.greedy_search`` / ``beam_search``) and decodes the pieces back to text.
+    Sentences are grouped by that cap, since CTranslate2 takes one cap per call; within a call
+    CTranslate2 batches ``max_batch_size`` examples or tokens (``batch_type``).
+    """
+
+    def __init__(self, model_dir: str | Path, device: str = "cpu", compute_type: str = "default",
+                 threads: int = 1, max_len_a: float = 1.2, max_len_b: int = 10, max_batch_size: int = 64,
+                 batch_type: str = "examples"):
+        from transformer.data.tokenizer import SubwordTokenizer
+
+        ct2 = _ct2()
+        model_dir = Path(model_dir)
+        self.src_tok = SubwordTokenizer.load(model_dir / SOURCE_TOKENIZER)
+        self.tgt_tok = SubwordTokenizer.load(model_dir / TARGET_TOKENIZER)
+        self.translator = ct2.Translator(str(model_dir), device=device, compute_type=compute_type,
+                                         inter_threads=1, intra_threads=threads)
+        self.max_len_a, self.max_len_b = max_len_a, max_len_b
+        self.banned = [[self.tgt_tok.id_to_token(self.tgt_tok.pad_id)], [self.tgt_tok.id_to_token(self.tgt_tok.bos_id)]]
+        self.max_batch_size, self.batch_type = max_batch_size, batch_type
+
+    def translate_ids(self, sources: list[list[int]], beam_size: int = 1, length_penalty: float = 1.0) -> list[list[int]]:
+        """Source piece ids (without EOS) -> output ids (without BOS/EOS), in input order."""
+        out: list[list[int]] = [[] for _ in sources]
+        caps: dict[int, list[int]] = {}
+        for i, ids in enumerate(sources):
+            if ids:
+                caps.setdefault(int(self.max_len_a * (len(ids) + 1) + self.max_len_b), []).append(i)
+        for cap, rows in caps.items():
+            pieces = [[self.src_tok.id_to_token(t) for t in sources[i]] for i in rows]
+            results = self.translator.translate_batch(
+                pieces, beam_size=beam_size, length_penalty=length_penalty, max_decoding_length=cap,
+                max_batch_size=self.max_batch_size, batch_type=self.batch_type,
+                # as our search: an empty output (EOS first) is allowed, PAD and BOS never chosen
+                min_decoding_length=0, suppress_sequences=self.banned,
+            )
+            for i, res in zip(rows, results):
+                out[i] = [self.tgt_tok.token_to_id(t) for t in res.hypotheses[0]]
+        return out
+
+    def translate(self, sentences: list[str], beam_size: int = 1, length_penalty: float = 1.0) -> list[str]:
+        """Detokenized translations; an empty (or blank) line translates to ""."""
+        sources = [self.src_tok.encode(s) if s.strip() else [] for s in sentences]
+        return [self.tgt_tok.decode(ids) for ids in self.translate_ids(sources, beam_size, length_penalty)]

@@ -1,0 +1,173 @@
+"""Write a checkpoint's attention and position pictures, raw weights and an HTML index.
+
+Each ``inspect_*`` function writes into ``out_dir``: PNGs, one ``.npz`` of the raw arrays
+beside them (keys listed in its docstring), and ``index.html``; it returns the written paths.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from transformer.inspect import plots
+from transformer.inspect.attention import capture_encoder_attention, translation_attention
+from transformer.inspect.positions import position_arrays
+
+
+def piece_labels(tokenizer, ids: Sequence[int]) -> list[str]:
+    """Readable axis labels: each piece's own text (byte-level markers decoded, edges stripped),
+    special tokens by name, ``·`` for a piece that is only whitespace."""
+    specials = {tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id, tokenizer.unk_id}
+    labels = []
+    for i in ids:
+        if i in specials:
+            labels.append(tokenizer.id_to_token(i))
+        else:
+            labels.append(tokenizer.decode([i]).strip() or "·")
+    return labels
+
+
+def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **arrays)
+    return path
+
+
+def inspect_translation(task, sentences: Sequence[str], decode_cfg: dict, out_dir: str | Path,
+                        max_tokens: int = 80) -> list[Path]:
+    """Attention of a translation checkpoint on its own translation of each sentence.
+
+    Per sentence ``k`` a folder ``sentence_{k}/`` with ``encoder_layer{i}.png`` (source ×
+    source), ``decoder_layer{i}.png`` (masked self-attention, decoder input × itself),
+    ``cross_layer{i}.png`` (predicted token × source), one panel per head, and
+    ``alignment.png`` (cross-attention of the last layer averaged over heads). ``attention.npz``
+    holds ``encoder.layer{i} (H, S, S)``, ``decoder.layer{i} (H, T, T)``, ``cross.layer{i}
+    (H, T, S)`` and the token lists ``source``, ``target_in`` (BOS + hypothesis) and
+    ``target_out`` (hypothesis + EOS, what each row predicts).
+    """
+    out_dir = Path(out_dir)
+    hp = task.hparams
+    translator = task.translator(decode_cfg)
+    search = task.search_fn(decode_cfg)
+    written: list[Path] = []
+    sections: dict[str, list[str]] = {}
+    for k, sentence in enumerate(sentences):
+        ids = translator.encode(sentence)
+        src = torch.tensor([ids + [hp.eos_id]], dtype=torch.long)  # (1, S), as the collator builds it
+        hyp = search(src)[0][0][0]
+        att = translation_attention(task.model, src, [hyp], hp.bos_id, hp.pad_id)
+        src_labels = piece_labels(task.src_tokenizer, src[0].tolist())
+        tgt_in = piece_labels(task.tgt_tokenizer, [hp.bos_id, *hyp])
+        tgt_out = piece_labels(task.tgt_tokenizer, [*hyp, hp.eos_id])
+        folder = out_dir / f"sentence_{k}"
+        arrays: dict[str, np.ndarray] = {"source": np.array(src_labels), "target_in": np.array(tgt_in),
+                                         "target_out": np.array(tgt_out),
+                                         "text": np.array([sentence, task.tgt_tokenizer.decode(hyp)])}
+        pictures = []
+        for i, w in enumerate(att.encoder):
+            arrays[f"encoder.layer{i}"] = w[0].numpy()
+            plots.plot_heads(w[0].numpy(), src_labels, src_labels, f"encoder self-attention, layer {i}",
+                             folder / f"encoder_layer{i}.png", max_tokens)
+            pictures.append(f"encoder_layer{i}.png")
+        for i, (sw, cw) in enumerate(zip(att.decoder, att.cross)):
+            arrays[f"decoder.layer{i}"] = sw[0].numpy()
+            arrays[f"cross.layer{i}"] = cw[0].numpy()
+            plots.plot_heads(sw[0].numpy(), tgt_in, tgt_in, f"decoder masked self-attention, layer {i}",
+                             folder / f"decoder_layer{i}.png", max_tokens)
+            plots.plot_heads(cw[0].numpy(), tgt_out, src_labels, f"cross-attention, layer {i}",
+                             folder / f"cross_layer{i}.png", max_tokens)
+            pictures += [f"decoder_layer{i}.png", f"cross_layer{i}.png"]
+        last = len(att.cross) - 1
+        plots.plot_matrix(att.cross[last][0].mean(0).numpy(), tgt_out, src_labels,
+                          f"alignment: cross-attention of layer {last}, mean over heads", folder / "alignment.png",
+                          xlabel="source", ylabel="predicted target", max_tokens=max_tokens)
+        pictures.append("alignment.png")
+        written.append(_save_npz(folder / "attention.npz", arrays))
+        written += [folder / p for p in pictures]
+        sections[f"{k}: {sentence} → {task.tgt_tokenizer.decode(hyp)}"] = [f"sentence_{k}/{p}" for p in pictures]
+    written.append(plots.write_index(out_dir, "attention", sections))
+    return written
+
+
+def inspect_tagging(task, sentences: Sequence[Sequence[str]], out_dir: str | Path, max_tokens: int = 80) -> list[Path]:
+    """Encoder self-attention of a tagger on each pre-tokenized sentence, axes labelled
+    ``piece/TAG`` (the predicted tag on each word's first piece; ``word/TAG`` for models that
+    attend over words). A local window shows as a band, relative-position heads as diagonals.
+
+    Per sentence ``sentence_{k}/encoder_layer{i}.png`` and ``attention.npz`` with
+    ``encoder.layer{i} (H, T, T)``, ``tokens`` and ``tags``.
+    """
+    out_dir = Path(out_dir)
+    written: list[Path] = []
+    sections: dict[str, list[str]] = {}
+    encoder = task.model.encoder
+    for k, words in enumerate(sentences):
+        with capture_encoder_attention(encoder) as calls:
+            tags = task.tag([list(words)])[0]
+        if len(calls) != 1:
+            raise ValueError(f"sentence {k} is longer than the model's positional range; "
+                             f"inspect a shorter one")
+        ids, word_ids = task.tokenizer.encode_words(list(words))
+        if task.model.context == "word":
+            labels = [f"{w}/{t}" for w, t in zip(words, tags)]
+        else:
+            pieces = piece_labels(task.tokenizer, ids)
+            labels = [f"{p}/{tags[w]}" if j == 0 or word_ids[j - 1] != w else p
+                      for j, (p, w) in enumerate(zip(pieces, word_ids))]
+        folder = out_dir / f"sentence_{k}"
+        arrays = {"tokens": np.array(labels), "tags": np.array(tags)}
+        pictures = []
+        for i, w in enumerate(calls[0]):
+            arrays[f"encoder.layer{i}"] = w[0].float().cpu().numpy()
+            plots.plot_heads(arrays[f"encoder.layer{i}"], labels, labels, f"tagger encoder self-attention, layer {i}",
+                             folder / f"encoder_layer{i}.png", max_tokens)
+            pictures.append(f"encoder_layer{i}.png")
+        written.append(_save_npz(folder / "attention.npz", arrays))
+        written += [folder / p for p in pictures]
+        sections[f"{k}: {' '.join(f'{w}/{t}' for w, t in zip(words, tags))}"] = [f"sentence_{k}/{p}" for p in pictures]
+    written.append(plots.write_index(out_dir, "attention", sections))
+    return written
+
+
+def inspect_positions(model: torch.nn.Module, out_dir: str | Path, n_positions: int = 64) -> list[Path]:
+    """The positional encoding of each stack (``encoder``, ``decoder`` where present).
+
+    Absolute: ``{stack}_table.png`` (position × dimension) and ``{stack}_similarity.png``
+    (cosine similarity of positions); relative: ``{stack}_bias.png`` (query × key bias, a
+    panel per head) and ``{stack}_bias_by_distance.png``. ``positions.npz`` holds the arrays
+    as ``{stack}.table`` etc. (see ``positions.position_arrays``).
+    """
+    out_dir = Path(out_dir)
+    arrays: dict[str, np.ndarray] = {}
+    pictures: list[str] = []
+    for stack in ("encoder", "decoder"):
+        module = getattr(model, stack, None)
+        if module is None or not hasattr(module, "positional"):
+            continue
+        a = position_arrays(module.positional, n_positions)
+        arrays.update({f"{stack}.{key}": value for key, value in a.items()})
+        name = type(module.positional).__name__
+        if "table" in a:
+            p = a["table"].shape[0]
+            plots.plot_matrix(a["table"], None, None, f"{stack}: {name}, first {p} positions",
+                              out_dir / f"{stack}_table.png", xlabel="dimension", ylabel="position",
+                              vmin=None, vmax=None, cmap="RdBu_r")
+            plots.plot_matrix(a["similarity"], None, None, f"{stack}: cosine similarity of positions",
+                              out_dir / f"{stack}_similarity.png", xlabel="position", ylabel="position",
+                              vmin=-1.0, vmax=1.0, cmap="RdBu_r")
+            pictures += [f"{stack}_table.png", f"{stack}_similarity.png"]
+        else:
+            pos = [str(i) for i in range(n_positions)]
+            plots.plot_heads(a["bias"], pos, pos, f"{stack}: {name} (query × key)", out_dir / f"{stack}_bias.png",
+                             max_tokens=n_positions, vmin=None, vmax=None)
+            plots.plot_relative_bias(a["bias_by_distance"], a["distances"], f"{stack}: bias by distance",
+                                     out_dir / f"{stack}_bias_by_distance.png")
+            pictures += [f"{stack}_bias.png", f"{stack}_bias_by_distance.png"]
+    if not arrays:
+        raise ValueError(f"{type(model).__name__} has no encoder or decoder with a positional encoding")
+    written = [_save_npz(out_dir / "positions.npz", arrays)] + [out_dir / p for p in pictures]
+    written.append(plots.write_index(out_dir, "positional encodings", {"positions": pictures}))
+    return written
