@@ -7,7 +7,7 @@ vocabulary and lets the loss ignore padding, so its shapes never depend on the d
 compiled GPU step needs). On a CPU the ``D -> V`` product, its softmax and their backward are
 the costliest per-position work, padding needs none of it, and a boolean index costs no device
 sync: this variant projects the N real positions alone. Same loss and gradients
-(``tests/accel/test_losses.py``).
+(``tests/accel/test_real_positions_loss.py``).
 """
 
 from __future__ import annotations
