@@ -41,3 +41,17 @@ def test_compiled_loss_and_gradients_equal_eager():
         torch.testing.assert_close(compiled[2][name], grad, atol=1e-5, rtol=1e-4, msg=name)
     # The parameters are the model's own: state-dict keys stay free of torch.compile's prefix.
     assert all(not k.startswith("_orig_mod") for k in model.state_dict())
+
+
+def test_bf16_weights_train_and_decode():
+    """trainer.precision=bf16-true casts the model to bf16: the loss stays fp32, every parameter
+    gets a bf16 gradient, and search runs on the bf16 model."""
+    from transformer.decoding import greedy_search
+
+    model, batch = _model_and_batch()
+    model.to(torch.bfloat16).train()
+    loss, nll, grads = _run(model, translation_loss, batch)
+    assert loss.dtype == torch.float32 and torch.isfinite(loss)
+    assert all(g.dtype == torch.bfloat16 and torch.isfinite(g).all() for g in grads.values())
+    out = greedy_search(model.eval(), batch[0], bos_id=1, eos_id=2, pad_id=0, max_len_a=0.0, max_len_b=5)
+    assert len(out) == 4 and all(len(h) <= 5 for h in out)
