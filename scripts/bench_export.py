@@ -34,7 +34,7 @@ from hardware import cpu_name  # noqa: E402
 from transformer.data.readers import read_multi30k  # noqa: E402
 from transformer.export.ctranslate2 import CTranslate2Translator, export_ctranslate2  # noqa: E402
 from transformer.tasks.checkpoint import load_task  # noqa: E402
-from transformer.tasks.translation import score_translations  # noqa: E402
+from transformer.evaluation import score_translations  # noqa: E402
 
 
 def timed(fn):

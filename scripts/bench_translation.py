@@ -47,7 +47,7 @@ def build_batches(args):
     """Tokenized (src, tgt_in, tgt_out) batches of Multi30k de→en under a token budget."""
     from transformer.data.readers import read_multi30k
     from transformer.data.tokenizer import SubwordTokenizer
-    from transformer.tasks.translation import token_budget_batches
+    from transformer.data.batching import token_budget_batches
 
     train = read_multi30k("train", "de", "en", mirror_root=args.mirror_root)
     val = read_multi30k("val", "de", "en", mirror_root=args.mirror_root)
@@ -204,7 +204,7 @@ def decode_throughput(ours, peer, tok, val_src, args, device, beam, one_by_one=F
     the batch; with every sentence running to the cap that advantage is not counted here.)
     """
     from transformer.decoding import beam_search, greedy_search
-    from transformer.tasks.translation import token_budget_batches
+    from transformer.data.batching import token_budget_batches
 
     ours.eval(), peer.eval()
     if one_by_one:

@@ -43,7 +43,7 @@ def test_train_evaluate_decode_round_trip(nat_run, mirror_root, tmp_path):
     from transformer.cli import decode, evaluate
     from transformer.data.readers import read_multi30k
     from transformer.tasks.checkpoint import load_task
-    from transformer.tasks.translation import score_translations
+    from transformer.evaluation import score_translations
 
     root, summary, _ = nat_run
     ckpt = summary["best_checkpoint"]

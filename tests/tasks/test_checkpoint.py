@@ -2,7 +2,7 @@ import pytest
 import torch
 
 from transformer.tasks.checkpoint import CheckpointError, load_task, read_checkpoint
-from transformer.tasks.translation import token_budget_batches
+from transformer.data.batching import token_budget_batches
 
 
 def test_missing_checkpoint_names_the_path(tmp_path):

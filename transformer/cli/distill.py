@@ -27,7 +27,8 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli.common import check_decode_settings, checkpoint_label, hydra_entry, load_for_inference
-from transformer.tasks.translation import one_line, score_translations
+from transformer.evaluation import score_translations
+from transformer.inference import one_line
 
 
 def _write_lines(path: Path, lines: list[str]) -> None:

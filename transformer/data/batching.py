@@ -246,6 +246,19 @@ class TaggingCollator:
         return batch
 
 
+def token_budget_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
+    """Indices grouped, longest first, so that ``len(batch) * longest <= max_tokens``
+    (a single sentence longer than the budget still forms its own batch)."""
+    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
+    batches: list[list[int]] = []
+    for i in order:
+        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
+            batches[-1].append(i)
+        else:
+            batches.append([i])
+    return batches
+
+
 def restore_order(indices: Sequence[int], outputs: Sequence, n: int | None = None) -> list:
     """Put per-example ``outputs`` (in batch order, with split ``indices``) back in split order."""
     n = len(outputs) if n is None else n

@@ -36,7 +36,9 @@ from torch import Tensor
 
 from transformer.decoding.nat import mask_predict, nat_length_beam, nat_one_pass
 from transformer.tasks.losses import label_smoothed_nll
-from transformer.tasks.translation import SearchFn, Translator, TranslationTask, build_model
+from transformer.inference import SearchFn, Translator
+from transformer.models.build import build_model
+from transformer.tasks.translation import TranslationTask
 
 # decode.strategy values this task understands; "greedy" (the train/eval default) is the NAT
 # analogue of greedy search: argmax at every position in one pass.
@@ -221,20 +223,6 @@ class NATTranslationTask(TranslationTask):
         self.log("val/length_acc", out["length_acc"], prog_bar=True, batch_size=n_sents, sync_dist=True)
         if self._bleu_due():
             self._add_bleu_stats(batch)
-
-    def _add_bleu_stats(self, batch: dict) -> None:
-        """Decode the batch (one pass by default) and keep sacreBLEU statistics; the parent's
-        ``on_validation_epoch_end`` scores them."""
-        from sacrebleu.metrics import BLEU
-
-        hyps = [h[0][0] for h in self.search_fn(self.hparams.val_decode)(batch["src"])]
-        refs = [self._strip(r) for r in batch["tgt_out"].tolist()]
-        self._bleu_stats.extend(
-            BLEU()._extract_corpus_statistics(
-                [self.tgt_tokenizer.decode(h) for h in hyps],
-                [[self.tgt_tokenizer.decode(r) for r in refs]],
-            )
-        )
 
     # ----------------------------------------------------------------- inference
     def search_fn(self, decode_cfg: dict | None, stats: dict | None = None) -> SearchFn:

@@ -26,7 +26,8 @@ from transformer.data.tokenizer import SubwordTokenizer
 from transformer.tasks.checkpoint import TASK_KEY
 from transformer.tasks.schedules import inverse_sqrt_factor
 from transformer.tasks.tag_metrics import format_report, tagging_metrics
-from transformer.tasks.translation import build_model, token_budget_batches
+from transformer.data.batching import token_budget_batches
+from transformer.models.build import build_model
 
 IGNORE_INDEX = -100
 # Which TaggedSentence field holds the tags of a (dataset, tagset) pair; mirrors

@@ -6,35 +6,22 @@ Shape legend: B sentences, S source tokens, T target tokens, V vocabulary.
 
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
-from typing import Any, Callable, Sequence
+from typing import Sequence
 
-import hydra
 import lightning as L
 import torch
-from sacrebleu.metrics import BLEU, CHRF
 
-from transformer.data.batching import TranslationCollator
 from transformer.data.tokenizer import SubwordTokenizer
 from transformer.decoding import beam_search, greedy_search
+from transformer.evaluation import CorpusBLEU, score_translations, write_outputs
+from transformer.inference import SearchFn, Translator
+from transformer.models.build import build_model
 from transformer.models.ensemble import EnsembleModel
 from transformer.tasks.checkpoint import TASK_KEY
 from transformer.tasks.losses import label_smoothed_nll
 from transformer.tasks.schedules import inverse_sqrt_schedule
-
-# A search function maps a padded source batch (B, S) to n-best (token ids, score) lists.
-SearchFn = Callable[[torch.Tensor], list[list[tuple[list[int], float]]]]
-
-
-def build_model(model_cfg: dict, **injected: Any) -> torch.nn.Module:
-    """Instantiate a model from its resolved config (``_target_`` + hyperparameters), adding
-    what only the data knows (vocabulary sizes, special ids)."""
-    cfg = {k: v for k, v in model_cfg.items() if v is not None or k not in injected}
-    cfg.update({k: v for k, v in injected.items() if v is not None})
-    return hydra.utils.instantiate(cfg, _convert_="all")
-
 
 def translation_loss(model: torch.nn.Module, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor,
                      label_smoothing: float, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -97,7 +84,7 @@ class TranslationTask(L.LightningModule):
         self.tgt_tokenizer: SubwordTokenizer | None = None
         if tokenizers is not None:
             self.set_tokenizers(tokenizers)
-        self._bleu_stats: list[list[int]] = []
+        self._bleu = CorpusBLEU()
         if val_bleu_every < 1:
             raise ValueError(f"task.val_bleu_every must be >= 1, got {val_bleu_every}")
         self._loss_fn = torch.compile(translation_loss, mode=compile_mode) if compile else translation_loss
@@ -215,14 +202,14 @@ class TranslationTask(L.LightningModule):
         self.log("val/loss", loss, prog_bar=True, batch_size=n_tokens, sync_dist=True)
         self.log("val/nll", nll, batch_size=n_tokens, sync_dist=True)
         if self._bleu_due():
-            hyps = [h[0][0] for h in self.search_fn(self.hparams.val_decode)(batch["src"])]
-            refs = [self._strip(r) for r in batch["tgt_out"].tolist()]
-            self._bleu_stats.extend(
-                BLEU()._extract_corpus_statistics(
-                    [self.tgt_tokenizer.decode(h) for h in hyps],
-                    [[self.tgt_tokenizer.decode(r) for r in refs]],
-                )
-            )
+            self._add_bleu_stats(batch)
+
+    def _add_bleu_stats(self, batch: dict) -> None:
+        """Decode the batch with ``val_decode`` and add its BLEU statistics."""
+        hyps = [h[0][0] for h in self.search_fn(self.hparams.val_decode)(batch["src"])]
+        refs = [self._strip(r) for r in batch["tgt_out"].tolist()]
+        decode = self.tgt_tokenizer.decode
+        self._bleu.update([decode(h) for h in hyps], [decode(r) for r in refs])
 
     def _strip(self, ids: list[int]) -> list[int]:
         hp = self.hparams
@@ -246,16 +233,12 @@ class TranslationTask(L.LightningModule):
             # Not measured this epoch: NaN, which checkpointing ranks last and early stopping skips.
             self.log("val/bleu", float("nan"), prog_bar=True, sync_dist=False)
             return
-        # Corpus BLEU is not a mean of per-batch scores: sum the sufficient statistics over
-        # batches and ranks, then score once.
-        stats = torch.tensor(self._bleu_stats, dtype=torch.long, device=self.device)
-        stats = stats.sum(0) if len(stats) else torch.zeros(10, dtype=torch.long, device=self.device)
-        stats = self.all_gather(stats)
+        # Corpus BLEU: sum the sufficient statistics over ranks, then score once.
+        stats = self.all_gather(torch.tensor(self._bleu.stats, dtype=torch.long, device=self.device))
         if stats.dim() > 1:
             stats = stats.sum(0)
-        bleu = BLEU()._compute_score_from_stats(stats.tolist()).score if stats[4] > 0 else 0.0
-        self.log("val/bleu", bleu, prog_bar=True, sync_dist=False)
-        self._bleu_stats.clear()
+        self.log("val/bleu", CorpusBLEU.score(stats.tolist()), prog_bar=True, sync_dist=False)
+        self._bleu.reset()
 
     def configure_optimizers(self):
         hp = self.hparams
@@ -325,85 +308,3 @@ class TranslationTask(L.LightningModule):
         )
         write_outputs(output_dir, f"{split}.{decode_cfg.get('strategy', 'greedy')}", hp.tgt_lang, hyps, metrics)
         return metrics
-
-
-def score_translations(hyps: list[str], refs: list[str]) -> dict:
-    """Cased sacreBLEU (13a), lowercased BLEU and chrF, each with its signature."""
-    cased, lower, chrf = BLEU(), BLEU(lowercase=True), CHRF()
-    b, bl, c = cased.corpus_score(hyps, [refs]), lower.corpus_score(hyps, [refs]), chrf.corpus_score(hyps, [refs])
-    return {
-        "bleu": round(b.score, 2), "bleu_signature": str(cased.get_signature()),
-        "bleu_detail": str(b),
-        "bleu_lowercase": round(bl.score, 2), "bleu_lowercase_signature": str(lower.get_signature()),
-        "chrf": round(c.score, 2), "chrf_signature": str(chrf.get_signature()),
-    }
-
-
-def write_outputs(output_dir: Path, stem: str, lang: str, hyps: list[str], metrics: dict) -> None:
-    """Hypotheses one per line in input order, and the metrics JSON beside them."""
-    output_dir = Path(output_dir)
-    output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / f"{stem}.hyp.{lang}").write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
-    (output_dir / f"{stem}.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
-
-
-def one_line(text: str) -> str:
-    """A translation as exactly one line: a byte-level model can emit CR/LF bytes, and a line
-    break inside an output would shift every later line of a hypothesis file or corpus."""
-    return text.replace("\r", " ").replace("\n", " ")
-
-
-def token_budget_batches(lengths: Sequence[int], max_tokens: int) -> list[list[int]]:
-    """Indices grouped, longest first, so that ``len(batch) * longest <= max_tokens``
-    (a single sentence longer than the budget still forms its own batch)."""
-    order = sorted(range(len(lengths)), key=lambda i: -lengths[i])
-    batches: list[list[int]] = []
-    for i in order:
-        if batches and (len(batches[-1]) + 1) * lengths[batches[-1][0]] <= max_tokens:
-            batches[-1].append(i)
-        else:
-            batches.append([i])
-    return batches
-
-
-class Translator:
-    """Raw sentences in, detokenized n-best lists out, in input order.
-
-    Empty (or whitespace-only) inputs are not sent to the model and translate to ""; every
-    output is a single line (see :func:`one_line`).
-    Sources longer than the model's positional range are cut to ``max_src_len`` tokens; the
-    count of such sentences is kept in ``truncated`` and reported by the CLIs.
-    """
-
-    def __init__(self, search: SearchFn, src_tokenizer, tgt_tokenizer, max_tokens: int = 4096,
-                 max_src_len: int | None = None, device: str | torch.device = "cpu") -> None:
-        self.search, self.src_tok, self.tgt_tok = search, src_tokenizer, tgt_tokenizer
-        self.max_tokens, self.max_src_len, self.device = max_tokens, max_src_len, torch.device(device)
-        self.truncated = 0
-        self.stats: dict[str, float] = {}
-
-    def extra_stats(self) -> dict:
-        """Strategy-specific statistics (e.g. NAT refinement iterations)."""
-        return dict(self.stats)
-
-    def encode(self, text: str) -> list[int]:
-        """Source pieces (the collator appends EOS, exactly as in training)."""
-        ids = self.src_tok.encode(text)
-        if self.max_src_len is not None and len(ids) + 1 > self.max_src_len:
-            self.truncated += 1
-            ids = ids[: self.max_src_len - 1]
-        return ids
-
-    @torch.no_grad()
-    def translate(self, sentences: Sequence[str]) -> list[list[tuple[str, float]]]:
-        out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in sentences]
-        todo = [i for i, s in enumerate(sentences) if s.strip()]
-        encoded = {i: self.encode(sentences[i]) for i in todo}
-        lengths = [len(encoded[i]) + 1 for i in todo]
-        collate = TranslationCollator(self.src_tok.pad_id, self.src_tok.bos_id, self.src_tok.eos_id)
-        for batch in token_budget_batches(lengths, self.max_tokens):
-            src = collate([{"src": encoded[todo[b]], "index": b} for b in batch])["src"]  # (B, S)
-            results = self.search(src.to(self.device))
-            for b, nbest in zip(batch, results):
-                out[todo[b]] = [(one_line(self.tgt_tok.decode(ids)), score) for ids, score in nbest]
-        return out

@@ -1,0 +1,64 @@
+"""Batched translation of raw sentences with any search function.
+
+Shape legend: B sentences, S source tokens.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Sequence
+
+import torch
+
+from transformer.data.batching import TranslationCollator, token_budget_batches
+
+# A search function maps a padded source batch (B, S) to n-best (token ids, score) lists.
+SearchFn = Callable[[torch.Tensor], list[list[tuple[list[int], float]]]]
+
+
+def one_line(text: str) -> str:
+    """A translation as exactly one line: a byte-level model can emit CR/LF bytes, and a line
+    break inside an output would shift every later line of a hypothesis file or corpus."""
+    return text.replace("\r", " ").replace("\n", " ")
+
+
+class Translator:
+    """Raw sentences in, detokenized n-best lists out, in input order.
+
+    Empty (or whitespace-only) inputs are not sent to the model and translate to ""; every
+    output is a single line (see :func:`one_line`).
+    Sources longer than the model's positional range are cut to ``max_src_len`` tokens; the
+    count of such sentences is kept in ``truncated`` and reported by the CLIs.
+    """
+
+    def __init__(self, search: SearchFn, src_tokenizer, tgt_tokenizer, max_tokens: int = 4096,
+                 max_src_len: int | None = None, device: str | torch.device = "cpu") -> None:
+        self.search, self.src_tok, self.tgt_tok = search, src_tokenizer, tgt_tokenizer
+        self.max_tokens, self.max_src_len, self.device = max_tokens, max_src_len, torch.device(device)
+        self.truncated = 0
+        self.stats: dict[str, float] = {}
+
+    def extra_stats(self) -> dict:
+        """Strategy-specific statistics (e.g. NAT refinement iterations)."""
+        return dict(self.stats)
+
+    def encode(self, text: str) -> list[int]:
+        """Source pieces (the collator appends EOS, exactly as in training)."""
+        ids = self.src_tok.encode(text)
+        if self.max_src_len is not None and len(ids) + 1 > self.max_src_len:
+            self.truncated += 1
+            ids = ids[: self.max_src_len - 1]
+        return ids
+
+    @torch.no_grad()
+    def translate(self, sentences: Sequence[str]) -> list[list[tuple[str, float]]]:
+        out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in sentences]
+        todo = [i for i, s in enumerate(sentences) if s.strip()]
+        encoded = {i: self.encode(sentences[i]) for i in todo}
+        lengths = [len(encoded[i]) + 1 for i in todo]
+        collate = TranslationCollator(self.src_tok.pad_id, self.src_tok.bos_id, self.src_tok.eos_id)
+        for batch in token_budget_batches(lengths, self.max_tokens):
+            src = collate([{"src": encoded[todo[b]], "index": b} for b in batch])["src"]  # (B, S)
+            results = self.search(src.to(self.device))
+            for b, nbest in zip(batch, results):
+                out[todo[b]] = [(one_line(self.tgt_tok.decode(ids)), score) for ids, score in nbest]
+        return out
