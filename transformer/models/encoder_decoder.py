@@ -19,7 +19,7 @@ __all__ = ["EncoderDecoder", "EncoderOut"]
 
 
 class EncoderDecoder(nn.Module):
-    """Encoder + autoregressive decoder with the decoding API of ``docs/CONTRACT.md``.
+    """Encoder + autoregressive decoder with the decoding API of ``decoding.api.Seq2SeqModel``.
 
     Shapes:
         ``forward(src (B, S), tgt_in (B, T)) -> logits (B, T, V)`` (teacher forcing;

@@ -182,7 +182,7 @@ class LengthPredictor(nn.Module):
 
 
 class NonAutoregressiveModel(nn.Module):
-    """Encoder + ``NonAutoregressiveDecoder`` + ``LengthPredictor`` (API of ``docs/CONTRACT.md``).
+    """Encoder + ``NonAutoregressiveDecoder`` + ``LengthPredictor`` (the ``decoding.api.NATModel`` API).
 
     Shapes:
         ``encode(src (B, S)) -> EncoderOut``; ``predict_length(enc) -> (B, L)``;
