@@ -1,7 +1,7 @@
 """`transformer-train`: train any task from Hydra config.
 
-    transformer-train experiment=multi30k_de_en trainer.max_epochs=30 model.d_model=512
-    transformer-train experiment=multi30k_de_en ckpt_path=outputs/.../checkpoints/last.ckpt  # resume
+    transformer-train experiment=multi30k trainer.max_epochs=30 model.d_model=512
+    transformer-train experiment=multi30k ckpt_path=outputs/.../checkpoints/last.ckpt  # resume
 """
 
 from __future__ import annotations
