@@ -3,11 +3,11 @@
 #
 #   TRANSFORMER_DATA_MIRROR=../shared/datasets bash scripts/gpu_multi30k.sh runs/gpu [overrides...]
 #
-# Each direction trains with `transformer-train experiment=multi30k_<pair>` plus the overrides
-# (e.g. trainer.max_time=00:00:07:00), in OUTDIR/<experiment>/ with its own data cache. The best
+# Each direction trains with `transformer-train experiment=multi30k pair=<pair>` plus the overrides
+# (e.g. trainer.max_time=00:00:07:00), in OUTDIR/multi30k_<pair>/ with its own data cache. The best
 # checkpoint by validation BLEU is then decoded greedy and beam 5 on test_2016_flickr,
 # test_2017_flickr and test_2017_mscoco by scripts/evaluate_multi30k.py, whose Markdown table
-# lands in OUTDIR/<experiment>.eval.md (hypotheses and JSON in OUTDIR/<experiment>/eval/).
+# lands in OUTDIR/multi30k_<pair>.eval.md (hypotheses and JSON in OUTDIR/multi30k_<pair>/eval/).
 set -uo pipefail
 out=${1:?usage: gpu_multi30k.sh OUTDIR [train overrides...]}
 shift
@@ -16,7 +16,7 @@ mkdir -p "$out"
 exps=(multi30k_de_en multi30k_en_de)
 pids=()
 for exp in "${exps[@]}"; do
-  python3 -m transformer.cli.train experiment="$exp" hydra.run.dir="$out/$exp" \
+  python3 -m transformer.cli.train experiment=multi30k pair="${exp#multi30k_}" hydra.run.dir="$out/$exp" \
     data.data_dir="$out/$exp/cache" test_splits=[] "$@" >"$out/$exp.log" 2>&1 &
   pids+=($!)
 done

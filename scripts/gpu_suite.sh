@@ -8,7 +8,7 @@
 #          counted-FLOP MFU in fp32, bf16 autocast, bf16 weights, and compiled (bf16 autocast and
 #          bf16 weights); then decoding speed -> OUTDIR/bench/*.json, OUTDIR/bench.md
 #   bench_small  the same at d256, 3+3
-#   de_en  the full de→en recipe (experiment=multi30k_de_en) to its configured end, the last five
+#   de_en  the full de→en recipe (experiment=multi30k) to its configured end, the last five
 #   en_de  epochs' checkpoints averaged, then greedy and beam 5 on test_2016_flickr,
 #          test_2017_flickr and test_2017_mscoco for the best and the averaged checkpoint
 #          -> OUTDIR/<step>/ (run folder), OUTDIR/<step>.md (training time, epochs, tables)
@@ -56,7 +56,7 @@ bench() {  # bench D_MODEL LAYERS HEADS D_FF: five precision/compile variants, t
 recipe() {  # recipe PAIR: train, average, evaluate
   local pair=$1 run="$out/$1" start end
   start=$(date +%s)
-  python3 -m transformer.cli.train experiment="multi30k_$pair" hydra.run.dir="$run" \
+  python3 -m transformer.cli.train experiment=multi30k pair="$pair" hydra.run.dir="$run" \
     data.data_dir="$run/cache" test_splits=[] trainer.max_time="$max_time" \
     callbacks.recent_checkpoints.save_top_k=5 $overrides >"$run.train.log" 2>&1
   local rc=$?

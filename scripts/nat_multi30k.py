@@ -28,9 +28,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--pair", default="de_en", choices=["de_en", "en_de"])
     p.add_argument("--out", default="runs/nat_multi30k", type=Path)
     p.add_argument("--at-ckpt", help="a trained AT checkpoint (skip training the teacher)")
-    p.add_argument("--at-experiment", help="default: multi30k_<pair>")
+    p.add_argument("--at-experiment", default="multi30k", help="trained with pair=<pair>")
     p.add_argument("--nat-experiment-suffix", default="",
-                   help="'' (GPU recipe) or '_cpu' (CPU-sized students)")
+                   help="'' (students at size=gpu) or '_cpu' (size=cpu)")
     p.add_argument("--train-extra", nargs="*", default=[], help="overrides for every training run")
     p.add_argument("--at-extra", nargs="*", default=[], help="overrides for the teacher only")
     p.add_argument("--nat-extra", nargs="*", default=[], help="overrides for both NAT runs")
@@ -89,7 +89,7 @@ def main(argv=None) -> dict:
     rows: dict[str, dict] = {}
 
     at_ckpt = Path(args.at_ckpt) if args.at_ckpt else train(
-        run, args.out / "at", args.at_experiment or f"multi30k_{args.pair}", *args.train_extra, *args.at_extra)
+        run, args.out / "at", args.at_experiment, f"pair={args.pair}", *args.train_extra, *args.at_extra)
     m = evaluate(run, at_ckpt, args.out / "eval_at", args.eval_split, args.device,
                  "decode=beam", f"decode.beam_size={args.distill_beam}")
     rows[f"AT beam {args.distill_beam}"] = m
@@ -100,13 +100,14 @@ def main(argv=None) -> dict:
         run("distill", f"ckpt_path={at_ckpt}", "split=train", f"output_dir={distill_dir}", "decode=beam",
             f"decode.beam_size={args.distill_beam}", f"device={args.device}", *limit)
 
-    nat = f"multi30k_{args.pair}_nat{args.nat_experiment_suffix}"
+    nat = "multi30k_nat"
+    nat_recipe = (f"pair={args.pair}", "size=cpu" if args.nat_experiment_suffix == "_cpu" else "size=gpu")
     # Both students use the teacher's tokenizer, so only the training targets differ.
     shared_vocab = f"++data.tokenizer_path={distill_dir}/tokenizer.json"
     students = {
-        "raw": train(run, args.out / "nat_raw", nat, *args.train_extra, *args.nat_extra, shared_vocab),
+        "raw": train(run, args.out / "nat_raw", nat, *nat_recipe, *args.train_extra, *args.nat_extra, shared_vocab),
         "distilled": train(
-            run, args.out / "nat_distill", nat, *args.train_extra, *args.nat_extra, shared_vocab,
+            run, args.out / "nat_distill", nat, *nat_recipe, *args.train_extra, *args.nat_extra, shared_vocab,
             f"++data.train_files.src={distill_dir}/train.{src}", f"++data.train_files.tgt={distill_dir}/train.{tgt}"),
     }
     for data_name, ckpt in students.items():

@@ -11,17 +11,19 @@ import torch
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
 
+from transformer.cli.train import check_config
+
 CONF = Path(__file__).resolve().parents[2] / "conf"
 NAT_MODELS = sorted(p.stem for p in (CONF / "model").glob("nat_*.yaml"))
-NAT_EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*nat*.yaml"))
+NAT_EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("multi30k_nat*.yaml"))
 NAT_DECODES = ["nat_one_pass", "nat_length_beam", "mask_predict"]
 FACTS = dict(vocab_size=120, pad_id=0, bos_id=1, eos_id=2, mask_id=4, src_lang="de", tgt_lang="en")
 
 
 def test_the_nat_configs_exist():
     assert {"nat_tiny", "nat_small", "nat_small_copy", "nat_base"} <= set(NAT_MODELS)
-    assert {"multi30k_de_en_nat", "multi30k_de_en_nat_distill", "multi30k_en_de_nat",
-            "multi30k_en_de_nat_distill"} <= set(NAT_EXPERIMENTS)
+    assert "multi30k_nat" in NAT_EXPERIMENTS
+    assert (CONF / "data" / "multi30k_distilled.yaml").is_file()
 
 
 @pytest.mark.parametrize("model", NAT_MODELS)
@@ -36,23 +38,31 @@ def test_nat_model_config_builds_through_the_task(model, tmp_path):
     assert logits.shape == (1, 3, 120) and length_logits.dim() == 2
 
 
+@pytest.mark.parametrize("pair", ["de_en", "en_de"])
+@pytest.mark.parametrize("distilled", [False, True])
 @pytest.mark.parametrize("experiment", NAT_EXPERIMENTS)
-def test_nat_experiment_composes_and_instantiates(experiment, tmp_path):
-    overrides = [f"experiment={experiment}", f"output_dir={tmp_path}"]
-    if "distill" in experiment:
-        overrides.append(f"distill_dir={tmp_path / 'distilled'}")
+def test_nat_experiment_composes_and_instantiates(experiment, distilled, pair, tmp_path):
+    overrides = [f"experiment={experiment}", f"pair={pair}", f"output_dir={tmp_path}"]
+    if distilled:
+        overrides += ["data=multi30k_distilled", f"distill_dir={tmp_path / 'distilled'}"]
     cfg = compose_cfg("train", overrides)
     OmegaConf.resolve(cfg)
     src, tgt = cfg.data.src_lang, cfg.data.tgt_lang
-    assert experiment.startswith(f"multi30k_{src}_{tgt}_nat")
-    assert cfg.task._target_ == "transformer.tasks.nat.NATTranslationTask"
-    assert cfg.task.val_decode.strategy == "nat_one_pass"
-    if "distill" in experiment:
+    assert f"{src}_{tgt}" == pair
+    # runs on distilled targets go to their own folder, e.g. multi30k_de_en_nat_distill
+    kind = experiment.removeprefix("multi30k")
+    assert cfg.name == f"multi30k_{pair}{kind}" + ("_distill" if distilled else "")
+    if experiment == "multi30k_nat":
+        assert cfg.task._target_ == "transformer.tasks.nat.NATTranslationTask"
+        assert cfg.task.val_decode.strategy == "nat_one_pass"
+    if distilled:
         assert cfg.data.train_files == {"src": f"{tmp_path}/distilled/train.{src}",
                                         "tgt": f"{tmp_path}/distilled/train.{tgt}"}
         assert cfg.data.tokenizer_path == f"{tmp_path}/distilled/tokenizer.json"
     dm = instantiate(cfg.data)  # constructor only: nothing is read
-    assert dm.train_files is None or dm.train_files["src"].endswith(f"train.{src}")
+    assert dm.train_files == (dict(cfg.data.train_files) if distilled else None)
+    # validation and test keep the original references whatever the training targets
+    assert dm.val_split == "val" and "test_2016_flickr" in dm.test_splits
     # the task the experiment names, with its model shrunk (sizes are the model tests' job)
     task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
     cls = get_class(task_cfg.pop("_target_"))
@@ -62,9 +72,11 @@ def test_nat_experiment_composes_and_instantiates(experiment, tmp_path):
     task.search_fn(OmegaConf.to_container(cfg.test_decode))
 
 
-def test_distill_experiment_needs_distill_dir(tmp_path):
-    cfg = compose_cfg("train", ["experiment=multi30k_de_en_nat_distill", f"output_dir={tmp_path}"])
+def test_distilled_data_needs_distill_dir(tmp_path):
+    cfg = compose_cfg("train", ["experiment=multi30k_nat", "data=multi30k_distilled", f"output_dir={tmp_path}"])
     assert OmegaConf.is_missing(cfg, "distill_dir")
+    with pytest.raises(ValueError, match="distill_dir: required"):
+        check_config(cfg)  # transformer-train stops here, with one error: line
 
 
 @pytest.mark.parametrize("decode", NAT_DECODES)
@@ -95,7 +107,7 @@ def test_distilled_data_module_hyperparameters_load_with_weights_only(tmp_path):
     refuses omegaconf objects such as the ``train_files`` mapping."""
     from transformer.cli.train import build_datamodule
 
-    cfg = compose_cfg("train", ["experiment=multi30k_de_en_nat_distill", f"distill_dir={tmp_path}",
+    cfg = compose_cfg("train", ["experiment=multi30k_nat", "data=multi30k_distilled", f"distill_dir={tmp_path}",
                                 f"output_dir={tmp_path}"])
     dm = build_datamodule(cfg)
     assert dm.hparams["train_files"] == {"src": f"{tmp_path}/train.de", "tgt": f"{tmp_path}/train.en"}

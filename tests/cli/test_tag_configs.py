@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from hydra_helpers import compose_cfg
 from hydra.utils import get_class, instantiate
+from lightning.pytorch.accelerators import CPUAccelerator
 from omegaconf import OmegaConf
 
 from transformer.models.tagger import Tagger
@@ -43,7 +44,31 @@ def test_tagging_experiment_composes_and_instantiates(experiment, tmp_path):
     assert task.configure_optimizers()["optimizer"].__class__.__name__ == "AdamW"
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c]
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=False)
-    assert trainer.max_epochs >= 1
+    # the recipe's budget, on a CPU, with clipped gradients (conf/recipe/tagging.yaml)
+    assert trainer.max_epochs == cfg.trainer.max_epochs and trainer.max_epochs >= 12
+    assert isinstance(trainer.accelerator, CPUAccelerator) and trainer.gradient_clip_val == 1.0
+    stopping = [c for c in trainer.callbacks if type(c).__name__ == "MeasuredEarlyStopping"]
+    assert [(c.monitor, c.patience) for c in stopping] == [("val/acc", cfg.callbacks.early_stopping.patience)]
+
+
+@pytest.mark.parametrize("experiment", sorted(TAG_EXPERIMENTS))
+def test_tagging_recipes_extend_the_tagging_base(experiment, tmp_path):
+    cfg = compose_cfg("train", [f"experiment={experiment}", f"output_dir={tmp_path}"])
+    # what conf/recipe/tagging.yaml gives every tagging recipe
+    assert cfg.model._target_ == "transformer.models.tagger.Tagger" and cfg.model.d_model == 192
+    assert cfg.model.positional._target_ == "transformer.modules.positional.RelativePositionBias"
+    assert cfg.model.char_channels >= 128 and (cfg.task.lr, cfg.task.warmup_steps) == (1.5e-3, 200)
+    assert (cfg.monitor, cfg.monitor_mode, cfg.trainer.accelerator) == ("val/acc", "max", "cpu")
+
+
+def test_gum_xpos_is_gum_upos_on_the_other_tag_set(tmp_path):
+    upos = compose_cfg("train", ["experiment=gum_upos", f"output_dir={tmp_path}"])
+    xpos = compose_cfg("train", ["experiment=gum_xpos", f"output_dir={tmp_path}"])
+    assert (upos.data.tagset, xpos.data.tagset) == ("upos", "xpos")
+    assert (upos.model.window, xpos.model.window) == (4, None)
+    for cfg in (upos, xpos):
+        cfg.name, cfg.data.tagset, cfg.model.window = None, None, None
+    assert upos == xpos
 
 
 def test_adversarial_experiment_extends_gum_upos_wsj(tmp_path):

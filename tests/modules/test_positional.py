@@ -49,9 +49,27 @@ def test_sinusoid_extrapolates_past_max_len():
     torch.testing.assert_close(out[0], sinusoid_table(8, 8)[5:8])
 
 
-def test_uniform_constructor_kwargs():
-    for cls in (SinusoidalPositionalEncoding, LearnedPositionalEncoding, RelativePositionBias, NoPositionalEncoding):
-        cls(d_model=8, n_heads=2, max_len=16, causal=True)
+@pytest.mark.parametrize(
+    "cls", [SinusoidalPositionalEncoding, LearnedPositionalEncoding, RelativePositionBias, NoPositionalEncoding])
+def test_uniform_constructor_kwargs(cls):
+    """Every scheme takes the one keyword set a config's ``_partial_`` factory passes, and
+    uses the arguments that apply to it."""
+    pos = cls(d_model=8, n_heads=2, max_len=16, causal=True)
+    x = torch.zeros(3, 5, 8)
+    out, bias = pos(x), pos.attention_bias(5, 5)
+    assert out.shape == x.shape
+    if cls is SinusoidalPositionalEncoding:
+        assert pos.pe.shape == (16, 8) and bias is None
+        torch.testing.assert_close(out, sinusoid_table(16, 8)[:5].expand(3, 5, 8))
+    elif cls is LearnedPositionalEncoding:
+        assert (pos.embedding.num_embeddings, pos.embedding.embedding_dim) == (16, 8) and bias is None
+        torch.testing.assert_close(out, pos.embedding.weight[:5].expand(3, 5, 8))
+    elif cls is RelativePositionBias:
+        assert torch.equal(out, x) and bias.shape == (1, 2, 5, 5)
+        # causal: every future key shares the distance-0 bucket, so the first query sees one value
+        assert torch.equal(bias[0, :, 0, 1:], bias[0, :, 0, :1].expand(2, 4))
+    else:
+        assert torch.equal(out, x) and bias is None
 
 
 def test_relative_bias_shape_identity_forward_and_offset():

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hydra import compose, initialize_config_dir
+from omegaconf import OmegaConf
 import pytest
 import torch
 import torch.nn.functional as F
-import yaml
 
 from transformer.tasks.nat import NATTranslationTask, nat_targets, random_mask
 
@@ -17,7 +18,8 @@ PAD, BOS, EOS, MASK, V = 0, 1, 2, 4, 40
 
 
 def make_task(decoder_input: str = "mask", **overrides) -> NATTranslationTask:
-    cfg = yaml.safe_load((REPO / "conf/model/nat_tiny.yaml").read_text())
+    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):  # nat_tiny extends a base
+        cfg = OmegaConf.to_container(compose("train", ["model=nat_tiny", "output_dir=."]).model)
     cfg["decoder_input"] = decoder_input
     kwargs = dict(model=cfg, vocab_size=V, pad_id=PAD, bos_id=BOS, eos_id=EOS, src_lang="de",
                   tgt_lang="en", mask_id=MASK)

@@ -1,7 +1,7 @@
 """`transformer-train`: train any task from Hydra config.
 
-    transformer-train experiment=multi30k_de_en trainer.max_epochs=30 model.d_model=512
-    transformer-train experiment=multi30k_de_en ckpt_path=outputs/.../checkpoints/last.ckpt  # resume
+    transformer-train experiment=multi30k trainer.max_epochs=30 model.d_model=512
+    transformer-train experiment=multi30k ckpt_path=outputs/.../checkpoints/last.ckpt  # resume
 """
 
 from __future__ import annotations
@@ -70,7 +70,10 @@ def build_task(cfg: DictConfig, dm):
 def check_config(cfg: DictConfig) -> None:
     """Type-check the instantiated groups (trainer, data, task, model, callbacks, loggers)
     against their targets' signatures, and the decode settings of validation and test,
-    before any data is prepared."""
+    before any data is prepared; a required top-level value (``???``) left unset is an error."""
+    missing = [key for key in cfg if OmegaConf.is_missing(cfg, key)]  # e.g. distill_dir
+    if missing:
+        raise ValueError(f"{', '.join(missing)}: required; set it on the command line ({missing[0]}=...)")
     for group in ("trainer", "data", "task", "model"):
         check_config_types(cfg.get(group), group)
     for group in ("callbacks", "logger"):
