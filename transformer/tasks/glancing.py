@@ -32,8 +32,8 @@ class GlancingSchedule:
     anneal_steps: int = 0
 
     def __post_init__(self) -> None:
-        if self.ratio_start < 0 or self.ratio_end < 0 or self.anneal_steps < 0:
-            raise ValueError(f"task.glancing needs non-negative ratios and anneal_steps, got {self}")
+        if not (0 <= self.ratio_start <= 1 and 0 <= self.ratio_end <= 1) or self.anneal_steps < 0:
+            raise ValueError(f"task.glancing needs ratios in [0, 1] and anneal_steps >= 0, got {self}")
 
     @classmethod
     def from_config(cls, cfg: dict | None) -> "GlancingSchedule":
