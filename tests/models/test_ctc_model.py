@@ -2,21 +2,20 @@
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import torch
-import yaml
+
+from model_configs import model_config
 
 from transformer.models.build import build_model
 from transformer.models.ctc import upsample, upsample_positions
 
-REPO = Path(__file__).resolve().parents[2]
 PAD, EOS, MASK = 0, 2, 4
 
 
 def tiny_model(**overrides):
-    cfg = yaml.safe_load((REPO / "conf/model/nat_ctc_tiny.yaml").read_text())
+    cfg = model_config("nat_ctc_tiny")
     cfg.update(overrides)
     return build_model(cfg, vocab_size=30, pad_id=PAD, blank_id=MASK).eval()
 

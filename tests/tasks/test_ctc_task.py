@@ -6,23 +6,22 @@ from __future__ import annotations
 
 import itertools
 import math
-from pathlib import Path
 
 import pytest
 import torch
-import yaml
+
+from model_configs import model_config
 
 from transformer.decoding.ctc import ctc_collapse
 from transformer.tasks.checkpoint import TASK_KEY, task_class
 from transformer.tasks.ctc import CTCTranslationTask, ctc_losses
 from transformer.tasks.glancing import ctc_best_alignment, ctc_required_lengths
 
-REPO = Path(__file__).resolve().parents[2]
 PAD, BOS, EOS, MASK, V = 0, 1, 2, 4, 40
 
 
 def make_task(**overrides) -> CTCTranslationTask:
-    cfg = yaml.safe_load((REPO / "conf/model/nat_ctc_tiny.yaml").read_text())
+    cfg = model_config("nat_ctc_tiny")
     cfg.update(overrides.pop("model", {}))
     kwargs = dict(model=cfg, vocab_size=V, pad_id=PAD, bos_id=BOS, eos_id=EOS, src_lang="de",
                   tgt_lang="en", mask_id=MASK)

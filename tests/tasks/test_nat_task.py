@@ -3,21 +3,20 @@ prediction, the missing causal mask, and decoding through the task's search func
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import pytest
 import torch
 import torch.nn.functional as F
-import yaml
+
+from model_configs import model_config
 
 from transformer.tasks.nat import NATTranslationTask, nat_targets, random_mask
 
-REPO = Path(__file__).resolve().parents[2]
 PAD, BOS, EOS, MASK, V = 0, 1, 2, 4, 40
 
 
 def make_task(decoder_input: str = "mask", **overrides) -> NATTranslationTask:
-    cfg = yaml.safe_load((REPO / "conf/model/nat_tiny.yaml").read_text())
+    cfg = model_config("nat_tiny")
     cfg["decoder_input"] = decoder_input
     kwargs = dict(model=cfg, vocab_size=V, pad_id=PAD, bos_id=BOS, eos_id=EOS, src_lang="de",
                   tgt_lang="en", mask_id=MASK)
