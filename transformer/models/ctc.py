@@ -95,7 +95,7 @@ class CTCNonAutoregressiveModel(nn.Module):
         self,
         vocab_size: int,
         pad_id: int,
-        blank_id: int,
+        blank_id: int | None = None,
         d_model: int = 512,
         n_heads: int = 8,
         n_encoder_layers: int = 6,
@@ -117,6 +117,8 @@ class CTCNonAutoregressiveModel(nn.Module):
         tgt_vocab_size = vocab_size if tgt_vocab_size is None else tgt_vocab_size
         if share_embeddings and tgt_vocab_size != vocab_size:
             raise ValueError(f"share_embeddings needs one joint vocabulary, got {vocab_size} vs {tgt_vocab_size}")
+        if blank_id is None:
+            raise ValueError("a CTC model needs blank_id (the tokenizer's [MASK] id)")
         if upsample_ratio < 1:
             raise ValueError(f"upsample_ratio must be >= 1, got {upsample_ratio}")
         if upsample_mode not in UPSAMPLE_MODES:
