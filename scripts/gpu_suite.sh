@@ -12,13 +12,21 @@
 #   en_de  epochs' checkpoints averaged, then greedy and beam 5 on test_2016_flickr,
 #          test_2017_flickr and test_2017_mscoco for the best and the averaged checkpoint
 #          -> OUTDIR/<step>/ (run folder), OUTDIR/<step>.md (training time, epochs, tables)
+#   nat_ctc  (not in the default list; after de_en) the de_en step's averaged checkpoint distils the
+#          training set (transformer-distill, beam 5; kept and reused if OUTDIR/nat_ctc_distill
+#          holds it), experiment=multi30k_nat_ctc trains on it to $SUITE_CTC_MAX_TIME (default
+#          00:00:05:00), then one pass on test_2016_flickr (BLEU cased and lowercased) and
+#          scripts/nat_benchmark.py (AT greedy vs CTC one pass, batch 1 and 64, on the GPU and on
+#          one warm CPU thread) -> OUTDIR/nat_ctc/, OUTDIR/nat_ctc.md. A CPU try-out:
+#            SUITE_CTC_MAX_TIME=00:00:01:00 SUITE_CTC_OVERRIDES="size=cpu debug=fast" \
+#            SUITE_DISTILL_OVERRIDES="limit=64" bash scripts/gpu_suite.sh OUTDIR nat_ctc
 #
 # Training uses the recipe plus $SUITE_TRAIN_OVERRIDES (default: a compiled loss); a training
 # step is cut at $SUITE_MAX_TIME (default 00:00:08:00) so that it ends inside 10 minutes, and its
 # .md says whether the recipe reached its configured end. The exit status is non-zero when a
 # step failed; the others still run.
 set -uo pipefail
-out=${1:?usage: gpu_suite.sh OUTDIR [bench|bench_small|de_en|en_de ...]}
+out=${1:?usage: gpu_suite.sh OUTDIR [bench|bench_small|de_en|en_de|nat_ctc ...]}
 shift
 steps=("$@")
 [ ${#steps[@]} -eq 0 ] && steps=(bench bench_small de_en en_de)
@@ -94,12 +102,61 @@ PY
   cat "$out/$pair.md"
 }
 
+nat_ctc() {  # distil with de_en's averaged teacher, train the CTC recipe on it, measure one pass
+  local teacher="$out/de_en/checkpoints/averaged.ckpt" run="$out/nat_ctc" distilled="$out/nat_ctc_distill"
+  local cache="$out/de_en/cache" dev start end best
+  [ -f "$teacher" ] || { echo "nat_ctc needs the de_en step's $teacher" >&2; status=1; return; }
+  dev=$(python3 -c 'import torch; print("cuda" if torch.cuda.is_available() else "cpu")')
+  if [ ! -f "$distilled/distill.json" ]; then
+    python3 -m transformer.cli.distill ckpt_path="$teacher" split=train output_dir="$distilled" decode=beam \
+      decode.beam_size=5 data_dir="$cache" ${SUITE_DISTILL_OVERRIDES:-} >"$run.distill.log" 2>&1 \
+      || { echo "distillation failed: see $run.distill.log" >&2; status=1; return; }
+  fi
+  start=$(date +%s)
+  python3 -m transformer.cli.train experiment=multi30k_nat_ctc data=multi30k_distilled distill_dir="$distilled" \
+    hydra.run.dir="$run" data.data_dir="$cache" test_splits=[] trainer.max_time="${SUITE_CTC_MAX_TIME:-00:00:05:00}" \
+    ${SUITE_CTC_OVERRIDES:-} >"$run.train.log" 2>&1
+  local rc=$?
+  end=$(date +%s)
+  if [ $rc -ne 0 ] || [ ! -f "$run/train_summary.json" ]; then
+    echo "training nat_ctc failed: see $run.train.log" >&2; status=1; return
+  fi
+  best=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["best_checkpoint"] or "")' "$run/train_summary.json")
+  python3 -m transformer.cli.evaluate ckpt_path="$best" split=test_2016_flickr decode=ctc_one_pass \
+    output_dir="$run/eval" data_dir="$cache" >>"$run.eval.log" 2>&1 || status=1
+  python3 "$here/nat_benchmark.py" --at-ckpt "$teacher" --ctc-ckpt "$best" --only "AT greedy" "CTC one pass" \
+    --device "$dev" --data-dir "$cache" --output "$run/bench_$dev.json" >"$run/bench_$dev.log" 2>&1 || status=1
+  OMP_NUM_THREADS=1 python3 "$here/nat_benchmark.py" --at-ckpt "$teacher" --ctc-ckpt "$best" --threads 1 --turn 20 \
+    --only "AT greedy" "CTC one pass" --data-dir "$cache" --output "$run/bench_cpu1.json" >"$run/bench_cpu1.log" 2>&1 || status=1
+  {
+    local gpu
+    gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
+    echo "## multi30k_nat_ctc on distilled de→en ($(date -u +%F), ${gpu:-no GPU})"
+    echo
+    echo "Teacher: $teacher; overrides: \`${SUITE_CTC_OVERRIDES:-}\`; wall time of transformer-train: $((end - start)) s."
+    python3 - "$run" <<'PY'
+import json, sys
+from pathlib import Path
+run = Path(sys.argv[1])
+s = json.load(open(run / "train_summary.json"))
+print(f"Epochs run: {s['epochs']}; updates: {s['global_step']}; best val/bleu {s['best_score']}.\n")
+m = json.load(open(run / "eval" / "test_2016_flickr.ctc_one_pass.json"))
+print(f"test_2016_flickr, one pass: BLEU {m['bleu']} cased, {m['bleu_lowercase']} lowercased ({m['bleu_signature']}).")
+for name in sorted(run.glob("bench_*.log")):
+    table = [l for l in name.read_text().splitlines() if l.startswith("|")]
+    print(f"\n### {name.stem}\n"); print("\n".join(table))
+PY
+  } >"$out/nat_ctc.md"
+  cat "$out/nat_ctc.md"
+}
+
 for step in "${steps[@]}"; do
   case $step in
     bench) bench 512 4 8 2048 ;;
     bench_small) bench 256 3 4 1024 ;;
     de_en|en_de) recipe "$step" ;;
-    *) echo "unknown step $step (bench, bench_small, de_en, en_de)" >&2; status=2 ;;
+    nat_ctc) nat_ctc ;;
+    *) echo "unknown step $step (bench, bench_small, de_en, en_de, nat_ctc)" >&2; status=2 ;;
   esac
 done
 exit $status

@@ -102,3 +102,26 @@ def test_an_ensemble_teacher_distils_with_the_averaged_probabilities(at_checkpoi
     assert single["checkpoint"] == str(ckpt)
     assert (tmp_path / "ens" / "train.en").read_text() == (tmp_path / "one" / "train.en").read_text()
     assert type(load_task([ckpt, ckpt]).model).__name__ == "EnsembleModel"
+
+
+def test_a_ctc_student_trains_on_the_distilled_corpus(at_checkpoint, mirror_root, tmp_path):
+    from transformer.cli import distill, train
+    from transformer.tasks.checkpoint import load_task
+
+    ckpt, root = at_checkpoint
+    out = tmp_path / "distilled"
+    distill.run(compose_cfg("distill", [
+        f"ckpt_path={ckpt}", "split=train", f"output_dir={out}", "decode=greedy", "decode.max_len_a=0",
+        "decode.max_len_b=6", f"limit={N}", f"data_dir={root / 'cache'}", f"mirror_root={mirror_root}", "device=cpu",
+    ]))
+    summary = train.run(compose_cfg("train", [
+        "model=nat_ctc_tiny", "task=nat_ctc", "decode@task.val_decode=ctc_one_pass", "debug=fast", "logger=csv",
+        "++data.eval_splits=[val]", "trainer.limit_val_batches=1", f"output_dir={tmp_path / 'ctc'}",
+        f"data.data_dir={root / 'cache'}", f"data.mirror_root={mirror_root}",
+        f"++data.train_files.src={out / 'train.de'}", f"++data.train_files.tgt={out / 'train.en'}",
+        f"data.tokenizer_path={out / 'tokenizer.json'}",
+    ]))
+    student = load_task(summary["last_checkpoint"])
+    assert student.task_name == "nat_ctc"
+    # the student shares the teacher's vocabulary (the tokenizer written beside the corpus)
+    assert student.tgt_tokenizer.to_str() == load_task(ckpt).tgt_tokenizer.to_str()

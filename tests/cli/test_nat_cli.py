@@ -98,6 +98,7 @@ def test_autoregressive_strategy_on_a_nat_checkpoint_is_a_clear_error(nat_run, t
 
 
 def _load_benchmark_script():
+    """The command line around ``transformer.evaluation.nat`` (a script, not a package module)."""
     import importlib.util
 
     spec = importlib.util.spec_from_file_location("nat_benchmark", CONF.parent / "scripts" / "nat_benchmark.py")
@@ -118,6 +119,7 @@ def test_nat_benchmark_script_runs_on_the_checkpoint(nat_run, mirror_root, tmp_p
     assert set(systems) == {"NAT one pass", "NAT length beam 3", "Mask-Predict T=4", "Mask-Predict T=10"}
     for r in systems.values():
         assert r["latency_batch1"]["sentences"] == 2 and r["throughput_batch4"]["sentences"] == 8
+        assert r["checkpoint"] == summary["best_checkpoint"] and "bleu_lowercase" in r
     assert systems["NAT one pass"]["avg_iterations"] == 1.0
 
 
@@ -125,7 +127,8 @@ def test_nat_benchmark_script_runs_on_the_checkpoint(nat_run, mirror_root, tmp_p
 def test_nat_benchmark_latency_turns(turn):
     """Each system translates every sentence once, one at a time, ``turn`` in a row, the
     systems' order rotating from one turn to the next."""
-    bench = _load_benchmark_script()
+    from transformer.evaluation.nat import latency
+
     calls = []
 
     class Recorder:
@@ -136,7 +139,7 @@ def test_nat_benchmark_latency_turns(turn):
             calls.append((self.name, tuple(batch)))
 
     sentences = [f"s{i}" for i in range(7)]
-    out = bench.latency({"a": Recorder("a"), "b": Recorder("b")}, sentences, warmup=0, turn=turn)
+    out = latency({"a": Recorder("a"), "b": Recorder("b")}, sentences, warmup=0, turn=turn)
     assert {name: r["sentences"] for name, r in out.items()} == {"a": 7, "b": 7}
     for name in "ab":
         assert [b for n, b in calls if n == name] == [(s,) for s in sentences]

@@ -3,23 +3,19 @@ prediction, the missing causal mask, and decoding through the task's search func
 
 from __future__ import annotations
 
-from pathlib import Path
-
-from hydra import compose, initialize_config_dir
-from omegaconf import OmegaConf
 import pytest
 import torch
 import torch.nn.functional as F
 
+from model_configs import model_config
+
 from transformer.tasks.nat import NATTranslationTask, nat_targets, random_mask
 
-REPO = Path(__file__).resolve().parents[2]
 PAD, BOS, EOS, MASK, V = 0, 1, 2, 4, 40
 
 
 def make_task(decoder_input: str = "mask", **overrides) -> NATTranslationTask:
-    with initialize_config_dir(config_dir=str(REPO / "conf"), version_base="1.3"):  # nat_tiny extends a base
-        cfg = OmegaConf.to_container(compose("train", ["model=nat_tiny", "output_dir=."]).model)
+    cfg = model_config("nat_tiny")
     cfg["decoder_input"] = decoder_input
     kwargs = dict(model=cfg, vocab_size=V, pad_id=PAD, bos_id=BOS, eos_id=EOS, src_lang="de",
                   tgt_lang="en", mask_id=MASK)

@@ -1,9 +1,10 @@
 """Search: greedy and beam search for autoregressive models, one-pass / length-beam /
-Mask-Predict decoding for non-autoregressive ones. Talks to models only through the API in
-``decoding.api``."""
+Mask-Predict decoding for non-autoregressive ones, best-path decoding for CTC ones. Talks to
+models only through the API in ``decoding.api`` (and ``decoding.ctc.CTCModel``)."""
 
 from transformer.decoding.api import EncoderOutLike, KVCacheLike, NATModel, Seq2SeqModel
 from transformer.decoding.beam import Hypothesis, beam_search, normalized_score
+from transformer.decoding.ctc import collapse_paths, ctc_collapse, ctc_one_pass
 from transformer.decoding.greedy import greedy_search
 from transformer.decoding.nat import (
     NATStats,
@@ -22,6 +23,9 @@ __all__ = [
     "NATStats",
     "Seq2SeqModel",
     "beam_search",
+    "collapse_paths",
+    "ctc_collapse",
+    "ctc_one_pass",
     "greedy_search",
     "mask_predict",
     "nat_length_beam",

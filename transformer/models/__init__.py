@@ -1,5 +1,6 @@
 """Models assembled from ``transformer.modules``: plain ``torch.nn``, no Lightning or Hydra."""
 
+from transformer.models.ctc import CTCNonAutoregressiveModel
 from transformer.models.decoder import AutoregressiveDecoder
 from transformer.models.encoder import EncoderOut, TransformerEncoder
 from transformer.models.encoder_decoder import EncoderDecoder
@@ -10,6 +11,7 @@ from transformer.models.tagger import Tagger
 
 __all__ = [
     "AutoregressiveDecoder",
+    "CTCNonAutoregressiveModel",
     "EncoderDecoder",
     "EncoderOut",
     "EnsembleModel",

@@ -55,8 +55,10 @@ class NonAutoregressiveDecoder(nn.Module):
     """Decoder layers without a causal mask: every position sees every other.
 
     ``forward(memory (B, S, D), src_pad_mask (B, S), tgt_tokens (B, T), tgt_pad_mask (B, T),
-    src_embed (B, S, D) | None, positions (B, T) bool | None) -> logits (B, T, V)``, or ``(N, V)``
-    for the N ``positions`` given (``logits[positions]``, the other positions never projected).
+    src_embed (B, S, D) | None, positions (B, T) bool | None, reveal (B, T) bool | None)
+    -> logits (B, T, V)``, or ``(N, V)`` for the N ``positions`` given (``logits[positions]``,
+    the other positions never projected). ``forward_embeddings`` runs the same stack on inputs
+    the caller built (the CTC model's upsampled source).
 
     Args:
         decoder_input: ``"copy"`` — inputs are uniformly copied source embeddings
@@ -103,14 +105,30 @@ class NonAutoregressiveDecoder(nn.Module):
             self.output_proj.weight = self.embedding.weight
         init_weights(self, d_model)
 
-    def forward(self, memory: Tensor, src_pad_mask: Tensor, tgt_tokens: Tensor, tgt_pad_mask: Tensor,
-                src_embed: Tensor | None = None, positions: Tensor | None = None) -> Tensor:
-        if self.decoder_input == "copy":
-            if src_embed is None:
-                raise ValueError("copy inputs need src_embed (EncoderOut.src_embed)")
-            x = uniform_copy(src_embed, src_pad_mask, tgt_pad_mask)  # (B, T, D)
-        else:
-            x = self.embedding(tgt_tokens) * math.sqrt(self.d_model)  # (B, T, D)
+    def embed_tokens(self, tokens: Tensor) -> Tensor:
+        """Scaled token embeddings ``(B, T) -> (B, T, D)``, as the encoder scales its own."""
+        if self.embedding is None:
+            raise ValueError("this decoder has no token embedding (copy inputs, untied, unshared): "
+                             "it cannot read target tokens")
+        return self.embedding(tokens) * math.sqrt(self.d_model)  # (B, T, D)
+
+    def inputs(self, tgt_tokens: Tensor, tgt_pad_mask: Tensor, src_embed: Tensor | None,
+               src_pad_mask: Tensor, reveal: Tensor | None = None) -> Tensor:
+        """Decoder inputs ``(B, T, D)``: copied source embeddings or token embeddings; with
+        ``reveal (B, T)`` bool, those positions hold the embedding of ``tgt_tokens`` instead
+        (glancing training, Qian et al. 2021)."""
+        if self.decoder_input == "mask":
+            return self.embed_tokens(tgt_tokens)  # revealed positions already hold gold tokens
+        if src_embed is None:
+            raise ValueError("copy inputs need src_embed (EncoderOut.src_embed)")
+        x = uniform_copy(src_embed, src_pad_mask, tgt_pad_mask)  # (B, T, D)
+        if reveal is not None:
+            x = torch.where(reveal.unsqueeze(-1), self.embed_tokens(tgt_tokens), x)  # (B, T, D)
+        return x
+
+    def forward_embeddings(self, x: Tensor, memory: Tensor, src_pad_mask: Tensor, tgt_pad_mask: Tensor,
+                           positions: Tensor | None = None) -> Tensor:
+        """The decoder stack on given inputs ``x (B, T, D)`` -> logits ``(B, T, V)`` or ``(N, V)``."""
         t = x.size(1)
         x = self.dropout(self.positional(x))
         self_mask = merge_masks(tgt_pad_mask)  # (B, 1, 1, T): padding only, no causal mask
@@ -121,6 +139,12 @@ class NonAutoregressiveDecoder(nn.Module):
         if positions is not None:
             x = x[positions]  # (B, T, D) -> (N, D): only the positions the caller scores
         return self.output_proj(self.final_norm(x))  # (B, T, D) -> (B, T, V), or (N, D) -> (N, V)
+
+    def forward(self, memory: Tensor, src_pad_mask: Tensor, tgt_tokens: Tensor, tgt_pad_mask: Tensor,
+                src_embed: Tensor | None = None, positions: Tensor | None = None,
+                reveal: Tensor | None = None) -> Tensor:
+        x = self.inputs(tgt_tokens, tgt_pad_mask, src_embed, src_pad_mask, reveal)  # (B, T, D)
+        return self.forward_embeddings(x, memory, src_pad_mask, tgt_pad_mask, positions)
 
 
 class LengthPredictor(nn.Module):
@@ -274,17 +298,19 @@ class NonAutoregressiveModel(nn.Module):
         return self.length_predictor.to_classes(tgt_lengths, enc.src_pad_mask.sum(1))
 
     def decode(self, enc: EncoderOut, tgt_tokens: Tensor, tgt_pad_mask: Tensor | None = None,
-               positions: Tensor | None = None) -> Tensor:
+               positions: Tensor | None = None, reveal: Tensor | None = None) -> Tensor:
         """Logits ``(B, T, V)`` for every target position at once.
 
         ``tgt_pad_mask`` (True = real) defaults to ``tgt_tokens != pad_id``; in copy
-        mode only it (the target lengths) matters, the tokens are ignored. With
-        ``positions (B, T)`` bool, only those positions' logits ``(N, V)`` (training scores
-        the masked positions alone).
+        mode only it (the target lengths) matters, the tokens are ignored except at the
+        ``reveal (B, T)`` positions (glancing training), whose inputs are their embeddings.
+        With ``positions (B, T)`` bool, only those positions' logits ``(N, V)`` (training
+        scores the masked positions alone).
         """
         if tgt_pad_mask is None:
             tgt_pad_mask = pad_mask(tgt_tokens, self.pad_id)
-        return self.decoder(enc.memory, enc.src_pad_mask, tgt_tokens, tgt_pad_mask, enc.src_embed, positions)
+        return self.decoder(enc.memory, enc.src_pad_mask, tgt_tokens, tgt_pad_mask, enc.src_embed,
+                            positions, reveal)
 
     def forward(self, src: Tensor, tgt_tokens: Tensor, tgt_pad_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """``(logits (B, T, V), length_logits (B, L))``."""

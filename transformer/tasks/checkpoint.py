@@ -14,6 +14,7 @@ import torch
 TASKS = {
     "translation": "transformer.tasks.translation:TranslationTask",
     "nat": "transformer.tasks.nat:NATTranslationTask",
+    "nat_ctc": "transformer.tasks.ctc:CTCTranslationTask",
     "tagging": "transformer.tasks.tagging:TaggingTask",
 }
 TASK_KEY = "transformer_task"

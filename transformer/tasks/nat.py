@@ -17,6 +17,13 @@ Decoder inputs (chosen by ``model.decoder_input``):
   ``L`` a number ``n ~ Uniform{1..L}`` of positions is drawn, those positions are replaced by
   ``[MASK]``, and the token loss covers the masked positions only.
 
+Glancing (``glancing``: ``ratio_start``, ``ratio_end``, ``anneal_steps``; GLAT, Qian et al.
+2021), in either input mode: a first pass without gradient predicts every position from the
+unrevealed inputs (all ``[MASK]``, or the copied source); ``floor(ratio × Hamming distance to the
+target)`` positions, drawn uniformly among the real ones, then hold the gold token (its
+embedding) in the second pass, whose token loss covers the other positions only. It replaces
+Mask-Predict's random masking during training; validation keeps the random mask.
+
 The length loss (cross-entropy over the model's length classes, as in Mask-Predict) is added
 with weight ``length_loss_weight``. Logged: ``train/loss``, ``train/nll``,
 ``train/length_loss``, ``val/loss``, ``val/nll``, ``val/length_loss``, ``val/length_acc``
@@ -35,6 +42,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from transformer.decoding.nat import mask_predict, nat_length_beam, nat_one_pass
+from transformer.tasks.glancing import GlancingSchedule, reveal_counts, reveal_positions
 from transformer.tasks.losses import label_smoothed_nll
 from transformer.inference import SearchFn, Translator
 from transformer.models.build import build_model
@@ -87,6 +95,8 @@ class NATTranslationTask(TranslationTask):
         mask_id: the tokenizer's ``[MASK]`` id, given to the model in ``mask`` input mode.
         length_loss_weight: weight of the length cross-entropy in the total loss
             (Mask-Predict and fairseq's CMLM use 0.1).
+        glancing: ``{"ratio_start", "ratio_end", "anneal_steps"}`` (``tasks.glancing``);
+            None or both ratios 0: no glancing.
     """
 
     task_name = "nat"
@@ -104,6 +114,7 @@ class NATTranslationTask(TranslationTask):
         tgt_vocab_size: int | None = None,
         label_smoothing: float = 0.1,
         length_loss_weight: float = 0.1,
+        glancing: dict | None = None,
         lr: float = 5e-4,
         betas: Sequence[float] = (0.9, 0.98),
         eps: float = 1e-9,
@@ -120,6 +131,7 @@ class NATTranslationTask(TranslationTask):
         if compile:
             raise ValueError("task.compile is available for autoregressive translation only; "
                              "set task.compile=false for a NAT model")
+        schedule = GlancingSchedule.from_config(glancing)  # a bad schedule fails before the model is built
         # TranslationTask.__init__ saves every argument of this __init__ as hyperparameters
         # (Lightning collects the arguments of each __init__ frame in the call chain).
         super().__init__(
@@ -129,6 +141,7 @@ class NATTranslationTask(TranslationTask):
             warmup_steps=warmup_steps, val_bleu=val_bleu, val_bleu_every=val_bleu_every,
             val_decode=val_decode, compile=compile, compile_mode=compile_mode, data=data, tokenizers=tokenizers,
         )
+        self.glancing = schedule
 
     # ----------------------------------------------------------------- construction
     @property
@@ -157,34 +170,38 @@ class NATTranslationTask(TranslationTask):
         """``(logits (B, T, V), length_logits (B, L))``."""
         return self.model(src, tgt_tokens, tgt_pad_mask)
 
-    def compute_losses(self, batch: dict, masked: Tensor | None = None) -> dict[str, Tensor]:
+    def compute_losses(self, batch: dict, masked: Tensor | None = None, glance_ratio: float = 0.0,
+                       generator: torch.Generator | None = None) -> dict[str, Tensor]:
         """Token and length losses of one batch.
 
         Args:
             batch: ``src (B, S)``, ``tgt_in (B, T + 1)`` from the data module.
-            masked: ``(B, T)`` bool, positions to replace by ``[MASK]`` (mask mode only);
-                drawn with :func:`random_mask` when None.
+            masked: ``(B, T)`` bool, positions to replace by ``[MASK]`` (mask mode only, ignored
+                in copy mode); drawn with :func:`random_mask` when None and not glancing.
+            glance_ratio: above 0, glancing training decides the positions instead (see the
+                module docstring); ``generator`` draws the revealed positions.
 
         Returns:
             ``loss`` (token loss + weight * length loss), ``token_loss``, ``nll`` (per real
             token of the loss), ``length_loss``, ``length_acc`` (fraction of sentences whose
             most probable length is exact), ``n_tokens`` (tokens in the token loss),
-            ``length_logits (B, L)``.
+            ``revealed`` (``(B, T)`` bool, the glanced positions, or None), ``length_logits (B, L)``.
         """
         hp = self.hparams
         target, real = nat_targets(batch["tgt_in"], hp.pad_id)  # (B, T), (B, T)
-        if self.decoder_input == "mask":
-            if masked is None:
-                masked = random_mask(real)
-            masked = masked & real
-            tgt_tokens = target.masked_fill(masked, hp.mask_id)  # (B, T)
-            gold = target.masked_fill(~masked, -100)  # loss on masked positions only
-        else:
-            tgt_tokens, gold = target, target.masked_fill(~real, -100)
-        scored = gold.ne(-100)  # (B, T): the positions with a loss, the only ones projected to V
         enc = self.model.encode(batch["src"])
-        logits = self.model.decode(enc, tgt_tokens, real, scored)  # (N, V)
-        token_loss, nll = label_smoothed_nll(logits, gold[scored], hp.label_smoothing, hp.pad_id)
+        revealed = None
+        if glance_ratio > 0:
+            revealed = self.glance(enc, target, real, glance_ratio, generator)
+            masked = real & ~revealed
+        elif self.decoder_input != "mask":
+            masked = None  # copy inputs: every real position is scored
+        elif masked is None:
+            masked = random_mask(real)
+        scored = real if masked is None else masked & real  # (B, T): the only positions projected to V
+        tgt_tokens = target.masked_fill(scored, hp.mask_id) if self.decoder_input == "mask" else target
+        logits = self.model.decode(enc, tgt_tokens, real, scored, revealed)  # (N, V)
+        token_loss, nll = label_smoothed_nll(logits, target[scored], hp.label_smoothing, hp.pad_id)
         length_logits = self.model.predict_length(enc)  # (B, L)
         lengths = real.sum(1)  # (B,)
         length_loss = F.cross_entropy(length_logits.float(), self.model.length_targets(lengths, enc))
@@ -196,12 +213,28 @@ class NATTranslationTask(TranslationTask):
             "length_loss": length_loss,
             "length_acc": predicted.eq(lengths).float().mean(),
             "n_tokens": scored.sum(),
+            "revealed": revealed,
             "length_logits": length_logits,
         }
 
+    @torch.no_grad()
+    def glance(self, enc, target: Tensor, real: Tensor, ratio: float,
+               generator: torch.Generator | None = None) -> Tensor:
+        """First pass on unrevealed inputs; ``(B, T)`` bool, the ``floor(ratio ×`` Hamming
+        distance``)`` real positions per sentence whose gold token the second pass reads."""
+        first_in = target.masked_fill(real, self.hparams.mask_id) if self.decoder_input == "mask" else target
+        predicted = self.model.decode(enc, first_in, real).argmax(-1)  # (B, T, V) -> (B, T)
+        errors = (predicted.ne(target) & real).sum(1)  # (B,)
+        return reveal_positions(real, reveal_counts(errors, ratio), generator)
+
     def training_step(self, batch: dict, batch_idx: int) -> Tensor:
-        out = self.compute_losses(batch)
+        ratio = self.glancing.ratio(self.global_step) if self.glancing.enabled else 0.0
+        out = self.compute_losses(batch, glance_ratio=ratio)
         n_tokens, n_sents = int(out["n_tokens"]), batch["src"].size(0)
+        if out["revealed"] is not None:
+            self.log("train/glance_ratio", ratio, batch_size=n_sents)
+            n_revealed = out["revealed"].sum()  # the real positions are the revealed and the scored ones
+            self.log("train/revealed", n_revealed / (n_revealed + n_tokens).clamp(min=1), batch_size=n_sents)
         self.log("train/loss", out["loss"], prog_bar=True, batch_size=n_tokens)
         self.log("train/nll", out["nll"], batch_size=n_tokens)
         self.log("train/length_loss", out["length_loss"], batch_size=n_sents)

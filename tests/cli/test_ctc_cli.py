@@ -1,0 +1,86 @@
+"""CTC NAT end to end through the CLIs: a tiny CTC model with glancing trains (debug=fast), then
+transformer-evaluate and transformer-decode read the checkpoint alone; a distilled corpus from
+transformer-distill is its training data."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hydra_helpers import compose_cfg
+
+TINY_CTC = [
+    "model=nat_ctc_tiny", "task=nat_ctc", "decode@task.val_decode=ctc_one_pass", "trainer=cpu", "debug=fast",
+    "logger=csv", "data.src_lang=de", "data.tgt_lang=en", "data.vocab_size=300", "++data.eval_splits=[val]",
+    "trainer.limit_val_batches=1", "test_splits=[]", "name=ctc_tiny",
+    "task.glancing.ratio_start=0.5", "task.glancing.ratio_end=0.3", "task.glancing.anneal_steps=2",
+]
+
+
+@pytest.fixture(scope="module")
+def ctc_run(tmp_path_factory, mirror_root):
+    from transformer.cli import train
+
+    root = tmp_path_factory.mktemp("ctc_cli")
+    cfg = compose_cfg("train", [*TINY_CTC, f"output_dir={root / 'run'}", f"data.data_dir={root / 'cache'}",
+                                f"data.mirror_root={mirror_root}"])
+    return root, train.run(cfg)
+
+
+def test_ctc_model_trains_with_glancing_and_logs_its_metrics(ctc_run):
+    root, summary = ctc_run
+    assert summary["global_step"] == 3 and Path(summary["best_checkpoint"]).is_file()
+    header = (root / "run" / "csv" / "metrics.csv").read_text().splitlines()[0].split(",")
+    for key in ("train/loss", "train/glance_ratio", "train/revealed", "train/ctc_infeasible", "val/loss", "val/bleu"):
+        assert key in header, key
+
+
+def test_evaluate_and_decode_read_the_checkpoint_alone(ctc_run, mirror_root, tmp_path):
+    from transformer.cli import decode, evaluate
+    from transformer.tasks.checkpoint import load_task
+
+    root, summary = ctc_run
+    ckpt = summary["best_checkpoint"]
+    task = load_task(ckpt)
+    assert task.task_name == "nat_ctc" and task.glancing.ratio_start == 0.5
+    metrics = evaluate.run(compose_cfg("eval", [
+        f"ckpt_path={ckpt}", "split=val", "decode=ctc_one_pass", f"output_dir={tmp_path}",
+        f"data_dir={root / 'cache'}", f"mirror_root={mirror_root}", "device=cpu"]))
+    written = json.loads((tmp_path / "val.ctc_one_pass.json").read_text())
+    assert written["bleu"] == metrics["bleu"] and written["sentences"] == 1014
+    assert metrics["avg_iterations"] == 1.0 and "bleu_lowercase" in metrics
+
+    src_file = tmp_path / "in.de"
+    sources = ["Ein Hund läuft.", "", "Zwei Männer spielen Fußball im Park."]
+    src_file.write_text("\n".join(sources) + "\n", encoding="utf-8")
+    expected = [n[0][0] for n in task.translator({"strategy": "ctc_one_pass"}).translate(sources)]
+    for strategy in ("ctc_one_pass", "nat_one_pass", "greedy"):
+        lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}",
+                                                  f"output={tmp_path / 'out.en'}", f"decode={strategy}", "device=cpu"]))
+        assert lines == expected and lines[1] == ""
+
+
+def test_a_length_predicting_strategy_on_a_ctc_checkpoint_is_a_clear_error(ctc_run, tmp_path):
+    from transformer.cli import decode
+
+    src_file = tmp_path / "in.de"
+    src_file.write_text("Ein Hund läuft.\n", encoding="utf-8")
+    with pytest.raises(ValueError, match="CTC"):
+        decode.run(compose_cfg("decode", [f"ckpt_path={ctc_run[1]['best_checkpoint']}", f"input={src_file}",
+                                          "decode=mask_predict", "device=cpu"]))
+
+
+def test_nat_benchmark_counts_a_ctc_checkpoint(ctc_run, mirror_root, tmp_path):
+    from transformer.evaluation.nat import SYSTEMS, benchmark
+    from transformer.tasks.checkpoint import load_task
+
+    root, summary = ctc_run
+    task = load_task(summary["best_checkpoint"])
+    sources = ["Ein Hund läuft.", "Zwei Männer spielen Fußball im Park.", "Eine Frau liest."]
+    results = benchmark({"ctc": task}, sources, sources, SYSTEMS, latency_sentences=2, throughput_sentences=3,
+                        batch_size=2, warmup=1)
+    assert list(results) == ["CTC one pass"]
+    r = results["CTC one pass"]
+    assert r["latency_batch1"]["sentences"] == 2 and r["throughput_batch2"]["sentences"] == 3
+    assert r["avg_iterations"] == 1.0 and "bleu_lowercase" in r

@@ -1,0 +1,169 @@
+"""Non-autoregressive translation with a CTC output layer: no length predictor.
+
+The decoder reads the source embeddings upsampled ``upsample`` (λ) times and predicts one token
+or a blank at each of the λ·S positions; the output is the argmax path with repeats merged and
+blanks dropped (Libovický & Helcl 2018; Saharia et al. 2020; Gu & Kong 2021). Training sums over
+every alignment of the target with ``F.ctc_loss`` (``tasks.ctc``).
+
+The blank is the tokenizer's ``[MASK]`` id (``blank_id``): a CTC model never reads masks, the
+token never occurs in text, and reusing it keeps the tokenizer, the vocabulary size and the tied
+output projection unchanged (an extra output row would need an untied projection or a special
+row outside the shared embedding).
+
+Shape legend: B batch, S source length, U = λ·S upsampled (decoder) length, D = d_model,
+V vocabulary (blank included).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from transformer.models.encoder import EncoderOut, TransformerEncoder
+from transformer.models.init import init_weights
+from transformer.models.nat import NonAutoregressiveDecoder
+from transformer.modules.masks import pad_mask
+
+UPSAMPLE_MODES = ("copy", "interpolate")
+
+
+def upsample_positions(src_lengths: Tensor, ratio: int, u: int, mode: str = "copy") -> tuple[Tensor, Tensor]:
+    """Fractional source position that each of the ``u`` decoder positions reads.
+
+    ``copy``: position ``j`` reads source ``j // ratio`` (each source embedding λ times).
+    ``interpolate``: the ``λ S_b`` positions of row ``b`` spread evenly over ``0 .. S_b - 1``
+    (``j (S_b - 1) / (λ S_b - 1)``), read by linear interpolation. Both depend on the row's own
+    length only, so padding never changes a real position's input.
+
+    Args:
+        src_lengths: ``(B,)`` real source lengths; ratio: λ; u: padded upsampled length.
+
+    Returns:
+        ``lower (B, U)`` long source indices and ``frac (B, U)`` weights of ``lower + 1``
+        (all zero in copy mode), clamped into each row's real positions.
+    """
+    j = torch.arange(u, device=src_lengths.device, dtype=torch.float32).unsqueeze(0)  # (1, U)
+    last = (src_lengths - 1).clamp(min=0).unsqueeze(1).float()  # (B, 1)
+    if mode == "copy":
+        pos = torch.div(j, ratio, rounding_mode="floor").expand(src_lengths.size(0), -1)  # (B, U)
+    elif mode == "interpolate":
+        span = (src_lengths * ratio - 1).clamp(min=1).unsqueeze(1).float()  # (B, 1)
+        pos = j * last / span  # (B, U)
+    else:
+        raise ValueError(f"upsample mode must be one of {UPSAMPLE_MODES}, got {mode!r}")
+    pos = torch.minimum(pos, last)  # padding positions read the last real token (masked anyway)
+    lower = pos.floor()
+    frac = pos - lower
+    return lower.long(), frac
+
+
+def upsample(src_embed: Tensor, src_pad_mask: Tensor, ratio: int, mode: str = "copy") -> tuple[Tensor, Tensor]:
+    """Source embeddings ``(B, S, D)`` -> decoder inputs ``(B, U, D)`` and their mask ``(B, U)``.
+
+    ``U = ratio * S``; row ``b`` has ``ratio * S_b`` real positions (True = real), so source
+    padding becomes upsampled padding.
+    """
+    s, d = src_embed.shape[1:]
+    lengths = src_pad_mask.sum(1)  # (B,)
+    u = ratio * s
+    lower, frac = upsample_positions(lengths, ratio, u, mode)  # (B, U), (B, U)
+    upper = torch.minimum(lower + 1, (lengths - 1).clamp(min=0).unsqueeze(1))  # (B, U)
+    frac = frac.unsqueeze(-1).to(src_embed.dtype)  # (B, U, 1)
+    low = src_embed.gather(1, lower.unsqueeze(-1).expand(-1, -1, d))  # (B, U) -> (B, U, D)
+    high = src_embed.gather(1, upper.unsqueeze(-1).expand(-1, -1, d))  # (B, U) -> (B, U, D)
+    x = low * (1 - frac) + high * frac  # (B, U, D)
+    real = torch.arange(u, device=lengths.device).unsqueeze(0) < (ratio * lengths).unsqueeze(1)  # (B, U)
+    return x, real
+
+
+class CTCNonAutoregressiveModel(nn.Module):
+    """Encoder + ``NonAutoregressiveDecoder`` over the upsampled source, scored with CTC.
+
+    Shapes:
+        ``encode(src (B, S)) -> EncoderOut`` (with ``src_embed``);
+        ``decoder_mask(enc) -> (B, U)`` bool, True = real upsampled position;
+        ``decode(enc, glance_tokens (B, U) | None, reveal (B, U) | None) -> logits (B, U, V)``;
+        ``forward(src) -> (logits (B, U, V), decoder_mask (B, U))``.
+
+    Args (beyond ``EncoderDecoder``'s):
+        blank_id: the CTC blank (the tokenizer's ``[MASK]`` id; see the module docstring).
+        upsample_ratio: λ, decoder positions per source token (Gu & Kong 2021 use 2 or 3).
+        upsample_mode: ``copy`` (each source embedding λ times) or ``interpolate``.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        pad_id: int,
+        blank_id: int | None = None,
+        d_model: int = 512,
+        n_heads: int = 8,
+        n_encoder_layers: int = 6,
+        n_decoder_layers: int = 6,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        positional=None,
+        norm_first: bool = False,
+        activation: str = "relu",
+        window: int | None = None,
+        max_len: int = 1024,
+        tgt_vocab_size: int | None = None,
+        share_embeddings: bool = True,
+        tie_output: bool = True,
+        upsample_ratio: int = 2,
+        upsample_mode: str = "copy",
+    ):
+        super().__init__()
+        tgt_vocab_size = vocab_size if tgt_vocab_size is None else tgt_vocab_size
+        if share_embeddings and tgt_vocab_size != vocab_size:
+            raise ValueError(f"share_embeddings needs one joint vocabulary, got {vocab_size} vs {tgt_vocab_size}")
+        if blank_id is None:
+            raise ValueError("a CTC model needs blank_id (the tokenizer's [MASK] id)")
+        if upsample_ratio < 1:
+            raise ValueError(f"upsample_ratio must be >= 1, got {upsample_ratio}")
+        if upsample_mode not in UPSAMPLE_MODES:
+            raise ValueError(f"upsample_mode must be one of {UPSAMPLE_MODES}, got {upsample_mode!r}")
+        self.pad_id, self.blank_id = pad_id, blank_id
+        self.mask_id = None  # decoding.api.NATModel: this model reads no target tokens
+        self.vocab_size = tgt_vocab_size
+        self.upsample_ratio, self.upsample_mode = upsample_ratio, upsample_mode
+        self.encoder = TransformerEncoder(
+            vocab_size, d_model, n_heads, n_encoder_layers, d_ff, dropout, pad_id,
+            positional=positional, norm_first=norm_first, activation=activation, window=window, max_len=max_len,
+        )
+        self.decoder = NonAutoregressiveDecoder(
+            tgt_vocab_size, d_model, n_heads, n_decoder_layers, d_ff, dropout, pad_id,
+            positional=positional, norm_first=norm_first, activation=activation, max_len=max_len,
+            decoder_input="copy", embedding=self.encoder.embedding if share_embeddings else None,
+            tie_output=tie_output,
+        )
+        init_weights(self, d_model)
+
+    def encode(self, src: Tensor) -> EncoderOut:
+        """``src (B, S)`` -> ``EncoderOut`` with the scaled source embeddings kept."""
+        src_pad_mask = pad_mask(src, self.pad_id)
+        src_embed = self.encoder.embed_tokens(src)  # (B, S, D)
+        memory = self.encoder.forward_embeddings(src_embed, src_pad_mask)
+        return EncoderOut(memory, src_pad_mask, src_embed)
+
+    def decoder_mask(self, enc: EncoderOut) -> Tensor:
+        """``(B, U)`` bool: True at the ``λ S_b`` real decoder positions of each row."""
+        lengths = enc.src_pad_mask.sum(1) * self.upsample_ratio  # (B,)
+        u = enc.src_pad_mask.size(1) * self.upsample_ratio
+        return torch.arange(u, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, U)
+
+    def decode(self, enc: EncoderOut, glance_tokens: Tensor | None = None, reveal: Tensor | None = None) -> Tensor:
+        """Logits ``(B, U, V)`` at every upsampled position (padding positions included).
+
+        With ``reveal (B, U)`` bool, those positions read the embedding of ``glance_tokens (B, U)``
+        (an alignment's token or blank) instead of the upsampled source: glancing training.
+        """
+        x, real = upsample(enc.src_embed, enc.src_pad_mask, self.upsample_ratio, self.upsample_mode)  # (B, U, D)
+        if reveal is not None:
+            x = torch.where(reveal.unsqueeze(-1), self.decoder.embed_tokens(glance_tokens), x)  # (B, U, D)
+        return self.decoder.forward_embeddings(x, enc.memory, enc.src_pad_mask, real)
+
+    def forward(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        """``(logits (B, U, V), decoder_mask (B, U))``."""
+        enc = self.encode(src)
+        return self.decode(enc), self.decoder_mask(enc)

@@ -1,0 +1,233 @@
+"""Non-autoregressive translation with CTC: a ``CTCNonAutoregressiveModel`` trained with the CTC
+loss over its upsampled decoder positions, optionally with glancing, decoded in one pass.
+
+Targets. As for ``tasks.nat``: the bare target (``tgt_in`` without BOS), no EOS; the output
+length is whatever the collapsed path gives, so there is no length loss.
+
+Loss. ``F.ctc_loss`` (log-softmax in fp32, ``zero_infinity``) summed over sentences and divided
+by the number of target tokens it covers (``train/nll``). A sentence whose decoder input is
+too short for its target (``λ S_b`` below the target length plus its repeated neighbours) has no
+alignment: its loss is zeroed rather than infinite, its tokens leave the count, and the number
+of such sentences is logged (``train/ctc_infeasible``). With ``label_smoothing`` ε > 0 the loss
+is ``(1 - ε) CTC + ε`` times the mean negative log-probability over the vocabulary at the real
+decoder positions (the usual smoothing for CTC-based NAT, e.g. fairseq's NAT-CTC criterion).
+
+Glancing (``glancing``: ``ratio_start``, ``ratio_end``, ``anneal_steps``; Gu & Kong 2021, sec.
+3.3). A first pass without gradient gives the argmax path and the CTC loss's best alignment
+(``tasks.glancing.ctc_best_alignment``); ``floor(ratio × Hamming distance)`` decoder positions,
+drawn uniformly among the real ones, read the alignment's token (or blank) embedding in the
+second pass. The loss stays the CTC loss over the whole target: a revealed position is one
+alignment's choice, not a target token, and the CTC loss sums over every alignment, so there is
+no per-token term to drop (Gu & Kong keep the full CTC loss for the same reason). Validation
+never glances.
+
+Logged: ``train/loss``, ``train/nll``, ``train/ctc_infeasible``, ``train/glance_ratio`` and
+``train/revealed`` (fraction of decoder positions revealed) when glancing; ``val/loss``,
+``val/nll``, ``val/ctc_infeasible``, ``val/bleu`` (one pass).
+
+Shape legend: B sentences, S source tokens, U = λ·S decoder positions, L target tokens,
+V vocabulary.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor
+
+from transformer.decoding.ctc import ctc_one_pass
+from transformer.inference import SearchFn, Translator
+from transformer.models.build import build_model
+from transformer.tasks.glancing import (
+    GlancingSchedule,
+    ctc_best_alignment,
+    ctc_required_lengths,
+    reveal_counts,
+    reveal_positions,
+)
+from transformer.tasks.nat import NATTranslationTask, nat_targets
+from transformer.tasks.translation import TranslationTask
+
+# decode.strategy values: best-path decoding; the NAT one-pass names are aliases of it.
+CTC_STRATEGIES = ("ctc_one_pass", "nat_one_pass", "greedy")
+
+
+def ctc_losses(log_probs: Tensor, in_lengths: Tensor, target: Tensor, tgt_lengths: Tensor,
+               blank_id: int) -> tuple[Tensor, Tensor, Tensor]:
+    """Summed CTC loss, the target tokens it covers, and the sentences it cannot align.
+
+    Args:
+        log_probs: ``(B, U, V)`` fp32; in_lengths: ``(B,)``; target: ``(B, L)``; tgt_lengths: ``(B,)``.
+
+    Returns:
+        ``(loss_sum, n_tokens, n_infeasible)``, scalars; infeasible sentences add 0 and no tokens.
+    """
+    losses = F.ctc_loss(log_probs.transpose(0, 1), target, in_lengths, tgt_lengths, blank=blank_id,
+                        reduction="none", zero_infinity=True)  # (U, B, V) -> (B,)
+    feasible = in_lengths >= ctc_required_lengths(target, tgt_lengths)  # (B,)
+    return losses.sum(), (tgt_lengths * feasible).sum(), (~feasible).sum()
+
+
+class CTCTranslationTask(TranslationTask):
+    """Training and decoding of a ``CTCNonAutoregressiveModel`` (see module docstring).
+
+    Args beyond ``TranslationTask``'s:
+        mask_id: the tokenizer's ``[MASK]`` id, the model's CTC blank.
+        glancing: ``{"ratio_start", "ratio_end", "anneal_steps"}`` (``GlancingSchedule``);
+            None or both ratios 0 disable glancing.
+        label_smoothing: ε of the smoothing term (see module docstring; 0 disables).
+    """
+
+    task_name = "nat_ctc"
+
+    def __init__(
+        self,
+        model: dict,
+        vocab_size: int,
+        pad_id: int,
+        bos_id: int,
+        eos_id: int,
+        src_lang: str,
+        tgt_lang: str,
+        mask_id: int | None = None,
+        tgt_vocab_size: int | None = None,
+        glancing: dict | None = None,
+        label_smoothing: float = 0.0,
+        lr: float = 5e-4,
+        betas: Sequence[float] = (0.9, 0.98),
+        eps: float = 1e-9,
+        weight_decay: float = 0.0,
+        warmup_steps: int = 4000,
+        val_bleu: bool = True,
+        val_bleu_every: int = 1,
+        val_decode: dict | None = None,
+        compile: bool = False,
+        compile_mode: str = "default",
+        data: dict | None = None,
+        tokenizers: dict | None = None,
+    ) -> None:
+        if compile:
+            raise ValueError("task.compile is available for autoregressive translation only; "
+                             "set task.compile=false for a CTC model")
+        if mask_id is None:
+            raise ValueError("a CTC model needs the tokenizer's mask_id (its blank)")
+        schedule = GlancingSchedule.from_config(glancing)  # a bad schedule fails before the model is built
+        super().__init__(
+            model=model, vocab_size=vocab_size, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id,
+            src_lang=src_lang, tgt_lang=tgt_lang, tgt_vocab_size=tgt_vocab_size,
+            label_smoothing=label_smoothing, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
+            warmup_steps=warmup_steps, val_bleu=val_bleu, val_bleu_every=val_bleu_every,
+            val_decode=val_decode, compile=compile, compile_mode=compile_mode, data=data, tokenizers=tokenizers,
+        )
+        self.glancing = schedule
+        # The decoder has λ positions per source token: longer sources would run past max_len.
+        if self.max_len is not None:
+            self.max_len = int(self.max_len) // self.model.upsample_ratio
+
+    def _build_model(self) -> torch.nn.Module:
+        hp = self.hparams
+        return build_model(hp.model, vocab_size=hp.vocab_size, tgt_vocab_size=hp.tgt_vocab_size,
+                           pad_id=hp.pad_id, blank_id=hp.mask_id)
+
+    kwargs_from_datamodule = staticmethod(NATTranslationTask.kwargs_from_datamodule)
+
+    # ----------------------------------------------------------------- training
+    def forward(self, src: Tensor) -> tuple[Tensor, Tensor]:
+        """``(logits (B, U, V), decoder_mask (B, U))``."""
+        return self.model(src)
+
+    def compute_losses(self, batch: dict, glance_ratio: float = 0.0,
+                       generator: torch.Generator | None = None) -> dict[str, Tensor]:
+        """CTC loss of one batch, glancing with ``glance_ratio`` when it is above 0.
+
+        Returns ``loss``, ``nll`` (CTC negative log-likelihood per covered target token),
+        ``n_tokens``, ``n_infeasible``, ``revealed`` (fraction of real decoder positions
+        revealed; 0 without glancing).
+        """
+        hp = self.hparams
+        target, real = nat_targets(batch["tgt_in"], hp.pad_id)  # (B, L)
+        tgt_lengths = real.sum(1)  # (B,)
+        enc = self.model.encode(batch["src"])
+        dec_mask = self.model.decoder_mask(enc)  # (B, U)
+        in_lengths = dec_mask.sum(1)  # (B,)
+        glance_tokens = reveal = None
+        if glance_ratio > 0:
+            glance_tokens, reveal = self.glance(enc, dec_mask, target, tgt_lengths, glance_ratio, generator)
+        log_probs = F.log_softmax(self.model.decode(enc, glance_tokens, reveal).float(), dim=-1)  # (B, U, V)
+        loss_sum, n_tokens, n_infeasible = ctc_losses(log_probs, in_lengths, target, tgt_lengths, hp.mask_id)
+        nll = loss_sum / n_tokens.clamp(min=1)
+        loss = nll
+        if hp.label_smoothing > 0:
+            smooth = -log_probs.mean(-1).masked_fill(~dec_mask, 0.0).sum() / dec_mask.sum().clamp(min=1)
+            loss = (1.0 - hp.label_smoothing) * nll + hp.label_smoothing * smooth
+        revealed = torch.zeros((), device=loss.device) if reveal is None else reveal.sum() / dec_mask.sum()
+        return {"loss": loss, "nll": nll, "n_tokens": n_tokens, "n_infeasible": n_infeasible, "revealed": revealed}
+
+    @torch.no_grad()
+    def glance(self, enc, dec_mask: Tensor, target: Tensor, tgt_lengths: Tensor, ratio: float,
+               generator: torch.Generator | None = None) -> tuple[Tensor, Tensor]:
+        """First pass: the best alignment ``(B, U)`` and the positions ``(B, U)`` bool to reveal
+        (``floor(ratio ×`` the argmax path's Hamming distance to the alignment``)`` per sentence;
+        none for a sentence without an alignment)."""
+        log_probs = F.log_softmax(self.model.decode(enc).float(), dim=-1)  # (B, U, V)
+        align, feasible = ctc_best_alignment(log_probs, dec_mask.sum(1), target, tgt_lengths,
+                                             self.hparams.mask_id, self.hparams.pad_id)
+        usable = dec_mask & feasible.unsqueeze(1)  # (B, U)
+        errors = (log_probs.argmax(-1).ne(align) & usable).sum(1)  # (B,)
+        reveal = reveal_positions(usable, reveal_counts(errors, ratio), generator)
+        return align.masked_fill(~usable, self.hparams.pad_id), reveal
+
+    def training_step(self, batch: dict, batch_idx: int) -> Tensor:
+        ratio = self.glancing.ratio(self.global_step) if self.glancing.enabled else 0.0
+        out = self.compute_losses(batch, ratio)
+        n_tokens, n_sents = int(out["n_tokens"]), batch["src"].size(0)
+        self.log("train/loss", out["loss"], prog_bar=True, batch_size=n_tokens)
+        self.log("train/nll", out["nll"], batch_size=n_tokens)
+        self.log("train/ctc_infeasible", out["n_infeasible"].float(), reduce_fx="sum", batch_size=n_sents)
+        if self.glancing.enabled:
+            self.log("train/glance_ratio", ratio, batch_size=n_sents)
+            self.log("train/revealed", out["revealed"], batch_size=n_sents)
+        self.log("lr", self.optimizers().param_groups[0]["lr"], prog_bar=True)
+        return out["loss"]
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        out = self.compute_losses(batch)
+        n_tokens, n_sents = int(out["n_tokens"]), batch["src"].size(0)
+        self.log("val/loss", out["loss"], prog_bar=True, batch_size=n_tokens, sync_dist=True)
+        self.log("val/nll", out["nll"], batch_size=n_tokens, sync_dist=True)
+        self.log("val/ctc_infeasible", out["n_infeasible"].float(), reduce_fx="sum", batch_size=n_sents,
+                 sync_dist=True)
+        if self._bleu_due():
+            self._add_bleu_stats(batch)
+
+    # ----------------------------------------------------------------- inference
+    def search_fn(self, decode_cfg: dict | None, stats: dict | None = None) -> SearchFn:
+        """Best-path decoding (``ctc_one_pass``; ``nat_one_pass`` and ``greedy`` are aliases).
+        ``stats["avg_iterations"]`` (always 1.0) is kept for the NAT reports."""
+        cfg = dict(decode_cfg or {"strategy": "ctc_one_pass"})
+        strategy = cfg.get("strategy", "ctc_one_pass")
+        if strategy not in CTC_STRATEGIES:
+            raise ValueError(f"decode.strategy={strategy!r} is not available for a non-autoregressive CTC "
+                             f"checkpoint; use one of {', '.join(CTC_STRATEGIES)}")
+        hp = self.hparams
+
+        def run(src: Tensor) -> list[list[tuple[list[int], float]]]:
+            ids, nat_stats = ctc_one_pass(self.model, src, pad_id=hp.pad_id, eos_id=hp.eos_id,
+                                          ban_ids=(hp.bos_id,), return_stats=True)
+            if stats is not None:
+                stats["avg_iterations"] = 1.0
+            return [[(list(toks), float(score))] for toks, score in zip(ids, nat_stats.scores)]
+
+        return run
+
+    def translator(self, decode_cfg: dict | None, device: str | torch.device = "cpu") -> Translator:
+        """A :class:`Translator` whose sources are cut to ``max_len // λ`` tokens."""
+        cfg = dict(decode_cfg or {})
+        stats: dict[str, float] = {}
+        translator = Translator(self.search_fn(cfg, stats), self.src_tokenizer, self.tgt_tokenizer,
+                                max_tokens=int(cfg.get("max_tokens", 4096)), max_src_len=self.max_len,
+                                device=device)
+        translator.stats = stats
+        return translator
