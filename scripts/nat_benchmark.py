@@ -35,7 +35,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hardware import cpu_name  # noqa: E402
+from transformer.evaluation.hardware import cpu_name  # noqa: E402
 
 SYSTEMS = [
     ("AT greedy", "at", {"strategy": "greedy", "max_len_a": 1.2, "max_len_b": 10}),

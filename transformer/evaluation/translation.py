@@ -1,12 +1,18 @@
-"""Translation metrics through sacreBLEU's public API, and the files an evaluation writes."""
+"""Translation evaluation in one place: metrics through sacreBLEU's public API, translating and
+scoring a split, the files an evaluation writes, and the Markdown table of several evaluations.
+"""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
-from typing import Sequence
+from typing import Protocol, Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
+
+from transformer.data.readers import read_multi30k
+from transformer.inference import Translator
 
 MAX_NGRAM = 4
 
@@ -66,3 +72,55 @@ def write_outputs(output_dir: Path, stem: str, lang: str, hyps: list[str], metri
     output_dir.mkdir(parents=True, exist_ok=True)
     (output_dir / f"{stem}.hyp.{lang}").write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
     (output_dir / f"{stem}.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+
+
+class TranslationTaskLike(Protocol):
+    """What evaluation needs from a task: its language pair and a raw-text translator
+    (``TranslationTask`` and its non-autoregressive subclass)."""
+
+    hparams: dict
+
+    def translator(self, decode_cfg: dict | None, device: str = "cpu") -> Translator: ...
+
+
+def evaluate_split(task: TranslationTaskLike, split: str, decode_cfg: dict, output_dir: Path,
+                   data_dir: str = "data/cache", mirror_root: str | None = None, device: str = "cpu") -> dict:
+    """Translate a Multi30k split with ``task`` and ``decode_cfg``, score it against the
+    references, and write ``<split>.<strategy>.hyp.<tgt>`` and ``<split>.<strategy>.json`` to
+    ``output_dir``. Returns the metrics: BLEU, lowercased BLEU and chrF with their signatures,
+    speed, truncated sources and the search's own statistics."""
+    hp = task.hparams
+    pairs = read_multi30k(split, hp["src_lang"], hp["tgt_lang"], cache_dir=data_dir, mirror_root=mirror_root)
+    translator = task.translator(decode_cfg, device=device)
+    start = time.perf_counter()
+    nbest = translator.translate([s for s, _ in pairs])
+    seconds = time.perf_counter() - start
+    hyps = [n[0][0] if n else "" for n in nbest]
+    metrics = score_translations(hyps, [t for _, t in pairs])
+    metrics.update(
+        split=split, pair=f"{hp['src_lang']}-{hp['tgt_lang']}", sentences=len(hyps),
+        decode=dict(decode_cfg), decode_seconds=round(seconds, 3),
+        sentences_per_second=round(len(hyps) / max(seconds, 1e-9), 2),
+        truncated_sources=translator.truncated, **translator.extra_stats(),
+    )
+    write_outputs(output_dir, f"{split}.{decode_cfg.get('strategy', 'greedy')}", hp["tgt_lang"], hyps, metrics)
+    return metrics
+
+
+def decoding_name(decode_cfg: dict) -> str:
+    """A table label for a decoding configuration: ``greedy``, ``beam 5``, or the strategy."""
+    strategy = decode_cfg.get("strategy", "greedy")
+    return f"beam {decode_cfg.get('beam_size', 5)}" if strategy == "beam" else strategy
+
+
+def markdown_table(results: Sequence[dict]) -> str:
+    """One Markdown row per evaluation (the metrics ``evaluate_split`` returns), then the
+    cased BLEU signature they share."""
+    lines = ["| pair | split | decoding | BLEU (cased) | BLEU (lowercased) | chrF | sentences | sentences/s |",
+             "|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {m['pair']} | {m['split']} | {decoding_name(m['decode'])} | {m['bleu']:.2f} "
+              f"| {m['bleu_lowercase']:.2f} | {m['chrf']:.2f} | {m['sentences']} "
+              f"| {m['sentences_per_second']:.1f} |" for m in results]
+    if results:
+        lines += ["", f"signature: {results[0]['bleu_signature']}"]
+    return "\n".join(lines)
