@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
 
@@ -83,6 +84,40 @@ class TranslationTaskLike(Protocol):
     def translator(self, decode_cfg: dict | None, device: str = "cpu") -> Translator: ...
 
 
+@dataclass
+class SplitTranslation:
+    """A Multi30k split translated: its sources and references, the best hypothesis of each,
+    and how the decoding went."""
+
+    sources: list[str]
+    refs: list[str]
+    hyps: list[str]
+    seconds: float
+    translator: Translator
+
+    def decoding_stats(self, decode_cfg: dict) -> dict:
+        """The decoding settings, time, speed and truncated sources, for a report."""
+        return dict(decode=dict(decode_cfg), decode_seconds=round(self.seconds, 3),
+                    sentences_per_second=round(len(self.sources) / max(self.seconds, 1e-9), 2),
+                    truncated_sources=self.translator.truncated)
+
+
+def translate_split(task: TranslationTaskLike, split: str, decode_cfg: dict, data_dir: str = "data/cache",
+                    mirror_root: str | None = None, device: str = "cpu",
+                    limit: int | None = None) -> SplitTranslation:
+    """Translate a Multi30k split (its first ``limit`` pairs, if given) with ``task``."""
+    hp = task.hparams
+    pairs = read_multi30k(split, hp["src_lang"], hp["tgt_lang"], cache_dir=data_dir, mirror_root=mirror_root)
+    if limit is not None:
+        pairs = pairs[: int(limit)]
+    sources = [s for s, _ in pairs]
+    translator = task.translator(decode_cfg, device=device)
+    start = time.perf_counter()
+    hyps = [n[0][0] if n else "" for n in translator.translate(sources)]
+    seconds = time.perf_counter() - start
+    return SplitTranslation(sources, [t for _, t in pairs], hyps, seconds, translator)
+
+
 def evaluate_split(task: TranslationTaskLike, split: str, decode_cfg: dict, output_dir: Path,
                    data_dir: str = "data/cache", mirror_root: str | None = None, device: str = "cpu") -> dict:
     """Translate a Multi30k split with ``task`` and ``decode_cfg``, score it against the
@@ -90,20 +125,12 @@ def evaluate_split(task: TranslationTaskLike, split: str, decode_cfg: dict, outp
     ``output_dir``. Returns the metrics: BLEU, lowercased BLEU and chrF with their signatures,
     speed, truncated sources and the search's own statistics."""
     hp = task.hparams
-    pairs = read_multi30k(split, hp["src_lang"], hp["tgt_lang"], cache_dir=data_dir, mirror_root=mirror_root)
-    translator = task.translator(decode_cfg, device=device)
-    start = time.perf_counter()
-    nbest = translator.translate([s for s, _ in pairs])
-    seconds = time.perf_counter() - start
-    hyps = [n[0][0] if n else "" for n in nbest]
-    metrics = score_translations(hyps, [t for _, t in pairs])
-    metrics.update(
-        split=split, pair=f"{hp['src_lang']}-{hp['tgt_lang']}", sentences=len(hyps),
-        decode=dict(decode_cfg), decode_seconds=round(seconds, 3),
-        sentences_per_second=round(len(hyps) / max(seconds, 1e-9), 2),
-        truncated_sources=translator.truncated, **translator.extra_stats(),
-    )
-    write_outputs(output_dir, f"{split}.{decode_cfg.get('strategy', 'greedy')}", hp["tgt_lang"], hyps, metrics)
+    translated = translate_split(task, split, decode_cfg, data_dir, mirror_root, device)
+    metrics = score_translations(translated.hyps, translated.refs)
+    metrics.update(split=split, pair=f"{hp['src_lang']}-{hp['tgt_lang']}", sentences=len(translated.hyps),
+                   **translated.decoding_stats(decode_cfg), **translated.translator.extra_stats())
+    stem = f"{split}.{decode_cfg.get('strategy', 'greedy')}"
+    write_outputs(output_dir, stem, hp["tgt_lang"], translated.hyps, metrics)
     return metrics
 
 
