@@ -63,7 +63,12 @@ def test_translation_task_evaluate_is_evaluate_split(monkeypatch, tmp_path):
     from transformer.tasks import translation
 
     seen = {}
-    monkeypatch.setattr(translation, "evaluate_split", lambda *a: seen.setdefault("args", a) and {"bleu": 1.0})
+
+    def fake_evaluate_split(*args):
+        seen["args"] = args
+        return {"bleu": 1.0}
+
+    monkeypatch.setattr(translation, "evaluate_split", fake_evaluate_split)
     task = object.__new__(translation.TranslationTask)
     assert translation.TranslationTask.evaluate(task, "val", {"strategy": "greedy"}, tmp_path) == {"bleu": 1.0}
     assert seen["args"] == (task, "val", {"strategy": "greedy"}, tmp_path, "data/cache", None, "cpu")
