@@ -22,10 +22,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hardware import cpu_name  # noqa: E402
+from transformer.evaluation.hardware import cpu_name
 
 _CACHED_START = """
 import time, sys

@@ -20,7 +20,6 @@ import argparse
 import json
 import os
 import subprocess
-import sys
 import tempfile
 import time
 from datetime import date
@@ -28,13 +27,12 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hardware import cpu_name  # noqa: E402
+from transformer.evaluation.hardware import cpu_name
 
-from transformer.data.readers import read_multi30k  # noqa: E402
-from transformer.export.ctranslate2 import CTranslate2Translator, export_ctranslate2  # noqa: E402
-from transformer.tasks.checkpoint import load_task  # noqa: E402
-from transformer.evaluation import score_translations  # noqa: E402
+from transformer.data.readers import read_multi30k
+from transformer.export.ctranslate2 import CTranslate2Translator, export_ctranslate2
+from transformer.tasks.checkpoint import load_task
+from transformer.evaluation import score_translations
 
 
 def timed(fn):

@@ -31,16 +31,13 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
-import sys
 import time
 from datetime import date
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hardware import cpu_name  # noqa: E402
+from transformer.evaluation.hardware import cpu_name
 
 
 def build_batches(args):

@@ -33,7 +33,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hardware import cpu_name  # noqa: E402
+from transformer.evaluation.hardware import cpu_name  # noqa: E402
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -24,7 +24,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from hardware import cpu_name  # noqa: E402
+from transformer.evaluation.hardware import cpu_name  # noqa: E402
 from tagging_baseline import baseline  # noqa: E402
 
 EXPERIMENTS = {"gum_upos": ("gum", "upos"), "gum_xpos": ("gum", "xpos"), "conll2000_pos": ("conll2000", "pos")}

@@ -17,7 +17,7 @@ from hydra_helpers import compose_cfg
 
 from transformer.cli import average as average_cli
 from transformer.cli import decode as decode_cli
-from transformer.cli.evaluate import evaluate_checkpoint
+from transformer.cli.evaluate import evaluate_checkpoint, evaluate_grid
 from transformer.tasks.checkpoint import CheckpointError, load_task
 
 REPO = Path(__file__).resolve().parents[2]
@@ -95,6 +95,18 @@ def test_evaluate_reads_everything_from_the_checkpoint(trained, env, tmp_path):
     assert len(hyps) == 1014 + 1  # one line per sentence, in input order
     saved = json.loads((tmp_path / "val.greedy.json").read_text())
     assert saved["bleu"] == metrics["bleu"]
+
+
+def test_evaluate_grid_runs_every_split_and_decoding_and_writes_a_summary(trained, env):
+    best = json.loads((trained / "train_summary.json").read_text())["best_checkpoint"]
+    short = {"max_len_a": 0, "max_len_b": 6}
+    decodes = [{"strategy": "greedy", **short}, {"strategy": "beam", "beam_size": 2, **short}]
+    results = evaluate_grid(best, ["test_2017_mscoco"], decodes, data_dir=env["CACHE"], device="cpu")
+    assert [(m["split"], m["decode"]["strategy"]) for m in results] == [("test_2017_mscoco", "greedy"),
+                                                                          ("test_2017_mscoco", "beam")]
+    out = Path(best).parent / "eval"  # the default: beside the checkpoint
+    assert json.loads((out / "summary.json").read_text()) == results
+    assert (out / "test_2017_mscoco.beam.hyp.en").is_file() and results[1]["checkpoint"] == best
 
 
 def test_resume_continues_step_count_and_lr_schedule(trained, env, tmp_path):

@@ -1,23 +1,11 @@
-"""scripts/multi30k_words.py: raw English split into words the way UD English-GUM splits them."""
+"""transformer.data.words: raw English split into words the way UD English-GUM splits them."""
 
 from __future__ import annotations
-
-import importlib.util
-from pathlib import Path
 
 import pytest
 
 from transformer.data.readers import read_lines
-
-_SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "multi30k_words.py"
-
-
-@pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("multi30k_words", _SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+from transformer.data.words import split_words, write_caption_words
 
 
 @pytest.mark.parametrize("text, words", [
@@ -30,11 +18,11 @@ def script():
     ("It's what we'd say, I'm sure", ["It", "'s", "what", "we", "'d", "say", ",", "I", "'m", "sure"]),
     ("", []),
 ])
-def test_crafted_sentences(script, text, words):
-    assert script.split_words(text) == words
+def test_crafted_sentences(text, words):
+    assert split_words(text) == words
 
 
-def test_reproduces_gums_own_word_splitting(script, mirror_root, data_cache):
+def test_reproduces_gums_own_word_splitting(mirror_root, data_cache):
     """GUM's dev sentences keep their raw text in ``# text``: splitting it should give the
     annotated words (e-mail addresses and URLs, which GUM keeps whole, are the known misses)."""
     from transformer.data.sources import fetch, gum_relpath
@@ -46,7 +34,7 @@ def test_reproduces_gums_own_word_splitting(script, mirror_root, data_cache):
         elif not line.strip():
             if text is not None:
                 total += 1
-                same += script.split_words(text) == words
+                same += split_words(text) == words
             text, words = None, []
         elif not line.startswith("#"):
             cols = line.split("\t")
@@ -55,11 +43,10 @@ def test_reproduces_gums_own_word_splitting(script, mirror_root, data_cache):
     assert total == 784 and same / total > 0.9
 
 
-def test_writes_one_line_per_caption(script, mirror_root, data_cache, tmp_path):
-    out = tmp_path / "words.txt"
-    script.main(["--split", "val", "--first", "50", "--output", str(out), "--data-dir", str(data_cache),
-                 "--mirror-root", str(mirror_root)])
+def test_writes_one_line_per_caption(mirror_root, data_cache, tmp_path):
+    out = tmp_path / "silver" / "words.txt"
+    written = write_caption_words("val", out, first=50, data_dir=str(data_cache), mirror_root=str(mirror_root))
     lines = out.read_text(encoding="utf-8").split("\n")
-    assert len(lines) == 51 and lines[-1] == "" and all(lines[:50])
+    assert len(lines) == 51 and lines[-1] == "" and all(lines[:50]) and lines[:50] == written
     assert lines[0] == "A group of men are loading cotton onto a truck"  # val's first caption
     assert sum(line.endswith(" .") for line in lines[:50]) > 25  # a final full stop is a word of its own

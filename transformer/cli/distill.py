@@ -21,13 +21,13 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli.common import check_decode_settings, checkpoint_label, hydra_entry, load_for_inference
 from transformer.evaluation import score_translations
+from transformer.evaluation.translation import translate_split
 from transformer.inference import one_line
 
 
@@ -43,19 +43,11 @@ def distill(ckpt_path: str | list[str], split: str, decode_cfg: dict, output_dir
             limit: int | None = None, accel: str = "auto") -> dict:
     """Translate ``split`` with the checkpoint (or the ensemble of several, a list) and write
     the distilled corpus; returns the summary that is also written to ``distill.json``."""
-    from transformer.data.readers import read_multi30k
-
     check_decode_settings(dict(decode_cfg))
     task, dev = load_for_inference(ckpt_path, device, accel)
     hp = task.hparams
-    pairs = read_multi30k(split, hp.src_lang, hp.tgt_lang, cache_dir=data_dir, mirror_root=mirror_root)
-    if limit is not None:
-        pairs = pairs[: int(limit)]
-    sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
-    translator = task.translator(decode_cfg, device=dev)
-    start = time.perf_counter()
-    hyps = [n[0][0] if n else "" for n in translator.translate(sources)]
-    seconds = time.perf_counter() - start
+    translated = translate_split(task, split, decode_cfg, data_dir, mirror_root, dev, limit)
+    sources, hyps = translated.sources, translated.hyps
 
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
@@ -74,13 +66,10 @@ def distill(ckpt_path: str | list[str], split: str, decode_cfg: dict, output_dir
         "pair": f"{hp.src_lang}-{hp.tgt_lang}",
         "sentences": len(sources),
         "empty_outputs": sum(1 for s, h in zip(sources, hyps) if s.strip() and not h.strip()),
-        "decode": dict(decode_cfg),
-        "decode_seconds": round(seconds, 3),
-        "sentences_per_second": round(len(sources) / max(seconds, 1e-9), 2),
-        "truncated_sources": translator.truncated,
+        **translated.decoding_stats(decode_cfg),
         "files": {"src": str(src_path), "tgt": str(tgt_path)},
         # How far the distilled targets are from the references they replace.
-        "bleu_vs_references": score_translations(hyps, refs)["bleu"] if hyps else 0.0,
+        "bleu_vs_references": score_translations(hyps, translated.refs)["bleu"] if hyps else 0.0,
     }
     (out / "distill.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     return summary

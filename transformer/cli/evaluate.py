@@ -33,12 +33,27 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: 
     return metrics
 
 
+def evaluate_grid(ckpt_path: str | Sequence[str], splits: Sequence[str], decodes: Sequence[dict],
+                  output_dir: str | Path | None = None, **kwargs) -> list[dict]:
+    """``evaluate_checkpoint`` on every split with every decoding configuration, in that order;
+    the list of metrics is also written to ``summary.json`` in ``output_dir`` (default: beside
+    the checkpoint, see ``default_output_dir``). ``kwargs`` go to ``evaluate_checkpoint``."""
+    out = Path(output_dir) if output_dir else default_output_dir(ckpt_path)
+    results = [evaluate_checkpoint(ckpt_path, split, cfg, out, **kwargs) for split in splits for cfg in decodes]
+    (out / "summary.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    return results
+
+
+def default_output_dir(ckpt_path: str | Sequence[str]) -> Path:
+    """``eval/`` beside a checkpoint; ``eval_ensemble/`` beside the first of several."""
+    paths = checkpoint_paths(ckpt_path)
+    return Path(paths[0]).resolve().parent / ("eval" if len(paths) == 1 else "eval_ensemble")
+
+
 def run(cfg: DictConfig) -> dict:
-    paths = checkpoint_paths(cfg.ckpt_path)
-    default_dir = "eval" if len(paths) == 1 else "eval_ensemble"
-    output_dir = cfg.output_dir or str(Path(paths[0]).resolve().parent / default_dir)
     metrics = evaluate_checkpoint(
-        cfg.ckpt_path, cfg.split, OmegaConf.to_container(cfg.decode, resolve=True), output_dir,
+        cfg.ckpt_path, cfg.split, OmegaConf.to_container(cfg.decode, resolve=True),
+        cfg.output_dir or default_output_dir(cfg.ckpt_path),
         data_dir=cfg.data_dir, mirror_root=cfg.mirror_root, device=cfg.device, accel=cfg.get("accel", "auto"),
     )
     print(json.dumps(metrics, indent=2, ensure_ascii=False))

@@ -84,8 +84,8 @@ def beam_search(
     """Beam search over ``beam_size`` hypotheses per sentence (see the module docstring).
 
     Args:
-        model: anything with ``encode / init_cache / decode_step`` (``decoding.api.Seq2SeqModel``);
-            put it in ``eval()`` mode first.
+        model: anything with ``encode / init_cache / decode_step`` (``decoding.api.Seq2SeqModel``),
+            in ``eval()`` mode.
         src: ``(B, S)`` source ids, right-padded with ``pad_id``.
         bos_id, eos_id, pad_id: special ids; PAD and BOS are never generated.
         beam_size: K, live hypotheses per sentence.
@@ -103,24 +103,14 @@ def beam_search(
     """
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"need 1 <= n_best <= beam_size, got n_best={n_best}, beam_size={beam_size}")
-    batch, k = src.size(0), beam_size
     max_lens = max_target_lengths(src, pad_id, max_len_a, max_len_b, src_lengths, max_len).tolist()
-    enc, cache = _expand(model, src, k)
-    cache = reserve_steps(cache, max(max_lens))
-    beams = _init_beams(batch, k, max_lens, src.device)
-    last = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=src.device)  # (N, 1)
-    results: list[list[Hypothesis]] = [[] for _ in range(batch)]
-    sent_ids = list(range(batch))  # input position of each sentence still searched
-
-    for step in range(max(max_lens)):
-        live = len(sent_ids)
+    enc, cache, beams, last = _start(model, src, beam_size, max_lens, bos_id)
+    results: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
+    sent_ids = list(range(src.size(0)))  # input position of each sentence still searched
+    for _ in range(max(max_lens)):
         log_probs, cache = model.decode_step(last, enc, cache)  # (N, V)
-        log_probs = ban_tokens(log_probs.float(), (pad_id, bos_id), inplace=True)
-        cands = _top_candidates(beams.scores, log_probs.view(live, k, -1))  # (N, V) -> (B, K, V)
-        _finalize_eos(beams, cands, eos_id, length_penalty)
-        reorder = _advance(beams, cands, eos_id)  # (N,)
-        _finalize_at_cap(beams, length_penalty)
-        _update_done(beams, length_penalty, early_stopping)
+        cands = _top_candidates(beams.scores, _next_log_probs(log_probs, beam_size, (pad_id, bos_id)))
+        reorder = _extend(beams, cands, eos_id, length_penalty, early_stopping)  # (N,)
         if all(beams.done):
             break
         dropped = any(beams.done)
@@ -133,10 +123,36 @@ def beam_search(
         # A cache that can reorder in place (``KVCache.reorder_``) reuses its buffers.
         cache = getattr(cache, "reorder_", cache.reorder)(reorder, cross=dropped)
         last = beams.tokens[:, :, -1].reshape(-1, 1)  # (B, K) -> (N, 1)
+    return _n_best(results, beams, sent_ids, n_best)
 
-    for b, sid in enumerate(sent_ids):
-        results[sid] = beams.finished[b]
-    return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in results]
+
+def _start(model: Seq2SeqModel, src: Tensor, k: int, max_lens: list[int],
+           bos_id: int) -> tuple[EncoderOutLike, KVCacheLike, _Beams, Tensor]:
+    """Encode once and repeat each sentence's encoder output K times (row ``b * K + k``), set
+    up the cache for ``max(max_lens)`` steps, the beams, and the first input ``(N, 1)`` (BOS)."""
+    batch = src.size(0)
+    rows = torch.arange(batch, device=src.device).repeat_interleave(k)  # (N,)
+    enc = model.encode(src).index_select(rows)
+    cache = reserve_steps(model.init_cache(enc), max(max_lens))
+    last = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=src.device)  # (N, 1)
+    return enc, cache, _init_beams(batch, k, max_lens, src.device), last
+
+
+def _next_log_probs(log_probs: Tensor, k: int, banned: tuple[int, ...]) -> Tensor:
+    """A step's ``log_probs (N, V)`` as float32 ``(B, K, V)`` with the ``banned`` ids at -inf."""
+    log_probs = ban_tokens(log_probs.float(), banned, inplace=True)
+    return log_probs.view(log_probs.size(0) // k, k, -1)  # (N, V) -> (B, K, V)
+
+
+def _extend(beams: _Beams, cands: _Candidates, eos_id: int, length_penalty: float,
+            early_stopping: bool) -> Tensor:
+    """One step of bookkeeping: finish EOS candidates, keep the K best others as the live beams,
+    finish sentences at their cap, apply the stopping rule; return the cache rows ``(N,)``."""
+    _finalize_eos(beams, cands, eos_id, length_penalty)
+    reorder = _advance(beams, cands, eos_id)  # (N,)
+    _finalize_at_cap(beams, length_penalty)
+    _update_done(beams, length_penalty, early_stopping)
+    return reorder
 
 
 def _drop_done(beams: _Beams, sent_ids: list[int], results: list[list[Hypothesis]]):
@@ -159,12 +175,13 @@ def _drop_done(beams: _Beams, sent_ids: list[int], results: list[list[Hypothesis
     return kept, rows, [sent_ids[b] for b in keep]
 
 
-def _expand(model: Seq2SeqModel, src: Tensor, k: int) -> tuple[EncoderOutLike, KVCacheLike]:
-    """Encode once, repeat each sentence's encoder output K times (row b*K + k), build the cache."""
-    enc = model.encode(src)
-    rows = torch.arange(src.size(0), device=src.device).repeat_interleave(k)  # (N,)
-    enc = enc.index_select(rows)
-    return enc, model.init_cache(enc)
+def _n_best(results: list[list[Hypothesis]], beams: _Beams, sent_ids: list[int],
+            n_best: int) -> list[list[Hypothesis]]:
+    """Every sentence's ``n_best`` finished hypotheses, best first, in input order: ``results``
+    holds those of the sentences that left the batch, ``beams`` the rest (at ``sent_ids``)."""
+    for b, sid in enumerate(sent_ids):
+        results[sid] = beams.finished[b]
+    return [sorted(hyps, key=lambda h: -h.score)[:n_best] for hyps in results]
 
 
 def _init_beams(batch: int, k: int, max_lens: list[int], device: torch.device) -> _Beams:

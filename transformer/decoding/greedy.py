@@ -1,14 +1,22 @@
 """Greedy decoding for autoregressive encoder-decoders, batched over sentences with the KV cache.
 
-Shape legend: B sentences, S source length, V vocabulary size.
+At every step each sentence still decoding takes the most likely next token (PAD and BOS banned,
+as in fairseq); a sentence stops at its first EOS or at its length cap and then leaves the batch,
+so a batch costs what its sentences need rather than ``len(batch)`` x its longest output.
+
+Shape legend: B sentences, A sentences still decoding, S source length, L longest length cap,
+V vocabulary size.
 """
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import torch
 from torch import Tensor
 
-from transformer.decoding.api import Seq2SeqModel
+from transformer.decoding.api import EncoderOutLike, KVCacheLike, Seq2SeqModel
 from transformer.decoding.common import ban_tokens, max_last, max_target_lengths, reserve_steps
 
 
@@ -28,10 +36,10 @@ def greedy_search(
     """Pick the most likely next token at every step until EOS or the length cap.
 
     Args:
-        model: anything with ``encode / init_cache / decode_step`` (``decoding.api.Seq2SeqModel``);
-            put it in ``eval()`` mode first, search does not change the mode.
+        model: anything with ``encode / init_cache / decode_step`` (``decoding.api.Seq2SeqModel``),
+            in ``eval()`` mode: search does not change the mode.
         src: ``(B, S)`` source ids, right-padded with ``pad_id``.
-        bos_id, eos_id, pad_id: special ids.
+        bos_id, eos_id, pad_id: special ids; PAD and BOS are never chosen.
         max_len_a, max_len_b: at most ``floor(a * src_len + b)`` tokens are generated per
             sentence (EOS included), ``src_len`` being its real (non-pad) length.
         src_lengths: ``(B,)`` real source lengths, if already known.
@@ -41,40 +49,18 @@ def greedy_search(
 
     Returns:
         Per sentence, in input order, the generated ids without BOS/EOS; with ``return_scores``,
-        ``(ids, sum_logprob)`` pairs. A sentence stops growing at its first EOS: later steps
-        (still computed for the rest of the batch) are ignored for it. PAD and BOS are never
-        chosen (as in fairseq).
+        ``(ids, sum_logprob)`` pairs.
     """
-    batch = src.size(0)
     max_lens = max_target_lengths(src, pad_id, max_len_a, max_len_b, src_lengths, max_len)  # (B,)
     enc = model.encode(src)
     cache = reserve_steps(model.init_cache(enc), int(max_lens.max()))
-    device = src.device
-
-    last = torch.full((batch, 1), bos_id, dtype=torch.long, device=device)  # (A, 1)
-    out = torch.full((batch, int(max_lens.max())), pad_id, dtype=torch.long, device=device)  # (B, L)
-    scores = torch.zeros(batch, dtype=torch.float64, device=device)  # (B,)
-    out_lens = torch.zeros(batch, dtype=torch.long, device=device)  # (B,) tokens kept
-    # Sentences still decoding (A of them); finished ones leave the batch, so a batch costs
-    # what its sentences need rather than len(batch) x its longest output.
-    active = torch.arange(batch, device=device)  # (A,) row in the input batch
-
-    # Without scores only the argmax matters, and it is the same on unnormalised logits: a
-    # model that offers them (``decode_step_logits``) saves a log-softmax over V per step.
-    step_logits = None if return_scores else getattr(model, "decode_step_logits", None)
-    for step in range(out.size(1)):
-        if step_logits is not None:
-            logits, cache = step_logits(last, enc, cache)  # (A, V)
-            _, best = max_last(ban_tokens(logits, (pad_id, bos_id), inplace=True))  # (A,)
-        else:
-            log_probs, cache = model.decode_step(last, enc, cache)  # (A, V)
-            best_lp, best = max_last(ban_tokens(log_probs, (pad_id, bos_id), inplace=True))  # (A,), (A,)
-            scores[active] += best_lp.to(torch.float64)
-        out[active, step] = best
-        is_eos = best == eos_id  # (A,)
-        finished = is_eos | (step + 1 >= max_lens[active])  # (A,)
-        # an EOS is not part of the output; a sentence cut at its cap keeps this token
-        out_lens[active] = torch.where(is_eos, step, step + 1)
+    out = _Outputs.empty(src.size(0), int(max_lens.max()), pad_id, src.device)
+    last = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (A, 1)
+    active = torch.arange(src.size(0), device=src.device)  # (A,) row in the input batch
+    next_token = _next_token_fn(model, (pad_id, bos_id), return_scores)
+    for step in range(out.tokens.size(1)):
+        best_lp, best, cache = next_token(last, enc, cache)  # (A,) or None, (A,)
+        finished = out.record(active, step, best, best_lp, eos_id, max_lens)  # (A,)
         if bool(finished.all()):
             break
         last = best.unsqueeze(1)  # (A,) -> (A, 1)
@@ -82,8 +68,60 @@ def greedy_search(
             keep = (~finished).nonzero().squeeze(1)  # (A',) rows that go on
             active, last = active[keep], last[keep]
             enc, cache = enc.index_select(keep), cache.reorder(keep)
+    return out.results(return_scores)
 
-    tokens = [row[:n] for row, n in zip(out.tolist(), out_lens.tolist())]
-    if return_scores:
-        return list(zip(tokens, scores.tolist()))
-    return tokens
+
+# (last (A, 1), encoder output, cache) -> (log-prob of the choice (A,) or None, choice (A,), cache)
+NextTokenFn = Callable[[Tensor, EncoderOutLike, KVCacheLike], "tuple[Tensor | None, Tensor, KVCacheLike]"]
+
+
+def _next_token_fn(model: Seq2SeqModel, banned: tuple[int, ...], with_scores: bool) -> NextTokenFn:
+    """One decoder step and the argmax over the vocabulary, ``banned`` ids excluded.
+
+    Without scores only the argmax matters, and it is the same on unnormalised logits: a model
+    that offers them (``decode_step_logits``) saves a log-softmax over V per step.
+    """
+    step_logits = None if with_scores else getattr(model, "decode_step_logits", None)
+    if step_logits is not None:
+        def argmax_of_logits(last: Tensor, enc: EncoderOutLike, cache: KVCacheLike):
+            logits, cache = step_logits(last, enc, cache)  # (A, V)
+            _, best = max_last(ban_tokens(logits, banned, inplace=True))  # (A,)
+            return None, best, cache
+        return argmax_of_logits
+
+    def argmax_of_log_probs(last: Tensor, enc: EncoderOutLike, cache: KVCacheLike):
+        log_probs, cache = model.decode_step(last, enc, cache)  # (A, V)
+        best_lp, best = max_last(ban_tokens(log_probs, banned, inplace=True))  # (A,), (A,)
+        return best_lp, best, cache
+    return argmax_of_log_probs
+
+
+@dataclass
+class _Outputs:
+    """What every sentence generated so far, in input order."""
+
+    tokens: Tensor  # (B, L) chosen ids, PAD past each sentence's end
+    lengths: Tensor  # (B,) tokens kept (an EOS is not part of the output)
+    scores: Tensor  # (B,) float64 summed log-prob, EOS included
+
+    @classmethod
+    def empty(cls, batch: int, steps: int, pad_id: int, device: torch.device) -> "_Outputs":
+        tokens = torch.full((batch, steps), pad_id, dtype=torch.long, device=device)  # (B, L)
+        lengths = torch.zeros(batch, dtype=torch.long, device=device)  # (B,)
+        return cls(tokens, lengths, torch.zeros(batch, dtype=torch.float64, device=device))
+
+    def record(self, rows: Tensor, step: int, best: Tensor, best_lp: Tensor | None, eos_id: int,
+               max_lens: Tensor) -> Tensor:
+        """Write step ``step``'s choices ``best (A,)`` of sentences ``rows (A,)``; return which
+        of them are finished ``(A,)``: they chose EOS or reached their cap ``max_lens (B,)``."""
+        if best_lp is not None:
+            self.scores[rows] += best_lp.to(torch.float64)
+        self.tokens[rows, step] = best
+        is_eos = best == eos_id  # (A,)
+        # a sentence cut at its cap keeps this token
+        self.lengths[rows] = torch.where(is_eos, step, step + 1)
+        return is_eos | (step + 1 >= max_lens[rows])
+
+    def results(self, with_scores: bool) -> list[list[int]] | list[tuple[list[int], float]]:
+        tokens = [row[:n] for row, n in zip(self.tokens.tolist(), self.lengths.tolist())]
+        return list(zip(tokens, self.scores.tolist())) if with_scores else tokens

@@ -6,7 +6,6 @@ Shape legend: B sentences, S source tokens, T target tokens, V vocabulary.
 
 from __future__ import annotations
 
-import time
 from pathlib import Path
 from typing import Sequence
 
@@ -15,13 +14,15 @@ import torch
 
 from transformer.data.tokenizer import SubwordTokenizer
 from transformer.decoding import beam_search, greedy_search
-from transformer.evaluation import CorpusBLEU, score_translations, write_outputs
+from transformer.evaluation import CorpusBLEU
+from transformer.evaluation.translation import evaluate_split
 from transformer.inference import SearchFn, Translator
 from transformer.models.build import build_model
 from transformer.models.ensemble import EnsembleModel
 from transformer.tasks.checkpoint import TASK_KEY
 from transformer.tasks.losses import label_smoothed_nll
 from transformer.tasks.schedules import inverse_sqrt_schedule
+
 
 def translation_loss(model: torch.nn.Module, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor,
                      label_smoothing: float, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
@@ -288,23 +289,6 @@ class TranslationTask(L.LightningModule):
 
     def evaluate(self, split: str, decode_cfg: dict, output_dir: Path, data_dir: str = "data/cache",
                  mirror_root: str | None = None, device: str = "cpu") -> dict:
-        """Translate a Multi30k split, score with sacreBLEU, write hypotheses and metrics."""
-        from transformer.data.readers import read_multi30k
-
-        hp = self.hparams
-        pairs = read_multi30k(split, hp.src_lang, hp.tgt_lang, cache_dir=data_dir, mirror_root=mirror_root)
-        sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
-        translator = self.translator(decode_cfg, device=device)
-        start = time.perf_counter()
-        nbest = translator.translate(sources)
-        seconds = time.perf_counter() - start
-        hyps = [n[0][0] if n else "" for n in nbest]
-        metrics = score_translations(hyps, refs)
-        metrics.update(
-            split=split, pair=f"{hp.src_lang}-{hp.tgt_lang}", sentences=len(hyps),
-            decode=dict(decode_cfg), decode_seconds=round(seconds, 3),
-            sentences_per_second=round(len(hyps) / max(seconds, 1e-9), 2),
-            truncated_sources=translator.truncated, **translator.extra_stats(),
-        )
-        write_outputs(output_dir, f"{split}.{decode_cfg.get('strategy', 'greedy')}", hp.tgt_lang, hyps, metrics)
-        return metrics
+        """Translate a Multi30k split, score with sacreBLEU, write hypotheses and metrics
+        (``evaluation.translation.evaluate_split``)."""
+        return evaluate_split(self, split, decode_cfg, output_dir, data_dir, mirror_root, device)

@@ -1,4 +1,4 @@
-"""The machine a benchmark ran on, for its report (the CPU model changes between machines of one class)."""
+"""The machine a run happened on, for benchmark reports (the CPU model changes between machines of one class)."""
 
 from __future__ import annotations
 
