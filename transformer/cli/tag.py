@@ -142,16 +142,25 @@ def _word_tag_line(words: list[str], tags: list[str]) -> str:
     return " ".join(f"{w}_{t}" for w, t in zip(words, tags))
 
 
+def _tag(tagger, sentences: list[list[str]], out_format: str) -> tuple[dict[str, list[list[str]]], list[str] | None]:
+    """``(fields, lines)``: every head's tags, and the output lines of the formats that carry
+    the main tags only (``word_tag``, ``text``; ``None`` for ``conllu``)."""
+    fields = tagger.tag_fields(sentences)
+    tags = fields[tagger.tagset]
+    if out_format == "word_tag":
+        return fields, [_word_tag_line(w, t) for w, t in zip(sentences, tags)]
+    if out_format == "text":
+        return fields, [" ".join(t) for t in tags]
+    return fields, None
+
+
 def tag_text(tagger, lines: list[str], out_format: str) -> list[str]:
     """Tag text-format input lines with ``tagger`` (``tag_fields`` and ``tagset``, as a
     ``WordTagger`` has); returns output lines (see module docstring)."""
     sentences = [split_tokens(line) for line in lines]
-    fields = tagger.tag_fields(sentences)
-    tags = fields[tagger.tagset]
-    if out_format == "word_tag":
-        return [_word_tag_line(w, t) for w, t in zip(sentences, tags)]
-    if out_format == "text":
-        return [" ".join(t) for t in tags]
+    fields, plain = _tag(tagger, sentences, out_format)
+    if plain is not None:
+        return plain
     out: list[str] = []
     for n, words in enumerate(sentences, 1):
         out += [f"# sent_id = {n}", f"# text = {' '.join(words)}"]
@@ -166,12 +175,9 @@ def tag_conllu(tagger, lines: list[str], out_format: str, name: str = "<input>")
     (see module docstring)."""
     blocks = parse_conllu(lines, name)
     sentences = [[lines[i].split("\t")[1] for i in b.word_lines] for b in blocks]
-    fields = tagger.tag_fields(sentences)
-    tags = fields[tagger.tagset]
-    if out_format == "word_tag":
-        return [_word_tag_line(w, t) for w, t in zip(sentences, tags)]
-    if out_format == "text":
-        return [" ".join(t) for t in tags]
+    fields, plain = _tag(tagger, sentences, out_format)
+    if plain is not None:
+        return plain
     out = list(lines)
     for s, block in enumerate(blocks):
         for w, i in enumerate(block.word_lines):
