@@ -64,7 +64,9 @@ class ResumableLoader(DataLoader):
 
 
 class TokenBudgetDataModule(L.LightningDataModule):
-    """Shared dataloader plumbing: ``self._datasets[split]``, ``self._lengths[split]``."""
+    """Shared dataloader plumbing over ``self._datasets[split]`` and ``self._lengths[split]``
+    (filled by ``_add_split`` in a subclass's ``setup``). A subclass sets ``max_len`` (the
+    training length filter) and gives ``_collator()`` and ``_lengths_of(dataset)``."""
 
     train_split = "train"
     val_split = "val"
