@@ -26,14 +26,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import sys
 from datetime import datetime, timezone
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from transformer.evaluation.hardware import cpu_name  # noqa: E402
+from transformer.evaluation.hardware import cpu_name
 
 
 def parse_args(argv=None) -> argparse.Namespace:

@@ -18,25 +18,9 @@ import json
 import sys
 from pathlib import Path
 
-from transformer.tasks.tag_metrics import MostFrequentTagBaseline, format_report, tagging_metrics
-from transformer.tasks.tagging import TAG_FIELDS, read_tagged_split
+from transformer.evaluation.tagging import format_report, most_frequent_tag_baseline
 
 DEFAULT_TASKS = ["gum:upos", "gum:xpos", "conll2000:pos"]
-
-
-def baseline(dataset: str, tagset: str, split: str, data_dir: str, mirror_root: str | None,
-             dev_size: int = 500) -> dict:
-    """Fit on the training split, score ``split``; returns tagging metrics + identification."""
-    data = {"name": dataset, "tagset": tagset, "dev_size": dev_size}
-    field = TAG_FIELDS[dataset][tagset]
-    train = read_tagged_split(data, "train", data_dir, mirror_root)
-    test = read_tagged_split(data, split, data_dir, mirror_root)
-    model = MostFrequentTagBaseline().fit([s.words for s in train], [getattr(s, field) for s in train])
-    words = [s.words for s in test]
-    metrics = tagging_metrics([getattr(s, field) for s in test], model.predict(words), words,
-                              {w for s in train for w in s.words})
-    return {"dataset": dataset, "tagset": tagset, "split": split, "baseline": "most_frequent_tag",
-            "train_sentences": len(train), **metrics}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -52,7 +36,7 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     for spec in args.task or DEFAULT_TASKS:
         dataset, _, tagset = spec.partition(":")
-        m = baseline(dataset, tagset, args.split, args.data_dir, args.mirror_root, args.dev_size)
+        m = most_frequent_tag_baseline(dataset, tagset, args.split, args.data_dir, args.mirror_root, args.dev_size)
         results.append(m)
         if args.output_dir:
             out = Path(args.output_dir)

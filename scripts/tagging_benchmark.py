@@ -23,9 +23,8 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from transformer.evaluation.hardware import cpu_name  # noqa: E402
-from tagging_baseline import baseline  # noqa: E402
+from transformer.evaluation.hardware import cpu_name
+from transformer.evaluation.tagging import most_frequent_tag_baseline
 
 EXPERIMENTS = {"gum_upos": ("gum", "upos"), "gum_xpos": ("gum", "xpos"), "conll2000_pos": ("conll2000", "pos")}
 
@@ -66,7 +65,7 @@ def main(argv: list[str] | None = None) -> int:
         stdout = run([sys.executable, "-m", "transformer.cli.evaluate", f"ckpt_path={summary['best_checkpoint']}",
                       f"split={args.split}", f"data_dir={args.data_dir}", f"output_dir={run_dir / 'eval'}"], env)
         metrics = json.loads(stdout[stdout.index("{\n"):])
-        base = baseline(dataset, tagset, args.split, args.data_dir, None)
+        base = most_frequent_tag_baseline(dataset, tagset, args.split, args.data_dir, None)
         rows.append({"experiment": name, "train_seconds": round(train_s), "epochs": summary["epochs"],
                      "parameters": summary["parameters"], "dev_acc": summary["best_score"],
                      "model": metrics, "baseline": base})

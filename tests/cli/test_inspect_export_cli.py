@@ -98,7 +98,7 @@ def test_inspect_tagger_labels_tags_and_shows_the_window(tagger_ckpt, tmp_path):
                                             f"output_dir={out}"]))
     saved = np.load(out / "sentence_0" / "attention.npz")
     task = load_task(tagger_ckpt)
-    assert list(saved["tags"]) == task.tag([["the", "cat", "sat", "on", "the", "mat", "."]])[0]
+    assert list(saved["tags"]) == task.tagger().tag([["the", "cat", "sat", "on", "the", "mat", "."]])[0]
     assert saved["tokens"][0].endswith("/" + saved["tags"][0])
     w = saved["encoder.layer1"]  # (H, T, T)
     t = w.shape[-1]

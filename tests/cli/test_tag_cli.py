@@ -30,14 +30,15 @@ CONLLU = """# newdoc id = demo
 
 
 class StubTagger:
-    """Stands in for TaggingTask.tag_fields: tags word i of every sentence with TAGS[i % 4]
-    (and, with ``aux``, that field with ``X<i>``) and records what it was asked to tag."""
+    """Stands in for a ``WordTagger`` (``TaggingTask.tagger()``): tags word i of every sentence
+    with TAGS[i % 4] (and, with ``aux``, that field with ``X<i>``) and records what it was
+    asked to tag."""
 
     def __init__(self, tagset: str = "upos", aux: str | None = None):
         self.tagset, self.aux = tagset, aux
         self.seen: list[list[str]] = []
 
-    def tag_fields(self, sentences, max_tokens=4096, device=None):
+    def tag_fields(self, sentences):
         self.seen = [list(s) for s in sentences]
         fields = {self.tagset: [[TAGS[i % 4] for i in range(len(s))] for s in sentences]}
         if self.aux:
@@ -131,7 +132,7 @@ def test_real_task_tags_every_word_of_awkward_input():
         data={"name": "gum", "tagset": "upos"}, tokenizer=tok.to_str(),
     )
     lines = ["the cat", "", "  ", "Überraschung\tzzz", "the " * 20]
-    out = tag_lines(task, lines, "text", "word_tag")
+    out = tag_lines(task.tagger(max_tokens=16), lines, "text", "word_tag")
     assert len(out) == len(lines)
     assert [len(line.split()) for line in out] == [2, 0, 0, 2, 20]
     assert all(item.rsplit("_", 1)[1] in TAGS for line in out for item in line.split())

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from transformer.tasks.tag_metrics import MostFrequentTagBaseline, format_report, tagging_metrics
+from transformer.evaluation.tagging import format_report
+from transformer.tasks.tag_metrics import MostFrequentTagBaseline, tagging_metrics
 
 WORDS = [["the", "cat", "sat"], ["a", "dog", "barked", "loudly"], ["run"]]
 GOLD = [["DET", "NOUN", "VERB"], ["DET", "NOUN", "VERB", "ADV"], ["VERB"]]

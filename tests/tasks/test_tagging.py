@@ -1,5 +1,6 @@
-"""TaggingTask: piece-to-word alignment, the word-level loss, chunked inference, the
-learning-rate schedule and the self-describing checkpoint."""
+"""TaggingTask: piece-to-word alignment, the word-level loss, chunked inference
+(``inference.tagger``), the learning-rate schedule, the self-describing checkpoint, and
+ensembles (``models.tagger_ensemble``, ``evaluation.tagging``)."""
 
 from __future__ import annotations
 
@@ -7,14 +8,12 @@ import pytest
 import torch
 
 from transformer.data.tokenizer import SubwordTokenizer
+from transformer.evaluation.tagging import ensemble_report, rank_subsets
+from transformer.inference.tagger import chunk_sentence
 from transformer.models.tagger import pool_words
-from transformer.tasks.tagging import (
-    TaggingTask,
-    align_word_dims,
-    chunk_sentence,
-    tagging_loss,
-    warmup_linear_factor,
-)
+from transformer.models.tagger_ensemble import TaggerEnsemble
+from transformer.tasks.schedules import warmup_linear_factor
+from transformer.tasks.tagging import TaggingTask, align_word_dims, tagging_loss
 
 TRAIN_WORDS = ("the cat sat on the mat . the dog did n't bark , and the cats were sitting "
                "quietly ; dogs barked loudly at the U.S. border !").split() * 20
@@ -116,11 +115,11 @@ def test_tag_keeps_order_count_and_handles_long_and_empty_sentences(tokenizer):
     task = make_task(tokenizer)  # max_len 8 pieces
     long = ("the cats were sitting quietly at the U.S. border and the dogs barked loudly " * 3).split()
     sentences = [["the", "cat"], [], long, ["Zyzzyva"]]
-    out = task.tag(sentences, max_tokens=16)
+    out = task.tagger(max_tokens=16).tag(sentences)
     assert [len(t) for t in out] == [len(s) for s in sentences]
     assert all(t in TAGS for sent in out for t in sent)
     # batching does not change a sentence's tags: alone it gets the same ones
-    assert task.tag([["the", "cat"]])[0] == out[0]
+    assert task.tagger().tag([["the", "cat"]])[0] == out[0]
 
 
 def test_schedule_warms_up_then_decays_to_zero():
@@ -141,7 +140,7 @@ def test_checkpoint_carries_tokenizer_tags_and_training_words(tokenizer):
     assert again.tags == TAGS and again.tagset == "upos" and again.model.pooling == "mean"
     assert again.train_words == set(TRAIN_WORDS)
     sents = [["the", "dog", "barked", "."], ["Qwerty", "sat"]]
-    assert again.tag(sents) == task.tag(sents)
+    assert again.tagger().tag(sents) == task.tagger().tag(sents)
 
 
 def test_conll2000_tags_live_in_the_xpos_field(tokenizer):
@@ -209,17 +208,18 @@ def test_character_encoder_table_comes_from_the_tokenizer(tokenizer):
     task.on_save_checkpoint(ckpt)
     again = TaggingTask.from_checkpoint_dict(ckpt)
     sents = [["the", "dogs", "barked", "."], ["Qwerty", "sat"]]
-    assert again.tag(sents) == task.tag(sents)
+    assert again.tagger().tag(sents) == task.tagger().tag(sents)
 
 
 def test_tag_probabilities_are_distributions_whose_argmax_is_tag(tokenizer):
     task = make_task(tokenizer, char_channels=8, char_dim=4)
     sents = [["the", "dogs", "barked", "."], [], ["Qwerty", "sat", "on", "the", "mat", "quietly", "!"]]
-    probs = task.tag_probabilities(sents, max_tokens=16)
+    tagger = task.tagger(max_tokens=16)
+    probs = tagger.tag_probabilities(sents)
     assert [p.shape for p in probs] == [(4, len(TAGS)), (0, len(TAGS)), (7, len(TAGS))]
     for p in probs:
         torch.testing.assert_close(p.sum(-1), torch.ones(len(p)))
-    assert task.tag(sents, max_tokens=16) == [[TAGS[i] for i in p.argmax(-1).tolist()] for p in probs]
+    assert tagger.tag(sents) == [[TAGS[i] for i in p.argmax(-1).tolist()] for p in probs]
 
 
 def _save(task, path):
@@ -231,46 +231,48 @@ def _save(task, path):
     return str(path)
 
 
-def test_ensemble_script_averages_members_and_refuses_other_tag_sets(tokenizer, tmp_path, mirror_root):
-    import importlib.util
-    from pathlib import Path
-
-    spec = importlib.util.spec_from_file_location(
-        "tagging_ensemble", Path(__file__).resolve().parents[2] / "scripts" / "tagging_ensemble.py")
-    ens = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ens)
+def test_ensemble_report_averages_members_and_refuses_other_tag_sets(tokenizer, tmp_path, mirror_root):
     torch.manual_seed(0)
     a = _save(make_task(tokenizer), tmp_path / "a.ckpt")
     torch.manual_seed(1)
     b = _save(make_task(tokenizer), tmp_path / "b.ckpt")
-    common = ["--split", "dev", "--data-dir", str(tmp_path / "cache"), "--mirror-root", str(mirror_root)]
-    one = ens.main([a, *common])
+    common = dict(split="dev", data_dir=str(tmp_path / "cache"), mirror_root=str(mirror_root))
+    one = ensemble_report([a], **common)
     assert one["ensemble"]["acc"] == one["members"][0]["acc"]
-    twice = ens.main([a, a, *common])  # the same model twice is that model
+    twice = ensemble_report([a, a], **common)  # the same model twice is that model
     assert twice["ensemble"]["acc"] == one["ensemble"]["acc"]
-    pair = ens.main([a, b, *common])
+    pair = ensemble_report([a, b], **common)
     assert [m["checkpoint"] for m in pair["members"]] == [a, b]
     assert pair["ensemble"]["tokens"] == one["ensemble"]["tokens"] > 10000
     other = TaggingTask(model=TINY_MODEL, piece_vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
                         tags=TAGS[::-1], data={"name": "gum", "tagset": "upos"}, tokenizer=tokenizer.to_str())
     c = _save(other, tmp_path / "c.ckpt")
-    with pytest.raises(SystemExit, match="tag inventory"):
-        ens.main([a, c, *common])
+    with pytest.raises(ValueError, match="tag inventory"):
+        ensemble_report([a, c], **common)
 
 
-def _load_ensemble_script():
-    import importlib.util
+def test_ensemble_script_prints_the_report_and_refuses_a_mismatch_with_exit_2(tokenizer, tmp_path, mirror_root):
+    import json
+    import subprocess
+    import sys
     from pathlib import Path
 
-    spec = importlib.util.spec_from_file_location(
-        "tagging_ensemble", Path(__file__).resolve().parents[2] / "scripts" / "tagging_ensemble.py")
-    ens = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(ens)
-    return ens
+    script = Path(__file__).resolve().parents[2] / "scripts" / "tagging_ensemble.py"
+    a = _save(make_task(tokenizer), tmp_path / "a.ckpt")
+    other = TaggingTask(model=TINY_MODEL, piece_vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
+                        tags=TAGS[::-1], data={"name": "gum", "tagset": "upos"}, tokenizer=tokenizer.to_str())
+    c = _save(other, tmp_path / "c.ckpt")
+    common = ["--split", "dev", "--data-dir", str(tmp_path / "cache"), "--mirror-root", str(mirror_root)]
+    out = tmp_path / "report.json"
+    ok = subprocess.run([sys.executable, str(script), a, *common, "--output", str(out)], capture_output=True, text=True)
+    assert ok.returncode == 0, ok.stderr[-2000:]
+    assert json.loads(ok.stdout) == json.loads(out.read_text()) and json.loads(ok.stdout)["members"][0]["checkpoint"] == a
+    bad = subprocess.run([sys.executable, str(script), a, c, *common], capture_output=True, text=True)
+    assert bad.returncode == 2 and bad.stderr.startswith("error: ") and "tag inventory" in bad.stderr
+    assert len(bad.stderr.strip().splitlines()) == 1
 
 
 def test_subsets_are_ranked_by_words_right_then_by_size():
-    ens = _load_ensemble_script()
     gold = [[0, 1], [1, 2], []]  # 4 words over 3 sentences, one of them empty
 
     def member(*rows):
@@ -281,7 +283,7 @@ def test_subsets_are_ranked_by_words_right_then_by_size():
     # unsure, so the pair gets all four; member 2 is a copy of member 0.
     m0 = member([0.9, 0.1, 0.0], [0.0, 0.9, 0.1], [0.9, 0.1, 0.0], [0.9, 0.0, 0.1])
     m1 = member([0.4, 0.6, 0.0], [0.0, 0.4, 0.6], [0.0, 1.0, 0.0], [0.0, 0.0, 1.0])
-    ranked = ens.rank_subsets([m0, m1, m0], gold)
+    ranked = rank_subsets([m0, m1, m0], gold)
     assert len(ranked) == 7
     assert [r["members"] for r in ranked[:5]] == [(0, 1), (1, 2), (0,), (1,), (2,)]
     assert ranked[0]["correct"] == 4 and ranked[0]["acc"] == 1.0 and ranked[0]["tokens"] == 4
@@ -289,21 +291,20 @@ def test_subsets_are_ranked_by_words_right_then_by_size():
     assert correct[(0,)] == correct[(1,)] == 2
     assert correct[(0, 1, 2)] == 2  # two copies of member 0 outvote member 1
     with pytest.raises(ValueError, match="member 1: its sentences do not align"):
-        ens.rank_subsets([m0, m0[:2]], gold)
+        rank_subsets([m0, m0[:2]], gold)
 
 
-def test_ensemble_script_chooses_its_members_on_another_split(tokenizer, tmp_path, mirror_root):
-    ens = _load_ensemble_script()
+def test_ensemble_report_chooses_its_members_on_another_split(tokenizer, tmp_path, mirror_root):
     paths = []
     for seed in (0, 1, 2):
         torch.manual_seed(seed)
         paths.append(_save(make_task(tokenizer), tmp_path / f"m{seed}.ckpt"))
-    common = ["--data-dir", str(tmp_path / "cache"), "--mirror-root", str(mirror_root)]
+    common = dict(data_dir=str(tmp_path / "cache"), mirror_root=str(mirror_root))
     # a duplicate adds nothing, so the smaller subset wins the tie
-    dup = ens.main([paths[0], paths[0], "--choose-on", "dev", "--split", "dev", *common])
+    dup = ensemble_report([paths[0], paths[0]], choose_on="dev", split="dev", **common)
     assert dup["selection"]["chosen"] == [paths[0]]
     assert [m["checkpoint"] for m in dup["members"]] == [paths[0]]
-    report = ens.main([*paths, "--choose-on", "dev", "--split", "dev", "--top", "3", *common])
+    report = ensemble_report(paths, choose_on="dev", split="dev", top=3, **common)
     sel = report["selection"]
     assert sel["split"] == "dev" and sel["subsets"] == 7 and len(sel["best"]) == 3
     assert [m["checkpoint"] for m in report["members"]] == sel["chosen"] == sel["best"][0]["checkpoints"]
@@ -311,7 +312,7 @@ def test_ensemble_script_chooses_its_members_on_another_split(tokenizer, tmp_pat
     assert report["ensemble"]["acc"] == pytest.approx(sel["best"][0]["acc"])
     assert report["ensemble"]["acc"] >= max(sel["single_acc"])
     assert report["ensemble"]["correct"] == sel["best"][0]["correct"]
-    test = ens.main([*paths, "--choose-on", "dev", "--split", "test", *common])
+    test = ensemble_report(paths, choose_on="dev", split="test", **common)
     assert test["split"] == "test" and test["selection"]["chosen"] == sel["chosen"]
 
 
@@ -380,9 +381,9 @@ def test_auxiliary_tags_are_required_in_batches_and_kept_by_the_checkpoint(token
     assert torch.equal(again.model.aux_classifier.weight, task.model.aux_classifier.weight)
     # tag reads the main head; tag_fields both, keyed by annotation, from the same pass
     words = [["the", "cat", "sat", "."], [], ["dogs"] * 12]  # the last is longer than max_len pieces
-    assert again.tag(words) == task.tag(words) and set(again.tag(words)[0]) <= set(TAGS)
-    fields = again.tag_fields(words)
-    assert set(fields) == {"upos", "xpos"} and fields["upos"] == again.tag(words)
+    assert again.tagger().tag(words) == task.tagger().tag(words) and set(again.tagger().tag(words)[0]) <= set(TAGS)
+    fields = again.tagger().tag_fields(words)
+    assert set(fields) == {"upos", "xpos"} and fields["upos"] == again.tagger().tag(words)
     assert [len(t) for t in fields["xpos"]] == [4, 0, 12] and set(fields["xpos"][0]) <= set(AUX_TAGS)
     batch = aux_batch(tokenizer)
     _, aux_logits = again.model.forward_all(batch["src"][:1], batch["word_ids"][:1])
@@ -392,16 +393,16 @@ def test_auxiliary_tags_are_required_in_batches_and_kept_by_the_checkpoint(token
 def test_evaluate_scores_the_auxiliary_head_too(tokenizer, tmp_path, monkeypatch):
     import json
 
-    import transformer.tasks.tagging as tagging
+    import transformer.evaluation.tagging as evaluation
     from transformer.data.readers import TaggedSentence
 
     torch.manual_seed(0)
     task = make_aux_task(tokenizer, aux_weight=0.5).eval()
     sents = [TaggedSentence("a", ["the", "cat", "sat", "."], ["DET", "NOUN", "VERB", "PUNCT"], ["DT", "NN", "VBD", "."]),
              TaggedSentence("b", ["dogs", "barked"], ["NOUN", "VERB"], ["NNS", "VBD"])]
-    monkeypatch.setattr(tagging, "read_tagged_split", lambda *a, **k: sents)
+    monkeypatch.setattr(evaluation, "read_tagged_split", lambda *a, **k: sents)
     metrics = task.evaluate("dev", output_dir=tmp_path)
-    fields = task.tag_fields([s.words for s in sents])
+    fields = task.tagger().tag_fields([s.words for s in sents])
     for key, got in (("upos", metrics), ("xpos", metrics["aux"])):
         gold = [t for s in sents for t in getattr(s, key)]
         pred = [t for p in fields[key] for t in p]
@@ -423,21 +424,21 @@ def test_tagging_ensemble_averages_both_heads_of_its_members(tokenizer, tmp_path
         paths.append(_save(make_aux_task(tokenizer, aux_weight=0.5), tmp_path / f"m{seed}.ckpt"))
     singles = [load_task(p) for p in paths]
     ens = load_task(paths)
-    assert isinstance(ens, TaggingTask) and len(ens.ensemble_members) == 2
+    assert isinstance(ens, TaggingTask) and isinstance(ens.model, TaggerEnsemble) and len(ens.model.taggers) == 3
     words = [["the", "cat", "sat", "."], [], ["dogs"] * 12, ["Qwerty", "barked"]]
-    main, aux = ens._head_probabilities(words, 16, None)
-    parts = [s._head_probabilities(words, 16, None) for s in singles]
+    main, aux = ens.tagger(max_tokens=16).head_probabilities(words)
+    parts = [s.tagger(max_tokens=16).head_probabilities(words) for s in singles]
     for k, got in enumerate((main, aux)):
         for i in range(len(words)):
             mean = sum(p[k][i] for p in parts) / 3
             torch.testing.assert_close(got[i], mean)
-    fields = ens.tag_fields(words)
+    fields = ens.tagger().tag_fields(words)
     assert fields["upos"] == [[TAGS[j] for j in p.argmax(-1).tolist()] for p in main]
     assert fields["xpos"] == [[AUX_TAGS[j] for j in p.argmax(-1).tolist()] for p in aux]
     # the members' mean differs from each member alone on these random models
     assert any(not torch.allclose(main[0], p[0][0]) for p in parts)
     # the members are submodules: moving the ensemble moves them all
-    assert {id(p) for p in ens.parameters()} >= {id(p) for p in ens.ensemble_members[1].parameters()}
+    assert {id(p) for p in ens.parameters()} >= {id(p) for p in ens.model.taggers[2].parameters()}
 
 
 def test_tagging_ensemble_refuses_other_inventories_and_drops_a_differing_aux_head(tokenizer, tmp_path):
@@ -455,7 +456,7 @@ def test_tagging_ensemble_refuses_other_inventories_and_drops_a_differing_aux_he
     with pytest.raises(ValueError, match="member 2 has data tagset 'xpos'"):
         load_task([aux, _save(xpos, tmp_path / "xpos.ckpt")])
     mixed = load_task([aux, plain])  # one member has no XPOS head: main tags only
-    fields = mixed.tag_fields([["the", "cat"]])
+    fields = mixed.tagger().tag_fields([["the", "cat"]])
     assert set(fields) == {"upos"} and len(fields["upos"][0]) == 2
 
 

@@ -7,7 +7,9 @@ checkpoint (model, tokenizer and tag set all come from the checkpoint).
     transformer-tag ckpt_path=[a.ckpt,b.ckpt,c.ckpt] input=words.txt            # an ensemble
 
 Several checkpoints of the same tag inventory tag as an ensemble: each word gets the tag with
-the highest mean probability over the models (``TaggingTask.ensemble``).
+the highest mean probability over the models (``TaggingTask.ensemble``). The tagging itself is
+``TaggingTask.tagger()`` (:class:`~transformer.inference.tagger.WordTagger`); this module reads
+and writes the formats.
 
 Input (``input_format``: ``auto`` | ``text`` | ``conllu``; ``auto`` reads CoNLL-U when
 any line has 10 tab-separated fields with a CoNLL-U ID, text otherwise; lines are split
@@ -140,15 +142,25 @@ def _word_tag_line(words: list[str], tags: list[str]) -> str:
     return " ".join(f"{w}_{t}" for w, t in zip(words, tags))
 
 
-def tag_text(task, lines: list[str], out_format: str, max_tokens: int = 4096, device=None) -> list[str]:
-    """Tag text-format input lines; returns output lines (see module docstring)."""
-    sentences = [split_tokens(line) for line in lines]
-    fields = task.tag_fields(sentences, max_tokens=max_tokens, device=device)
-    tags = fields[task.tagset]
+def _tag(tagger, sentences: list[list[str]], out_format: str) -> tuple[dict[str, list[list[str]]], list[str] | None]:
+    """``(fields, lines)``: every head's tags, and the output lines of the formats that carry
+    the main tags only (``word_tag``, ``text``; ``None`` for ``conllu``)."""
+    fields = tagger.tag_fields(sentences)
+    tags = fields[tagger.tagset]
     if out_format == "word_tag":
-        return [_word_tag_line(w, t) for w, t in zip(sentences, tags)]
+        return fields, [_word_tag_line(w, t) for w, t in zip(sentences, tags)]
     if out_format == "text":
-        return [" ".join(t) for t in tags]
+        return fields, [" ".join(t) for t in tags]
+    return fields, None
+
+
+def tag_text(tagger, lines: list[str], out_format: str) -> list[str]:
+    """Tag text-format input lines with ``tagger`` (``tag_fields`` and ``tagset``, as a
+    ``WordTagger`` has); returns output lines (see module docstring)."""
+    sentences = [split_tokens(line) for line in lines]
+    fields, plain = _tag(tagger, sentences, out_format)
+    if plain is not None:
+        return plain
     out: list[str] = []
     for n, words in enumerate(sentences, 1):
         out += [f"# sent_id = {n}", f"# text = {' '.join(words)}"]
@@ -158,17 +170,14 @@ def tag_text(task, lines: list[str], out_format: str, max_tokens: int = 4096, de
     return out
 
 
-def tag_conllu(task, lines: list[str], out_format: str, max_tokens: int = 4096, device=None,
-               name: str = "<input>") -> list[str]:
-    """Tag CoNLL-U input lines; returns output lines (see module docstring)."""
+def tag_conllu(tagger, lines: list[str], out_format: str, name: str = "<input>") -> list[str]:
+    """Tag CoNLL-U input lines with ``tagger`` (see :func:`tag_text`); returns output lines
+    (see module docstring)."""
     blocks = parse_conllu(lines, name)
     sentences = [[lines[i].split("\t")[1] for i in b.word_lines] for b in blocks]
-    fields = task.tag_fields(sentences, max_tokens=max_tokens, device=device)
-    tags = fields[task.tagset]
-    if out_format == "word_tag":
-        return [_word_tag_line(w, t) for w, t in zip(sentences, tags)]
-    if out_format == "text":
-        return [" ".join(t) for t in tags]
+    fields, plain = _tag(tagger, sentences, out_format)
+    if plain is not None:
+        return plain
     out = list(lines)
     for s, block in enumerate(blocks):
         for w, i in enumerate(block.word_lines):
@@ -176,8 +185,8 @@ def tag_conllu(task, lines: list[str], out_format: str, max_tokens: int = 4096, 
     return out
 
 
-def tag_lines(task, lines: list[str], input_format: str = "auto", out_format: str = "auto",
-              max_tokens: int = 4096, device=None, name: str = "<input>") -> list[str]:
+def tag_lines(tagger, lines: list[str], input_format: str = "auto", out_format: str = "auto",
+              name: str = "<input>") -> list[str]:
     """Detect/validate the formats and tag ``lines``; returns the output lines."""
     if input_format not in INPUT_FORMATS:
         raise ValueError(f"input_format must be one of {INPUT_FORMATS}, got {input_format!r}")
@@ -188,8 +197,8 @@ def tag_lines(task, lines: list[str], input_format: str = "auto", out_format: st
     if out_format == "auto":
         out_format = "conllu" if input_format == "conllu" else "word_tag"
     if input_format == "conllu":
-        return tag_conllu(task, lines, out_format, max_tokens, device, name)
-    return tag_text(task, lines, out_format, max_tokens, device)
+        return tag_conllu(tagger, lines, out_format, name)
+    return tag_text(tagger, lines, out_format)
 
 
 def run(cfg: DictConfig) -> list[str]:
@@ -197,7 +206,7 @@ def run(cfg: DictConfig) -> list[str]:
     if getattr(task, "task_name", None) != "tagging":
         raise ValueError(f"{cfg.ckpt_path} is a {getattr(task, 'task_name', '?')} checkpoint, not a tagging one")
     lines, name = read_lines(cfg.input)
-    out = tag_lines(task, lines, cfg.input_format, cfg.format, int(cfg.max_tokens), device, name)
+    out = tag_lines(task.tagger(int(cfg.max_tokens), device), lines, cfg.input_format, cfg.format, name)
     write_lines(out, cfg.output)
     return out
 

@@ -1,5 +1,6 @@
 """Batched inference on raw text: one predictor per task kind, independent of Lightning."""
 
+from transformer.inference.tagger import WordTagger, chunk_sentence
 from transformer.inference.translator import SearchFn, Translator, one_line
 
-__all__ = ["SearchFn", "Translator", "one_line"]
+__all__ = ["SearchFn", "Translator", "WordTagger", "chunk_sentence", "one_line"]

@@ -106,7 +106,7 @@ def inspect_tagging(task, sentences: Sequence[Sequence[str]], out_dir: str | Pat
     encoder = task.model.encoder
     for k, words in enumerate(sentences):
         with capture_encoder_attention(encoder) as calls:
-            tags = task.tag([list(words)])[0]
+            tags = task.tagger().tag([list(words)])[0]
         if len(calls) != 1:
             raise ValueError(f"sentence {k} is longer than the model's positional range; "
                              f"inspect a shorter one")

@@ -26,3 +26,13 @@ def inverse_sqrt_schedule(
     return torch.optim.lr_scheduler.LambdaLR(
         optimizer, lambda step: inverse_sqrt_factor(step, warmup_steps)
     )
+
+
+def warmup_linear_factor(step: int, warmup_steps: int, total_steps: int) -> float:
+    """Linear warm-up to 1 over ``warmup_steps`` updates, then linear decay to 0 at
+    ``total_steps`` (the BERT fine-tuning schedule, Devlin et al. 2019): with a fixed small
+    epoch budget this ends training at a low rate instead of inverse-sqrt's long tail."""
+    step = step + 1
+    if step <= warmup_steps:
+        return step / max(1, warmup_steps)
+    return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))

@@ -1,5 +1,6 @@
 """Tagging metrics on word-aligned tag sequences: token, unseen-word and sentence accuracy,
-per-tag precision/recall/F1, the most confused tag pairs, and the most-frequent-tag baseline.
+per-tag precision/recall/F1, the most confused tag pairs, and the most-frequent-tag baseline
+(their plain-text report: ``transformer.evaluation.tagging.format_report``).
 
 Plain Python on lists of strings, so the numbers are easy to check by hand (see
 ``tests/tasks/test_tag_metrics.py``) and identical whoever produced the predictions
@@ -32,6 +33,45 @@ def _ratio(num: int, den: int) -> float | None:
     return num / den if den else None
 
 
+def _count(gold: Sequence[Sequence[str]], pred: Sequence[Sequence[str]], words: Sequence[Sequence[str]] | None,
+           vocab: set[str] | None) -> dict:
+    """The counts behind :func:`tagging_metrics`: words and sentences right, unseen words
+    (right), and per tag the gold, predicted and correct counts and the error pairs."""
+    c = {"correct": 0, "total": 0, "sentences_right": 0, "unseen": 0, "unseen_correct": 0,
+         "tp": Counter(), "gold": Counter(), "pred": Counter(), "confusions": Counter()}
+    for i, (g_seq, p_seq) in enumerate(zip(gold, pred)):
+        errors = 0
+        for j, (g, p) in enumerate(zip(g_seq, p_seq)):
+            ok = g == p
+            c["total"] += 1
+            c["correct"] += ok
+            c["gold"][g] += 1
+            c["pred"][p] += 1
+            if ok:
+                c["tp"][g] += 1
+            else:
+                c["confusions"][(g, p)] += 1
+                errors += 1
+            if vocab is not None and words is not None and words[i][j] not in vocab:
+                c["unseen"] += 1
+                c["unseen_correct"] += ok
+        c["sentences_right"] += errors == 0
+    return c
+
+
+def _per_tag(tp: Counter, n_gold: Counter, n_pred: Counter) -> dict:
+    """``{tag: {precision, recall, f1, support, predicted}}`` over every gold or predicted tag."""
+    per_tag = {}
+    for tag in sorted(set(n_gold) | set(n_pred)):
+        precision = _ratio(tp[tag], n_pred[tag])
+        recall = _ratio(tp[tag], n_gold[tag])
+        # A tag never predicted (or never gold) has no true positive: F1 = 0, as in sklearn.
+        f1 = 2 * precision * recall / (precision + recall) if precision and recall else 0.0
+        per_tag[tag] = {"precision": precision, "recall": recall, "f1": f1,
+                        "support": n_gold[tag], "predicted": n_pred[tag]}
+    return per_tag
+
+
 def tagging_metrics(
     gold: Sequence[Sequence[str]],
     pred: Sequence[Sequence[str]],
@@ -58,86 +98,25 @@ def tagging_metrics(
     """
     _check_aligned(gold, pred, words)
     vocab = set(train_words) if train_words is not None else None
-    correct = total = sent_correct = 0
-    unseen_total = unseen_correct = 0
-    tp: Counter = Counter()
-    n_gold: Counter = Counter()
-    n_pred: Counter = Counter()
-    confusions: Counter = Counter()
-    for i, (g_seq, p_seq) in enumerate(zip(gold, pred)):
-        all_right = True
-        for j, (g, p) in enumerate(zip(g_seq, p_seq)):
-            ok = g == p
-            total += 1
-            correct += ok
-            n_gold[g] += 1
-            n_pred[p] += 1
-            if ok:
-                tp[g] += 1
-            else:
-                all_right = False
-                confusions[(g, p)] += 1
-            if vocab is not None and words is not None and words[i][j] not in vocab:
-                unseen_total += 1
-                unseen_correct += ok
-        sent_correct += all_right
-
-    per_tag = {}
-    for tag in sorted(set(n_gold) | set(n_pred)):
-        precision = _ratio(tp[tag], n_pred[tag])
-        recall = _ratio(tp[tag], n_gold[tag])
-        # A tag never predicted (or never gold) has no true positive: F1 = 0, as in sklearn.
-        f1 = 2 * precision * recall / (precision + recall) if precision and recall else 0.0
-        per_tag[tag] = {
-            "precision": precision, "recall": recall, "f1": f1,
-            "support": n_gold[tag], "predicted": n_pred[tag],
-        }
+    c = _count(gold, pred, words, vocab)
+    per_tag = _per_tag(c["tp"], c["gold"], c["pred"])
     gold_f1 = [v["f1"] or 0.0 for v in per_tag.values() if v["support"]]
-    unseen_known = vocab is not None and words is not None
+    known = vocab is not None and words is not None
+    correct, total, unseen, unseen_correct = c["correct"], c["total"], c["unseen"], c["unseen_correct"]
     return {
         "acc": _ratio(correct, total),
         "tokens": total,
         "correct": correct,
-        "unseen_acc": _ratio(unseen_correct, unseen_total) if unseen_known else None,
-        "unseen_tokens": unseen_total if unseen_known else None,
-        "seen_acc": _ratio(correct - unseen_correct, total - unseen_total) if unseen_known else None,
-        "sentence_acc": _ratio(sent_correct, len(gold)),
+        "unseen_acc": _ratio(unseen_correct, unseen) if known else None,
+        "unseen_tokens": unseen if known else None,
+        "seen_acc": _ratio(correct - unseen_correct, total - unseen) if known else None,
+        "sentence_acc": _ratio(c["sentences_right"], len(gold)),
         "sentences": len(gold),
         "macro_f1": sum(gold_f1) / len(gold_f1) if gold_f1 else None,
         "per_tag": per_tag,
-        "confusions": [
-            {"gold": g, "pred": p, "count": c}
-            for (g, p), c in sorted(confusions.items(), key=lambda kv: (-kv[1], kv[0]))[:top_confusions]
-        ],
+        "confusions": [{"gold": g, "pred": p, "count": n} for (g, p), n in
+                       sorted(c["confusions"].items(), key=lambda kv: (-kv[1], kv[0]))[:top_confusions]],
     }
-
-
-def _pct(x: float | None) -> str:
-    return "-" if x is None else f"{100 * x:.2f}"
-
-
-def format_report(metrics: dict, title: str = "") -> str:
-    """A plain-text report of :func:`tagging_metrics` output: summary, per-tag table,
-    confusions (fixed-width, for reading in a terminal)."""
-    lines = [title] if title else []
-    unseen = (f"{_pct(metrics['unseen_acc'])} % of {metrics['unseen_tokens']} unseen words"
-              if metrics.get("unseen_tokens") is not None else "n/a (no training vocabulary)")
-    lines += [
-        f"token accuracy     {_pct(metrics['acc'])} % ({metrics['correct']}/{metrics['tokens']})",
-        f"unseen-word acc.   {unseen}",
-        f"seen-word acc.     {_pct(metrics.get('seen_acc'))} %",
-        f"sentence accuracy  {_pct(metrics['sentence_acc'])} % of {metrics['sentences']} sentences",
-        f"macro F1           {_pct(metrics['macro_f1'])}",
-        "",
-        f"{'tag':<10} {'prec':>7} {'rec':>7} {'f1':>7} {'support':>8} {'predicted':>10}",
-    ]
-    for tag, s in sorted(metrics["per_tag"].items(), key=lambda kv: (-kv[1]["support"], kv[0])):
-        lines.append(f"{tag:<10} {_pct(s['precision']):>7} {_pct(s['recall']):>7} {_pct(s['f1']):>7} "
-                     f"{s['support']:>8} {s['predicted']:>10}")
-    if metrics["confusions"]:
-        lines += ["", "most confused (gold -> predicted: count)"]
-        lines += [f"  {c['gold']} -> {c['pred']}: {c['count']}" for c in metrics["confusions"]]
-    return "\n".join(lines) + "\n"
 
 
 class MostFrequentTagBaseline:

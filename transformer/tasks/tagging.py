@@ -1,5 +1,6 @@
 """Part-of-speech tagging: a ``Tagger`` trained on gold-tokenized words, with word-level
-cross-entropy, validation accuracy, and checkpoint-only evaluation and tagging.
+cross-entropy (plus optional auxiliary tags, word/piece dropout and adversarial inputs),
+validation accuracy, and the checkpoint that tags and evaluates on its own.
 
 Shape legend: B sentences, T subword pieces, W words (max in batch), C tags.
 
@@ -7,14 +8,13 @@ The checkpoint carries everything needed to tag new text: the resolved model con
 tag list (hyperparameters), the tokenizer (``checkpoint["tokenizers"]["src"]``, the same
 entry translation uses, so ``transformer-train ckpt_path=...`` resumes with it) and the
 set of training word forms (``checkpoint["tagging"]["train_words"]``) so that accuracy on
-words never seen in training can be reported from the checkpoint alone.
+words never seen in training can be reported from the checkpoint alone. Tagging raw words
+is :meth:`TaggingTask.tagger` (``inference.tagger``), scoring a split ``evaluation.tagging``.
 """
 
 from __future__ import annotations
 
-import json
 import math
-import time
 from pathlib import Path
 from typing import Sequence
 
@@ -22,21 +22,16 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
+from transformer.data.tagged_splits import TAG_FIELDS
 from transformer.data.tokenizer import SubwordTokenizer
-from transformer.tasks.checkpoint import TASK_KEY
-from transformer.tasks.schedules import inverse_sqrt_factor
-from transformer.tasks.tag_metrics import format_report, tagging_metrics
-from transformer.data.batching import token_budget_batches
+from transformer.evaluation.tagging import evaluate_tagging
+from transformer.inference.tagger import WordTagger, model_max_len
 from transformer.models.build import build_model
+from transformer.models.tagger_ensemble import TaggerEnsemble, TaggerSpec, check_tagger_ensemble
+from transformer.tasks.checkpoint import TASK_KEY
+from transformer.tasks.schedules import inverse_sqrt_factor, warmup_linear_factor
 
 IGNORE_INDEX = -100
-# Which TaggedSentence field holds the tags of a (dataset, tagset) pair; mirrors
-# TaggingDataModule so evaluation reads the same column the model was trained on.
-TAG_FIELDS = {
-    "gum": {"upos": "upos", "xpos": "xpos", "pos": "upos"},
-    "conll2000": {"pos": "xpos", "xpos": "xpos", "chunk": "chunk"},
-}
-SPLIT_ALIASES = {"val": "dev", "validation": "dev"}
 
 
 def tagging_loss(logits: torch.Tensor, tags: torch.Tensor, label_smoothing: float = 0.0) -> tuple[torch.Tensor, int]:
@@ -95,69 +90,6 @@ def drop_words(src: torch.Tensor, word_ids: torch.Tensor, p: float, unk_id: int,
     return src.masked_fill(piece_hit, unk_id)
 
 
-def warmup_linear_factor(step: int, warmup_steps: int, total_steps: int) -> float:
-    """Linear warm-up to 1 over ``warmup_steps`` updates, then linear decay to 0 at
-    ``total_steps`` (the BERT fine-tuning schedule, Devlin et al. 2019): with a fixed small
-    epoch budget this ends training at a low rate instead of inverse-sqrt's long tail."""
-    step = step + 1
-    if step <= warmup_steps:
-        return step / max(1, warmup_steps)
-    return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
-
-
-def chunk_sentence(word_ids: Sequence[int], max_len: int) -> list[tuple[int, int]]:
-    """Split a sentence's pieces into consecutive ``[start, end)`` piece spans of at most
-    ``max_len`` pieces that never cut a word (a word longer than ``max_len`` keeps only
-    its first ``max_len`` pieces: its first piece is what ``first`` pooling reads anyway).
-
-    Used at inference so that sentences longer than the model's positional range are
-    tagged in pieces instead of being dropped or crashing.
-    """
-    spans: list[tuple[int, int]] = []
-    start, n = 0, len(word_ids)
-    while start < n:
-        end = min(start + max_len, n)
-        if end < n and word_ids[end] == word_ids[end - 1]:
-            # Back off to the start of the word that straddles the boundary.
-            cut = end
-            while cut > start and word_ids[cut - 1] == word_ids[end]:
-                cut -= 1
-            if cut > start:
-                end = cut
-            else:  # one word longer than max_len: keep its first pieces, skip the rest
-                spans.append((start, end))
-                while end < n and word_ids[end] == word_ids[start]:
-                    end += 1
-                start = end
-                continue
-        spans.append((start, end))
-        start = end
-    return spans
-
-
-def read_tagged_split(data: dict, split: str, data_dir: str = "data/cache", mirror_root: str | None = None):
-    """The raw ``TaggedSentence`` list of ``split`` for the dataset described by ``data``
-    (``{"name", "tagset", "dev_size"}``, as stored in a checkpoint). CoNLL-2000's ``dev``
-    is the last ``dev_size`` training sentences, exactly as ``TaggingDataModule`` cuts it."""
-    from transformer.data.readers import read_conll2000, read_gum
-
-    split = SPLIT_ALIASES.get(split, split)
-    name = data["name"]
-    if name == "gum":
-        if split not in ("train", "dev", "test"):
-            raise ValueError(f"GUM has splits train, dev, test; got {split!r}")
-        return read_gum(split, data_dir, mirror_root)
-    if name == "conll2000":
-        if split == "test":
-            return read_conll2000("test", data_dir, mirror_root)
-        if split not in ("train", "dev"):
-            raise ValueError(f"CoNLL-2000 has splits train, dev (held out from train), test; got {split!r}")
-        full = read_conll2000("train", data_dir, mirror_root)
-        dev_size = int(data.get("dev_size", 500))
-        return full[:-dev_size] if split == "train" else full[-dev_size:]
-    raise ValueError(f"unknown tagging dataset {name!r}")
-
-
 class TaggingTask(L.LightningModule):
     """Per-word cross-entropy over a ``Tagger``; AdamW with warm-up.
 
@@ -183,8 +115,8 @@ class TaggingTask(L.LightningModule):
             training looks (its pieces' embeddings barely trained, its spelling informative).
         aux_tags: tag strings of an auxiliary tag set of the same words (the data module's
             ``aux_tagset``, e.g. XPOS beside UPOS), predicted by a second classifier over
-            the same encoder (multi-task training); ``None``: none. Evaluation and tagging
-            read the main tags only.
+            the same encoder (multi-task training); ``None``: none. Tagging and evaluation
+            report both heads.
         aux_weight: the auxiliary loss's weight in the training loss
             (``loss = main + aux_weight * aux``); ``val/loss`` is the main loss alone and
             ``val/aux_acc`` the auxiliary tags' accuracy.
@@ -238,16 +170,14 @@ class TaggingTask(L.LightningModule):
             specials = {tok.pad_id, tok.bos_id, tok.eos_id, tok.unk_id, tok.mask_id}
             self.model.set_pieces([tok.id_to_token(i) for i in range(piece_vocab_size)], specials)
         self.train_words: set[str] | None = set(train_words) if train_words is not None else None
-        # Ensemble members besides this task (``ensemble``); empty for a single model.
-        self.ensemble_members = torch.nn.ModuleList()
 
     # ----------------------------------------------------------------- construction
     @classmethod
     def ensemble(cls, tasks: Sequence["TaggingTask"]) -> "TaggingTask":
         """One tagger that gives each word the mean of ``tasks``' tag probabilities (each member
-        reads the words with its own tokenizer); it keeps the first task's settings and
-        training words (unseen-word accuracy), so ``tag``, ``tag_fields`` and ``evaluate``
-        score the ensemble.
+        reads the words with its own tokenizer; ``models.tagger_ensemble``); it keeps the first
+        task's settings and training words (unseen-word accuracy), so ``tagger`` and
+        ``evaluate`` score the ensemble.
 
         For tagging and evaluation only. The members must be tagging checkpoints of the same
         dataset and tag set with the same tag inventory, else a ``ValueError`` names the first
@@ -261,19 +191,9 @@ class TaggingTask(L.LightningModule):
             if not isinstance(task, TaggingTask):
                 raise ValueError(f"ensemble member {i} is a {getattr(task, 'task_name', '?')!r} checkpoint; "
                                  f"a tagging ensemble takes tagging checkpoints only")
-        for i, task in enumerate(tasks[1:], start=2):
-            for key in ("name", "tagset"):
-                if task.hparams.data[key] != first.hparams.data[key]:
-                    raise ValueError(f"ensemble member {i} has data {key} {task.hparams.data[key]!r}, "
-                                     f"member 1 has {first.hparams.data[key]!r}")
-            if task.tags != first.tags:
-                raise ValueError(f"ensemble member {i} has another tag inventory than member 1 "
-                                 f"({len(task.tags)} vs {len(first.tags)} tags)")
-        same_aux = all(t.aux_tags == first.aux_tags and t.hparams.data.get("aux_tagset") == first.hparams.data.get("aux_tagset")
-                       for t in tasks[1:])
-        if first.aux_tags and not same_aux:
+        if not check_tagger_ensemble([TaggerSpec(t.hparams.data, t.tags, t.aux_tags) for t in tasks]):
             first.aux_tags = []  # the members' auxiliary heads differ: main tags only
-        first.ensemble_members = torch.nn.ModuleList(tasks[1:])
+        first.model = TaggerEnsemble([(t.model, t.tokenizer, t.encoder_max_len()) for t in tasks])
         return first
 
     @property
@@ -427,158 +347,29 @@ class TaggingTask(L.LightningModule):
         return int(total) if total is not None and math.isfinite(total) else 10**9
 
     # ----------------------------------------------------------------- inference
-    @torch.no_grad()
-    def tag(self, sentences: Sequence[Sequence[str]], max_tokens: int = 4096,
-            device: str | torch.device | None = None) -> list[list[str]]:
-        """Tag pre-tokenized sentences; one tag per word, input order kept.
+    def encoder_max_len(self) -> int:
+        """The most pieces the encoder takes at once (longer sentences are tagged in chunks)."""
+        return model_max_len(self.model, int(self.hparams.model.get("max_len", 512)))
 
-        Empty sentences give ``[]``. Sentences with more pieces than the model's
-        positional range (``model.encoder`` ``max_len``) are tagged in word-aligned chunks.
-        """
-        probs = self.tag_probabilities(sentences, max_tokens, device)
-        return [[self.tags[i] for i in p.argmax(-1).tolist()] for p in probs]
-
-    @torch.no_grad()
-    def tag_fields(self, sentences: Sequence[Sequence[str]], max_tokens: int = 4096,
-                   device: str | torch.device | None = None) -> dict[str, list[list[str]]]:
-        """Like ``tag``, keyed by the annotation each head predicts (``upos``, ``xpos`` or
-        ``chunk``, see ``TAG_FIELDS``): the main tags, and with an auxiliary head its tags
-        too, from the same encoder pass."""
-        main, aux = self._head_probabilities(sentences, max_tokens, device)
-        out = {self.tagset: [[self.tags[i] for i in p.argmax(-1).tolist()] for p in main]}
-        if aux is not None:
-            field = TAG_FIELDS[self.hparams.data["name"]][self.hparams.data["aux_tagset"]]
-            out[field] = [[self.aux_tags[i] for i in p.argmax(-1).tolist()] for p in aux]
-        return out
-
-    @torch.no_grad()
-    def tag_probabilities(self, sentences: Sequence[Sequence[str]], max_tokens: int = 4096,
-                          device: str | torch.device | None = None) -> list[torch.Tensor]:
-        """Per sentence, a ``(n_words, C)`` CPU tensor of tag probabilities (columns in
-        ``self.tags`` order); ``tag`` takes their argmax. Models trained with other tokenizers
-        on the same tag set can be ensembled by averaging these (``scripts/tagging_ensemble.py``).
-        """
-        return self._head_probabilities(sentences, max_tokens, device)[0]
-
-    def _head_probabilities(self, sentences: Sequence[Sequence[str]], max_tokens: int,
-                            device: str | torch.device | None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
-        """Per sentence ``(n_words, C)`` main-tag probabilities, and ``(n_words, C_aux)``
-        auxiliary ones (``None`` without an auxiliary head); an ensemble's are the means over
-        its members."""
-        main, aux = self._model_probabilities(sentences, max_tokens, device)
-        if not self.ensemble_members:
-            return main, aux
-        use_aux = bool(self.aux_tags)
-        aux = aux if use_aux else None
-        for member in self.ensemble_members:
-            m_main, m_aux = member._model_probabilities(sentences, max_tokens, device)
-            main = [a + b for a, b in zip(main, m_main)]
-            if use_aux:
-                aux = [a + b for a, b in zip(aux, m_aux)]
-        n = 1 + len(self.ensemble_members)
-        return [p / n for p in main], ([p / n for p in aux] if aux is not None else None)
-
-    def _model_probabilities(self, sentences: Sequence[Sequence[str]], max_tokens: int,
-                             device: str | torch.device | None) -> tuple[list[torch.Tensor], list[torch.Tensor] | None]:
-        """``_head_probabilities`` of this task's own model (ensemble members aside)."""
-        if self.tokenizer is None:
-            raise ValueError("this checkpoint has no tokenizer; it cannot tag raw words")
-        device = torch.device(device) if device is not None else next(self.parameters()).device
-        was_training = self.training
-        self.eval()
-        max_len = self._max_len()
-        # Each unit: (sentence index, first word index, piece ids, word ids relative to the unit).
-        units: list[tuple[int, int, list[int], list[int]]] = []
-        n_aux = self.model.n_aux_tags if getattr(self.model, "aux_classifier", None) is not None else 0
-        heads = [len(self.tags)] + ([n_aux] if n_aux else [])
-        out = [[torch.zeros(len(words), n) for words in sentences] for n in heads]
-        for i, words in enumerate(sentences):
-            if not words:
-                continue
-            ids, wids = self.tokenizer.encode_words(list(words))
-            for a, b in chunk_sentence(wids, max_len):
-                first = wids[a]
-                units.append((i, first, ids[a:b], [w - first for w in wids[a:b]]))
-        pad = self.tokenizer.pad_id
-        for batch in token_budget_batches([len(u[2]) for u in units], max_tokens):
-            rows = [units[k] for k in batch]
-            t = max(len(r[2]) for r in rows)
-            src = torch.full((len(rows), t), pad, dtype=torch.long)  # (B, T)
-            word_ids = torch.full((len(rows), t), -1, dtype=torch.long)  # (B, T)
-            for r, (_, _, ids, wids) in enumerate(rows):
-                src[r, : len(ids)] = torch.tensor(ids)
-                word_ids[r, : len(wids)] = torch.tensor(wids)
-            logits = self.model.forward_all(src.to(device), word_ids.to(device))  # (B, W, C), (B, W, C') or None
-            for head, head_logits in zip(out, logits):
-                probs = torch.softmax(head_logits.float(), dim=-1).cpu()  # (B, W, C)
-                for (i, first, _, wids), p in zip(rows, probs):
-                    n = wids[-1] + 1
-                    head[i][first: first + n] = p[:n]
-        self.train(was_training)
-        return out[0], (out[1] if len(out) > 1 else None)
-
-    def _max_len(self) -> int:
-        enc = getattr(self.model, "encoder", None)
-        pos = getattr(enc, "positional", None)
-        for obj in (pos, enc, self.model):
-            n = getattr(obj, "max_len", None)
-            if isinstance(n, int) and n > 0:
-                return n
-        return int(self.hparams.model.get("max_len", 512))
+    def tagger(self, max_tokens: int = 4096, device: str | torch.device | None = None) -> WordTagger:
+        """A :class:`~transformer.inference.tagger.WordTagger` for pre-tokenized words with this
+        model (or ensemble) and its tokenizer; ``device``: ``None`` keeps the model's."""
+        if isinstance(self.model, TaggerEnsemble):
+            members = self.model.members()
+        else:
+            members = [(self.model, self.tokenizer, self.encoder_max_len())]
+        data = self.hparams.data
+        aux_field = TAG_FIELDS[data["name"]][data["aux_tagset"]] if self.aux_tags else None
+        return WordTagger(members, self.tags, self.tagset, self.aux_tags, aux_field, max_tokens, device)
 
     def evaluate(self, split: str, decode_cfg: dict | None = None, output_dir: Path | str = "eval",
                  data_dir: str = "data/cache", mirror_root: str | None = None,
                  device: str | torch.device = "cpu") -> dict:
-        """Tag a split of the checkpoint's dataset and score it (``decode_cfg`` is ignored:
-        tagging has no search).
-
-        Writes to ``output_dir``: ``<split>.<tagset>.json`` (metrics), ``.txt`` (readable
-        report: summary, per-tag P/R/F1 table, confusions) and ``.pred.tsv`` (one word per
-        line: ``word<TAB>gold<TAB>predicted``, a blank line between sentences, input order).
-        A checkpoint with an auxiliary head gets the same three files for its tag set
-        (``<split>.<aux_tagset>.*``, from the same encoder pass), and the returned metrics
-        carry that head's summary under ``aux``.
-        """
-        data = self.hparams.data
-        sents = read_tagged_split(data, split, data_dir, mirror_root)
-        words = [s.words for s in sents]
-        start = time.perf_counter()
-        preds = self.tag_fields(words, device=device)  # {field: tags} for each head
-        seconds = time.perf_counter() - start
-        heads = [(data["tagset"], self.tagset)]
-        if self.aux_tags:
-            heads.append((data["aux_tagset"], TAG_FIELDS[data["name"]][data["aux_tagset"]]))
-        out = Path(output_dir)
-        out.mkdir(parents=True, exist_ok=True)
-        results = []
-        for tagset, field in heads:
-            gold = [getattr(s, field) for s in sents]
-            metrics = tagging_metrics(gold, preds[field], words, self.train_words)
-            metrics = {
-                "split": split, "dataset": data["name"], "tagset": tagset, **metrics,
-                "tag_seconds": round(seconds, 3),
-                "words_per_second": round(metrics["tokens"] / max(seconds, 1e-9), 1),
-            }
-            results.append(_write_tagging_scores(out, f"{split}.{tagset}", f"{data['name']} {split} ({tagset})",
-                                                 metrics, words, gold, preds[field]))
-        metrics = results[0]
-        if len(results) > 1:
-            metrics["aux"] = {k: v for k, v in results[1].items() if k not in ("per_tag", "confusions")}
-        return metrics
+        """Tag a split of the checkpoint's dataset, score it and write the report files
+        (:func:`~transformer.evaluation.tagging.evaluate_tagging`; ``decode_cfg`` is ignored:
+        tagging has no search)."""
+        return evaluate_tagging(self.tagger(device=device), self.hparams.data, self.train_words, split,
+                                output_dir, data_dir, mirror_root)
 
 
-def _write_tagging_scores(out: Path, stem: str, title: str, metrics: dict, words, gold, pred) -> dict:
-    """Write ``<stem>.json`` / ``.txt`` / ``.pred.tsv`` under ``out``; return the metrics with
-    the file paths under ``outputs``."""
-    (out / f"{stem}.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    (out / f"{stem}.txt").write_text(format_report(metrics, title), encoding="utf-8")
-    with open(out / f"{stem}.pred.tsv", "w", encoding="utf-8") as f:
-        for ws, gs, ps in zip(words, gold, pred):
-            f.writelines(f"{w}\t{g}\t{p}\n" for w, g, p in zip(ws, gs, ps))
-            f.write("\n")
-    metrics["outputs"] = {k: str(out / f"{stem}{ext}") for k, ext in
-                          (("metrics", ".json"), ("report", ".txt"), ("predictions", ".pred.tsv"))}
-    return metrics
-
-
-__all__ = ["TaggingTask", "chunk_sentence", "drop_words", "read_tagged_split", "tagging_loss", "warmup_linear_factor"]
+__all__ = ["TaggingTask", "align_word_dims", "drop_words", "tagging_loss"]
