@@ -14,7 +14,8 @@ from omegaconf import OmegaConf
 from transformer.cli.train import check_config
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
-NAT_MODELS = sorted(p.stem for p in (CONF / "model").glob("nat_*.yaml"))
+CTC_MODELS = sorted(p.stem for p in (CONF / "model").glob("nat_ctc_*.yaml"))
+NAT_MODELS = sorted(p.stem for p in (CONF / "model").glob("nat_*.yaml") if p.stem not in CTC_MODELS)
 NAT_EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("multi30k_nat*.yaml"))
 NAT_DECODES = ["nat_one_pass", "nat_length_beam", "mask_predict"]
 FACTS = dict(vocab_size=120, pad_id=0, bos_id=1, eos_id=2, mask_id=4, src_lang="de", tgt_lang="en")
@@ -36,6 +37,19 @@ def test_nat_model_config_builds_through_the_task(model, tmp_path):
     src = torch.tensor([[5, 6, 7, 2]])
     logits, length_logits = task(src, torch.tensor([[8, 4, 9]]))
     assert logits.shape == (1, 3, 120) and length_logits.dim() == 2
+
+
+@pytest.mark.parametrize("model", CTC_MODELS)
+def test_ctc_model_config_builds_through_its_task(model, tmp_path):
+    cfg = compose_cfg("train", ["task=nat_ctc", f"model={model}", f"output_dir={tmp_path}"])
+    task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
+    cls = get_class(task_cfg.pop("_target_"))
+    task = cls(model=OmegaConf.to_container(cfg.model, resolve=True), **task_cfg, **FACTS)
+    assert task.model.blank_id == 4  # the tokenizer's mask id serves as the blank
+    logits, dec_mask = task(torch.tensor([[5, 6, 7, 2], [5, 2, 0, 0]]))
+    ratio = cfg.model.upsample_ratio
+    assert logits.shape == (2, 4 * ratio, 120)
+    assert dec_mask.sum(1).tolist() == [4 * ratio, 2 * ratio]  # source padding stays padding
 
 
 @pytest.mark.parametrize("pair", ["de_en", "en_de"])
