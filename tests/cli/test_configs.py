@@ -14,7 +14,7 @@ from omegaconf import OmegaConf, open_dict
 
 from transformer.cli.train import check_config
 from transformer.data.sources import multi30k_relpath
-from transformer.models.build import build_model
+from transformer.tasks.build import build_model
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))

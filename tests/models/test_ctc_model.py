@@ -8,7 +8,7 @@ import torch
 
 from model_configs import model_config
 
-from transformer.models.build import build_model
+from transformer.tasks.build import build_model
 from transformer.models.ctc import upsample, upsample_positions
 
 PAD, EOS, MASK = 0, 2, 4

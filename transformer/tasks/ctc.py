@@ -39,7 +39,7 @@ from torch import Tensor
 
 from transformer.decoding.ctc import ctc_one_pass
 from transformer.inference import SearchFn, Translator
-from transformer.models.build import build_model
+from transformer.tasks.build import build_model
 from transformer.tasks.glancing import (
     GlancingSchedule,
     ctc_best_alignment,

@@ -26,7 +26,7 @@ from transformer.data.tagged_splits import TAG_FIELDS
 from transformer.data.tokenizer import SubwordTokenizer
 from transformer.evaluation.tagging import evaluate_tagging
 from transformer.inference.tagger import WordTagger, model_max_len
-from transformer.models.build import build_model
+from transformer.tasks.build import build_model
 from transformer.models.tagger_ensemble import TaggerEnsemble, TaggerSpec, check_tagger_ensemble
 from transformer.tasks.checkpoint import TASK_KEY
 from transformer.tasks.schedules import inverse_sqrt_factor, warmup_linear_factor

@@ -17,7 +17,7 @@ from transformer.decoding import beam_search, greedy_search
 from transformer.evaluation import CorpusBLEU
 from transformer.evaluation.translation import evaluate_split
 from transformer.inference import SearchFn, Translator
-from transformer.models.build import build_model
+from transformer.tasks.build import build_model
 from transformer.models.ensemble import EnsembleModel
 from transformer.tasks.checkpoint import TASK_KEY
 from transformer.tasks.losses import label_smoothed_nll
