@@ -20,7 +20,7 @@ import torch
 from torch import Tensor, nn
 
 from transformer.models.encoder import EncoderOut, TransformerEncoder
-from transformer.models.init import init_weights
+from transformer.models.init import init_weights, target_vocab_size
 from transformer.models.nat import NonAutoregressiveDecoder
 from transformer.modules.masks import pad_mask
 
@@ -114,9 +114,7 @@ class CTCNonAutoregressiveModel(nn.Module):
         upsample_mode: str = "copy",
     ):
         super().__init__()
-        tgt_vocab_size = vocab_size if tgt_vocab_size is None else tgt_vocab_size
-        if share_embeddings and tgt_vocab_size != vocab_size:
-            raise ValueError(f"share_embeddings needs one joint vocabulary, got {vocab_size} vs {tgt_vocab_size}")
+        tgt_vocab_size = target_vocab_size(vocab_size, tgt_vocab_size, share_embeddings)
         if blank_id is None:
             raise ValueError("a CTC model needs blank_id (the tokenizer's [MASK] id)")
         if upsample_ratio < 1:
@@ -125,7 +123,7 @@ class CTCNonAutoregressiveModel(nn.Module):
             raise ValueError(f"upsample_mode must be one of {UPSAMPLE_MODES}, got {upsample_mode!r}")
         self.pad_id, self.blank_id = pad_id, blank_id
         self.mask_id = None  # decoding.api.NATModel: this model reads no target tokens
-        self.vocab_size = tgt_vocab_size
+        self.src_vocab_size, self.vocab_size = vocab_size, tgt_vocab_size
         self.upsample_ratio, self.upsample_mode = upsample_ratio, upsample_mode
         self.encoder = TransformerEncoder(
             vocab_size, d_model, n_heads, n_encoder_layers, d_ff, dropout, pad_id,

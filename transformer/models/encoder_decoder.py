@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from transformer.models.decoder import AutoregressiveDecoder
 from transformer.models.encoder import EncoderOut, TransformerEncoder
-from transformer.models.init import init_weights
+from transformer.models.init import init_weights, target_vocab_size
 from transformer.modules.kv_cache import KVCache
 from transformer.modules.masks import pad_mask
 
@@ -67,12 +67,7 @@ class EncoderDecoder(nn.Module):
         tie_output: bool = True,
     ):
         super().__init__()
-        tgt_vocab_size = vocab_size if tgt_vocab_size is None else tgt_vocab_size
-        if share_embeddings and tgt_vocab_size != vocab_size:
-            raise ValueError(
-                f"share_embeddings needs one joint vocabulary, got {vocab_size} source vs "
-                f"{tgt_vocab_size} target ids; set share_embeddings=false"
-            )
+        tgt_vocab_size = target_vocab_size(vocab_size, tgt_vocab_size, share_embeddings)
         self.pad_id = pad_id
         self.src_vocab_size = vocab_size
         self.vocab_size = tgt_vocab_size

@@ -40,3 +40,13 @@ def init_weights(module: nn.Module, d_model: int | None = None) -> None:
 def count_parameters(module: nn.Module, trainable_only: bool = True) -> int:
     """Number of parameters; shared (tied) tensors are counted once."""
     return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
+
+
+def target_vocab_size(vocab_size: int, tgt_vocab_size: int | None, share_embeddings: bool) -> int:
+    """The target vocabulary size (the source's when not given); shared embeddings need one
+    joint vocabulary, else a ``ValueError`` says how to fix the config."""
+    tgt_vocab_size = vocab_size if tgt_vocab_size is None else tgt_vocab_size
+    if share_embeddings and tgt_vocab_size != vocab_size:
+        raise ValueError(f"share_embeddings needs one joint vocabulary, got {vocab_size} source vs "
+                         f"{tgt_vocab_size} target ids; set share_embeddings=false")
+    return tgt_vocab_size

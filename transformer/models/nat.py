@@ -16,7 +16,7 @@ import torch
 from torch import Tensor, nn
 
 from transformer.models.encoder import EncoderOut, TransformerEncoder, norm_arrangement
-from transformer.models.init import init_weights
+from transformer.models.init import init_weights, target_vocab_size
 from transformer.modules.masks import merge_masks, pad_mask
 from transformer.modules.positional import build_positional
 
@@ -245,11 +245,7 @@ class NonAutoregressiveModel(nn.Module):
         max_offset: int = 64,
     ):
         super().__init__()
-        tgt_vocab_size = vocab_size if tgt_vocab_size is None else tgt_vocab_size
-        if share_embeddings and tgt_vocab_size != vocab_size:
-            raise ValueError(
-                f"share_embeddings needs one joint vocabulary, got {vocab_size} vs {tgt_vocab_size}"
-            )
+        tgt_vocab_size = target_vocab_size(vocab_size, tgt_vocab_size, share_embeddings)
         if decoder_input == "mask" and mask_id is None:
             raise ValueError("decoder_input='mask' needs mask_id")
         self.pad_id = pad_id
