@@ -1,0 +1,160 @@
+"""Rows of a user's text files, streamed: plain lines, TSV, CSV and JSON lines.
+
+Every reader of a user's data (parallel corpora, labelled sentences) goes through
+:func:`iter_rows`, so every format problem is the same one-line
+:class:`~transformer.data.readers.DataFormatError` naming the file and the 1-based line:
+invalid UTF-8, a row with too few columns, a JSON line that does not parse or lacks a key.
+Files are read line by line (``.gz`` decompressed on the fly), never whole, so memory does
+not grow with the file.
+
+Columns are chosen per format: for ``tsv``/``csv`` a 0-based index, or a header name when
+``header=True``; for ``jsonl`` a key, dotted for nested objects (``translation.en`` in the
+Hugging Face layout ``{"translation": {"en": ..., "zh": ...}}``); ``text`` has one column, 0.
+"""
+
+from __future__ import annotations
+
+import csv
+import gzip
+import json
+import os
+from pathlib import Path
+from typing import IO, Iterator, Sequence
+
+from transformer.data.readers import DataFormatError
+
+FORMATS = ("text", "tsv", "csv", "jsonl")
+
+
+def infer_format(path: str | os.PathLike) -> str:
+    """The format a file's extension names (``.tsv``/``.txt`` with tabs are the caller's
+    choice): ``.tsv`` → tsv, ``.csv`` → csv, ``.jsonl``/``.json`` → jsonl, else text."""
+    name = Path(path).name.lower().removesuffix(".gz")
+    for ext, fmt in ((".tsv", "tsv"), (".csv", "csv"), (".jsonl", "jsonl"), (".json", "jsonl")):
+        if name.endswith(ext):
+            return fmt
+    return "text"
+
+
+def _open_binary(path: Path) -> IO[bytes]:
+    if not path.exists():
+        raise FileNotFoundError(f"{path}: no such file")
+    if path.is_dir():
+        raise IsADirectoryError(f"{path}: is a folder, not a file")
+    return gzip.open(path, "rb") if path.suffix == ".gz" else open(path, "rb")
+
+
+def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
+    """``(line number, text)`` for each line, terminator (``\\n``, ``\\r\\n``) removed, UTF-8
+    checked; streamed. An empty file is an error (line 0)."""
+    path = Path(path)
+    with _open_binary(path) as f:
+        i = 0
+        try:
+            for i, raw in enumerate(f, 1):
+                try:
+                    line = raw.decode("utf-8")
+                except UnicodeDecodeError as e:
+                    raise DataFormatError(path, i, f"not valid UTF-8 ({e.reason} at byte {e.start})") from None
+                yield i, line.rstrip("\n").removesuffix("\r")
+        except (OSError, EOFError) as e:  # a corrupt or truncated .gz
+            raise DataFormatError(path, i + 1, f"cannot be read ({e})") from None
+        if i == 0:
+            raise DataFormatError(path, 0, "empty file")
+
+
+def _pick(values: Sequence[str], picks: Sequence[int], path: Path, line_no: int) -> tuple[str, ...]:
+    need = max(picks) + 1
+    if len(values) < need:
+        raise DataFormatError(path, line_no, f"expected at least {need} columns, found {len(values)}")
+    return tuple(values[j] for j in picks)
+
+
+def _column_indices(columns: Sequence[int | str], names: Sequence[str] | None, path: Path) -> list[int]:
+    out = []
+    for c in columns:
+        if isinstance(c, int) or (isinstance(c, str) and c.isdigit()):
+            out.append(int(c))
+        elif names is None:
+            raise DataFormatError(path, 1, f"column {c!r} is a name, but the file is read without a header "
+                                           "(give a 0-based index, or header=true)")
+        elif c not in names:
+            raise DataFormatError(path, 1, f"no column {c!r} in the header; it has {list(names)}")
+        else:
+            out.append(list(names).index(c))
+    return out
+
+
+def _json_value(row: dict, key: str, path: Path, line_no: int) -> str:
+    value = row
+    for part in key.split("."):
+        if not isinstance(value, dict) or part not in value:
+            raise DataFormatError(path, line_no, f"key {key!r} missing")
+        value = value[part]
+    if not isinstance(value, str):
+        raise DataFormatError(path, line_no, f"key {key!r} holds {type(value).__name__}, not a string")
+    return value
+
+
+def _iter_jsonl(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, tuple[str, ...]]]:
+    for i, line in iter_lines(path):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise DataFormatError(path, i, f"not a JSON object ({e.msg} at column {e.colno})") from None
+        if not isinstance(row, dict):
+            raise DataFormatError(path, i, f"not a JSON object ({type(row).__name__})")
+        yield i, tuple(_json_value(row, str(c), path, i) for c in columns)
+
+
+def _iter_csv(path: Path, columns: Sequence[int | str], header: bool) -> Iterator[tuple[int, tuple[str, ...]]]:
+    lines = iter_lines(path)
+    reader = csv.reader((text for _, text in lines), strict=True)
+    picks = None if header else _column_indices(columns, None, path)
+    try:
+        for values in reader:
+            if picks is None:
+                picks = _column_indices(columns, values, path)
+                continue
+            if values:
+                yield reader.line_num, _pick(values, picks, path, reader.line_num)
+    except csv.Error as e:
+        raise DataFormatError(path, reader.line_num, f"not valid CSV ({e})") from None
+
+
+def _iter_split(path: Path, columns: Sequence[int | str], header: bool, sep: str | None) -> Iterator[tuple[int, tuple[str, ...]]]:
+    picks = None if header else _column_indices(columns, None, path)
+    for i, line in iter_lines(path):
+        values = line.split(sep) if sep is not None else [line]
+        if picks is None:
+            picks = _column_indices(columns, values, path)
+            continue
+        yield i, _pick(values, picks, path, i)
+
+
+def iter_rows(
+    path: str | os.PathLike,
+    columns: Sequence[int | str] = (0,),
+    fmt: str | None = None,
+    header: bool = False,
+) -> Iterator[tuple[int, tuple[str, ...]]]:
+    """``(line number, (value per chosen column))`` for every row of a file, streamed.
+
+    ``fmt`` is one of :data:`FORMATS` (None: from the extension, :func:`infer_format`).
+    Text and TSV rows keep every line, empty ones included (line ``i`` of one file pairs with
+    line ``i`` of another); CSV and JSON lines skip blank lines. Extra columns are ignored.
+    """
+    path = Path(path)
+    fmt = fmt or infer_format(path)
+    if fmt not in FORMATS:
+        raise ValueError(f"unknown file format {fmt!r}; choose from {FORMATS}")
+    if fmt == "jsonl":
+        return _iter_jsonl(path, [str(c) for c in columns])
+    if fmt == "csv":
+        return _iter_csv(path, columns, header)
+    return _iter_split(path, columns, header, "\t" if fmt == "tsv" else None)
+
+
+__all__ = ["FORMATS", "infer_format", "iter_lines", "iter_rows"]
