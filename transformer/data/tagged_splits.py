@@ -154,7 +154,7 @@ def read_tagged_split(data: Mapping, split: str, data_dir: str | os.PathLike = "
         if Path(split).is_file():
             return read_tagged_file(split, c["format"], data_dir, mirror_root)
         held = " (held out from train)" if c["files"].get("dev") is None else ""
-        names = ", ".join(s + (held if s == "dev" else "") for s in c["files"])
+        names = ", ".join(s + (held if s == "dev" else "") for s, f in c["files"].items() if f is not None or s == "dev")
         raise ValueError(f"{c['label']} has splits {names}; got {split!r} (neither a split nor a file)")
     return read_tagged_splits(data, [split], data_dir, mirror_root)[split]
 
