@@ -55,7 +55,8 @@ def corpus_of(data: Mapping) -> dict:
     elif name in PRESETS:
         fmt, files, label = PRESETS[name]["format"], dict(PRESETS[name]["files"]), PRESETS[name]["label"]
     else:
-        raise ValueError(f"unknown tagging dataset {name!r}: give its files (train, dev, test) or one of {sorted(PRESETS)}")
+        raise ValueError(f"unknown tagging dataset {name!r}: give its files (train, dev, test) "
+                         f"or one of {sorted(PRESETS)}")
     if fmt not in FORMAT_FIELDS:
         raise ValueError(f"tagging data format {fmt!r} unknown; choose from {sorted(FORMAT_FIELDS)}")
     return {"format": fmt, "files": files, "dev_size": int(data.get("dev_size") or 500), "label": label}
@@ -154,7 +155,8 @@ def read_tagged_split(data: Mapping, split: str, data_dir: str | os.PathLike = "
         if Path(split).is_file():
             return read_tagged_file(split, c["format"], data_dir, mirror_root)
         held = " (held out from train)" if c["files"].get("dev") is None else ""
-        names = ", ".join(s + (held if s == "dev" else "") for s, f in c["files"].items() if f is not None or s == "dev")
+        names = ", ".join(s + (held if s == "dev" else "") for s, f in c["files"].items()
+                          if f is not None or s == "dev")
         raise ValueError(f"{c['label']} has splits {names}; got {split!r} (neither a split nor a file)")
     return read_tagged_splits(data, [split], data_dir, mirror_root)[split]
 
@@ -187,6 +189,6 @@ def read_extra_train(path: str | os.PathLike) -> list[TaggedSentence]:
             for s in read_conllu(path, missing_upos=True)]
 
 
-__all__ = ["FORMAT_FIELDS", "GUM_BRACKETS", "PRESETS", "SPLIT_ALIASES", "TAGGING_SPLITS", "TAG_FIELDS", "corpus_files", "corpus_of",
-           "file_hash", "read_aux_corpus", "read_extra_train", "read_tagged_file", "read_tagged_split",
+__all__ = ["FORMAT_FIELDS", "GUM_BRACKETS", "PRESETS", "SPLIT_ALIASES", "TAGGING_SPLITS", "TAG_FIELDS", "corpus_files",
+           "corpus_of", "file_hash", "read_aux_corpus", "read_extra_train", "read_tagged_file", "read_tagged_split",
            "read_tagged_splits", "tag_field", "unknown_tags"]

@@ -76,6 +76,10 @@ def evaluate_tagging(tagger, data: dict, train_words, split: str, output_dir: Pa
     """Tag a split of the dataset ``data`` describes with ``tagger`` (an
     ``inference.tagger.WordTagger``) and score it against the gold tags.
 
+    ``split`` is a split name, or a file of the corpus's format (named by its file name in
+    the outputs). Gold tags outside the tagger's tag set (the training file's) are counted
+    under ``unknown_tags``, in the report and in a warning; each is an error in the accuracy.
+
     Writes to ``output_dir``: ``<split>.<tagset>.json`` / ``.txt`` / ``.pred.tsv`` (see
     :func:`write_tagging_scores`). A tagger with auxiliary tags gets the same three files for
     its tag set (``<split>.<aux_tagset>.*``, from the same encoder pass), and the returned

@@ -368,7 +368,8 @@ class TaggingTask(L.LightningModule):
     def evaluate(self, split: str, decode_cfg: dict | None = None, output_dir: Path | str = "eval",
                  data_dir: str = "data/cache", mirror_root: str | None = None,
                  device: str | torch.device = "cpu") -> dict:
-        """Tag a split of the checkpoint's dataset, score it and write the report files
+        """Tag a split of the checkpoint's dataset (or a file of its format given as ``split``,
+        e.g. ``transformer-evaluate ckpt_path=best.ckpt split=other.conllu``), score it and write the report files
         (:func:`~transformer.evaluation.tagging.evaluate_tagging`; ``decode_cfg`` is ignored:
         tagging has no search)."""
         return evaluate_tagging(self.tagger(device=device), self.hparams.data, self.train_words, split,
