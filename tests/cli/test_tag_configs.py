@@ -14,7 +14,7 @@ from transformer.models.tagger import Tagger
 from transformer.tasks.tagging import TaggingTask
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
-TAG_EXPERIMENTS = {"gum_upos": ("gum", "upos"), "gum_upos_wsj": ("gum", "upos"), "gum_upos_adv": ("gum", "upos"), "gum_xpos": ("gum", "xpos"), "conll2000_pos": ("conll2000", "pos")}
+TAG_EXPERIMENTS = {"gum_upos": ("gum", "upos"), "gum_upos_wsj": ("gum", "upos"), "gum_upos_adv": ("gum", "upos"), "gum_xpos": ("gum", "xpos"), "conll2000_pos": ("conll2000", "pos"), "ud_upos": ("conllu", "upos")}
 TAGGER_MODELS = sorted(p.stem for p in (CONF / "model").glob("tagger_*.yaml"))
 
 
@@ -141,3 +141,23 @@ def test_auxiliary_tag_set_is_a_command_line_switch(tmp_path):
     # off by default: no second head
     plain = build_task(compose_cfg("train", ["experiment=gum_upos", f"output_dir={tmp_path}"]))
     assert plain.model.aux_classifier is None
+
+
+def test_ud_upos_is_gum_upos_on_the_files_a_user_gives(tmp_path):
+    gum = compose_cfg("train", ["experiment=gum_upos", f"output_dir={tmp_path}"])
+    ud = compose_cfg("train", ["experiment=ud_upos", "data.train=a.conllu", "data.dev=b.conllu",
+                               "data.test=c.conllu", f"output_dir={tmp_path}"])
+    assert (ud.data.train, ud.data.dev, ud.data.test, ud.data.format) == ("a.conllu", "b.conllu", "c.conllu", "conllu")
+    assert gum.data.train.startswith("registry:") and gum.data.format == "conllu"  # GUM: a preset of the same path
+    for key in ("model", "task", "trainer", "callbacks", "test_splits", "monitor"):
+        assert ud[key] == gum[key], key
+    for cfg in (gum, ud):
+        for key in ("dataset", "train", "dev", "test"):
+            cfg.data[key] = None
+    assert ud.data == gum.data
+
+
+def test_the_preset_data_configs_extend_the_general_one(tmp_path):
+    conll = compose_cfg("train", ["experiment=conll2000_pos", f"output_dir={tmp_path}"])
+    assert (conll.data.format, conll.data.dev) == ("conll2000", None)  # dev: the tail of train
+    assert conll.data.train.endswith("conll2000.zip!conll2000/train.txt")

@@ -510,3 +510,20 @@ def test_adversarial_training_off_by_default_and_refuses_negative_eps(tokenizer)
     with pytest.raises(ValueError, match="adversarial_eps"):
         TaggingTask(model=dict(TINY_MODEL), piece_vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
                     tags=TAGS, data={"name": "gum", "tagset": "upos"}, adversarial_eps=-0.1)
+
+
+def test_a_tag_outside_the_training_set_is_left_out_of_the_loss_and_scored_as_an_error(tokenizer):
+    torch.manual_seed(0)
+    logits = torch.randn(1, 3, 5)  # (B, W, C): 5 training tags
+    known = torch.tensor([[1, 2, -100]])
+    unknown = torch.tensor([[1, 2, 5]])  # id 5: a dev tag the training file lacks
+    loss_known, n_known = tagging_loss(logits, known)
+    loss_unknown, n_unknown = tagging_loss(logits, unknown)
+    assert torch.isfinite(loss_unknown) and loss_unknown.item() == pytest.approx(loss_known.item())
+    assert n_known == n_unknown == 2  # the loss's word count: scored words only
+    task = make_task(tokenizer)
+    logits[0, 2, 4] = 100.0  # however sure the model is, it cannot be right
+    _, correct, n_words = task._score(logits, unknown)
+    assert n_words == 3 and int(correct) <= 2  # the accuracy counts the word, as an error
+    _, correct_known, n_known_words = task._score(logits, known)
+    assert n_known_words == 2 and int(correct) == int(correct_known)

@@ -225,22 +225,27 @@ def read_conll2000(
     """CoNLL-2000 sentences (POS in ``xpos``, chunk tags in ``chunk``).
 
     ``path_or_split`` is ``"train"``/``"test"`` (read from the NLTK zip via :func:`fetch`),
-    a ``.zip`` path (then the train member), or a plain ``WORD POS CHUNK`` text file.
+    a ``.zip`` path (then the train member), ``<zip>!<member>`` (that member of a zip), or a
+    plain ``WORD POS CHUNK`` text file.
     """
     s = str(path_or_split)
     if s in ("train", "test"):
-        return _read_conll2000_zip(fetch(CONLL2000_RELPATH, cache_dir, mirror_root), s)
+        return _read_conll2000_zip(fetch(CONLL2000_RELPATH, cache_dir, mirror_root), f"conll2000/{s}.txt")
     if s.endswith(".zip"):
-        return _read_conll2000_zip(Path(s), "train")
+        return _read_conll2000_zip(Path(s), "conll2000/train.txt")
+    if ".zip!" in s:
+        zip_path, _, member = s.partition("!")
+        return _read_conll2000_zip(Path(zip_path), member)
     return _parse_conll2000(read_lines(s), s, Path(s).stem)
 
 
-def _read_conll2000_zip(zip_path: Path, split: str) -> list[TaggedSentence]:
-    member = f"conll2000/{split}.txt"
-    with zipfile.ZipFile(zip_path) as z:
-        raw = z.read(member)
+def _read_conll2000_zip(zip_path: Path, member: str) -> list[TaggedSentence]:
     where = f"{zip_path}!{member}"
-    return _parse_conll2000(_decode_lines(raw, where), where, split)
+    with zipfile.ZipFile(zip_path) as z:
+        if member not in z.namelist():
+            raise DataFormatError(where, 0, f"no member {member!r} in the zip file")
+        raw = z.read(member)
+    return _parse_conll2000(_decode_lines(raw, where), where, Path(member).stem)
 
 
 # ---------------------------------------------------------------------------- tag conversion

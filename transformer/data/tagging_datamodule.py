@@ -1,42 +1,44 @@
-"""The tagging LightningDataModule: POS (or chunk) tags of UD English-GUM 2.5 or CoNLL-2000,
-one tag per word over subword pieces (see :mod:`transformer.data.datamodule_base` for what
-every data module does on ``setup()``; the splits come from
-:mod:`transformer.data.tagged_splits`)."""
+"""The tagging LightningDataModule: POS (or chunk) tags of any CoNLL-U treebank given by its
+files (UD English-GUM 2.5 and CoNLL-2000 are presets naming theirs), one tag per word over
+subword pieces (see :mod:`transformer.data.datamodule_base` for what every data module does on
+``setup()``; the splits come from :mod:`transformer.data.tagged_splits`)."""
 
 from __future__ import annotations
 
 import logging
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Mapping, Sequence
 
 from transformer.data.batching import TaggingCollator
 from transformer.data.datamodule_base import TokenBudgetDataModule, load_or_train_tokenizer
 from transformer.data.preprocess import cache_key, int_column, tokenize_tagging
 from transformer.data.readers import TaggedSentence, iter_words
-from transformer.data.sources import CONLL2000_RELPATH, DATASETS, gum_relpath, sha256_file
-from transformer.data.tagged_splits import TAG_FIELDS, TAGGING_SPLITS, read_aux_corpus, read_extra_train, read_tagged_splits
+from transformer.data.sources import CONLL2000_RELPATH, DATASETS, sha256_file
+from transformer.data.tagged_splits import (FORMAT_FIELDS, corpus_files, file_hash, read_aux_corpus,
+                                            read_extra_train, read_tagged_splits, unknown_tags)
 from transformer.data.tokenizer import SubwordTokenizer
 
 log = logging.getLogger(__name__)
 
 
-def check_tagging_options(dataset: str, tagset: str, aux_tagset: str | None, aux_corpus: str | None,
-               aux_corpus_upos: bool, extra_train: Sequence[Path]) -> tuple[str, str | None]:
-    """The ``TaggedSentence`` fields of the main and the auxiliary tags; a ``ValueError``
-    names any option that does not fit the dataset or the other options."""
-    if dataset not in TAG_FIELDS:
-        raise ValueError(f"dataset must be 'gum' or 'conll2000', got {dataset!r}")
-    allowed = TAG_FIELDS[dataset]
+def check_tagging_options(fmt: str, tagset: str, aux_tagset: str | None, aux_corpus: str | None,
+                          aux_corpus_upos: bool, extra_train: Sequence[Path]) -> tuple[str, str | None]:
+    """The ``TaggedSentence`` fields of the main and the auxiliary tags of a corpus in format
+    ``fmt`` (``conllu`` | ``conll2000``); a ``ValueError`` names any option that does not fit
+    the format or the other options."""
+    if fmt not in FORMAT_FIELDS:
+        raise ValueError(f"data.format must be one of {sorted(FORMAT_FIELDS)}, got {fmt!r}")
+    allowed = FORMAT_FIELDS[fmt]
     for key, value in (("tagset", tagset), ("aux_tagset", aux_tagset)):
         if value is not None and value not in allowed:
-            raise ValueError(f"{key} {value!r} not available for {dataset}; choose from {sorted(allowed)}")
+            raise ValueError(f"data.{key} {value!r} not available for {fmt} files; choose from {sorted(allowed)}")
     field, aux_field = allowed[tagset], (allowed[aux_tagset] if aux_tagset is not None else None)
     if aux_field == field:
         raise ValueError(f"aux_tagset {aux_tagset!r} is the same annotation as tagset {tagset!r}")
-    if aux_corpus is not None and (aux_corpus != "conll2000" or dataset != "gum" or aux_field != "xpos"):
-        raise ValueError(f"aux_corpus {aux_corpus!r}: only 'conll2000', with dataset 'gum' and aux_tagset 'xpos' "
-                         "(both Penn Treebank tags)")
+    if aux_corpus is not None and (aux_corpus != "conll2000" or fmt != "conllu" or aux_field != "xpos"):
+        raise ValueError(f"aux_corpus {aux_corpus!r}: only 'conll2000', with a CoNLL-U corpus and aux_tagset 'xpos' "
+                         "(Penn Treebank tags, as GUM's)")
     if aux_corpus_upos and (aux_corpus is None or field != "upos"):
         raise ValueError("aux_corpus_upos needs an aux_corpus and tagset 'upos'")
     for path in extra_train:
@@ -48,43 +50,50 @@ def check_tagging_options(dataset: str, tagset: str, aux_tagset: str | None, aux
 
 
 class TaggingDataModule(TokenBudgetDataModule):
-    """POS tagging on UD English-GUM 2.5 or CoNLL-2000.
+    """Part-of-speech (or chunk) tagging on any treebank given by its files.
 
     Args:
-        dataset: ``"gum"`` (splits train/dev/test) or ``"conll2000"`` (train/dev/test;
-            upstream has no dev set, so the last ``dev_size`` sentences of the training
-            file become ``dev`` and are removed from ``train``; deterministic).
-        tagset: ``"upos"`` | ``"xpos"`` (GUM); ``"pos"`` is the corpus's own POS column
-            (UPOS for GUM, Penn Treebank for CoNLL-2000, where ``"xpos"`` means the same);
-            ``"chunk"`` for CoNLL-2000 chunk tags.
+        dataset: the corpus's name (cache files, reports). ``"gum"`` (UD English-GUM 2.5) and
+            ``"conll2000"`` are presets: without ``train`` they read their own files.
+        tagset: ``"upos"`` | ``"xpos"`` (CoNLL-U); ``"pos"`` is the corpus's own POS column
+            (UPOS for CoNLL-U, Penn Treebank for CoNLL-2000, where ``"xpos"`` means the same);
+            ``"chunk"`` for CoNLL-2000 chunk tags. The tag set is the training file's tags.
+        train, dev, test: the files (a path, or ``registry:<relpath>`` for a file of the data
+            registry, fetched from the cache, the mirror or upstream). Without ``dev`` the last
+            ``dev_size`` sentences of the training file become ``dev`` and are removed from
+            ``train`` (deterministic); without ``test`` there is no test split.
+        tests: more test files by split name (``{name: path}``), scored like ``test``.
+        format: ``"conllu"`` | ``"conll2000"`` (``WORD POS CHUNK`` lines); ``None``: the
+            preset's, else CoNLL-U.
         aux_tagset: a second annotation of the same words (e.g. ``"xpos"`` beside
-            ``tagset: upos`` on GUM) for multi-task training: batches then carry
-            ``aux_tags`` too and ``aux_tag_vocab`` lists its tags. ``null``: none.
+            ``tagset: upos``) for multi-task training: batches then carry ``aux_tags`` too and
+            ``aux_tag_vocab`` lists its tags. ``null``: none.
         aux_corpus: ``"conll2000"``: add CoNLL-2000's whole training file (WSJ, Penn
             Treebank tags) to the training set with only auxiliary tags (their main tags are
-            ignored by the loss); needs ``dataset: gum`` and ``aux_tagset: xpos``, GUM's XPOS
-            being Penn Treebank tags too. The tokenizer then also learns from its words;
-            ``raw("train")`` and the training-word list stay GUM's.
+            ignored by the loss); needs a CoNLL-U corpus and ``aux_tagset: xpos`` with Penn
+            Treebank XPOS (as GUM's). The tokenizer then also learns from its words;
+            ``raw("train")`` and the training-word list stay the corpus's own.
         aux_corpus_upos: with ``aux_corpus`` and ``tagset: upos``, give the auxiliary
             corpus's words UPOS tags too, converted from their Penn Treebank tags by a table
-            learnt on GUM's training split (:class:`~transformer.data.readers.UposFromXpos`);
+            learnt on the training split (:class:`~transformer.data.readers.UposFromXpos`);
             words it cannot decide keep ``None`` (ignored by the loss).
         extra_train: CoNLL-U files whose sentences are added to the training set (more gold
-            data, or silver data: another corpus tagged by ``transformer-tag``, for
-            self-training). Their UPOS / XPOS columns give the main tags (and the auxiliary
-            tags with ``aux_tagset``); a ``_`` field is ignored by the loss. Their words train
-            the tokenizer; ``raw("train")``, the training-word list (unseen-word accuracy),
-            dev and test stay the dataset's own. Not for ``tagset: chunk`` (CoNLL-U has no
-            chunk column).
+            data, or silver data from ``transformer-tag``, for self-training); a ``_`` field is
+            ignored by the loss. Their words train the tokenizer; ``raw("train")``, the
+            training-word list, dev and test stay the corpus's own. Not for ``tagset: chunk``.
         tokenizer_model: ``"bpe"`` | ``"unigram"`` | ``"word"``; trained on the training
-            words (each word an item, so pieces never cross words; unseen words still
-            encode as byte-level pieces, or ``<unk>`` for ``"word"``).
+            words (each word an item, so pieces never cross words, and a word containing a
+            space stays one word; unseen words still encode as byte-level pieces, or ``<unk>``
+            for ``"word"``).
         max_len: training sentences with more pieces are dropped (``filter_report``).
         train_subset: use only the first N training sentences.
 
-    After ``setup()``: ``tokenizer``, ``tag_vocab`` (sorted training tags, then any tag
-    seen only in dev/test appended, so every split encodes), ``aux_tag_vocab`` (the same for
-    ``aux_tagset``; empty without one), ``raw(split)``.
+    After ``setup()``: ``tokenizer``, ``tag_vocab`` (the training split's sorted tags: the
+    model's classes), ``aux_tag_vocab`` (the same for ``aux_tagset``; empty without one),
+    ``unknown_tags`` (``{split: {tag: count}}`` of dev/test tags outside the training tag set,
+    also logged in a warning: such a word is encoded with an id past the model's classes, so
+    the loss leaves it out and the accuracy counts it as an error), ``raw(split)``,
+    ``test_splits``.
     """
 
     val_split = "dev"
@@ -108,37 +117,49 @@ class TaggingDataModule(TokenBudgetDataModule):
         aux_corpus: str | None = None,
         aux_corpus_upos: bool = False,
         extra_train: Sequence[str | os.PathLike] | None = None,
+        train: str | os.PathLike | None = None,
+        dev: str | os.PathLike | None = None,
+        test: str | os.PathLike | None = None,
+        tests: Mapping[str, str | os.PathLike] | None = None,
+        format: str | None = None,
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
         if isinstance(extra_train, (str, os.PathLike)):
             extra_train = [extra_train]
         self.extra_train = [Path(p) for p in (extra_train or [])]
-        self._field, self._aux_field = check_tagging_options(dataset, tagset, aux_tagset, aux_corpus,
+        self.format, self.files = corpus_files(dataset, format, train, dev, test, tests)
+        self._field, self._aux_field = check_tagging_options(self.format, tagset, aux_tagset, aux_corpus,
                                                              aux_corpus_upos, self.extra_train)
         self.dataset_name, self.tagset, self.aux_tagset = dataset, tagset, aux_tagset
         self.aux_corpus, self.aux_corpus_upos = aux_corpus, aux_corpus_upos
         self.data_dir, self.mirror_root = Path(data_dir), mirror_root
         self.vocab_size, self.tokenizer_model, self.tokenizer_path = vocab_size, tokenizer_model, tokenizer_path
         self.max_len, self.train_subset, self.dev_size = max_len, train_subset, dev_size
-        self.test_splits = ["test"]
+        self.test_splits = [s for s in self.files if s not in ("train", "dev") and self.files[s] is not None]
         self.tokenizer: SubwordTokenizer | None = None
         self.tag_vocab: list[str] = []
         self.aux_tag_vocab: list[str] = []
+        self.unknown_tags: dict[str, dict[str, int]] = {}
         self._raw: dict[str, list[TaggedSentence]] = {}
         self._extra_sents: list[TaggedSentence] = []
         self._aux_corpus_sents: list[TaggedSentence] = []
 
+    @property
+    def corpus(self) -> dict:
+        """The corpus as a checkpoint records it: name, format, files, dev size, tag sets."""
+        return {"name": self.dataset_name, "format": self.format, "files": dict(self.files),
+                "dev_size": self.dev_size, "tagset": self.tagset, "aux_tagset": self.aux_tagset}
+
     def _read_all(self) -> None:
         """Read every split, the auxiliary corpus and the extra training files, and the
         hashes that key their caches."""
-        self._raw = read_tagged_splits(self.dataset_name, TAGGING_SPLITS, self.data_dir, self.mirror_root,
-                                       self.dev_size)
-        if self.dataset_name == "gum":
-            self._hashes = {s: [DATASETS[gum_relpath(s)].sha256] for s in self._raw}
-        else:
-            sha = DATASETS[CONLL2000_RELPATH].sha256
-            self._hashes = {s: [sha, s, self.dev_size] for s in self._raw}
+        splits = ["train", "dev", *self.test_splits]
+        self._raw = read_tagged_splits(self.corpus, splits, self.data_dir, self.mirror_root, self.dev_size)
+        self._hashes = {s: [file_hash(self.files[s])] for s in splits if self.files.get(s) is not None}
+        if self.files.get("dev") is None:  # dev held out of train
+            self._hashes["dev"] = [*self._hashes["train"], "dev", self.dev_size]
+            self._hashes["train"] = [*self._hashes["train"], "train", self.dev_size]
         if self.train_subset is not None:
             self._raw["train"] = self._raw["train"][: self.train_subset]
         if self.aux_corpus is not None:
@@ -161,14 +182,21 @@ class TaggingDataModule(TokenBudgetDataModule):
     def _tags(self, sent: TaggedSentence, field: str | None = None) -> list[str]:
         return getattr(sent, field or self._field)
 
-    def _vocab(self, field: str, name: str) -> list[str]:
-        """Sorted training tags of ``field``, then any tag seen only in dev/test."""
+    def _vocab(self, field: str, name: str) -> tuple[list[str], list[str]]:
+        """The sorted training tags of ``field`` (the model's classes), and the sorted tags
+        seen only in dev/test (counted in ``unknown_tags`` and a warning)."""
         train = self._raw["train"] + (self._aux_corpus_sents if field == self._aux_field else []) + self._extra_sents
         seen = sorted({t for s in train for t in self._tags(s, field) if t is not None})
-        extra = sorted({t for sp in ("dev", "test") for s in self._raw[sp] for t in self._tags(s, field)} - set(seen))
-        if extra:
-            log.warning("%s %s: tags only in dev/test appended to the tag vocabulary: %s", self.dataset_name, name, extra)
-        return seen + extra
+        unknown: set[str] = set()
+        for split in self._raw:
+            counts = unknown_tags(self._raw[split], field, seen) if split != "train" else {}
+            if counts:
+                self.unknown_tags.setdefault(split, {}).update(counts)
+                unknown |= set(counts)
+                log.warning("%s %s: %d %s word(s) carry a tag not in the training file (%s); they count as "
+                            "errors in accuracy and are left out of the loss", self.dataset_name, split,
+                            sum(counts.values()), name, ", ".join(f"{t}: {n}" for t, n in sorted(counts.items())))
+        return seen, sorted(unknown)
 
     def _load_tokenizer(self) -> SubwordTokenizer:
         """The given tokenizer, or one trained on every training word (cached)."""
@@ -198,17 +226,18 @@ class TaggingDataModule(TokenBudgetDataModule):
         self._read_all()
         self.tokenizer = self._load_tokenizer()
         self._record_vocab_size(self.tokenizer)
-        self.tag_vocab = self._vocab(self._field, self.tagset)
-        aux = self._aux_field
+        # Tags only in dev/test get ids past the model's classes: never predicted, never right.
+        self.tag_vocab, unknown = self._vocab(self._field, self.tagset)
+        aux, aux_unknown = self._aux_field, []
         if aux is not None:
-            self.aux_tag_vocab = self._vocab(aux, self.aux_tagset)
+            self.aux_tag_vocab, aux_unknown = self._vocab(aux, self.aux_tagset)
         for split in self._raw:
             name = f"{self.dataset_name}-{self.tagset}-{split}"
             sents, tags = self._split_sentences(split)
             ds = tokenize_tagging(
-                sents, tags, self.tokenizer, self.tag_vocab, self.data_dir, name, self._hashes[split],
+                sents, tags, self.tokenizer, self.tag_vocab + unknown, self.data_dir, name, self._hashes[split],
                 aux_tags=[self._tags(s, aux) for s in sents] if aux is not None else None,
-                aux_vocab=self.aux_tag_vocab if aux is not None else None,
+                aux_vocab=self.aux_tag_vocab + aux_unknown if aux is not None else None,
             ).with_format(None)
             lengths = self._lengths_of(ds)
             self._add_split(split, ds, lengths, lengths, name)

@@ -8,14 +8,18 @@ from __future__ import annotations
 
 import itertools
 import json
+import logging
 import time
+from collections import Counter
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
-from transformer.data.tagged_splits import TAG_FIELDS, read_tagged_split
+from transformer.data.tagged_splits import read_tagged_split, tag_field
 from transformer.tasks.tag_metrics import MostFrequentTagBaseline, tagging_metrics
+
+log = logging.getLogger(__name__)
 
 
 def _pct(x: float | None) -> str:
@@ -34,6 +38,12 @@ def format_report(metrics: dict, title: str = "") -> str:
         f"seen-word acc.     {_pct(metrics.get('seen_acc'))} %",
         f"sentence accuracy  {_pct(metrics['sentence_acc'])} % of {metrics['sentences']} sentences",
         f"macro F1           {_pct(metrics['macro_f1'])}",
+    ]
+    if metrics.get("unknown_tags"):
+        counts = ", ".join(f"{t}: {n}" for t, n in sorted(metrics["unknown_tags"].items()))
+        lines.append(f"not in training     {sum(metrics['unknown_tags'].values())} words whose gold tag the training "
+                     f"file lacks ({counts}), each counted as an error")
+    lines += [
         "",
         f"{'tag':<10} {'prec':>7} {'rec':>7} {'f1':>7} {'support':>8} {'predicted':>10}",
     ]
@@ -66,6 +76,10 @@ def evaluate_tagging(tagger, data: dict, train_words, split: str, output_dir: Pa
     """Tag a split of the dataset ``data`` describes with ``tagger`` (an
     ``inference.tagger.WordTagger``) and score it against the gold tags.
 
+    ``split`` is a split name, or a file of the corpus's format (named by its file name in
+    the outputs). Gold tags outside the tagger's tag set (the training file's) are counted
+    under ``unknown_tags``, in the report and in a warning; each is an error in the accuracy.
+
     Writes to ``output_dir``: ``<split>.<tagset>.json`` / ``.txt`` / ``.pred.tsv`` (see
     :func:`write_tagging_scores`). A tagger with auxiliary tags gets the same three files for
     its tag set (``<split>.<aux_tagset>.*``, from the same encoder pass), and the returned
@@ -73,6 +87,7 @@ def evaluate_tagging(tagger, data: dict, train_words, split: str, output_dir: Pa
     (for unseen-word accuracy), or ``None``.
     """
     sents = read_tagged_split(data, split, data_dir, mirror_root)
+    name = Path(split).name if Path(split).is_file() else split  # a CoNLL-U file given as the split
     words = [s.words for s in sents]
     start = time.perf_counter()
     preds = tagger.tag_fields(words)  # {field: tags} for each head
@@ -83,20 +98,34 @@ def evaluate_tagging(tagger, data: dict, train_words, split: str, output_dir: Pa
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     results = []
-    for tagset, field in heads:
+    for (tagset, field), known in zip(heads, (getattr(tagger, "tags", None), getattr(tagger, "aux_tags", None))):
         gold = [getattr(s, field) for s in sents]
         metrics = tagging_metrics(gold, preds[field], words, train_words)
         metrics = {
             "split": split, "dataset": data["name"], "tagset": tagset, **metrics,
+            "unknown_tags": _unknown(gold, known, f"{data['name']} {name} ({tagset})"),
             "tag_seconds": round(seconds, 3),
             "words_per_second": round(metrics["tokens"] / max(seconds, 1e-9), 1),
         }
-        results.append(write_tagging_scores(out, f"{split}.{tagset}", f"{data['name']} {split} ({tagset})",
+        results.append(write_tagging_scores(out, f"{name}.{tagset}", f"{data['name']} {name} ({tagset})",
                                             metrics, words, gold, preds[field]))
     metrics = results[0]
     if len(results) > 1:
         metrics["aux"] = _summary(results[1])
     return metrics
+
+
+def _unknown(gold, known, where: str) -> dict[str, int]:
+    """``{tag: count}`` of gold tags outside ``known`` (the tagger's training tag set), with a
+    warning: no such word can be tagged right, and the accuracy counts each as an error."""
+    if known is None:
+        return {}
+    known = set(known)
+    counts = Counter(t for sent in gold for t in sent if t not in known)
+    if counts:
+        log.warning("%s: %d words carry a gold tag not in the training tag set (%s); each counts as an error",
+                    where, sum(counts.values()), ", ".join(f"{t}: {n}" for t, n in sorted(counts.items())))
+    return dict(sorted(counts.items()))
 
 
 def _summary(metrics: dict) -> dict:
@@ -110,7 +139,7 @@ def most_frequent_tag_baseline(dataset: str, tagset: str, split: str, data_dir: 
     last ``dev_size`` sentences, held out as dev) and score ``split``; the tagging metrics
     with the dataset, tag set, split and training size."""
     data = {"name": dataset, "tagset": tagset, "dev_size": dev_size}
-    field = TAG_FIELDS[dataset][tagset]
+    field = tag_field(data)
     train = read_tagged_split(data, "train", data_dir, mirror_root)
     test = read_tagged_split(data, split, data_dir, mirror_root)
     model = MostFrequentTagBaseline().fit([s.words for s in train], [getattr(s, field) for s in train])

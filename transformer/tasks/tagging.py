@@ -22,7 +22,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from transformer.data.tagged_splits import TAG_FIELDS
+from transformer.data.tagged_splits import tag_field
 from transformer.data.tokenizer import SubwordTokenizer
 from transformer.evaluation.tagging import evaluate_tagging
 from transformer.inference.tagger import WordTagger, model_max_len
@@ -42,13 +42,16 @@ def tagging_loss(logits: torch.Tensor, tags: torch.Tensor, label_smoothing: floa
             word's second and later pieces carry no label of their own).
         tags: ``(B, W')`` gold tag ids, ``-100`` for padding; ``W'`` may differ from ``W``
             (the model sizes W by the longest sentence's pieces, the collator by its words):
-            both are cut or padded to a common width, padding never counts.
+            both are cut or padded to a common width, padding never counts. An id ``>= C``
+            is a dev/test tag outside the training tag set: no class to score it against, so
+            it is left out of the loss (and counted as an error by accuracy).
         label_smoothing: as in ``F.cross_entropy``.
 
     Returns:
         ``(loss, n_words)``: a scalar (0 when the batch has no real word) and the word count.
     """
     logits, tags = align_word_dims(logits, tags)
+    tags = tags.masked_fill(tags.ge(logits.size(-1)), IGNORE_INDEX)  # (B, W): unknown tags out of the loss
     n_words = int(tags.ne(IGNORE_INDEX).sum())
     if n_words == 0:
         return logits.sum() * 0.0, 0
@@ -103,7 +106,8 @@ class TaggingTask(L.LightningModule):
             module's ``vocab_size`` hyperparameter is the *requested* size, and Lightning
             refuses to log two different values under one key.
         tags: tag strings; id ``i`` is ``tags[i]``.
-        data: ``{"name": "gum"|"conll2000", "tagset": ..., "dev_size": ...}``.
+        data: the corpus (``TaggingDataModule.corpus``: ``{"name", "format", "files",
+            "dev_size", "tagset", "aux_tagset"}``); a preset's name alone finds its files.
         label_smoothing, lr, betas, eps, weight_decay: loss and AdamW settings.
         warmup_steps: linear warm-up length in updates.
         schedule: ``"linear"`` (decay to 0 at the trainer's last step) or ``"inverse_sqrt"``.
@@ -199,8 +203,7 @@ class TaggingTask(L.LightningModule):
     @property
     def tagset(self) -> str:
         """``upos``, ``xpos`` or ``chunk``: which annotation the tags are (CoNLL-U column)."""
-        d = self.hparams.data
-        return TAG_FIELDS[d["name"]][d["tagset"]]
+        return tag_field(self.hparams.data)
 
     @staticmethod
     def kwargs_from_datamodule(dm) -> dict:
@@ -212,8 +215,7 @@ class TaggingTask(L.LightningModule):
             pad_id=tok.pad_id,
             tags=list(dm.tag_vocab),
             aux_tags=list(dm.aux_tag_vocab) or None,
-            data={"name": dm.dataset_name, "tagset": dm.tagset, "dev_size": getattr(dm, "dev_size", 500),
-                  "aux_tagset": getattr(dm, "aux_tagset", None)},
+            data=dm.corpus,
             tokenizer=tok.to_str(),
             train_words=sorted({w for s in train for w in s.words}),
         )
@@ -292,12 +294,13 @@ class TaggingTask(L.LightningModule):
         return adv
 
     def _score(self, logits: torch.Tensor, tags: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
-        """Loss, number of correct argmax tags, and word count of one classifier's logits."""
+        """Loss, number of correct argmax tags, and word count of one classifier's logits; a
+        word whose gold tag is outside the training tag set counts as a word, never correct."""
         logits, tags = align_word_dims(logits, tags)
-        loss, n_words = tagging_loss(logits, tags, self.hparams.label_smoothing)
+        loss, _ = tagging_loss(logits, tags, self.hparams.label_smoothing)
         real = tags.ne(IGNORE_INDEX)  # (B, W)
         correct = (logits.argmax(-1).eq(tags) & real).sum()
-        return loss, correct, n_words
+        return loss, correct, int(real.sum())
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         inputs = self._inputs(batch)
@@ -359,13 +362,14 @@ class TaggingTask(L.LightningModule):
         else:
             members = [(self.model, self.tokenizer, self.encoder_max_len())]
         data = self.hparams.data
-        aux_field = TAG_FIELDS[data["name"]][data["aux_tagset"]] if self.aux_tags else None
+        aux_field = tag_field(data, data["aux_tagset"]) if self.aux_tags else None
         return WordTagger(members, self.tags, self.tagset, self.aux_tags, aux_field, max_tokens, device)
 
     def evaluate(self, split: str, decode_cfg: dict | None = None, output_dir: Path | str = "eval",
                  data_dir: str = "data/cache", mirror_root: str | None = None,
                  device: str | torch.device = "cpu") -> dict:
-        """Tag a split of the checkpoint's dataset, score it and write the report files
+        """Tag a split of the checkpoint's dataset (or a file of its format given as ``split``,
+        e.g. ``transformer-evaluate ckpt_path=best.ckpt split=other.conllu``), score it and write the report files
         (:func:`~transformer.evaluation.tagging.evaluate_tagging`; ``decode_cfg`` is ignored:
         tagging has no search)."""
         return evaluate_tagging(self.tagger(device=device), self.hparams.data, self.train_words, split,
