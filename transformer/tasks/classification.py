@@ -47,6 +47,8 @@ class ClassificationTask(L.LightningModule):
         label_smoothing: as in ``F.cross_entropy`` (Szegedy et al. 2016).
         lr, betas, eps, weight_decay: AdamW settings; warmup_steps: linear warm-up updates.
         schedule: ``"linear"`` (decay to 0 at the trainer's last step) or ``"inverse_sqrt"``.
+        token_dropout: in training, the probability that a piece is replaced by ``<unk>``: the
+            label must then come from more than one telling word (word dropout, Iyyer et al. 2015).
         tokenizer: the tokenizer JSON (``SubwordTokenizer.to_str``); kept out of hparams.
     """
 
@@ -66,6 +68,7 @@ class ClassificationTask(L.LightningModule):
         weight_decay: float = 0.01,
         warmup_steps: int = 200,
         schedule: str = "linear",
+        token_dropout: float = 0.0,
         tokenizer: str | None = None,
     ) -> None:
         super().__init__()
@@ -131,8 +134,17 @@ class ClassificationTask(L.LightningModule):
     def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.float(), labels, label_smoothing=self.hparams.label_smoothing)
 
+    def _hide_tokens(self, src: torch.Tensor) -> torch.Tensor:
+        """``src (B, T)`` with a ``token_dropout`` fraction of its real pieces set to ``<unk>``."""
+        p = self.hparams.token_dropout
+        if p <= 0 or self.tokenizer is None:
+            return src
+        pad = self.hparams.pad_id
+        hit = (torch.rand(src.shape, device=src.device) < p) & src.ne(pad)  # (B, T)
+        return src.masked_fill(hit, self.tokenizer.unk_id)
+
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        loss = self._loss(self.model(batch["src"]), batch["labels"])  # (B, C) vs (B,)
+        loss = self._loss(self.model(self._hide_tokens(batch["src"])), batch["labels"])  # (B, C) vs (B,)
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["labels"].numel())
         self.log("lr", self.optimizers().param_groups[0]["lr"], prog_bar=True)
         return loss
