@@ -180,3 +180,15 @@ def test_classify_refuses_a_bad_top_k_and_a_missing_input(trained, tmp_path):
         classify.run(classify_cfg(summary["best_checkpoint"], "-", "-", top_k=0))
     with pytest.raises(FileNotFoundError, match="input file not found"):
         classify.run(classify_cfg(summary["best_checkpoint"], tmp_path / "nope.txt", "-"))
+
+
+def test_training_resumes_from_a_checkpoint_with_its_tokenizer(trained, tmp_path):
+    root, summary = trained
+    last = root / "run" / "checkpoints" / "last.ckpt"
+    before = torch.load(last, map_location="cpu", weights_only=True)
+    overrides = train_overrides(root, tmp_path / "resumed", str(root / "dev.tsv"))
+    overrides = [o for o in overrides if not o.startswith("trainer.max_epochs")]
+    resumed = train.run(compose_cfg("train", overrides + ["trainer.max_epochs=13", f"ckpt_path={last}"]))
+    assert resumed["global_step"] == before["global_step"] + summary["global_step"] // 12
+    after = torch.load(resumed["last_checkpoint"], map_location="cpu", weights_only=True)
+    assert after["tokenizers"] == before["tokenizers"] and after["transformer_task"] == "classification"
