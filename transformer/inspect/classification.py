@@ -55,7 +55,8 @@ def inspect_classification(task, sentences: Sequence[str], out_dir: str | Path, 
             rows = [f"head {h}" for h in range(w.shape[0])] + ["mean"]
             plots.plot_matrix(np.concatenate([w, w.mean(0, keepdims=True)]), rows, tokens,
                               "attention pooling: weight of each token in the sentence vector",
-                              folder / "pooling.png", xlabel="token", ylabel="query", max_tokens=max_tokens)
+                              folder / "pooling.png", xlabel="token", ylabel="query", max_tokens=max_tokens,
+                              vmax=None)  # weights near 1/T: a 0..1 scale would show one flat colour
             pictures.append("pooling.png")
         layer = 0
         while f"encoder.layer{layer}" in arrays:
