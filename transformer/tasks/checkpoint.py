@@ -16,6 +16,7 @@ TASKS = {
     "nat": "transformer.tasks.nat:NATTranslationTask",
     "nat_ctc": "transformer.tasks.ctc:CTCTranslationTask",
     "tagging": "transformer.tasks.tagging:TaggingTask",
+    "classification": "transformer.tasks.classification:ClassificationTask",
 }
 TASK_KEY = "transformer_task"
 
@@ -89,7 +90,8 @@ def load_task(path: str | Path | Sequence[str | Path]):
 
     Several paths (a list, or Hydra's ``ckpt_path=[a.ckpt,b.ckpt]``) give one task that
     decodes with the ensemble of their models: ``TranslationTask.ensemble``, or
-    ``TaggingTask.ensemble`` when the first checkpoint is a tagger.
+    ``TaggingTask.ensemble`` / ``ClassificationTask.ensemble`` when the first checkpoint is a
+    tagger / a classifier.
     """
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     if not paths:
@@ -106,6 +108,8 @@ def load_task(path: str | Path | Sequence[str | Path]):
         tasks.append(task)
     if len(tasks) == 1:
         return tasks[0]
-    # The first checkpoint's task decides: a tagging ensemble, else a translation one.
-    kind = "tagging" if getattr(tasks[0], "task_name", None) == "tagging" else "translation"
+    # The first checkpoint's task decides: a tagging or classification ensemble, else a
+    # translation one.
+    kind = getattr(tasks[0], "task_name", None)
+    kind = kind if kind in ("tagging", "classification") else "translation"
     return task_class(kind).ensemble(tasks)

@@ -1,0 +1,43 @@
+"""The classification recipes compose: sst2 under both size presets (a CPU one that is smaller
+than the GPU one), the pooling swapped by ``_target_``, and the user-files recipe."""
+
+from __future__ import annotations
+
+import pytest
+from hydra_helpers import compose_cfg
+from omegaconf import OmegaConf
+
+from transformer.cli.train import check_config
+from transformer.models.pooling import MeanPooling
+from transformer.tasks.classification import ClassificationTask
+
+
+def test_sst2_sizes(tmp_path):
+    cpu = compose_cfg("train", ["experiment=sst2", f"output_dir={tmp_path}"])
+    assert cpu == compose_cfg("train", ["experiment=sst2", "size=cpu", f"output_dir={tmp_path}"])
+    gpu = compose_cfg("train", ["experiment=sst2", "size=gpu", f"output_dir={tmp_path}"])
+    assert (cpu.name, gpu.name) == ("sst2_cpu", "sst2")
+    assert (cpu.trainer.accelerator, cpu.trainer.precision) == ("cpu", "32-true")
+    assert (gpu.trainer.accelerator, gpu.trainer.precision) == ("gpu", "bf16-mixed")
+    assert cpu.model.d_model < gpu.model.d_model and cpu.data.max_tokens < gpu.data.max_tokens
+    for cfg in (cpu, gpu):
+        check_config(cfg)
+        assert cfg.monitor == "val/acc" and cfg.test_splits == ["test"] and cfg.task.get("val_decode") is None
+        assert OmegaConf.to_container(cfg.data, resolve=True)["train"].endswith("sst2/train.tsv")
+
+
+def test_pooling_is_swapped_by_target(tmp_path):
+    cfg = compose_cfg("train", ["experiment=sst2", "model.pooling._target_=transformer.models.pooling.MeanPooling",
+                                f"output_dir={tmp_path}"])
+    task = ClassificationTask(model=OmegaConf.to_container(cfg.model, resolve=True), piece_vocab_size=50, pad_id=0,
+                              labels=["0", "1"], data={})
+    assert type(task.model.pooling) is MeanPooling
+
+
+def test_own_files_recipe_takes_the_columns(tmp_path):
+    cfg = compose_cfg("train", ["experiment=classify", "data.train=a.csv", "data.dev=b.csv", "data.header=true",
+                                "data.text_column=sentence", "data.label_column=label", f"output_dir={tmp_path}"])
+    check_config(cfg)
+    assert (cfg.data.text_column, cfg.data.header, cfg.name) == ("sentence", True, "classify_classification")
+    with pytest.raises(Exception):
+        compose_cfg("train", ["experiment=sst2", "size=tpu", f"output_dir={tmp_path}"])

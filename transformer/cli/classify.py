@@ -1,0 +1,62 @@
+"""`transformer-classify`: one label per input line, from a classification checkpoint (or the
+ensemble of several, whose probabilities are averaged).
+
+    echo "a gorgeous , witty , seductive movie ." | transformer-classify ckpt_path=best.ckpt
+    transformer-classify ckpt_path=best.ckpt input=reviews.txt output=labels.tsv top_k=2
+    transformer-classify ckpt_path=[a.ckpt,b.ckpt] input=reviews.txt format=jsonl
+
+Output line ``i`` answers input line ``i`` (an empty line is classified too, from no pieces):
+``label<TAB>probability``, or with ``top_k=k`` the ``k`` best pairs on one line, best first;
+``format=jsonl`` writes ``{"label": ..., "probability": ..., "top": [...]}`` per line instead.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+
+from omegaconf import DictConfig
+
+from transformer.cli.common import hydra_entry, load_for_inference, read_lines, write_lines
+
+log = logging.getLogger(__name__)
+
+FORMATS = ("tsv", "jsonl")
+
+
+def format_predictions(top: list[list[tuple[str, float]]], fmt: str = "tsv") -> list[str]:
+    """One output line per sentence from its best ``(label, probability)`` pairs."""
+    if fmt == "tsv":
+        return ["\t".join(f"{label}\t{p:.4f}" for label, p in pairs) for pairs in top]
+    lines = []
+    for pairs in top:
+        row = {"label": pairs[0][0], "probability": round(pairs[0][1], 6)}
+        if len(pairs) > 1:
+            row["top"] = [{"label": label, "probability": round(p, 6)} for label, p in pairs]
+        lines.append(json.dumps(row, ensure_ascii=False))
+    return lines
+
+
+def run(cfg: DictConfig) -> list[str]:
+    if cfg.format not in FORMATS:
+        raise ValueError(f"format={cfg.format!r} unknown; choose from {', '.join(FORMATS)}")
+    top_k = cfg.top_k
+    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
+        raise ValueError(f"top_k={top_k!r}: expected a positive integer")
+    lines, name = read_lines(cfg.input)  # a missing or non-UTF-8 input fails before the model loads
+    task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "auto"))
+    if getattr(task, "task_name", None) != "classification":
+        raise ValueError(f"ckpt_path: a {getattr(task, 'task_name', '?')!r} checkpoint; transformer-classify "
+                         f"needs a classification checkpoint (transformer-train experiment=sst2 or classify)")
+    classifier = task.classifier(max_tokens=int(cfg.max_tokens), device=device)
+    out = format_predictions(classifier.top_k(lines, top_k), cfg.format)
+    if classifier.truncated:
+        log.warning("%s: %d lines were longer than the model reads and were cut", name, classifier.truncated)
+    write_lines(out, cfg.output)
+    return out
+
+
+main = hydra_entry("classify")(run)
+
+if __name__ == "__main__":
+    main()

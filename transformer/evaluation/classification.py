@@ -1,0 +1,87 @@
+"""Sentence classification scores: accuracy, macro-F1 and per-class counts from gold and
+predicted label ids, and evaluating a classifier on a split (writing its predictions and
+scores). Validation, ``transformer-evaluate`` and ensembles all score through
+:func:`classification_metrics`.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from transformer.data.labelled import label_ids, read_labelled
+
+
+def confusion_matrix(gold: torch.Tensor, pred: torch.Tensor, n_classes: int) -> torch.Tensor:
+    """``(C, C)`` long counts, row = gold label, column = predicted label."""
+    flat = gold.long() * n_classes + pred.long()  # (N,)
+    return torch.bincount(flat, minlength=n_classes * n_classes).view(n_classes, n_classes)
+
+
+def classification_metrics(confusion: torch.Tensor, labels: Sequence[str]) -> dict:
+    """Accuracy, macro-F1 (the unweighted mean of the per-class F1 over every label, so a
+    rare class weighs as much as a frequent one) and per class: ``gold`` (support),
+    ``predicted``, ``correct``, precision, recall, F1 (0 where undefined)."""
+    c = confusion.double()
+    correct = c.diagonal()  # (C,)
+    gold, predicted = c.sum(1), c.sum(0)  # (C,), (C,)
+    precision = torch.where(predicted > 0, correct / predicted.clamp(min=1), torch.zeros_like(correct))
+    recall = torch.where(gold > 0, correct / gold.clamp(min=1), torch.zeros_like(correct))
+    f1 = torch.where(precision + recall > 0, 2 * precision * recall / (precision + recall).clamp(min=1e-12),
+                     torch.zeros_like(correct))
+    n = int(c.sum())
+    per_class = {
+        label: {"gold": int(gold[i]), "predicted": int(predicted[i]), "correct": int(correct[i]),
+                "precision": float(precision[i]), "recall": float(recall[i]), "f1": float(f1[i])}
+        for i, label in enumerate(labels)
+    }
+    return {"n": n, "correct": int(correct.sum()), "acc": float(correct.sum() / max(n, 1)),
+            "macro_f1": float(f1.mean()), "per_class": per_class}
+
+
+def split_path(data: dict, split: str) -> Path:
+    """The file of a named split (``train``/``dev``/``test`` as the checkpoint recorded them),
+    or ``split`` itself when it is a file (read with the same format and columns)."""
+    paths = data.get("paths", {})
+    if split in paths:
+        return Path(paths[split])
+    if Path(split).is_file():
+        return Path(split)
+    raise ValueError(f"split={split!r}: not one of the checkpoint's splits {sorted(paths)} nor a file")
+
+
+def evaluate_classification(classifier, data: dict, split: str, output_dir: Path | str = "eval") -> dict:
+    """Classify a split with ``classifier`` (an ``inference.classifier.SentenceClassifier``)
+    and score it against its labels.
+
+    Writes ``{name}.{split}.predictions.tsv`` (predicted label, its probability, gold label,
+    text; file order) and ``{name}.{split}.metrics.json`` into ``output_dir``; returns the
+    metrics. A row whose label the training file did not have is a ``DataFormatError``.
+    """
+    path = split_path(data, split)
+    rows = read_labelled(path, data["text_column"], data["label_column"], data.get("file_format"),
+                         data.get("header", False))
+    gold = torch.as_tensor(label_ids(rows, classifier.labels), dtype=torch.long)  # (N,)
+    start = time.perf_counter()
+    probs = classifier.probabilities(rows.texts)  # (N, C)
+    seconds = time.perf_counter() - start
+    best, pred = probs.max(dim=-1)  # (N,), (N,)
+    metrics = {"split": split, "file": str(path), "dataset": data.get("name"),
+               **classification_metrics(confusion_matrix(gold, pred, len(classifier.labels)), classifier.labels),
+               "truncated": classifier.truncated, "classify_seconds": round(seconds, 3)}
+    out = Path(output_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    stem = f"{data.get('name') or 'classification'}.{Path(split).stem if split not in data.get('paths', {}) else split}"
+    lines = [f"{classifier.labels[p]}\t{b:.4f}\t{rows.labels[i]}\t{rows.texts[i]}"
+             for i, (p, b) in enumerate(zip(pred.tolist(), best.tolist()))]
+    (out / f"{stem}.predictions.tsv").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    (out / f"{stem}.metrics.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n",
+                                              encoding="utf-8")
+    return metrics
+
+
+__all__ = ["classification_metrics", "confusion_matrix", "evaluate_classification", "split_path"]

@@ -1,0 +1,75 @@
+"""Sentences in, label probabilities out, in input order: one classifier or the mean of
+several (an ensemble), each reading the text with its own tokenizer.
+
+Shape legend: N sentences, B a batch of them, T pieces, C labels.
+"""
+
+from __future__ import annotations
+
+from typing import Sequence
+
+import torch
+from torch import nn
+
+from transformer.data.batching import _pad, token_budget_batches
+
+# (model, its tokenizer, the most pieces its encoder reads)
+Member = tuple[nn.Module, object, int]
+
+
+class SentenceClassifier:
+    """Label probabilities of raw sentences.
+
+    Args:
+        members: ``(model, tokenizer, max_len)`` per model; an ensemble averages the members'
+            probabilities (not their logits), so each member's calibration counts alike.
+        labels: label strings; column ``c`` of every result is ``labels[c]``.
+        max_tokens: pieces per inference batch (padding included).
+        device: where the inputs go; ``None`` = the first member's parameters' device.
+
+    Sentences longer than a member's ``max_len`` are cut to their first ``max_len`` pieces
+    (``truncated`` counts them); an empty sentence is classified from no pieces at all.
+    """
+
+    def __init__(self, members: Sequence[Member], labels: Sequence[str], max_tokens: int = 4096,
+                 device: str | torch.device | None = None):
+        if not members:
+            raise ValueError("a classifier needs at least one model")
+        self.members = list(members)
+        self.labels = list(labels)
+        self.max_tokens = max_tokens
+        self.device = torch.device(device) if device is not None else next(members[0][0].parameters()).device
+        self.truncated = 0
+
+    @torch.no_grad()
+    def _member_probs(self, model: nn.Module, tokenizer, max_len: int, texts: Sequence[str]) -> torch.Tensor:
+        """``(N, C)`` one member's probabilities, rows in input order."""
+        ids = tokenizer.encode_batch(list(texts))
+        room = max_len - 1  # a [CLS] pooling adds one position
+        self.truncated += sum(len(x) > room for x in ids)
+        ids = [x[:room] for x in ids]
+        out = torch.zeros(len(ids), len(self.labels))  # (N, C)
+        for batch in token_budget_batches([max(len(x), 1) for x in ids], self.max_tokens):
+            src = _pad([ids[i] for i in batch], tokenizer.pad_id).to(self.device)  # (B, T)
+            logits = model(src).float()  # (B, C)
+            out[torch.as_tensor(batch)] = torch.softmax(logits, dim=-1).cpu()
+        return out
+
+    def probabilities(self, texts: Sequence[str]) -> torch.Tensor:
+        """``(N, C)``: each sentence's label probabilities, the members' mean."""
+        self.truncated = 0
+        if not texts:
+            return torch.zeros(0, len(self.labels))
+        for model, _, _ in self.members:
+            model.eval()
+        probs = [self._member_probs(m, tok, n, texts) for m, tok, n in self.members]
+        return torch.stack(probs).mean(dim=0)  # (M, N, C) -> (N, C)
+
+    def top_k(self, texts: Sequence[str], k: int = 1) -> list[list[tuple[str, float]]]:
+        """Per sentence its ``k`` most probable ``(label, probability)`` pairs, best first."""
+        probs = self.probabilities(texts)  # (N, C)
+        values, indices = probs.topk(min(k, len(self.labels)), dim=-1)  # (N, k)
+        return [[(self.labels[i], float(p)) for p, i in zip(vs, ix)] for vs, ix in zip(values.tolist(), indices.tolist())]
+
+
+__all__ = ["Member", "SentenceClassifier"]

@@ -1,0 +1,76 @@
+"""What a sentence classifier attends to: the pooling's attention over the sentence (for
+attention pooling) and the encoder's self-attention, drawn per sentence."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from transformer.inspect import plots
+from transformer.inspect.attention import capture_encoder_attention
+from transformer.inspect.report import _save_npz, piece_labels
+
+
+@torch.no_grad()
+def classification_attention(task, sentence: str) -> dict[str, np.ndarray]:
+    """One sentence through a classification task's model: ``tokens`` (axis labels, ``[CLS]``
+    first with a ``[CLS]`` pooling), ``probabilities (C,)``, ``encoder.layer{i} (H, T, T)`` and,
+    for attention pooling, ``pooling (H, T)``."""
+    model = task.model
+    if not hasattr(model, "pool"):
+        raise ValueError("inspect one classification checkpoint at a time (an ensemble has no single attention)")
+    max_len = task.members()[0][2]
+    ids = task.tokenizer.encode(sentence)[: max_len - 1]
+    src = torch.tensor([ids], dtype=torch.long, device=next(model.parameters()).device)  # (1, T)
+    with capture_encoder_attention(model.encoder) as calls:
+        pooled = model.pool(src)
+    probs = torch.softmax(model.classifier(pooled.vector).float(), dim=-1)[0]  # (C,)
+    tokens = ["[CLS]"] * pooled.offset + piece_labels(task.tokenizer, ids)
+    arrays = {"tokens": np.array(tokens), "labels": np.array(task.labels), "probabilities": probs.cpu().numpy()}
+    for i, w in enumerate(calls[0]):
+        arrays[f"encoder.layer{i}"] = w[0].float().cpu().numpy()  # (H, T, T)
+    if pooled.weights is not None:
+        arrays["pooling"] = pooled.weights[0].float().cpu().numpy()  # (H, T)
+    return arrays
+
+
+def inspect_classification(task, sentences: Sequence[str], out_dir: str | Path, max_tokens: int = 80) -> list[Path]:
+    """Per sentence ``k`` a folder ``sentence_{k}/`` with ``pooling.png`` (attention pooling
+    only: each head's weight on every token, and their mean), ``encoder_layer{i}.png`` (a panel
+    per head) and ``attention.npz`` (see :func:`classification_attention`); an ``index.html``
+    lists them under each sentence and its predicted label."""
+    out_dir = Path(out_dir)
+    written: list[Path] = []
+    sections: dict[str, list[str]] = {}
+    for k, sentence in enumerate(sentences):
+        arrays = classification_attention(task, sentence)
+        tokens = list(arrays["tokens"])
+        folder = out_dir / f"sentence_{k}"
+        pictures = []
+        if "pooling" in arrays:
+            w = arrays["pooling"]  # (H, T)
+            rows = [f"head {h}" for h in range(w.shape[0])] + ["mean"]
+            plots.plot_matrix(np.concatenate([w, w.mean(0, keepdims=True)]), rows, tokens,
+                              "attention pooling: weight of each token in the sentence vector",
+                              folder / "pooling.png", xlabel="token", ylabel="query", max_tokens=max_tokens,
+                              vmax=None)  # weights near 1/T: a 0..1 scale would show one flat colour
+            pictures.append("pooling.png")
+        layer = 0
+        while f"encoder.layer{layer}" in arrays:
+            plots.plot_heads(arrays[f"encoder.layer{layer}"], tokens, tokens, f"encoder self-attention, layer {layer}",
+                             folder / f"encoder_layer{layer}.png", max_tokens)
+            pictures.append(f"encoder_layer{layer}.png")
+            layer += 1
+        written.append(_save_npz(folder / "attention.npz", arrays))
+        written += [folder / p for p in pictures]
+        best = int(arrays["probabilities"].argmax())
+        label = f"{task.labels[best]} ({arrays['probabilities'][best]:.2f})"
+        sections[f"{k}: {sentence} → {label}"] = [f"sentence_{k}/{p}" for p in pictures]
+    written.append(plots.write_index(out_dir, "attention", sections))
+    return written
+
+
+__all__ = ["classification_attention", "inspect_classification"]

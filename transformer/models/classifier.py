@@ -1,0 +1,110 @@
+"""Sequence classification: one label for a whole sentence.
+
+The encoder reads the tokens, a pooling step (``models.pooling``) turns its states into one
+vector, and a linear classifier scores the labels.
+
+Shape legend: B sentences, T pieces, D = d_model, H heads, C labels.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from torch import Tensor, nn
+
+from transformer.models.encoder import TransformerEncoder
+from transformer.models.init import init_weights
+from transformer.models.pooling import AttentionPooling
+from transformer.modules.masks import pad_mask
+
+
+@dataclass
+class Pooled:
+    """What ``SequenceClassifier.pool`` gives: ``vector (B, D)``; ``weights (B, H, T')`` the
+    attention pooling's weights over the encoder positions (None for other poolings);
+    ``offset``: how many positions the pooling put before the tokens (1 for ``[CLS]``)."""
+
+    vector: Tensor
+    weights: Tensor | None
+    offset: int
+
+
+class SequenceClassifier(nn.Module):
+    """Transformer encoder + pooling + linear classifier.
+
+    ``forward(src (B, T)) -> logits (B, C)``; ``pool(src)`` gives the pooled vector and the
+    pooling weights (what ``transformer-inspect`` draws).
+
+    Args:
+        n_classes: number of labels C.
+        pooling: a factory called with ``d_model, n_heads`` (a ``_partial_`` config of
+            ``ClsPooling``, ``MeanPooling`` or ``AttentionPooling``); ``None`` = attention.
+        Others as in ``TransformerEncoder``.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        n_classes: int,
+        pad_id: int,
+        d_model: int = 256,
+        n_heads: int = 4,
+        n_layers: int = 4,
+        d_ff: int = 1024,
+        dropout: float = 0.1,
+        positional=None,
+        norm_first: bool = False,
+        activation: str = "relu",
+        max_len: int = 512,
+        pooling=None,
+    ):
+        super().__init__()
+        if n_classes < 2:
+            raise ValueError(f"a classifier needs at least 2 labels, got {n_classes}")
+        self.pad_id = pad_id
+        self.vocab_size = vocab_size
+        self.n_classes = n_classes
+        self.encoder = TransformerEncoder(
+            vocab_size, d_model, n_heads, n_layers, d_ff, dropout, pad_id,
+            positional=positional, norm_first=norm_first, activation=activation, max_len=max_len,
+        )
+        self.pooling = (pooling or AttentionPooling)(d_model=d_model, n_heads=n_heads)
+        self.dropout = nn.Dropout(dropout)
+        self.classifier = nn.Linear(d_model, n_classes)
+        init_weights(self, d_model)
+
+    def pool(self, src: Tensor) -> Pooled:
+        """The sequence vector of ``src (B, T)`` and the pooling weights."""
+        mask = pad_mask(src, self.pad_id)  # (B, T), True = real piece
+        x = self.encoder.embed_tokens(src)  # (B, T, D)
+        x, mask2 = self.pooling.prepare(x, mask)  # (B, T', D), (B, T')
+        h = self.encoder.forward_embeddings(x, mask2)  # (B, T', D)
+        vector, weights = self.pooling(h, mask2)  # (B, D), (B, H, T') | None
+        return Pooled(vector, weights, x.size(1) - src.size(1))
+
+    def forward(self, src: Tensor) -> Tensor:
+        return self.classifier(self.dropout(self.pool(src).vector))  # (B, C)
+
+
+class ClassifierEnsemble(nn.Module):
+    """Several classifiers kept together for inference (``SentenceClassifier`` averages their
+    probabilities), each with the tokenizer and input length it was trained with.
+
+    It holds the members' weights (so ``.to(device)`` moves them all) but has no ``forward``
+    of its own: the members may read different pieces of the same sentence.
+    """
+
+    def __init__(self, members: list[tuple[nn.Module, object, int]]):
+        super().__init__()
+        self.models = nn.ModuleList(m for m, _, _ in members)
+        self._extras = [(tok, n) for _, tok, n in members]
+
+    def members(self) -> list[tuple[nn.Module, object, int]]:
+        """``(model, tokenizer, max_len)`` per member, in checkpoint order."""
+        return [(m, tok, n) for m, (tok, n) in zip(self.models, self._extras)]
+
+    def forward(self, *args, **kwargs):
+        raise TypeError("an ensemble has no single forward: classify through SentenceClassifier")
+
+
+__all__ = ["ClassifierEnsemble", "Pooled", "SequenceClassifier"]
