@@ -129,7 +129,7 @@ def _iter_csv(path: Path, columns: Sequence[int | str], header: bool) -> Iterato
 def _iter_split(path: Path, columns: Sequence[int | str], header: bool, sep: str | None) -> Iterator[tuple[int, tuple[str, ...]]]:
     picks = None if header else _column_indices(columns, None, path)
     for i, line in iter_lines(path):
-        if sep is not None and not line.strip():  # a blank row of a table (one at the end, often)
+        if sep is not None and line == "":  # a blank row of a table (one at the end, often)
             continue
         values = line.split(sep) if sep is not None else [line]
         if picks is None:
@@ -148,7 +148,7 @@ def iter_rows(
 
     ``fmt`` is one of :data:`FORMATS` (None: from the extension, :func:`infer_format`).
     Text rows keep every line, empty ones included (line ``i`` of one file pairs with line
-    ``i`` of another); TSV, CSV and JSON lines skip blank lines. Extra columns are ignored.
+    ``i`` of another); TSV, CSV and JSON lines skip empty lines. Extra columns are ignored.
     """
     path = Path(path)
     fmt = fmt or infer_format(path)

@@ -18,6 +18,18 @@ from transformer.data.tokenizer import SubwordTokenizer
 MULTI30K_EVAL_SPLITS = tuple(s for s in MULTI30K["sources"] if s != "train")
 
 
+def _sources(corpus_name, train, valid, test, tests, valid_name, hub, train_files) -> tuple[dict, str]:
+    """Each split's source and the validation split's name; ``multi30k`` without a training
+    source is the Multi30k preset; ``train_files`` replaces the training source."""
+    if corpus_name == MULTI30K["name"] and train is None and hub is None:
+        sources, valid_name = dict(MULTI30K["sources"]), MULTI30K["valid_name"]
+    else:
+        sources = {"train": train, valid_name: valid, "test": test, **(tests or {})}
+    if train_files:
+        sources["train"] = train_files
+    return {k: v for k, v in sources.items() if v is not None}, valid_name
+
+
 class TranslationDataModule(TokenBudgetDataModule):
     """Translation data: a parallel corpus's splits, tokenized and batched by token budget.
 
@@ -60,8 +72,8 @@ class TranslationDataModule(TokenBudgetDataModule):
 
     def __init__(
         self,
-        src_lang: str,
-        tgt_lang: str,
+        src_lang: str | None,
+        tgt_lang: str | None,
         data_dir: str | os.PathLike = "data/cache",
         mirror_root: str | os.PathLike | None = None,
         vocab_size: int = 8000,
@@ -103,13 +115,7 @@ class TranslationDataModule(TokenBudgetDataModule):
         self.train_files = dict(train_files) if train_files else None
         self.tokenizer_path = tokenizer_path
         self.train_subset = train_subset
-        if corpus_name == MULTI30K["name"] and train is None and hub is None:
-            sources, valid_name, corpus_name = dict(MULTI30K["sources"]), MULTI30K["valid_name"], MULTI30K["name"]
-        else:
-            sources = {"train": train, valid_name: valid, "test": test, **(tests or {})}
-        if self.train_files:
-            sources["train"] = self.train_files
-        sources = {k: v for k, v in sources.items() if v is not None}
+        sources, valid_name = _sources(corpus_name, train, valid, test, tests, valid_name, hub, self.train_files)
         self.corpus = make_corpus(src_lang, tgt_lang, sources, name=corpus_name, valid_name=valid_name,
                                   format=format, columns=columns, header=header, holdout=holdout,
                                   holdout_seed=holdout_seed, hub=hub, bleu_tokenize=bleu_tokenize)

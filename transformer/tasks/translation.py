@@ -293,4 +293,5 @@ class TranslationTask(L.LightningModule):
                  mirror_root: str | None = None, device: str = "cpu", bleu_tokenize: str | None = None) -> dict:
         """Translate a split of the training corpus, score with sacreBLEU, write hypotheses and
         metrics (``evaluation.translation.evaluate_split``)."""
-        return evaluate_split(self, split, decode_cfg, output_dir, data_dir, mirror_root, device, bleu_tokenize)
+        extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
+        return evaluate_split(self, split, decode_cfg, output_dir, data_dir, mirror_root, device, **extra)
