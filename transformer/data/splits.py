@@ -46,8 +46,10 @@ class KeySplit:
     """Which split each key belongs to, decided once from all the keys of a corpus.
 
     ``sizes`` maps each held-out split to a row count (int) or a fraction of all rows (float
-    below 1); ``train_name`` gets the rest. Counts are reached exactly when whole key groups
-    allow it (a group too big for what is left is skipped for a smaller one).
+    below 1); ``train_name`` gets the rest. Splits take whole key groups in rank order, a group
+    too big for what is left skipped for a later smaller one, so a split falls short of its
+    size by less than one group at most (exact when most keys are single, as in Tatoeba);
+    ``counts`` holds the sizes reached.
     """
 
     def __init__(self, keys: Iterable[str], sizes: Mapping[str, float | int], seed: int = 0,
