@@ -4,8 +4,9 @@ A corpus is a plain dictionary (it travels in checkpoints, so evaluation can rea
 name): the language pair, one *source* per named split, how to read the files, and optionally
 held-out splits carved from the training source. A source is one of
 
-- a path holding ``{lang}``: one file per language, line ``i`` of each a pair
-  (``data/train.{lang}`` → ``data/train.en`` + ``data/train.zh``; ``.gz`` read on the fly);
+- a path holding ``{lang}``, or a prefix as fairseq takes it: one file per language, line
+  ``i`` of each a pair (``data/train.{lang}`` or ``data/train`` → ``data/train.en`` +
+  ``data/train.zh``; ``.gz`` read on the fly);
 - ``{"src": path, "tgt": path}``: the same, with the two files named;
 - a path without ``{lang}``: one table, TSV, CSV or JSON lines (``format``, else the
   extension), with ``columns`` choosing each side (by language code or ``src``/``tgt``; a
@@ -130,6 +131,12 @@ def _side_paths(corpus: dict, source: Any) -> tuple[str, str] | None:
         return source["src"], source["tgt"]
     if "{lang}" in source:
         return source.format(lang=corpus["src_lang"]), source.format(lang=corpus["tgt_lang"])
+    if not source.startswith(REGISTRY) and not Path(source).is_file():
+        # fairseq's prefix form: data.train=corpus/train for corpus/train.en + corpus/train.zh
+        for ext in ("", ".gz"):
+            paths = tuple(f"{source}.{corpus[f'{side}_lang']}{ext}" for side in ("src", "tgt"))
+            if all(Path(p).is_file() for p in paths):
+                return paths
     return None
 
 
