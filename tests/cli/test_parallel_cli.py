@@ -139,3 +139,22 @@ def test_bad_corpora_end_in_one_error_line_with_file_and_line(tmp_path):
         assert proc.returncode == 2, proc.stderr[-2000:]
         assert lines[-1].startswith("error: ") and message in lines[-1], proc.stderr[-2000:]
         assert "Traceback" not in proc.stderr
+
+
+def test_a_locally_saved_hub_dataset_trains_by_the_hub_path(tmp_path):
+    """``data=hub`` reads a dataset by name with ``datasets.load_dataset``; a local folder of
+    parquet files stands in for the hub (no test reaches the network)."""
+    import datasets
+
+    folder = tmp_path / "hub"
+    folder.mkdir()
+    for split, n, seed in (("train", 300, 0), ("validation", 20, 1), ("test", 30, 2)):
+        rows = {"translation": [{"eo": eo, "zh": zh} for eo, zh in generated_pairs(n, seed)]}
+        datasets.Dataset.from_dict(rows).to_parquet(str(folder / f"{split}.parquet"))
+    out = tmp_path / "run"
+    cfg = compose_cfg("train", ["experiment=parallel", "data=hub", f"data.hub.name={folder}", "data.src_lang=eo",
+                                "data.tgt_lang=zh", *TINY, f"data.data_dir={tmp_path / 'cache'}", f"output_dir={out}",
+                                "test_splits=[test]", "test_decode.max_len_b=8"])
+    summary = train_cli.run(cfg)
+    assert cfg.name == "hub_eo_zh"
+    assert summary["test"]["test"]["sentences"] == 30 and "tok:zh" in summary["test"]["test"]["bleu_signature"]
