@@ -184,6 +184,10 @@ def _source_pairs(corpus: dict, split: str, data_dir, mirror_root) -> Iterator[P
     source = corpus["sources"][split]
     sides = _side_paths(corpus, source)
     if sides is not None:
+        for path, side in zip(sides, ("src", "tgt")):
+            if path.startswith(REGISTRY) and _registry_rel(path) not in DATASETS:
+                raise ValueError(f"language {corpus[f'{side}_lang']!r}: the data registry has no file "
+                                 f"{_registry_rel(path)} (split {split!r} of {corpus['name']})")
         yield from _line_pairs(*(_local(p, data_dir, mirror_root) for p in sides))
     else:
         yield from _table_pairs(corpus, _local(source, data_dir, mirror_root))
