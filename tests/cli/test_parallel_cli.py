@@ -16,6 +16,7 @@ from hydra_helpers import compose_cfg
 
 from transformer.cli import decode as decode_cli
 from transformer.cli import train as train_cli
+from transformer.cli.common import user_errors
 from transformer.cli.distill import distill
 from transformer.cli.evaluate import evaluate_checkpoint
 
@@ -114,8 +115,8 @@ def _cli(module: str, args: list[str]) -> subprocess.CompletedProcess:
 
 
 def test_bad_corpora_end_in_one_error_line_with_file_and_line(tmp_path):
-    """Each mistake a user's corpus can hold, through the real command line: exit status 2 and
-    one ``error:`` line naming the file and line."""
+    """Each mistake a user's corpus can hold ends as one ``error:`` line naming the file and
+    line, with exit status 2."""
     folder = tmp_path / "c"
     folder.mkdir()
     (folder / "train.eo").write_text("a\nb\n", encoding="utf-8")
@@ -132,29 +133,16 @@ def test_bad_corpora_end_in_one_error_line_with_file_and_line(tmp_path):
         (f"data.train={folder}/empty.tsv", "empty.tsv:0: empty file"),
         (f"data.train={folder}/lang.jsonl", "lang.jsonl:2: key 'translation.zh' missing"),
     ]
-    for train, message in cases:
-        proc = _cli("train", ["experiment=parallel", "data.src_lang=eo", "data.tgt_lang=zh", train, "model=tiny",
-                              f"data.data_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / 'run'}"])
-        lines = proc.stderr.strip().splitlines()
-        assert proc.returncode == 2, proc.stderr[-2000:]
-        assert lines[-1].startswith("error: ") and message in lines[-1], proc.stderr[-2000:]
-        assert "Traceback" not in proc.stderr
-
-
-def test_a_locally_saved_hub_dataset_trains_by_the_hub_path(tmp_path):
-    """``data=hub`` reads a dataset by name with ``datasets.load_dataset``; a local folder of
-    parquet files stands in for the hub (no test reaches the network)."""
-    import datasets
-
-    folder = tmp_path / "hub"
-    folder.mkdir()
-    for split, n, seed in (("train", 300, 0), ("validation", 20, 1), ("test", 30, 2)):
-        rows = {"translation": [{"eo": eo, "zh": zh} for eo, zh in generated_pairs(n, seed)]}
-        datasets.Dataset.from_dict(rows).to_parquet(str(folder / f"{split}.parquet"))
-    out = tmp_path / "run"
-    cfg = compose_cfg("train", ["experiment=parallel", "data=hub", f"data.hub.name={folder}", "data.src_lang=eo",
-                                "data.tgt_lang=zh", *TINY, f"data.data_dir={tmp_path / 'cache'}", f"output_dir={out}",
-                                "test_splits=[test]", "test_decode.max_len_b=8"])
-    summary = train_cli.run(cfg)
-    assert cfg.name == "hub_eo_zh"
-    assert summary["test"]["test"]["sentences"] == 30 and "tok:zh" in summary["test"]["test"]["bleu_signature"]
+    base = ["experiment=parallel", "data.src_lang=eo", "data.tgt_lang=zh", "model=tiny",
+            f"data.data_dir={tmp_path / 'cache'}"]
+    # the real command line once: exit status 2 and one error line
+    proc = _cli("train", [*base, cases[0][0], f"hydra.run.dir={tmp_path / 'run'}"])
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
+    assert lines[-1].startswith("error: ") and cases[0][1] in lines[-1], proc.stderr[-2000:]
+    # the others in process: each is one of the errors the entry point turns into that line
+    for i, (train, message) in enumerate(cases[1:]):
+        cfg = compose_cfg("train", [*base, train, f"output_dir={tmp_path / f'run{i}'}"])
+        with pytest.raises(user_errors()) as err:
+            train_cli.run(cfg)
+        assert message in str(err.value) and "\n" not in str(err.value)
