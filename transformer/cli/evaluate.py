@@ -2,6 +2,11 @@
 come from the checkpoint alone.
 
     transformer-evaluate ckpt_path=best.ckpt split=test_2016_flickr decode=beam decode.beam_size=5
+    transformer-evaluate ckpt_path=best.ckpt src=news.en ref=news.zh    # any file pair
+
+A split is read by name from the corpus the checkpoint was trained on (its files, columns and
+held-out splits travel in the checkpoint). BLEU uses the sacreBLEU tokenizer of the target
+language (``zh``, ``ja-mecab``/``char``, else ``13a``) unless ``bleu_tokenize=`` says otherwise.
 
 Several checkpoints, ``ckpt_path=[a.ckpt,b.ckpt]``, are evaluated as an ensemble: translation
 models with their probabilities averaged at every step, taggers with each word's tag
@@ -22,13 +27,25 @@ from transformer.cli.common import check_decode_settings, checkpoint_label, chec
 
 def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: dict, output_dir: str | Path,
                         data_dir: str = "data/cache", mirror_root: str | None = None,
-                        device: str = "auto", accel: str = "auto") -> dict:
-    """Load the checkpoint (or the ensemble of several), evaluate ``split`` and write outputs
-    under ``output_dir``."""
+                        device: str = "auto", accel: str = "auto", src: str | None = None, ref: str | None = None,
+                        bleu_tokenize: str | None = None) -> dict:
+    """Load the checkpoint (or the ensemble of several), evaluate ``split`` (or the ``src`` +
+    ``ref`` file pair, translation only) and write outputs under ``output_dir``."""
     check_decode_settings(dict(decode_cfg))
+    if (src is None) != (ref is None):
+        raise ValueError("src= and ref= go together: a source file and its reference translations")
     task, dev = load_for_inference(ckpt_path, device, accel)
-    metrics = task.evaluate(split=split, decode_cfg=dict(decode_cfg), output_dir=Path(output_dir),
-                            data_dir=data_dir, mirror_root=mirror_root, device=dev)
+    extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
+    if src is not None:
+        if not hasattr(task, "translator"):
+            raise ValueError(f"src= and ref= score translations; {checkpoint_label(ckpt_path)} is a "
+                             f"{getattr(task, 'task_name', '?')} checkpoint")
+        from transformer.evaluation.translation import evaluate_files
+
+        metrics = evaluate_files(task, src, ref, dict(decode_cfg), Path(output_dir), dev, **extra)
+    else:
+        metrics = task.evaluate(split=split, decode_cfg=dict(decode_cfg), output_dir=Path(output_dir),
+                                data_dir=data_dir, mirror_root=mirror_root, device=dev, **extra)
     metrics["checkpoint"] = checkpoint_label(ckpt_path)
     return metrics
 
@@ -55,6 +72,7 @@ def run(cfg: DictConfig) -> dict:
         cfg.ckpt_path, cfg.split, OmegaConf.to_container(cfg.decode, resolve=True),
         cfg.output_dir or default_output_dir(cfg.ckpt_path),
         data_dir=cfg.data_dir, mirror_root=cfg.mirror_root, device=cfg.device, accel=cfg.get("accel", "auto"),
+        src=cfg.get("src"), ref=cfg.get("ref"), bleu_tokenize=cfg.get("bleu_tokenize"),
     )
     print(json.dumps(metrics, indent=2, ensure_ascii=False))
     return metrics

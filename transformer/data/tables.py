@@ -46,7 +46,7 @@ def _open_binary(path: Path) -> IO[bytes]:
 
 def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
     """``(line number, text)`` for each line, terminator (``\\n``, ``\\r\\n``) removed, UTF-8
-    checked; streamed. An empty file is an error (line 0)."""
+    checked, a leading byte-order mark removed; streamed. An empty file is an error (line 0)."""
     path = Path(path)
     with _open_binary(path) as f:
         i = 0
@@ -56,6 +56,8 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
                     raise DataFormatError(path, i, f"not valid UTF-8 ({e.reason} at byte {e.start})") from None
+                if i == 1:  # a byte-order mark (Windows editors, Tatoeba's cmn.txt) is not text
+                    line = line.removeprefix("\ufeff")
                 yield i, line.rstrip("\n").removesuffix("\r")
         except (OSError, EOFError) as e:  # a corrupt or truncated .gz
             raise DataFormatError(path, i + 1, f"cannot be read ({e})") from None
@@ -127,6 +129,8 @@ def _iter_csv(path: Path, columns: Sequence[int | str], header: bool) -> Iterato
 def _iter_split(path: Path, columns: Sequence[int | str], header: bool, sep: str | None) -> Iterator[tuple[int, tuple[str, ...]]]:
     picks = None if header else _column_indices(columns, None, path)
     for i, line in iter_lines(path):
+        if sep is not None and line == "":  # a blank row of a table (one at the end, often)
+            continue
         values = line.split(sep) if sep is not None else [line]
         if picks is None:
             picks = _column_indices(columns, values, path)
@@ -143,8 +147,8 @@ def iter_rows(
     """``(line number, (value per chosen column))`` for every row of a file, streamed.
 
     ``fmt`` is one of :data:`FORMATS` (None: from the extension, :func:`infer_format`).
-    Text and TSV rows keep every line, empty ones included (line ``i`` of one file pairs with
-    line ``i`` of another); CSV and JSON lines skip blank lines. Extra columns are ignored.
+    Text rows keep every line, empty ones included (line ``i`` of one file pairs with line
+    ``i`` of another); TSV, CSV and JSON lines skip empty lines. Extra columns are ignored.
     """
     path = Path(path)
     fmt = fmt or infer_format(path)

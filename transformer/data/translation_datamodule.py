@@ -1,28 +1,55 @@
-"""The translation LightningDataModule: Multi30k (task 1) between any two of en/de/fr/cs, or a
-plain-text parallel corpus as its training split (see :mod:`transformer.data.datamodule_base`
-for what every data module does on ``setup()``)."""
+"""The translation LightningDataModule: any parallel corpus (see :mod:`transformer.data.corpora`),
+from a user's files, the Hugging Face hub, or a built-in preset such as Multi30k (see
+:mod:`transformer.data.datamodule_base` for what every data module does on ``setup()``)."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Iterator, Sequence
 
 from transformer.data.batching import TranslationCollator, translation_length
+from transformer.data.corpora import MULTI30K, ParallelCorpus, available, make_corpus, split_names
 from transformer.data.datamodule_base import TokenBudgetDataModule, load_or_train_tokenizer
 from transformer.data.preprocess import cache_key, int_column, tokenize_translation
-from transformer.data.readers import drop_one_sided, read_multi30k, read_parallel
-from transformer.data.sources import DATASETS, multi30k_relpath, sha256_file
+from transformer.data.readers import drop_one_sided
 from transformer.data.tokenizer import SubwordTokenizer
 
-MULTI30K_EVAL_SPLITS = ("val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
+MULTI30K_EVAL_SPLITS = tuple(s for s in MULTI30K["sources"] if s != "train")
+
+
+def _sources(corpus_name, train, valid, test, tests, valid_name, hub, train_files) -> tuple[dict, str]:
+    """Each split's source and the validation split's name; ``multi30k`` without a training
+    source is the Multi30k preset; ``train_files`` replaces the training source."""
+    if corpus_name == MULTI30K["name"] and train is None and hub is None:
+        sources, valid_name = dict(MULTI30K["sources"]), MULTI30K["valid_name"]
+    else:
+        sources = {"train": train, valid_name: valid, "test": test, **(tests or {})}
+    if train_files:
+        sources["train"] = train_files
+    return {k: v for k, v in sources.items() if v is not None}, valid_name
 
 
 class TranslationDataModule(TokenBudgetDataModule):
-    """Multi30k (task 1) translation between any two of en/de/fr/cs.
+    """Translation data: a parallel corpus's splits, tokenized and batched by token budget.
 
     Args:
-        src_lang, tgt_lang: language codes.
+        src_lang, tgt_lang: language codes (any; they pick files, columns and BLEU's tokenizer).
+        train, valid, test: where each split comes from (a source, see
+            :mod:`transformer.data.corpora`: ``path.{lang}``, ``{src: path, tgt: path}``, one
+            TSV/CSV/JSON-lines file, or a hub split name).
+        tests: more named test splits, ``{name: source}``.
+        valid_name: the validation split's name (``val`` for Multi30k).
+        format, columns, header: how tables are read (``format`` tsv | csv | jsonl, else the
+            extension; ``columns`` by language code or ``src``/``tgt``; ``header``: the first
+            row names the columns).
+        holdout, holdout_seed: splits carved from the training source, ``{name: count or
+            fraction}``, seeded, no source sentence in two splits (:mod:`transformer.data.splits`).
+        hub: ``{name, config}`` of a Hugging Face dataset; sources are then its split names.
+        bleu_tokenize: sacreBLEU tokenizer for this corpus's scores (None: from the target
+            language, :func:`transformer.evaluation.translation.bleu_tokenizer`).
+        corpus_name: names cache files and the dataset in checkpoints; ``multi30k`` without
+            ``train`` is the Multi30k preset (:data:`transformer.data.corpora.MULTI30K`).
         data_dir: download / Arrow / tokenizer cache.
         mirror_root: local dataset mirror (else ``$TRANSFORMER_DATA_MIRROR``, else HTTP).
         vocab_size, joint_vocab, tokenizer_model: subword vocabulary ("bpe" | "unigram" |
@@ -30,25 +57,23 @@ class TranslationDataModule(TokenBudgetDataModule):
             split only.
         max_tokens: padded-token budget per batch. max_len: training pairs with either side
             longer than this many pieces are dropped (counted in ``filter_report``).
-        pad_to_multiple: round batch widths up to multiples of this (8 on GPUs: few shapes for
-            a compiled step, aligned matrix sizes; 1 on CPUs, where padding is only cost).
-        train_files: ``{"src": path, "tgt": path}`` plain-text parallel corpus replacing the
-            Multi30k training split (e.g. distilled targets); also trains the tokenizer
-            unless ``tokenizer_path`` is given.
-        eval_splits: splits besides train to prepare; None = val and every test split
-            upstream has for the pair except test_2018_flickr (not in the mirror; name it
-            explicitly to download it).
+        pad_to_multiple: round batch widths up to multiples of this (8 on GPUs, 1 on CPUs).
+        train_files: ``{"src": path, "tgt": path}`` replacing the training source (e.g.
+            distilled targets); also trains the tokenizer unless ``tokenizer_path`` is given.
+        eval_splits: splits besides train to prepare; None = every split of the corpus whose
+            files exist for the pair.
         tokenizer_path: reuse saved tokenizer(s): one ``tokenizer.json`` (both sides) or
             ``{"src": path, "tgt": path}``.
         train_subset: use only the first N training pairs.
 
-    After ``setup()``: ``src_tokenizer``, ``tgt_tokenizer``, ``raw(split)``, ``test_splits``.
+    After ``setup()``: ``src_tokenizer``, ``tgt_tokenizer``, ``raw(split)``, ``test_splits``;
+    ``corpus`` (the dictionary checkpoints record) from construction on.
     """
 
     def __init__(
         self,
-        src_lang: str,
-        tgt_lang: str,
+        src_lang: str | None,
+        tgt_lang: str | None,
         data_dir: str | os.PathLike = "data/cache",
         mirror_root: str | os.PathLike | None = None,
         vocab_size: int = 8000,
@@ -63,6 +88,19 @@ class TranslationDataModule(TokenBudgetDataModule):
         tokenizer_path: str | os.PathLike | dict[str, str] | None = None,
         train_subset: int | None = None,
         pad_to_multiple: int = 1,
+        train: Any = None,
+        valid: Any = None,
+        test: Any = None,
+        tests: dict[str, Any] | None = None,
+        valid_name: str = "valid",
+        format: str | None = None,
+        columns: dict | None = None,
+        header: bool = False,
+        holdout: dict[str, float | int] | None = None,
+        holdout_seed: int = 0,
+        hub: dict | None = None,
+        bleu_tokenize: str | None = None,
+        corpus_name: str = "multi30k",
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
@@ -77,36 +115,50 @@ class TranslationDataModule(TokenBudgetDataModule):
         self.train_files = dict(train_files) if train_files else None
         self.tokenizer_path = tokenizer_path
         self.train_subset = train_subset
-        if eval_splits is None:
-            eval_splits = [s for s in MULTI30K_EVAL_SPLITS if self._has_split(s)]
-        else:
-            for s in eval_splits:  # fail early with the registry's clear message
-                multi30k_relpath(s, src_lang)
-                multi30k_relpath(s, tgt_lang)
-        self.eval_splits = [s for s in dict.fromkeys(eval_splits) if s != "train"]
+        sources, valid_name = _sources(corpus_name, train, valid, test, tests, valid_name, hub, self.train_files)
+        self.corpus = make_corpus(src_lang, tgt_lang, sources, name=corpus_name, valid_name=valid_name,
+                                  format=format, columns=columns, header=header, holdout=holdout,
+                                  holdout_seed=holdout_seed, hub=hub, bleu_tokenize=bleu_tokenize)
+        self.val_split = valid_name
+        self.eval_splits = self._choose_eval_splits(eval_splits)
         self.test_splits = [s for s in self.eval_splits if s != self.val_split]
         self.src_tokenizer: SubwordTokenizer | None = None
         self.tgt_tokenizer: SubwordTokenizer | None = None
         self._raw: dict[str, list[tuple[str, str]]] = {}
+        self._reader: ParallelCorpus | None = None
 
-    def _has_split(self, split: str) -> bool:
-        return all(f"multi30k/data/task1/raw/{split}.{lang}.gz" in DATASETS for lang in (self.src_lang, self.tgt_lang))
+    def _choose_eval_splits(self, eval_splits: Sequence[str] | None) -> list[str]:
+        names = split_names(self.corpus)
+        if eval_splits is None:
+            eval_splits = [s for s in names if available(self.corpus, s)]
+        for s in eval_splits:
+            if s not in names:
+                raise ValueError(f"split {s!r} unknown; the corpus has {names}")
+            if not available(self.corpus, s):
+                raise ValueError(f"split {s!r} is not published for {self.src_lang}-{self.tgt_lang}")
+        return [s for s in dict.fromkeys(eval_splits) if s != "train"]
+
+    @property
+    def reader(self) -> ParallelCorpus:
+        """The corpus's splits as streams (:class:`~transformer.data.corpora.ParallelCorpus`)."""
+        if self._reader is None:
+            self._reader = ParallelCorpus(self.corpus, self.data_dir, self.mirror_root)
+        return self._reader
 
     def _split_hashes(self, split: str) -> list[str]:
-        if split == "train" and self.train_files:
-            return [sha256_file(self.train_files["src"]), sha256_file(self.train_files["tgt"])]
-        return [DATASETS[multi30k_relpath(split, lang)].sha256 for lang in (self.src_lang, self.tgt_lang)]
+        subset = [f"subset={self.train_subset}"] if split == "train" and self.train_subset is not None else []
+        return [*self.reader.fingerprint(split), *subset]
+
+    def _stream(self, split: str) -> Iterator[tuple[str, str]]:
+        pairs = self.reader.stream(split)
+        if split == "train" and self.train_subset is not None:
+            pairs = (p for i, p in zip(range(self.train_subset), pairs))
+        return pairs
 
     def _read(self, split: str) -> list[tuple[str, str]]:
-        if split == "train" and self.train_files:
-            pairs = read_parallel(self.train_files["src"], self.train_files["tgt"])
-        else:
-            pairs = read_multi30k(split, self.src_lang, self.tgt_lang, self.data_dir, self.mirror_root)
-        if split == "train" and self.train_subset is not None:
-            pairs = pairs[: self.train_subset]
+        pairs = list(self._stream(split))
         if split == "train":
-            name = self.train_files["tgt"] if self.train_files else f"multi30k {self.src_lang}-{self.tgt_lang} train"
-            pairs = drop_one_sided(pairs, str(name))
+            pairs = drop_one_sided(pairs, f"{self.corpus['name']} {self.src_lang}-{self.tgt_lang} train")
         return pairs
 
     def _tokenizers(self) -> tuple[SubwordTokenizer, SubwordTokenizer]:
@@ -130,6 +182,11 @@ class TranslationDataModule(TokenBudgetDataModule):
         tgt = load_or_train_tokenizer(folder / f"{stem}-tgt-{key}.json", lambda: [t for _, t in train], n, model)
         return src, tgt
 
+    def _tokenize(self, split: str, pairs: list[tuple[str, str]], name: str):
+        """One split as a tokenized Arrow dataset (the one call into ``preprocess``)."""
+        return tokenize_translation(pairs, self.src_tokenizer, self.tgt_tokenizer, self.data_dir, name,
+                                    self._split_hashes(split)).with_format(None)
+
     def setup(self, stage: str | None = None) -> None:
         if self._ready:
             return
@@ -138,12 +195,8 @@ class TranslationDataModule(TokenBudgetDataModule):
         self.src_tokenizer, self.tgt_tokenizer = self._tokenizers()
         self._record_vocab_size(self.src_tokenizer)
         for split, pairs in self._raw.items():
-            name = f"multi30k-{self.src_lang}-{self.tgt_lang}-{split}"
-            if split == "train" and self.train_files:
-                name = f"parallel-{self.src_lang}-{self.tgt_lang}-train"
-            ds = tokenize_translation(
-                pairs, self.src_tokenizer, self.tgt_tokenizer, self.data_dir, name, self._split_hashes(split)
-            ).with_format(None)
+            name = f"{self.corpus['name']}-{self.src_lang}-{self.tgt_lang}-{split}"
+            ds = self._tokenize(split, pairs, name)
             sides = list(zip(int_column(ds, "src_len"), int_column(ds, "tgt_len")))
             self._add_split(split, ds, [translation_length(s, t) for s, t in sides], sides, name)
         self._ready = True

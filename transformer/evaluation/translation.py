@@ -4,6 +4,7 @@ scoring a split, the files an evaluation writes, and the Markdown table of sever
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import time
 from dataclasses import dataclass
@@ -12,10 +13,27 @@ from typing import Protocol, Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from transformer.data.readers import read_multi30k
+from transformer.data.corpora import MULTI30K, ParallelCorpus, make_corpus
+from transformer.data.tables import iter_lines
 from transformer.inference import Translator
 
 MAX_NGRAM = 4
+
+
+def bleu_tokenizer(lang: str | None, override: str | None = None) -> str:
+    """The sacreBLEU tokenizer for references in ``lang``: ``zh`` for Chinese, ``ja-mecab``
+    for Japanese where its extra (MeCab + ipadic) is installed, else ``char`` (BLEU over words
+    needs a segmenter, and Japanese has no spaces), ``13a`` for everything else; ``override``
+    (a config's ``bleu_tokenize``) wins. The choice shows in each signature (``tok:zh``)."""
+    if override:
+        return str(override)
+    base = (lang or "").lower().replace("_", "-").split("-")[0]
+    if base == "zh":
+        return "zh"
+    if base == "ja":
+        has_mecab = all(importlib.util.find_spec(m) is not None for m in ("MeCab", "ipadic"))
+        return "ja-mecab" if has_mecab else "char"
+    return "13a"
 
 
 class CorpusBLEU:
@@ -25,19 +43,21 @@ class CorpusBLEU:
     statistics (hypothesis and reference lengths, matched and total n-grams for n = 1..4), and
     ``score`` turns a sum of them into the same number ``BLEU().corpus_score`` gives on the
     whole corpus (13a tokenisation, exponential smoothing). ``stats`` is a plain list of ints,
-    so ranks can sum it as a tensor before scoring.
+    so ranks can sum it as a tensor before scoring. ``tokenize`` is sacreBLEU's tokenizer
+    (:func:`bleu_tokenizer` picks it from the target language).
     """
 
     N_STATS = 2 + 2 * MAX_NGRAM
 
-    def __init__(self) -> None:
+    def __init__(self, tokenize: str = "13a") -> None:
         self.stats = [0] * self.N_STATS
+        self.tokenize = tokenize
 
     def update(self, hyps: Sequence[str], refs: Sequence[str]) -> None:
         """Add one batch of detokenized hypotheses and their single references."""
         if not hyps:
             return
-        s = BLEU().corpus_score(list(hyps), [list(refs)])
+        s = BLEU(tokenize=self.tokenize).corpus_score(list(hyps), [list(refs)])
         batch = [s.sys_len, s.ref_len, *s.counts, *s.totals]
         self.stats = [a + b for a, b in zip(self.stats, batch)]
 
@@ -55,9 +75,10 @@ class CorpusBLEU:
         return BLEU.compute_bleu(counts, totals, sys_len, ref_len, smooth_method="exp").score
 
 
-def score_translations(hyps: list[str], refs: list[str]) -> dict:
-    """Cased sacreBLEU (13a), lowercased BLEU and chrF, each with its signature."""
-    cased, lower, chrf = BLEU(), BLEU(lowercase=True), CHRF()
+def score_translations(hyps: list[str], refs: list[str], tokenize: str = "13a") -> dict:
+    """Cased sacreBLEU (``tokenize``: 13a unless the target language needs another, see
+    :func:`bleu_tokenizer`), lowercased BLEU and chrF, each with its signature."""
+    cased, lower, chrf = BLEU(tokenize=tokenize), BLEU(lowercase=True, tokenize=tokenize), CHRF()
     b, bl, c = cased.corpus_score(hyps, [refs]), lower.corpus_score(hyps, [refs]), chrf.corpus_score(hyps, [refs])
     return {
         "bleu": round(b.score, 2), "bleu_signature": str(cased.get_signature()),
@@ -86,7 +107,7 @@ class TranslationTaskLike(Protocol):
 
 @dataclass
 class SplitTranslation:
-    """A Multi30k split translated: its sources and references, the best hypothesis of each,
+    """A split translated: its sources and references, the best hypothesis of each,
     and how the decoding went."""
 
     sources: list[str]
@@ -102,36 +123,70 @@ class SplitTranslation:
                     truncated_sources=self.translator.truncated)
 
 
-def translate_split(task: TranslationTaskLike, split: str, decode_cfg: dict, data_dir: str = "data/cache",
-                    mirror_root: str | None = None, device: str = "cpu",
-                    limit: int | None = None) -> SplitTranslation:
-    """Translate a Multi30k split (its first ``limit`` pairs, if given) with ``task``."""
-    hp = task.hparams
-    pairs = read_multi30k(split, hp["src_lang"], hp["tgt_lang"], cache_dir=data_dir, mirror_root=mirror_root)
-    if limit is not None:
-        pairs = pairs[: int(limit)]
-    sources = [s for s, _ in pairs]
+def corpus_of(hparams) -> dict:
+    """The corpus a checkpoint was trained on (its ``data`` hyperparameter); a checkpoint
+    that names only a Multi30k language pair gets the Multi30k preset."""
+    data = dict(hparams.get("data") or {})
+    if "sources" in data:
+        return data
+    return make_corpus(hparams["src_lang"], hparams["tgt_lang"], dict(MULTI30K["sources"]), name="multi30k",
+                       valid_name=MULTI30K["valid_name"])
+
+
+def translate_sources(task: TranslationTaskLike, sources: list[str], refs: list[str], decode_cfg: dict,
+                      device: str = "cpu") -> "SplitTranslation":
+    """Translate ``sources`` with ``task`` (best hypothesis each, input order), timed."""
     translator = task.translator(decode_cfg, device=device)
     start = time.perf_counter()
     hyps = [n[0][0] if n else "" for n in translator.translate(sources)]
     seconds = time.perf_counter() - start
-    return SplitTranslation(sources, [t for _, t in pairs], hyps, seconds, translator)
+    return SplitTranslation(sources, refs, hyps, seconds, translator)
+
+
+def translate_split(task: TranslationTaskLike, split: str, decode_cfg: dict, data_dir: str = "data/cache",
+                    mirror_root: str | None = None, device: str = "cpu",
+                    limit: int | None = None) -> SplitTranslation:
+    """Translate a split (its first ``limit`` pairs, if given) of the corpus the checkpoint
+    was trained on, read by name (:func:`corpus_of`)."""
+    stream = ParallelCorpus(corpus_of(task.hparams), data_dir, mirror_root).stream(split)
+    pairs = [p for _, p in zip(range(int(limit)), stream)] if limit is not None else list(stream)
+    return translate_sources(task, [s for s, _ in pairs], [t for _, t in pairs], decode_cfg, device)
+
+
+def _report(task: TranslationTaskLike, translated: "SplitTranslation", split: str, decode_cfg: dict,
+            output_dir: Path, stem: str, bleu_tokenize: str | None) -> dict:
+    hp = task.hparams
+    tokenize = bleu_tokenizer(hp["tgt_lang"], bleu_tokenize or corpus_of(hp).get("bleu_tokenize"))
+    metrics = score_translations(translated.hyps, translated.refs, tokenize)
+    metrics.update(split=split, pair=f"{hp['src_lang']}-{hp['tgt_lang']}", sentences=len(translated.hyps),
+                   **translated.decoding_stats(decode_cfg), **translated.translator.extra_stats())
+    write_outputs(output_dir, f"{stem}.{decode_cfg.get('strategy', 'greedy')}", hp["tgt_lang"], translated.hyps,
+                  metrics)
+    return metrics
 
 
 def evaluate_split(task: TranslationTaskLike, split: str, decode_cfg: dict, output_dir: Path,
-                   data_dir: str = "data/cache", mirror_root: str | None = None, device: str = "cpu") -> dict:
-    """Translate a Multi30k split with ``task`` and ``decode_cfg``, score it against the
-    references, and write ``<split>.<strategy>.hyp.<tgt>`` and ``<split>.<strategy>.json`` to
-    ``output_dir``. Returns the metrics: BLEU, lowercased BLEU and chrF with their signatures,
-    speed, truncated sources and the search's own statistics."""
-    hp = task.hparams
+                   data_dir: str = "data/cache", mirror_root: str | None = None, device: str = "cpu",
+                   bleu_tokenize: str | None = None) -> dict:
+    """Translate a split with ``task`` and ``decode_cfg``, score it against the references,
+    and write ``<split>.<strategy>.hyp.<tgt>`` and ``<split>.<strategy>.json`` to
+    ``output_dir``. Returns the metrics: BLEU (tokenizer from the target language unless
+    ``bleu_tokenize`` or the corpus says otherwise), lowercased BLEU and chrF with their
+    signatures, speed, truncated sources and the search's own statistics."""
     translated = translate_split(task, split, decode_cfg, data_dir, mirror_root, device)
-    metrics = score_translations(translated.hyps, translated.refs)
-    metrics.update(split=split, pair=f"{hp['src_lang']}-{hp['tgt_lang']}", sentences=len(translated.hyps),
-                   **translated.decoding_stats(decode_cfg), **translated.translator.extra_stats())
-    stem = f"{split}.{decode_cfg.get('strategy', 'greedy')}"
-    write_outputs(output_dir, stem, hp["tgt_lang"], translated.hyps, metrics)
-    return metrics
+    return _report(task, translated, split, decode_cfg, output_dir, split, bleu_tokenize)
+
+
+def evaluate_files(task: TranslationTaskLike, src: str | Path, ref: str | Path, decode_cfg: dict,
+                   output_dir: Path, device: str = "cpu", bleu_tokenize: str | None = None) -> dict:
+    """:func:`evaluate_split` on any line-aligned ``src`` + ``ref`` file pair (``.gz`` too);
+    outputs are named after the source file."""
+    sources = [line for _, line in iter_lines(src)]
+    refs = [line for _, line in iter_lines(ref)]
+    if len(sources) != len(refs):
+        raise ValueError(f"{ref}: {len(refs)} lines, but {src} has {len(sources)}: a reference per source")
+    translated = translate_sources(task, sources, refs, decode_cfg, device)
+    return _report(task, translated, str(src), decode_cfg, output_dir, Path(src).name, bleu_tokenize)
 
 
 def decoding_name(decode_cfg: dict) -> str:

@@ -15,7 +15,7 @@ import torch
 from transformer.data.tokenizer import SubwordTokenizer
 from transformer.decoding import beam_search, greedy_search
 from transformer.evaluation import CorpusBLEU
-from transformer.evaluation.translation import evaluate_split
+from transformer.evaluation.translation import bleu_tokenizer, evaluate_split
 from transformer.inference import SearchFn, Translator
 from transformer.tasks.build import build_model
 from transformer.models.ensemble import EnsembleModel
@@ -85,7 +85,8 @@ class TranslationTask(L.LightningModule):
         self.tgt_tokenizer: SubwordTokenizer | None = None
         if tokenizers is not None:
             self.set_tokenizers(tokenizers)
-        self._bleu = CorpusBLEU()
+        # Validation BLEU tokenizes like evaluation: by the target language, or as the corpus says.
+        self._bleu = CorpusBLEU(bleu_tokenizer(tgt_lang, (data or {}).get("bleu_tokenize")))
         if val_bleu_every < 1:
             raise ValueError(f"task.val_bleu_every must be >= 1, got {val_bleu_every}")
         self._loss_fn = torch.compile(translation_loss, mode=compile_mode) if compile else translation_loss
@@ -116,7 +117,8 @@ class TranslationTask(L.LightningModule):
             src_lang=dm.src_lang,
             tgt_lang=dm.tgt_lang,
             tokenizers={"src": src_tok.to_str(), "tgt": tgt_tok.to_str()},
-            data={"name": "multi30k", "src_lang": dm.src_lang, "tgt_lang": dm.tgt_lang},
+            # The corpus itself (files, columns, splits), so evaluation can read a split by name.
+            data=getattr(dm, "corpus", None) or {"name": "multi30k", "src_lang": dm.src_lang, "tgt_lang": dm.tgt_lang},
         )
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
@@ -288,7 +290,8 @@ class TranslationTask(L.LightningModule):
         )
 
     def evaluate(self, split: str, decode_cfg: dict, output_dir: Path, data_dir: str = "data/cache",
-                 mirror_root: str | None = None, device: str = "cpu") -> dict:
-        """Translate a Multi30k split, score with sacreBLEU, write hypotheses and metrics
-        (``evaluation.translation.evaluate_split``)."""
-        return evaluate_split(self, split, decode_cfg, output_dir, data_dir, mirror_root, device)
+                 mirror_root: str | None = None, device: str = "cpu", bleu_tokenize: str | None = None) -> dict:
+        """Translate a split of the training corpus, score with sacreBLEU, write hypotheses and
+        metrics (``evaluation.translation.evaluate_split``)."""
+        extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
+        return evaluate_split(self, split, decode_cfg, output_dir, data_dir, mirror_root, device, **extra)
