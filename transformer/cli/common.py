@@ -26,19 +26,34 @@ CONF_DIR = str(
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions that describe bad input (file, key, value), not bugs."""
+    """Exceptions that describe bad input (file, key, value, device), not bugs."""
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
     from transformer.data import readers, sources
     from transformer.tasks.checkpoint import CheckpointError
 
-    errors: list[type[BaseException]] = [CheckpointError, FileNotFoundError, FileExistsError, ValueError, KeyError]
+    errors: list[type[BaseException]] = [CheckpointError, FileNotFoundError, FileExistsError, ValueError, KeyError,
+                                         IsADirectoryError, NotADirectoryError, PermissionError,
+                                         MisconfigurationException]
     for mod, name in ((readers, "DataFormatError"), (sources, "ChecksumError"), (sources, "DownloadError")):
         if hasattr(mod, name):
             errors.append(getattr(mod, name))
     return tuple(errors)
 
 
+def fail(exc: BaseException | str) -> None:
+    """Print one ``error: ...`` line on stderr and exit with status 2."""
+    text = " ".join(str(exc).split())
+    print(f"error: {text[:2000]}", file=sys.stderr)
+    sys.exit(2)
+
+
 def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], object]], Callable[[], None]]:
-    """Wrap ``run(cfg)`` as a console-script ``main()`` reading ``conf/<config_name>.yaml``."""
+    """Wrap ``run(cfg)`` as a console-script ``main()`` reading ``conf/<config_name>.yaml``.
+
+    Before Hydra runs (and writes anything), the command line is composed and the command's
+    validation step (``cli/validate.py``) runs on the result; training also claims its run
+    folder there. A user error then or inside ``run`` is one ``error:`` line and exit 2."""
 
     def wrap(run: Callable[[DictConfig], object]) -> Callable[[], None]:
         @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name=config_name)
@@ -46,12 +61,14 @@ def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], object]], 
             try:
                 run(cfg)
             except user_errors() as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                sys.exit(2)
+                fail(exc)
 
         @functools.wraps(run)
         def main() -> None:
-            check_overrides(config_name, sys.argv[1:])
+            try:
+                sys.argv[1:] = prepare(config_name, sys.argv[1:])
+            except user_errors() as exc:
+                fail(exc)
             _main()
 
         return main
@@ -59,13 +76,62 @@ def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], object]], 
     return wrap
 
 
-def check_overrides(config_name: str, args: list[str]) -> None:
-    """Compose ``conf/<config_name>.yaml`` with the command line's overrides before Hydra
-    runs, so that an unknown key or a malformed override ends with one ``error:`` line and
-    exit status 2 (Hydra itself prints several lines and exits 1). Command lines with
-    Hydra flags (``--help``, ``-m``, ``--cfg`` ...) are left to Hydra."""
-    if any(a.startswith("-") for a in args):
-        return
+def prepare(config_name: str, args: list[str]) -> list[str]:
+    """Compose the command line, run the command's validation step and (training) claim the
+    run folder, before Hydra runs; returns the arguments to hand to Hydra (training pins the
+    run folder it claimed). Hydra's own flags (``--help``, ``--cfg`` ...) are left to Hydra;
+    with ``-m`` only the first value of each sweep is composed, and each job checks itself."""
+    from transformer.cli import validate
+
+    flags = [a for a in args if a.startswith("-")]
+    multirun = bool(flags) and all(a in ("-m", "--multirun") for a in flags)
+    if flags and not multirun:
+        return args
+    overrides = [a for a in args if not a.startswith("-")]
+    cfg = check_overrides(config_name, first_of_sweeps(overrides) if multirun else overrides)
+    key = "sweep" if multirun else "run"
+    folder = cfg.hydra[key].dir
+    if Path(folder).exists() and not Path(folder).is_dir():
+        raise NotADirectoryError(f"hydra.{key}.dir={folder}: a file, not a folder")
+    if multirun:
+        return args
+    if config_name != "train":
+        validate.validate(config_name, cfg)
+        return args
+    from omegaconf import open_dict
+
+    from transformer.cli.run_folder import claim_run_folder
+
+    with open_dict(cfg):
+        if OmegaConf.is_interpolation(cfg, "output_dir") and "hydra:" in str(cfg._get_node("output_dir")._value()):
+            cfg.output_dir = str(folder)  # what ${hydra:runtime.output_dir} will be
+    validate.validate(config_name, cfg)
+    claim_run_folder(Path(cfg.output_dir), cfg.get("ckpt_path"))
+    quoted = str(folder).replace("'", "\\'")
+    return [*args, f"hydra.run.dir='{quoted}'"]  # the folder just claimed, not a new timestamp
+
+
+def first_of_sweeps(overrides: list[str]) -> list[str]:
+    """``-m`` overrides with each sweep (``a=1,2``, ``range(3)``) replaced by its first value,
+    so that one composition checks every key; glob sweeps of groups are left out."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Glob
+
+    out = []
+    for text, override in zip(overrides, OverridesParser.create().parse_overrides(overrides)):
+        if not override.is_sweep_override():
+            out.append(text)
+        elif not isinstance(override.value(), Glob):
+            first = next(iter(override.sweep_string_iterator()), None)
+            if first is not None:
+                out.append(f"{override.get_key_element()}={first}")
+    return out
+
+
+def check_overrides(config_name: str, args: list[str]) -> DictConfig:
+    """Compose ``conf/<config_name>.yaml`` with the command line's overrides (Hydra's node
+    included) before Hydra runs, so that an unknown key or a malformed override ends with one
+    ``error:`` line and exit status 2 (Hydra itself prints several lines and exits 1)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
@@ -74,15 +140,14 @@ def check_overrides(config_name: str, args: list[str]) -> None:
     try:
         GlobalHydra.instance().clear()
         with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name=config_name):
-            compose(config_name=config_name, overrides=args, return_hydra_config=True)
+            return compose(config_name=config_name, overrides=args, return_hydra_config=True)
     except (HydraException, OmegaConfBaseException) as exc:
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         cause = exc.__cause__
         if cause is not None and str(cause).strip():
             lines.append(str(cause).strip().splitlines()[0])
         lines = [line for line in dict.fromkeys(lines) if not line.startswith(("full_key:", "object_type="))]
-        print(f"error: {' '.join(lines)}", file=sys.stderr)
-        sys.exit(2)
+        fail(" ".join(lines))
     finally:
         GlobalHydra.instance().clear()
 
@@ -160,9 +225,11 @@ def read_lines(path: str) -> tuple[list[str], str]:
         raw, name = sys.stdin.buffer.read(), "<stdin>"
     else:
         p = Path(path)
-        if not p.is_file():
+        if not p.exists():
             raise FileNotFoundError(f"input file not found: {p}")
-        raw, name = p.read_bytes(), str(p)
+        if p.is_dir():
+            raise IsADirectoryError(f"input={p}: a folder, not a file")
+        raw, name = p.read_bytes(), str(p)  # a regular file, /dev/stdin or a named pipe
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -15,10 +15,13 @@ import lightning as L
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.callbacks import AccelCallback, RandomState
+from transformer.cli.callbacks import AccelCallback, FinalLastCheckpoint, RandomState
 from transformer.cli.common import check_config_types, check_decode_settings, hydra_entry
 from transformer.cli.loggers import ResumableCSVLogger
+from transformer.cli.run_folder import claim_run_folder, release_run_folder
+from transformer.cli.validate import quiet_lightning, trainer_settings
 from transformer.models.init import count_parameters
+from transformer.tasks.build import check_model_config
 from transformer.tasks.checkpoint import load_weights, read_checkpoint
 
 log = logging.getLogger(__name__)
@@ -74,7 +77,10 @@ def check_config(cfg: DictConfig) -> None:
     missing = [key for key in cfg if OmegaConf.is_missing(cfg, key)]  # e.g. distill_dir
     if missing:
         raise ValueError(f"{', '.join(missing)}: required; set it on the command line ({missing[0]}=...)")
-    for group in ("trainer", "data", "task", "model"):
+    # The model is checked against the model registry (tasks/build.py), never imported by name;
+    # vocabulary sizes and special ids come from the data later.
+    check_model_config(cfg.get("model"), "model", complete=False)
+    for group in ("trainer", "data", "task"):
         check_config_types(cfg.get(group), group)
     for group in ("callbacks", "logger"):
         for name, node in (cfg.get(group) or {}).items():
@@ -85,20 +91,6 @@ def check_config(cfg: DictConfig) -> None:
     from transformer import accel
 
     accel.resolve(cfg.get("accel", "auto"), "cpu")  # accel=<unknown> is a ValueError naming the choices
-
-
-def check_run_folder(out: Path, resuming: bool) -> None:
-    """Refuse to start a fresh run in a folder that already holds one: its checkpoints and
-    metrics would be overwritten. Resuming it (``ckpt_path=``) is fine."""
-    if resuming or os.environ.get("LOCAL_RANK", "0") != "0":  # DDP workers follow rank 0
-        return
-    held = sorted((out / "checkpoints").glob("*.ckpt")) + [p for p in (out / "csv" / "metrics.csv",) if p.is_file()]
-    if held:
-        last = out / "checkpoints" / "last.ckpt"
-        raise FileExistsError(
-            f"{out} already holds a run ({held[0]}); resume it with ckpt_path={last}, or start a new "
-            f"run in another folder (hydra.run.dir=<new folder>)"
-        )
 
 
 def checkpoint_summary(trainer: L.Trainer) -> dict:
@@ -118,11 +110,23 @@ def checkpoint_summary(trainer: L.Trainer) -> dict:
 
 
 def run(cfg: DictConfig) -> dict:
-    """Fit, then report the best checkpoint (and evaluate it on ``test_splits``)."""
+    """Fit, then report the best checkpoint (and evaluate it on ``test_splits``), in a run
+    folder claimed for this run alone (``cli/run_folder.py``)."""
     check_config(cfg)
+    with quiet_lightning():
+        trainer_settings(cfg)  # accelerator, precision, loop settings: before any data is read
     out = Path(cfg.output_dir)
-    check_run_folder(out, resuming=bool(cfg.get("ckpt_path")))
     ckpt = read_checkpoint(cfg.ckpt_path) if cfg.get("ckpt_path") else None
+    claimed = claim_run_folder(out, cfg.get("ckpt_path"))
+    try:
+        return fit(cfg, out, ckpt)
+    finally:
+        if claimed:
+            release_run_folder(out)
+
+
+def fit(cfg: DictConfig, out: Path, ckpt: dict | None) -> dict:
+    """The training itself, in a claimed folder ``out``; ``ckpt`` is the resumed checkpoint."""
     L.seed_everything(cfg.seed, workers=True)
     out.mkdir(parents=True, exist_ok=True)
     dm = build_datamodule(cfg, ckpt)
@@ -139,7 +143,7 @@ def run(cfg: DictConfig) -> dict:
         del ckpt
     trainer = instantiate(
         cfg.trainer, callbacks=[*_instantiate_group(cfg.get("callbacks")), RandomState(),
-                                 AccelCallback(cfg.get("accel", "auto"))],
+                                 FinalLastCheckpoint(), AccelCallback(cfg.get("accel", "auto"))],
         logger=build_loggers(cfg, resumed_step) or False,
     )
     trainer.fit(task, datamodule=dm, ckpt_path=cfg.get("ckpt_path"), weights_only=True)
