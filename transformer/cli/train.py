@@ -93,6 +93,32 @@ def check_config(cfg: DictConfig) -> None:
     accel.resolve(cfg.get("accel", "auto"), "cpu")  # accel=<unknown> is a ValueError naming the choices
 
 
+def preflight(cfg: DictConfig) -> dict | None:
+    """Everything checked before a run writes anything (the command's validation step):
+    the config, the trainer's settings, and the resumed checkpoint (returned) with its model."""
+    check_config(cfg)
+    with quiet_lightning():
+        trainer_settings(cfg)  # accelerator, precision, loop settings: before any data is read
+    if not cfg.get("ckpt_path"):
+        return None
+    if not isinstance(cfg.ckpt_path, str):
+        raise ValueError(f"ckpt_path={cfg.ckpt_path!r}: expected one checkpoint file to resume from")
+    ckpt = read_checkpoint(cfg.ckpt_path)
+    check_resumed_model(cfg, ckpt)
+    return ckpt
+
+
+def check_resumed_model(cfg: DictConfig, ckpt: dict) -> None:
+    """A resumed checkpoint's model must be the configured one: a different width or depth
+    is refused here, naming the key, rather than after the data is prepared."""
+    saved = ckpt["hyper_parameters"].get("model") or {}
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    for key, value in model.items():
+        if value is not None and key in saved and saved[key] is not None and saved[key] != value:
+            raise ValueError(f"model.{key}={value!r}, but the checkpoint {cfg.ckpt_path} was trained with "
+                             f"{saved[key]!r}: resume with the model it was trained with (model=... or model.{key}=...)")
+
+
 def checkpoint_summary(trainer: L.Trainer) -> dict:
     """Best checkpoint and score (the first ModelCheckpoint, the one with a monitor) and the
     latest state: ``last.ckpt``, written by the monitor-less ``last_checkpoint`` callback
@@ -112,11 +138,8 @@ def checkpoint_summary(trainer: L.Trainer) -> dict:
 def run(cfg: DictConfig) -> dict:
     """Fit, then report the best checkpoint (and evaluate it on ``test_splits``), in a run
     folder claimed for this run alone (``cli/run_folder.py``)."""
-    check_config(cfg)
-    with quiet_lightning():
-        trainer_settings(cfg)  # accelerator, precision, loop settings: before any data is read
+    ckpt = preflight(cfg)
     out = Path(cfg.output_dir)
-    ckpt = read_checkpoint(cfg.ckpt_path) if cfg.get("ckpt_path") else None
     claimed = claim_run_folder(out, cfg.get("ckpt_path"))
     try:
         return fit(cfg, out, ckpt)

@@ -169,18 +169,15 @@ def _average(cfg: DictConfig) -> None:
 
 
 def _train(cfg: DictConfig) -> None:
-    from transformer.cli.train import check_config
+    from transformer.cli.train import preflight
 
-    check_config(cfg)
-    if cfg.get("ckpt_path") is not None:
-        checkpoints("ckpt_path", cfg.ckpt_path)
-    with quiet_lightning():
-        trainer_settings(cfg)
+    preflight(cfg)
 
 
 def trainer_settings(cfg: DictConfig) -> None:
     """Build the trainer once, without callbacks or loggers, so that Lightning judges the
     accelerator, device count, precision and loop settings before any data is read."""
+    from hydra.errors import InstantiationException
     from hydra.utils import instantiate
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
@@ -199,8 +196,9 @@ def trainer_settings(cfg: DictConfig) -> None:
     node = {k: v for k, v in node.items() if not (isinstance(v, str) and "${" in v)}  # paths: checked elsewhere
     try:
         instantiate(node, logger=False, enable_checkpointing=False, enable_progress_bar=False, callbacks=[])
-    except (MisconfigurationException, ValueError, TypeError) as exc:
-        raise ValueError(f"trainer: {' '.join(str(exc).split())}") from None
+    except (InstantiationException, MisconfigurationException, ValueError, TypeError) as exc:
+        cause = exc.__cause__ if isinstance(exc, InstantiationException) and exc.__cause__ else exc
+        raise ValueError(f"trainer: {' '.join(str(cause).split())}") from None
 
 
 @contextlib.contextmanager
