@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import sys
+import traceback
 from pathlib import Path
 
 import pytest
@@ -116,6 +117,9 @@ def invoke(command: str, args: list[str], capsys, monkeypatch) -> tuple[int, str
             code = 0
     except SystemExit as exc:
         code = 0 if exc.code is None else exc.code
+    except Exception:  # an escaped internal error: what the command line would show as a traceback
+        traceback.print_exc()
+        code = 1
     finally:
         for held in list(_HELD):
             release_run_folder(Path(held))

@@ -92,6 +92,8 @@ def prepare(config_name: str, args: list[str]) -> list[str]:
     cfg = check_overrides(config_name, first_of_sweeps(overrides) if multirun else overrides)
     key = "sweep" if multirun else "run"
     folder = cfg.hydra[key].dir
+    if not isinstance(folder, str) or not folder:
+        raise ValueError(f"hydra.{key}.dir={folder!r}: expected a folder path")
     if Path(folder).exists() and not Path(folder).is_dir():
         raise NotADirectoryError(f"hydra.{key}.dir={folder}: a file, not a folder")
     if multirun:

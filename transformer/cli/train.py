@@ -77,6 +77,12 @@ def check_config(cfg: DictConfig) -> None:
     missing = [key for key in cfg if OmegaConf.is_missing(cfg, key)]  # e.g. distill_dir
     if missing:
         raise ValueError(f"{', '.join(missing)}: required; set it on the command line ({missing[0]}=...)")
+    if not isinstance(cfg.get("output_dir"), str) or not cfg.output_dir:
+        raise ValueError(f"output_dir={cfg.get('output_dir')!r}: expected a folder path")
+    for key in ("seed", "monitor", "monitor_mode"):
+        expected = int if key == "seed" else str
+        if key in cfg and (not isinstance(cfg[key], expected) or isinstance(cfg[key], bool)):
+            raise ValueError(f"{key}={cfg[key]!r}: expected {expected.__name__}")
     # The model is checked against the model registry (tasks/build.py), never imported by name;
     # vocabulary sizes and special ids come from the data later.
     check_model_config(cfg.get("model"), "model", complete=False)
