@@ -181,7 +181,9 @@ def check_config_types(node: DictConfig | None, where: str) -> None:
     """Check a config node with a ``_target_`` against the target's annotated signature,
     for the keys whose annotation is a plain scalar type (``int``, ``float | None`` ...);
     a value of another type is a ``ValueError`` naming the key. Interpolations are not
-    checked. This runs before any data is prepared, so a typo costs no time."""
+    checked. The project's shared names (``vocab_size``, ``max_tokens``, ``dropout`` ...) are
+    also checked against their ranges. This runs before any data is prepared, so a typo costs
+    no time."""
     if not isinstance(node, DictConfig) or "_target_" not in node:
         return
     try:
@@ -189,8 +191,13 @@ def check_config_types(node: DictConfig | None, where: str) -> None:
         hints = typing.get_type_hints(target.__init__ if isinstance(target, type) else target)
     except Exception:  # an unknown target is reported by instantiate itself
         return
+    from transformer.tasks.hparams import check_range
+
     for key in node:
-        if key.startswith("_") or key not in hints or OmegaConf.is_interpolation(node, key):
+        if key.startswith("_") or OmegaConf.is_interpolation(node, key):
+            continue
+        check_range(where, key, node[key])  # the shared names' ranges (tasks/hparams.py)
+        if key not in hints:
             continue
         allowed = _simple_hint(hints[key])
         value = node[key]

@@ -27,6 +27,8 @@ RANGES: dict[str, tuple[float, float]] = {
     "char_channels": (0, 2**14), "char_dim": (1, 2**14), "char_kernel": (1, 64),
     "num_buckets": (1, 2**16), "max_distance": (1, 2**20), "n_classes": (1, 2**20),
     "piece_vocab_size": (1, 2**24), "warmup_steps": (0, 2**40), "val_bleu_every": (1, 2**40),
+    "max_tokens": (1, 2**31), "pad_to_multiple": (1, 2**16), "num_workers": (0, 1024), "train_subset": (1, 2**40),
+    "lr": (0, 10), "eps": (0, 1), "weight_decay": (0, 100),
 }
 # Probabilities: 0 <= p < 1 (a dropout of 1 zeroes every activation).
 PROBABILITIES = {"dropout", "word_dropout", "piece_dropout", "label_smoothing"}
