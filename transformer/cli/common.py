@@ -120,8 +120,12 @@ def first_of_sweeps(overrides: list[str]) -> list[str]:
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.core.override_parser.types import Glob
 
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # malformed: composing them as they are reports it in one line
+        return overrides
     out = []
-    for text, override in zip(overrides, OverridesParser.create().parse_overrides(overrides)):
+    for text, override in zip(overrides, parsed):
         if not override.is_sweep_override():
             out.append(text)
         elif not isinstance(override.value(), Glob):
