@@ -7,6 +7,7 @@ from __future__ import annotations
 import io
 import logging
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -221,3 +222,61 @@ def test_decode_settings_that_cannot_mean_anything(checkpoints, settings, messag
                                               *overrides, "device=cpu"]))
     assert check_decode_settings(dict(GREEDY)) == GREEDY  # a=0 with b>=1 is fine
 
+
+
+# ------------------------------------------------------------------ 9. the validation step
+def main_status(module, args: list[str], capsys, monkeypatch) -> tuple[int, str]:
+    """``(exit status, stderr)`` of a command's real ``main()``, run in-process."""
+    monkeypatch.setattr(sys, "argv", [module.__name__, *args])
+    capsys.readouterr()
+    try:
+        module.main()
+        code = 0
+    except SystemExit as exc:
+        code = 0 if exc.code is None else exc.code
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("command, args, message", [
+    ("train", ["model.d_model=-5"], r"model\.d_model=-5"),
+    ("train", ["model.n_heads=3", "model.d_model=64"], r"model\.n_heads=3: must divide model\.d_model=64"),
+    ("train", ["model.n_heads=0"], r"model\.n_heads=0"),
+    ("train", ["model.dropout=1.5"], r"model\.dropout=1\.5"),
+    ("train", ["+model.nonexistent=1"], r"model\.nonexistent: unknown key"),
+    ("train", ["trainer.max_epochs=-3"], r"trainer: `max_epochs` must be"),
+    ("train", ["trainer.precision=banana"], r"trainer: Precision 'banana' is invalid"),
+    ("train", ["model._target_=os.system"], r"model\._target_='os\.system': not one of the project's classes"),
+    ("train", ["-m", "nonexistent=1,2"], r"nonexistent"),
+    ("train", ["hydra.run.dir={file}"], r"hydra\.run\.dir=.*a file, not a folder"),
+    ("decode", ["ckpt_path=null"], r"ckpt_path=None: give a checkpoint file"),
+    ("decode", ["ckpt_path={ckpt}", "output={dir}"], r"output=.*a folder; give a file path"),
+    ("inspect", ["ckpt_path={ckpt}", "text=Hund", "output_dir={file}"], r"output_dir=.*a file, not a folder"),
+    ("inspect", ["ckpt_path={ckpt}", "text=Hund", "max_tokens=-3"], r"max_tokens=-3: expected a positive integer"),
+    ("export", ["ckpt_path={ckpt}", "output_dir={file}"], r"output_dir=.*a file, not a folder"),
+    ("average", ["output={dir}/avg.ckpt"], r"nothing to average"),
+    ("average", ["inputs=[{ckpt},{ckpt}]", "output={ckpt}"], r"output=.* is one of the inputs"),
+    ("average", ["ckpt_dir={dir}", "last_n=0", "output={dir}/avg.ckpt"], r"last_n=0: expected a positive integer"),
+])
+def test_the_issue_s_probes_end_with_one_error_line(checkpoints, tmp_path, capsys, monkeypatch, command, args,
+                                                    message):
+    import importlib
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "a_file").write_text("x")
+    args = [a.format(file=tmp_path / "a_file", dir=tmp_path, ckpt=checkpoints["translation"]) for a in args]
+    before = sorted(p.name for p in tmp_path.iterdir())
+    code, err = main_status(importlib.import_module(f"transformer.cli.{command}"), args, capsys, monkeypatch)
+    lines = err.strip().splitlines()
+    assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err[-2000:]
+    assert re.search(message, lines[0]), lines[0]
+    assert sorted(p.name for p in tmp_path.iterdir()) == before  # refused before writing anything
+
+
+def test_special_files_are_inputs(checkpoints, tmp_path):
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+    writer = subprocess.Popen(["sh", "-c", f"printf 'Ein Hund\\nZwei\\n' > {fifo}"])
+    assert read_lines(str(fifo)) == (["Ein Hund", "Zwei"], str(fifo))
+    writer.wait(timeout=30)
+    with pytest.raises(IsADirectoryError, match="a folder, not a file"):
+        read_lines(str(tmp_path))

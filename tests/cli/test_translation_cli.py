@@ -113,15 +113,16 @@ def test_resume_continues_step_count_and_lr_schedule(trained, env, tmp_path):
     first = json.loads((trained / "train_summary.json").read_text())
     ckpt0 = torch.load(first["last_checkpoint"], map_location="cpu", weights_only=False)
     steps = first["global_step"]
-    # resumed into a folder holding the first run's metrics.csv, as a run resumed in place is
-    (tmp_path / "csv").mkdir()
-    shutil.copy(trained / "csv" / "metrics.csv", tmp_path / "csv" / "metrics.csv")
-    cli("train", [*TRAIN_ARGS, "trainer.max_epochs=2", f"ckpt_path={first['last_checkpoint']}",
-                  f"hydra.run.dir={tmp_path}", f"data.data_dir={env['CACHE']}"], env)
-    second = json.loads((tmp_path / "train_summary.json").read_text())
+    # resumed in place: a copy of the first run's folder, from its own last.ckpt (a resume never
+    # writes into another run's folder)
+    run = tmp_path / "run"
+    shutil.copytree(trained, run)
+    cli("train", [*TRAIN_ARGS, "trainer.max_epochs=2", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
+                  f"hydra.run.dir={run}", f"data.data_dir={env['CACHE']}"], env)
+    second = json.loads((run / "train_summary.json").read_text())
     with (trained / "csv" / "metrics.csv").open(newline="") as f:
         before = list(csv.DictReader(f))
-    with (tmp_path / "csv" / "metrics.csv").open(newline="") as f:
+    with (run / "csv" / "metrics.csv").open(newline="") as f:
         rows = list(csv.DictReader(f))
     assert [{k: r[k] for k in before[0]} for r in rows[: len(before)]] == before  # history kept
     assert sorted({r["epoch"] for r in rows if r.get("val/bleu")}) == ["0", "1"]

@@ -10,8 +10,9 @@ import re
 from pathlib import Path
 
 import torch
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
+from transformer.cli import validate
 from transformer.cli.common import hydra_entry
 from transformer.tasks.checkpoint import read_checkpoint
 
@@ -23,6 +24,10 @@ def _step(path: Path) -> int:
 
 def select_checkpoints(ckpt_dir: str | Path, last_n: int) -> list[Path]:
     """The ``last_n`` checkpoints of a run by training step (``last.ckpt`` excluded)."""
+    if isinstance(last_n, bool) or not isinstance(last_n, int) or last_n < 1:
+        raise ValueError(f"last_n={last_n!r}: expected a positive integer")
+    if not Path(ckpt_dir).is_dir():
+        raise NotADirectoryError(f"ckpt_dir={ckpt_dir}: no such folder")
     paths = [p for p in Path(ckpt_dir).glob("*.ckpt") if not p.name.startswith("last")]
     if not paths:
         raise FileNotFoundError(f"no step checkpoints in {ckpt_dir}")
@@ -34,11 +39,16 @@ def average_checkpoints(paths: list[str | Path], output: str | Path) -> Path:
     buffers) is taken from the last checkpoint. Optimizer state is dropped."""
     if not paths:
         raise ValueError("no checkpoints to average")
+    check_output(paths, output)
     ckpts = [read_checkpoint(p) for p in paths]
-    keys = set(ckpts[-1]["state_dict"])
+    last = ckpts[-1]["state_dict"]
     for p, c in zip(paths, ckpts):
-        if set(c["state_dict"]) != keys:
+        if set(c["state_dict"]) != set(last):
             raise ValueError(f"{p} has different parameters from {paths[-1]}: not the same model")
+        wrong = next((k for k, v in c["state_dict"].items() if tuple(v.shape) != tuple(last[k].shape)), None)
+        if wrong is not None:
+            raise ValueError(f"{p}: {wrong} has shape {tuple(c['state_dict'][wrong].shape)}, {paths[-1]} has "
+                             f"{tuple(last[wrong].shape)}: not the same model")
     averaged = {}
     for k, last in ckpts[-1]["state_dict"].items():
         if torch.is_floating_point(last):
@@ -54,8 +64,39 @@ def average_checkpoints(paths: list[str | Path], output: str | Path) -> Path:
     return output
 
 
+def check_output(paths: list[str | Path], output: str | Path) -> None:
+    """The output is a writable file path and none of the inputs (writing it would replace
+    a checkpoint being averaged)."""
+    validate.output_file("output", str(output))
+    out = Path(output).resolve()
+    for p in paths:
+        if Path(p).resolve() == out or (out.exists() and Path(p).exists() and out.samefile(p)):
+            raise ValueError(f"output={output} is one of the inputs ({p}): averaging would overwrite it")
+
+
+def check_average(cfg: DictConfig) -> None:
+    """The validation step: inputs or a checkpoint folder, ``last_n >= 1``, an output that is
+    none of the inputs."""
+    inputs = cfg.get("inputs")
+    if inputs and cfg.get("ckpt_dir"):
+        raise ValueError("give inputs=[a.ckpt,...] or ckpt_dir=<folder> with last_n=N, not both")
+    if inputs:
+        validate.checkpoints("inputs", OmegaConf.to_container(inputs) if OmegaConf.is_list(inputs) else inputs)
+        paths = list(inputs) if OmegaConf.is_list(inputs) or isinstance(inputs, (list, tuple)) else [inputs]
+    elif cfg.get("ckpt_dir") is not None:
+        paths = select_checkpoints(str(cfg.ckpt_dir), cfg.get("last_n"))
+    else:
+        raise ValueError("nothing to average: give inputs=[a.ckpt,b.ckpt] or ckpt_dir=<folder> (with last_n=N)")
+    if not isinstance(cfg.get("output"), str):
+        raise ValueError(f"output={cfg.get('output')!r}: expected a file path")
+    check_output(paths, cfg.output)
+
+
 def run(cfg: DictConfig) -> Path:
-    paths = list(cfg.inputs) if cfg.inputs else select_checkpoints(cfg.ckpt_dir, cfg.last_n)
+    check_average(cfg)
+    inputs = cfg.inputs
+    paths = ([str(inputs)] if isinstance(inputs, str) else list(inputs)) if inputs else \
+        select_checkpoints(cfg.ckpt_dir, cfg.last_n)
     out = average_checkpoints(paths, cfg.output)
     print(f"averaged {len(paths)} checkpoints -> {out}")
     return out

@@ -1,5 +1,6 @@
 """Callbacks that `transformer-train` always adds (not a config choice): exact resume, the
-``accel`` switch; and an early stopping that skips unmeasured epochs.
+``accel`` switch, ``last.ckpt`` holding the final state; and an early stopping that skips
+unmeasured epochs.
 
 Exact resume: Lightning's checkpoint holds the weights, optimizer, schedule, loop counters and
 (through ``ResumableLoader``) the position in the epoch, but not the random generators. Dropout
@@ -111,6 +112,25 @@ class AccelCallback(L.Callback):
         backend = accel.resolve(self.backend, pl_module.device.type, compiled)
         set_accel = getattr(pl_module, "set_accel", None)  # a task with its own CPU paths
         set_accel(backend) if set_accel is not None else accel.apply(pl_module.model, backend)
+
+
+class FinalLastCheckpoint(L.Callback):
+    """At the end of training, write the latest-state checkpoints (``last.ckpt``: a
+    ModelCheckpoint without a monitor, or one with ``save_last``) again when the run took
+    steps after they were last written, so they hold the final weights whatever
+    ``val_check_interval`` is: checkpoint callbacks write only after a validation."""
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        for cb in trainer.checkpoint_callbacks:
+            path = cb.best_model_path if cb.monitor is None else cb.last_model_path
+            if cb.monitor is None and not path and "{" not in (cb.filename or "{") and cb.dirpath:
+                path = f"{cb.dirpath}/{cb.filename}{cb.FILE_EXTENSION}"  # never validated
+            if not path or getattr(cb, "_last_global_step_saved", -1) == trainer.global_step:
+                continue
+            trainer.save_checkpoint(path)
+            if cb.monitor is None:
+                cb.best_model_path = path
+            log.info("wrote the final state (step %d) to %s", trainer.global_step, path)
 
 
 class MeasuredEarlyStopping(EarlyStopping):

@@ -8,6 +8,7 @@ one-line message and exit status 2 instead of a traceback.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 import types
@@ -26,19 +27,34 @@ CONF_DIR = str(
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions that describe bad input (file, key, value), not bugs."""
+    """Exceptions that describe bad input (file, key, value, device), not bugs."""
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
     from transformer.data import readers, sources
     from transformer.tasks.checkpoint import CheckpointError
 
-    errors: list[type[BaseException]] = [CheckpointError, FileNotFoundError, FileExistsError, ValueError, KeyError]
+    errors: list[type[BaseException]] = [CheckpointError, FileNotFoundError, FileExistsError, ValueError, KeyError,
+                                         IsADirectoryError, NotADirectoryError, PermissionError,
+                                         MisconfigurationException]
     for mod, name in ((readers, "DataFormatError"), (sources, "ChecksumError"), (sources, "DownloadError")):
         if hasattr(mod, name):
             errors.append(getattr(mod, name))
     return tuple(errors)
 
 
+def fail(exc: BaseException | str) -> None:
+    """Print one ``error: ...`` line on stderr and exit with status 2."""
+    text = " ".join(str(exc).split())
+    print(f"error: {text[:2000]}", file=sys.stderr)
+    sys.exit(2)
+
+
 def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], object]], Callable[[], None]]:
-    """Wrap ``run(cfg)`` as a console-script ``main()`` reading ``conf/<config_name>.yaml``."""
+    """Wrap ``run(cfg)`` as a console-script ``main()`` reading ``conf/<config_name>.yaml``.
+
+    Before Hydra runs (and writes anything), the command line is composed and the command's
+    validation step (``cli/validate.py``) runs on the result; training also claims its run
+    folder there. A user error then or inside ``run`` is one ``error:`` line and exit 2."""
 
     def wrap(run: Callable[[DictConfig], object]) -> Callable[[], None]:
         @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name=config_name)
@@ -46,12 +62,14 @@ def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], object]], 
             try:
                 run(cfg)
             except user_errors() as exc:
-                print(f"error: {exc}", file=sys.stderr)
-                sys.exit(2)
+                fail(exc)
 
         @functools.wraps(run)
         def main() -> None:
-            check_overrides(config_name, sys.argv[1:])
+            try:
+                sys.argv[1:] = prepare(config_name, sys.argv[1:])
+            except user_errors() as exc:
+                fail(exc)
             _main()
 
         return main
@@ -59,13 +77,68 @@ def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], object]], 
     return wrap
 
 
-def check_overrides(config_name: str, args: list[str]) -> None:
-    """Compose ``conf/<config_name>.yaml`` with the command line's overrides before Hydra
-    runs, so that an unknown key or a malformed override ends with one ``error:`` line and
-    exit status 2 (Hydra itself prints several lines and exits 1). Command lines with
-    Hydra flags (``--help``, ``-m``, ``--cfg`` ...) are left to Hydra."""
-    if any(a.startswith("-") for a in args):
-        return
+def prepare(config_name: str, args: list[str]) -> list[str]:
+    """Compose the command line, run the command's validation step and (training) claim the
+    run folder, before Hydra runs; returns the arguments to hand to Hydra (training pins the
+    run folder it claimed). Hydra's own flags (``--help``, ``--cfg`` ...) are left to Hydra;
+    with ``-m`` only the first value of each sweep is composed, and each job checks itself."""
+    from transformer.cli import validate
+
+    flags = [a for a in args if a.startswith("-")]
+    multirun = bool(flags) and all(a in ("-m", "--multirun") for a in flags)
+    if flags and not multirun:
+        return args
+    overrides = [a for a in args if not a.startswith("-")]
+    cfg = check_overrides(config_name, first_of_sweeps(overrides) if multirun else overrides)
+    key = "sweep" if multirun else "run"
+    folder = cfg.hydra[key].dir
+    if not isinstance(folder, str) or not folder:
+        raise ValueError(f"hydra.{key}.dir={folder!r}: expected a folder path")
+    if Path(folder).exists() and not Path(folder).is_dir():
+        raise NotADirectoryError(f"hydra.{key}.dir={folder}: a file, not a folder")
+    if multirun:
+        return args
+    if config_name != "train":
+        validate.validate(config_name, cfg)
+        return args
+    from omegaconf import open_dict
+
+    from transformer.cli.run_folder import claim_run_folder
+
+    with open_dict(cfg):
+        if OmegaConf.is_interpolation(cfg, "output_dir") and "hydra:" in str(cfg._get_node("output_dir")._value()):
+            cfg.output_dir = str(folder)  # what ${hydra:runtime.output_dir} will be
+    validate.validate(config_name, cfg)
+    claim_run_folder(Path(cfg.output_dir), cfg.get("ckpt_path"))
+    quoted = str(folder).replace("'", "\\'")
+    return [*args, f"hydra.run.dir='{quoted}'"]  # the folder just claimed, not a new timestamp
+
+
+def first_of_sweeps(overrides: list[str]) -> list[str]:
+    """``-m`` overrides with each sweep (``a=1,2``, ``range(3)``) replaced by its first value,
+    so that one composition checks every key; glob sweeps of groups are left out."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Glob
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # malformed: composing them as they are reports it in one line
+        return overrides
+    out = []
+    for text, override in zip(overrides, parsed):
+        if not override.is_sweep_override():
+            out.append(text)
+        elif not isinstance(override.value(), Glob):
+            first = next(iter(override.sweep_string_iterator()), None)
+            if first is not None:
+                out.append(f"{override.get_key_element()}={first}")
+    return out
+
+
+def check_overrides(config_name: str, args: list[str]) -> DictConfig:
+    """Compose ``conf/<config_name>.yaml`` with the command line's overrides (Hydra's node
+    included) before Hydra runs, so that an unknown key or a malformed override ends with one
+    ``error:`` line and exit status 2 (Hydra itself prints several lines and exits 1)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
@@ -74,15 +147,14 @@ def check_overrides(config_name: str, args: list[str]) -> None:
     try:
         GlobalHydra.instance().clear()
         with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name=config_name):
-            compose(config_name=config_name, overrides=args, return_hydra_config=True)
+            return compose(config_name=config_name, overrides=args, return_hydra_config=True)
     except (HydraException, OmegaConfBaseException) as exc:
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         cause = exc.__cause__
         if cause is not None and str(cause).strip():
             lines.append(str(cause).strip().splitlines()[0])
         lines = [line for line in dict.fromkeys(lines) if not line.startswith(("full_key:", "object_type="))]
-        print(f"error: {' '.join(lines)}", file=sys.stderr)
-        sys.exit(2)
+        fail(" ".join(lines))
     finally:
         GlobalHydra.instance().clear()
 
@@ -113,7 +185,9 @@ def check_config_types(node: DictConfig | None, where: str) -> None:
     """Check a config node with a ``_target_`` against the target's annotated signature,
     for the keys whose annotation is a plain scalar type (``int``, ``float | None`` ...);
     a value of another type is a ``ValueError`` naming the key. Interpolations are not
-    checked. This runs before any data is prepared, so a typo costs no time."""
+    checked. The project's shared names (``vocab_size``, ``max_tokens``, ``dropout`` ...) are
+    also checked against their ranges. This runs before any data is prepared, so a typo costs
+    no time."""
     if not isinstance(node, DictConfig) or "_target_" not in node:
         return
     try:
@@ -121,8 +195,13 @@ def check_config_types(node: DictConfig | None, where: str) -> None:
         hints = typing.get_type_hints(target.__init__ if isinstance(target, type) else target)
     except Exception:  # an unknown target is reported by instantiate itself
         return
+    from transformer.tasks.hparams import check_range
+
     for key in node:
-        if key.startswith("_") or key not in hints or OmegaConf.is_interpolation(node, key):
+        if key.startswith("_") or OmegaConf.is_interpolation(node, key):
+            continue
+        check_range(where, key, node[key])  # the shared names' ranges (tasks/hparams.py)
+        if key not in hints:
             continue
         allowed = _simple_hint(hints[key])
         value = node[key]
@@ -131,21 +210,36 @@ def check_config_types(node: DictConfig | None, where: str) -> None:
             raise ValueError(f"{where}.{key}={value!r}: expected {names}")
 
 
+# Upper bounds on decode settings: past them a value is a typo that would exhaust memory or time.
+DECODE_LIMITS = {"beam_size": 1024, "n_best": 1024, "length_beam": 1024, "iterations": 10_000,
+                 "max_tokens": 2**31, "max_len_a": 10**4, "max_len_b": 10**6}
+
+
 def check_decode_settings(cfg: dict, where: str = "decode") -> dict:
     """A decode preset's numbers, checked: counts are positive integers, lengths allow at
-    least one output token. Returns ``cfg``; a bad value is a ``ValueError`` naming the key."""
+    least one output token, nothing past :data:`DECODE_LIMITS`. Returns ``cfg``; a bad value
+    is a ``ValueError`` naming the key."""
     for key in ("beam_size", "n_best", "max_tokens", "iterations", "length_beam"):
-        value = cfg.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"{where}.{key}={value!r}: expected a positive integer")
+        value = cfg.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= DECODE_LIMITS[key]:
+            raise ValueError(f"{where}.{key}={value!r}: expected a positive integer up to {DECODE_LIMITS[key]}")
     for key in ("max_len_a", "max_len_b", "length_penalty"):
-        value = cfg.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+        value = cfg.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"{where}.{key}={value!r}: expected a number")
+        if key in DECODE_LIMITS and value > DECODE_LIMITS[key]:
+            raise ValueError(f"{where}.{key}={value!r}: expected at most {DECODE_LIMITS[key]}")
     a, b = cfg.get("max_len_a"), cfg.get("max_len_b")
     if a is not None and b is not None and (a < 0 or b < 0 or (a == 0 and b < 1)):
         raise ValueError(f"{where}.max_len_a={a!r} {where}.max_len_b={b!r}: the length cap "
                          f"floor(max_len_a * source length + max_len_b) must allow at least one token")
+    if cfg.get("n_best", 1) > cfg.get("beam_size", cfg.get("n_best", 1)):
+        raise ValueError(f"{where}.n_best={cfg['n_best']}: at most {where}.beam_size={cfg['beam_size']}")
+    if not isinstance(cfg.get("strategy", ""), str):
+        raise ValueError(f"{where}.strategy={cfg['strategy']!r}: expected a strategy name")
+    layer = cfg.get("alignment_layer")
+    if layer is not None and (isinstance(layer, bool) or not isinstance(layer, int)):
+        raise ValueError(f"{where}.alignment_layer={layer!r}: expected a layer index or null")
     return cfg
 
 
@@ -160,9 +254,11 @@ def read_lines(path: str) -> tuple[list[str], str]:
         raw, name = sys.stdin.buffer.read(), "<stdin>"
     else:
         p = Path(path)
-        if not p.is_file():
+        if not p.exists():
             raise FileNotFoundError(f"input file not found: {p}")
-        raw, name = p.read_bytes(), str(p)
+        if p.is_dir():
+            raise IsADirectoryError(f"input={p}: a folder, not a file")
+        raw, name = p.read_bytes(), str(p)  # a regular file, /dev/stdin or a named pipe
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -15,10 +15,13 @@ import lightning as L
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.callbacks import AccelCallback, RandomState
+from transformer.cli.callbacks import AccelCallback, FinalLastCheckpoint, RandomState
 from transformer.cli.common import check_config_types, check_decode_settings, hydra_entry
 from transformer.cli.loggers import ResumableCSVLogger
+from transformer.cli.run_folder import claim_run_folder, release_run_folder
+from transformer.cli.validate import quiet_lightning, trainer_settings
 from transformer.models.init import count_parameters
+from transformer.tasks.build import check_model_config
 from transformer.tasks.checkpoint import load_weights, read_checkpoint
 
 log = logging.getLogger(__name__)
@@ -74,7 +77,16 @@ def check_config(cfg: DictConfig) -> None:
     missing = [key for key in cfg if OmegaConf.is_missing(cfg, key)]  # e.g. distill_dir
     if missing:
         raise ValueError(f"{', '.join(missing)}: required; set it on the command line ({missing[0]}=...)")
-    for group in ("trainer", "data", "task", "model"):
+    if not isinstance(cfg.get("output_dir"), str) or not cfg.output_dir:
+        raise ValueError(f"output_dir={cfg.get('output_dir')!r}: expected a folder path")
+    for key in ("seed", "monitor", "monitor_mode"):
+        expected = int if key == "seed" else str
+        if key in cfg and (not isinstance(cfg[key], expected) or isinstance(cfg[key], bool)):
+            raise ValueError(f"{key}={cfg[key]!r}: expected {expected.__name__}")
+    # The model is checked against the model registry (tasks/build.py), never imported by name;
+    # vocabulary sizes and special ids come from the data later.
+    check_model_config(cfg.get("model"), "model", complete=False)
+    for group in ("trainer", "data", "task"):
         check_config_types(cfg.get(group), group)
     for group in ("callbacks", "logger"):
         for name, node in (cfg.get(group) or {}).items():
@@ -87,18 +99,30 @@ def check_config(cfg: DictConfig) -> None:
     accel.resolve(cfg.get("accel", "auto"), "cpu")  # accel=<unknown> is a ValueError naming the choices
 
 
-def check_run_folder(out: Path, resuming: bool) -> None:
-    """Refuse to start a fresh run in a folder that already holds one: its checkpoints and
-    metrics would be overwritten. Resuming it (``ckpt_path=``) is fine."""
-    if resuming or os.environ.get("LOCAL_RANK", "0") != "0":  # DDP workers follow rank 0
-        return
-    held = sorted((out / "checkpoints").glob("*.ckpt")) + [p for p in (out / "csv" / "metrics.csv",) if p.is_file()]
-    if held:
-        last = out / "checkpoints" / "last.ckpt"
-        raise FileExistsError(
-            f"{out} already holds a run ({held[0]}); resume it with ckpt_path={last}, or start a new "
-            f"run in another folder (hydra.run.dir=<new folder>)"
-        )
+def preflight(cfg: DictConfig) -> dict | None:
+    """Everything checked before a run writes anything (the command's validation step):
+    the config, the trainer's settings, and the resumed checkpoint (returned) with its model."""
+    check_config(cfg)
+    with quiet_lightning():
+        trainer_settings(cfg)  # accelerator, precision, loop settings: before any data is read
+    if not cfg.get("ckpt_path"):
+        return None
+    if not isinstance(cfg.ckpt_path, str):
+        raise ValueError(f"ckpt_path={cfg.ckpt_path!r}: expected one checkpoint file to resume from")
+    ckpt = read_checkpoint(cfg.ckpt_path)
+    check_resumed_model(cfg, ckpt)
+    return ckpt
+
+
+def check_resumed_model(cfg: DictConfig, ckpt: dict) -> None:
+    """A resumed checkpoint's model must be the configured one: a different width or depth
+    is refused here, naming the key, rather than after the data is prepared."""
+    saved = ckpt["hyper_parameters"].get("model") or {}
+    model = OmegaConf.to_container(cfg.model, resolve=True)
+    for key, value in model.items():
+        if value is not None and key in saved and saved[key] is not None and saved[key] != value:
+            raise ValueError(f"model.{key}={value!r}, but the checkpoint {cfg.ckpt_path} was trained with "
+                             f"{saved[key]!r}: resume with the model it was trained with (model=... or model.{key}=...)")
 
 
 def checkpoint_summary(trainer: L.Trainer) -> dict:
@@ -118,11 +142,20 @@ def checkpoint_summary(trainer: L.Trainer) -> dict:
 
 
 def run(cfg: DictConfig) -> dict:
-    """Fit, then report the best checkpoint (and evaluate it on ``test_splits``)."""
-    check_config(cfg)
+    """Fit, then report the best checkpoint (and evaluate it on ``test_splits``), in a run
+    folder claimed for this run alone (``cli/run_folder.py``)."""
+    ckpt = preflight(cfg)
     out = Path(cfg.output_dir)
-    check_run_folder(out, resuming=bool(cfg.get("ckpt_path")))
-    ckpt = read_checkpoint(cfg.ckpt_path) if cfg.get("ckpt_path") else None
+    claimed = claim_run_folder(out, cfg.get("ckpt_path"))
+    try:
+        return fit(cfg, out, ckpt)
+    finally:
+        if claimed:
+            release_run_folder(out)
+
+
+def fit(cfg: DictConfig, out: Path, ckpt: dict | None) -> dict:
+    """The training itself, in a claimed folder ``out``; ``ckpt`` is the resumed checkpoint."""
     L.seed_everything(cfg.seed, workers=True)
     out.mkdir(parents=True, exist_ok=True)
     dm = build_datamodule(cfg, ckpt)
@@ -139,7 +172,7 @@ def run(cfg: DictConfig) -> dict:
         del ckpt
     trainer = instantiate(
         cfg.trainer, callbacks=[*_instantiate_group(cfg.get("callbacks")), RandomState(),
-                                 AccelCallback(cfg.get("accel", "auto"))],
+                                 FinalLastCheckpoint(), AccelCallback(cfg.get("accel", "auto"))],
         logger=build_loggers(cfg, resumed_step) or False,
     )
     trainer.fit(task, datamodule=dm, ckpt_path=cfg.get("ckpt_path"), weights_only=True)

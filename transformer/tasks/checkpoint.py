@@ -1,5 +1,9 @@
 """Self-describing checkpoints: the resolved model config, the task's settings and the
-tokenizers travel with the weights, so evaluation and decoding need only the path."""
+tokenizers travel with the weights, so evaluation and decoding need only the path.
+
+A checkpoint is data: it is read with ``torch.load(weights_only=True)``, its task is one of
+:data:`TASKS`, its model is rebuilt from the registry in ``tasks/build.py``, and every
+hyperparameter is checked against the signature it is passed to before anything is built."""
 
 from __future__ import annotations
 
@@ -9,6 +13,9 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import torch
+from tokenizers import Tokenizer
+
+from transformer.tasks.hparams import HyperparameterError, check_arguments, find_hydra_keys, show
 
 # Which LightningModule a checkpoint belongs to, by the "transformer_task" key it carries.
 TASKS = {
@@ -52,9 +59,38 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         raise CheckpointError(
             f"{path} lacks {', '.join(missing)}: it was not written by transformer-train"
         )
-    if ckpt[TASK_KEY] not in TASKS:
-        raise CheckpointError(f"{path}: unknown task {ckpt[TASK_KEY]!r}; known: {sorted(TASKS)}")
+    if not isinstance(ckpt[TASK_KEY], str) or ckpt[TASK_KEY] not in TASKS:
+        raise CheckpointError(f"{path}: unknown task {show(ckpt[TASK_KEY])}; known: {sorted(TASKS)}")
+    try:
+        check_hyper_parameters(ckpt)
+    except HyperparameterError as exc:
+        raise CheckpointError(f"{path}: {exc}") from None
     return ckpt
+
+
+def check_hyper_parameters(ckpt: dict[str, Any]) -> None:
+    """Check a checkpoint's settings as data before anything is built from them: the model
+    config against the model registry (``tasks/build.py``), the task's other settings against
+    its class's signature, no key naming code to run anywhere, tokenizers as strings. A
+    violation is a :class:`HyperparameterError` naming the key."""
+    from transformer.tasks.build import check_model_config
+
+    hp = ckpt["hyper_parameters"]
+    if not isinstance(hp, dict):
+        raise HyperparameterError(f"hyper_parameters={show(hp)}: expected a mapping")
+    check_model_config(hp.get("model"), "hyper_parameters.model", complete=False)
+    rest = {k: v for k, v in hp.items() if k != "model"}
+    find_hydra_keys(rest, "hyper_parameters")
+    check_arguments("hyper_parameters", rest, task_class(ckpt[TASK_KEY]).__init__, skip={"self"}, complete=False)
+    tokenizers = ckpt.get("tokenizers")
+    if tokenizers is not None and not (isinstance(tokenizers, dict)
+                                       and all(isinstance(v, str) for v in tokenizers.values())):
+        raise HyperparameterError(f"tokenizers={show(tokenizers)}: expected a mapping of JSON strings")
+    for name, text in (tokenizers or {}).items():
+        try:
+            Tokenizer.from_str(text)
+        except Exception as exc:  # the tokenizers library raises a bare Exception
+            raise HyperparameterError(f"tokenizers.{name}: not a tokenizer ({one_line(exc)})") from None
 
 
 def _refusal_reason(exc: BaseException) -> str:
@@ -101,6 +137,8 @@ def load_task(path: str | Path | Sequence[str | Path]):
         ckpt = read_checkpoint(p)
         try:
             task = task_class(ckpt[TASK_KEY]).from_checkpoint_dict(ckpt)
+        except HyperparameterError as exc:
+            raise CheckpointError(f"{p}: {exc}") from None
         except (RuntimeError, TypeError, KeyError, ValueError, AttributeError) as exc:
             # A hand-edited file: a hyperparameter or weight missing, a shape changed.
             raise CheckpointError(f"{p}: cannot rebuild its model ({type(exc).__name__}: {one_line(exc)})") from None

@@ -1,0 +1,133 @@
+"""Run folders hold one run: two trainings started at once into one folder cannot mix, a
+refused run writes nothing (not even ``.hydra/``), a resume never writes into another run's
+folder, a lock left by a dead process does not block, and ``last.ckpt`` holds the final
+state whatever the validation interval."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from hydra_helpers import compose_cfg
+
+from transformer.cli import train as train_cli
+from transformer.cli.run_folder import LOCK_NAME, check_run_folder, claim_run_folder, release_run_folder
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def env() -> dict:
+    return dict(os.environ, OMP_NUM_THREADS="1", HF_DATASETS_OFFLINE="1",
+                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+
+
+def tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+def fake_run(folder: Path) -> Path:
+    """A folder that holds a finished run (as far as the checks look)."""
+    (folder / "checkpoints").mkdir(parents=True)
+    (folder / "checkpoints" / "last.ckpt").write_bytes(b"weights")
+    (folder / ".hydra").mkdir()
+    (folder / ".hydra" / "config.yaml").write_text("the first run's config\n")
+    return folder
+
+
+def train_args(folder: Path, mirror_root: Path, cache: Path, *extra: str) -> list[str]:
+    return [sys.executable, "-m", "transformer.cli.train", "debug=fast", "model=tiny", f"hydra.run.dir={folder}",
+            f"data.data_dir={cache}", f"data.mirror_root={mirror_root}", "callbacks.lr_monitor=null", "logger=csv",
+            *extra]
+
+
+def test_a_refused_run_writes_nothing_not_even_hydra_files(tmp_path):
+    run = fake_run(tmp_path / "run")
+    before = tree(run)
+    proc = subprocess.run([sys.executable, "-m", "transformer.cli.train", "model=tiny", f"hydra.run.dir={run}"],
+                          cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=240)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert proc.stderr.strip().splitlines()[-1].startswith("error: ") and "already holds a run" in proc.stderr
+    assert tree(run) == before
+
+
+def test_a_resume_never_writes_into_another_run_s_folder(tmp_path):
+    first, second = fake_run(tmp_path / "first"), fake_run(tmp_path / "second")
+    with pytest.raises(FileExistsError, match=r"holds another run.*own run folder or a new one"):
+        check_run_folder(second, str(first / "checkpoints" / "last.ckpt"))
+    check_run_folder(first, str(first / "checkpoints" / "last.ckpt"))  # its own folder: fine
+    check_run_folder(tmp_path / "new", str(first / "checkpoints" / "last.ckpt"))  # a new one: fine
+    with pytest.raises(NotADirectoryError, match="a file, not a folder"):
+        check_run_folder(first / "checkpoints" / "last.ckpt", None)
+
+
+def test_a_folder_in_use_is_refused_and_a_dead_holder_s_lock_is_not(tmp_path):
+    folder = tmp_path / "run"
+    folder.mkdir()
+    lock = folder / LOCK_NAME
+    holder = subprocess.Popen(
+        [sys.executable, "-c", "import fcntl, os, sys, time\n"
+         f"fd = os.open({str(lock)!r}, os.O_RDWR | os.O_CREAT); fcntl.flock(fd, fcntl.LOCK_EX)\n"
+         "os.write(fd, str(os.getpid()).encode()); print('held', flush=True); time.sleep(60)"],
+        stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        with pytest.raises(FileExistsError, match=rf"in use by another training run \(pid {holder.pid}\)"):
+            claim_run_folder(folder)
+        assert sorted(p.name for p in folder.iterdir()) == [LOCK_NAME]
+    finally:
+        holder.send_signal(signal.SIGKILL)
+        holder.wait()
+    # the holder died without cleaning up: its lock file stays, its lock does not
+    assert lock.exists() and claim_run_folder(folder)
+    assert lock.read_text().strip() == str(os.getpid())
+    release_run_folder(folder)
+
+
+def test_two_trainings_started_at_once_into_one_folder(mirror_root, tmp_path):
+    folder = tmp_path / "run"
+    procs = [subprocess.Popen(train_args(folder, mirror_root, tmp_path / f"cache{i}", f"task.lr={lr}"), cwd=tmp_path,
+                              env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i, lr in enumerate((0.001, 0.002))]
+    results = [(p.wait(timeout=600), p.stderr.read()) for p in procs]
+    codes = sorted(code for code, _ in results)
+    assert codes == [0, 2], [err[-1500:] for _, err in results]
+    loser = next(err for code, err in results if code == 2)
+    assert loser.strip().splitlines()[-1].startswith("error: ") and "Traceback" not in loser
+    winner_lr = (0.001, 0.002)[next(i for i, (code, _) in enumerate(results) if code == 0)]
+    assert f"lr: {winner_lr}" in (folder / ".hydra" / "config.yaml").read_text()
+    assert f"task.lr={winner_lr}" in (folder / ".hydra" / "overrides.yaml").read_text()
+    for ckpt in (folder / "checkpoints").glob("*.ckpt"):
+        assert torch.load(ckpt, weights_only=True)["hyper_parameters"]["lr"] == winner_lr, ckpt
+
+
+class FinalWeights(L.Callback):
+    """Saves the weights and step as training ends, to compare with ``last.ckpt``."""
+
+    def __init__(self, path: str):
+        self.path = path
+
+    def on_train_end(self, trainer, pl_module):
+        torch.save({"state_dict": pl_module.state_dict(), "global_step": trainer.global_step}, self.path)
+
+
+def test_last_checkpoint_is_the_final_state_with_a_validation_interval(mirror_root, tmp_path):
+    out = tmp_path / "run"
+    summary = train_cli.run(compose_cfg("train", [
+        "debug=fast", "model=tiny", f"output_dir={out}", f"data.data_dir={tmp_path / 'cache'}",
+        f"data.mirror_root={mirror_root}", "callbacks.lr_monitor=null", "logger=csv",
+        "trainer.limit_train_batches=3", "trainer.val_check_interval=2",
+        "+callbacks.final._target_=test_run_folders.FinalWeights", f"+callbacks.final.path={tmp_path / 'final.pt'}"]))
+    final = torch.load(tmp_path / "final.pt", weights_only=True)
+    last = torch.load(summary["last_checkpoint"], weights_only=True)
+    assert summary["global_step"] == final["global_step"] == last["global_step"] == 3
+    assert last["state_dict"].keys() == final["state_dict"].keys()
+    for key, value in final["state_dict"].items():
+        assert torch.equal(last["state_dict"][key], value), key
+    assert not (out / LOCK_NAME).exists() or claim_run_folder(out, summary["last_checkpoint"])  # released
+    release_run_folder(out)

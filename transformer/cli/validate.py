@@ -1,0 +1,231 @@
+"""One validation step before any work: a command's composed config, checked as a whole.
+
+``hydra_entry`` calls :func:`validate` with the composed config before Hydra runs the command
+(so a refused run writes nothing, not even ``.hydra/``): paths are readable inputs or writable
+outputs, counts are positive, the device exists, a checkpoint path is given; training also
+checks its groups against their constructors (``cli/train.py: check_config``) and builds its
+trainer once to let Lightning judge the accelerator, precision and loop settings. Every problem
+is a ``ValueError`` (or ``OSError``) naming the key, printed as one ``error:`` line.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import os
+from pathlib import Path
+from typing import Any, Callable
+
+from omegaconf import DictConfig, OmegaConf
+
+from transformer.tasks.hparams import show
+
+
+def input_file(key: str, value: Any) -> None:
+    """A file to read: ``-`` (stdin), a regular file, or a special file such as
+    ``/dev/stdin`` or a named pipe; not a folder, and readable."""
+    if value == "-":
+        return
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{key}={show(value)}: expected a file path (or - for stdin)")
+    path = Path(value)
+    if not path.exists():
+        raise FileNotFoundError(f"{key}={value}: input file not found")
+    if path.is_dir():
+        raise IsADirectoryError(f"{key}={value}: a folder, not a file")
+    if not os.access(path, os.R_OK):
+        raise PermissionError(f"{key}={value}: not readable")
+
+
+def _writable_parent(key: str, path: Path) -> None:
+    """The nearest existing folder above ``path`` is a folder we may write in."""
+    parent = path.parent if str(path.parent) else Path(".")
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir():
+        raise NotADirectoryError(f"{key}={path}: {parent} is a file, not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise PermissionError(f"{key}={path}: cannot write in {parent}")
+
+
+def output_file(key: str, value: Any) -> None:
+    """A file to write: ``-`` (stdout), or a path that is not a folder, in a writable place."""
+    if value == "-":
+        return
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{key}={show(value)}: expected a file path (or - for stdout)")
+    path = Path(value)
+    if path.is_dir():
+        raise IsADirectoryError(f"{key}={value}: a folder; give a file path")
+    if path.exists() and not os.access(path, os.W_OK):
+        raise PermissionError(f"{key}={value}: not writable")
+    _writable_parent(key, path)
+
+
+def output_dir(key: str, value: Any, required: bool = True) -> None:
+    """A folder to write into: existing or creatable, never a file."""
+    if value is None and not required:
+        return
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"{key}={show(value)}: expected a folder path")
+    path = Path(value)
+    if path.exists() and not path.is_dir():
+        raise NotADirectoryError(f"{key}={value}: a file, not a folder")
+    if path.is_dir():
+        if not os.access(path, os.W_OK | os.X_OK):
+            raise PermissionError(f"{key}={value}: cannot write in it")
+        return
+    _writable_parent(key, path)
+
+
+def checkpoints(key: str, value: Any) -> None:
+    """``ckpt_path``: one checkpoint file or a non-empty list of them."""
+    paths = list(value) if isinstance(value, (list, tuple)) or OmegaConf.is_list(value) else [value]
+    if not paths or any(not isinstance(p, str) or not p for p in paths):
+        raise ValueError(f"{key}={show(value)}: give a checkpoint file ({key}=path/to/last.ckpt) or a list of them")
+    for p in paths:
+        if not Path(p).is_file():
+            raise FileNotFoundError(f"{key}={p}: checkpoint not found" + (" (a folder)" if Path(p).is_dir() else ""))
+
+
+def counts(cfg: DictConfig, *keys: str, optional: tuple[str, ...] = ()) -> None:
+    """Positive integers (``optional`` ones may be null)."""
+    for key in (*keys, *optional):
+        value = cfg.get(key)
+        if value is None and key in optional:
+            continue
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{key}={show(value)}: expected a positive integer")
+
+
+def device(cfg: DictConfig) -> None:
+    """``device``: a name torch knows and this machine has."""
+    from transformer.cli.common import resolve_device
+
+    value = cfg.get("device", "auto")
+    if not isinstance(value, str):
+        raise ValueError(f"device={show(value)}: expected auto, cpu, cuda or cuda:N")
+    resolve_device(value)
+
+
+def decode_settings(cfg: DictConfig) -> None:
+    from transformer.cli.common import check_decode_settings
+
+    if cfg.get("decode") is not None:
+        check_decode_settings(OmegaConf.to_container(cfg.decode, resolve=True))
+
+
+def _inference(cfg: DictConfig) -> None:
+    checkpoints("ckpt_path", cfg.get("ckpt_path"))
+    if "device" in cfg:
+        device(cfg)
+
+
+def _decode(cfg: DictConfig) -> None:
+    _inference(cfg)
+    decode_settings(cfg)
+    input_file("input", cfg.input)
+    output_file("output", cfg.output)
+
+
+def _evaluate(cfg: DictConfig) -> None:
+    _inference(cfg)
+    decode_settings(cfg)
+    output_dir("output_dir", cfg.get("output_dir"), required=False)
+
+
+def _tag(cfg: DictConfig) -> None:
+    _inference(cfg)
+    counts(cfg, "max_tokens")
+    input_file("input", cfg.input)
+    output_file("output", cfg.output)
+
+
+def _distill(cfg: DictConfig) -> None:
+    _inference(cfg)
+    decode_settings(cfg)
+    counts(cfg, optional=("limit",))
+    output_dir("output_dir", cfg.output_dir)
+
+
+def _inspect(cfg: DictConfig) -> None:
+    _inference(cfg)
+    decode_settings(cfg)
+    counts(cfg, "lines", "max_tokens", "positions")
+    if cfg.get("input") is not None:
+        input_file("input", cfg.input)
+    output_dir("output_dir", cfg.output_dir)
+
+
+def _export(cfg: DictConfig) -> None:
+    _inference(cfg)
+    output_dir("output_dir", cfg.output_dir)
+
+
+def _average(cfg: DictConfig) -> None:
+    from transformer.cli.average import check_average
+
+    check_average(cfg)
+
+
+def _train(cfg: DictConfig) -> None:
+    from transformer.cli.train import preflight
+
+    preflight(cfg)
+
+
+def trainer_settings(cfg: DictConfig) -> None:
+    """Build the trainer once, without callbacks or loggers, so that Lightning judges the
+    accelerator, device count, precision and loop settings before any data is read."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    trainer = cfg.get("trainer")
+    if not trainer or "_target_" not in trainer:
+        return
+    for key in ("accumulate_grad_batches", "check_val_every_n_epoch"):
+        value = trainer.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"trainer.{key}={show(value)}: expected a positive integer")
+    for key in ("log_every_n_steps", "gradient_clip_val"):
+        value = trainer.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+            raise ValueError(f"trainer.{key}={show(value)}: expected a value >= 0")
+    node = OmegaConf.to_container(trainer, resolve=False)
+    node = {k: v for k, v in node.items() if not (isinstance(v, str) and "${" in v)}  # paths: checked elsewhere
+    try:
+        instantiate(node, logger=False, enable_checkpointing=False, enable_progress_bar=False, callbacks=[])
+    except (InstantiationException, MisconfigurationException, ValueError, TypeError) as exc:
+        cause = exc.__cause__ if isinstance(exc, InstantiationException) and exc.__cause__ else exc
+        raise ValueError(f"trainer: {' '.join(str(cause).split())}") from None
+
+
+@contextlib.contextmanager
+def quiet_lightning():
+    """Silence Lightning's start-up lines (GPU available ..., tips) while probing."""
+    loggers = [logging.getLogger(n) for n in ("lightning", "lightning.pytorch", "lightning.fabric",
+                                              "lightning.pytorch.utilities.rank_zero")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+# The validation step of each command, by its config name.
+CHECKS: dict[str, Callable[[DictConfig], None]] = {
+    "train": _train, "eval": _evaluate, "decode": _decode, "tag": _tag, "distill": _distill,
+    "average": _average, "inspect": _inspect, "export": _export,
+}
+
+
+def validate(config_name: str, cfg: DictConfig) -> None:
+    """Run ``config_name``'s validation step on its composed config (no-op for a command
+    without one)."""
+    check = CHECKS.get(config_name)
+    if check is not None:
+        check(cfg)
