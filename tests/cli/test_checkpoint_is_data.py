@@ -147,3 +147,19 @@ def test_model_targets_come_from_the_registry_only():
 def test_hyperparameters_are_checked_before_the_class_is_called(edit, message):
     with pytest.raises(HyperparameterError, match=message):
         build_model({**TINY, "vocab_size": 20, "pad_id": 0, **edit})
+
+
+CLASSIFIER = {"_target_": "SequenceClassifier", "d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32,
+              "vocab_size": 20, "pad_id": 0, "n_classes": 2}
+
+
+def test_a_classifier_s_pooling_comes_from_the_registry_only():
+    for name in ("ClsPooling", "MeanPooling", "AttentionPooling"):
+        model = build_model({**CLASSIFIER, "pooling": {"_target_": f"transformer.models.pooling.{name}",
+                                                        "_partial_": True}})
+        assert type(model.pooling).__name__ == name
+    for pooling, message in [({"_target_": "pathlib.Path.write_text", "_partial_": True}, "not one of the project's"),
+                             ({"_target_": "MeanPooling"}, r"_partial_: true"),
+                             ({"_target_": "MeanPooling", "_partial_": True, "d_model": 8}, "set by the model")]:
+        with pytest.raises(HyperparameterError, match=rf"model\.pooling.*{message}"):
+            build_model({**CLASSIFIER, "pooling": pooling})

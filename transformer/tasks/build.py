@@ -11,6 +11,7 @@ hyperparameter is checked against the class's signature and the shared ranges
 from __future__ import annotations
 
 import functools
+import inspect
 from typing import Any, Mapping
 
 import torch
@@ -54,8 +55,15 @@ POOLINGS: dict[str, type[torch.nn.Module]] = {
     "AttentionPooling": AttentionPooling,
 }
 _POOLING_SUPPLIED = {"d_model", "n_heads"}
-# The keys of a model config that hold a factory, with what may fill them and what the model supplies.
+# The keys of a model config that hold a factory, with what may fill them and what the model
+# supplies; a key is a factory only for classes that name it without a type (the tagger's
+# ``pooling`` is a string).
 _FACTORIES = {"positional": (POSITIONALS, _POSITIONAL_SUPPLIED), "pooling": (POOLINGS, _POOLING_SUPPLIED)}
+
+
+def _factory_keys(cls: type) -> list[str]:
+    params = inspect.signature(cls.__init__).parameters
+    return [k for k in _FACTORIES if k in params and params[k].annotation is inspect.Parameter.empty]
 
 
 def registered(target: Any, registry: Mapping[str, type], where: str) -> type:
@@ -126,9 +134,10 @@ def check_model_config(model_cfg: Any, where: str = "model", complete: bool = Tr
         raise HyperparameterError(f"{where}={show(cfg)}: expected a model config (a mapping with _target_)")
     cls = registered(cfg.get("_target_"), MODELS, where)
     kwargs = {k: v for k, v in cfg.items() if k != "_target_"}
-    factories = {key: _factory(kwargs.pop(key, None), key, f"{where}.{key}") for key in _FACTORIES}
+    keys = _factory_keys(cls)
+    factories = {key: _factory(kwargs.pop(key, None), key, f"{where}.{key}") for key in keys}
     find_hydra_keys(kwargs, where)
-    check_arguments(where, kwargs, cls.__init__, skip={"self", *_FACTORIES}, complete=complete)
+    check_arguments(where, kwargs, cls.__init__, skip={"self", *keys}, complete=complete)
     _cross_checks(kwargs, where)
     kwargs.update({key: f for key, f in factories.items() if f is not None})
     return cls, kwargs
