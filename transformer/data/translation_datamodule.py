@@ -4,15 +4,27 @@ for what every data module does on ``setup()``)."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
-from transformer.data.batching import TranslationCollator, translation_length
+import datasets
+import numpy as np
+
+from transformer.data.batching import TranslationCollator
 from transformer.data.datamodule_base import TokenBudgetDataModule, load_or_train_tokenizer
-from transformer.data.preprocess import cache_key, int_column, tokenize_translation
-from transformer.data.readers import drop_one_sided, read_multi30k, read_parallel
+from transformer.data.preprocess import (
+    ArrowPairs,
+    cache_key,
+    column_array,
+    iter_text_batches,
+    raw_pairs_dataset,
+    tokenize_translation,
+)
+from transformer.data.readers import DataFormatError, read_multi30k
 from transformer.data.sources import DATASETS, multi30k_relpath, sha256_file
+from transformer.data.tables import iter_lines
 from transformer.data.tokenizer import SubwordTokenizer
 
 MULTI30K_EVAL_SPLITS = ("val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")
@@ -87,7 +99,7 @@ class TranslationDataModule(TokenBudgetDataModule):
         self.test_splits = [s for s in self.eval_splits if s != self.val_split]
         self.src_tokenizer: SubwordTokenizer | None = None
         self.tgt_tokenizer: SubwordTokenizer | None = None
-        self._raw: dict[str, list[tuple[str, str]]] = {}
+        self._raw: dict[str, datasets.Dataset] = {}
 
     def _has_split(self, split: str) -> bool:
         return all(f"multi30k/data/task1/raw/{split}.{lang}.gz" in DATASETS for lang in (self.src_lang, self.tgt_lang))
@@ -97,17 +109,28 @@ class TranslationDataModule(TokenBudgetDataModule):
             return [sha256_file(self.train_files["src"]), sha256_file(self.train_files["tgt"])]
         return [DATASETS[multi30k_relpath(split, lang)].sha256 for lang in (self.src_lang, self.tgt_lang)]
 
-    def _read(self, split: str) -> list[tuple[str, str]]:
+    def _pairs(self, split: str) -> Iterator[tuple[str, str]]:
+        """A split's pairs in file order, streamed (train: the first ``train_subset``)."""
         if split == "train" and self.train_files:
-            pairs = read_parallel(self.train_files["src"], self.train_files["tgt"])
+            pairs = iter_parallel(self.train_files["src"], self.train_files["tgt"])
         else:
-            pairs = read_multi30k(split, self.src_lang, self.tgt_lang, self.data_dir, self.mirror_root)
+            pairs = iter(read_multi30k(split, self.src_lang, self.tgt_lang, self.data_dir, self.mirror_root))
         if split == "train" and self.train_subset is not None:
-            pairs = pairs[: self.train_subset]
-        if split == "train":
-            name = self.train_files["tgt"] if self.train_files else f"multi30k {self.src_lang}-{self.tgt_lang} train"
-            pairs = drop_one_sided(pairs, str(name))
+            pairs = itertools.islice(pairs, self.train_subset)
         return pairs
+
+    def _raw_table(self, split: str) -> datasets.Dataset:
+        """A split's raw pairs as a cached Arrow table; training leaves out one-sided pairs."""
+        label = None
+        if split == "train":
+            label = str(self.train_files["tgt"] if self.train_files else f"multi30k {self.src_lang}-{self.tgt_lang} train")
+        key = [self._split_hashes(split), self.train_subset if split == "train" else None]
+        return raw_pairs_dataset(lambda: self._pairs(split), self.data_dir, self._name(split), key, drop_one_sided=label)
+
+    def _name(self, split: str) -> str:
+        if split == "train" and self.train_files:
+            return f"parallel-{self.src_lang}-{self.tgt_lang}-train"
+        return f"multi30k-{self.src_lang}-{self.tgt_lang}-{split}"
 
     def _tokenizers(self) -> tuple[SubwordTokenizer, SubwordTokenizer]:
         tp = self.tokenizer_path
@@ -122,44 +145,56 @@ class TranslationDataModule(TokenBudgetDataModule):
         folder = self.data_dir / "tokenizers"
         stem = f"{self.src_lang}-{self.tgt_lang}-{self.tokenizer_model}{self.vocab_size}"
         n, model = self.vocab_size, self.tokenizer_model
+        # The text is streamed from the Arrow table in batches, never gathered in a list.
         if self.joint_vocab:
-            texts = lambda: [s for s, _ in train] + [t for _, t in train]  # noqa: E731
+            texts = lambda: iter_text_batches(train, ["src_text", "tgt_text"])  # noqa: E731
             tok = load_or_train_tokenizer(folder / f"{stem}-joint-{key}.json", texts, n, model)
             return tok, tok
-        src = load_or_train_tokenizer(folder / f"{stem}-src-{key}.json", lambda: [s for s, _ in train], n, model)
-        tgt = load_or_train_tokenizer(folder / f"{stem}-tgt-{key}.json", lambda: [t for _, t in train], n, model)
+        src = load_or_train_tokenizer(folder / f"{stem}-src-{key}.json", lambda: iter_text_batches(train, ["src_text"]),
+                                      n, model)
+        tgt = load_or_train_tokenizer(folder / f"{stem}-tgt-{key}.json", lambda: iter_text_batches(train, ["tgt_text"]),
+                                      n, model)
         return src, tgt
 
     def setup(self, stage: str | None = None) -> None:
         if self._ready:
             return
         for split in ["train", *self.eval_splits]:
-            self._raw[split] = self._read(split)
+            self._raw[split] = self._raw_table(split)
         self.src_tokenizer, self.tgt_tokenizer = self._tokenizers()
         self._record_vocab_size(self.src_tokenizer)
-        for split, pairs in self._raw.items():
-            name = f"multi30k-{self.src_lang}-{self.tgt_lang}-{split}"
-            if split == "train" and self.train_files:
-                name = f"parallel-{self.src_lang}-{self.tgt_lang}-train"
-            ds = tokenize_translation(
-                pairs, self.src_tokenizer, self.tgt_tokenizer, self.data_dir, name, self._split_hashes(split)
-            ).with_format(None)
-            sides = list(zip(int_column(ds, "src_len"), int_column(ds, "tgt_len")))
-            self._add_split(split, ds, [translation_length(s, t) for s, t in sides], sides, name)
+        for split, raw in self._raw.items():
+            key = [self._split_hashes(split), self.train_subset if split == "train" else None]
+            ds = tokenize_translation(raw, self.src_tokenizer, self.tgt_tokenizer, self.data_dir, self._name(split), key)
+            sides = np.stack([column_array(ds, "src_len"), column_array(ds, "tgt_len")], axis=1)  # (N, 2)
+            self._add_split(split, ds, self._lengths_of(ds), sides, self._name(split))
         self._ready = True
 
-    def _lengths_of(self, ds) -> list[int]:
-        return [translation_length(s, t) for s, t in zip(int_column(ds, "src_len"), int_column(ds, "tgt_len"))]
+    def _lengths_of(self, ds) -> np.ndarray:
+        """Each pair's padded width (:func:`~transformer.data.batching.translation_length`), as a column."""
+        return np.maximum(column_array(ds, "src_len"), column_array(ds, "tgt_len")).astype(np.int64) + 1
 
     def _collator(self) -> TranslationCollator:
         t = self.tgt_tokenizer
         return TranslationCollator(pad_id=t.pad_id, bos_id=t.bos_id, eos_id=t.eos_id,
                                    pad_to_multiple=self.pad_to_multiple)
 
-    def raw(self, split: str) -> list[tuple[str, str]]:
-        """Untokenized ``(src, tgt)`` pairs of a split in file order (BLEU references);
-        for train, before the length filter."""
-        return self._raw[split]
+    def raw(self, split: str) -> ArrowPairs:
+        """Untokenized ``(src, tgt)`` pairs of a split in file order (BLEU references), read
+        from the split's Arrow table; for train, before the length filter."""
+        return ArrowPairs(self._raw[split])
+
+
+def iter_parallel(src_path: str | os.PathLike, tgt_path: str | os.PathLike) -> Iterator[tuple[str, str]]:
+    """Line-aligned pairs from two text files (``.gz`` too), streamed; files of different
+    lengths are a :class:`DataFormatError` at the first line one of them lacks."""
+    missing = (0, None)
+    for (i, s), (j, t) in itertools.zip_longest(iter_lines(src_path), iter_lines(tgt_path), fillvalue=missing):
+        if s is None or t is None:
+            long_, n = (tgt_path, j) if s is None else (src_path, i)
+            raise DataFormatError(long_, n, f"parallel files differ in length: {src_path if s is None else tgt_path} "
+                                            f"ends before this line")
+        yield s, t
 
 
 __all__ = ["MULTI30K_EVAL_SPLITS", "TranslationDataModule"]
