@@ -110,3 +110,14 @@ def test_a_reader_error_leaves_no_cache_behind(tmp_path):
         raw_pairs_dataset(broken, tmp_path, "toy", "k")
     assert not list((tmp_path / "arrow").glob("*"))
     assert len(raw_pairs_dataset(lambda: iter([("a", "b")]), tmp_path, "toy", "k")) == 1
+
+
+def test_a_row_cap_reads_an_even_sample_of_batches(pairs, tmp_path, monkeypatch):
+    from transformer.data import preprocess
+
+    monkeypatch.setattr(preprocess, "_WRITE_ROWS", 100)
+    raw = raw_pairs_dataset(lambda: iter(pairs), tmp_path, "toy", ["sha-x"])
+    sample = list(iter_text_batches(raw, ["src_text"], max_rows=1000))
+    got = [s for batch in sample for s in batch]
+    assert 900 <= len(got) <= 1300 and got[:100] == [s for s, _ in pairs[:100]]
+    assert got[-1] in {s for s, _ in pairs[-500:]}  # spread to the end of the table, not its first rows

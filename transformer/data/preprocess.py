@@ -337,24 +337,36 @@ def column_array(ds: datasets.Dataset, column: str) -> np.ndarray:
     return ds.select_columns([column]).with_format("arrow")[:][column].to_numpy()
 
 
-def iter_text_batches(ds: datasets.Dataset, columns: Sequence[str], batch_size: int = 1000) -> Iterator[list[str]]:
-    """The text of ``columns``, as lists of strings, one list per column per batch of rows.
+#: Rows a tokenizer is trained on at most (a sample spread over the table, as sentencepiece's
+#: ``input_sentence_size`` does): the subword vocabulary settles long before, while the
+#: trainer's word counting would grow with the corpus.
+TOKENIZER_TRAIN_ROWS = 500_000
+
+
+def iter_text_batches(ds: datasets.Dataset, columns: Sequence[str], batch_size: int = 1000,
+                      max_rows: int | None = None) -> Iterator[list[str]]:
+    """The text of ``columns``, as lists of strings, one list per column per batch of rows;
+    with ``max_rows``, only every k-th batch, k chosen so that about ``max_rows`` rows come.
 
     A table read straight from its Arrow files (no ``select``/``shuffle`` mapping) is read
     as a stream: each batch is read into memory and let go, so one pass over a corpus
     leaves none of it resident (memory-mapped pages that a pass touches stay counted in
     the process's resident size). Feeds ``tokenizers``' ``train_from_iterator`` in batches.
     """
+    stride = -(-len(ds) // max_rows) if max_rows and len(ds) > max_rows else 1
     if ds._indices is None and ds.cache_files:  # noqa: SLF001  (no public "has a mapping" test)
-        for f in ds.cache_files:
-            with pa.OSFile(f["filename"]) as source:
-                for record_batch in pa.ipc.open_stream(source):
-                    for column in columns:
-                        yield record_batch.column(column).to_pylist()
-        return
-    for batch in ds.select_columns(list(columns)).with_format("arrow").iter(batch_size):
-        for column in columns:
-            yield batch.column(column).to_pylist()
+        batches = (b for f in ds.cache_files for b in _stream_batches(f["filename"]))
+    else:
+        batches = ds.select_columns(list(columns)).with_format("arrow").iter(batch_size)
+    for i, batch in enumerate(batches):
+        if i % stride == 0:
+            for column in columns:
+                yield batch.column(column).to_pylist()
+
+
+def _stream_batches(path: str) -> Iterator[pa.RecordBatch]:
+    with pa.OSFile(path) as source:
+        yield from pa.ipc.open_stream(source)
 
 
 class ArrowPairs(Sequence):

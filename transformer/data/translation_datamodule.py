@@ -15,6 +15,7 @@ import numpy as np
 from transformer.data.batching import TranslationCollator
 from transformer.data.datamodule_base import TokenBudgetDataModule, load_or_train_tokenizer
 from transformer.data.preprocess import (
+    TOKENIZER_TRAIN_ROWS,
     ArrowPairs,
     cache_key,
     column_array,
@@ -141,19 +142,19 @@ class TranslationDataModule(TokenBudgetDataModule):
             return SubwordTokenizer.load(tp["src"]), SubwordTokenizer.load(tp["tgt"])
         train = self._raw["train"]
         key = cache_key("tok", self._split_hashes("train"), len(train), self.tokenizer_model, self.vocab_size,
-                        self.joint_vocab, self.src_lang, self.tgt_lang)[:16]
+                        self.joint_vocab, self.src_lang, self.tgt_lang, min(len(train), TOKENIZER_TRAIN_ROWS))[:16]
         folder = self.data_dir / "tokenizers"
         stem = f"{self.src_lang}-{self.tgt_lang}-{self.tokenizer_model}{self.vocab_size}"
         n, model = self.vocab_size, self.tokenizer_model
-        # The text is streamed from the Arrow table in batches, never gathered in a list.
+        # The text is streamed from the Arrow table in batches (a sample of a large corpus).
+        def texts(*columns: str):
+            return lambda: iter_text_batches(train, columns, max_rows=TOKENIZER_TRAIN_ROWS)
+
         if self.joint_vocab:
-            texts = lambda: iter_text_batches(train, ["src_text", "tgt_text"])  # noqa: E731
-            tok = load_or_train_tokenizer(folder / f"{stem}-joint-{key}.json", texts, n, model)
+            tok = load_or_train_tokenizer(folder / f"{stem}-joint-{key}.json", texts("src_text", "tgt_text"), n, model)
             return tok, tok
-        src = load_or_train_tokenizer(folder / f"{stem}-src-{key}.json", lambda: iter_text_batches(train, ["src_text"]),
-                                      n, model)
-        tgt = load_or_train_tokenizer(folder / f"{stem}-tgt-{key}.json", lambda: iter_text_batches(train, ["tgt_text"]),
-                                      n, model)
+        src = load_or_train_tokenizer(folder / f"{stem}-src-{key}.json", texts("src_text"), n, model)
+        tgt = load_or_train_tokenizer(folder / f"{stem}-tgt-{key}.json", texts("tgt_text"), n, model)
         return src, tgt
 
     def setup(self, stage: str | None = None) -> None:
