@@ -65,6 +65,12 @@ def peak_rss_mib() -> tuple[float, float]:
     return own, children
 
 
+def cpu_seconds() -> float:
+    """User + system CPU time so far of this process and its finished worker processes."""
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + kids.ru_utime + kids.ru_stime
+
+
 def resident_now() -> str:
     """The current resident set split as the kernel counts it (anonymous vs mapped files)."""
     fields = {}
@@ -159,12 +165,13 @@ def main() -> None:
     kwargs = dict(data_dir=cache, mirror_root=args.mirror_root, vocab_size=args.vocab_size, max_tokens=args.max_tokens,
                   train_files={"src": str(src), "tgt": str(tgt)}, eval_splits=["val"])
     rss_before = peak_rss_mib()[0]
-    t = time.perf_counter()
+    t, cpu = time.perf_counter(), cpu_seconds()
     dm = TranslationDataModule("de", "en", **kwargs)
     dm.setup()
-    prep = time.perf_counter() - t
+    prep, cpu = time.perf_counter() - t, cpu_seconds() - cpu
     own, children = peak_rss_mib()
-    print(f"preparation: {prep:.1f} s for {len(dm.raw('train'))} training pairs "
+    print(f"preparation: {prep:.1f} s wall, {cpu:.1f} s CPU (this process and its workers; load average now "
+          f"{os.getloadavg()[0]:.1f}) for {len(dm.raw('train'))} training pairs "
           f"(length filter dropped {dm.filter_report['train'].n_dropped})")
     print(f"peak RSS: process {own:.0f} MiB (before preparation {rss_before:.0f} MiB), "
           f"largest worker process {children:.0f} MiB; resident now: {resident_now()}")

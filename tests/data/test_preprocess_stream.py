@@ -8,13 +8,8 @@ import logging
 import numpy as np
 import pytest
 
-from transformer.data.preprocess import (
-    ArrowPairs,
-    column_array,
-    iter_text_batches,
-    raw_pairs_dataset,
-    tokenize_translation,
-)
+from transformer.data.arrow_io import ArrowPairs, column_array, iter_text_batches
+from transformer.data.preprocess import raw_pairs_dataset, tokenize_translation
 from transformer.data.tokenizer import SubwordTokenizer
 
 

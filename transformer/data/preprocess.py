@@ -8,9 +8,10 @@ A parallel corpus is prepared in two cached steps, neither of which holds it in 
    ``num_proc`` worker processes, into the tokenized table (``src, tgt, index, src_len,
    tgt_len``).
 
-Batching then needs only the length columns (:func:`column_array`, numpy), and a loader
-reads each batch's rows from the memory-mapped table. Tokenizer training reads the text
-columns as a stream (:func:`iter_text_batches`), never as a list of every sentence.
+Batching then needs only the length columns (numpy, :mod:`transformer.data.arrow_io`), and a
+loader reads each batch's rows from the memory-mapped table. Tokenizer training reads the text
+columns as a stream (:func:`~transformer.data.arrow_io.iter_text_batches`), never as a list of
+every sentence.
 
 Every cache file is named by :func:`cache_key` over what it was made from (the source files'
 sha256 or the caller's key, the tokenizer's content hash, for tagging the tag vocabulary)
@@ -329,67 +330,6 @@ def tokenize_tagging(
     features = TAGGING_AUX_FEATURES if aux_tags is not None else TAGGING_FEATURES
     remove = [c for c in columns if c != "index"]
     return _map_cached(datasets.Dataset.from_dict(columns), fn, cache_file, key, features, remove)
-
-
-def column_array(ds: datasets.Dataset, column: str) -> np.ndarray:
-    """A scalar column as one numpy array, honouring any ``select`` indices mapping (a
-    lengths column of a few bytes per example: what batching keeps in memory)."""
-    return ds.select_columns([column]).with_format("arrow")[:][column].to_numpy()
-
-
-#: Rows a tokenizer is trained on at most (a sample spread over the table, as sentencepiece's
-#: ``input_sentence_size`` does): the subword vocabulary settles long before, while the
-#: trainer's word counting would grow with the corpus.
-TOKENIZER_TRAIN_ROWS = 500_000
-
-
-def iter_text_batches(ds: datasets.Dataset, columns: Sequence[str], batch_size: int = 1000,
-                      max_rows: int | None = None) -> Iterator[list[str]]:
-    """The text of ``columns``, as lists of strings, one list per column per batch of rows;
-    with ``max_rows``, only every k-th batch, k chosen so that about ``max_rows`` rows come.
-
-    A table read straight from its Arrow files (no ``select``/``shuffle`` mapping) is read
-    as a stream: each batch is read into memory and let go, so one pass over a corpus
-    leaves none of it resident (memory-mapped pages that a pass touches stay counted in
-    the process's resident size). Feeds ``tokenizers``' ``train_from_iterator`` in batches.
-    """
-    stride = -(-len(ds) // max_rows) if max_rows and len(ds) > max_rows else 1
-    if ds._indices is None and ds.cache_files:  # noqa: SLF001  (no public "has a mapping" test)
-        batches = (b for f in ds.cache_files for b in _stream_batches(f["filename"]))
-    else:
-        batches = ds.select_columns(list(columns)).with_format("arrow").iter(batch_size)
-    for i, batch in enumerate(batches):
-        if i % stride == 0:
-            for column in columns:
-                yield batch.column(column).to_pylist()
-
-
-def _stream_batches(path: str) -> Iterator[pa.RecordBatch]:
-    with pa.OSFile(path) as source:
-        yield from pa.ipc.open_stream(source)
-
-
-class ArrowPairs(Sequence):
-    """A raw pairs table (:func:`raw_pairs_dataset`) seen as a sequence of ``(src, tgt)``
-    tuples, read from disk on access: ``len``, indexing (an int or 0-d tensor) and iteration
-    in batches, without a list of the corpus in memory."""
-
-    def __init__(self, ds: datasets.Dataset):
-        self.dataset = ds
-
-    def __len__(self) -> int:
-        return len(self.dataset)
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self[j] for j in range(*i.indices(len(self)))]
-        row = self.dataset[int(i)]
-        return row["src_text"], row["tgt_text"]
-
-    def __iter__(self) -> Iterator[tuple[str, str]]:
-        texts = iter_text_batches(self.dataset, ["src_text", "tgt_text"])
-        for src in texts:
-            yield from zip(src, next(texts))
 
 
 def int_column(ds: datasets.Dataset, column: str) -> list[int]:
