@@ -195,6 +195,7 @@ def main() -> None:
     print(f"training: {steps_per_s:.2f} steps/s (CPU recipe model, {params / 1e6:.1f}M parameters, "
           f"mean of {args.train_steps} steps)")
     print(f"loader / training step rate: {batches_per_s / steps_per_s:.0f}x")
+    print(f"peak RSS after the training steps (model, activations, gradients): process {peak_rss_mib()[0]:.0f} MiB")
     if args.keep_dir is None:
         shutil.rmtree(work)
 
