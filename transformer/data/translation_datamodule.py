@@ -12,9 +12,9 @@ from typing import Iterator, Sequence
 import datasets
 import numpy as np
 
+from transformer.data.arrow_io import TOKENIZER_TRAIN_ROWS, ArrowPairs, column_array, iter_text_batches
 from transformer.data.batching import TranslationCollator
 from transformer.data.datamodule_base import TokenBudgetDataModule, load_or_train_tokenizer
-from transformer.data.arrow_io import TOKENIZER_TRAIN_ROWS, ArrowPairs, column_array, iter_text_batches
 from transformer.data.preprocess import cache_key, raw_pairs_dataset, tokenize_translation
 from transformer.data.readers import DataFormatError, read_multi30k
 from transformer.data.sources import DATASETS, multi30k_relpath, sha256_file
