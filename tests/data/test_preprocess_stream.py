@@ -132,3 +132,14 @@ def test_parallel_files_stream_and_different_lengths_name_the_file_and_line(tmp_
     assert next(pairs) == ("eins", "one") and next(pairs) == ("zwei", "two")
     with pytest.raises(DataFormatError, match=r"a\.de\.gz:3: parallel files differ in length: .*a\.en ends before"):
         next(pairs)
+
+
+def test_length_columns_read_as_a_stream_equal_the_memory_mapped_ones(pairs, tok, tmp_path):
+    from transformer.data.arrow_io import column_arrays
+
+    raw = raw_pairs_dataset(lambda: iter(pairs), tmp_path, "toy", ["sha-x"])
+    ds = tokenize_translation(raw, tok, tok, tmp_path, "toy", ["sha-x"], num_proc=2)
+    src_len, tgt_len = column_arrays(ds, ["src_len", "tgt_len"])
+    assert src_len.tolist() == ds["src_len"][:] and tgt_len.tolist() == ds["tgt_len"][:]
+    for part in (ds.select(range(10, 50)), ds.select([7, 3, 5])):  # a slice, a mapping
+        assert column_arrays(part, ["src_len"])[0].tolist() == part["src_len"][:]

@@ -12,10 +12,29 @@ import numpy as np
 import pyarrow as pa
 
 
+def column_arrays(ds: datasets.Dataset, columns: Sequence[str]) -> list[np.ndarray]:
+    """Scalar columns (a lengths column: a few bytes per example, what batching keeps in
+    memory) as numpy arrays, honouring any ``select`` mapping.
+
+    A table that is its files as they are is read as a stream, batch by batch, rather than
+    through its memory map: picking one small column out of a memory-mapped table would
+    fault in the pages around it, leaving much of the file counted as resident memory.
+    """
+    if ds._indices is None and ds.cache_files:  # noqa: SLF001  (no public "has a mapping" test)
+        parts: dict[str, list[np.ndarray]] = {c: [] for c in columns}
+        for f in ds.cache_files:
+            for batch in _stream_batches(f["filename"]):
+                for c in columns:
+                    parts[c].append(batch.column(c).to_numpy())
+        if sum(len(x) for x in parts[columns[0]]) == len(ds):  # else a slice of its files
+            return [np.concatenate(parts[c]) if parts[c] else np.zeros(0, np.int64) for c in columns]
+    table = ds.select_columns(list(columns)).with_format("arrow")[:]
+    return [table[c].to_numpy() for c in columns]
+
+
 def column_array(ds: datasets.Dataset, column: str) -> np.ndarray:
-    """A scalar column as one numpy array, honouring any ``select`` indices mapping (a
-    lengths column of a few bytes per example: what batching keeps in memory)."""
-    return ds.select_columns([column]).with_format("arrow")[:][column].to_numpy()
+    """One scalar column as a numpy array (:func:`column_arrays`)."""
+    return column_arrays(ds, [column])[0]
 
 
 #: Rows a tokenizer is trained on at most (a sample spread over the table, as sentencepiece's
@@ -73,4 +92,4 @@ class ArrowPairs(Sequence):
             yield from zip(src, next(texts))
 
 
-__all__ = ["TOKENIZER_TRAIN_ROWS", "ArrowPairs", "column_array", "iter_text_batches"]
+__all__ = ["TOKENIZER_TRAIN_ROWS", "ArrowPairs", "column_array", "column_arrays", "iter_text_batches"]

@@ -12,7 +12,7 @@ from typing import Iterator, Sequence
 import datasets
 import numpy as np
 
-from transformer.data.arrow_io import TOKENIZER_TRAIN_ROWS, ArrowPairs, column_array, iter_text_batches
+from transformer.data.arrow_io import TOKENIZER_TRAIN_ROWS, ArrowPairs, column_arrays, iter_text_batches
 from transformer.data.batching import TranslationCollator
 from transformer.data.datamodule_base import TokenBudgetDataModule, load_or_train_tokenizer
 from transformer.data.preprocess import cache_key, raw_pairs_dataset, tokenize_translation
@@ -160,13 +160,14 @@ class TranslationDataModule(TokenBudgetDataModule):
         for split, raw in self._raw.items():
             key = [self._split_hashes(split), self.train_subset if split == "train" else None]
             ds = tokenize_translation(raw, self.src_tokenizer, self.tgt_tokenizer, self.data_dir, self._name(split), key)
-            sides = np.stack([column_array(ds, "src_len"), column_array(ds, "tgt_len")], axis=1)  # (N, 2)
-            self._add_split(split, ds, self._lengths_of(ds), sides, self._name(split))
+            sides = np.stack(column_arrays(ds, ["src_len", "tgt_len"]), axis=1)  # (N, 2)
+            self._add_split(split, ds, sides.max(axis=1).astype(np.int64) + 1, sides, self._name(split))
         self._ready = True
 
     def _lengths_of(self, ds) -> np.ndarray:
         """Each pair's padded width (:func:`~transformer.data.batching.translation_length`), as a column."""
-        return np.maximum(column_array(ds, "src_len"), column_array(ds, "tgt_len")).astype(np.int64) + 1
+        src_len, tgt_len = column_arrays(ds, ["src_len", "tgt_len"])
+        return np.maximum(src_len, tgt_len).astype(np.int64) + 1
 
     def _collator(self) -> TranslationCollator:
         t = self.tgt_tokenizer
