@@ -24,8 +24,8 @@ def column_arrays(ds: datasets.Dataset, columns: Sequence[str]) -> list[np.ndarr
         parts: dict[str, list[np.ndarray]] = {c: [] for c in columns}
         for f in ds.cache_files:
             for batch in _stream_batches(f["filename"]):
-                for c in columns:
-                    parts[c].append(batch.column(c).to_numpy())
+                for c in columns:  # a copy: a view would keep the whole batch it was read in alive
+                    parts[c].append(batch.column(c).to_numpy().copy())
         if sum(len(x) for x in parts[columns[0]]) == len(ds):  # else a slice of its files
             return [np.concatenate(parts[c]) if parts[c] else np.zeros(0, np.int64) for c in columns]
     table = ds.select_columns(list(columns)).with_format("arrow")[:]
