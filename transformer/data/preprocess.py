@@ -115,6 +115,12 @@ def check_cache(path: str | os.PathLike) -> bool:
     return False
 
 
+# Rows per Arrow record batch written (and per tokenizing batch). Opening a memory-mapped
+# table reads every batch's header, and each read faults in the file pages around it, which
+# count as resident: fewer, larger batches keep that small.
+_WRITE_ROWS = 10_000
+
+
 def _shard_files(cache_file: Path, num_proc: int) -> list[Path]:
     """The files ``Dataset.map(num_proc=n)`` writes for ``cache_file`` (one per worker)."""
     if num_proc <= 1:
@@ -147,7 +153,8 @@ def _map_cached(ds: datasets.Dataset, fn, cache_file: Path, key: str, features, 
     out = ds.map(
         fn,
         batched=True,
-        batch_size=2000,
+        batch_size=_WRITE_ROWS,
+        writer_batch_size=_WRITE_ROWS,
         remove_columns=remove,
         features=features,
         cache_file_name=str(cache_file),
@@ -172,7 +179,6 @@ def _list_column(seqs: list[list[int]]) -> tuple[pa.Array, np.ndarray]:
     return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values)), lengths
 
 
-_WRITE_ROWS = 10_000  # pairs per Arrow write while streaming a corpus to disk
 
 
 def _one_sided_warning(label: str, lines: list[int], n: int) -> str:
@@ -188,7 +194,7 @@ def _write_pairs(pairs: Iterable[tuple[str, str]], path: Path, drop_one_sided: b
     n_dropped = n_kept = 0
     src: list[str] = []
     tgt: list[str] = []
-    with ArrowWriter(features=RAW_PAIR_FEATURES, path=str(path)) as writer:
+    with ArrowWriter(features=RAW_PAIR_FEATURES, path=str(path), writer_batch_size=_WRITE_ROWS) as writer:
         def flush() -> None:
             nonlocal n_kept
             index = pa.array(np.arange(n_kept, n_kept + len(src), dtype=np.int64))
