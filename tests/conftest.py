@@ -32,7 +32,8 @@ def mirror_root() -> Path:
 
 @pytest.fixture(autouse=True)
 def _seed_and_offline(monkeypatch):
-    """Seed torch and forbid connections to anything but loopback."""
+    """Seed torch and forbid connections to anything but loopback (and local Unix sockets,
+    which worker processes talk over)."""
     import torch
 
     torch.manual_seed(0)
@@ -41,6 +42,8 @@ def _seed_and_offline(monkeypatch):
     real_connect = socket.socket.connect
 
     def guarded(self, address):
+        if getattr(socket, "AF_UNIX", None) is not None and self.family == socket.AF_UNIX:
+            return real_connect(self, address)
         host = address[0] if isinstance(address, tuple) else address
         if isinstance(host, str) and not (host.startswith("127.") or host in ("localhost", "::1")):
             raise RuntimeError(f"test tried to reach the network: {address!r}")

@@ -161,3 +161,44 @@ def test_tagging_collate():
 
 def test_restore_order():
     assert restore_order([2, 0, 1], ["c", "a", "b"]) == ["a", "b", "c"]
+
+
+def _greedy_reference(lengths, order, max_tokens):
+    """The plain greedy cut, one example at a time: what the sampler's vectorized cut must equal."""
+    batches, cur, cur_max = [], [], 0
+    for i in order:
+        if cur and max(cur_max, lengths[i]) * (len(cur) + 1) > max_tokens:
+            batches.append(cur)
+            cur, cur_max = [], 0
+        cur.append(i)
+        cur_max = max(cur_max, lengths[i])
+    return batches + ([cur] if cur else [])
+
+
+@pytest.mark.parametrize("max_tokens", [30, 200, 4096])
+def test_sampler_takes_a_numpy_length_column_and_cuts_like_the_plain_greedy_loop(max_tokens):
+    import numpy as np
+
+    lengths = np.random.default_rng(7).integers(1, 80, size=5000).astype(np.int32)  # a column, as read from Arrow
+    from_array = TokenBudgetBatchSampler(lengths, max_tokens, shuffle=False)
+    assert isinstance(from_array.lengths, np.ndarray)
+    order = np.argsort(lengths, kind="stable").tolist()
+    assert list(from_array) == _greedy_reference(lengths.tolist(), order, max_tokens)
+    for epoch in range(2):
+        a = TokenBudgetBatchSampler(lengths, max_tokens, seed=3, num_replicas=2, rank=1)
+        b = TokenBudgetBatchSampler(lengths.tolist(), max_tokens, seed=3, num_replicas=2, rank=1)
+        a.set_epoch(epoch)
+        b.set_epoch(epoch)
+        assert list(a) == list(b) and len(a) == len(b)
+        assert all(len(batch) == 1 or max(lengths[batch]) * len(batch) <= max_tokens for batch in a)
+
+
+def test_sampler_over_a_million_lengths_hands_out_batches_as_they_are_asked_for():
+    import numpy as np
+
+    lengths = np.random.default_rng(0).integers(2, 60, size=1_000_000)
+    s = TokenBudgetBatchSampler(lengths, 4096, seed=1, num_replicas=2, rank=0)
+    it = iter(s)
+    first = next(it)
+    assert isinstance(first, list) and max(lengths[first]) * len(first) <= 4096
+    assert sum(1 for _ in it) + 1 == len(s)

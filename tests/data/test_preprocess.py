@@ -1,4 +1,5 @@
-"""Arrow caching of tokenized splits: hits when nothing changed, never stale otherwise."""
+"""Arrow caching of raw and tokenized splits: hits when nothing changed, never stale otherwise;
+the streamed path gives the same tables as tokenizing a list of pairs directly."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from transformer.data.preprocess import tokenize_translation
+from transformer.data import preprocess
+from transformer.data.preprocess import raw_pairs_dataset
 from transformer.data.tokenizer import SubwordTokenizer
 
 PAIRS = [("ein Hund läuft", "a dog runs"), ("zwei Katzen", "two cats"), ("ein Haus", "a house")] * 20
@@ -19,7 +21,14 @@ def toks():
 
 
 def _arrows(d: Path) -> list[Path]:
-    return sorted((d / "arrow").glob("*.arrow"))
+    """The tokenized tables (raw-pair tables left out)."""
+    return sorted(f for f in (d / "arrow").glob("*.arrow") if "-raw-" not in f.name)
+
+
+def tokenize_translation(pairs, src_tok, tgt_tok, cache_dir, name, key, **kwargs):
+    """The two-step path from a list: pairs streamed into a raw table, then tokenized."""
+    raw = raw_pairs_dataset(lambda: iter(pairs), cache_dir, name, key)
+    return preprocess.tokenize_translation(raw, src_tok, tgt_tok, cache_dir, name, key, **kwargs)
 
 
 def test_same_inputs_hit_the_cache(toks, tmp_path):

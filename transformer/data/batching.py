@@ -73,7 +73,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
 
     def __init__(
         self,
-        lengths: Sequence[int],
+        lengths: Sequence[int] | np.ndarray,
         max_tokens: int,
         shuffle: bool = True,
         seed: int = 0,
@@ -107,7 +107,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
                 "%d example(s) longer than max_tokens=%d get a batch of their own (first: index %d, length %d)",
                 len(self.oversized), self.max_tokens, self.oversized[0], int(self.lengths[self.oversized[0]]),
             )
-        self._len = len(self._rank_batches(0))
+        self._len = len(self._rank_batches(0)[1])
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose order to produce (same seed + epoch → same batches)."""
@@ -119,23 +119,30 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.epoch = int(epoch)
         self._resume = (int(epoch), int(batches))
 
-    def _cut(self, order: np.ndarray) -> list[list[int]]:
-        batches: list[list[int]] = []
-        cur: list[int] = []
-        cur_max = 0
-        for i in order.tolist():
-            n = int(self.lengths[i])
-            if cur and max(cur_max, n) * (len(cur) + 1) > self.max_tokens:
-                batches.append(cur)
-                cur, cur_max = [], 0
-            cur.append(i)
-            cur_max = max(cur_max, n)
-        if cur:
-            batches.append(cur)
-        return batches
+    def _cut(self, order: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Greedy batches over ``order`` (indices sorted by length, shortest first): each
+        batch is ``order[start:end]``, extended while ``length * count <= max_tokens``.
+        Returns the ``starts`` and ``ends`` arrays; a Python list per batch is made only
+        when the batch is handed out."""
+        sorted_len = self.lengths[order]
+        starts: list[int] = []
+        ends: list[int] = []
+        s, n = 0, len(order)
+        while s < n:
+            # Lengths never decrease along ``order``, so the padded size of order[s:j+1],
+            # sorted_len[j] * (j - s + 1), grows with j: the batch ends where it first
+            # exceeds the budget, and no batch can hold more than max_tokens // sorted_len[s].
+            window = sorted_len[s : s + self.max_tokens // max(int(sorted_len[s]), 1) + 1]
+            over = window * np.arange(1, len(window) + 1) > self.max_tokens
+            size = int(np.argmax(over)) if over.any() else len(window)
+            starts.append(s)
+            s += max(size, 1)  # an oversized example still gets a batch of its own
+            ends.append(s)
+        return np.asarray(starts, dtype=np.int64), np.asarray(ends, dtype=np.int64)
 
-    def _all_batches(self, epoch: int) -> list[list[int]]:
-        """The whole epoch's batches (all ranks), already balanced for the ranks."""
+    def _all_batches(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The whole epoch's batches (all ranks), already balanced for the ranks: the
+        example ``order`` and, per batch in batch order, its ``starts`` and ``ends`` in it."""
         n = len(self.lengths)
         if self.shuffle:
             rng = np.random.default_rng([self.seed, epoch])
@@ -143,25 +150,29 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
             order = perm[np.argsort(self.lengths[perm], kind="stable")]
         else:
             order = np.argsort(self.lengths, kind="stable")
-        batches = self._cut(order)
+        starts, ends = self._cut(order)
         if self.shuffle:
-            batches = [batches[j] for j in rng.permutation(len(batches)).tolist()]
+            shuffled = rng.permutation(len(starts))
+            starts, ends = starts[shuffled], ends[shuffled]
         r = self.num_replicas
-        surplus = len(batches) % r
+        surplus = len(starts) % r
         if surplus and self.drop_last:
-            batches = batches[: len(batches) - surplus]
+            starts, ends = starts[: len(starts) - surplus], ends[: len(ends) - surplus]
         elif surplus:
             for _ in range(r - surplus):
-                j = max(range(len(batches)), key=lambda k: len(batches[k]))
-                if len(batches[j]) < 2:
+                j = int(np.argmax(ends - starts))  # the first of the largest batches
+                if ends[j] - starts[j] < 2:
                     log.warning("too few examples to give %d ranks equal batch counts", r)
                     break
-                half = len(batches[j]) // 2
-                batches[j : j + 1] = [batches[j][:half], batches[j][half:]]
-        return batches
+                mid = starts[j] + (ends[j] - starts[j]) // 2
+                starts = np.insert(starts, j + 1, mid)
+                ends = np.insert(ends, j, mid)
+        return order, starts, ends
 
-    def _rank_batches(self, epoch: int) -> list[list[int]]:
-        return self._all_batches(epoch)[self.rank :: self.num_replicas]
+    def _rank_batches(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """This rank's share of the epoch: ``(order, starts, ends)`` of every R-th batch."""
+        order, starts, ends = self._all_batches(epoch)
+        return order, starts[self.rank :: self.num_replicas], ends[self.rank :: self.num_replicas]
 
     @property
     def first_batch(self) -> int:
@@ -171,7 +182,9 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     def __iter__(self) -> Iterator[list[int]]:
         skip = self.first_batch
         self._resume = None
-        yield from self._rank_batches(self.epoch)[skip:]
+        order, starts, ends = self._rank_batches(self.epoch)
+        for s, e in zip(starts[skip:].tolist(), ends[skip:].tolist()):
+            yield order[s:e].tolist()
 
     def __len__(self) -> int:
         # The batch count is the same every epoch: cutting depends only on the sorted

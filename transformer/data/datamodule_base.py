@@ -7,6 +7,8 @@ keyed by training data and options, and verified by the sha256 recorded beside i
 tokenizes every split into a cached Arrow dataset (:mod:`transformer.data.preprocess`), and
 length-filters the training split only (dropped examples are logged and kept in
 ``filter_report``; evaluation splits are never filtered, so references stay complete).
+Lengths and the filter work on numpy columns: besides the memory-mapped tables, a data
+module holds a few bytes per example.
 
 Dataloaders: ``train_dataloader`` uses a shuffled :class:`TokenBudgetBatchSampler` sharded
 by the trainer's rank/world size (so DDP needs ``Trainer(use_distributed_sampler=False)``);
@@ -22,12 +24,13 @@ from pathlib import Path
 from typing import Any, Sequence
 
 import lightning as L
+import numpy as np
 import torch
 from torch.utils.data import DataLoader
 
 from transformer.data.batching import TokenBudgetBatchSampler
 from transformer.data.preprocess import check_cache, record_cache
-from transformer.data.readers import FilterResult, length_filter
+from transformer.data.readers import FilterResult
 from transformer.data.tokenizer import SubwordTokenizer
 
 log = logging.getLogger(__name__)
@@ -78,7 +81,7 @@ class TokenBudgetDataModule(L.LightningDataModule):
         self.num_workers = num_workers
         self.seed = seed
         self._datasets: dict[str, Any] = {}
-        self._lengths: dict[str, list[int]] = {}
+        self._lengths: dict[str, np.ndarray] = {}
         self.filter_report: dict[str, FilterResult] = {}
         self._ready = False
 
@@ -141,10 +144,10 @@ class TokenBudgetDataModule(L.LightningDataModule):
         """A split's whole dataset (train: before the length filter)."""
         return self._unfiltered_train if split == self.train_split else self._datasets[split]
 
-    def _eval_lengths(self, split: str) -> list[int]:
-        return self._lengths_of(self._eval_dataset(split))
+    def _eval_lengths(self, split: str) -> np.ndarray:
+        return np.asarray(self._lengths_of(self._eval_dataset(split)))
 
-    def _lengths_of(self, ds) -> list[int]:
+    def _lengths_of(self, ds) -> np.ndarray | list[int]:
         """Each example's length as the token budget counts it."""
         raise NotImplementedError
 
@@ -157,16 +160,18 @@ class TokenBudgetDataModule(L.LightningDataModule):
             return self.dataloader(split)
         return [self.dataloader(s) for s in self.test_splits]
 
-    def _add_split(self, split: str, ds, lengths: list[int], filter_lengths: Sequence, name: str) -> None:
-        """Keep a tokenized split and its examples' batching ``lengths``; the training split
-        first goes through :func:`length_filter` on ``filter_lengths`` (remembered in
+    def _add_split(self, split: str, ds, lengths, filter_lengths, name: str) -> None:
+        """Keep a tokenized split and its examples' batching ``lengths`` (a numpy column);
+        the training split first goes through :func:`length_filter_columns` on
+        ``filter_lengths`` (one length per example, or a column per side; remembered in
         ``filter_report``, the unfiltered dataset kept for ``dataloader("train")``)."""
+        lengths = np.asarray(lengths)
         if split == self.train_split:
             self._unfiltered_train = ds
-            result = length_filter(filter_lengths, self.max_len, name=name)
+            result = length_filter_columns(filter_lengths, self.max_len, name=name)
             self.filter_report[split] = result
-            ds = ds.select(result.kept) if result.dropped else ds
-            lengths = [lengths[i] for i in result.kept]
+            if result.n_dropped:
+                ds, lengths = ds.select(result.kept), lengths[result.kept]
         self._datasets[split] = ds
         self._lengths[split] = lengths
 
@@ -189,9 +194,28 @@ class TokenBudgetDataModule(L.LightningDataModule):
         self.save_hyperparameters({**self.hparams, "vocab_size": real})
 
 
+def length_filter_columns(lengths, max_len: int, name: str = "data") -> FilterResult:
+    """Keep the examples whose length (every side's, for an ``(N, 2)`` array of source and
+    target lengths) is ``<= max_len``; ``kept`` and ``dropped`` are numpy index arrays. The
+    drops are counted in a warning naming the first of them (1-based positions in the split)."""
+    lengths = np.asarray(lengths)
+    longest = lengths.max(axis=1) if lengths.ndim == 2 else lengths
+    fits = longest <= max_len
+    kept, dropped = np.flatnonzero(fits), np.flatnonzero(~fits)
+    if len(dropped):
+        first = ", ".join(str(i + 1) for i in dropped[:10].tolist()) + (" ..." if len(dropped) > 10 else "")
+        log.warning("%s: length filter (max_len=%d) dropped %d of %d examples (example %s)",
+                    name, max_len, len(dropped), len(longest), first)
+    else:
+        log.info("%s: length filter (max_len=%d) dropped nothing", name, max_len)
+    return FilterResult(kept, dropped)
+
+
 def load_or_train_tokenizer(path: Path, texts_fn, vocab_size: int, model: str) -> SubwordTokenizer:
     """The cached tokenizer at ``path`` when its recorded sha256 matches, else a new one
-    trained and cached there (with its sha256)."""
+    trained and cached there (with its sha256). ``texts_fn()`` gives the training text as an
+    iterator of strings or of batches (lists) of strings, read as the trainer consumes it
+    (e.g. :func:`transformer.data.arrow_io.iter_text_batches` over an Arrow column)."""
     if check_cache(path):
         log.info("loading cached tokenizer %s", path)
         return SubwordTokenizer.load(path)
@@ -202,4 +226,4 @@ def load_or_train_tokenizer(path: Path, texts_fn, vocab_size: int, model: str) -
     return tok
 
 
-__all__ = ["ResumableLoader", "TokenBudgetDataModule", "load_or_train_tokenizer"]
+__all__ = ["ResumableLoader", "TokenBudgetDataModule", "length_filter_columns", "load_or_train_tokenizer"]

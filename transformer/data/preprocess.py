@@ -1,26 +1,41 @@
-"""Tokenized splits as Hugging Face ``datasets.Dataset`` objects, cached as Arrow files.
+"""Splits as Hugging Face ``datasets.Dataset`` objects: Arrow files on disk, memory-mapped.
 
-Each split is built with ``Dataset.from_dict`` + a batched ``.map`` whose
-``cache_file_name`` and ``new_fingerprint`` are derived from :func:`cache_key` over
-the source files' sha256, the tokenizer's content hash (and, for tagging, the tag
-vocabulary) and :data:`FORMAT_VERSION`. A changed file or tokenizer therefore gets a
-different Arrow file, never a stale one; an unchanged one is memory-mapped back by
-``datasets`` without tokenizing again, once its sha256 matches the one recorded beside it
-(``<file>.sha256``, written when it was built; :func:`check_cache`); a file that does not
-match is rebuilt with a warning. Nothing here needs the network
-(``HF_DATASETS_OFFLINE=1`` is fine).
+A parallel corpus is prepared in two cached steps, neither of which holds it in memory:
+
+1. :func:`raw_pairs_dataset` writes the pairs a reader streams into an Arrow table
+   (``src_text, tgt_text, index``), a few thousand rows at a time;
+2. :func:`tokenize_translation` maps that table, batch by batch and optionally in
+   ``num_proc`` worker processes, into the tokenized table (``src, tgt, index, src_len,
+   tgt_len``).
+
+Batching then needs only the length columns (numpy, :mod:`transformer.data.arrow_io`), and a
+loader reads each batch's rows from the memory-mapped table. Tokenizer training reads the text
+columns as a stream (:func:`~transformer.data.arrow_io.iter_text_batches`), never as a list of
+every sentence.
+
+Every cache file is named by :func:`cache_key` over what it was made from (the source files'
+sha256 or the caller's key, the tokenizer's content hash, for tagging the tag vocabulary)
+and :data:`FORMAT_VERSION`. A changed file or tokenizer therefore gets a different Arrow
+file, never a stale one; an unchanged one is memory-mapped back without being built again,
+once its sha256 matches the one recorded beside it (``<file>.sha256``, written when it was
+built; :func:`check_cache`); a file that does not match is rebuilt with a warning. Nothing
+here needs the network (``HF_DATASETS_OFFLINE=1`` is fine).
 """
 
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import logging
 import os
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import datasets
+import numpy as np
+import pyarrow as pa
+from datasets.arrow_writer import ArrowWriter
 
 from transformer.data.batching import IGNORE_INDEX
 from transformer.data.readers import TaggedSentence
@@ -34,6 +49,9 @@ FORMAT_VERSION = 1
 
 _List = getattr(datasets, "List", None) or datasets.Sequence  # datasets<4 spells it Sequence
 
+RAW_PAIR_FEATURES = datasets.Features(
+    {"src_text": datasets.Value("string"), "tgt_text": datasets.Value("string"), "index": datasets.Value("int64")}
+)
 TRANSLATION_FEATURES = datasets.Features(
     {
         "src": _List(datasets.Value("int32")),
@@ -97,58 +115,182 @@ def check_cache(path: str | os.PathLike) -> bool:
     return False
 
 
-def _map_cached(ds: datasets.Dataset, fn, cache_file: Path, key: str, features, remove: list[str]) -> datasets.Dataset:
-    """``ds.map(fn)`` cached in ``cache_file``; the file is reused only when its sha256 still
-    matches the one recorded when it was written (a corrupted id is never trained on)."""
+# Rows per Arrow record batch written (and per tokenizing batch). Opening a memory-mapped
+# table reads every batch's header, and each read faults in the file pages around it, which
+# count as resident: fewer, larger batches keep that small.
+_WRITE_ROWS = 10_000
+
+
+def _shard_files(cache_file: Path, num_proc: int) -> list[Path]:
+    """The files ``Dataset.map(num_proc=n)`` writes for ``cache_file`` (one per worker)."""
+    if num_proc <= 1:
+        return [cache_file]
+    return [cache_file.with_name(f"{cache_file.stem}_{r:05d}_of_{num_proc:05d}{cache_file.suffix}")
+            for r in range(num_proc)]
+
+
+def default_num_proc(n_rows: int) -> int:
+    """Worker processes for tokenizing ``n_rows`` examples: one below 100k rows (starting
+    workers costs more than it saves), else one per available core."""
+    if n_rows < 100_000:
+        return 1
+    return max(1, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1)
+
+
+def _map_cached(ds: datasets.Dataset, fn, cache_file: Path, key: str, features, remove: list[str],
+                num_proc: int = 1) -> datasets.Dataset:
+    """``ds.map(fn)`` cached in ``cache_file`` (one file per worker with ``num_proc > 1``); the
+    files are reused only when every sha256 still matches the one recorded when it was
+    written (a corrupted id is never trained on)."""
     cache_file.parent.mkdir(parents=True, exist_ok=True)
-    verified = check_cache(cache_file)
+    num_proc = max(1, min(int(num_proc), len(ds)))
+    files = _shard_files(cache_file, num_proc)
+    verified = [check_cache(f) for f in files]
+    if not all(verified):  # one bad shard: rebuild them all, so none is stale
+        for f in files:
+            f.unlink(missing_ok=True)
+            _digest_path(f).unlink(missing_ok=True)
     out = ds.map(
         fn,
         batched=True,
-        batch_size=2000,
+        batch_size=_WRITE_ROWS,
+        writer_batch_size=_WRITE_ROWS,
         remove_columns=remove,
         features=features,
         cache_file_name=str(cache_file),
-        new_fingerprint=key[:64],
+        new_fingerprint=key[:40],  # datasets appends "_0000r_of_0000n" per worker; 64 at most
         load_from_cache_file=True,
+        num_proc=num_proc if num_proc > 1 else None,
         desc=f"tokenizing {cache_file.stem}",
     )
-    if not verified:
-        record_cache(cache_file)
+    if not all(verified):
+        for f in files:
+            record_cache(f)
     return out
 
 
+def _list_column(seqs: list[list[int]]) -> tuple[pa.Array, np.ndarray]:
+    """Piece-id lists as one Arrow ``list<int32>`` column (built from flat numpy buffers,
+    not row by row) and the lists' lengths."""
+    lengths = np.fromiter((len(x) for x in seqs), dtype=np.int32, count=len(seqs))
+    offsets = np.zeros(len(seqs) + 1, dtype=np.int32)
+    np.cumsum(lengths, out=offsets[1:])
+    values = np.fromiter(itertools.chain.from_iterable(seqs), dtype=np.int32, count=int(offsets[-1]))
+    return pa.ListArray.from_arrays(pa.array(offsets), pa.array(values)), lengths
+
+
+
+
+def _one_sided_warning(label: str, lines: list[int], n: int) -> str:
+    shown = ", ".join(map(str, lines)) + (" ..." if n > len(lines) else "")
+    return f"{label}: {n} pair(s) with one side empty left out of training (line {shown})"
+
+
+def _write_pairs(pairs: Iterable[tuple[str, str]], path: Path, drop_one_sided: bool) -> tuple[list[int], int]:
+    """Stream ``pairs`` into the Arrow file ``path``, ``_WRITE_ROWS`` at a time; with
+    ``drop_one_sided``, pairs with exactly one empty (or whitespace) side are left out.
+    Returns the first ten left-out line numbers (1-based positions in ``pairs``) and how many."""
+    dropped: list[int] = []
+    n_dropped = n_kept = 0
+    src: list[str] = []
+    tgt: list[str] = []
+    with ArrowWriter(features=RAW_PAIR_FEATURES, path=str(path), writer_batch_size=_WRITE_ROWS) as writer:
+        def flush() -> None:
+            nonlocal n_kept
+            index = pa.array(np.arange(n_kept, n_kept + len(src), dtype=np.int64))
+            writer.write_table(pa.table({"src_text": pa.array(src, pa.string()), "tgt_text": pa.array(tgt, pa.string()),
+                                         "index": index}))
+            n_kept += len(src)
+            src.clear()
+            tgt.clear()
+
+        for line, (s, t) in enumerate(pairs, 1):
+            if drop_one_sided and bool(s.strip()) != bool(t.strip()):
+                n_dropped += 1
+                if len(dropped) < 10:
+                    dropped.append(line)
+                continue
+            src.append(s)
+            tgt.append(t)
+            if len(src) == _WRITE_ROWS:
+                flush()
+        if src or not n_kept:
+            flush()
+        writer.finalize()
+    return dropped, n_dropped
+
+
+def raw_pairs_dataset(
+    pairs_fn: Callable[[], Iterable[tuple[str, str]]],
+    cache_dir: str | os.PathLike,
+    name: str,
+    key: Any,
+    drop_one_sided: str | None = None,
+) -> datasets.Dataset:
+    """A split's sentence pairs as a memory-mapped Arrow table with columns ``src_text,
+    tgt_text`` and ``index`` (position in the table), cached under
+    ``cache_dir/arrow/{name}-raw-{hash}.arrow``.
+
+    ``pairs_fn()`` streams the ``(src, tgt)`` pairs; it is called only when the cache has no
+    valid table for ``key``, which must identify the text (the files' sha256, a subset
+    size, ...). The pairs are written as they come, so memory does not grow with the corpus.
+
+    ``drop_one_sided``: a label (the file or corpus name) to leave out pairs with one side
+    empty and the other not, counted in a warning naming their lines; such a pair teaches
+    the model to translate a sentence into nothing. The warning is repeated whenever the
+    cached table is reused. None keeps every pair (evaluation splits).
+    """
+    full = cache_key("pairs", key, drop_one_sided is not None)
+    path = Path(cache_dir) / "arrow" / f"{name}-raw-{full[:16]}.arrow"
+    note = path.with_name(path.name + ".dropped")
+    if not check_cache(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            lines, n = _write_pairs(pairs_fn(), tmp, drop_one_sided is not None)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        note.unlink(missing_ok=True)
+        if n:
+            note.write_text(_one_sided_warning(drop_one_sided, lines, n) + "\n", encoding="utf-8")
+        os.replace(tmp, path)
+        record_cache(path)
+    if note.is_file():
+        log.warning("%s", note.read_text(encoding="utf-8").strip())
+    return datasets.Dataset.from_file(str(path))
+
+
 def tokenize_translation(
-    pairs: Sequence[tuple[str, str]],
+    raw: datasets.Dataset,
     src_tokenizer: SubwordTokenizer,
     tgt_tokenizer: SubwordTokenizer,
     cache_dir: str | os.PathLike,
     name: str,
-    source_hashes: Sequence[str],
+    key: Any,
+    num_proc: int | None = None,
 ) -> datasets.Dataset:
-    """Dataset with columns ``src, tgt`` (piece ids, no specials), ``index`` (position in
-    the split), ``src_len, tgt_len``; cached under ``cache_dir/arrow/{name}-{key}.arrow``.
+    """Dataset with columns ``src, tgt`` (piece ids, no specials), ``index`` (the raw row's
+    ``index``), ``src_len, tgt_len``; cached under ``cache_dir/arrow/{name}-{hash}.arrow``
+    (``..._0000r_of_0000n.arrow`` per worker with ``num_proc=n``).
 
-    ``source_hashes`` must identify the text (the files' sha256, plus any subset size).
+    ``raw`` has the columns ``src_text, tgt_text, index`` (:func:`raw_pairs_dataset`);
+    ``key`` must identify its text. It is read and written in batches, in ``num_proc``
+    worker processes (None: :func:`default_num_proc`); the result is memory-mapped.
     """
-    key = cache_key("translation", list(source_hashes), len(pairs), src_tokenizer.content_hash, tgt_tokenizer.content_hash)
+    key = cache_key("translation", key, len(raw), src_tokenizer.content_hash, tgt_tokenizer.content_hash)
     cache_file = Path(cache_dir) / "arrow" / f"{name}-{key[:16]}.arrow"
-    raw = datasets.Dataset.from_dict(
-        {"src_text": [p[0] for p in pairs], "tgt_text": [p[1] for p in pairs], "index": list(range(len(pairs)))}
-    )
 
-    def fn(batch: dict[str, list]) -> dict[str, list]:
-        src = src_tokenizer.encode_batch(batch["src_text"])
-        tgt = tgt_tokenizer.encode_batch(batch["tgt_text"])
-        return {
-            "src": src,
-            "tgt": tgt,
-            "index": batch["index"],
-            "src_len": [len(x) for x in src],
-            "tgt_len": [len(x) for x in tgt],
-        }
+    def fn(batch: pa.Table) -> pa.Table:
+        src, src_len = _list_column(src_tokenizer.encode_batch(batch.column("src_text").to_pylist()))
+        tgt, tgt_len = _list_column(tgt_tokenizer.encode_batch(batch.column("tgt_text").to_pylist()))
+        return pa.table({"src": src, "tgt": tgt, "index": batch.column("index"),
+                         "src_len": pa.array(src_len), "tgt_len": pa.array(tgt_len)})
 
-    return _map_cached(raw, fn, cache_file, key, TRANSLATION_FEATURES, ["src_text", "tgt_text"])
+    n = default_num_proc(len(raw)) if num_proc is None else num_proc
+    ds = _map_cached(raw.with_format("arrow"), fn, cache_file, key, TRANSLATION_FEATURES,
+                     ["src_text", "tgt_text"], n)
+    return ds.with_format(None)
 
 
 def tokenize_tagging(

@@ -52,12 +52,17 @@ class SubwordTokenizer:
     @classmethod
     def train(
         cls,
-        texts: Iterable[str],
+        texts: Iterable[str] | Iterable[Sequence[str]],
         vocab_size: int,
         model: str = "bpe",
         min_frequency: int = 2,
     ) -> "SubwordTokenizer":
         """Learn a vocabulary of ``vocab_size`` entries (specials included) from ``texts``.
+
+        ``texts`` is consumed once, as a stream: strings, or batches (lists) of strings, which
+        cross into the Rust trainer with less overhead. Pass an iterator over a corpus's
+        Arrow column (:func:`transformer.data.arrow_io.iter_text_batches`), not a list of
+        every sentence: only the trainer's counts stay in memory.
 
         For tagging, pass the training *words* (one per item) so pieces never cross words.
         ``model``: ``"bpe"``, ``"unigram"`` or ``"word"`` (word-level; unseen words → ``<unk>``).

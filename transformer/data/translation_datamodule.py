@@ -4,15 +4,19 @@ from a user's files, the Hugging Face hub, or a built-in preset such as Multi30k
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 from typing import Any, Iterator, Sequence
 
-from transformer.data.batching import TranslationCollator, translation_length
+import datasets
+import numpy as np
+
+from transformer.data.arrow_io import TOKENIZER_TRAIN_ROWS, ArrowPairs, column_arrays, iter_text_batches
+from transformer.data.batching import TranslationCollator
 from transformer.data.corpora import MULTI30K, ParallelCorpus, available, make_corpus, split_names
 from transformer.data.datamodule_base import TokenBudgetDataModule, load_or_train_tokenizer
-from transformer.data.preprocess import cache_key, int_column, tokenize_translation
-from transformer.data.readers import drop_one_sided
+from transformer.data.preprocess import cache_key, raw_pairs_dataset, tokenize_translation
 from transformer.data.tokenizer import SubwordTokenizer
 
 MULTI30K_EVAL_SPLITS = tuple(s for s in MULTI30K["sources"] if s != "train")
@@ -124,7 +128,7 @@ class TranslationDataModule(TokenBudgetDataModule):
         self.test_splits = [s for s in self.eval_splits if s != self.val_split]
         self.src_tokenizer: SubwordTokenizer | None = None
         self.tgt_tokenizer: SubwordTokenizer | None = None
-        self._raw: dict[str, list[tuple[str, str]]] = {}
+        self._raw: dict[str, datasets.Dataset] = {}
         self._reader: ParallelCorpus | None = None
 
     def _choose_eval_splits(self, eval_splits: Sequence[str] | None) -> list[str]:
@@ -152,14 +156,18 @@ class TranslationDataModule(TokenBudgetDataModule):
     def _stream(self, split: str) -> Iterator[tuple[str, str]]:
         pairs = self.reader.stream(split)
         if split == "train" and self.train_subset is not None:
-            pairs = (p for i, p in zip(range(self.train_subset), pairs))
+            pairs = itertools.islice(pairs, self.train_subset)
         return pairs
 
-    def _read(self, split: str) -> list[tuple[str, str]]:
-        pairs = list(self._stream(split))
-        if split == "train":
-            pairs = drop_one_sided(pairs, f"{self.corpus['name']} {self.src_lang}-{self.tgt_lang} train")
-        return pairs
+    def _raw_table(self, split: str) -> datasets.Dataset:
+        """A split's raw pairs as a cached Arrow table, written as they are read; training
+        leaves out pairs with one side empty (counted in a warning naming their lines)."""
+        label = f"{self.corpus['name']} {self.src_lang}-{self.tgt_lang} train" if split == "train" else None
+        return raw_pairs_dataset(lambda: self._stream(split), self.data_dir, self._name(split),
+                                 self._split_hashes(split), drop_one_sided=label)
+
+    def _name(self, split: str) -> str:
+        return f"{self.corpus['name']}-{self.src_lang}-{self.tgt_lang}-{split}"
 
     def _tokenizers(self) -> tuple[SubwordTokenizer, SubwordTokenizer]:
         tp = self.tokenizer_path
@@ -170,49 +178,50 @@ class TranslationDataModule(TokenBudgetDataModule):
             return SubwordTokenizer.load(tp["src"]), SubwordTokenizer.load(tp["tgt"])
         train = self._raw["train"]
         key = cache_key("tok", self._split_hashes("train"), len(train), self.tokenizer_model, self.vocab_size,
-                        self.joint_vocab, self.src_lang, self.tgt_lang)[:16]
+                        self.joint_vocab, self.src_lang, self.tgt_lang, min(len(train), TOKENIZER_TRAIN_ROWS))[:16]
         folder = self.data_dir / "tokenizers"
         stem = f"{self.src_lang}-{self.tgt_lang}-{self.tokenizer_model}{self.vocab_size}"
         n, model = self.vocab_size, self.tokenizer_model
-        if self.joint_vocab:
-            texts = lambda: [s for s, _ in train] + [t for _, t in train]  # noqa: E731
-            tok = load_or_train_tokenizer(folder / f"{stem}-joint-{key}.json", texts, n, model)
-            return tok, tok
-        src = load_or_train_tokenizer(folder / f"{stem}-src-{key}.json", lambda: [s for s, _ in train], n, model)
-        tgt = load_or_train_tokenizer(folder / f"{stem}-tgt-{key}.json", lambda: [t for _, t in train], n, model)
-        return src, tgt
 
-    def _tokenize(self, split: str, pairs: list[tuple[str, str]], name: str):
-        """One split as a tokenized Arrow dataset (the one call into ``preprocess``)."""
-        return tokenize_translation(pairs, self.src_tokenizer, self.tgt_tokenizer, self.data_dir, name,
-                                    self._split_hashes(split)).with_format(None)
+        def texts(*columns: str):  # streamed from the Arrow table in batches (a sample of a large corpus)
+            return lambda: iter_text_batches(train, columns, max_rows=TOKENIZER_TRAIN_ROWS)
+
+        if self.joint_vocab:
+            tok = load_or_train_tokenizer(folder / f"{stem}-joint-{key}.json", texts("src_text", "tgt_text"), n, model)
+            return tok, tok
+        src = load_or_train_tokenizer(folder / f"{stem}-src-{key}.json", texts("src_text"), n, model)
+        tgt = load_or_train_tokenizer(folder / f"{stem}-tgt-{key}.json", texts("tgt_text"), n, model)
+        return src, tgt
 
     def setup(self, stage: str | None = None) -> None:
         if self._ready:
             return
         for split in ["train", *self.eval_splits]:
-            self._raw[split] = self._read(split)
+            self._raw[split] = self._raw_table(split)
         self.src_tokenizer, self.tgt_tokenizer = self._tokenizers()
         self._record_vocab_size(self.src_tokenizer)
-        for split, pairs in self._raw.items():
-            name = f"{self.corpus['name']}-{self.src_lang}-{self.tgt_lang}-{split}"
-            ds = self._tokenize(split, pairs, name)
-            sides = list(zip(int_column(ds, "src_len"), int_column(ds, "tgt_len")))
-            self._add_split(split, ds, [translation_length(s, t) for s, t in sides], sides, name)
+        for split, raw in self._raw.items():
+            name = self._name(split)
+            ds = tokenize_translation(raw, self.src_tokenizer, self.tgt_tokenizer, self.data_dir, name,
+                                      self._split_hashes(split))
+            sides = np.stack(column_arrays(ds, ["src_len", "tgt_len"]), axis=1)  # (N, 2)
+            self._add_split(split, ds, sides.max(axis=1).astype(np.int64) + 1, sides, name)
         self._ready = True
 
-    def _lengths_of(self, ds) -> list[int]:
-        return [translation_length(s, t) for s, t in zip(int_column(ds, "src_len"), int_column(ds, "tgt_len"))]
+    def _lengths_of(self, ds) -> np.ndarray:
+        """Each pair's padded width (:func:`~transformer.data.batching.translation_length`), as a column."""
+        src_len, tgt_len = column_arrays(ds, ["src_len", "tgt_len"])
+        return np.maximum(src_len, tgt_len).astype(np.int64) + 1
 
     def _collator(self) -> TranslationCollator:
         t = self.tgt_tokenizer
         return TranslationCollator(pad_id=t.pad_id, bos_id=t.bos_id, eos_id=t.eos_id,
                                    pad_to_multiple=self.pad_to_multiple)
 
-    def raw(self, split: str) -> list[tuple[str, str]]:
-        """Untokenized ``(src, tgt)`` pairs of a split in file order (BLEU references);
-        for train, before the length filter."""
-        return self._raw[split]
+    def raw(self, split: str) -> ArrowPairs:
+        """Untokenized ``(src, tgt)`` pairs of a split in file order (BLEU references), read
+        from the split's Arrow table; for train, before the length filter."""
+        return ArrowPairs(self._raw[split])
 
 
 __all__ = ["MULTI30K_EVAL_SPLITS", "TranslationDataModule"]
