@@ -118,22 +118,6 @@ def test_a_row_cap_reads_an_even_sample_of_batches(pairs, tmp_path, monkeypatch)
     assert got[-1] in {s for s, _ in pairs[-500:]}  # spread to the end of the table, not its first rows
 
 
-def test_parallel_files_stream_and_different_lengths_name_the_file_and_line(tmp_path):
-    import gzip
-
-    from transformer.data.readers import DataFormatError
-    from transformer.data.translation_datamodule import iter_parallel
-
-    src, tgt = tmp_path / "a.de.gz", tmp_path / "a.en"
-    with gzip.open(src, "wt", encoding="utf-8") as f:
-        f.write("eins\nzwei\ndrei\n")
-    tgt.write_text("one\ntwo\n", encoding="utf-8")
-    pairs = iter_parallel(src, tgt)
-    assert next(pairs) == ("eins", "one") and next(pairs) == ("zwei", "two")
-    with pytest.raises(DataFormatError, match=r"a\.de\.gz:3: parallel files differ in length: .*a\.en ends before"):
-        next(pairs)
-
-
 def test_length_columns_read_as_a_stream_equal_the_memory_mapped_ones(pairs, tok, tmp_path):
     from transformer.data.arrow_io import column_arrays
 
