@@ -92,3 +92,30 @@ def test_datamodule_refuses_an_unknown_dev_label_and_missing_files(tmp_path):
         dm.setup()
     with pytest.raises(ValueError, match="data.dev is required"):
         ClassificationDataModule(train=str(train), data_dir=str(tmp_path / "cache")).setup()
+
+
+def test_held_out_splits_are_seeded_leak_free_and_read_back_by_name(tmp_path):
+    from transformer.data.labelled import read_split
+
+    texts = [f"sentence {i % 70}" for i in range(100)]  # 30 texts appear twice
+    f = write(tmp_path / "all.tsv", "".join(f"{t}\t{'ab'[i % 2]}\n" for i, t in enumerate(texts)))
+    dm = ClassificationDataModule(train=str(f), holdout={"dev": 0.2, "test": 10}, holdout_seed=3,
+                                  data_dir=tmp_path / "cache", tokenizer_model="word", vocab_size=100)
+    dm.setup()
+    parts = {s: dm.raw(s) for s in ("train", "dev", "test")}
+    assert sum(len(p) for p in parts.values()) == 100  # nothing lost
+    assert 19 <= len(parts["dev"]) <= 20 and 9 <= len(parts["test"]) <= 10  # short by less than one group
+    seen = [set(p.texts) for p in parts.values()]
+    assert not (seen[0] & seen[1] or seen[0] & seen[2] or seen[1] & seen[2])  # every copy in one split
+    assert dm.test_splits == ["test"]
+    for split, part in parts.items():  # what evaluation reads from a checkpoint's settings is the same split
+        again = read_split(dm.settings(), split)
+        assert (again.texts, again.lines) == (part.texts, part.lines)
+    other = ClassificationDataModule(train=str(f), holdout={"dev": 0.2, "test": 10}, holdout_seed=4)
+    assert read_split(other.settings(), "test").texts != parts["test"].texts  # the seed decides
+
+
+def test_a_split_is_a_file_or_carved_not_both(tmp_path):
+    f = write(tmp_path / "a.tsv", "x\ta\ny\tb\n")
+    with pytest.raises(ValueError, match=r"data\.holdout\.dev: a split is either a file or carved"):
+        ClassificationDataModule(train=str(f), dev=str(f), holdout={"dev": 0.5})

@@ -19,7 +19,7 @@ import torch
 
 from transformer.data.batching import _pad
 from transformer.data.datamodule_base import TokenBudgetDataModule, load_or_train_tokenizer
-from transformer.data.labelled import LabelledFile, label_ids, label_vocab, read_labelled
+from transformer.data.labelled import LabelledFile, carve, label_ids, label_vocab, read_split
 from transformer.data.preprocess import _List, _map_cached, cache_key, int_column
 from transformer.data.sources import sha256_file
 from transformer.data.tokenizer import SubwordTokenizer
@@ -81,6 +81,9 @@ class ClassificationDataModule(TokenBudgetDataModule):
             (cached under ``data_dir/tokenizers/``); tokenizer_path: use this one instead.
         max_len: training sentences with more pieces are dropped (``filter_report``).
         train_subset: use only the first N training rows.
+        holdout: ``{split: size}`` splits carved from the training file instead of read from
+            their own (e.g. ``{dev: 0.1, test: 1000}``: a fraction or a row count each), seeded
+            by ``holdout_seed``, every copy of a text in one split.
 
     After ``setup()``: ``tokenizer``, ``labels`` (the training file's labels, sorted),
     ``raw(split)`` (a :class:`~transformer.data.labelled.LabelledFile`).
@@ -107,6 +110,8 @@ class ClassificationDataModule(TokenBudgetDataModule):
         seed: int = 0,
         tokenizer_path: str | os.PathLike | None = None,
         train_subset: int | None = None,
+        holdout: dict[str, float] | None = None,
+        holdout_seed: int = 0,
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
@@ -115,7 +120,12 @@ class ClassificationDataModule(TokenBudgetDataModule):
         self.text_column, self.label_column = text_column, label_column
         self.data_dir, self.vocab_size, self.tokenizer_model = Path(data_dir), vocab_size, tokenizer_model
         self.tokenizer_path, self.max_len, self.train_subset = tokenizer_path, max_len, train_subset
-        self.test_splits = ["test"] if "test" in self.paths else []
+        self.holdout, self.holdout_seed = dict(holdout or {}), holdout_seed
+        both = sorted(set(self.holdout) & set(self.paths))
+        if both or "train" in self.holdout:
+            raise ValueError(f"data.holdout.{(both or ['train'])[0]}: a split is either a file or carved from "
+                             "the training file, not both")
+        self.test_splits = ["test"] if "test" in self.paths or "test" in self.holdout else []
         self.tokenizer: SubwordTokenizer | None = None
         self.labels: list[str] = []
         self._raw: dict[str, LabelledFile] = {}
@@ -124,10 +134,16 @@ class ClassificationDataModule(TokenBudgetDataModule):
         """What a checkpoint keeps to read a split again: the files (absolute) and columns."""
         return {"name": self.name, "paths": {s: str(p) for s, p in self.paths.items()},
                 "file_format": self.file_format, "text_column": self.text_column,
-                "label_column": self.label_column, "header": self.header}
+                "label_column": self.label_column, "header": self.header,
+                "holdout": self.holdout, "holdout_seed": self.holdout_seed}
 
-    def _read(self, split: str) -> LabelledFile:
-        return read_labelled(self.paths[split], self.text_column, self.label_column, self.file_format, self.header)
+    def _read_all(self) -> dict[str, LabelledFile]:
+        """Every split: its own file, or carved from the training file (``holdout``)."""
+        if not self.holdout:
+            return {split: read_split(self.settings(), split) for split in self.paths}
+        whole = read_split({**self.settings(), "holdout": {}}, "train")
+        parts = carve(whole, self.holdout, self.holdout_seed)
+        return {**parts, **{split: read_split(self.settings(), split) for split in self.paths if split != "train"}}
 
     def _load_tokenizer(self, hashes: list) -> SubwordTokenizer:
         if self.tokenizer_path is not None:
@@ -140,12 +156,14 @@ class ClassificationDataModule(TokenBudgetDataModule):
     def setup(self, stage: str | None = None) -> None:
         if self._ready:
             return
-        missing = [s for s in ("train", "dev") if s not in self.paths]
+        missing = [s for s in ("train", "dev") if s not in self.paths and s not in self.holdout]
         if missing:
-            raise ValueError(f"data.{missing[0]} is required: set data.train=<file> data.dev=<file>")
-        self._raw = {split: self._read(split) for split in self.paths}
+            raise ValueError(f"data.{missing[0]} is required: set data.train=<file> data.dev=<file> "
+                             "(or carve dev from train: data.holdout={dev:0.1})")
+        self._raw = self._read_all()
         columns = [self.file_format, self.text_column, self.label_column, self.header]
-        hashes = {s: [sha256_file(p), *columns] for s, p in self.paths.items()}
+        carved = [sorted(self.holdout.items()), self.holdout_seed] if self.holdout else []
+        hashes = {s: [sha256_file(self.paths.get(s, self.paths["train"])), *columns, s, *carved] for s in self._raw}
         if self.train_subset is not None:
             train = self._raw["train"]
             n = self.train_subset

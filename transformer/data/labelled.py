@@ -3,7 +3,9 @@
 ``header=True``) and JSON lines (a key). Every problem is a one-line
 :class:`~transformer.data.readers.DataFormatError` naming the file and line.
 
-The label set comes from the training file alone (sorted); a dev or test row whose label the
+A corpus without its own dev or test file is split by text (``holdout``, seeded; every copy
+of a text in one split, :mod:`transformer.data.splits`). The label set comes from the
+training file alone (sorted); a dev or test row whose label the
 training file never had is an error naming its file and line, since no model trained on that
 file could ever predict it.
 """
@@ -13,9 +15,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from transformer.data.readers import DataFormatError
+from transformer.data.splits import KeySplit
 from transformer.data.tables import iter_rows
 
 
@@ -80,3 +83,43 @@ def label_ids(data: LabelledFile, labels: Sequence[str]) -> list[int]:
 
 
 __all__ = ["LabelledFile", "label_ids", "label_vocab", "read_labelled"]
+
+
+def carve(whole: LabelledFile, holdout: Mapping[str, float | int], seed: int = 0) -> dict[str, LabelledFile]:
+    """``whole`` split by text into ``train`` and the held-out splits of ``holdout`` (a row
+    count or a fraction each): seeded, every copy of a text in one split, rows in file order."""
+    split_of = KeySplit(whole.texts, holdout, seed)
+    parts = {name: LabelledFile(whole.path) for name in split_of.counts}
+    for text, label, line in zip(whole.texts, whole.labels, whole.lines):
+        part = parts[split_of(text)]
+        part.texts.append(text)
+        part.labels.append(label)
+        part.lines.append(line)
+    return parts
+
+
+def split_path(settings: Mapping[str, Any], split: str) -> Path:
+    """The file of a named split (as a data module's ``settings()`` recorded it; a held-out
+    split's file is the training file), or ``split`` itself when it is a file."""
+    paths = settings.get("paths", {})
+    if split in paths:
+        return Path(paths[split])
+    if split in (settings.get("holdout") or {}):
+        return Path(paths["train"])
+    if Path(split).is_file():
+        return Path(split)
+    named = sorted({*paths, *(settings.get("holdout") or {})})
+    raise ValueError(f"split={split!r}: not one of the checkpoint's splits {named} nor a file")
+
+
+def read_split(settings: Mapping[str, Any], split: str) -> LabelledFile:
+    """A split's rows as ``settings`` name them (``paths``, columns, ``holdout``): its own
+    file, or carved from the training file when it is held out (then ``train`` is what is
+    left), or any file given as ``split``."""
+    path = split_path(settings, split)
+    rows = read_labelled(path, settings["text_column"], settings["label_column"], settings.get("file_format"),
+                         settings.get("header", False))
+    holdout = settings.get("holdout") or {}
+    if holdout and (split in holdout or split == "train"):
+        return carve(rows, holdout, settings.get("holdout_seed", 0))[split]
+    return rows

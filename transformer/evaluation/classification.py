@@ -13,7 +13,7 @@ from typing import Sequence
 
 import torch
 
-from transformer.data.labelled import label_ids, read_labelled
+from transformer.data.labelled import label_ids, read_split, split_path
 
 
 def confusion_matrix(gold: torch.Tensor, pred: torch.Tensor, n_classes: int) -> torch.Tensor:
@@ -43,17 +43,6 @@ def classification_metrics(confusion: torch.Tensor, labels: Sequence[str]) -> di
             "macro_f1": float(f1.mean()), "per_class": per_class}
 
 
-def split_path(data: dict, split: str) -> Path:
-    """The file of a named split (``train``/``dev``/``test`` as the checkpoint recorded them),
-    or ``split`` itself when it is a file (read with the same format and columns)."""
-    paths = data.get("paths", {})
-    if split in paths:
-        return Path(paths[split])
-    if Path(split).is_file():
-        return Path(split)
-    raise ValueError(f"split={split!r}: not one of the checkpoint's splits {sorted(paths)} nor a file")
-
-
 def evaluate_classification(classifier, data: dict, split: str, output_dir: Path | str = "eval") -> dict:
     """Classify a split with ``classifier`` (an ``inference.classifier.SentenceClassifier``)
     and score it against its labels.
@@ -63,8 +52,7 @@ def evaluate_classification(classifier, data: dict, split: str, output_dir: Path
     metrics. A row whose label the training file did not have is a ``DataFormatError``.
     """
     path = split_path(data, split)
-    rows = read_labelled(path, data["text_column"], data["label_column"], data.get("file_format"),
-                         data.get("header", False))
+    rows = read_split(data, split)
     gold = torch.as_tensor(label_ids(rows, classifier.labels), dtype=torch.long)  # (N,)
     start = time.perf_counter()
     probs = classifier.probabilities(rows.texts)  # (N, C)
@@ -84,4 +72,4 @@ def evaluate_classification(classifier, data: dict, split: str, output_dir: Path
     return metrics
 
 
-__all__ = ["classification_metrics", "confusion_matrix", "evaluate_classification", "split_path"]
+__all__ = ["classification_metrics", "confusion_matrix", "evaluate_classification"]
