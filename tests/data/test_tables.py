@@ -51,3 +51,13 @@ def test_bad_rows_name_file_and_line(tmp_path, name, content, fmt, columns, line
     with pytest.raises(DataFormatError, match=message) as e:
         list(iter_rows(p, columns, fmt=fmt, header=(fmt == "csv")))
     assert (e.value.path, e.value.line_no) == (str(p), line)
+
+
+@pytest.mark.parametrize("name, content, fmt", [("a.tsv", "x\ty\n\nz\tw\n\n", "tsv"),
+                                                ("a.jsonl", '{"a": "x"}\n\n{"a": "z"}\n\n', "jsonl"),
+                                                ("a.csv", "x,y\n\nz,w\n\n", "csv")])
+def test_empty_lines_of_a_table_are_counted_in_a_warning(tmp_path, caplog, name, content, fmt):
+    p = _write(tmp_path / name, content)
+    rows = list(iter_rows(p, ["a"] if fmt == "jsonl" else [0], fmt=fmt))
+    assert [line for line, _ in rows] == [1, 3]
+    assert f"{p}: 2 empty line(s) skipped (line 2, 4)" in caplog.text

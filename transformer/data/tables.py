@@ -17,13 +17,23 @@ from __future__ import annotations
 import csv
 import gzip
 import json
+import logging
 import os
 from pathlib import Path
 from typing import IO, Iterator, Sequence
 
 from transformer.data.readers import DataFormatError
 
+log = logging.getLogger(__name__)
+
 FORMATS = ("text", "tsv", "csv", "jsonl")
+
+
+def _report_blank(path: Path, blank: list[int]) -> None:
+    """Empty lines of a table are no rows; they are counted, never skipped silently."""
+    if blank:
+        shown = ", ".join(map(str, blank[:10])) + (" ..." if len(blank) > 10 else "")
+        log.warning("%s: %d empty line(s) skipped (line %s)", path, len(blank), shown)
 
 
 def infer_format(path: str | os.PathLike) -> str:
@@ -99,8 +109,10 @@ def _json_value(row: dict, key: str, path: Path, line_no: int) -> str:
 
 
 def _iter_jsonl(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, tuple[str, ...]]]:
+    blank: list[int] = []
     for i, line in iter_lines(path):
         if not line.strip():
+            blank.append(i)
             continue
         try:
             row = json.loads(line)
@@ -109,33 +121,40 @@ def _iter_jsonl(path: Path, columns: Sequence[str]) -> Iterator[tuple[int, tuple
         if not isinstance(row, dict):
             raise DataFormatError(path, i, f"not a JSON object ({type(row).__name__})")
         yield i, tuple(_json_value(row, str(c), path, i) for c in columns)
+    _report_blank(path, blank)
 
 
 def _iter_csv(path: Path, columns: Sequence[int | str], header: bool) -> Iterator[tuple[int, tuple[str, ...]]]:
     lines = iter_lines(path)
     reader = csv.reader((text for _, text in lines), strict=True)
     picks = None if header else _column_indices(columns, None, path)
+    blank: list[int] = []
     try:
         for values in reader:
             if picks is None:
                 picks = _column_indices(columns, values, path)
-                continue
-            if values:
+            elif values:
                 yield reader.line_num, _pick(values, picks, path, reader.line_num)
+            else:
+                blank.append(reader.line_num)
     except csv.Error as e:
         raise DataFormatError(path, reader.line_num, f"not valid CSV ({e})") from None
+    _report_blank(path, blank)
 
 
 def _iter_split(path: Path, columns: Sequence[int | str], header: bool, sep: str | None) -> Iterator[tuple[int, tuple[str, ...]]]:
     picks = None if header else _column_indices(columns, None, path)
+    blank: list[int] = []
     for i, line in iter_lines(path):
         if sep is not None and line == "":  # a blank row of a table (one at the end, often)
+            blank.append(i)
             continue
         values = line.split(sep) if sep is not None else [line]
         if picks is None:
             picks = _column_indices(columns, values, path)
             continue
         yield i, _pick(values, picks, path, i)
+    _report_blank(path, blank)
 
 
 def iter_rows(
@@ -148,7 +167,8 @@ def iter_rows(
 
     ``fmt`` is one of :data:`FORMATS` (None: from the extension, :func:`infer_format`).
     Text rows keep every line, empty ones included (line ``i`` of one file pairs with line
-    ``i`` of another); TSV, CSV and JSON lines skip empty lines. Extra columns are ignored.
+    ``i`` of another); TSV, CSV and JSON lines skip empty lines, counted in a warning naming
+them. Extra columns are ignored.
     """
     path = Path(path)
     fmt = fmt or infer_format(path)
