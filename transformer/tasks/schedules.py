@@ -36,3 +36,27 @@ def warmup_linear_factor(step: int, warmup_steps: int, total_steps: int) -> floa
     if step <= warmup_steps:
         return step / max(1, warmup_steps)
     return max(0.0, (total_steps - step) / max(1, total_steps - warmup_steps))
+
+
+def total_steps(trainer) -> int:
+    """The optimizer steps a run will take (Lightning's estimate), or a very large number when
+    there is no trainer yet or the run is bounded by time alone."""
+    if trainer is None:
+        return 10**9
+    total = trainer.estimated_stepping_batches
+    return int(total) if total is not None and math.isfinite(total) else 10**9
+
+
+def adamw_with_warmup(module: torch.nn.Module, hp, trainer) -> dict:
+    """AdamW over ``module``'s parameters with a per-step schedule, as ``configure_optimizers``
+    returns it: ``hp.schedule`` ``"linear"`` (warm-up, then linear decay to zero at the run's
+    last step) or else the inverse square root after ``hp.warmup_steps``."""
+    optimizer = torch.optim.AdamW(module.parameters(), lr=hp.lr, betas=tuple(hp.betas), eps=hp.eps,
+                                  weight_decay=hp.weight_decay)
+    if hp.schedule == "linear":
+        total = total_steps(trainer)
+        fn = lambda step: warmup_linear_factor(step, hp.warmup_steps, total)  # noqa: E731
+    else:
+        fn = lambda step: inverse_sqrt_factor(step, hp.warmup_steps)  # noqa: E731
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, fn)
+    return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -14,7 +14,6 @@ is :meth:`TaggingTask.tagger` (``inference.tagger``), scoring a split ``evaluati
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Sequence
 
@@ -29,7 +28,7 @@ from transformer.inference.tagger import WordTagger, model_max_len
 from transformer.tasks.build import build_model
 from transformer.models.tagger_ensemble import TaggerEnsemble, TaggerSpec, check_tagger_ensemble
 from transformer.tasks.checkpoint import TASK_KEY
-from transformer.tasks.schedules import inverse_sqrt_factor, warmup_linear_factor
+from transformer.tasks.schedules import adamw_with_warmup
 
 IGNORE_INDEX = -100
 
@@ -330,24 +329,7 @@ class TaggingTask(L.LightningModule):
         self.log("val/acc", correct.float() / n, prog_bar=True, batch_size=n, sync_dist=True)
 
     def configure_optimizers(self):
-        hp = self.hparams
-        optimizer = torch.optim.AdamW(
-            self.parameters(), lr=hp.lr, betas=tuple(hp.betas), eps=hp.eps, weight_decay=hp.weight_decay
-        )
-        if hp.schedule == "linear":
-            total = self._total_steps()
-            fn = lambda step: warmup_linear_factor(step, hp.warmup_steps, total)  # noqa: E731
-        else:
-            fn = lambda step: inverse_sqrt_factor(step, hp.warmup_steps)  # noqa: E731
-        scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, fn)
-        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
-
-    def _total_steps(self) -> int:
-        trainer = getattr(self, "_trainer", None)
-        if trainer is None:
-            return 10**9
-        total = trainer.estimated_stepping_batches
-        return int(total) if total is not None and math.isfinite(total) else 10**9
+        return adamw_with_warmup(self, self.hparams, getattr(self, "_trainer", None))
 
     # ----------------------------------------------------------------- inference
     def encoder_max_len(self) -> int:
