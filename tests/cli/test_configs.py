@@ -176,3 +176,26 @@ def test_experiment_top_level_keys_override_train_yaml_defaults(tmp_path):
     cfg = compose_cfg("train", ["experiment=multi30k", f"output_dir={tmp_path}"])
     assert list(cfg.test_splits) == ["val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco"]
     assert cfg.test_decode.strategy == "beam"
+
+
+@pytest.mark.parametrize("overrides, loss, fast", [
+    (["trainer=cpu"], "real_positions", True),
+    (["trainer=cpu", "accel=none"], "all_positions", False),
+    (["trainer=cpu", "task.compile=true"], "all_positions", False),
+    (["trainer=gpu"], "all_positions", False),
+    (["trainer=cpu", "task.loss=all_positions"], "all_positions", True),
+])
+def test_train_chooses_the_loss_and_the_modules_once_where_the_task_is_built(overrides, loss, fast, monkeypatch):
+    from transformer import accel
+    from transformer.cli.train import build_task
+    from transformer.tasks.losses import TRANSLATION_LOSSES
+    from transformer.tasks.translation import TranslationTask
+
+    monkeypatch.setattr(TranslationTask, "kwargs_from_datamodule",
+                        staticmethod(lambda dm: facts_for(TranslationTask)))
+    cfg = compose_cfg("train", ["model.d_model=16", "model.n_heads=2", "model.d_ff=32", *overrides])
+    task = build_task(cfg, None)
+    assert task.hparams.loss == loss
+    if not task.hparams.compile:
+        assert task.loss_fn is TRANSLATION_LOSSES[loss]  # what training_step calls, nothing swaps it later
+    assert (type(task.model.decoder.output_proj) is accel.VocabProjection) == fast

@@ -12,10 +12,11 @@ import os
 from pathlib import Path
 
 import lightning as L
+import torch
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.callbacks import AccelCallback, FinalLastCheckpoint, RandomState
+from transformer.cli.callbacks import FinalLastCheckpoint, RandomState
 from transformer.cli.common import check_config_types, check_decode_settings, hydra_entry
 from transformer.cli.loggers import ResumableCSVLogger
 from transformer.cli.run_folder import claim_run_folder, release_run_folder
@@ -62,12 +63,34 @@ def build_datamodule(cfg: DictConfig, ckpt: dict | None = None):
     return instantiate(cfg.data, _convert_="all", **overrides)
 
 
+def training_device(cfg: DictConfig) -> str:
+    """The device type the configured trainer trains on: ``cpu`` or ``cuda``."""
+    accelerator = str(cfg.trainer.get("accelerator", "auto"))
+    if accelerator == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return "cpu" if accelerator == "cpu" else "cuda"
+
+
 def build_task(cfg: DictConfig, dm):
-    """The LightningModule: task settings + resolved model config + what the data knows."""
+    """The LightningModule: task settings + resolved model config + what the data knows.
+
+    Here, once, the model's modules are set to the ``accel`` backend and ``task.loss=auto`` is
+    resolved: ``real_positions`` where the CPU fast paths run (an eager model on a CPU),
+    ``all_positions`` (fixed shapes) on a GPU or for a compiled loss. Both choices are logged
+    and the loss is recorded in the checkpoint's hyperparameters."""
+    from transformer import accel
+
     task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
     cls = get_class(task_cfg.pop("_target_"))
+    compiled = bool(task_cfg.get("compile", False))
+    backend = accel.resolve(cfg.get("accel", "auto"), training_device(cfg), compiled)
+    if task_cfg.get("loss") == "auto":
+        task_cfg["loss"] = "real_positions" if backend == "cpu" and not compiled else "all_positions"
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
-    return cls(model=model_cfg, **task_cfg, **cls.kwargs_from_datamodule(dm))
+    task = cls(model=model_cfg, **task_cfg, **cls.kwargs_from_datamodule(dm))
+    task.model = accel.apply(task.model, backend)
+    log.info("accel=%s%s", backend, f", task.loss={task_cfg['loss']}" if "loss" in task_cfg else "")
+    return task
 
 
 def check_config(cfg: DictConfig) -> None:
@@ -172,7 +195,7 @@ def fit(cfg: DictConfig, out: Path, ckpt: dict | None) -> dict:
         del ckpt
     trainer = instantiate(
         cfg.trainer, callbacks=[*_instantiate_group(cfg.get("callbacks")), RandomState(),
-                                 FinalLastCheckpoint(), AccelCallback(cfg.get("accel", "auto"))],
+                                 FinalLastCheckpoint()],
         logger=build_loggers(cfg, resumed_step) or False,
     )
     trainer.fit(task, datamodule=dm, ckpt_path=cfg.get("ckpt_path"), weights_only=True)
