@@ -13,12 +13,11 @@ import lightning as L
 import torch
 
 from transformer.data.tokenizer import SubwordTokenizer
-from transformer.decoding import beam_search, greedy_search
+from transformer.decoding import EnsembleModel, beam_search, greedy_search
 from transformer.evaluation import CorpusBLEU
 from transformer.evaluation.translation import bleu_tokenizer, evaluate_split
 from transformer.inference import SearchFn, Translator
 from transformer.tasks.build import build_model
-from transformer.models.ensemble import EnsembleModel
 from transformer.tasks.checkpoint import TASK_KEY
 from transformer.tasks.losses import TRANSLATION_LOSSES
 from transformer.tasks.schedules import inverse_sqrt_schedule
@@ -140,7 +139,7 @@ class TranslationTask(L.LightningModule):
     @classmethod
     def ensemble(cls, tasks: Sequence["TranslationTask"]) -> "TranslationTask":
         """One task whose search averages the probabilities of ``tasks``' models
-        (``models.ensemble.EnsembleModel``); it keeps the first task's settings.
+        (``decoding.ensemble.EnsembleModel``); it keeps the first task's settings.
 
         For decoding and evaluation only: the members must be autoregressive translation tasks
         with the same language pair, tokenizers and special ids, else a ``ValueError`` names
