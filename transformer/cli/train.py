@@ -71,13 +71,11 @@ def training_device(cfg: DictConfig) -> str:
     return "cpu" if accelerator == "cpu" else "cuda"
 
 
-def build_task(cfg: DictConfig, dm):
-    """The LightningModule: task settings + resolved model config + what the data knows.
-
-    Here, once, the model's modules are set to the ``accel`` backend and ``task.loss=auto`` is
-    resolved: ``real_positions`` where the CPU fast paths run (an eager model on a CPU),
-    ``all_positions`` (fixed shapes) on a GPU or for a compiled loss. Both choices are logged
-    and the loss is recorded in the checkpoint's hyperparameters."""
+def task_settings(cfg: DictConfig) -> tuple[type, dict, str]:
+    """The task class, its settings and the ``accel`` backend, chosen here once: the backend from
+    ``accel=`` and the trainer's device, and ``task.loss=auto`` resolved to ``real_positions``
+    where the CPU fast paths run (an eager model on a CPU), else ``all_positions`` (fixed shapes:
+    a GPU, or a compiled loss)."""
     from transformer import accel
 
     task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
@@ -86,6 +84,16 @@ def build_task(cfg: DictConfig, dm):
     backend = accel.resolve(cfg.get("accel", "auto"), training_device(cfg), compiled)
     if task_cfg.get("loss") == "auto":
         task_cfg["loss"] = "real_positions" if backend == "cpu" and not compiled else "all_positions"
+    return cls, task_cfg, backend
+
+
+def build_task(cfg: DictConfig, dm):
+    """The LightningModule: task settings + resolved model config + what the data knows, its
+    model's modules set to the ``accel`` backend (``task_settings``). Both choices are logged
+    and the loss is recorded in the checkpoint's hyperparameters; nothing changes them later."""
+    from transformer import accel
+
+    cls, task_cfg, backend = task_settings(cfg)
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     task = cls(model=model_cfg, **task_cfg, **cls.kwargs_from_datamodule(dm))
     task.model = accel.apply(task.model, backend)
