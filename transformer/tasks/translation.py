@@ -6,6 +6,7 @@ Shape legend: B sentences, S source tokens, T target tokens, V vocabulary.
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Sequence
 
@@ -69,8 +70,10 @@ class TranslationTask(L.LightningModule):
         tokenizers: dict | None = None,
     ) -> None:
         super().__init__()
-        # Tokenizers are stored as their own checkpoint entry, not as hyperparameters.
-        self.save_hyperparameters(ignore=["tokenizers"])
+        # Tokenizers are stored as their own checkpoint entry, not as hyperparameters; a subclass
+        # with its own loss (NAT, CTC) takes no ``loss`` argument, so none is recorded for it.
+        own_loss = "loss" in inspect.signature(type(self)).parameters
+        self.save_hyperparameters(ignore=["tokenizers"] if own_loss else ["tokenizers", "loss"])
         self.model = self._build_model()
         # longest sequence the model takes (positions); an ensemble takes its members' minimum
         self.max_len: int | None = self.hparams.model.get("max_len")
