@@ -119,7 +119,7 @@ def marian_loss(model, src, t_in, t_out, label_smoothing, pad):
 
 
 def train_throughput(ours, peer, batches, args, device, dtype):
-    from transformer.tasks.translation import translation_loss
+    from transformer.tasks.losses import all_positions_loss, real_positions_loss
 
     pad = 0
     fused = device.type == "cuda" or None
@@ -127,14 +127,12 @@ def train_throughput(ours, peer, batches, args, device, dtype):
         "ours": torch.optim.Adam(ours.parameters(), lr=1e-4, betas=(0.9, 0.98), fused=fused),
         "marian": torch.optim.Adam(peer.parameters(), lr=1e-4, betas=(0.9, 0.98), fused=fused),
     }
-    eager = {"ours": translation_loss, "marian": marian_loss}
+    eager = {"ours": all_positions_loss, "marian": marian_loss}
     losses = dict(eager)
-    if args.accel == "cpu" and not args.compile:  # as TranslationTask.set_accel picks it
-        from transformer.accel.losses import real_positions_loss
-
+    if args.accel == "cpu" and not args.compile:  # as transformer-train's task.loss=auto picks it
         losses["ours"] = real_positions_loss
     if args.compile:
-        losses["ours"] = torch.compile(translation_loss, mode=args.compile_mode)
+        losses["ours"] = torch.compile(all_positions_loss, mode=args.compile_mode)
     if args.compile_peer:
         losses["marian"] = torch.compile(marian_loss, mode=args.compile_mode)
     autocast = dtype != torch.float32 and not args.bf16_true
@@ -171,7 +169,7 @@ def train_throughput(ours, peer, batches, args, device, dtype):
 
         # Counted on the eager, plain modules (the same arithmetic as the timed steps; the
         # counter sees neither compiled graphs nor oneDNN's private products).
-        accel.apply(ours, "none")
+        ours = accel.apply(ours, "none")
         flops = {"ours": 0, "marian": 0}
         for src, t_in, t_out in batches[args.warmup_steps : n]:
             src, t_in, t_out = src.to(device), t_in.to(device), t_out.to(device)
@@ -179,7 +177,7 @@ def train_throughput(ours, peer, batches, args, device, dtype):
                 with FlopCounterMode(display=False) as counter:
                     step(name, src, t_in, t_out, eager)
                 flops[name] += counter.get_total_flops()
-        accel.apply(ours, args.accel)
+        ours = accel.apply(ours, args.accel)
         flops = {name: {"flops": f, "tflops_per_s": f / times[name] / 1e12} for name, f in flops.items()}
     return {name: tokens / t for name, t in times.items()}, tokens, flops
 
@@ -288,7 +286,7 @@ def main():
     from transformer import accel
 
     args.accel = accel.resolve(args.accel, device.type, args.compile)
-    accel.apply(ours, args.accel)
+    ours = accel.apply(ours, args.accel)
     dtype = torch.bfloat16 if args.bf16 or args.bf16_true else torch.float32
     if args.bf16_true:
         ours.to(dtype), peer.to(dtype)

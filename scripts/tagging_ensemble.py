@@ -31,6 +31,7 @@ import sys
 import torch
 
 from transformer.evaluation.tagging import ensemble_report
+from transformer.tasks.checkpoint import load_task
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -53,7 +54,8 @@ def main(argv=None) -> int:
     if args.threads:
         torch.set_num_threads(args.threads)
     try:
-        report = ensemble_report(args.ckpts, args.split, args.data_dir, args.mirror_root, args.device,
+        tasks = [load_task(path) for path in args.ckpts]
+        report = ensemble_report(tasks, args.ckpts, args.split, args.data_dir, args.mirror_root, args.device,
                                  args.choose_on, args.top)
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr)

@@ -132,6 +132,39 @@ def test_readme_results_agree_with_benchmarks_summary():
         assert ours == theirs, f"row {i}: README {ours} vs BENCHMARKS.md summary {theirs}"
 
 
+# A command's parts: the program, each key=value override, each --flag.
+COMMAND_PART = re.compile(r"transformer-[a-z]+|scripts/[\w./-]+\.py|[\w.@/+-]+=\S+|--[\w-]+")
+
+
+def command_cells(text: str, title: str) -> list[str]:
+    header, rows = first_table(section(text, title))
+    col = column(header, "recipe")
+    return [row[col] for row in rows]
+
+
+def command_parts(cell: str) -> list[str]:
+    """The programs, overrides and flags of every backticked command in a results cell."""
+    return sorted(part for command in BACKTICKED.findall(cell) for part in COMMAND_PART.findall(command))
+
+
+def test_readme_command_cells_carry_the_commands_of_benchmarks_summary():
+    # A result is reproducible from its README cell: the same programs, overrides (a time cap,
+    # decode settings) and flags as the BENCHMARKS.md summary row holding the same number.
+    readme, summary = command_cells(README, "Results"), command_cells(BENCHMARKS, "Summary")
+    assert len(readme) == len(summary)
+    for i, (ours, theirs) in enumerate(zip(readme, summary), start=1):
+        assert command_parts(ours), f"README results row {i} names no command: {ours!r}"
+        assert command_parts(ours) == command_parts(theirs), (
+            f"row {i}: README's command cell {ours!r} differs from BENCHMARKS.md's summary {theirs!r}")
+
+
+def test_command_parts_read_overrides_flags_and_programs():
+    cell = "`transformer-train experiment=multi30k trainer.max_time=00:00:06:50`; `python3 scripts/bench.py --accel cpu`"
+    assert command_parts(cell) == sorted(["transformer-train", "experiment=multi30k", "trainer.max_time=00:00:06:50",
+                                          "scripts/bench.py", "--accel"])
+    assert command_parts("`transformer-train experiment=multi30k`") != command_parts(cell.split(";")[0])
+
+
 def test_number_extraction_reads_ranges_and_ratios():
     # The comparison is only as good as its reading of cells like these.
     assert NUMBER.findall("94.98–95.42 (mean 95.27); uniform ensemble 95.54") == ["94.98", "95.42", "95.27", "95.54"]

@@ -1,4 +1,8 @@
-"""accel.apply: the CPU fast paths change classes only, and give the plain modules' outputs."""
+"""accel.apply: the CPU fast paths replace modules (same tensors), give the plain modules' outputs,
+and switching them off leaves plain modules."""
+
+import copy
+import pickle
 
 import pytest
 import torch
@@ -9,6 +13,7 @@ from transformer.accel.attention import CPUMultiHeadAttention, MIN_MATMUL_HEADS,
 from transformer.decoding import beam_search, greedy_search
 from transformer.models import EncoderDecoder
 from transformer.modules.attention import MultiHeadAttention
+from transformer.modules.projection import VocabProjection
 
 
 def _model(seed=0, **kw):
@@ -25,21 +30,74 @@ def _batch():
     return src, tgt_in
 
 
-def test_apply_swaps_classes_only_and_none_undoes_it():
+def test_apply_replaces_modules_by_type_keeping_their_tensors_and_none_undoes_it():
     model = _model()
     before = {k: v.clone() for k, v in model.state_dict().items()}
-    accel.apply(model, "cpu")
+    params = dict(model.named_parameters())
+    plain_proj = model.decoder.output_proj
+    assert model is accel.apply(model, "cpu")
     assert type(model.decoder.output_proj) is accel.VocabProjection
     assert type(model.encoder.layers[0].self_attn) is CPUMultiHeadAttention
     assert type(model.encoder.layers[0].ffn.w_1) is accel.Linear
     assert type(model.encoder.dropout) is accel.Dropout
+    assert model.decoder.output_proj is not plain_proj  # a new module, not a class swapped in place
+    assert type(plain_proj) is VocabProjection
     assert model.decoder.output_proj.weight is model.decoder.embedding.weight  # still tied
+    assert all(p is params[n] for n, p in model.named_parameters())  # the same Parameter objects
     after = model.state_dict()
     assert list(after) == list(before) and all(torch.equal(after[k], before[k]) for k in before)
     accel.apply(model, "none")
     classes = {type(m) for m in model.modules()}
     assert not classes & {CPUMultiHeadAttention, accel.Linear, accel.Dropout}
     assert type(model.encoder.layers[0].self_attn) is MultiHeadAttention
+    assert type(model.decoder.output_proj) is VocabProjection
+    assert all(p is params[n] for n, p in model.named_parameters())
+    assert model.decoder.output_proj.weight is model.decoder.embedding.weight
+
+
+def _used(model):
+    # one inference pass and one training step, so every fast module has filled its caches
+    src, tgt_in = _batch()
+    with torch.no_grad():
+        model.eval()(src, tgt_in)
+        greedy_search(model, src[:1], bos_id=1, eos_id=2, pad_id=0, max_len_a=0.0, max_len_b=3)
+    model.train()(src, tgt_in).sum().backward()
+    return model.eval()
+
+
+def test_none_after_cpu_gives_plain_modules_that_copy_pickle_and_compile():
+    model = _used(accel.apply(_model(), "cpu"))
+    model = accel.apply(model, "none")
+    plain = {nn.Linear, nn.Dropout, MultiHeadAttention, VocabProjection}
+    for m in model.modules():
+        assert not hasattr(m, "_packed") and not hasattr(m, "_w_t")
+        assert not type(m).__module__.startswith("transformer.accel")
+    assert {type(m) for m in model.modules()} >= plain
+    src, tgt_in = _batch()
+    with torch.no_grad():
+        ref = model(src, tgt_in)
+        torch.testing.assert_close(copy.deepcopy(model)(src, tgt_in), ref)
+        torch.testing.assert_close(pickle.loads(pickle.dumps(model))(src, tgt_in), ref)
+        torch.testing.assert_close(torch.compile(model, backend="eager")(src, tgt_in), ref)
+
+
+def test_a_used_fast_model_copies_and_its_copy_keeps_the_tied_weight():
+    model = _used(accel.apply(_model(), "cpu"))
+    twin = copy.deepcopy(model)
+    assert twin.decoder.output_proj.weight is twin.decoder.embedding.weight
+    src, tgt_in = _batch()
+    with torch.no_grad():
+        torch.testing.assert_close(twin(src, tgt_in), model(src, tgt_in))
+
+
+def test_the_root_module_is_replaced_and_returned():
+    mha = MultiHeadAttention(8, 2)
+    w_q = mha.w_q
+    fast = accel.apply(mha, "cpu")
+    assert type(fast) is CPUMultiHeadAttention and type(mha) is MultiHeadAttention
+    assert type(fast.w_q) is accel.Linear and fast.w_q.weight is w_q.weight
+    back = accel.apply(fast, "none")
+    assert type(back) is MultiHeadAttention and type(back.w_q) is nn.Linear
 
 
 def test_unknown_backend_is_refused():
@@ -83,8 +141,7 @@ def test_single_query_paths_agree_with_the_explicit_formula(rows):
     # Incremental decoding: one query per row over strided cached keys, with an additive source
     # bias; whichever kernel runs, the result is softmax(q kᵀ / √d + bias) v.
     torch.manual_seed(0)
-    mha = MultiHeadAttention(16, 4).eval()
-    accel.apply(mha, "cpu")
+    mha = accel.apply(MultiHeadAttention(16, 4).eval(), "cpu")
     q = torch.randn(rows, 4, 1, 4)
     buf_k, buf_v = torch.randn(rows, 4, 9, 4), torch.randn(rows, 4, 9, 4)
     k, v = buf_k[:, :, :6], buf_v[:, :, :6]  # views into a larger buffer, as the KV cache has
@@ -111,16 +168,3 @@ def test_an_all_true_mask_is_dropped_and_a_padding_mask_kept():
     padded[1, ..., 3:] = False
     torch.testing.assert_close(mha(x, x, x, padded)[0], plain(x, x, x, padded)[0], atol=1e-6, rtol=0)
     assert not torch.allclose(mha(x, x, x, padded)[0][1], plain(x, x, x)[0][1], atol=1e-4)
-
-
-def test_translation_task_takes_the_real_positions_loss_only_on_the_cpu_backend():
-    from transformer.accel.losses import real_positions_loss
-    from transformer.tasks.translation import TranslationTask, translation_loss
-
-    model = {"_target_": "transformer.models.EncoderDecoder", "d_model": 16, "n_heads": 2,
-             "n_encoder_layers": 1, "n_decoder_layers": 1, "d_ff": 32, "dropout": 0.0}
-    task = TranslationTask(model=model, vocab_size=30, pad_id=0, bos_id=1, eos_id=2, src_lang="de", tgt_lang="en")
-    task.set_accel("cpu")
-    assert task._loss_fn is real_positions_loss and type(task.model.decoder.output_proj) is accel.VocabProjection
-    task.set_accel("none")
-    assert task._loss_fn is translation_loss and type(task.model.decoder.output_proj) is nn.Linear

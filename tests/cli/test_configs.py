@@ -12,7 +12,7 @@ from hydra.utils import get_class, instantiate
 from lightning.pytorch.accelerators import CPUAccelerator
 from omegaconf import OmegaConf, open_dict
 
-from transformer.cli.train import check_config
+from transformer.cli.train import check_config, task_settings
 from transformer.data.sources import multi30k_relpath
 from transformer.tasks.build import build_model
 
@@ -47,8 +47,7 @@ def model_from(model_cfg):
 def task_from(cfg):
     """The task an experiment describes, as ``transformer.cli.train.build_task`` makes it,
     with data facts in place of a data module."""
-    task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
-    cls = get_class(task_cfg.pop("_target_"))
+    cls, task_cfg, _ = task_settings(cfg)
     data = {k: cfg.data[k] for k in ("src_lang", "tgt_lang", "tagset") if k in cfg.data}
     facts = {**facts_for(cls), **data, "data": {"name": cfg.data.get("dataset", "multi30k"), **data}}
     accepted = inspect.signature(cls).parameters
@@ -176,3 +175,62 @@ def test_experiment_top_level_keys_override_train_yaml_defaults(tmp_path):
     cfg = compose_cfg("train", ["experiment=multi30k", f"output_dir={tmp_path}"])
     assert list(cfg.test_splits) == ["val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco"]
     assert cfg.test_decode.strategy == "beam"
+
+
+@pytest.mark.parametrize("overrides, loss, fast", [
+    (["trainer=cpu"], "real_positions", True),
+    (["trainer=cpu", "accel=none"], "all_positions", False),
+    (["trainer=cpu", "task.compile=true"], "all_positions", False),
+    (["trainer=gpu"], "all_positions", False),
+    (["trainer=cpu", "task.loss=all_positions"], "all_positions", True),
+])
+def test_train_chooses_the_loss_and_the_modules_once_where_the_task_is_built(overrides, loss, fast, monkeypatch):
+    from transformer import accel
+    from transformer.cli.train import build_task
+    from transformer.tasks.losses import TRANSLATION_LOSSES
+    from transformer.tasks.translation import TranslationTask
+
+    monkeypatch.setattr(TranslationTask, "kwargs_from_datamodule",
+                        staticmethod(lambda dm: facts_for(TranslationTask)))
+    cfg = compose_cfg("train", ["model.d_model=16", "model.n_heads=2", "model.d_ff=32", *overrides])
+    task = build_task(cfg, None)
+    assert task.hparams.loss == loss
+    if not task.hparams.compile:
+        assert task.loss_fn is TRANSLATION_LOSSES[loss]  # what training_step calls, nothing swaps it later
+    assert (type(task.model.decoder.output_proj) is accel.VocabProjection) == fast
+
+
+def _option(group: str, choice: str, resolve: bool = True) -> dict:
+    """``conf/<group>/<choice>.yaml`` composed alone, as a plain dict."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(config_name=f"{group}/{choice}")
+    for part in f"{group}/{choice}".split("/")[:-1]:  # composed alone, it sits under its path
+        cfg = cfg[part]
+    return OmegaConf.to_container(cfg, resolve=resolve)
+
+
+@pytest.mark.parametrize("experiment, pair, size", [r for r in RECIPES if r[0] in MULTI30K and r[1] in (None, "de_en")])
+def test_recorded_choices_say_what_runs(experiment, pair, size):
+    # What Hydra records in .hydra/ as the run's choices is the model and decoding that run:
+    # no preset changes their values behind the choice's back.
+    overrides = [f"experiment={experiment}", "output_dir=x"] + [f"size={size}"] * bool(size)
+    cfg = compose_cfg("train", overrides, hydra_node=True)
+    choices = cfg.hydra.runtime.choices
+    for key, group in (("model", "model"), ("test_decode", "decode@test_decode"), ("task.val_decode", "decode@task.val_decode")):
+        node = OmegaConf.to_container(OmegaConf.select(cfg, key), resolve=True)
+        assert node == _option(group.split("@")[0], choices[group]), (key, choices[group])
+    trainer = _option("trainer", choices.trainer, resolve=False)
+    assert (cfg.trainer.accelerator, cfg.trainer.precision) == (trainer["accelerator"], trainer["precision"])
+    assert choices.size == size
+
+
+def test_the_gpu_recipe_records_its_model_and_beam():
+    cfg = compose_cfg("train", ["experiment=multi30k", "output_dir=x"], hydra_node=True)
+    choices = cfg.hydra.runtime.choices
+    assert (choices.model, choices["decode@test_decode"]) == ("multi30k/gpu", "multi30k/gpu")
+    assert (cfg.model.d_model, cfg.model.n_encoder_layers, cfg.test_decode.strategy, cfg.test_decode.beam_size) == \
+        (512, 4, "beam", 5)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from transformer.models import EncoderDecoder
-from transformer.tasks.translation import translation_loss
+from transformer.tasks.losses import all_positions_loss
 
 
 def _model_and_batch():
@@ -31,9 +31,9 @@ def test_compiled_loss_and_gradients_equal_eager():
     pytest.importorskip("torch._inductor")
     model, batch = _model_and_batch()
     model.train()
-    eager = _run(model, translation_loss, batch)
+    eager = _run(model, all_positions_loss, batch)
     torch._dynamo.reset()
-    compiled_fn = torch.compile(translation_loss)
+    compiled_fn = torch.compile(all_positions_loss)
     compiled = _run(model, compiled_fn, batch)
     torch.testing.assert_close(compiled[0], eager[0], atol=1e-5, rtol=1e-5)
     torch.testing.assert_close(compiled[1], eager[1], atol=1e-5, rtol=1e-5)
@@ -50,7 +50,7 @@ def test_bf16_weights_train_and_decode():
 
     model, batch = _model_and_batch()
     model.to(torch.bfloat16).train()
-    loss, nll, grads = _run(model, translation_loss, batch)
+    loss, nll, grads = _run(model, all_positions_loss, batch)
     assert loss.dtype == torch.float32 and torch.isfinite(loss)
     assert all(g.dtype == torch.bfloat16 and torch.isfinite(g).all() for g in grads.values())
     out = greedy_search(model.eval(), batch[0], bos_id=1, eos_id=2, pad_id=0, max_len_a=0.0, max_len_b=5)

@@ -60,3 +60,42 @@ def test_inverse_sqrt_warms_up_linearly_then_decays():
         opt.step()
         sched.step()
     assert opt.param_groups[0]["lr"] == pytest.approx(2.0)
+
+
+def test_real_positions_loss_equals_the_all_positions_loss_and_its_gradients():
+    from transformer.models import EncoderDecoder
+    from transformer.tasks.losses import all_positions_loss, real_positions_loss
+
+    torch.manual_seed(0)
+    model = EncoderDecoder(vocab_size=30, pad_id=0, d_model=16, n_heads=2, n_encoder_layers=1,
+                           n_decoder_layers=1, d_ff=32, dropout=0.0)
+    src = torch.tensor([[5, 6, 7, 2, 0, 0], [8, 9, 2, 0, 0, 0]])
+    tgt_in = torch.tensor([[1, 10, 11, 12, 0, 0], [1, 13, 0, 0, 0, 0]])
+    tgt_out = torch.tensor([[10, 11, 12, 2, 0, 0], [13, 2, 0, 0, 0, 0]])
+    results = []
+    for fn in (all_positions_loss, real_positions_loss):
+        model.zero_grad()
+        loss, nll = fn(model, src, tgt_in, tgt_out, 0.1, 0)
+        loss.backward()
+        results.append((loss.detach(), nll.detach(), [p.grad.clone() for p in model.parameters()]))
+    (ref_loss, ref_nll, ref_grads), (loss, nll, grads) = results
+    torch.testing.assert_close(loss, ref_loss)
+    torch.testing.assert_close(nll, ref_nll)
+    for g, r in zip(grads, ref_grads):
+        torch.testing.assert_close(g, r, atol=1e-6, rtol=1e-5)
+    # the states are what the vocabulary projection sees
+    torch.testing.assert_close(model.project(model.decoder_states(src, tgt_in)), model(src, tgt_in))
+
+
+def test_translation_task_computes_the_loss_it_was_built_with():
+    from transformer.tasks.losses import all_positions_loss, real_positions_loss
+    from transformer.tasks.translation import TranslationTask
+
+    model = {"_target_": "transformer.models.EncoderDecoder", "d_model": 16, "n_heads": 2,
+             "n_encoder_layers": 1, "n_decoder_layers": 1, "d_ff": 32, "dropout": 0.0}
+    kw = dict(model=model, vocab_size=30, pad_id=0, bos_id=1, eos_id=2, src_lang="de", tgt_lang="en")
+    assert TranslationTask(**kw).loss_fn is all_positions_loss
+    task = TranslationTask(**kw, loss="real_positions")
+    assert task.loss_fn is real_positions_loss and task.hparams.loss == "real_positions"
+    with pytest.raises(ValueError, match="task.loss must be one of"):
+        TranslationTask(**kw, loss="fast")

@@ -231,24 +231,30 @@ def _save(task, path):
     return str(path)
 
 
+def _loaded(paths):
+    from transformer.tasks.checkpoint import load_task
+
+    return [load_task(p) for p in paths], paths
+
+
 def test_ensemble_report_averages_members_and_refuses_other_tag_sets(tokenizer, tmp_path, mirror_root):
     torch.manual_seed(0)
     a = _save(make_task(tokenizer), tmp_path / "a.ckpt")
     torch.manual_seed(1)
     b = _save(make_task(tokenizer), tmp_path / "b.ckpt")
     common = dict(split="dev", data_dir=str(tmp_path / "cache"), mirror_root=str(mirror_root))
-    one = ensemble_report([a], **common)
+    one = ensemble_report(*_loaded([a]), **common)
     assert one["ensemble"]["acc"] == one["members"][0]["acc"]
-    twice = ensemble_report([a, a], **common)  # the same model twice is that model
+    twice = ensemble_report(*_loaded([a, a]), **common)  # the same model twice is that model
     assert twice["ensemble"]["acc"] == one["ensemble"]["acc"]
-    pair = ensemble_report([a, b], **common)
+    pair = ensemble_report(*_loaded([a, b]), **common)
     assert [m["checkpoint"] for m in pair["members"]] == [a, b]
     assert pair["ensemble"]["tokens"] == one["ensemble"]["tokens"] > 10000
     other = TaggingTask(model=TINY_MODEL, piece_vocab_size=tokenizer.vocab_size, pad_id=tokenizer.pad_id,
                         tags=TAGS[::-1], data={"name": "gum", "tagset": "upos"}, tokenizer=tokenizer.to_str())
     c = _save(other, tmp_path / "c.ckpt")
     with pytest.raises(ValueError, match="tag inventory"):
-        ensemble_report([a, c], **common)
+        ensemble_report(*_loaded([a, c]), **common)
 
 
 def test_ensemble_script_prints_the_report_and_refuses_a_mismatch_with_exit_2(tokenizer, tmp_path, mirror_root):
@@ -301,10 +307,10 @@ def test_ensemble_report_chooses_its_members_on_another_split(tokenizer, tmp_pat
         paths.append(_save(make_task(tokenizer), tmp_path / f"m{seed}.ckpt"))
     common = dict(data_dir=str(tmp_path / "cache"), mirror_root=str(mirror_root))
     # a duplicate adds nothing, so the smaller subset wins the tie
-    dup = ensemble_report([paths[0], paths[0]], choose_on="dev", split="dev", **common)
+    dup = ensemble_report(*_loaded([paths[0], paths[0]]), choose_on="dev", split="dev", **common)
     assert dup["selection"]["chosen"] == [paths[0]]
     assert [m["checkpoint"] for m in dup["members"]] == [paths[0]]
-    report = ensemble_report(paths, choose_on="dev", split="dev", top=3, **common)
+    report = ensemble_report(*_loaded(paths), choose_on="dev", split="dev", top=3, **common)
     sel = report["selection"]
     assert sel["split"] == "dev" and sel["subsets"] == 7 and len(sel["best"]) == 3
     assert [m["checkpoint"] for m in report["members"]] == sel["chosen"] == sel["best"][0]["checkpoints"]
@@ -312,7 +318,7 @@ def test_ensemble_report_chooses_its_members_on_another_split(tokenizer, tmp_pat
     assert report["ensemble"]["acc"] == pytest.approx(sel["best"][0]["acc"])
     assert report["ensemble"]["acc"] >= max(sel["single_acc"])
     assert report["ensemble"]["correct"] == sel["best"][0]["correct"]
-    test = ensemble_report(paths, choose_on="dev", split="test", **common)
+    test = ensemble_report(*_loaded(paths), choose_on="dev", split="test", **common)
     assert test["split"] == "test" and test["selection"]["chosen"] == sel["chosen"]
 
 

@@ -2,24 +2,28 @@
 
 The modules in ``transformer/modules`` are plain PyTorch (``nn.Linear``, ``nn.Dropout``,
 ``F.scaled_dot_product_attention``), which is what ``torch.compile`` and a GPU want.
-``apply(model, "cpu")`` turns a built model's modules, in place, into subclasses that run faster
-on a CPU in eager mode:
+``apply(model, "cpu")`` replaces a built model's modules, chosen by their exact type, with
+subclasses that run faster on a CPU in eager mode:
 
 * ``nn.Linear`` -> ``accel.linear.Linear``: fp32 products on oneDNN with a packed weight;
-* the decoders' ``output_proj`` -> ``accel.vocab_projection.VocabProjection``: the same, plus a
-  contiguous transposed weight for one-row products (greedy search on one sentence);
+* ``modules.projection.VocabProjection`` -> ``accel.vocab_projection.VocabProjection``: the same,
+  plus a contiguous transposed weight for one-row products (greedy search on one sentence);
 * ``nn.Dropout`` -> ``accel.dropout.Dropout``: a mask from 16-bit uniforms (CPU only);
 * ``MultiHeadAttention`` -> ``accel.attention.CPUMultiHeadAttention``: no all-True masks, two
   matmuls for one-query decoding, the faster dropout mask on attention weights.
 
-Only each module's class changes, never its tensors: parameters, buffers, state-dict keys and
-tied weights stay as they are, and ``apply(model, "none")`` gives the plain classes back. Every
-fast path equals the plain module (``tests/accel/``) and falls back to it off the CPU, in other
-dtypes and under autocast. Which settings measure fastest: BENCHMARKS.md ("CPU fast paths and
-torch.compile").
+A replacement is a new module holding the same ``Parameter`` and buffer objects (as
+``torch.ao``'s ``swap_module`` does), so state-dict keys, optimiser references and tied weights
+stay as they are. ``apply(model, "none")`` replaces every fast module with a new plain one that
+holds the same tensors and none of the fast path's caches: it deep-copies, pickles and compiles
+like a freshly built model. Every fast path equals the plain module (``tests/accel/``) and falls
+back to it off the CPU, in other dtypes and under autocast. Which settings measure fastest:
+BENCHMARKS.md ("CPU fast paths and torch.compile").
 """
 
 from __future__ import annotations
+
+import copy
 
 from torch import nn
 
@@ -28,30 +32,53 @@ from transformer.accel.dropout import Dropout
 from transformer.accel.linear import Linear
 from transformer.accel.vocab_projection import VocabProjection
 from transformer.modules.attention import MultiHeadAttention
+from transformer.modules.projection import VocabProjection as PlainVocabProjection
 
 BACKENDS = ("none", "cpu")
 
+# exact plain type -> its CPU fast class; each fast class names its plain type as ``plain``
+CPU_CLASSES: dict[type, type] = {
+    nn.Linear: Linear,
+    PlainVocabProjection: VocabProjection,
+    nn.Dropout: Dropout,
+    MultiHeadAttention: CPUMultiHeadAttention,
+}
 
-def _fast_class(name: str, base: type) -> type | None:
-    """The CPU class for a module of exact class ``base`` named ``name``, or None."""
-    if base is nn.Linear:
-        return VocabProjection if name.rsplit(".", 1)[-1] == "output_proj" else Linear
-    return {nn.Dropout: Dropout, MultiHeadAttention: CPUMultiHeadAttention}.get(base)
+
+def _rebuilt(module: nn.Module, cls: type, drop: tuple[str, ...] = ()) -> nn.Module:
+    """A new ``cls`` instance holding ``module``'s parameters, buffers, children and settings
+    (the same objects, in containers of its own), without the attributes named in ``drop``."""
+    new = cls.__new__(cls)
+    for key, value in module.__dict__.items():
+        if key not in drop:
+            new.__dict__[key] = copy.copy(value) if isinstance(value, (dict, set)) else value
+    return new
+
+
+def _replacement(module: nn.Module, backend: str) -> nn.Module:
+    """``module`` as ``backend`` wants it: a new module, or ``module`` itself if it is already."""
+    plain = getattr(type(module), "plain", None)
+    if plain is not None:  # a fast module: back to its plain type first
+        module = _rebuilt(module, plain, drop=type(module).cache_attrs)
+    fast = CPU_CLASSES.get(type(module)) if backend == "cpu" else None
+    if fast is None:
+        return module
+    new = _rebuilt(module, fast)
+    fast.prepare(new)
+    return new
 
 
 def apply(model: nn.Module, backend: str = "cpu") -> nn.Module:
-    """Switch ``model``'s modules to ``backend``'s fast classes in place (``"none"``: the plain
-    ones) and return it. Unknown backends raise ``ValueError``."""
+    """Replace ``model``'s modules with ``backend``'s classes (``"cpu"``: the fast ones,
+    ``"none"``: the plain ones) and return it; use the returned module, since ``model`` itself
+    is replaced when it is one of those types. Unknown backends raise ``ValueError``."""
     if backend not in BACKENDS:
         raise ValueError(f"accel must be one of {BACKENDS}, got {backend!r}")
-    for name, module in model.named_modules():
-        base = getattr(type(module), "accel_base", type(module))
-        module.__class__ = base
-        fast = _fast_class(name, base) if backend == "cpu" else None
-        if fast is not None:
-            module.__class__ = fast
-            fast.prepare(module)
-    return model
+    for name, child in list(model.named_children()):
+        new = apply(child, backend)
+        if new is not child:
+            setattr(model, name, new)
+    return _replacement(model, backend)
 
 
 def resolve(backend: str | None, device: str, compiled: bool = False) -> str:
@@ -64,4 +91,4 @@ def resolve(backend: str | None, device: str, compiled: bool = False) -> str:
     return backend
 
 
-__all__ = ["BACKENDS", "Dropout", "Linear", "VocabProjection", "apply", "resolve"]
+__all__ = ["BACKENDS", "CPU_CLASSES", "Dropout", "Linear", "VocabProjection", "apply", "resolve"]

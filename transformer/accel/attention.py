@@ -47,7 +47,8 @@ def attend_one_query(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None) 
 class CPUMultiHeadAttention(MultiHeadAttention):
     """``MultiHeadAttention`` (same parameters) with the CPU shortcuts of the module docstring."""
 
-    accel_base = MultiHeadAttention
+    plain = MultiHeadAttention
+    cache_attrs: tuple[str, ...] = ()
 
     @staticmethod
     def prepare(module: MultiHeadAttention) -> None:

@@ -67,7 +67,8 @@ def dropout(x: Tensor, p: float, training: bool = True) -> Tensor:
 class Dropout(nn.Dropout):
     """``nn.Dropout`` (same arguments, no state) computed by :func:`dropout`."""
 
-    accel_base = nn.Dropout
+    plain = nn.Dropout
+    cache_attrs: tuple[str, ...] = ()
 
     @staticmethod
     def prepare(module: nn.Dropout) -> None:

@@ -88,7 +88,8 @@ class Linear(nn.Linear):
     at inference on a cached prepacked weight, in training through ``_OneDNNLinear``; see the
     module docstring for when and why."""
 
-    accel_base = nn.Linear
+    plain = nn.Linear
+    cache_attrs: tuple[str, ...] = ("_packed", "_packed_key")
 
     def __init__(self, in_features: int, out_features: int, bias: bool = True, device=None, dtype=None):
         super().__init__(in_features, out_features, bias=bias, device=device, dtype=dtype)
@@ -96,7 +97,7 @@ class Linear(nn.Linear):
 
     @staticmethod
     def prepare(module: nn.Linear) -> None:
-        """Give a module switched to this class (``accel.apply``) its empty packed-weight cache."""
+        """Give a module replaced by this class (``accel.apply``) its empty packed-weight cache."""
         module._packed = None
         module._packed_key = None
 

@@ -9,6 +9,7 @@ import torch
 from torch import Tensor
 
 from transformer.accel.linear import Linear
+from transformer.modules import projection
 
 
 class VocabProjection(Linear):
@@ -23,12 +24,15 @@ class VocabProjection(Linear):
     Training takes ``Linear``'s path; other devices and dtypes use ``F.linear``.
     """
 
+    plain = projection.VocabProjection
+    cache_attrs = Linear.cache_attrs + ("_w_t", "_w_t_key")
+
     def __init__(self, d_model: int, vocab_size: int):
         super().__init__(d_model, vocab_size, bias=False)
 
     @staticmethod
     def prepare(module) -> None:
-        """Empty caches for a module switched to this class (``accel.apply``)."""
+        """Empty caches for a module replaced by this class (``accel.apply``)."""
         Linear.prepare(module)
         module._w_t = None
         module._w_t_key = None

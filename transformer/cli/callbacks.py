@@ -1,5 +1,5 @@
-"""Callbacks that `transformer-train` always adds (not a config choice): exact resume, the
-``accel`` switch, ``last.ckpt`` holding the final state; and an early stopping that skips
+"""Callbacks that `transformer-train` always adds (not a config choice): exact resume,
+``last.ckpt`` holding the final state; and an early stopping that skips
 unmeasured epochs.
 
 Exact resume: Lightning's checkpoint holds the weights, optimizer, schedule, loop counters and
@@ -19,8 +19,6 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.pytorch.callbacks import EarlyStopping
-
-from transformer import accel
 
 log = logging.getLogger(__name__)
 
@@ -94,24 +92,6 @@ class RandomState(L.Callback):
             log.warning("the checkpoint holds random states for %d rank(s), this run has %d: "
                         "the resumed run will not repeat the interrupted one exactly", len(ranks), trainer.world_size)
         restore_rng_states(ranks[trainer.global_rank % len(ranks)])
-
-
-class AccelCallback(L.Callback):
-    """Switch the model to an ``accel`` backend once it sits on its training device.
-
-    ``auto`` gives the CPU fast paths to an eager model on a CPU and the plain modules to a
-    GPU or a compiled loss (``task.compile``), which wants the plain modules to trace.
-    """
-
-    def __init__(self, backend: str | None = "auto"):
-        self.backend = backend
-        accel.resolve(backend, "cpu")  # an unknown backend fails before any data is read
-
-    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        compiled = bool(pl_module.hparams.get("compile", False))
-        backend = accel.resolve(self.backend, pl_module.device.type, compiled)
-        set_accel = getattr(pl_module, "set_accel", None)  # a task with its own CPU paths
-        set_accel(backend) if set_accel is not None else accel.apply(pl_module.model, backend)
 
 
 class FinalLastCheckpoint(L.Callback):

@@ -326,5 +326,5 @@ def load_for_inference(ckpt_path, device: str = "auto", backend: str | None = "a
     dev = resolve_device(device)  # a bad device fails before the checkpoint is read
     task = load_task(ckpt_path)
     task.to(dev)
-    accel.apply(task.model, accel.resolve(backend, dev.type))
+    task.model = accel.apply(task.model, accel.resolve(backend, dev.type))
     return task, dev

@@ -12,10 +12,11 @@ import os
 from pathlib import Path
 
 import lightning as L
+import torch
 from hydra.utils import get_class, instantiate
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.callbacks import AccelCallback, FinalLastCheckpoint, RandomState
+from transformer.cli.callbacks import FinalLastCheckpoint, RandomState
 from transformer.cli.common import check_config_types, check_decode_settings, hydra_entry
 from transformer.cli.loggers import ResumableCSVLogger
 from transformer.cli.run_folder import claim_run_folder, release_run_folder
@@ -62,12 +63,42 @@ def build_datamodule(cfg: DictConfig, ckpt: dict | None = None):
     return instantiate(cfg.data, _convert_="all", **overrides)
 
 
-def build_task(cfg: DictConfig, dm):
-    """The LightningModule: task settings + resolved model config + what the data knows."""
+def training_device(cfg: DictConfig) -> str:
+    """The device type the configured trainer trains on: ``cpu`` or ``cuda``."""
+    accelerator = str(cfg.trainer.get("accelerator", "auto"))
+    if accelerator == "auto":
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    return "cpu" if accelerator == "cpu" else "cuda"
+
+
+def task_settings(cfg: DictConfig) -> tuple[type, dict, str]:
+    """The task class, its settings and the ``accel`` backend, chosen here once: the backend from
+    ``accel=`` and the trainer's device, and ``task.loss=auto`` resolved to ``real_positions``
+    where the CPU fast paths run (an eager model on a CPU), else ``all_positions`` (fixed shapes:
+    a GPU, or a compiled loss)."""
+    from transformer import accel
+
     task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
     cls = get_class(task_cfg.pop("_target_"))
+    compiled = bool(task_cfg.get("compile", False))
+    backend = accel.resolve(cfg.get("accel", "auto"), training_device(cfg), compiled)
+    if task_cfg.get("loss") == "auto":
+        task_cfg["loss"] = "real_positions" if backend == "cpu" and not compiled else "all_positions"
+    return cls, task_cfg, backend
+
+
+def build_task(cfg: DictConfig, dm):
+    """The LightningModule: task settings + resolved model config + what the data knows, its
+    model's modules set to the ``accel`` backend (``task_settings``). Both choices are logged
+    and the loss is recorded in the checkpoint's hyperparameters; nothing changes them later."""
+    from transformer import accel
+
+    cls, task_cfg, backend = task_settings(cfg)
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
-    return cls(model=model_cfg, **task_cfg, **cls.kwargs_from_datamodule(dm))
+    task = cls(model=model_cfg, **task_cfg, **cls.kwargs_from_datamodule(dm))
+    task.model = accel.apply(task.model, backend)
+    log.info("accel=%s%s", backend, f", task.loss={task_cfg['loss']}" if "loss" in task_cfg else "")
+    return task
 
 
 def check_config(cfg: DictConfig) -> None:
@@ -172,7 +203,7 @@ def fit(cfg: DictConfig, out: Path, ckpt: dict | None) -> dict:
         del ckpt
     trainer = instantiate(
         cfg.trainer, callbacks=[*_instantiate_group(cfg.get("callbacks")), RandomState(),
-                                 FinalLastCheckpoint(), AccelCallback(cfg.get("accel", "auto"))],
+                                 FinalLastCheckpoint()],
         logger=build_loggers(cfg, resumed_step) or False,
     )
     trainer.fit(task, datamodule=dm, ckpt_path=cfg.get("ckpt_path"), weights_only=True)

@@ -1,10 +1,12 @@
-"""Search: greedy and beam search for autoregressive models, one-pass / length-beam /
-Mask-Predict decoding for non-autoregressive ones, best-path decoding for CTC ones. Talks to
-models only through the API in ``decoding.api`` (and ``decoding.ctc.CTCModel``)."""
+"""Search: greedy and beam search for autoregressive models (and ``EnsembleModel``, several of
+them seen as one), one-pass / length-beam / Mask-Predict decoding for non-autoregressive ones,
+best-path decoding for CTC ones. Talks to models only through the API in ``decoding.api`` (and
+``decoding.ctc.CTCModel``)."""
 
 from transformer.decoding.api import EncoderOutLike, KVCacheLike, NATModel, Seq2SeqModel
 from transformer.decoding.beam import Hypothesis, beam_search, normalized_score
 from transformer.decoding.ctc import collapse_paths, ctc_collapse, ctc_one_pass
+from transformer.decoding.ensemble import EnsembleModel
 from transformer.decoding.greedy import greedy_search
 from transformer.decoding.nat import (
     NATStats,
@@ -17,6 +19,7 @@ from transformer.decoding.nat import (
 
 __all__ = [
     "EncoderOutLike",
+    "EnsembleModel",
     "Hypothesis",
     "KVCacheLike",
     "NATModel",

@@ -17,7 +17,7 @@ from typing import Sequence
 import torch
 
 from transformer.data.tagged_splits import read_tagged_split, tag_field
-from transformer.tasks.tag_metrics import MostFrequentTagBaseline, tagging_metrics
+from transformer.evaluation.tag_metrics import MostFrequentTagBaseline, tagging_metrics
 
 log = logging.getLogger(__name__)
 
@@ -219,18 +219,18 @@ def score_ensemble(tasks, labels: Sequence[str], split: str, data_dir: str = "da
             "members": members, "ensemble": _summary(metrics)}
 
 
-def ensemble_report(paths: Sequence[str], split: str = "test", data_dir: str = "data/cache",
+def ensemble_report(tasks: Sequence, paths: Sequence[str], split: str = "test", data_dir: str = "data/cache",
                     mirror_root: str | None = None, device: str = "cpu", choose_on: str | None = None,
                     top: int = 10) -> dict:
-    """Load tagging checkpoints and :func:`score_ensemble` them on ``split``; with
-    ``choose_on``, only the subset :func:`choose_members` picks on that split (listed under
-    ``selection``). A ``ValueError`` names a checkpoint that is no tagger, or whose dataset,
-    tag set or tag inventory differs from the first's."""
+    """:func:`score_ensemble` tagging tasks loaded from the checkpoints ``paths`` (the caller
+    loads them: ``tasks.checkpoint.load_task``) on ``split``; with ``choose_on``, only the subset
+    :func:`choose_members` picks on that split (listed under ``selection``). A ``ValueError``
+    names a checkpoint that is no tagger, or whose dataset, tag set or tag inventory differs
+    from the first's."""
     from transformer.models.tagger_ensemble import TaggerSpec, check_tagger_ensemble
-    from transformer.tasks.checkpoint import load_task
 
     paths = [str(p) for p in paths]
-    tasks = [load_task(p).to(device) for p in paths]
+    tasks = [task.to(device) for task in tasks]
     for path, task in zip(paths, tasks):
         if getattr(task, "task_name", None) != "tagging":
             raise ValueError(f"{path}: not a tagging checkpoint")

@@ -4,7 +4,6 @@ from transformer.models.ctc import CTCNonAutoregressiveModel
 from transformer.models.decoder import AutoregressiveDecoder
 from transformer.models.encoder import EncoderOut, TransformerEncoder
 from transformer.models.encoder_decoder import EncoderDecoder
-from transformer.models.ensemble import EnsembleModel
 from transformer.models.init import count_parameters, init_weights
 from transformer.models.nat import LengthPredictor, NonAutoregressiveDecoder, NonAutoregressiveModel
 from transformer.models.tagger import Tagger
@@ -14,7 +13,6 @@ __all__ = [
     "CTCNonAutoregressiveModel",
     "EncoderDecoder",
     "EncoderOut",
-    "EnsembleModel",
     "LengthPredictor",
     "NonAutoregressiveDecoder",
     "NonAutoregressiveModel",

@@ -15,6 +15,7 @@ from transformer.models.init import init_weights
 from transformer.modules.kv_cache import KVCache
 from transformer.modules.masks import causal_mask, merge_masks
 from transformer.modules.positional import build_positional
+from transformer.modules.projection import VocabProjection
 
 
 class AutoregressiveDecoder(nn.Module):
@@ -62,7 +63,7 @@ class AutoregressiveDecoder(nn.Module):
             arrangement.decoder_layer(d_model, n_heads, d_ff, dropout, activation) for _ in range(n_layers)
         )
         self.final_norm = arrangement.final_norm(d_model)
-        self.output_proj = nn.Linear(d_model, vocab_size, bias=False)
+        self.output_proj = VocabProjection(d_model, vocab_size)
         if tie_output:
             self.output_proj.weight = self.embedding.weight
         init_weights(self, d_model)
@@ -94,6 +95,10 @@ class AutoregressiveDecoder(nn.Module):
     def _run(self, tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights):
         x, weights = self._states(tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights)
         return self.output_proj(x), weights  # (B, t, D) -> (B, t, V)
+
+    def project(self, states: Tensor) -> Tensor:
+        """Vocabulary scores of output states: ``(..., D) -> (..., V)``."""
+        return self.output_proj(states)
 
     def states(self, tgt_in: Tensor, memory: Tensor, src_pad_mask: Tensor | None = None,
                tgt_pad_mask: Tensor | None = None) -> Tensor:

@@ -97,6 +97,11 @@ class EncoderDecoder(nn.Module):
         enc = self.encode(src)
         return self.decoder.states(tgt_in, enc.memory, enc.src_pad_mask, pad_mask(tgt_in, self.pad_id))
 
+    def project(self, states: Tensor) -> Tensor:
+        """Vocabulary scores of decoder output states: ``(..., D) -> (..., V)``; ``forward`` is
+        ``project(decoder_states(src, tgt_in))``."""
+        return self.decoder.project(states)
+
     def init_cache(self, enc: EncoderOut) -> KVCache:
         """A fresh cache holding every decoder layer's cross-attention K/V for ``enc``."""
         return self.decoder.init_cache(enc.memory, enc.src_pad_mask)

@@ -19,6 +19,7 @@ from transformer.models.encoder import EncoderOut, TransformerEncoder, norm_arra
 from transformer.models.init import init_weights, target_vocab_size
 from transformer.modules.masks import merge_masks, pad_mask
 from transformer.modules.positional import build_positional
+from transformer.modules.projection import VocabProjection
 
 DECODER_INPUTS = ("copy", "mask")
 LENGTH_MODES = ("absolute", "offset")
@@ -100,7 +101,7 @@ class NonAutoregressiveDecoder(nn.Module):
             arrangement.decoder_layer(d_model, n_heads, d_ff, dropout, activation) for _ in range(n_layers)
         )
         self.final_norm = arrangement.final_norm(d_model)
-        self.output_proj = nn.Linear(d_model, vocab_size, bias=False)
+        self.output_proj = VocabProjection(d_model, vocab_size)
         if tie_output:
             self.output_proj.weight = self.embedding.weight
         init_weights(self, d_model)

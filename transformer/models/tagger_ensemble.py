@@ -1,6 +1,6 @@
 """An ensemble of taggers: each word's tag distribution is the mean of the members'.
 
-Unlike the translation ensemble (``models.ensemble``), the members need not share a
+Unlike the translation ensemble (``decoding.ensemble``), the members need not share a
 tokenizer: each reads the words with its own and pools its pieces into words, so the
 probabilities meet at the word level (``inference.tagger.WordTagger`` averages them).
 Averaging independently trained models is the usual last step of a tagger (their errors are

@@ -43,3 +43,34 @@ def label_smoothed_nll(
     loss = (1.0 - epsilon) * nll + epsilon * smooth
     n_real = real.sum().clamp_min(1)
     return (loss * real).sum() / n_real, (nll * real).sum() / n_real
+
+
+def all_positions_loss(model: torch.nn.Module, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor,
+                       label_smoothing: float, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Teacher-forced ``(loss, nll)`` of one translation batch, means over the real target tokens.
+
+    ``src (B, S)``, ``tgt_in``/``tgt_out (B, T)``. Every position goes through the model and the
+    vocabulary projection and padded positions are ignored by the loss, so shapes depend only on
+    ``(B, S, T)``: no boolean indexing, no host sync, one compiled graph per batch shape (what a
+    GPU and ``torch.compile`` want).
+    """
+    logits = model(src, tgt_in)  # (B, T, V)
+    return label_smoothed_nll(logits, tgt_out, label_smoothing, pad_id)
+
+
+def real_positions_loss(model: torch.nn.Module, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor,
+                        label_smoothing: float, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """``all_positions_loss`` with only the N real target positions projected to the vocabulary.
+
+    On a CPU the ``D -> V`` product, its softmax and their backward are the costliest
+    per-position work and padding needs none of it; a boolean index costs no device sync there.
+    The shapes depend on the data, so it suits eager CPU training, not a compiled step. Same
+    loss and gradients as ``all_positions_loss``.
+    """
+    real = tgt_out.ne(pad_id)  # (B, T)
+    states = model.decoder_states(src, tgt_in)[real]  # (B, T, D) -> (N, D)
+    return label_smoothed_nll(model.project(states), tgt_out[real], label_smoothing, pad_id)  # (N, V)
+
+
+# The translation losses by the name ``task.loss`` gives.
+TRANSLATION_LOSSES = {"all_positions": all_positions_loss, "real_positions": real_positions_loss}

@@ -6,6 +6,7 @@ Shape legend: B sentences, S source tokens, T target tokens, V vocabulary.
 
 from __future__ import annotations
 
+import inspect
 from pathlib import Path
 from typing import Sequence
 
@@ -13,27 +14,14 @@ import lightning as L
 import torch
 
 from transformer.data.tokenizer import SubwordTokenizer
-from transformer.decoding import beam_search, greedy_search
+from transformer.decoding import EnsembleModel, beam_search, greedy_search
 from transformer.evaluation import CorpusBLEU
 from transformer.evaluation.translation import bleu_tokenizer, evaluate_split
 from transformer.inference import SearchFn, Translator
 from transformer.tasks.build import build_model
-from transformer.models.ensemble import EnsembleModel
 from transformer.tasks.checkpoint import TASK_KEY
-from transformer.tasks.losses import label_smoothed_nll
+from transformer.tasks.losses import TRANSLATION_LOSSES
 from transformer.tasks.schedules import inverse_sqrt_schedule
-
-
-def translation_loss(model: torch.nn.Module, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor,
-                     label_smoothing: float, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Teacher-forced ``(loss, nll)`` of one batch, means over the real target tokens.
-
-    ``src (B, S)``, ``tgt_in``/``tgt_out (B, T)``. Every position goes through the model and the
-    vocabulary projection and padded positions are ignored by the loss, so shapes depend only on
-    ``(B, S, T)``: no boolean indexing, no host sync, one compiled graph per batch shape.
-    """
-    logits = model(src, tgt_in)  # (B, T, V)
-    return label_smoothed_nll(logits, tgt_out, label_smoothing, pad_id)
 
 
 class TranslationTask(L.LightningModule):
@@ -47,6 +35,11 @@ class TranslationTask(L.LightningModule):
     ``compile`` runs the training and validation loss through ``torch.compile`` (``compile_mode``:
     ``default``, ``reduce-overhead`` for CUDA graphs, ``max-autotune``); the checkpoint and its
     state-dict keys are the same either way. On CUDA, Adam is the fused kernel.
+
+    ``loss`` names the loss every training and validation step computes (``tasks/losses.py``):
+    ``all_positions`` projects every target position to the vocabulary (fixed shapes, for a GPU
+    or a compiled step), ``real_positions`` only the non-padded ones (eager CPU training); both
+    give the same value and gradients.
     """
 
     task_name = "translation"
@@ -72,12 +65,15 @@ class TranslationTask(L.LightningModule):
         val_decode: dict | None = None,
         compile: bool = False,
         compile_mode: str = "default",
+        loss: str = "all_positions",
         data: dict | None = None,
         tokenizers: dict | None = None,
     ) -> None:
         super().__init__()
-        # Tokenizers are stored as their own checkpoint entry, not as hyperparameters.
-        self.save_hyperparameters(ignore=["tokenizers"])
+        # Tokenizers are stored as their own checkpoint entry, not as hyperparameters; a subclass
+        # with its own loss (NAT, CTC) takes no ``loss`` argument, so none is recorded for it.
+        own_loss = "loss" in inspect.signature(type(self)).parameters
+        self.save_hyperparameters(ignore=["tokenizers"] if own_loss else ["tokenizers", "loss"])
         self.model = self._build_model()
         # longest sequence the model takes (positions); an ensemble takes its members' minimum
         self.max_len: int | None = self.hparams.model.get("max_len")
@@ -89,7 +85,10 @@ class TranslationTask(L.LightningModule):
         self._bleu = CorpusBLEU(bleu_tokenizer(tgt_lang, (data or {}).get("bleu_tokenize")))
         if val_bleu_every < 1:
             raise ValueError(f"task.val_bleu_every must be >= 1, got {val_bleu_every}")
-        self._loss_fn = torch.compile(translation_loss, mode=compile_mode) if compile else translation_loss
+        if loss not in TRANSLATION_LOSSES:
+            raise ValueError(f"task.loss must be one of {sorted(TRANSLATION_LOSSES)}, got {loss!r}")
+        loss_fn = TRANSLATION_LOSSES[loss]
+        self.loss_fn = torch.compile(loss_fn, mode=compile_mode) if compile else loss_fn
 
     # ----------------------------------------------------------------- construction
     def _build_model(self) -> torch.nn.Module:
@@ -143,7 +142,7 @@ class TranslationTask(L.LightningModule):
     @classmethod
     def ensemble(cls, tasks: Sequence["TranslationTask"]) -> "TranslationTask":
         """One task whose search averages the probabilities of ``tasks``' models
-        (``models.ensemble.EnsembleModel``); it keeps the first task's settings.
+        (``decoding.ensemble.EnsembleModel``); it keeps the first task's settings.
 
         For decoding and evaluation only: the members must be autoregressive translation tasks
         with the same language pair, tokenizers and special ids, else a ``ValueError`` names
@@ -170,16 +169,6 @@ class TranslationTask(L.LightningModule):
         first.max_len = min(lengths) if lengths else None
         return first
 
-    def set_accel(self, backend: str) -> None:
-        """Switch the model to an ``accel`` backend; ``cpu`` also scores only the real target
-        positions (``accel.losses``), unless the loss is compiled."""
-        from transformer import accel
-        from transformer.accel.losses import real_positions_loss
-
-        accel.apply(self.model, backend)
-        if not self.hparams.get("compile", False):
-            self._loss_fn = real_positions_loss if backend == "cpu" else translation_loss
-
     # ----------------------------------------------------------------- training
     def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
         """Teacher-forced logits ``(B, T, V)``."""
@@ -187,8 +176,8 @@ class TranslationTask(L.LightningModule):
 
     def _loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, int]:
         hp = self.hparams
-        loss, nll = self._loss_fn(self.model, batch["src"], batch["tgt_in"], batch["tgt_out"],
-                                  hp.label_smoothing, hp.pad_id)
+        loss, nll = self.loss_fn(self.model, batch["src"], batch["tgt_in"], batch["tgt_out"],
+                                 hp.label_smoothing, hp.pad_id)
         # The collator counts real target tokens on the host; counting here would sync.
         n_tokens = batch["n_tokens"] if "n_tokens" in batch else int(batch["tgt_out"].ne(hp.pad_id).sum())
         return loss, nll, n_tokens

@@ -3,7 +3,7 @@ per-tag precision/recall/F1, the most confused tag pairs, and the most-frequent-
 (their plain-text report: ``transformer.evaluation.tagging.format_report``).
 
 Plain Python on lists of strings, so the numbers are easy to check by hand (see
-``tests/tasks/test_tag_metrics.py``) and identical whoever produced the predictions
+``tests/evaluation/test_tag_metrics.py``) and identical whoever produced the predictions
 (model, baseline, another tool).
 
 "Unseen" means the word form (case-sensitive, exactly as written) does not occur in the

@@ -4,10 +4,11 @@ import math
 
 import pytest
 import torch
-from tiny_models import TINY
 
-from transformer.decoding import beam_search, greedy_search
-from transformer.models import EncoderDecoder, EnsembleModel
+from transformer.decoding import EnsembleModel, beam_search, greedy_search
+from transformer.models import EncoderDecoder
+
+TINY = dict(d_model=16, n_heads=2, d_ff=32, dropout=0.0, max_len=64)  # as tests/models/tiny_models.py
 
 IDS = dict(bos_id=1, eos_id=2, pad_id=0)
 

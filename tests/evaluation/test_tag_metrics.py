@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from transformer.evaluation.tagging import format_report
-from transformer.tasks.tag_metrics import MostFrequentTagBaseline, tagging_metrics
+from transformer.evaluation.tag_metrics import MostFrequentTagBaseline, tagging_metrics
 
 WORDS = [["the", "cat", "sat"], ["a", "dog", "barked", "loudly"], ["run"]]
 GOLD = [["DET", "NOUN", "VERB"], ["DET", "NOUN", "VERB", "ADV"], ["VERB"]]
