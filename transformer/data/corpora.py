@@ -111,15 +111,28 @@ def _registry_rel(path: str) -> str:
     return path[len(REGISTRY):]
 
 
-def _local(path: str, data_dir, mirror_root) -> Path:
-    """A registry path fetched (cache, mirror, download), or a user's path as it is."""
-    if not path.startswith(REGISTRY):
-        return Path(path)
+def _registered(path: str) -> str:
+    """The registry's relative path of a ``registry:`` path; one it lacks is a ``ValueError``."""
     rel = _registry_rel(path)
     if rel not in DATASETS:
         raise ValueError(f"{path}: the data registry has no such file (language or split not published: "
                          f"see transformer/data/sources.py)")
-    return fetch(rel, data_dir, mirror_root)
+    return rel
+
+
+def _check_registered(corpus: dict, split: str, sides: tuple[str, str]) -> None:
+    """A ``ValueError`` naming the language whose ``registry:`` file does not exist."""
+    for path, side in zip(sides, ("src", "tgt")):
+        if path.startswith(REGISTRY) and _registry_rel(path) not in DATASETS:
+            raise ValueError(f"language {corpus[f'{side}_lang']!r}: the data registry has no file "
+                             f"{_registry_rel(path)} (split {split!r} of {corpus['name']})")
+
+
+def _local(path: str, data_dir, mirror_root) -> Path:
+    """A registry path fetched (cache, mirror, download), or a user's path as it is."""
+    if not path.startswith(REGISTRY):
+        return Path(path)
+    return fetch(_registered(path), data_dir, mirror_root)
 
 
 # ---------------------------------------------------------------------------- one source
@@ -184,10 +197,7 @@ def _source_pairs(corpus: dict, split: str, data_dir, mirror_root) -> Iterator[P
     source = corpus["sources"][split]
     sides = _side_paths(corpus, source)
     if sides is not None:
-        for path, side in zip(sides, ("src", "tgt")):
-            if path.startswith(REGISTRY) and _registry_rel(path) not in DATASETS:
-                raise ValueError(f"language {corpus[f'{side}_lang']!r}: the data registry has no file "
-                                 f"{_registry_rel(path)} (split {split!r} of {corpus['name']})")
+        _check_registered(corpus, split, sides)
         yield from _line_pairs(*(_local(p, data_dir, mirror_root) for p in sides))
     else:
         yield from _table_pairs(corpus, _local(source, data_dir, mirror_root))
@@ -263,8 +273,11 @@ class ParallelCorpus:
 
             return keys + [hub_fingerprint(c, c["sources"][base])]
         source = c["sources"][base]
-        paths = _side_paths(c, source) or (source,)
-        return keys + [DATASETS[_registry_rel(p)].sha256 if p.startswith(REGISTRY)
+        sides = _side_paths(c, source)
+        if sides is not None:
+            _check_registered(c, base, sides)
+        paths = sides or (source,)
+        return keys + [DATASETS[_registered(p)].sha256 if p.startswith(REGISTRY)
                        else sha256_file(_local(p, self.data_dir, self.mirror_root)) for p in paths]
 
 
