@@ -234,3 +234,14 @@ def test_the_gpu_recipe_records_its_model_and_beam():
     assert (choices.model, choices["decode@test_decode"]) == ("multi30k/gpu", "multi30k/gpu")
     assert (cfg.model.d_model, cfg.model.n_encoder_layers, cfg.test_decode.strategy, cfg.test_decode.beam_size) == \
         (512, 4, "beam", 5)
+
+
+@pytest.mark.parametrize("overrides", [["experiment=gum_upos"], ["experiment=gum_upos_adv"], ["experiment=gum_upos_wsj"],
+                                       ["experiment=gum_xpos"], ["experiment=conll2000_pos"],
+                                       ["experiment=ud_upos", "data.train=a", "data.dev=b", "data.test=c"],
+                                       ["experiment=sst2", "size=cpu"], ["experiment=sst2", "size=gpu"],
+                                       ["experiment=classify"]])
+def test_tagging_and_classification_record_the_model_that_runs(overrides):
+    cfg = compose_cfg("train", [*overrides, "output_dir=x"], hydra_node=True)
+    choice = cfg.hydra.runtime.choices.model
+    assert OmegaConf.to_container(cfg.model, resolve=False) == _option("model", choice, resolve=False), choice
