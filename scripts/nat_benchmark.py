@@ -50,6 +50,10 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--device", default="cpu")
     p.add_argument("--data-dir", default="data/cache")
     p.add_argument("--mirror-root", default=None)
+    p.add_argument("--accel", default="auto", choices=("auto", "cpu", "none"),
+                   help="CPU fast paths (transformer/accel), as transformer-decode's accel= (auto: on for a CPU)")
+    p.add_argument("--shortlist", help="target-side text file: also run the CTC systems with their output "
+                                       "projection cut to its tokens (decode.shortlist)")
     p.add_argument("--only", nargs="*", help="names of systems to run (default: all available)")
     p.add_argument("--output", help="write the results JSON here")
     return p.parse_args(argv)
@@ -57,12 +61,15 @@ def parse_args(argv=None) -> argparse.Namespace:
 
 def load_tasks(args) -> tuple[dict, dict]:
     """``{kind: task}`` and ``{kind: checkpoint path}`` for the checkpoints given."""
+    from transformer import accel
     from transformer.tasks.checkpoint import load_task
 
     tasks, paths = {}, {}
+    backend = accel.resolve(args.accel, args.device)
     for kind, path in (("at", args.at_ckpt), ("nat", args.nat_ckpt), ("ctc", args.ctc_ckpt)):
         if path:
             task = load_task(path).to(args.device)
+            task.model = accel.apply(task.model, backend)
             kind = "ctc" if getattr(task, "task_name", "") == "nat_ctc" else kind
             tasks[kind], paths[kind] = task, path
     if not tasks:
@@ -72,6 +79,7 @@ def load_tasks(args) -> tuple[dict, dict]:
 
 def main(argv=None) -> dict:
     args = parse_args(argv)
+    from transformer import accel
     from transformer.data.readers import read_multi30k
     from transformer.evaluation.nat import SYSTEMS, benchmark, markdown_table
 
@@ -84,7 +92,7 @@ def main(argv=None) -> dict:
     sources, refs = [s for s, _ in pairs[:n]], [t for _, t in pairs[:n]]
     systems = [s for s in SYSTEMS if not args.only or s[0] in args.only]
     results = benchmark(tasks, sources, refs, systems, args.latency_sentences, args.throughput_sentences,
-                        args.batch_size, args.warmup, args.turn, args.device)
+                        args.batch_size, args.warmup, args.turn, args.device, args.shortlist)
     for r in results.values():
         r["checkpoint"] = paths[r.pop("kind")]
     report = {
@@ -93,6 +101,8 @@ def main(argv=None) -> dict:
         "device": args.device,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
+        "accel": accel.resolve(args.accel, args.device),
+        "shortlist": args.shortlist,
         "latency_turn": args.turn,
         "cpu": cpu_name(),
         "cpu_count": os.cpu_count(),

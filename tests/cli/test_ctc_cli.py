@@ -80,7 +80,60 @@ def test_nat_benchmark_counts_a_ctc_checkpoint(ctc_run, mirror_root, tmp_path):
     sources = ["Ein Hund läuft.", "Zwei Männer spielen Fußball im Park.", "Eine Frau liest."]
     results = benchmark({"ctc": task}, sources, sources, SYSTEMS, latency_sentences=2, throughput_sentences=3,
                         batch_size=2, warmup=1)
-    assert list(results) == ["CTC one pass"]
+    assert list(results) == ["CTC one pass", "CTC one pass int8"]  # shortlist systems need a file
     r = results["CTC one pass"]
     assert r["latency_batch1"]["sentences"] == 2 and r["throughput_batch2"]["sentences"] == 3
     assert r["avg_iterations"] == 1.0 and "bleu_lowercase" in r
+    shortlist = tmp_path / "targets.en"
+    shortlist.write_text("A dog runs.\nTwo men play football.\n", encoding="utf-8")
+    results = benchmark({"ctc": task}, sources, sources, SYSTEMS, latency_sentences=1, throughput_sentences=3,
+                        batch_size=2, warmup=0, shortlist=str(shortlist))
+    assert list(results) == ["CTC one pass", "CTC one pass int8", "CTC one pass shortlist",
+                             "CTC one pass shortlist int8"]
+    assert task.model.output_ids is None  # the shortlist and int8 systems decoded copies
+
+
+def test_decode_with_a_shortlist_and_int8_matches_the_translator(ctc_run, tmp_path):
+    from transformer.accel.quantize import is_quantized
+    from transformer.cli import decode
+    from transformer.cli.common import load_for_inference
+    from transformer.tasks.checkpoint import load_task
+
+    ckpt = ctc_run[1]["best_checkpoint"]
+    src_file, targets = tmp_path / "in.de", tmp_path / "targets.en"
+    sources = ["Ein Hund läuft.", "", "Zwei Männer spielen Fußball im Park."]
+    src_file.write_text("\n".join(sources) + "\n", encoding="utf-8")
+    targets.write_text("A dog runs in the park.\nTwo men play football.\n", encoding="utf-8")
+    task = load_task(ckpt)
+    allowed = {i for ids in task.tgt_tokenizer.encode_batch(targets.read_text().splitlines()) for i in ids}
+    cut = task.translator({"strategy": "ctc_one_pass", "shortlist": str(targets)})
+    assert all(set(task.tgt_tokenizer.encode(n[0][0])) <= allowed for n in cut.translate(sources))
+    lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", "decode=ctc_one_pass",
+                                              f"decode.shortlist={targets}", "device=cpu", "accel=none"]))
+    assert lines == [n[0][0] for n in cut.translate(sources)]
+    quantized, _ = load_for_inference(ckpt, "cpu", "auto", "int8")
+    assert is_quantized(quantized.model.decoder.output_proj)
+    expected = [n[0][0] for n in quantized.translator({"strategy": "ctc_one_pass"}).translate(sources)]
+    lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", "decode=ctc_one_pass",
+                                              "quantize=int8", "device=cpu"]))
+    assert lines == expected and len(lines) == 3 and lines[1] == ""
+
+
+@pytest.mark.parametrize("override, message", [
+    ("decode.shortlist=/nonexistent/targets.en", "decode.shortlist=/nonexistent/targets.en: input file not found"),
+    ("quantize=int4", "quantize='int4': expected one of none, int8"),
+])
+def test_a_bad_shortlist_or_quantize_is_one_error_line(ctc_run, tmp_path, override, message):
+    import os
+    import subprocess
+    import sys
+
+    src_file = tmp_path / "in.de"
+    src_file.write_text("Ein Hund läuft.\n", encoding="utf-8")
+    repo = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")]))
+    proc = subprocess.run([sys.executable, "-m", "transformer.cli.decode", f"ckpt_path={ctc_run[1]['best_checkpoint']}",
+                           f"input={src_file}", "decode=ctc_one_pass", override], cwd=tmp_path, env=env,
+                          capture_output=True, text=True)
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [f"error: {message}"]

@@ -317,14 +317,18 @@ def resolve_device(name: str) -> torch.device:
     return device
 
 
-def load_for_inference(ckpt_path, device: str = "auto", backend: str | None = "auto"):
+def load_for_inference(ckpt_path, device: str = "auto", backend: str | None = "auto", quantize: str | None = None):
     """``(task, device)``: the checkpoint's task (or an ensemble of several) in eval mode on
-    ``device``, its model switched to the ``accel`` backend (``auto``: the CPU fast paths on a CPU)."""
+    ``device``, its model switched to the ``accel`` backend (``auto``: the CPU fast paths on a CPU)
+    and, with ``quantize="int8"`` (CPU only), its linear layers to int8 (``accel.quantize``)."""
     from transformer import accel
+    from transformer.accel.quantize import apply_quantize, check_quantize
     from transformer.tasks.checkpoint import load_task
 
     dev = resolve_device(device)  # a bad device fails before the checkpoint is read
+    quantize = check_quantize(quantize, dev.type)
     task = load_task(ckpt_path)
     task.to(dev)
-    task.model = accel.apply(task.model, accel.resolve(backend, dev.type))
+    backend = accel.resolve(backend, dev.type)
+    task.model = apply_quantize(accel.apply(task.model, backend), quantize, backend)
     return task, dev

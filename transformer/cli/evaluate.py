@@ -28,13 +28,13 @@ from transformer.cli.common import check_decode_settings, checkpoint_label, chec
 def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: dict, output_dir: str | Path,
                         data_dir: str = "data/cache", mirror_root: str | None = None,
                         device: str = "auto", accel: str = "auto", src: str | None = None, ref: str | None = None,
-                        bleu_tokenize: str | None = None) -> dict:
+                        bleu_tokenize: str | None = None, quantize: str | None = None) -> dict:
     """Load the checkpoint (or the ensemble of several), evaluate ``split`` (or the ``src`` +
     ``ref`` file pair, translation only) and write outputs under ``output_dir``."""
     check_decode_settings(dict(decode_cfg))
     if (src is None) != (ref is None):
         raise ValueError("src= and ref= go together: a source file and its reference translations")
-    task, dev = load_for_inference(ckpt_path, device, accel)
+    task, dev = load_for_inference(ckpt_path, device, accel, quantize)
     extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
     if src is not None:
         if not hasattr(task, "translator"):
@@ -72,7 +72,7 @@ def run(cfg: DictConfig) -> dict:
         cfg.ckpt_path, cfg.split, OmegaConf.to_container(cfg.decode, resolve=True),
         cfg.output_dir or default_output_dir(cfg.ckpt_path),
         data_dir=cfg.data_dir, mirror_root=cfg.mirror_root, device=cfg.device, accel=cfg.get("accel", "auto"),
-        src=cfg.get("src"), ref=cfg.get("ref"), bleu_tokenize=cfg.get("bleu_tokenize"),
+        src=cfg.get("src"), ref=cfg.get("ref"), bleu_tokenize=cfg.get("bleu_tokenize"), quantize=cfg.get("quantize"),
     )
     print(json.dumps(metrics, indent=2, ensure_ascii=False))
     return metrics

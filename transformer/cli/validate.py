@@ -113,6 +113,8 @@ def decode_settings(cfg: DictConfig) -> None:
 
     if cfg.get("decode") is not None:
         check_decode_settings(OmegaConf.to_container(cfg.decode, resolve=True))
+        if cfg.decode.get("shortlist") is not None:
+            input_file("decode.shortlist", cfg.decode.shortlist)
 
 
 def _inference(cfg: DictConfig) -> None:
@@ -121,9 +123,19 @@ def _inference(cfg: DictConfig) -> None:
         device(cfg)
 
 
+def quantize(cfg: DictConfig) -> None:
+    """``quantize``: none or int8, and int8 only on a CPU."""
+    from transformer.accel.quantize import check_quantize
+    from transformer.cli.common import resolve_device
+
+    if cfg.get("quantize") not in (None, "none"):
+        check_quantize(cfg.quantize, resolve_device(cfg.get("device", "auto")).type)
+
+
 def _decode(cfg: DictConfig) -> None:
     _inference(cfg)
     decode_settings(cfg)
+    quantize(cfg)
     input_file("input", cfg.input)
     output_file("output", cfg.output)
 
@@ -131,6 +143,7 @@ def _decode(cfg: DictConfig) -> None:
 def _evaluate(cfg: DictConfig) -> None:
     _inference(cfg)
     decode_settings(cfg)
+    quantize(cfg)
     output_dir("output_dir", cfg.get("output_dir"), required=False)
 
 

@@ -25,6 +25,8 @@ class CTCModel(Protocol):
     """A CTC model as ``ctc_one_pass`` sees it (``models.CTCNonAutoregressiveModel``)."""
 
     blank_id: int
+    # ``(K,)`` vocabulary id of each score column (``models.ctc.restrict_output``), or None.
+    output_ids: Tensor | None
 
     def encode(self, src: Tensor) -> EncoderOutLike:
         """``src (B, S)`` long -> encoder output."""
@@ -35,7 +37,7 @@ class CTCModel(Protocol):
         ...
 
     def decode(self, enc: EncoderOutLike) -> Tensor:
-        """-> logits ``(B, U, V)``."""
+        """-> logits ``(B, U, V)``, or ``(B, U, K)`` when ``output_ids`` is set."""
         ...
 
 
@@ -90,14 +92,22 @@ def ctc_one_pass(
     """
     enc = model.encode(src)
     real = model.decoder_mask(enc)  # (B, U)
-    log_probs = F.log_softmax(model.decode(enc).float(), dim=-1)  # (B, U, V)
-    banned = tuple(i for i in (pad_id, *ban_ids) if i != model.blank_id)
-    conf, path = max_last(ban_tokens(log_probs, banned, inplace=True))  # (B, U)
+    scores = model.decode(enc).float()  # (B, U, V), or (B, U, K) over a shortlist's columns
+    vocab = getattr(model, "output_ids", None)  # (K,) column -> id, or None
+    banned = [i for i in (pad_id, *ban_ids) if i is not None and i != model.blank_id]
+    if vocab is not None:  # ids -> the columns that hold them
+        banned = torch.isin(vocab, torch.tensor(banned, dtype=vocab.dtype, device=vocab.device)).nonzero().flatten().tolist()
+    # The argmax of the scores is the argmax of the log-probabilities: the softmax is only
+    # computed (as one logsumexp) when the path's score is asked for.
+    best, path = max_last(ban_tokens(scores, tuple(banned), inplace=True))  # (B, U)
+    if vocab is not None:
+        path = vocab[path]  # (B, U) columns -> vocabulary ids
     outputs = collapse_paths(path, real, model.blank_id)
     if eos_id is not None:
         outputs = [row[: row.index(eos_id)] if eos_id in row else row for row in outputs]
     if not return_stats:
         return outputs
+    conf = best - torch.logsumexp(scores, dim=-1)  # (B, U) log-probability of each path step
     mean = conf.masked_fill(~real, 0.0).sum(-1) / real.sum(-1).clamp(min=1)  # (B,)
     stats = NATStats(lengths=[len(row) for row in outputs], scores=mean.tolist(), iterations=[1] * len(outputs))
     return outputs, stats

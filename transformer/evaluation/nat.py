@@ -9,6 +9,7 @@ batch for throughput), so background load on a shared machine hits all of them a
 
 from __future__ import annotations
 
+import copy
 import statistics
 import time
 from typing import Sequence
@@ -25,6 +26,12 @@ SYSTEMS = [
     ("Mask-Predict T=4", "nat", {"strategy": "mask_predict", "iterations": 4, "length_beam": 1}),
     ("Mask-Predict T=10", "nat", {"strategy": "mask_predict", "iterations": 10, "length_beam": 1}),
     ("CTC one pass", "ctc", {"strategy": "ctc_one_pass"}),
+    # The same pass with int8 linear layers (accel.quantize), and with the output projection cut
+    # to a target-side shortlist (inference.shortlist; run when a shortlist file is given).
+    ("CTC one pass int8", "ctc", {"strategy": "ctc_one_pass", "quantize": "int8"}),
+    ("CTC one pass shortlist", "ctc", {"strategy": "ctc_one_pass", "shortlist": True}),
+    ("CTC one pass shortlist int8", "ctc", {"strategy": "ctc_one_pass", "shortlist": True, "quantize": "int8"}),
+    ("AT greedy int8", "at", {"strategy": "greedy", "max_len_a": 1.2, "max_len_b": 10, "quantize": "int8"}),
 ]
 
 
@@ -79,15 +86,31 @@ def throughput(translators: dict, sentences: list[str], batch_size: int) -> tupl
     return outputs, seconds
 
 
+def system_translator(task, cfg: dict, device: str = "cpu", shortlist: str | None = None):
+    """A translator for one system: ``cfg``'s ``quantize: int8`` runs a quantized copy of the
+    task's model, ``shortlist: True`` the ``shortlist`` file; a token budget far above one batch,
+    so that each throughput batch is exactly one batch."""
+    cfg = dict(cfg, max_tokens=10**9)
+    if cfg.pop("quantize", None) == "int8":
+        from transformer.accel.quantize import apply_quantize
+
+        fast = any(getattr(type(m), "plain", None) is not None for m in task.model.modules())
+        task = copy.deepcopy(task)
+        task.model = apply_quantize(task.model, "int8", "cpu" if fast else "none")
+    if cfg.get("shortlist") is True:
+        cfg["shortlist"] = shortlist
+    return task.translator(cfg, device=device)
+
+
 def benchmark(tasks: dict, sources: Sequence[str], refs: Sequence[str], systems: list, latency_sentences: int,
               throughput_sentences: int, batch_size: int = 64, warmup: int = 5, turn: int = 1,
-              device: str = "cpu") -> dict[str, dict]:
+              device: str = "cpu", shortlist: str | None = None) -> dict[str, dict]:
     """Latency, throughput and BLEU of each ``(name, kind, decode_cfg)`` system whose
-    checkpoint kind is in ``tasks`` (``{"at": task, "nat": task, "ctc": task}``)."""
-    systems = [(name, kind, cfg) for name, kind, cfg in systems if kind in tasks]
-    # A token budget far above one batch, so that each throughput batch is exactly one batch.
-    translators = {name: tasks[kind].translator(dict(cfg, max_tokens=10**9), device=device)
-                   for name, kind, cfg in systems}
+    checkpoint kind is in ``tasks`` (``{"at": task, "nat": task, "ctc": task}``); shortlist
+    systems only with a ``shortlist`` file, int8 ones only on a CPU."""
+    systems = [(name, kind, cfg) for name, kind, cfg in systems if kind in tasks
+               and (shortlist or not cfg.get("shortlist")) and (device == "cpu" or not cfg.get("quantize"))]
+    translators = {name: system_translator(tasks[kind], cfg, device, shortlist) for name, kind, cfg in systems}
     results: dict[str, dict] = {name: {"decode": cfg, "kind": kind} for name, kind, cfg in systems}
     with torch.inference_mode():
         for name, lat in latency(translators, list(sources[:latency_sentences]), warmup, turn).items():

@@ -16,6 +16,8 @@ V vocabulary (blank included).
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torch import Tensor, nn
 
@@ -27,13 +29,20 @@ from transformer.modules.masks import pad_mask
 UPSAMPLE_MODES = ("copy", "interpolate")
 
 
-def upsample_positions(src_lengths: Tensor, ratio: int, u: int, mode: str = "copy") -> tuple[Tensor, Tensor]:
+def upsampled_lengths(src_lengths: Tensor, ratio: float) -> Tensor:
+    """Decoder positions of each row, ``ceil(λ S_b)``: ``(B,)`` -> ``(B,)`` long. A whole λ gives
+    ``λ S_b``; λ = 1.5 gives 3 positions for every 2 source tokens."""
+    return torch.ceil(src_lengths.double() * ratio).long()
+
+
+def upsample_positions(src_lengths: Tensor, ratio: float, u: int, mode: str = "copy") -> tuple[Tensor, Tensor]:
     """Fractional source position that each of the ``u`` decoder positions reads.
 
-    ``copy``: position ``j`` reads source ``j // ratio`` (each source embedding λ times).
-    ``interpolate``: the ``λ S_b`` positions of row ``b`` spread evenly over ``0 .. S_b - 1``
-    (``j (S_b - 1) / (λ S_b - 1)``), read by linear interpolation. Both depend on the row's own
-    length only, so padding never changes a real position's input.
+    ``copy``: position ``j`` reads source ``floor(j / λ)`` (each source embedding λ times, or for
+    a fractional λ alternately ``floor(λ)`` and ``ceil(λ)`` times).
+    ``interpolate``: the ``n_b = ceil(λ S_b)`` positions of row ``b`` spread evenly over
+    ``0 .. S_b - 1`` (``j (S_b - 1) / (n_b - 1)``), read by linear interpolation. Both depend on
+    the row's own length only, so padding never changes a real position's input.
 
     Args:
         src_lengths: ``(B,)`` real source lengths; ratio: λ; u: padded upsampled length.
@@ -47,7 +56,7 @@ def upsample_positions(src_lengths: Tensor, ratio: int, u: int, mode: str = "cop
     if mode == "copy":
         pos = torch.div(j, ratio, rounding_mode="floor").expand(src_lengths.size(0), -1)  # (B, U)
     elif mode == "interpolate":
-        span = (src_lengths * ratio - 1).clamp(min=1).unsqueeze(1).float()  # (B, 1)
+        span = (upsampled_lengths(src_lengths, ratio) - 1).clamp(min=1).unsqueeze(1).float()  # (B, 1)
         pos = j * last / span  # (B, U)
     else:
         raise ValueError(f"upsample mode must be one of {UPSAMPLE_MODES}, got {mode!r}")
@@ -57,22 +66,22 @@ def upsample_positions(src_lengths: Tensor, ratio: int, u: int, mode: str = "cop
     return lower.long(), frac
 
 
-def upsample(src_embed: Tensor, src_pad_mask: Tensor, ratio: int, mode: str = "copy") -> tuple[Tensor, Tensor]:
+def upsample(src_embed: Tensor, src_pad_mask: Tensor, ratio: float, mode: str = "copy") -> tuple[Tensor, Tensor]:
     """Source embeddings ``(B, S, D)`` -> decoder inputs ``(B, U, D)`` and their mask ``(B, U)``.
 
-    ``U = ratio * S``; row ``b`` has ``ratio * S_b`` real positions (True = real), so source
+    ``U = ceil(λ S)``; row ``b`` has ``ceil(λ S_b)`` real positions (True = real), so source
     padding becomes upsampled padding.
     """
     s, d = src_embed.shape[1:]
     lengths = src_pad_mask.sum(1)  # (B,)
-    u = ratio * s
+    u = math.ceil(s * ratio)
     lower, frac = upsample_positions(lengths, ratio, u, mode)  # (B, U), (B, U)
     upper = torch.minimum(lower + 1, (lengths - 1).clamp(min=0).unsqueeze(1))  # (B, U)
     frac = frac.unsqueeze(-1).to(src_embed.dtype)  # (B, U, 1)
     low = src_embed.gather(1, lower.unsqueeze(-1).expand(-1, -1, d))  # (B, U) -> (B, U, D)
     high = src_embed.gather(1, upper.unsqueeze(-1).expand(-1, -1, d))  # (B, U) -> (B, U, D)
     x = low * (1 - frac) + high * frac  # (B, U, D)
-    real = torch.arange(u, device=lengths.device).unsqueeze(0) < (ratio * lengths).unsqueeze(1)  # (B, U)
+    real = torch.arange(u, device=lengths.device).unsqueeze(0) < upsampled_lengths(lengths, ratio).unsqueeze(1)  # (B, U)
     return x, real
 
 
@@ -81,13 +90,14 @@ class CTCNonAutoregressiveModel(nn.Module):
 
     Shapes:
         ``encode(src (B, S)) -> EncoderOut`` (with ``src_embed``);
-        ``decoder_mask(enc) -> (B, U)`` bool, True = real upsampled position;
+        ``decoder_mask(enc) -> (B, U)`` bool, True = the ``ceil(λ S_b)`` real upsampled positions;
         ``decode(enc, glance_tokens (B, U) | None, reveal (B, U) | None) -> logits (B, U, V)``;
         ``forward(src) -> (logits (B, U, V), decoder_mask (B, U))``.
 
     Args (beyond ``EncoderDecoder``'s):
         blank_id: the CTC blank (the tokenizer's ``[MASK]`` id; see the module docstring).
-        upsample_ratio: λ, decoder positions per source token (Gu & Kong 2021 use 2 or 3).
+        upsample_ratio: λ >= 1, decoder positions per source token, whole or not (Gu & Kong 2021
+            use 2 or 3); a target longer than ``ceil(λ S)`` (with its repeats) has no alignment.
         upsample_mode: ``copy`` (each source embedding λ times) or ``interpolate``.
     """
 
@@ -110,19 +120,22 @@ class CTCNonAutoregressiveModel(nn.Module):
         tgt_vocab_size: int | None = None,
         share_embeddings: bool = True,
         tie_output: bool = True,
-        upsample_ratio: int = 2,
+        upsample_ratio: float = 2,
         upsample_mode: str = "copy",
     ):
         super().__init__()
         tgt_vocab_size = target_vocab_size(vocab_size, tgt_vocab_size, share_embeddings)
         if blank_id is None:
             raise ValueError("a CTC model needs blank_id (the tokenizer's [MASK] id)")
-        if upsample_ratio < 1:
+        if not upsample_ratio >= 1:
             raise ValueError(f"upsample_ratio must be >= 1, got {upsample_ratio}")
         if upsample_mode not in UPSAMPLE_MODES:
             raise ValueError(f"upsample_mode must be one of {UPSAMPLE_MODES}, got {upsample_mode!r}")
         self.pad_id, self.blank_id = pad_id, blank_id
         self.mask_id = None  # decoding.api.NATModel: this model reads no target tokens
+        # Vocabulary id of each output column when the projection is cut to a shortlist
+        # (inference.shortlist.restrict_output); None: column i is id i.
+        self.output_ids: Tensor | None = None
         self.src_vocab_size, self.vocab_size = vocab_size, tgt_vocab_size
         self.upsample_ratio, self.upsample_mode = upsample_ratio, upsample_mode
         self.encoder = TransformerEncoder(
@@ -145,9 +158,9 @@ class CTCNonAutoregressiveModel(nn.Module):
         return EncoderOut(memory, src_pad_mask, src_embed)
 
     def decoder_mask(self, enc: EncoderOut) -> Tensor:
-        """``(B, U)`` bool: True at the ``λ S_b`` real decoder positions of each row."""
-        lengths = enc.src_pad_mask.sum(1) * self.upsample_ratio  # (B,)
-        u = enc.src_pad_mask.size(1) * self.upsample_ratio
+        """``(B, U)`` bool: True at the ``ceil(λ S_b)`` real decoder positions of each row."""
+        lengths = upsampled_lengths(enc.src_pad_mask.sum(1), self.upsample_ratio)  # (B,)
+        u = math.ceil(enc.src_pad_mask.size(1) * self.upsample_ratio)
         return torch.arange(u, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)  # (B, U)
 
     def decode(self, enc: EncoderOut, glance_tokens: Tensor | None = None, reveal: Tensor | None = None) -> Tensor:
@@ -165,3 +178,4 @@ class CTCNonAutoregressiveModel(nn.Module):
         """``(logits (B, U, V), decoder_mask (B, U))``."""
         enc = self.encode(src)
         return self.decode(enc), self.decoder_mask(enc)
+

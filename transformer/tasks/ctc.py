@@ -39,6 +39,7 @@ from torch import Tensor
 
 from transformer.decoding.ctc import ctc_one_pass
 from transformer.inference import SearchFn, Translator
+from transformer.inference.shortlist import restrict_output, shortlist_ids
 from transformer.tasks.build import build_model
 from transformer.tasks.glancing import (
     GlancingSchedule,
@@ -124,7 +125,7 @@ class CTCTranslationTask(TranslationTask):
         self.glancing = schedule
         # The decoder has λ positions per source token: longer sources would run past max_len.
         if self.max_len is not None:
-            self.max_len = int(self.max_len) // self.model.upsample_ratio
+            self.max_len = int(int(self.max_len) // self.model.upsample_ratio)
 
     def _build_model(self) -> torch.nn.Module:
         hp = self.hparams
@@ -204,7 +205,9 @@ class CTCTranslationTask(TranslationTask):
 
     # ----------------------------------------------------------------- inference
     def search_fn(self, decode_cfg: dict | None, stats: dict | None = None) -> SearchFn:
-        """Best-path decoding (``ctc_one_pass``; ``nat_one_pass`` and ``greedy`` are aliases).
+        """Best-path decoding (``ctc_one_pass``; ``nat_one_pass`` and ``greedy`` are aliases);
+        ``shortlist``: a target-side text file whose tokens (and the blank) are the only ones
+        scored (``inference.shortlist``).
         ``stats["avg_iterations"]`` (always 1.0) is kept for the NAT reports."""
         cfg = dict(decode_cfg or {"strategy": "ctc_one_pass"})
         strategy = cfg.get("strategy", "ctc_one_pass")
@@ -212,9 +215,12 @@ class CTCTranslationTask(TranslationTask):
             raise ValueError(f"decode.strategy={strategy!r} is not available for a non-autoregressive CTC "
                              f"checkpoint; use one of {', '.join(CTC_STRATEGIES)}")
         hp = self.hparams
+        model = self.model
+        if cfg.get("shortlist"):
+            model = restrict_output(model, shortlist_ids(cfg["shortlist"], self.tgt_tokenizer))
 
         def run(src: Tensor) -> list[list[tuple[list[int], float]]]:
-            ids, nat_stats = ctc_one_pass(self.model, src, pad_id=hp.pad_id, eos_id=hp.eos_id,
+            ids, nat_stats = ctc_one_pass(model, src, pad_id=hp.pad_id, eos_id=hp.eos_id,
                                           ban_ids=(hp.bos_id,), return_stats=True)
             if stats is not None:
                 stats["avg_iterations"] = 1.0
