@@ -3,10 +3,13 @@ scripted model."""
 
 from __future__ import annotations
 
+import itertools
+
+import numpy as np
 import pytest
 import torch
 
-from transformer.decoding.ctc import collapse_paths, ctc_collapse, ctc_one_pass
+from transformer.decoding.ctc import collapse_paths, ctc_beam, ctc_collapse, ctc_one_pass, prefix_beam
 from transformer.models.encoder import EncoderOut
 
 BLANK, PAD, BOS, EOS = 4, 0, 1, 2
@@ -67,3 +70,43 @@ def test_one_pass_cuts_at_eos_and_never_emits_banned_ids():
     src = torch.tensor([[5, 6, 7]])
     model = ScriptedCTC([[7, BOS, EOS, 8, 8, 9]])
     assert ctc_one_pass(model, src, pad_id=PAD, eos_id=EOS, ban_ids=(BOS,)) == [[7]]
+
+
+# ------------------------------------------------------------------ prefix beam search
+def exact_best_output(log_probs: np.ndarray, blank: int) -> tuple[list[int], float]:
+    """Every path enumerated, collapsed, and its probability added to its output's."""
+    totals: dict[tuple[int, ...], float] = {}
+    for path in itertools.product(range(log_probs.shape[1]), repeat=log_probs.shape[0]):
+        out = tuple(ctc_collapse(path, blank))
+        totals[out] = np.logaddexp(totals.get(out, -np.inf), sum(log_probs[t, c] for t, c in enumerate(path)))
+    best = max(totals, key=totals.get)
+    return list(best), float(totals[best])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_prefix_beam_with_room_for_every_prefix_finds_the_most_probable_output(seed):
+    rng = np.random.default_rng(seed)
+    u, k, blank = 5, 3, 0
+    log_probs = torch.log_softmax(torch.from_numpy(rng.normal(0, 1.5, (u, k))), -1).numpy()
+    expected, lp = exact_best_output(log_probs, blank)
+    ids, score = prefix_beam(log_probs, blank, beam_size=1000, top_k=k)
+    assert ids == expected and score == pytest.approx(lp, abs=1e-9)
+
+
+def test_prefix_beam_can_beat_the_best_path():
+    # The best path is all blanks (0.4^3 = 0.064), but the output "1" gathers six paths
+    # (1__, _1_, __1, 11_, _11, 111): 0.168 + 0.098 + 0.043 = 0.309.
+    log_probs = np.log(np.array([[0.4, 0.35, 0.25]] * 3))
+    path = log_probs.argmax(1).tolist()
+    assert ctc_collapse(path, 0) == []
+    ids, _ = prefix_beam(log_probs, 0, beam_size=8, top_k=3)
+    assert ids != [] and ids == exact_best_output(log_probs, 0)[0]
+
+
+def test_ctc_beam_on_a_peaked_model_equals_the_one_pass_and_bans_ids():
+    src = torch.tensor([[5, 6, 7], [8, 9, PAD]])
+    model = ScriptedCTC([[BLANK, 7, 7, BLANK, 8, 8], [9, BLANK, 9, 10]])
+    one = ctc_one_pass(model, src, pad_id=PAD, eos_id=EOS, ban_ids=(BOS,))
+    beam, stats = ctc_beam(model, src, pad_id=PAD, beam_size=4, top_k=3, eos_id=EOS, ban_ids=(BOS,))
+    assert beam == one == [[7, 8], [9, 9, 10]]
+    assert stats.lengths == [2, 3] and all(s <= 0 for s in stats.scores)

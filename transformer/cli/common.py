@@ -211,7 +211,7 @@ def check_config_types(node: DictConfig | None, where: str) -> None:
 
 
 # Upper bounds on decode settings: past them a value is a typo that would exhaust memory or time.
-DECODE_LIMITS = {"beam_size": 1024, "n_best": 1024, "length_beam": 1024, "iterations": 10_000,
+DECODE_LIMITS = {"beam_size": 1024, "n_best": 1024, "length_beam": 1024, "iterations": 10_000, "top_k": 2**24,
                  "max_tokens": 2**31, "max_len_a": 10**4, "max_len_b": 10**6}
 
 
@@ -219,7 +219,7 @@ def check_decode_settings(cfg: dict, where: str = "decode") -> dict:
     """A decode preset's numbers, checked: counts are positive integers, lengths allow at
     least one output token, nothing past :data:`DECODE_LIMITS`. Returns ``cfg``; a bad value
     is a ``ValueError`` naming the key."""
-    for key in ("beam_size", "n_best", "max_tokens", "iterations", "length_beam"):
+    for key in ("beam_size", "n_best", "max_tokens", "iterations", "length_beam", "top_k"):
         value = cfg.get(key, 1)
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= DECODE_LIMITS[key]:
             raise ValueError(f"{where}.{key}={value!r}: expected a positive integer up to {DECODE_LIMITS[key]}")

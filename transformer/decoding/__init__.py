@@ -5,7 +5,7 @@ best-path decoding for CTC ones. Talks to models only through the API in ``decod
 
 from transformer.decoding.api import EncoderOutLike, KVCacheLike, NATModel, Seq2SeqModel
 from transformer.decoding.beam import Hypothesis, beam_search, normalized_score
-from transformer.decoding.ctc import collapse_paths, ctc_collapse, ctc_one_pass
+from transformer.decoding.ctc import collapse_paths, ctc_beam, ctc_collapse, ctc_one_pass
 from transformer.decoding.ensemble import EnsembleModel
 from transformer.decoding.greedy import greedy_search
 from transformer.decoding.nat import (
@@ -27,6 +27,7 @@ __all__ = [
     "Seq2SeqModel",
     "beam_search",
     "collapse_paths",
+    "ctc_beam",
     "ctc_collapse",
     "ctc_one_pass",
     "greedy_search",

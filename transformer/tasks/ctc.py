@@ -37,7 +37,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
-from transformer.decoding.ctc import ctc_one_pass
+from transformer.decoding.ctc import ctc_beam, ctc_one_pass
 from transformer.inference import SearchFn, Translator
 from transformer.inference.shortlist import restrict_output, shortlist_ids
 from transformer.tasks.build import build_model
@@ -51,8 +51,9 @@ from transformer.tasks.glancing import (
 from transformer.tasks.nat import NATTranslationTask, nat_targets
 from transformer.tasks.translation import TranslationTask
 
-# decode.strategy values: best-path decoding; the NAT one-pass names are aliases of it.
-CTC_STRATEGIES = ("ctc_one_pass", "nat_one_pass", "greedy")
+# decode.strategy values: best-path decoding (the NAT one-pass names are aliases of it) and
+# prefix beam search.
+CTC_STRATEGIES = ("ctc_one_pass", "nat_one_pass", "greedy", "ctc_beam")
 
 
 def ctc_losses(log_probs: Tensor, in_lengths: Tensor, target: Tensor, tgt_lengths: Tensor,
@@ -205,7 +206,8 @@ class CTCTranslationTask(TranslationTask):
 
     # ----------------------------------------------------------------- inference
     def search_fn(self, decode_cfg: dict | None, stats: dict | None = None) -> SearchFn:
-        """Best-path decoding (``ctc_one_pass``; ``nat_one_pass`` and ``greedy`` are aliases);
+        """Best-path decoding (``ctc_one_pass``; ``nat_one_pass`` and ``greedy`` are aliases) or
+        prefix beam search (``ctc_beam``: ``beam_size``, ``top_k`` tokens tried a position);
         ``shortlist``: a target-side text file whose tokens (and the blank) are the only ones
         scored (``inference.shortlist``).
         ``stats["avg_iterations"]`` (always 1.0) is kept for the NAT reports."""
@@ -220,8 +222,12 @@ class CTCTranslationTask(TranslationTask):
             model = restrict_output(model, shortlist_ids(cfg["shortlist"], self.tgt_tokenizer))
 
         def run(src: Tensor) -> list[list[tuple[list[int], float]]]:
-            ids, nat_stats = ctc_one_pass(model, src, pad_id=hp.pad_id, eos_id=hp.eos_id,
-                                          ban_ids=(hp.bos_id,), return_stats=True)
+            if strategy == "ctc_beam":
+                ids, nat_stats = ctc_beam(model, src, pad_id=hp.pad_id, beam_size=int(cfg.get("beam_size", 5)),
+                                          top_k=int(cfg.get("top_k", 8)), eos_id=hp.eos_id, ban_ids=(hp.bos_id,))
+            else:
+                ids, nat_stats = ctc_one_pass(model, src, pad_id=hp.pad_id, eos_id=hp.eos_id,
+                                              ban_ids=(hp.bos_id,), return_stats=True)
             if stats is not None:
                 stats["avg_iterations"] = 1.0
             return [[(list(toks), float(score))] for toks, score in zip(ids, nat_stats.scores)]
