@@ -5,8 +5,10 @@ translation, from trained checkpoints, on the same Multi30k sentences in the sam
         --at-ckpt at.ckpt --nat-ckpt nat.ckpt --ctc-ckpt ctc.ckpt --split test_2016_flickr --output bench.json
 
 Systems: AT greedy, AT beam 5, NAT one pass, NAT length beam 3, Mask-Predict T=4 and T=10, CTC
-one pass (each skipped when its checkpoint is not given; a CTC checkpoint given as --nat-ckpt
-counts as --ctc-ckpt). The measuring code is ``transformer.evaluation.nat``:
+one pass, CTC prefix beam 5, and the int8 (``quantize=int8``) and shortlist (``--shortlist``:
+``decode.shortlist``) variants of the CTC pass and AT greedy (each skipped when its checkpoint is
+not given; a CTC checkpoint given as --nat-ckpt counts as --ctc-ckpt). Models run with the CPU
+fast paths as ``transformer-decode`` does (``--accel``). The measuring code is ``transformer.evaluation.nat``:
 
 * Latency: the first ``--latency-sentences`` sentences one at a time (batch 1); mean, median
   and 90th percentile milliseconds per sentence, after ``--warmup`` untimed sentences. The

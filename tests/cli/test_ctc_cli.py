@@ -80,7 +80,7 @@ def test_nat_benchmark_counts_a_ctc_checkpoint(ctc_run, mirror_root, tmp_path):
     sources = ["Ein Hund läuft.", "Zwei Männer spielen Fußball im Park.", "Eine Frau liest."]
     results = benchmark({"ctc": task}, sources, sources, SYSTEMS, latency_sentences=2, throughput_sentences=3,
                         batch_size=2, warmup=1)
-    assert list(results) == ["CTC one pass", "CTC one pass int8"]  # shortlist systems need a file
+    assert list(results) == ["CTC one pass", "CTC one pass int8", "CTC prefix beam 5"]  # shortlists need a file
     r = results["CTC one pass"]
     assert r["latency_batch1"]["sentences"] == 2 and r["throughput_batch2"]["sentences"] == 3
     assert r["avg_iterations"] == 1.0 and "bleu_lowercase" in r
@@ -89,7 +89,7 @@ def test_nat_benchmark_counts_a_ctc_checkpoint(ctc_run, mirror_root, tmp_path):
     results = benchmark({"ctc": task}, sources, sources, SYSTEMS, latency_sentences=1, throughput_sentences=3,
                         batch_size=2, warmup=0, shortlist=str(shortlist))
     assert list(results) == ["CTC one pass", "CTC one pass int8", "CTC one pass shortlist",
-                             "CTC one pass shortlist int8"]
+                             "CTC one pass shortlist int8", "CTC prefix beam 5"]
     assert task.model.output_ids is None  # the shortlist and int8 systems decoded copies
 
 
@@ -137,3 +137,17 @@ def test_a_bad_shortlist_or_quantize_is_one_error_line(ctc_run, tmp_path, overri
                           capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [f"error: {message}"]
+
+
+def test_prefix_beam_search_decodes_from_the_command_line(ctc_run, tmp_path):
+    from transformer.cli import decode
+    from transformer.tasks.checkpoint import load_task
+
+    ckpt = ctc_run[1]["best_checkpoint"]
+    src_file = tmp_path / "in.de"
+    sources = ["Ein Hund läuft.", "", "Zwei Männer spielen Fußball im Park."]
+    src_file.write_text("\n".join(sources) + "\n", encoding="utf-8")
+    lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", "decode=ctc_beam",
+                                              "decode.beam_size=3", "device=cpu"]))
+    expected = load_task(ckpt).translator({"strategy": "ctc_beam", "beam_size": 3, "top_k": 8}).translate(sources)
+    assert lines == [n[0][0] for n in expected] and lines[1] == ""

@@ -31,6 +31,7 @@ SYSTEMS = [
     ("CTC one pass int8", "ctc", {"strategy": "ctc_one_pass", "quantize": "int8"}),
     ("CTC one pass shortlist", "ctc", {"strategy": "ctc_one_pass", "shortlist": True}),
     ("CTC one pass shortlist int8", "ctc", {"strategy": "ctc_one_pass", "shortlist": True, "quantize": "int8"}),
+    ("CTC prefix beam 5", "ctc", {"strategy": "ctc_beam", "beam_size": 5, "top_k": 8}),
     ("AT greedy int8", "at", {"strategy": "greedy", "max_len_a": 1.2, "max_len_b": 10, "quantize": "int8"}),
 ]
 
