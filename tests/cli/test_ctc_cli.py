@@ -151,3 +151,32 @@ def test_prefix_beam_search_decodes_from_the_command_line(ctc_run, tmp_path):
                                               "decode.beam_size=3", "device=cpu"]))
     expected = load_task(ckpt).translator({"strategy": "ctc_beam", "beam_size": 3, "top_k": 8}).translate(sources)
     assert lines == [n[0][0] for n in expected] and lines[1] == ""
+
+
+def test_the_checkpoint_records_its_training_targets_ids_for_shortlist_train(ctc_run, mirror_root, tmp_path):
+    import torch
+
+    from transformer.cli import decode
+    from transformer.data.readers import read_multi30k
+    from transformer.tasks.checkpoint import load_task
+
+    root, summary = ctc_run
+    task = load_task(summary["best_checkpoint"])
+    targets = [t for _, t in read_multi30k("train", "de", "en", root / "cache", mirror_root)[:64]]  # train_subset
+    expected = sorted({i for ids in task.tgt_tokenizer.encode_batch(targets) for i in ids})
+    assert task.output_vocab == expected and len(expected) < task.model.vocab_size
+    cut = task.translator({"strategy": "ctc_one_pass", "shortlist": "train"})
+    src_file = tmp_path / "in.de"
+    sources = ["Ein Hund läuft.", "Zwei Männer spielen Fußball im Park."]
+    src_file.write_text("\n".join(sources) + "\n", encoding="utf-8")
+    lines = decode.run(compose_cfg("decode", [f"ckpt_path={summary['best_checkpoint']}", f"input={src_file}",
+                                              "decode=ctc_one_pass", "decode.shortlist=train", "device=cpu"]))
+    assert lines == [n[0][0] for n in cut.translate(sources)]
+    # a checkpoint without the record (or a hand-edited one) is named
+    ckpt = torch.load(summary["best_checkpoint"], weights_only=True)
+    torch.save({k: v for k, v in ckpt.items() if k != "output_vocab"}, tmp_path / "old.ckpt")
+    with pytest.raises(ValueError, match="decode.shortlist=train: this checkpoint records no"):
+        load_task(tmp_path / "old.ckpt").translator({"strategy": "ctc_one_pass", "shortlist": "train"})
+    torch.save({**ckpt, "output_vocab": [10**9]}, tmp_path / "bad.ckpt")
+    with pytest.raises(Exception, match="output_vocab: expected a non-empty list of token ids"):
+        load_task(tmp_path / "bad.ckpt")

@@ -113,7 +113,7 @@ def decode_settings(cfg: DictConfig) -> None:
 
     if cfg.get("decode") is not None:
         check_decode_settings(OmegaConf.to_container(cfg.decode, resolve=True))
-        if cfg.decode.get("shortlist") is not None:
+        if cfg.decode.get("shortlist") not in (None, "train"):
             input_file("decode.shortlist", cfg.decode.shortlist)
 
 

@@ -10,6 +10,7 @@ from typing import Iterator
 import datasets
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 
 def column_arrays(ds: datasets.Dataset, columns: Sequence[str]) -> list[np.ndarray]:
@@ -35,6 +36,20 @@ def column_arrays(ds: datasets.Dataset, columns: Sequence[str]) -> list[np.ndarr
 def column_array(ds: datasets.Dataset, column: str) -> np.ndarray:
     """One scalar column as a numpy array (:func:`column_arrays`)."""
     return column_arrays(ds, [column])[0]
+
+
+def list_column_ids(ds: datasets.Dataset, column: str, batch_size: int = 10_000) -> np.ndarray:
+    """The sorted distinct ids in a list-of-ids column (e.g. every target token of a split),
+    read batch by batch: one pass, the distinct ids the only thing kept."""
+    seen = np.zeros(0, np.int64)
+    if ds._indices is None and ds.cache_files:  # noqa: SLF001  (no public "has a mapping" test)
+        batches = (b.column(column) for f in ds.cache_files for b in _stream_batches(f["filename"]))
+    else:
+        batches = (b[column] for b in ds.select_columns([column]).with_format("arrow").iter(batch_size))
+    for col in batches:
+        ids = pc.unique(pc.list_flatten(col)).to_numpy(zero_copy_only=False).astype(np.int64)
+        seen = np.union1d(seen, ids)
+    return seen
 
 
 #: Rows a tokenizer is trained on at most (a sample spread over the table, as sentencepiece's

@@ -12,7 +12,13 @@ from typing import Any, Iterator, Sequence
 import datasets
 import numpy as np
 
-from transformer.data.arrow_io import TOKENIZER_TRAIN_ROWS, ArrowPairs, column_arrays, iter_text_batches
+from transformer.data.arrow_io import (
+    TOKENIZER_TRAIN_ROWS,
+    ArrowPairs,
+    column_arrays,
+    iter_text_batches,
+    list_column_ids,
+)
 from transformer.data.batching import TranslationCollator
 from transformer.data.corpora import MULTI30K, ParallelCorpus, available, make_corpus, split_names
 from transformer.data.datamodule_base import TokenBudgetDataModule, load_or_train_tokenizer
@@ -217,6 +223,11 @@ class TranslationDataModule(TokenBudgetDataModule):
         t = self.tgt_tokenizer
         return TranslationCollator(pad_id=t.pad_id, bos_id=t.bos_id, eos_id=t.eos_id,
                                    pad_to_multiple=self.pad_to_multiple)
+
+    def target_ids(self, split: str = "train") -> list[int]:
+        """Every distinct target token id of a tokenized split, sorted (the ids a model trained
+        on it learns to produce; a CTC model's output shortlist)."""
+        return list_column_ids(self.dataset(split), "tgt").tolist()
 
     def raw(self, split: str) -> ArrowPairs:
         """Untokenized ``(src, tgt)`` pairs of a split in file order (BLEU references), read

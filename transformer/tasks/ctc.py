@@ -51,6 +51,9 @@ from transformer.tasks.glancing import (
 from transformer.tasks.nat import NATTranslationTask, nat_targets
 from transformer.tasks.translation import TranslationTask
 
+# The checkpoint key of the training targets' token ids (CTCTranslationTask.output_vocab).
+OUTPUT_VOCAB_KEY = "output_vocab"
+
 # decode.strategy values: best-path decoding (the NAT one-pass names are aliases of it) and
 # prefix beam search.
 CTC_STRATEGIES = ("ctc_one_pass", "nat_one_pass", "greedy", "ctc_beam")
@@ -124,6 +127,9 @@ class CTCTranslationTask(TranslationTask):
             val_decode=val_decode, compile=compile, compile_mode=compile_mode, data=data, tokenizers=tokenizers,
         )
         self.glancing = schedule
+        # The training targets' distinct token ids, recorded at the start of training and kept
+        # in the checkpoint (OUTPUT_VOCAB_KEY): decode.shortlist=train scores only these.
+        self.output_vocab: list[int] | None = None
         # The decoder has λ positions per source token: longer sources would run past max_len.
         if self.max_len is not None:
             self.max_len = int(int(self.max_len) // self.model.upsample_ratio)
@@ -134,6 +140,47 @@ class CTCTranslationTask(TranslationTask):
                            pad_id=hp.pad_id, blank_id=hp.mask_id)
 
     kwargs_from_datamodule = staticmethod(NATTranslationTask.kwargs_from_datamodule)
+
+    # ----------------------------------------------------------------- the output vocabulary
+    def on_fit_start(self) -> None:
+        dm = getattr(self.trainer, "datamodule", None)
+        if self.output_vocab is None and hasattr(dm, "target_ids"):
+            self.output_vocab = dm.target_ids("train")
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        super().on_save_checkpoint(checkpoint)
+        if self.output_vocab is not None:
+            checkpoint[OUTPUT_VOCAB_KEY] = list(self.output_vocab)
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        super().on_load_checkpoint(checkpoint)
+        self.output_vocab = self._checked_vocab(checkpoint.get(OUTPUT_VOCAB_KEY))
+
+    @classmethod
+    def from_checkpoint_dict(cls, ckpt: dict) -> "CTCTranslationTask":
+        task = super().from_checkpoint_dict(ckpt)
+        task.output_vocab = task._checked_vocab(ckpt.get(OUTPUT_VOCAB_KEY))
+        return task
+
+    def _checked_vocab(self, ids) -> list[int] | None:
+        """A checkpoint's recorded output vocabulary: None, or ids of this model's vocabulary."""
+        if ids is None:
+            return None
+        size = self.model.vocab_size
+        if not isinstance(ids, list) or not ids or not all(
+                isinstance(i, int) and not isinstance(i, bool) and 0 <= i < size for i in ids):
+            raise ValueError(f"{OUTPUT_VOCAB_KEY}: expected a non-empty list of token ids below {size}")
+        return ids
+
+    def shortlist(self, value: str) -> Tensor:
+        """The ids ``decode.shortlist`` names: ``train`` (the recorded training targets' ids) or
+        a target-side text file's."""
+        if value != "train":
+            return shortlist_ids(value, self.tgt_tokenizer)
+        if self.output_vocab is None:
+            raise ValueError("decode.shortlist=train: this checkpoint records no training-target "
+                             "vocabulary; give a target-side text file instead")
+        return torch.tensor(self.output_vocab, dtype=torch.long)
 
     # ----------------------------------------------------------------- training
     def forward(self, src: Tensor) -> tuple[Tensor, Tensor]:
@@ -208,8 +255,8 @@ class CTCTranslationTask(TranslationTask):
     def search_fn(self, decode_cfg: dict | None, stats: dict | None = None) -> SearchFn:
         """Best-path decoding (``ctc_one_pass``; ``nat_one_pass`` and ``greedy`` are aliases) or
         prefix beam search (``ctc_beam``: ``beam_size``, ``top_k`` tokens tried a position);
-        ``shortlist``: a target-side text file whose tokens (and the blank) are the only ones
-        scored (``inference.shortlist``).
+        ``shortlist``: ``train`` or a target-side text file, whose tokens (and the blank) are
+        the only ones scored (``inference.shortlist``).
         ``stats["avg_iterations"]`` (always 1.0) is kept for the NAT reports."""
         cfg = dict(decode_cfg or {"strategy": "ctc_one_pass"})
         strategy = cfg.get("strategy", "ctc_one_pass")
@@ -219,7 +266,7 @@ class CTCTranslationTask(TranslationTask):
         hp = self.hparams
         model = self.model
         if cfg.get("shortlist"):
-            model = restrict_output(model, shortlist_ids(cfg["shortlist"], self.tgt_tokenizer))
+            model = restrict_output(model, self.shortlist(str(cfg["shortlist"])))
 
         def run(src: Tensor) -> list[list[tuple[list[int], float]]]:
             if strategy == "ctc_beam":
