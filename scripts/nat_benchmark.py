@@ -54,8 +54,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--mirror-root", default=None)
     p.add_argument("--accel", default="auto", choices=("auto", "cpu", "none"),
                    help="CPU fast paths (transformer/accel), as transformer-decode's accel= (auto: on for a CPU)")
-    p.add_argument("--shortlist", help="target-side text file: also run the CTC systems with their output "
-                                       "projection cut to its tokens (decode.shortlist)")
+    p.add_argument("--shortlist", help="train or a target-side text file: also run the CTC systems with their "
+                                       "output projection cut to those tokens (decode.shortlist)")
     p.add_argument("--only", nargs="*", help="names of systems to run (default: all available)")
     p.add_argument("--output", help="write the results JSON here")
     return p.parse_args(argv)
