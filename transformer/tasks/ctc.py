@@ -31,6 +31,7 @@ V vocabulary.
 
 from __future__ import annotations
 
+import logging
 from typing import Sequence
 
 import torch
@@ -50,6 +51,8 @@ from transformer.tasks.glancing import (
 )
 from transformer.tasks.nat import NATTranslationTask, nat_targets
 from transformer.tasks.translation import TranslationTask
+
+log = logging.getLogger(__name__)
 
 # The checkpoint key of the training targets' token ids (CTCTranslationTask.output_vocab).
 OUTPUT_VOCAB_KEY = "output_vocab"
@@ -130,6 +133,7 @@ class CTCTranslationTask(TranslationTask):
         # The training targets' distinct token ids, recorded at the start of training and kept
         # in the checkpoint (OUTPUT_VOCAB_KEY): decode.shortlist=train scores only these.
         self.output_vocab: list[int] | None = None
+        self._warned_no_vocab = False
         # The decoder has λ positions per source token: longer sources would run past max_len.
         if self.max_len is not None:
             self.max_len = int(int(self.max_len) // self.model.upsample_ratio)
@@ -172,14 +176,18 @@ class CTCTranslationTask(TranslationTask):
             raise ValueError(f"{OUTPUT_VOCAB_KEY}: expected a non-empty list of token ids below {size}")
         return ids
 
-    def shortlist(self, value: str) -> Tensor:
+    def shortlist(self, value: str) -> Tensor | None:
         """The ids ``decode.shortlist`` names: ``train`` (the recorded training targets' ids) or
-        a target-side text file's."""
+        a target-side text file's. A model that records none (trained without a translation
+        datamodule) decodes ``train`` over every id, and says so once."""
         if value != "train":
             return shortlist_ids(value, self.tgt_tokenizer)
         if self.output_vocab is None:
-            raise ValueError("decode.shortlist=train: this checkpoint records no training-target "
-                             "vocabulary; give a target-side text file instead")
+            if not self._warned_no_vocab:
+                log.warning("decode.shortlist=train: this model records no training-target vocabulary; "
+                            "scoring every id (give a target-side text file to cut the projection)")
+                self._warned_no_vocab = True
+            return None
         return torch.tensor(self.output_vocab, dtype=torch.long)
 
     # ----------------------------------------------------------------- training
@@ -265,8 +273,9 @@ class CTCTranslationTask(TranslationTask):
                              f"checkpoint; use one of {', '.join(CTC_STRATEGIES)}")
         hp = self.hparams
         model = self.model
-        if cfg.get("shortlist"):
-            model = restrict_output(model, self.shortlist(str(cfg["shortlist"])))
+        ids = self.shortlist(str(cfg["shortlist"])) if cfg.get("shortlist") else None
+        if ids is not None:
+            model = restrict_output(model, ids)
 
         def run(src: Tensor) -> list[list[tuple[list[int], float]]]:
             if strategy == "ctc_beam":
