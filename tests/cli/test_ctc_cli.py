@@ -123,6 +123,7 @@ def test_decode_with_a_shortlist_and_int8_matches_the_translator(ctc_run, tmp_pa
 @pytest.mark.parametrize("override, message", [
     ("decode.shortlist=/nonexistent/targets.en", "decode.shortlist=/nonexistent/targets.en: input file not found"),
     ("quantize=int4", "quantize='int4': expected one of none, int8"),
+    ("decode.blank_penalty=lots", "decode.blank_penalty='lots': expected a number"),
 ])
 def test_a_bad_shortlist_or_quantize_is_one_error_line(ctc_run, tmp_path, override, message):
     import os
@@ -153,6 +154,28 @@ def test_prefix_beam_search_decodes_from_the_command_line(ctc_run, tmp_path):
     expected = load_task(ckpt).translator({"strategy": "ctc_beam", "beam_size": 3, "top_k": 8,
                                            "shortlist": "train"}).translate(sources)
     assert lines == [n[0][0] for n in expected] and lines[1] == ""
+
+
+def test_a_blank_penalty_reaches_the_search_from_the_command_line(ctc_run, tmp_path):
+    from transformer.cli import decode
+    from transformer.tasks.checkpoint import load_task
+
+    ckpt = ctc_run[1]["best_checkpoint"]
+    src_file = tmp_path / "in.de"
+    sources = ["Ein Hund läuft.", "Zwei Männer spielen Fußball im Park."]
+    src_file.write_text("\n".join(sources) + "\n", encoding="utf-8")
+    task = load_task(ckpt)
+    for strategy in ("ctc_one_pass", "ctc_beam"):
+        lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", f"decode={strategy}",
+                                                  "decode.blank_penalty=-100", "device=cpu"]))
+        assert lines == ["", ""]  # the blank wins everywhere
+        lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", f"decode={strategy}",
+                                                  "decode.blank_penalty=100", "device=cpu"]))
+        assert all(lines)  # the blank never wins
+        lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", f"decode={strategy}",
+                                                  "decode.blank_penalty=1.5", "device=cpu"]))
+        expected = task.translator({"strategy": strategy, "shortlist": "train", "blank_penalty": 1.5}).translate(sources)
+        assert lines == [n[0][0] for n in expected]
 
 
 def test_the_checkpoint_records_its_training_targets_ids_for_shortlist_train(ctc_run, mirror_root, tmp_path, caplog):

@@ -110,3 +110,18 @@ def test_ctc_beam_on_a_peaked_model_equals_the_one_pass_and_bans_ids():
     beam, stats = ctc_beam(model, src, pad_id=PAD, beam_size=4, top_k=3, eos_id=EOS, ban_ids=(BOS,))
     assert beam == one == [[7, 8], [9, 9, 10]]
     assert stats.lengths == [2, 3] and all(s <= 0 for s in stats.scores)
+
+
+def test_a_blank_penalty_lets_a_close_runner_up_token_replace_the_blank():
+    src = torch.tensor([[5, 6, 7]])
+    model = ScriptedCTC([[7, BLANK, 8, BLANK, 9, 9]])
+    real_decode = model.decode
+
+    def decode(enc):  # token 6 trails the blank by 3 at the two blank positions
+        logits = real_decode(enc)
+        logits[0, [1, 3], 6] = 7.0
+        return logits
+    model.decode = decode
+    for search in (ctc_one_pass, lambda *a, **k: ctc_beam(*a, beam_size=4, top_k=3, **k)[0]):
+        assert search(model, src, pad_id=PAD, ban_ids=(BOS,), blank_penalty=2.9) == [[7, 8, 9]]
+        assert search(model, src, pad_id=PAD, ban_ids=(BOS,), blank_penalty=3.1) == [[7, 6, 8, 6, 9]]

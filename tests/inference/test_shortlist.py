@@ -82,3 +82,26 @@ def test_an_empty_or_binary_shortlist_file_is_named(tmp_path, content, message):
 def test_ids_outside_the_vocabulary_are_refused():
     with pytest.raises(ValueError, match="shortlist ids"):
         restrict_output(tiny_ctc(), torch.tensor([V]))
+
+
+def blank_positions(model, src, penalty: float) -> int:
+    """How many real decoder positions choose the blank under ``penalty``."""
+    from transformer.decoding.ctc import banned_scores
+    scores, real, vocab = banned_scores(model, src, PAD, (BOS,), blank_penalty=penalty)
+    path = scores.argmax(-1)
+    path = vocab[path] if vocab is not None else path
+    return int((path.eq(BLANK) & real).sum())
+
+
+@pytest.mark.parametrize("shortlisted", [False, True])
+def test_a_blank_penalty_only_ever_trades_blanks_for_tokens(shortlisted):
+    model = tiny_ctc(3)
+    if shortlisted:  # the penalty must find the blank's column, not column BLANK
+        model = restrict_output(model, torch.tensor([3, 7, 11, 12, 20, 21, 22, 30, 35]))
+    src = torch.randint(5, V, (4, 6))
+    counts = [blank_positions(model, src, p) for p in (-50.0, -1.0, 0.0, 1.0, 50.0)]
+    assert counts == sorted(counts, reverse=True) and counts[0] > counts[-1]
+    assert counts[-1] == 0  # a huge penalty: the blank never wins
+    assert ctc_one_pass(model, src, pad_id=PAD, ban_ids=(BOS,), blank_penalty=-50.0) == [[]] * 4
+    assert ctc_one_pass(model, src, pad_id=PAD, ban_ids=(BOS,), blank_penalty=0.0) == \
+        ctc_one_pass(model, src, pad_id=PAD, ban_ids=(BOS,))

@@ -223,7 +223,7 @@ def check_decode_settings(cfg: dict, where: str = "decode") -> dict:
         value = cfg.get(key, 1)
         if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= DECODE_LIMITS[key]:
             raise ValueError(f"{where}.{key}={value!r}: expected a positive integer up to {DECODE_LIMITS[key]}")
-    for key in ("max_len_a", "max_len_b", "length_penalty"):
+    for key in ("max_len_a", "max_len_b", "length_penalty", "blank_penalty"):
         value = cfg.get(key, 0)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
             raise ValueError(f"{where}.{key}={value!r}: expected a number")

@@ -71,11 +71,15 @@ def collapse_paths(paths: Tensor, real: Tensor, blank_id: int) -> list[list[int]
     return [row[k].tolist() for row, k in zip(paths, keep)]
 
 
-def banned_scores(model: CTCModel, src: Tensor, pad_id: int, ban_ids: Sequence[int] = ()
-                  ) -> tuple[Tensor, Tensor, Tensor | None]:
+def banned_scores(model: CTCModel, src: Tensor, pad_id: int, ban_ids: Sequence[int] = (),
+                  blank_penalty: float = 0.0) -> tuple[Tensor, Tensor, Tensor | None]:
     """One decoder pass: fp32 scores ``(B, U, K)`` with ``pad_id`` and ``ban_ids`` at -inf (never
     the blank), the real positions ``(B, U)``, and the column -> id map ``(K,)`` of a shortlisted
-    model (None: K = V, column i is id i)."""
+    model (None: K = V, column i is id i).
+
+    ``blank_penalty`` is subtracted from the blank's score at every position (a logit, so a
+    penalty p divides the blank's probability odds by e^p): positive values give longer outputs.
+    """
     enc = model.encode(src)
     real = model.decoder_mask(enc)  # (B, U)
     scores = model.decode(enc).float()  # (B, U, V), or (B, U, K) over a shortlist's columns
@@ -84,6 +88,9 @@ def banned_scores(model: CTCModel, src: Tensor, pad_id: int, ban_ids: Sequence[i
     if vocab is not None:  # ids -> the columns that hold them
         wanted = torch.tensor(banned, dtype=vocab.dtype, device=vocab.device)
         banned = torch.isin(vocab, wanted).nonzero().flatten().tolist()
+    if blank_penalty:
+        blank = model.blank_id if vocab is None else (vocab == model.blank_id).nonzero()[0, 0]
+        scores[..., blank] -= blank_penalty
     return ban_tokens(scores, tuple(banned), inplace=True), real, vocab
 
 
@@ -95,6 +102,7 @@ def ctc_one_pass(
     eos_id: int | None = None,
     ban_ids: Sequence[int] = (),
     return_stats: bool = False,
+    blank_penalty: float = 0.0,
 ) -> NATResult:
     """Argmax at every upsampled position, repeats merged, blanks dropped; one decoder pass.
 
@@ -104,13 +112,14 @@ def ctc_one_pass(
         pad_id: never predicted.
         eos_id: if given, each output is cut at its first ``eos_id``.
         ban_ids: further ids never to predict (e.g. BOS). The blank is always allowed.
+        blank_penalty: subtracted from the blank's score at every position (see ``banned_scores``).
         return_stats: also return ``NATStats``: output length, mean log-probability of the
             path over the real positions, and 1 decoder pass per sentence.
 
     Returns:
         Per sentence, in input order, the output ids; ``(ids, NATStats)`` with stats.
     """
-    scores, real, vocab = banned_scores(model, src, pad_id, ban_ids)  # (B, U, K), (B, U), (K,) | None
+    scores, real, vocab = banned_scores(model, src, pad_id, ban_ids, blank_penalty)  # (B, U, K), (B, U), (K,) | None
     # The argmax of the scores is the argmax of the log-probabilities: the softmax is only
     # computed (as one logsumexp) when the path's score is asked for.
     best, path = max_last(scores)  # (B, U)
@@ -191,6 +200,7 @@ def ctc_beam(
     top_k: int = 8,
     eos_id: int | None = None,
     ban_ids: Sequence[int] = (),
+    blank_penalty: float = 0.0,
 ) -> NATResult:
     """One decoder pass, then ``prefix_beam`` on each sentence's real positions (on the CPU).
 
@@ -201,7 +211,7 @@ def ctc_beam(
         ``(ids, NATStats)``: per sentence the output ids, and as its score the output's
         log-probability divided by the number of real positions.
     """
-    scores, real, vocab = banned_scores(model, src, pad_id, ban_ids)  # (B, U, K)
+    scores, real, vocab = banned_scores(model, src, pad_id, ban_ids, blank_penalty)  # (B, U, K)
     log_probs = torch.log_softmax(scores, dim=-1).cpu().numpy()  # (B, U, K)
     blank = model.blank_id if vocab is None else int((vocab == model.blank_id).nonzero()[0, 0])
     columns = vocab.tolist() if vocab is not None else None

@@ -273,6 +273,7 @@ class CTCTranslationTask(TranslationTask):
                              f"checkpoint; use one of {', '.join(CTC_STRATEGIES)}")
         hp = self.hparams
         model = self.model
+        penalty = float(cfg.get("blank_penalty", 0.0))
         ids = self.shortlist(str(cfg["shortlist"])) if cfg.get("shortlist") else None
         if ids is not None:
             model = restrict_output(model, ids)
@@ -280,10 +281,11 @@ class CTCTranslationTask(TranslationTask):
         def run(src: Tensor) -> list[list[tuple[list[int], float]]]:
             if strategy == "ctc_beam":
                 ids, nat_stats = ctc_beam(model, src, pad_id=hp.pad_id, beam_size=int(cfg.get("beam_size", 5)),
-                                          top_k=int(cfg.get("top_k", 8)), eos_id=hp.eos_id, ban_ids=(hp.bos_id,))
+                                          top_k=int(cfg.get("top_k", 8)), eos_id=hp.eos_id, ban_ids=(hp.bos_id,),
+                                          blank_penalty=penalty)
             else:
                 ids, nat_stats = ctc_one_pass(model, src, pad_id=hp.pad_id, eos_id=hp.eos_id,
-                                              ban_ids=(hp.bos_id,), return_stats=True)
+                                              ban_ids=(hp.bos_id,), return_stats=True, blank_penalty=penalty)
             if stats is not None:
                 stats["avg_iterations"] = 1.0
             return [[(list(toks), float(score))] for toks, score in zip(ids, nat_stats.scores)]
