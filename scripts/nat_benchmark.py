@@ -56,6 +56,8 @@ def parse_args(argv=None) -> argparse.Namespace:
                    help="CPU fast paths (transformer/accel), as transformer-decode's accel= (auto: on for a CPU)")
     p.add_argument("--shortlist", help="train or a target-side text file: also run the CTC systems with their "
                                        "output projection cut to those tokens (decode.shortlist)")
+    p.add_argument("--blank-penalty", type=float, default=0.0,
+                   help="decode.blank_penalty of the CTC systems (subtracted from the blank's logit)")
     p.add_argument("--only", nargs="*", help="names of systems to run (default: all available)")
     p.add_argument("--output", help="write the results JSON here")
     return p.parse_args(argv)
@@ -94,7 +96,7 @@ def main(argv=None) -> dict:
     sources, refs = [s for s, _ in pairs[:n]], [t for _, t in pairs[:n]]
     systems = [s for s in SYSTEMS if not args.only or s[0] in args.only]
     results = benchmark(tasks, sources, refs, systems, args.latency_sentences, args.throughput_sentences,
-                        args.batch_size, args.warmup, args.turn, args.device, args.shortlist)
+                        args.batch_size, args.warmup, args.turn, args.device, args.shortlist, args.blank_penalty)
     for r in results.values():
         r["checkpoint"] = paths[r.pop("kind")]
     report = {
@@ -105,6 +107,7 @@ def main(argv=None) -> dict:
         "threads": torch.get_num_threads(),
         "accel": accel.resolve(args.accel, args.device),
         "shortlist": args.shortlist,
+        "blank_penalty": args.blank_penalty,
         "latency_turn": args.turn,
         "cpu": cpu_name(),
         "cpu_count": os.cpu_count(),

@@ -92,6 +92,11 @@ def test_nat_benchmark_counts_a_ctc_checkpoint(ctc_run, mirror_root, tmp_path):
     assert list(results) == ["CTC one pass", "CTC one pass int8", "CTC one pass shortlist",
                              "CTC one pass shortlist int8", "CTC prefix beam 5"]
     assert task.model.output_ids is None  # the shortlist and int8 systems decoded copies
+    one_pass = [s for s in SYSTEMS if s[0] == "CTC one pass"]
+    for penalty, speaks in ((-100.0, False), (100.0, True)):  # the blank always / never wins
+        results = benchmark({"ctc": task}, sources, sources, one_pass, latency_sentences=1, throughput_sentences=3,
+                            batch_size=2, warmup=0, blank_penalty=penalty)
+        assert (results["CTC one pass"]["throughput_batch2"]["output_tokens_per_second"] > 0) == speaks
 
 
 def test_decode_with_a_shortlist_and_int8_matches_the_translator(ctc_run, tmp_path):

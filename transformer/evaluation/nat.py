@@ -87,11 +87,14 @@ def throughput(translators: dict, sentences: list[str], batch_size: int) -> tupl
     return outputs, seconds
 
 
-def system_translator(task, cfg: dict, device: str = "cpu", shortlist: str | None = None):
+def system_translator(task, cfg: dict, device: str = "cpu", shortlist: str | None = None,
+                      blank_penalty: float = 0.0):
     """A translator for one system: ``cfg``'s ``quantize: int8`` runs a quantized copy of the
-    task's model, ``shortlist: True`` the ``shortlist`` file; a token budget far above one batch,
-    so that each throughput batch is exactly one batch."""
+    task's model, ``shortlist: True`` the ``shortlist`` file, a CTC system ``blank_penalty``; a
+    token budget far above one batch, so that each throughput batch is exactly one batch."""
     cfg = dict(cfg, max_tokens=10**9)
+    if cfg["strategy"].startswith("ctc_"):
+        cfg["blank_penalty"] = blank_penalty
     if cfg.pop("quantize", None) == "int8":
         from transformer.accel.quantize import apply_quantize
 
@@ -105,13 +108,14 @@ def system_translator(task, cfg: dict, device: str = "cpu", shortlist: str | Non
 
 def benchmark(tasks: dict, sources: Sequence[str], refs: Sequence[str], systems: list, latency_sentences: int,
               throughput_sentences: int, batch_size: int = 64, warmup: int = 5, turn: int = 1,
-              device: str = "cpu", shortlist: str | None = None) -> dict[str, dict]:
+              device: str = "cpu", shortlist: str | None = None, blank_penalty: float = 0.0) -> dict[str, dict]:
     """Latency, throughput and BLEU of each ``(name, kind, decode_cfg)`` system whose
     checkpoint kind is in ``tasks`` (``{"at": task, "nat": task, "ctc": task}``); shortlist
     systems only with a ``shortlist`` file, int8 ones only on a CPU."""
     systems = [(name, kind, cfg) for name, kind, cfg in systems if kind in tasks
                and (shortlist or not cfg.get("shortlist")) and (device == "cpu" or not cfg.get("quantize"))]
-    translators = {name: system_translator(tasks[kind], cfg, device, shortlist) for name, kind, cfg in systems}
+    translators = {name: system_translator(tasks[kind], cfg, device, shortlist, blank_penalty)
+                   for name, kind, cfg in systems}
     results: dict[str, dict] = {name: {"decode": cfg, "kind": kind} for name, kind, cfg in systems}
     with torch.inference_mode():
         for name, lat in latency(translators, list(sources[:latency_sentences]), warmup, turn).items():
