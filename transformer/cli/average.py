@@ -14,6 +14,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli import validate
 from transformer.cli.common import hydra_entry
+from transformer.files import save_torch
 from transformer.tasks.checkpoint import read_checkpoint
 
 
@@ -60,7 +61,7 @@ def average_checkpoints(paths: list[str | Path], output: str | Path) -> Path:
         out.pop(k, None)
     output = Path(output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    torch.save(out, output)
+    save_torch(out, output)
     return output
 
 

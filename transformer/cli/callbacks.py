@@ -1,6 +1,6 @@
 """Callbacks that `transformer-train` always adds (not a config choice): exact resume,
-``last.ckpt`` holding the final state; and an early stopping that skips
-unmeasured epochs.
+``last.ckpt`` holding the final state, checkpoints written whole or not at all; and an early
+stopping that skips unmeasured epochs.
 
 Exact resume: Lightning's checkpoint holds the weights, optimizer, schedule, loop counters and
 (through ``ResumableLoader``) the position in the epoch, but not the random generators. Dropout
@@ -13,14 +13,30 @@ from __future__ import annotations
 import logging
 import math
 import random
+from pathlib import Path
 from typing import Any
 
 import lightning as L
 import numpy as np
 import torch
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.callbacks import EarlyStopping
 
+from transformer.files import save_torch
+
 log = logging.getLogger(__name__)
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """Lightning's checkpoint writer, writing to a temporary name and renaming it into place
+    (``transformer.files``): a full disk or a killed process leaves the previous checkpoint,
+    never a truncated one, and a full disk is one ``DiskFullError`` naming the folder."""
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path, storage_options: Any | None = None) -> None:
+        if storage_options is not None:
+            raise TypeError("AtomicCheckpointIO.save_checkpoint takes no storage_options")
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        save_torch(checkpoint, path)
 
 
 def collect_rng_states() -> dict[str, Any]:

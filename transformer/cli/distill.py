@@ -20,7 +20,6 @@ checkpoints (their probabilities averaged at every step).
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -28,14 +27,13 @@ from omegaconf import DictConfig, OmegaConf
 from transformer.cli.common import check_decode_settings, checkpoint_label, hydra_entry, load_for_inference
 from transformer.evaluation import score_translations
 from transformer.evaluation.translation import translate_split
+from transformer.files import inside, write_text
 from transformer.inference import one_line
 
 
 def _write_lines(path: Path, lines: list[str]) -> None:
     """UTF-8, one line per item, written atomically (a partial corpus never looks complete)."""
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text("".join(one_line(s) + "\n" for s in lines), encoding="utf-8")
-    os.replace(tmp, path)
+    write_text(path, "".join(one_line(s) + "\n" for s in lines))
 
 
 def distill(ckpt_path: str | list[str], split: str, decode_cfg: dict, output_dir: str | Path,
@@ -45,21 +43,25 @@ def distill(ckpt_path: str | list[str], split: str, decode_cfg: dict, output_dir
     the distilled corpus; returns the summary that is also written to ``distill.json``."""
     check_decode_settings(dict(decode_cfg))
     task, dev = load_for_inference(ckpt_path, device, accel)
+    if not hasattr(task, "translator"):
+        raise ValueError(f"ckpt_path={checkpoint_label(ckpt_path)}: a {getattr(task, 'task_name', '?')} checkpoint; "
+                         f"transformer-distill needs a translation checkpoint (it writes translations)")
     hp = task.hparams
     translated = translate_split(task, split, decode_cfg, data_dir, mirror_root, dev, limit)
     sources, hyps = translated.sources, translated.hyps
 
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
-    src_path, tgt_path = out / f"{split}.{hp.src_lang}", out / f"{split}.{hp.tgt_lang}"
+    # The split is the user's, the languages the checkpoint's: each file name stays in ``out``.
+    src_path, tgt_path = inside(out, f"{split}.{hp.src_lang}"), inside(out, f"{split}.{hp.tgt_lang}")
     _write_lines(src_path, sources)
     _write_lines(tgt_path, hyps)
     src_tok, tgt_tok = task.src_tokenizer.to_str(), task.tgt_tokenizer.to_str()
     if src_tok == tgt_tok:
-        (out / "tokenizer.json").write_text(src_tok, encoding="utf-8")
+        write_text(out / "tokenizer.json", src_tok)
     else:
-        (out / "tokenizer.src.json").write_text(src_tok, encoding="utf-8")
-        (out / "tokenizer.tgt.json").write_text(tgt_tok, encoding="utf-8")
+        write_text(out / "tokenizer.src.json", src_tok)
+        write_text(out / "tokenizer.tgt.json", tgt_tok)
     summary = {
         "checkpoint": checkpoint_label(ckpt_path),
         "split": split,
@@ -71,7 +73,7 @@ def distill(ckpt_path: str | list[str], split: str, decode_cfg: dict, output_dir
         # How far the distilled targets are from the references they replace.
         "bleu_vs_references": score_translations(hyps, translated.refs)["bleu"] if hyps else 0.0,
     }
-    (out / "distill.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    write_text(out / "distill.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return summary
 
 

@@ -23,6 +23,7 @@ from typing import Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli.common import check_decode_settings, checkpoint_label, checkpoint_paths, hydra_entry, load_for_inference
+from transformer.files import write_text
 
 
 def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: dict, output_dir: str | Path,
@@ -57,7 +58,7 @@ def evaluate_grid(ckpt_path: str | Sequence[str], splits: Sequence[str], decodes
     the checkpoint, see ``default_output_dir``). ``kwargs`` go to ``evaluate_checkpoint``."""
     out = Path(output_dir) if output_dir else default_output_dir(ckpt_path)
     results = [evaluate_checkpoint(ckpt_path, split, cfg, out, **kwargs) for split in splits for cfg in decodes]
-    (out / "summary.json").write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    write_text(out / "summary.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     return results
 
 

@@ -15,6 +15,8 @@ from pathlib import Path
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.logger import rank_zero_experiment
 
+from transformer.files import atomic_open
+
 log = logging.getLogger(__name__)
 
 
@@ -51,7 +53,7 @@ class ResumableCSVLogger(CSVLogger):
                         if self._keep_before is not None and path.is_file() else ([], []))
         writer = super().experiment  # Lightning removes the old metrics.csv here
         if header:
-            with path.open("w", newline="") as f:
+            with atomic_open(path) as f:
                 out = csv.DictWriter(f, fieldnames=header)
                 out.writeheader()
                 out.writerows(rows)

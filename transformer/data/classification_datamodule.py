@@ -23,6 +23,7 @@ from transformer.data.labelled import LabelledFile, carve, label_ids, label_voca
 from transformer.data.preprocess import _List, _map_cached, cache_key, int_column
 from transformer.data.sources import sha256_file
 from transformer.data.tokenizer import SubwordTokenizer
+from transformer.files import inside
 
 log = logging.getLogger(__name__)
 
@@ -63,7 +64,7 @@ def tokenize_labelled(data: LabelledFile, labels: Sequence[str], tokenizer: Subw
         src = tokenizer.encode_batch(batch["text"])
         return {"src": src, "label": batch["label"], "index": batch["index"], "n_pieces": [len(s) for s in src]}
 
-    return _map_cached(raw, fn, Path(cache_dir) / "arrow" / f"{name}-{key[:16]}.arrow", key, FEATURES, ["text"])
+    return _map_cached(raw, fn, inside(Path(cache_dir) / "arrow", f"{name}-{key[:16]}.arrow"), key, FEATURES, ["text"])
 
 
 class ClassificationDataModule(TokenBudgetDataModule):
@@ -149,7 +150,7 @@ class ClassificationDataModule(TokenBudgetDataModule):
         if self.tokenizer_path is not None:
             return SubwordTokenizer.load(self.tokenizer_path)
         key = cache_key("clstok", hashes, self.tokenizer_model, self.vocab_size)[:16]
-        path = self.data_dir / "tokenizers" / f"{self.name}-{self.tokenizer_model}{self.vocab_size}-{key}.json"
+        path = inside(self.data_dir / "tokenizers", f"{self.name}-{self.tokenizer_model}{self.vocab_size}-{key}.json")
         texts = self._raw["train"].texts
         return load_or_train_tokenizer(path, lambda: iter(texts), self.vocab_size, self.tokenizer_model)
 

@@ -41,6 +41,7 @@ from transformer.data.batching import IGNORE_INDEX
 from transformer.data.readers import TaggedSentence
 from transformer.data.sources import sha256_file
 from transformer.data.tokenizer import SubwordTokenizer
+from transformer.files import inside, write_text
 
 log = logging.getLogger(__name__)
 
@@ -88,9 +89,7 @@ def record_cache(path: str | os.PathLike) -> None:
     """Write ``<path>.sha256`` (the file's sha256) beside a cache file just built."""
     path = Path(path)
     digest = _digest_path(path)
-    tmp = digest.with_name(f".{digest.name}.{os.getpid()}.tmp")
-    tmp.write_text(f"{sha256_file(path)}  {path.name}\n", encoding="utf-8")
-    os.replace(tmp, digest)
+    write_text(digest, f"{sha256_file(path)}  {path.name}\n")
 
 
 def check_cache(path: str | os.PathLike) -> bool:
@@ -241,7 +240,7 @@ def raw_pairs_dataset(
     cached table is reused. None keeps every pair (evaluation splits).
     """
     full = cache_key("pairs", key, drop_one_sided is not None)
-    path = Path(cache_dir) / "arrow" / f"{name}-raw-{full[:16]}.arrow"
+    path = inside(Path(cache_dir) / "arrow", f"{name}-raw-{full[:16]}.arrow")
     note = path.with_name(path.name + ".dropped")
     if not check_cache(path):
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -253,7 +252,7 @@ def raw_pairs_dataset(
             raise
         note.unlink(missing_ok=True)
         if n:
-            note.write_text(_one_sided_warning(drop_one_sided, lines, n) + "\n", encoding="utf-8")
+            write_text(note, _one_sided_warning(drop_one_sided, lines, n) + "\n")
         os.replace(tmp, path)
         record_cache(path)
     if note.is_file():
@@ -279,7 +278,7 @@ def tokenize_translation(
     worker processes (None: :func:`default_num_proc`); the result is memory-mapped.
     """
     key = cache_key("translation", key, len(raw), src_tokenizer.content_hash, tgt_tokenizer.content_hash)
-    cache_file = Path(cache_dir) / "arrow" / f"{name}-{key[:16]}.arrow"
+    cache_file = inside(Path(cache_dir) / "arrow", f"{name}-{key[:16]}.arrow")
 
     def fn(batch: pa.Table) -> pa.Table:
         src, src_len = _list_column(src_tokenizer.encode_batch(batch.column("src_text").to_pylist()))
@@ -313,7 +312,7 @@ def tokenize_tagging(
     aux = list(aux_vocab) if aux_vocab is not None else None
     key = cache_key("tagging", list(source_hashes), len(sentences), tokenizer.content_hash, list(tag_vocab),
                     *([aux] if aux is not None else []))
-    cache_file = Path(cache_dir) / "arrow" / f"{name}-{key[:16]}.arrow"
+    cache_file = inside(Path(cache_dir) / "arrow", f"{name}-{key[:16]}.arrow")
     tag_to_id = {None: IGNORE_INDEX, **{t: i for i, t in enumerate(tag_vocab)}}
     aux_to_id = {None: IGNORE_INDEX, **{t: i for i, t in enumerate(aux or [])}}
     columns = {"words": [s.words for s in sentences], "tag_names": [list(t) for t in tags],

@@ -18,6 +18,7 @@ from transformer.data.sources import CONLL2000_RELPATH, DATASETS, sha256_file
 from transformer.data.tagged_splits import (FORMAT_FIELDS, corpus_files, file_hash, read_aux_corpus,
                                             read_extra_train, read_tagged_splits, unknown_tags)
 from transformer.data.tokenizer import SubwordTokenizer
+from transformer.files import inside
 
 log = logging.getLogger(__name__)
 
@@ -204,7 +205,7 @@ class TaggingDataModule(TokenBudgetDataModule):
             return SubwordTokenizer.load(self.tokenizer_path)
         words = self._raw["train"] + self._aux_corpus_sents + self._extra_sents
         key = cache_key("tagtok", self._hashes["train"], len(words), self.tokenizer_model, self.vocab_size)[:16]
-        path = self.data_dir / "tokenizers" / f"{self.dataset_name}-{self.tokenizer_model}{self.vocab_size}-{key}.json"
+        path = inside(self.data_dir / "tokenizers", f"{self.dataset_name}-{self.tokenizer_model}{self.vocab_size}-{key}.json")
         return load_or_train_tokenizer(path, lambda: iter_words(words), self.vocab_size, self.tokenizer_model)
 
     def _split_sentences(self, split: str) -> tuple[list[TaggedSentence], list[list[str | None]]]:

@@ -25,6 +25,8 @@ from typing import Iterable, Sequence
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from transformer.files import write_text
+
 PAD, BOS, EOS, UNK, MASK = "<pad>", "<s>", "</s>", "<unk>", "<mask>"
 SPECIAL_TOKENS = [PAD, BOS, EOS, UNK, MASK]
 MODELS = ("bpe", "unigram", "word")
@@ -119,10 +121,7 @@ class SubwordTokenizer:
         if path.is_dir() or path.suffix != ".json":
             path = path / "tokenizer.json"
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-        tmp.write_text(self.to_str(), encoding="utf-8")
-        os.replace(tmp, path)
-        return path
+        return write_text(path, self.to_str())
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "SubwordTokenizer":

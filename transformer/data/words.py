@@ -14,6 +14,7 @@ import re
 from pathlib import Path
 
 from transformer.data.readers import read_multi30k
+from transformer.files import write_text
 
 # A word: letters/digits joined by -, ', ., & or , between word characters (T-shirt, 3.5,
 # 1,000, AT&T, don't); a dotted abbreviation with its final point (U.S.); else one
@@ -43,5 +44,5 @@ def write_caption_words(split: str, output: str | Path, first: int | None = None
     lines = [" ".join(split_words(en)) for en, _ in pairs[:first]]
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text("".join(line + "\n" for line in lines), encoding="utf-8")
+    write_text(out, "".join(line + "\n" for line in lines))
     return lines

@@ -14,6 +14,7 @@ from typing import Sequence
 import torch
 
 from transformer.data.labelled import label_ids, read_split, split_path
+from transformer.files import inside, write_text
 
 
 def confusion_matrix(gold: torch.Tensor, pred: torch.Tensor, n_classes: int) -> torch.Tensor:
@@ -63,12 +64,12 @@ def evaluate_classification(classifier, data: dict, split: str, output_dir: Path
                "truncated": classifier.truncated, "classify_seconds": round(seconds, 3)}
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
+    # The dataset's name comes from the checkpoint: it names a file in ``out``, nothing more.
     stem = f"{data.get('name') or 'classification'}.{Path(split).stem if split not in data.get('paths', {}) else split}"
     lines = [f"{classifier.labels[p]}\t{b:.4f}\t{rows.labels[i]}\t{rows.texts[i]}"
              for i, (p, b) in enumerate(zip(pred.tolist(), best.tolist()))]
-    (out / f"{stem}.predictions.tsv").write_text("".join(line + "\n" for line in lines), encoding="utf-8")
-    (out / f"{stem}.metrics.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n",
-                                              encoding="utf-8")
+    write_text(inside(out, f"{stem}.predictions.tsv"), "".join(line + "\n" for line in lines))
+    write_text(inside(out, f"{stem}.metrics.json"), json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
     return metrics
 
 

@@ -18,6 +18,7 @@ import torch
 
 from transformer.data.tagged_splits import read_tagged_split, tag_field
 from transformer.evaluation.tag_metrics import MostFrequentTagBaseline, tagging_metrics
+from transformer.files import atomic_open, inside, write_text
 
 log = logging.getLogger(__name__)
 
@@ -60,14 +61,16 @@ def write_tagging_scores(out: Path, stem: str, title: str, metrics: dict, words,
     """Write ``<stem>.json`` (metrics), ``.txt`` (:func:`format_report`) and ``.pred.tsv``
     (``word<TAB>gold<TAB>predicted`` a line, a blank line between sentences) under ``out``;
     return the metrics with the file paths under ``outputs``."""
-    (out / f"{stem}.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    (out / f"{stem}.txt").write_text(format_report(metrics, title), encoding="utf-8")
-    with open(out / f"{stem}.pred.tsv", "w", encoding="utf-8") as f:
+    # The stem holds the dataset's and tag set's names, from the checkpoint: one file name each.
+    paths = {k: inside(out, f"{stem}{ext}") for k, ext in
+             (("metrics", ".json"), ("report", ".txt"), ("predictions", ".pred.tsv"))}
+    write_text(paths["metrics"], json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+    write_text(paths["report"], format_report(metrics, title))
+    with atomic_open(paths["predictions"]) as f:
         for ws, gs, ps in zip(words, gold, pred):
             f.writelines(f"{w}\t{g}\t{p}\n" for w, g, p in zip(ws, gs, ps))
             f.write("\n")
-    metrics["outputs"] = {k: str(out / f"{stem}{ext}") for k, ext in
-                          (("metrics", ".json"), ("report", ".txt"), ("predictions", ".pred.tsv"))}
+    metrics["outputs"] = {k: str(p) for k, p in paths.items()}
     return metrics
 
 

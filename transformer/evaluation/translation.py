@@ -15,6 +15,7 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from transformer.data.corpora import MULTI30K, ParallelCorpus, make_corpus
 from transformer.data.tables import iter_lines
+from transformer.files import inside, write_text
 from transformer.inference import Translator
 
 MAX_NGRAM = 4
@@ -92,8 +93,9 @@ def write_outputs(output_dir: Path, stem: str, lang: str, hyps: list[str], metri
     """Hypotheses one per line in input order, and the metrics JSON beside them."""
     output_dir = Path(output_dir)
     output_dir.mkdir(parents=True, exist_ok=True)
-    (output_dir / f"{stem}.hyp.{lang}").write_text("".join(h + "\n" for h in hyps), encoding="utf-8")
-    (output_dir / f"{stem}.json").write_text(json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
+    # The stem and language come from the checkpoint and the command line: one file name each.
+    write_text(inside(output_dir, f"{stem}.hyp.{lang}"), "".join(h + "\n" for h in hyps))
+    write_text(inside(output_dir, f"{stem}.json"), json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
 
 
 class TranslationTaskLike(Protocol):

@@ -13,6 +13,8 @@ from typing import Sequence
 
 import numpy as np
 
+from transformer.files import atomic_open, write_text
+
 INSTALL_HINT = 'matplotlib is not installed: pip install "transformer[inspect]" (or pip install matplotlib)'
 
 
@@ -39,7 +41,8 @@ def label_fontsize(n_labels: int) -> float:
 
 def _save(fig, path: Path, panels: int, title: str) -> int:
     path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100, metadata={"Title": title, "Description": f"{panels} panels"})
+    with atomic_open(path, "wb") as f:
+        fig.savefig(f, format="png", dpi=100, metadata={"Title": title, "Description": f"{panels} panels"})
     fig.clf()
     return panels
 
@@ -131,5 +134,5 @@ def write_index(out_dir: str | Path, title: str, sections: dict[str, list[str]])
         parts.append(f"<h2>{html.escape(heading)}</h2>")
         parts += [f"<p>{html.escape(p)}<br><img src='{html.escape(p)}' style='max-width:100%'></p>" for p in images]
     path = Path(out_dir) / "index.html"
-    path.write_text("\n".join(parts) + "\n", encoding="utf-8")
+    write_text(path, "\n".join(parts) + "\n")
     return path

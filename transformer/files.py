@@ -1,0 +1,130 @@
+"""Writing files safely: one writer for every file the project writes, and names confined to
+the folder a user chose.
+
+Every file (checkpoints, averages, exports, tokenizers, predictions, metrics, summaries) is
+written to a temporary name in its own folder, flushed to disk, then renamed into place
+(``os.replace`` is atomic on POSIX). A reader therefore sees the old file or the whole new
+one, never half of it; a full disk leaves the old file as it was and no temporary behind, and
+is reported as :class:`DiskFullError` naming the folder. Renaming also replaces a symbolic
+link planted at the destination instead of writing through it.
+
+Names that come from a checkpoint or a data config (a dataset name, a language code, a split)
+are untrusted: :func:`safe_name` turns one into a single path component, so that
+``folder / safe_name(x)`` always lies inside ``folder``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import re
+import tempfile
+from pathlib import Path
+from typing import IO, Iterator
+
+# Anything but letters, digits and a few punctuation marks becomes "_": no separators, no NUL,
+# no control characters, no spaces a shell would split on.
+_UNSAFE = re.compile(r"[^\w.+@=-]", re.UNICODE)
+NAME_LIMIT = 120  # bytes are what file systems cap (255); leave room for suffixes
+
+
+class DiskFullError(OSError):
+    """No space (or quota) left while writing a file; the message names the folder."""
+
+    def __str__(self) -> str:  # the message alone, without OSError's "[Errno 28]"
+        return str(self.args[-1]) if self.args else ""
+
+
+def safe_name(value: object, default: str = "unnamed") -> str:
+    """``value`` as one harmless path component: separators, NUL and other unsafe characters
+    become ``_``, leading dots are dropped (no ``..``, no hidden files), the length is capped;
+    an empty result is ``default``."""
+    text = _UNSAFE.sub("_", str(value)).lstrip(".")
+    while len(text.encode("utf-8")) > NAME_LIMIT:
+        text = text[:-1]
+    return text or default
+
+
+def inside(folder: Path | str, name: object, default: str = "unnamed") -> Path:
+    """``folder / safe_name(name)``: a path that cannot leave ``folder``."""
+    return Path(folder) / safe_name(name, default)
+
+
+def full_disk_error(exc: BaseException | None) -> OSError | None:
+    """The "no space left" (or quota) error in ``exc`` or the errors it was raised from, if
+    any: a writer may wrap it (``torch.save`` raises a RuntimeError over a short write)."""
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            return exc
+        exc = exc.__cause__ or exc.__context__
+    return None
+
+
+def disk_full(exc: OSError, path: Path | str) -> DiskFullError:
+    """The one-line error for a full disk while writing ``path``."""
+    folder = Path(path).parent
+    return DiskFullError(exc.errno, f"no space left on the device holding {folder} (writing {Path(path).name}); "
+                                    f"free some space or write elsewhere")
+
+
+@contextlib.contextmanager
+def atomic_open(path: Path | str, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+    """Open a temporary file beside ``path`` for writing (``"w"`` text or ``"wb"`` bytes);
+    when the block ends without an error the file is synced and renamed to ``path``. On any
+    error the temporary file is removed and ``path`` is left as it was."""
+    if mode not in ("w", "wb"):
+        raise ValueError(f"atomic_open: mode {mode!r} (expected 'w' or 'wb')")
+    path = Path(path)
+    if path.exists() and not path.is_file():  # a device or a named pipe (/dev/stdout): written through
+        with open(path, mode, **({} if "b" in mode else {"encoding": encoding, "newline": ""})) as f:
+            yield f
+        return
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:60]}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(fd, mode, **({} if "b" in mode else {"encoding": encoding, "newline": ""})) as f:
+            yield f
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
+        os.replace(tmp, path)
+    except BaseException as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        full = full_disk_error(exc)
+        if full is not None and not isinstance(full, DiskFullError):
+            raise disk_full(full, path) from None
+        raise
+
+
+def _umask() -> int:
+    mask = os.umask(0)
+    os.umask(mask)
+    return mask
+
+
+def write_text(path: Path | str, text: str, encoding: str = "utf-8") -> Path:
+    """Write ``text`` to ``path`` atomically (see :func:`atomic_open`); returns ``path``."""
+    with atomic_open(path, "w", encoding) as f:
+        f.write(text)
+    return Path(path)
+
+
+def write_bytes(path: Path | str, data: bytes) -> Path:
+    """Write ``data`` to ``path`` atomically; returns ``path``."""
+    with atomic_open(path, "wb") as f:
+        f.write(data)
+    return Path(path)
+
+
+def save_torch(obj: object, path: Path | str) -> Path:
+    """``torch.save(obj)`` to ``path`` atomically: a checkpoint is whole or absent."""
+    import torch
+
+    with atomic_open(path, "wb") as f:
+        torch.save(obj, f)
+    return Path(path)
+
+
+__all__ = ["DiskFullError", "atomic_open", "disk_full", "full_disk_error", "inside", "safe_name", "save_torch", "write_bytes",
+           "write_text"]
