@@ -68,7 +68,7 @@ def test_each_layout_trains_evaluates_decodes_and_distils(layout, tmp_path, monk
     cfg = compose_cfg("train", [*data_args, *TINY, f"data.data_dir={tmp_path / 'cache'}", f"output_dir={out}",
                                 "test_splits=[test]", "test_decode.max_len_a=0", "test_decode.max_len_b=8"])
     summary = train_cli.run(cfg)
-    assert cfg.name == "parallel_eo_zh"
+    assert cfg.name == "corpus_eo_zh"  # named after its training files' folder (corpus/train...)
     test = summary["test"]["test"]
     assert test["pair"] == "eo-zh" and test["sentences"] == 30 and "tok:zh" in test["bleu_signature"]
     ckpt = summary["best_checkpoint"]
@@ -135,14 +135,18 @@ def test_bad_corpora_end_in_one_error_line_with_file_and_line(tmp_path):
     ]
     base = ["experiment=parallel", "data.src_lang=eo", "data.tgt_lang=zh", "model=tiny",
             f"data.data_dir={tmp_path / 'cache'}"]
+
+    def valid(train: str) -> str:  # training needs a validation split: the same file will do here
+        return train.replace("data.train=", "data.valid=", 1)
+
     # the real command line once: exit status 2 and one error line
-    proc = _cli("train", [*base, cases[0][0], f"hydra.run.dir={tmp_path / 'run'}"])
+    proc = _cli("train", [*base, cases[0][0], valid(cases[0][0]), f"hydra.run.dir={tmp_path / 'run'}"])
     lines = proc.stderr.strip().splitlines()
     assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
     assert lines[-1].startswith("error: ") and cases[0][1] in lines[-1], proc.stderr[-2000:]
     # the others in process: each is one of the errors the entry point turns into that line
     for i, (train, message) in enumerate(cases[1:]):
-        cfg = compose_cfg("train", [*base, train, f"output_dir={tmp_path / f'run{i}'}"])
+        cfg = compose_cfg("train", [*base, train, valid(train), f"output_dir={tmp_path / f'run{i}'}"])
         with pytest.raises(user_errors()) as err:
             train_cli.run(cfg)
         assert message in str(err.value) and "\n" not in str(err.value)

@@ -17,7 +17,8 @@ import logging
 
 from omegaconf import DictConfig
 
-from transformer.cli.common import hydra_entry, load_for_inference, read_lines, write_lines
+from transformer.cli.common import hydra_entry, load_for_inference
+from transformer.cli.lines import read_lines, write_lines
 
 log = logging.getLogger(__name__)
 

@@ -20,6 +20,8 @@ import hydra
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from transformer.files import DiskFullError, disk_full, full_disk_error
+
 # conf/ sits at the repository root (the package is installed editable: `pip install -e .`).
 CONF_DIR = str(
     Path(os.environ.get("TRANSFORMER_CONF_DIR", Path(__file__).resolve().parents[2] / "conf")).resolve()
@@ -33,7 +35,8 @@ def user_errors() -> tuple[type[BaseException], ...]:
     from transformer.data import readers, sources
     from transformer.tasks.checkpoint import CheckpointError
 
-    errors: list[type[BaseException]] = [CheckpointError, FileNotFoundError, FileExistsError, ValueError, KeyError,
+    errors: list[type[BaseException]] = [CheckpointError, DiskFullError, FileNotFoundError, FileExistsError,
+                                         ValueError, KeyError,
                                          IsADirectoryError, NotADirectoryError, PermissionError,
                                          MisconfigurationException]
     for mod, name in ((readers, "DataFormatError"), (sources, "ChecksumError"), (sources, "DownloadError")):
@@ -42,11 +45,26 @@ def user_errors() -> tuple[type[BaseException], ...]:
     return tuple(errors)
 
 
-def fail(exc: BaseException | str) -> None:
-    """Print one ``error: ...`` line on stderr and exit with status 2."""
+def disk_full_message(exc: BaseException) -> DiskFullError | None:
+    """A full disk (or quota) met anywhere, also inside a library's own writer, as the one-line
+    :class:`DiskFullError` naming the folder; None for any other error."""
+    full = full_disk_error(exc)
+    if full is None or isinstance(full, DiskFullError):
+        return full
+    return disk_full(full, full.filename or Path.cwd() / "?")
+
+
+class StoppedBySignal(RuntimeError):
+    """A run stopped by SIGTERM after saving what it could; the message says how to resume."""
+
+    exit_status = 128 + 15  # what a shell reports for a process ended by SIGTERM
+
+
+def fail(exc: BaseException | str, status: int = 2) -> None:
+    """Print one ``error: ...`` line on stderr and exit with ``status`` (2: bad input)."""
     text = " ".join(str(exc).split())
     print(f"error: {text[:2000]}", file=sys.stderr)
-    sys.exit(2)
+    sys.exit(status)
 
 
 def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], object]], Callable[[], None]]:
@@ -63,6 +81,13 @@ def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], object]], 
                 run(cfg)
             except user_errors() as exc:
                 fail(exc)
+            except StoppedBySignal as exc:
+                fail(exc, StoppedBySignal.exit_status)
+            except Exception as exc:  # a full disk met inside a library (Lightning, datasets)
+                full = disk_full_message(exc)
+                if full is None:
+                    raise
+                fail(full)
 
         @functools.wraps(run)
         def main() -> None:
@@ -80,8 +105,9 @@ def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], object]], 
 def prepare(config_name: str, args: list[str]) -> list[str]:
     """Compose the command line, run the command's validation step and (training) claim the
     run folder, before Hydra runs; returns the arguments to hand to Hydra (training pins the
-    run folder it claimed). Hydra's own flags (``--help``, ``--cfg`` ...) are left to Hydra;
-    with ``-m`` only the first value of each sweep is composed, and each job checks itself."""
+    run folder it claimed). Hydra's own flags (``--help``, ``--cfg`` ...) are left to Hydra.
+    With ``-m`` every job of the sweep is composed and checked, and for training each job's
+    folder must be free, so that a refused sweep writes nothing (not even ``multirun.yaml``)."""
     from transformer.cli import validate
 
     flags = [a for a in args if a.startswith("-")]
@@ -89,29 +115,98 @@ def prepare(config_name: str, args: list[str]) -> list[str]:
     if flags and not multirun:
         return args
     overrides = [a for a in args if not a.startswith("-")]
-    cfg = check_overrides(config_name, first_of_sweeps(overrides) if multirun else overrides)
-    key = "sweep" if multirun else "run"
+    if multirun:
+        check_sweep(config_name, overrides)
+        return ["-m", *overrides]  # Hydra reads its flags before the overrides, wherever they were typed
+    cfg = check_overrides(config_name, overrides)
+    folder = check_folder_key(cfg, "run")
+    if config_name != "train":
+        validate.validate(config_name, cfg)
+        return args
+    from transformer.cli.run_folder import claim_run_folder
+
+    pin_output_dir(cfg, folder)
+    validate.validate(config_name, cfg)
+    claim_run_folder(Path(cfg.output_dir), cfg.get("ckpt_path"))
+    quoted = str(folder).replace("'", "\\'")
+    return [*args, f"hydra.run.dir='{quoted}'"]  # the folder just claimed, not a new timestamp
+
+
+def check_folder_key(cfg: DictConfig, key: str) -> str:
+    """``hydra.<key>.dir``: a folder path that is not a file."""
     folder = cfg.hydra[key].dir
     if not isinstance(folder, str) or not folder:
         raise ValueError(f"hydra.{key}.dir={folder!r}: expected a folder path")
     if Path(folder).exists() and not Path(folder).is_dir():
         raise NotADirectoryError(f"hydra.{key}.dir={folder}: a file, not a folder")
-    if multirun:
-        return args
-    if config_name != "train":
-        validate.validate(config_name, cfg)
-        return args
-    from omegaconf import open_dict
+    return folder
 
-    from transformer.cli.run_folder import claim_run_folder
+
+def pin_output_dir(cfg: DictConfig, folder: str | Path) -> None:
+    """Set ``output_dir`` to ``folder`` where it is ``${hydra:runtime.output_dir}`` (what
+    Hydra will make it), so that the checks see the folder the run will write."""
+    from omegaconf import open_dict
 
     with open_dict(cfg):
         if OmegaConf.is_interpolation(cfg, "output_dir") and "hydra:" in str(cfg._get_node("output_dir")._value()):
-            cfg.output_dir = str(folder)  # what ${hydra:runtime.output_dir} will be
-    validate.validate(config_name, cfg)
-    claim_run_folder(Path(cfg.output_dir), cfg.get("ckpt_path"))
-    quoted = str(folder).replace("'", "\\'")
-    return [*args, f"hydra.run.dir='{quoted}'"]  # the folder just claimed, not a new timestamp
+            cfg.output_dir = str(folder)
+
+
+def sweep_jobs(overrides: list[str]) -> list[list[str]] | None:
+    """The override list of every job of a ``-m`` sweep, in Hydra's order (its basic
+    sweeper's product of the sweeps); None for a glob over config groups, which only Hydra
+    can expand."""
+    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+    from hydra.core.override_parser.types import Glob
+
+    try:
+        parsed = OverridesParser.create().parse_overrides(overrides)
+    except Exception:  # malformed: composing them as they are reports it in one line
+        return [overrides]
+    if any(isinstance(o.value(), Glob) for o in parsed if o.is_sweep_override()):
+        return None
+    try:
+        return BasicSweeper.split_arguments(parsed, None)[0]
+    except Exception as exc:  # an interval sweep, which the basic sweeper refuses
+        raise ValueError(f"-m: {' '.join(str(exc).split())}") from None
+
+
+def check_sweep(config_name: str, overrides: list[str]) -> None:
+    """Compose and validate every job of a ``-m`` sweep before Hydra writes anything; for
+    training, each job's folder (``hydra.sweep.dir/hydra.sweep.subdir``) must hold no run."""
+    from omegaconf import open_dict
+
+    from transformer.cli import validate
+    from transformer.cli.run_folder import check_run_folder
+
+    jobs = sweep_jobs(overrides)
+    if jobs is None:  # a glob: check the first value of each other sweep, each job checks itself
+        jobs = [first_of_sweeps(overrides)]
+    seen: dict[str, int] = {}
+    for num, job in enumerate(jobs):
+        cfg = check_overrides(config_name, job)
+        sweep_dir = check_folder_key(cfg, "sweep")
+        with open_dict(cfg):
+            cfg.hydra.job.num = num
+        try:
+            folder = str(Path(sweep_dir) / str(cfg.hydra.sweep.subdir))
+        except Exception:  # a subdir made of what only Hydra knows at run time: each job checks itself
+            validate.validate(config_name, cfg) if config_name != "train" else None
+            continue
+        if folder in seen:
+            raise ValueError(f"-m: jobs {seen[folder]} and {num} would both write {folder}; "
+                             f"make hydra.sweep.subdir differ between jobs (e.g. ${{hydra.job.num}})")
+        seen[folder] = num
+        if config_name == "train":
+            pin_output_dir(cfg, folder)
+            validate.validate(config_name, cfg)
+            try:
+                check_run_folder(Path(cfg.output_dir), cfg.get("ckpt_path"))
+            except FileExistsError as exc:
+                raise FileExistsError(f"-m job {num}: " + str(exc).replace("hydra.run.dir=", "hydra.sweep.dir=")) from None
+        else:
+            validate.validate(config_name, cfg)
 
 
 def first_of_sweeps(overrides: list[str]) -> list[str]:
@@ -241,49 +336,6 @@ def check_decode_settings(cfg: dict, where: str = "decode") -> dict:
     if layer is not None and (isinstance(layer, bool) or not isinstance(layer, int)):
         raise ValueError(f"{where}.alignment_layer={layer!r}: expected a layer index or null")
     return cfg
-
-
-def read_lines(path: str) -> tuple[list[str], str]:
-    """The lines of ``path`` (``-`` = stdin) as UTF-8 text, and a name for messages.
-
-    Lines are split on ``\n`` only, as ``wc -l`` counts them (one trailing ``\r`` is
-    removed): unlike ``str.splitlines`` a form feed, vertical tab, U+0085 or U+2028 inside
-    a line does not end it, so output line i always answers input line i.
-    """
-    if path == "-":
-        raw, name = sys.stdin.buffer.read(), "<stdin>"
-    else:
-        p = Path(path)
-        if not p.exists():
-            raise FileNotFoundError(f"input file not found: {p}")
-        if p.is_dir():
-            raise IsADirectoryError(f"input={p}: a folder, not a file")
-        raw, name = p.read_bytes(), str(p)  # a regular file, /dev/stdin or a named pipe
-    try:
-        text = raw.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        line = raw.count(b"\n", 0, exc.start) + 1
-        raise ValueError(f"{name}, line {line}: not UTF-8 text (byte {exc.start})") from None
-    return split_lines(text), name
-
-
-def split_lines(text: str) -> list[str]:
-    """Lines as ``wc -l`` counts them: split on ``\n`` only (a trailing ``\r`` is removed);
-    a final line without ``\n`` still counts."""
-    lines = text.split("\n")
-    if lines and lines[-1] == "":
-        lines.pop()
-    return [line[:-1] if line.endswith("\r") else line for line in lines]
-
-
-def write_lines(lines: list[str], output: str) -> None:
-    """One item per line to a file, or to stdout for ``-`` (UTF-8, newline-terminated)."""
-    text = "".join(line + "\n" for line in lines)
-    if output == "-":
-        sys.stdout.write(text)
-        sys.stdout.flush()
-    else:
-        Path(output).write_text(text, encoding="utf-8")
 
 
 def checkpoint_paths(value) -> list[str]:

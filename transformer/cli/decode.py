@@ -14,7 +14,8 @@ import sys
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.common import check_decode_settings, hydra_entry, load_for_inference, read_lines, write_lines
+from transformer.cli.common import check_decode_settings, hydra_entry, load_for_inference
+from transformer.cli.lines import read_lines, write_lines
 
 
 def format_output(nbest: list[list[tuple[str, float]]], n_best: int) -> list[str]:

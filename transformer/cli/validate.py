@@ -154,6 +154,17 @@ def _tag(cfg: DictConfig) -> None:
     output_file("output", cfg.output)
 
 
+def _classify(cfg: DictConfig) -> None:
+    from transformer.cli.classify import FORMATS
+
+    _inference(cfg)
+    counts(cfg, "max_tokens", "top_k")
+    if cfg.get("format") not in FORMATS:
+        raise ValueError(f"format={show(cfg.get('format'))} unknown; choose from {', '.join(FORMATS)}")
+    input_file("input", cfg.input)
+    output_file("output", cfg.output)
+
+
 def _distill(cfg: DictConfig) -> None:
     _inference(cfg)
     decode_settings(cfg)
@@ -231,7 +242,7 @@ def quiet_lightning():
 
 # The validation step of each command, by its config name.
 CHECKS: dict[str, Callable[[DictConfig], None]] = {
-    "train": _train, "eval": _evaluate, "decode": _decode, "tag": _tag, "distill": _distill,
+    "train": _train, "eval": _evaluate, "decode": _decode, "tag": _tag, "classify": _classify, "distill": _distill,
     "average": _average, "inspect": _inspect, "export": _export,
 }
 

@@ -28,12 +28,12 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterator, Mapping
 
 from transformer.data.readers import DataFormatError
 from transformer.data.sources import DATASETS, fetch, sha256_file
 from transformer.data.splits import KeySplit
-from transformer.data.tables import infer_format, iter_lines, iter_rows
+from transformer.data.tables import check_column, first_row, infer_format, iter_lines, iter_rows, same_column
 
 Pair = tuple[str, str]
 PairStream = Callable[[], Iterator[Pair]]
@@ -49,6 +49,54 @@ MULTI30K: dict[str, Any] = {
 }
 
 
+def config_sources(corpus_name: str, train: Any, valid: Any, test: Any, tests: dict | None, valid_name: str,
+                   hub: dict | None, train_files: dict | None) -> tuple[dict[str, Any], str]:
+    """Each split's source as a data config names them, and the validation split's name;
+    ``multi30k`` without a training source is the Multi30k preset (:data:`MULTI30K`);
+    ``train_files`` replaces the training source."""
+    if corpus_name == MULTI30K["name"] and train is None and hub is None:
+        sources, valid_name = dict(MULTI30K["sources"]), MULTI30K["valid_name"]
+    else:
+        sources = {"train": train, valid_name: valid, "test": test, **(tests or {})}
+    if train_files:
+        sources["train"] = train_files
+    return {k: v for k, v in sources.items() if v is not None}, valid_name
+
+
+def _show_map(columns: dict) -> str:
+    return "{" + ", ".join(f"{k}: {v}" for k, v in columns.items()) + "}"
+
+
+def check_columns(columns: Any, src_lang: str | None, tgt_lang: str | None, where: str = "data.columns") -> None:
+    """A column map names each side of the pair once, by language code or ``src``/``tgt``,
+    and gives the two sides two different columns; else a ``ValueError`` naming ``where``.
+    A map that misses a side (``{en: 0, cn: 1}`` for zh-en) would leave that side its default
+    column, and the model would train on one language on both sides. Without both language
+    codes only the column values are checked (:func:`check_complete` asks for the codes)."""
+    if columns is None:
+        return
+    if not isinstance(columns, Mapping) or not columns:
+        raise ValueError(f"{where}={columns!r}: expected a map from each language of the pair (or src, tgt) "
+                         "to its column, e.g. {en: 0, zh: 1}")
+    for key, value in columns.items():
+        check_column(f"{where}.{key}", value)
+    if not src_lang or not tgt_lang:
+        return
+    side_of = {src_lang: "src", tgt_lang: "tgt", "src": "src", "tgt": "tgt"}
+    sides = [side_of.get(key) for key in columns]
+    if sorted(map(str, sides)) != ["src", "tgt"]:
+        raise ValueError(f"{where}={_show_map(columns)} names {', '.join(map(str, columns))}, but the pair is "
+                         f"{src_lang}-{tgt_lang}: name each of {src_lang} and {tgt_lang} (or src and tgt) once")
+    read = {}  # the column each key reads, its {lang} filled in
+    for key, value in columns.items():
+        lang = src_lang if side_of[key] == "src" else tgt_lang
+        read[key] = value.replace("{lang}", lang) if isinstance(value, str) else value
+    (k1, v1), (k2, v2) = read.items()
+    if same_column(v1, v2):
+        raise ValueError(f"{where}={_show_map(columns)}: {k1} and {k2} both read column {v1}; "
+                         "each language needs its own column")
+
+
 def make_corpus(src_lang: str | None, tgt_lang: str | None, sources: dict[str, Any], *, name: str = "parallel",
                 valid_name: str = "valid", format: str | None = None, columns: dict | None = None,
                 header: bool = False, holdout: dict | None = None, holdout_seed: int = 0,
@@ -59,6 +107,7 @@ def make_corpus(src_lang: str | None, tgt_lang: str | None, sources: dict[str, A
     :func:`check_complete`, so a preset with blanks for the user still builds."""
     if src_lang is not None and src_lang == tgt_lang:
         raise ValueError(f"source and target language are both {src_lang!r}")
+    check_columns(columns, src_lang, tgt_lang)
     if hub is None:
         sources = {split: _absolute(s) for split, s in sources.items()}
     elif "name" not in hub:
@@ -161,6 +210,13 @@ def _column(corpus: dict, side: str, default: int | str) -> int | str:
     return columns.get(side, default)
 
 
+def table_columns(corpus: dict, fmt: str) -> list[int | str]:
+    """The source and target column of a one-file source in format ``fmt``."""
+    default = ("translation.{lang}", "translation.{lang}") if fmt == "jsonl" else (0, 1)
+    cols = [_column(corpus, side, d) for side, d in zip(("src", "tgt"), default)]
+    return [c.format(lang=corpus[f"{side}_lang"]) if isinstance(c, str) else c for c, side in zip(cols, ("src", "tgt"))]
+
+
 def _line_pairs(src: Path, tgt: Path) -> Iterator[Pair]:
     """Line-aligned pairs of two files, streamed; files of different lengths are an error
     naming the longer file at its first line without a partner."""
@@ -181,10 +237,7 @@ def _table_pairs(corpus: dict, path: Path) -> Iterator[Pair]:
     if fmt == "text":
         raise ValueError(f"{path}: one text file holds one language; name one file per language with "
                          f"{{lang}} in the path, or say data.format=tsv|csv|jsonl")
-    default = ("translation.{lang}", "translation.{lang}") if fmt == "jsonl" else (0, 1)
-    cols = [_column(corpus, side, d) for side, d in zip(("src", "tgt"), default)]
-    cols = [c.format(lang=corpus[f"{side}_lang"]) if isinstance(c, str) else c for c, side in zip(cols, ("src", "tgt"))]
-    for _, (s, t) in iter_rows(path, cols, fmt, corpus.get("header", False)):
+    for _, (s, t) in iter_rows(path, table_columns(corpus, fmt), fmt, corpus.get("header", False)):
         yield s, t
 
 
@@ -201,6 +254,20 @@ def _source_pairs(corpus: dict, split: str, data_dir, mirror_root) -> Iterator[P
         yield from _line_pairs(*(_local(p, data_dir, mirror_root) for p in sides))
     else:
         yield from _table_pairs(corpus, _local(source, data_dir, mirror_root))
+
+
+def probe_tables(corpus: dict) -> None:
+    """Read the first row of every split whose source is one local table (TSV, CSV, JSON
+    lines), so that a column its rows lack is a :class:`DataFormatError` naming the file and
+    line before any training; other sources, and the rest of each file, are left unread."""
+    if corpus.get("hub") or not corpus.get("src_lang") or not corpus.get("tgt_lang"):
+        return
+    for source in corpus["sources"].values():
+        if not isinstance(source, str) or source.startswith(REGISTRY) or not Path(source).is_file():
+            continue
+        fmt = corpus.get("format") or infer_format(source)
+        if _side_paths(corpus, source) is None and fmt != "text":
+            first_row(source, table_columns(corpus, fmt), fmt, corpus.get("header", False))
 
 
 def describe(corpus: dict, split: str) -> str:
@@ -289,6 +356,6 @@ def _non_empty(pairs: Iterator[Pair], split: str, where: str) -> Iterator[Pair]:
         raise DataFormatError(where, 0, f"split {split!r} is empty")
 
 
-__all__ = ["MULTI30K", "REGISTRY", "Pair", "PairStream", "ParallelCorpus", "available", "check_complete", "describe",
-           "make_corpus",
-           "split_names"]
+__all__ = ["MULTI30K", "REGISTRY", "Pair", "PairStream", "ParallelCorpus", "available", "check_columns",
+           "check_complete", "config_sources", "describe", "make_corpus", "probe_tables", "split_names",
+           "table_columns"]

@@ -47,7 +47,7 @@ class TaggedSentence:
 
 
 def _decode_lines(raw: bytes, path: str | os.PathLike) -> list[str]:
-    """Split bytes into lines (terminator removed), each strictly UTF-8."""
+    """Split bytes into lines (terminator removed, and a leading byte-order mark), each strictly UTF-8."""
     if not raw:
         raise DataFormatError(path, 0, "empty file")
     chunks = raw.split(b"\n")
@@ -59,6 +59,8 @@ def _decode_lines(raw: bytes, path: str | os.PathLike) -> list[str]:
             line = chunk.decode("utf-8")
         except UnicodeDecodeError as e:
             raise DataFormatError(path, i, f"not valid UTF-8 ({e.reason} at byte {e.start})") from None
+        if i == 1:  # a byte-order mark (Windows editors) is not text: "# sent_id" must start the line
+            line = line.removeprefix("\ufeff")
         lines.append(line[:-1] if line.endswith("\r") else line)
     return lines
 

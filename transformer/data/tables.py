@@ -19,6 +19,7 @@ import gzip
 import json
 import logging
 import os
+import zlib
 from pathlib import Path
 from typing import IO, Iterator, Sequence
 
@@ -69,7 +70,7 @@ def iter_lines(path: str | os.PathLike) -> Iterator[tuple[int, str]]:
                 if i == 1:  # a byte-order mark (Windows editors, Tatoeba's cmn.txt) is not text
                     line = line.removeprefix("\ufeff")
                 yield i, line.rstrip("\n").removesuffix("\r")
-        except (OSError, EOFError) as e:  # a corrupt or truncated .gz
+        except (OSError, EOFError, zlib.error) as e:  # a corrupt or truncated .gz
             raise DataFormatError(path, i + 1, f"cannot be read ({e})") from None
         if i == 0:
             raise DataFormatError(path, 0, "empty file")
@@ -82,9 +83,28 @@ def _pick(values: Sequence[str], picks: Sequence[int], path: Path, line_no: int)
     return tuple(values[j] for j in picks)
 
 
+def check_column(key: str, value: object) -> None:
+    """A column as a config gives it: a 0-based index, or a header name or (dotted) JSON key;
+    anything else (a negative index, a number that is not whole, an empty name) is a
+    ``ValueError`` naming ``key``. Python would read a negative index from the row's end."""
+    if isinstance(value, bool) or not isinstance(value, (int, str)) or value == "" or (
+            isinstance(value, int) and value < 0):
+        raise ValueError(f"{key}={value!r}: expected a 0-based column index (0, 1, ...), a header name or a JSON key")
+
+
+def same_column(a: int | str, b: int | str) -> bool:
+    """Whether two column settings read one column (``1`` and ``"1"`` are one index)."""
+    def norm(c):
+        return int(c) if isinstance(c, str) and c.isdigit() else c
+
+    return norm(a) == norm(b)
+
+
 def _column_indices(columns: Sequence[int | str], names: Sequence[str] | None, path: Path) -> list[int]:
     out = []
     for c in columns:
+        if isinstance(c, int) and c < 0:
+            raise ValueError(f"{path}: column {c}: a column index is 0-based and not negative")
         if isinstance(c, int) or (isinstance(c, str) and c.isdigit()):
             out.append(int(c))
         elif names is None:
@@ -181,4 +201,16 @@ them. Extra columns are ignored.
     return _iter_split(path, columns, header, "\t" if fmt == "tsv" else None)
 
 
-__all__ = ["FORMATS", "infer_format", "iter_lines", "iter_rows"]
+def first_row(path: str | os.PathLike, columns: Sequence[int | str] = (0,), fmt: str | None = None,
+              header: bool = False) -> tuple[int, tuple[str, ...]] | None:
+    """The first row of :func:`iter_rows` (None for a file of blank lines), the rest of the
+    file left unread: a check before training that the columns exist, naming the file and
+    line when they do not."""
+    rows = iter_rows(path, columns, fmt, header)
+    try:
+        return next(rows, None)
+    finally:
+        rows.close()
+
+
+__all__ = ["FORMATS", "check_column", "first_row", "infer_format", "iter_lines", "iter_rows", "same_column"]

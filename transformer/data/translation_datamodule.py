@@ -20,24 +20,22 @@ from transformer.data.arrow_io import (
     list_column_ids,
 )
 from transformer.data.batching import TranslationCollator
-from transformer.data.corpora import MULTI30K, ParallelCorpus, available, make_corpus, split_names
+from transformer.data.corpora import MULTI30K, ParallelCorpus, available, config_sources, make_corpus, split_names
 from transformer.data.datamodule_base import TokenBudgetDataModule, load_or_train_tokenizer
 from transformer.data.preprocess import cache_key, raw_pairs_dataset, tokenize_translation
 from transformer.data.tokenizer import SubwordTokenizer
+from transformer.files import inside
 
 MULTI30K_EVAL_SPLITS = tuple(s for s in MULTI30K["sources"] if s != "train")
 
 
-def _sources(corpus_name, train, valid, test, tests, valid_name, hub, train_files) -> tuple[dict, str]:
-    """Each split's source and the validation split's name; ``multi30k`` without a training
-    source is the Multi30k preset; ``train_files`` replaces the training source."""
-    if corpus_name == MULTI30K["name"] and train is None and hub is None:
-        sources, valid_name = dict(MULTI30K["sources"]), MULTI30K["valid_name"]
-    else:
-        sources = {"train": train, valid_name: valid, "test": test, **(tests or {})}
-    if train_files:
-        sources["train"] = train_files
-    return {k: v for k, v in sources.items() if v is not None}, valid_name
+def _first(pairs: Iterator[tuple[str, str]], n: int) -> Iterator[tuple[str, str]]:
+    """The first ``n`` pairs of a stream, which is still read to its end (the rest dropped as
+    it comes, so memory stays flat): a shorter partner file or a corrupt ``.gz`` past the
+    subset is an error now, not in the full run that follows a ``debug=fast`` one."""
+    for i, pair in enumerate(pairs):
+        if i < n:
+            yield pair
 
 
 class TranslationDataModule(TokenBudgetDataModule):
@@ -125,7 +123,7 @@ class TranslationDataModule(TokenBudgetDataModule):
         self.train_files = dict(train_files) if train_files else None
         self.tokenizer_path = tokenizer_path
         self.train_subset = train_subset
-        sources, valid_name = _sources(corpus_name, train, valid, test, tests, valid_name, hub, self.train_files)
+        sources, valid_name = config_sources(corpus_name, train, valid, test, tests, valid_name, hub, self.train_files)
         self.corpus = make_corpus(src_lang, tgt_lang, sources, name=corpus_name, valid_name=valid_name,
                                   format=format, columns=columns, header=header, holdout=holdout,
                                   holdout_seed=holdout_seed, hub=hub, bleu_tokenize=bleu_tokenize)
@@ -162,7 +160,9 @@ class TranslationDataModule(TokenBudgetDataModule):
     def _stream(self, split: str) -> Iterator[tuple[str, str]]:
         pairs = self.reader.stream(split)
         if split == "train" and self.train_subset is not None:
-            pairs = itertools.islice(pairs, self.train_subset)
+            # a hub dataset was checked whole when it was loaded; its rows need no second pass
+            subset = itertools.islice if self.corpus.get("hub") else _first
+            pairs = subset(pairs, self.train_subset)
         return pairs
 
     def _raw_table(self, split: str) -> datasets.Dataset:
@@ -193,10 +193,10 @@ class TranslationDataModule(TokenBudgetDataModule):
             return lambda: iter_text_batches(train, columns, max_rows=TOKENIZER_TRAIN_ROWS)
 
         if self.joint_vocab:
-            tok = load_or_train_tokenizer(folder / f"{stem}-joint-{key}.json", texts("src_text", "tgt_text"), n, model)
+            tok = load_or_train_tokenizer(inside(folder, f"{stem}-joint-{key}.json"), texts("src_text", "tgt_text"), n, model)
             return tok, tok
-        src = load_or_train_tokenizer(folder / f"{stem}-src-{key}.json", texts("src_text"), n, model)
-        tgt = load_or_train_tokenizer(folder / f"{stem}-tgt-{key}.json", texts("tgt_text"), n, model)
+        src = load_or_train_tokenizer(inside(folder, f"{stem}-src-{key}.json"), texts("src_text"), n, model)
+        tgt = load_or_train_tokenizer(inside(folder, f"{stem}-tgt-{key}.json"), texts("tgt_text"), n, model)
         return src, tgt
 
     def setup(self, stage: str | None = None) -> None:
