@@ -51,6 +51,27 @@ def inside(folder: Path | str, name: object, default: str = "unnamed") -> Path:
     return Path(folder) / safe_name(name, default)
 
 
+SPLIT_WORDS = re.compile(r"[-_.]?(train|training)$", re.IGNORECASE)
+DATA_SUFFIXES = {".gz", ".conllu", ".conll", ".tsv", ".csv", ".jsonl", ".json", ".txt"}
+
+
+def corpus_name(source: object, default: str) -> str:
+    """A name for a user's corpus taken from its training file: the file's stem without data
+    suffixes or a trailing ``train`` (``en_lines-ud-train.conllu`` -> ``en_lines-ud``); a bare
+    ``train`` file is named after its folder (``sst2/train.tsv`` -> ``sst2``). ``default`` when
+    there is no file (a preset). ``source`` may be a ``{lang: path}`` map of a parallel corpus."""
+    if isinstance(source, dict) or hasattr(source, "values"):
+        source = next(iter(source.values()), None)
+    if not isinstance(source, str) or not source:
+        return default
+    path = Path(source.split("!", 1)[0].split(":", 1)[-1] if source.startswith("registry:") else source)
+    name = path.name
+    while Path(name).suffix.lower() in DATA_SUFFIXES:
+        name = Path(name).stem
+    name = SPLIT_WORDS.sub("", name.replace("{lang}", "").rstrip("-_.")).rstrip("-_.")
+    return safe_name(name or path.parent.name, default)
+
+
 def full_disk_error(exc: BaseException | None) -> OSError | None:
     """The "no space left" (or quota) error in ``exc`` or the errors it was raised from, if
     any: a writer may wrap it (``torch.save`` raises a RuntimeError over a short write)."""
@@ -126,5 +147,5 @@ def save_torch(obj: object, path: Path | str) -> Path:
     return Path(path)
 
 
-__all__ = ["DiskFullError", "atomic_open", "disk_full", "full_disk_error", "inside", "safe_name", "save_torch", "write_bytes",
+__all__ = ["DiskFullError", "atomic_open", "corpus_name", "disk_full", "full_disk_error", "inside", "safe_name", "save_torch", "write_bytes",
            "write_text"]

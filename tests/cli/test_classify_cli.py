@@ -75,7 +75,8 @@ def test_evaluate_reads_everything_from_the_checkpoint(trained, tmp_path):
     root, summary = trained
     metrics = evaluate_checkpoint(summary["best_checkpoint"], "dev", {}, tmp_path, device="cpu")
     assert metrics["acc"] == pytest.approx(summary["best_score"]) and metrics["split"] == "dev"
-    lines = (tmp_path / "classification.dev.predictions.tsv").read_text().splitlines()
+    # the corpus is named after its training file's folder (<root>/train.tsv)
+    lines = (tmp_path / f"{root.name}.dev.predictions.tsv").read_text().splitlines()
     assert len(lines) == 40 and lines[0].split("\t")[2:] == toy_rows(40, 1)[0].split("\t")[::-1]
     # a file in the same format can be scored too
     other = write_split(tmp_path / "extra.tsv", ["lovely story\tpos", "awful plot\tneg"])

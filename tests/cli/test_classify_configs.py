@@ -38,6 +38,6 @@ def test_own_files_recipe_takes_the_columns(tmp_path):
     cfg = compose_cfg("train", ["experiment=classify", "data.train=a.csv", "data.dev=b.csv", "data.header=true",
                                 "data.text_column=sentence", "data.label_column=label", f"output_dir={tmp_path}"])
     check_config(cfg)
-    assert (cfg.data.text_column, cfg.data.header, cfg.name) == ("sentence", True, "classify_classification")
+    assert (cfg.data.text_column, cfg.data.header, cfg.name) == ("sentence", True, "classify_a")  # named after a.csv
     with pytest.raises(Exception):
         compose_cfg("train", ["experiment=sst2", "size=tpu", f"output_dir={tmp_path}"])

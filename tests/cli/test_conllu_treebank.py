@@ -99,7 +99,8 @@ def test_a_treebank_given_by_paths_trains_evaluates_and_tags(tmp_path):
     for g, w in zip(got, want):
         gc, wc = g.split("\t"), w.split("\t")
         if len(wc) == 10 and wc[0].isdigit():
-            assert gc[:3] == wc[:3] and gc[4:] == wc[4:] and gc[3] in dev["per_tag"]
+            # UPOS predicted; XPOS, which the model does not predict, written "_"; the rest kept
+            assert gc[:3] == wc[:3] and gc[4] == "_" and gc[5:] == wc[5:] and gc[3] in dev["per_tag"]
         else:
             assert g == w
     assert any(g.split("\t")[1:2] == ["sinh viên"] for g in got)

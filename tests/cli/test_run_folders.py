@@ -9,6 +9,7 @@ import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import lightning as L
@@ -131,3 +132,60 @@ def test_last_checkpoint_is_the_final_state_with_a_validation_interval(mirror_ro
         assert torch.equal(last["state_dict"][key], value), key
     assert not (out / LOCK_NAME).exists() or claim_run_folder(out, summary["last_checkpoint"])  # released
     release_run_folder(out)
+
+
+def test_a_finished_run_removes_its_lock_file_and_logs_without_noise(mirror_root, tmp_path):
+    """A smoke run into a pipe (as under nohup): its lock file is gone at the end, its log says
+    where the data cache is, shows one plain progress line per refresh and none of Lightning's
+    tips, "was configured" notes or deprecation warnings."""
+    folder = tmp_path / "run"
+    proc = subprocess.run(train_args(folder, mirror_root, tmp_path / "cache"),
+                          cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert (folder / "train_summary.json").is_file() and not (folder / LOCK_NAME).exists()
+    log = proc.stdout + proc.stderr
+    assert f"data cache: {tmp_path / 'cache'}" in log
+    assert "\r" not in log and "Tip" not in log and "was configured" not in log and "LeafSpec" not in log
+    assert [line.split(" (")[0] for line in proc.stdout.splitlines() if line.startswith("epoch ")][:3] == [
+        "epoch 0 step 1", "epoch 0 step 2", "epoch 0 step 3"]
+
+
+def test_a_lock_file_removed_under_a_waiting_claim_is_not_trusted(tmp_path):
+    """The holder removes its lock file as it releases it; a claim that locked the removed file
+    must lock the new one instead, so two runs never hold two files of one name."""
+    folder = tmp_path / "run"
+    assert claim_run_folder(folder)
+    old = os.open(folder / LOCK_NAME, os.O_RDWR)  # what a second run opened before the release
+    release_run_folder(folder)
+    assert not (folder / LOCK_NAME).exists()
+    from transformer.cli.run_folder import _lock
+
+    fd = _lock(folder / LOCK_NAME)
+    try:
+        assert os.fstat(fd).st_ino == os.stat(folder / LOCK_NAME).st_ino != os.fstat(old).st_ino
+    finally:
+        os.close(fd)
+        os.close(old)
+
+
+def test_sigterm_saves_the_state_reached_and_exits_143_saying_how_to_resume(mirror_root, tmp_path):
+    folder = tmp_path / "run"
+    proc = subprocess.Popen(train_args(folder, mirror_root, tmp_path / "cache", "trainer.max_epochs=1000",
+                                       "callbacks.progress_bar=null"),
+                            cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 240
+        while not list((folder / "checkpoints").glob("epoch*.ckpt")) and time.monotonic() < deadline:
+            time.sleep(0.5)  # a validation has run: the loop is in its steady state
+        assert proc.poll() is None, proc.stderr.read()[-2000:]
+        proc.send_signal(signal.SIGTERM)
+        code = proc.wait(timeout=120)
+    finally:
+        proc.kill()
+    err = proc.stderr.read().strip().splitlines()
+    assert code == 143, err[-20:]
+    last = folder / "checkpoints" / "last.ckpt"
+    assert err[-1].startswith("error: training stopped by SIGTERM at step ") and f"ckpt_path={last}" in err[-1]
+    step = int(err[-1].split("at step ")[1].split(";")[0])
+    assert torch.load(last, weights_only=True)["global_step"] == step
+    assert not (folder / LOCK_NAME).exists()

@@ -85,11 +85,13 @@ def test_conllu_passes_comments_ranges_and_empty_nodes_through():
     changed = [i for i, (a, b) in enumerate(zip(lines, out)) if a != b]
     assert changed == [3, 5, 6, 8, 14]  # exactly the five word lines
     assert out[3].split("\t")[3] == "DET" and out[8].split("\t")[3] == "PUNCT"
+    # the XPOS column the model does not predict is "_" (the input's XPOS is not the model's),
     # every other column of a word line is kept
-    assert out[5].split("\t")[:3] + out[5].split("\t")[4:] == lines[5].split("\t")[:3] + lines[5].split("\t")[4:]
-    # XPOS checkpoints fill column 5 and leave UPOS alone
+    assert lines[5].split("\t")[4] != "_" and out[5].split("\t")[4] == "_"
+    assert out[5].split("\t")[:3] + out[5].split("\t")[5:] == lines[5].split("\t")[:3] + lines[5].split("\t")[5:]
+    # XPOS checkpoints fill column 5 and blank UPOS
     out_x = tag_lines(StubTagger("xpos"), lines)
-    assert out_x[3].split("\t")[3:5] == ["PRON", "DET"]
+    assert lines[3].split("\t")[3] == "PRON" and out_x[3].split("\t")[3:5] == ["_", "DET"]
 
 
 def test_a_tagger_with_an_auxiliary_head_fills_both_columns():

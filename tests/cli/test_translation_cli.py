@@ -104,7 +104,7 @@ def test_evaluate_grid_runs_every_split_and_decoding_and_writes_a_summary(traine
     results = evaluate_grid(best, ["test_2017_mscoco"], decodes, data_dir=env["CACHE"], device="cpu")
     assert [(m["split"], m["decode"]["strategy"]) for m in results] == [("test_2017_mscoco", "greedy"),
                                                                           ("test_2017_mscoco", "beam")]
-    out = Path(best).parent / "eval"  # the default: beside the checkpoint
+    out = trained / "eval"  # the default: the run folder's eval/, where training wrote its test scores
     assert json.loads((out / "summary.json").read_text()) == results
     assert (out / "test_2017_mscoco.beam.hyp.en").is_file() and results[1]["checkpoint"] == best
 
@@ -218,8 +218,8 @@ def test_evaluate_and_decode_an_ensemble_of_checkpoints(trained, env, tmp_path):
                             f"data_dir={env['CACHE']}"], env)
     metrics = json.loads(proc.stdout[proc.stdout.index("{"):])
     assert metrics["checkpoint"] == [best, str(avg)] and metrics["sentences"] == 461
-    # default output folder for an ensemble: beside the first checkpoint, apart from its own eval/
-    assert (Path(best).parent / "eval_ensemble" / "test_2017_mscoco.beam.json").is_file()
+    # default output folder for an ensemble: in the first checkpoint's run folder, beside its eval/
+    assert (Path(best).parent.parent / "eval_ensemble" / "test_2017_mscoco.beam.json").is_file()
     # the decode CLI takes the same list; each line matches the ensemble translating it alone
     lines = ["Ein Hund läuft.", "", "Zwei Männer stehen auf der Straße."]
     out = cli("decode", [f"ckpt_path=[{best},{avg}]", "decode.max_len_a=0", "decode.max_len_b=6"], env,

@@ -13,6 +13,9 @@ from __future__ import annotations
 import logging
 import math
 import random
+import sys
+import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +23,8 @@ import lightning as L
 import numpy as np
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
-from lightning.pytorch.callbacks import EarlyStopping
+from lightning.pytorch.callbacks import EarlyStopping, ProgressBar, TQDMProgressBar
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from transformer.files import save_torch
 
@@ -128,6 +132,13 @@ class FinalLastCheckpoint(L.Callback):
                 cb.best_model_path = path
             log.info("wrote the final state (step %d) to %s", trainer.global_step, path)
 
+    def on_exception(self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException) -> None:
+        """A SIGTERM (a scheduler's stop) between training steps: write the state reached, so
+        that ``ckpt_path=last.ckpt`` resumes from it. Inside a validation the ``last.ckpt`` of
+        the previous validation is kept: a half-finished validation is not a state to resume."""
+        if isinstance(exception, SIGTERMException) and trainer.training:
+            self.on_train_end(trainer, pl_module)
+
 
 class MeasuredEarlyStopping(EarlyStopping):
     """``EarlyStopping`` that skips validations whose monitored value is NaN (not measured that
@@ -144,3 +155,68 @@ class MeasuredEarlyStopping(EarlyStopping):
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self._measured(trainer):
             super().on_train_epoch_end(trainer, pl_module)
+
+
+class LineProgressBar(ProgressBar):
+    """Progress for a log file (``nohup``, a scheduler, a pipe): one plain line every
+    ``refresh_rate`` training steps and one after each validation, instead of a terminal bar's
+    ``\\r`` frames, which fill a file with thousands of redrawn lines."""
+
+    def __init__(self, refresh_rate: int = 50) -> None:
+        super().__init__()
+        self.refresh_rate = int(refresh_rate)
+        self._enabled = True
+        self._start = 0.0
+
+    def disable(self) -> None:
+        self._enabled = False
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    def _line(self, trainer: L.Trainer, pl_module: L.LightningModule, what: str) -> None:
+        metrics = self.get_metrics(trainer, pl_module)
+        metrics.pop("v_num", None)
+        shown = " ".join(f"{k}={v:.4g}" if isinstance(v, float) else f"{k}={v}" for k, v in metrics.items())
+        print(f"epoch {trainer.current_epoch} step {trainer.global_step} {what} {shown}".rstrip(), flush=True)
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._start = time.monotonic()
+
+    def on_train_batch_end(self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+                           batch_idx: int) -> None:
+        if self._enabled and self.refresh_rate > 0 and trainer.global_step % self.refresh_rate == 0:
+            rate = trainer.global_step / max(time.monotonic() - self._start, 1e-9)
+            self._line(trainer, pl_module, f"({rate:.2f} steps/s)")
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._enabled and not trainer.sanity_checking:
+            self._line(trainer, pl_module, "validated:")
+
+
+def progress_bar(refresh_rate: int = 50) -> ProgressBar:
+    """Lightning's TQDM bar on a terminal; :class:`LineProgressBar` when standard output is a
+    file or a pipe. Either way it redraws every ``refresh_rate`` steps."""
+    if sys.stdout.isatty():
+        return TQDMProgressBar(refresh_rate=refresh_rate)
+    return LineProgressBar(refresh_rate=refresh_rate)
+
+
+class QuietLightning(logging.Filter):
+    """Drops Lightning's start-up lines that a user of this project cannot act on: product
+    tips, and the notes that a ``limit_*`` or ``val_check_interval`` default "was configured"."""
+
+    NOISE = ("💡 Tip", "was configured so")
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(n in message for n in self.NOISE)
+
+
+def quiet_library_noise() -> None:
+    """Install :class:`QuietLightning` and silence a deprecation warning Lightning itself
+    triggers on every run (its own use of torch's ``LeafSpec``)."""
+    logger = logging.getLogger("lightning.pytorch.utilities.rank_zero")
+    if not any(isinstance(f, QuietLightning) for f in logger.filters):
+        logger.addFilter(QuietLightning())
+    warnings.filterwarnings("ignore", message=r".*isinstance\(treespec, LeafSpec\)")

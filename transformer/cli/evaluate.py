@@ -10,8 +10,9 @@ language (``zh``, ``ja-mecab``/``char``, else ``13a``) unless ``bleu_tokenize=``
 
 Several checkpoints, ``ckpt_path=[a.ckpt,b.ckpt]``, are evaluated as an ensemble: translation
 models with their probabilities averaged at every step, taggers with each word's tag
-probabilities averaged (``TaggingTask.ensemble``); outputs then go to ``eval_ensemble/`` beside
-the first unless ``output_dir`` is given.
+probabilities averaged (``TaggingTask.ensemble``). Outputs go to ``output_dir``, by default to
+``eval/`` (``eval_ensemble/``) in the run folder of the (first) checkpoint, beside the scores
+training wrote there.
 """
 
 from __future__ import annotations
@@ -63,9 +64,14 @@ def evaluate_grid(ckpt_path: str | Sequence[str], splits: Sequence[str], decodes
 
 
 def default_output_dir(ckpt_path: str | Sequence[str]) -> Path:
-    """``eval/`` beside a checkpoint; ``eval_ensemble/`` beside the first of several."""
+    """``eval/`` (``eval_ensemble/`` for several checkpoints) in the run folder of the (first)
+    checkpoint, where training writes its own test scores: a checkpoint in
+    ``<run>/checkpoints/`` (or a subfolder of it) belongs to ``<run>``; any other checkpoint is
+    its folder's."""
     paths = checkpoint_paths(ckpt_path)
-    return Path(paths[0]).resolve().parent / ("eval" if len(paths) == 1 else "eval_ensemble")
+    folder = Path(paths[0]).resolve().parent
+    run = next((p.parent for p in (folder, *folder.parents) if p.name == "checkpoints"), folder)
+    return run / ("eval" if len(paths) == 1 else "eval_ensemble")
 
 
 def run(cfg: DictConfig) -> dict:

@@ -4,8 +4,9 @@ Two trainings started at once into one folder would both find it empty and then 
 configs and checkpoints. So a run takes an exclusive ``flock`` on ``<folder>/.run.lock``
 before it writes anything else, and checks under the lock that the folder holds no other run.
 The kernel drops the lock when the process ends, however it ends: a lock file left by a killed
-run (its pid no longer alive) does not block the next one. A resume (``ckpt_path=``) may write
-into the folder its checkpoint comes from, or into an empty one, never into another run's.
+run (its pid no longer alive) does not block the next one, and a run that ends normally removes
+its lock file. A resume (``ckpt_path=``) may write into the folder its checkpoint comes from, or
+into an empty one, never into another run's.
 """
 
 from __future__ import annotations
@@ -60,14 +61,7 @@ def claim_run_folder(out: Path, ckpt_path: str | None = None) -> bool:
         return False
     check_run_folder(out, ckpt_path)  # before anything is written
     out.mkdir(parents=True, exist_ok=True)
-    fd = os.open(out / LOCK_NAME, os.O_RDWR | os.O_CREAT, 0o644)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
-        os.close(fd)
-        raise FileExistsError(f"{out} is in use by another training run (pid {holder}); start this run in "
-                              f"another folder (hydra.run.dir=<new folder>)") from None
+    fd = _lock(out / LOCK_NAME)
     try:
         check_run_folder(out, ckpt_path)  # again: a run may have finished there since the first look
     except BaseException:
@@ -80,9 +74,33 @@ def claim_run_folder(out: Path, ckpt_path: str | None = None) -> bool:
     return True
 
 
-def release_run_folder(out: Path) -> None:
-    """Let another run have ``out`` (the lock file stays: removing it could let two runs lock
-    two different files of one name)."""
-    fd = _HELD.pop(str(Path(out).resolve()), None)
-    if fd is not None:
+def _lock(path: Path) -> int:
+    """An open descriptor of ``path`` holding its exclusive lock. A lock file is removed by the
+    run that held it (while still holding it), so a descriptor locked just after that removal
+    belongs to a file no longer in the folder: then open the new one and lock again."""
+    while True:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
+            os.close(fd)
+            raise FileExistsError(f"{path.parent} is in use by another training run (pid {holder}); start this "
+                                  f"run in another folder (hydra.run.dir=<new folder>)") from None
+        try:
+            if os.fstat(fd).st_ino == os.stat(path).st_ino:
+                return fd
+        except FileNotFoundError:
+            pass
         os.close(fd)
+
+
+def release_run_folder(out: Path) -> None:
+    """Let another run have ``out``: remove the lock file, then drop the lock."""
+    out = Path(out)
+    fd = _HELD.pop(str(out.resolve()), None)
+    if fd is not None:
+        try:
+            (out / LOCK_NAME).unlink(missing_ok=True)
+        finally:
+            os.close(fd)

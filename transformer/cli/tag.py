@@ -29,8 +29,9 @@ for CoNLL-U input, ``word_tag`` for text input):
 * ``conllu``: from CoNLL-U input, every input line is written back in place (same line
   count) with the UPOS (column 4) or XPOS (column 5) field replaced, depending on the
   checkpoint's tag set (chunk tags go to MISC as ``Chunk=...``); a checkpoint trained with
-  an auxiliary tag set (``data.aux_tagset``) fills that column too; every other column is
-  kept. From text input, one block per input line (``# sent_id = <line number>``,
+  an auxiliary tag set (``data.aux_tagset``) fills that column too. The part-of-speech column
+  the model does not predict is written ``_`` (the input's tags there are not the model's);
+  every other column is kept. From text input, one block per input line (``# sent_id = <line number>``,
   ``# text = ...``, word lines, blank line); an empty input line gives a block with the
   two comments only, so the block count equals the input line count.
 * ``word_tag``: one line per sentence, ``word_TAG`` items separated by one space (split
@@ -52,7 +53,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
-from transformer.cli.common import hydra_entry, load_for_inference, read_lines, split_lines, write_lines
+from transformer.cli.common import hydra_entry, load_for_inference
+from transformer.cli.lines import read_lines, split_lines, write_lines
 
 INPUT_FORMATS = ("auto", "text", "conllu")
 OUTPUT_FORMATS = ("auto", "conllu", "word_tag", "text")
@@ -132,7 +134,12 @@ def _set_tag(cols: list[str], tagset: str, tag: str) -> list[str]:
 
 
 def _set_tags(cols: list[str], fields: dict[str, list[list[str]]], sent: int, word: int) -> list[str]:
-    """``cols`` with word ``word`` of sentence ``sent``'s tag of every field set."""
+    """``cols`` with word ``word`` of sentence ``sent``'s tag of every field set, and ``_`` in
+    the part-of-speech column the model does not predict: a gold tag passed through would be
+    scored as the model's (a UPOS tagger's output would score 100 % XPOS)."""
+    for tagset in ("upos", "xpos"):
+        if tagset not in fields and len(cols) > TAG_COLUMN[tagset]:
+            cols[TAG_COLUMN[tagset]] = "_"
     for tagset, tags in fields.items():
         cols = _set_tag(cols, tagset, tags[sent][word])
     return cols
@@ -192,6 +199,8 @@ def tag_lines(tagger, lines: list[str], input_format: str = "auto", out_format: 
         raise ValueError(f"input_format must be one of {INPUT_FORMATS}, got {input_format!r}")
     if out_format not in OUTPUT_FORMATS:
         raise ValueError(f"format must be one of {OUTPUT_FORMATS}, got {out_format!r}")
+    if lines and lines[0].startswith("\ufeff"):  # a byte-order mark (Windows editors) is not text
+        lines = [lines[0][1:], *lines[1:]]
     if input_format == "auto":
         input_format = "conllu" if looks_like_conllu(lines) else "text"
     if out_format == "auto":

@@ -14,13 +14,15 @@ from pathlib import Path
 import lightning as L
 import torch
 from hydra.utils import get_class, instantiate
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.callbacks import FinalLastCheckpoint, RandomState
-from transformer.cli.common import check_config_types, check_decode_settings, hydra_entry
+from transformer.cli.callbacks import AtomicCheckpointIO, FinalLastCheckpoint, RandomState, quiet_library_noise
+from transformer.cli.common import StoppedBySignal, check_config_types, check_decode_settings, hydra_entry
 from transformer.cli.loggers import ResumableCSVLogger
 from transformer.cli.run_folder import claim_run_folder, release_run_folder
 from transformer.cli.validate import quiet_lightning, trainer_settings
+from transformer.files import write_text
 from transformer.models.init import count_parameters
 from transformer.tasks.build import check_model_config
 from transformer.tasks.checkpoint import load_weights, read_checkpoint
@@ -56,11 +58,23 @@ def build_datamodule(cfg: DictConfig, ckpt: dict | None = None):
         out = Path(cfg.output_dir)
         out.mkdir(parents=True, exist_ok=True)
         path = out / "resumed_tokenizer.json"
-        path.write_text(ckpt["tokenizers"].get("src") or ckpt["tokenizers"]["tgt"], encoding="utf-8")
+        write_text(path, ckpt["tokenizers"].get("src") or ckpt["tokenizers"]["tgt"])
         overrides["tokenizer_path"] = str(path)
     # Plain containers (not DictConfig) in the data module: its hyperparameters are saved in
     # checkpoints, and a DictConfig there stops torch.load(weights_only=True) on resume.
-    return instantiate(cfg.data, _convert_="all", **overrides)
+    dm = instantiate(cfg.data, _convert_="all", **overrides)
+    dm.vocab_size_chosen = "data.vocab_size" in command_line_keys()
+    return dm
+
+
+def command_line_keys() -> set[str]:
+    """The keys the user set on the command line (Hydra's task overrides), e.g.
+    ``{"data.vocab_size", "trainer.max_epochs"}``; empty outside a Hydra run."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if not HydraConfig.initialized():
+        return set()
+    return {o.split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
 
 
 def training_device(cfg: DictConfig) -> str:
@@ -119,6 +133,9 @@ def check_config(cfg: DictConfig) -> None:
     check_model_config(cfg.get("model"), "model", complete=False)
     for group in ("trainer", "data", "task"):
         check_config_types(cfg.get(group), group)
+    from transformer.data.checks import check_data_config
+
+    check_data_config(cfg.get("data"), "data")  # languages, column maps, splits, hub: before any file is read
     for group in ("callbacks", "logger"):
         for name, node in (cfg.get(group) or {}).items():
             check_config_types(node, f"{group}.{name}")
@@ -187,6 +204,10 @@ def run(cfg: DictConfig) -> dict:
 
 def fit(cfg: DictConfig, out: Path, ckpt: dict | None) -> dict:
     """The training itself, in a claimed folder ``out``; ``ckpt`` is the resumed checkpoint."""
+    quiet_library_noise()
+    if cfg.data.get("data_dir"):
+        log.info("data cache: %s (TRANSFORMER_CACHE=<folder> or data.data_dir=<folder> moves it)",
+                 Path(cfg.data.data_dir).resolve())
     L.seed_everything(cfg.seed, workers=True)
     out.mkdir(parents=True, exist_ok=True)
     dm = build_datamodule(cfg, ckpt)
@@ -204,9 +225,14 @@ def fit(cfg: DictConfig, out: Path, ckpt: dict | None) -> dict:
     trainer = instantiate(
         cfg.trainer, callbacks=[*_instantiate_group(cfg.get("callbacks")), RandomState(),
                                  FinalLastCheckpoint()],
-        logger=build_loggers(cfg, resumed_step) or False,
+        logger=build_loggers(cfg, resumed_step) or False, plugins=[AtomicCheckpointIO()],
     )
-    trainer.fit(task, datamodule=dm, ckpt_path=cfg.get("ckpt_path"), weights_only=True)
+    try:
+        trainer.fit(task, datamodule=dm, ckpt_path=cfg.get("ckpt_path"), weights_only=True)
+    except SIGTERMException:
+        last = checkpoint_summary(trainer)["last_checkpoint"]
+        raise StoppedBySignal(f"training stopped by SIGTERM at step {trainer.global_step}; " + (
+            f"resume with ckpt_path={last}" if last else "no checkpoint was written yet")) from None
     summary = {
         "output_dir": str(out),
         "parameters": count_parameters(task.model),
@@ -224,7 +250,7 @@ def fit(cfg: DictConfig, out: Path, ckpt: dict | None) -> dict:
                                        mirror_root=cfg.data.get("mirror_root"))
             for split in cfg.test_splits
         }
-    (out / "train_summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    write_text(out / "train_summary.json", json.dumps(summary, indent=2) + "\n")
     log.info("summary: %s", json.dumps(summary))
     return summary
 

@@ -73,6 +73,9 @@ class TokenBudgetDataModule(L.LightningDataModule):
 
     train_split = "train"
     val_split = "val"
+    # Whether ``vocab_size`` was the user's own choice (the command line sets it): a smaller
+    # real vocabulary is then worth a warning, not when a recipe's generous default was used.
+    vocab_size_chosen = True
 
     def __init__(self, max_tokens: int, num_workers: int, seed: int):
         super().__init__()
@@ -184,13 +187,15 @@ class TokenBudgetDataModule(L.LightningDataModule):
 
         A training split with fewer distinct pieces than ``vocab_size`` gives a smaller
         vocabulary. The hyperparameter then says what the model was built with (the task's
-        own ``vocab_size``), with a warning, rather than the unreachable request.
+        own ``vocab_size``) rather than the unreachable request: with a warning when the user
+        chose the size (``vocab_size_chosen``), silently (debug level) when a recipe did.
         """
         real = tokenizer.vocab_size
         if self.hparams.get("vocab_size") is None or real >= self.hparams["vocab_size"]:
             return
-        log.warning("data.vocab_size=%d asked for, but the tokenizer has %d pieces (its training data "
-                    "gives no more): recorded as vocab_size=%d", self.hparams["vocab_size"], real, real)
+        log.log(logging.WARNING if self.vocab_size_chosen else logging.DEBUG,
+                "data.vocab_size=%d asked for, but the tokenizer has %d pieces (its training data "
+                "gives no more): recorded as vocab_size=%d", self.hparams["vocab_size"], real, real)
         self.save_hyperparameters({**self.hparams, "vocab_size": real})
 
 

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import torch
 
-from transformer.data.tagged_splits import read_tagged_split, tag_field
+from transformer.data.tagged_splits import read_tagged_file, read_tagged_split, tag_field
 from transformer.evaluation.tag_metrics import MostFrequentTagBaseline, tagging_metrics
 from transformer.files import atomic_open, inside, write_text
 
@@ -137,13 +137,21 @@ def _summary(metrics: dict) -> dict:
 
 
 def most_frequent_tag_baseline(dataset: str, tagset: str, split: str, data_dir: str = "data/cache",
-                               mirror_root: str | None = None, dev_size: int = 500) -> dict:
+                               mirror_root: str | None = None, dev_size: int = 500,
+                               files: dict[str, str] | None = None, fmt: str | None = None) -> dict:
     """Fit :class:`MostFrequentTagBaseline` on the training split (for CoNLL-2000: without the
     last ``dev_size`` sentences, held out as dev) and score ``split``; the tagging metrics
-    with the dataset, tag set, split and training size."""
+    with the dataset, tag set, split and training size. ``dataset`` is a preset's name, or with
+    ``files`` (``{"train": path, ...}``, format ``fmt``, default CoNLL-U) the name of a user's
+    treebank; ``split`` is then one of those splits or any file of that format."""
     data = {"name": dataset, "tagset": tagset, "dev_size": dev_size}
-    field = tag_field(data)
-    train = read_tagged_split(data, "train", data_dir, mirror_root)
+    if files:  # the training file whole (no dev held out of it), and a split or any file to score
+        data.update(files=dict(files), format=fmt or "conllu")
+        field = tag_field(data)
+        train = read_tagged_file(files["train"], data["format"], data_dir, mirror_root)
+    else:
+        field = tag_field(data)
+        train = read_tagged_split(data, "train", data_dir, mirror_root)
     test = read_tagged_split(data, split, data_dir, mirror_root)
     model = MostFrequentTagBaseline().fit([s.words for s in train], [getattr(s, field) for s in train])
     words = [s.words for s in test]

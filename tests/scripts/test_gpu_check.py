@@ -1,0 +1,55 @@
+"""scripts/gpu_check.sh end to end in its dry mode (CPU, toy sizes, ~3 minutes): slow, run with
+`pytest -m slow tests/scripts`."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.slow
+REPO = Path(__file__).resolve().parents[2]
+FILES = ["log.txt", "env.txt", "gpu_tests.txt", "bench_train.json", "bench_decode.json", "profile.txt",
+         "recipe.json", "summary.md"]
+STEPS = ["env", "bench_bf16", "bench_compiled_bf16", "bench_decode", "profile", "recipe_train", "eval_greedy",
+         "eval_beam5", "gpu_tests"]
+
+
+def test_dry_run_writes_every_output_and_passes(tmp_path, mirror_root):
+    out = tmp_path / "out"
+    env = dict(os.environ, GPU_CHECK_DRY="1", TRANSFORMER_DATA_MIRROR=str(mirror_root),
+               GPU_CHECK_WORK=str(tmp_path / "work"))
+    proc = subprocess.run(["bash", "scripts/gpu_check.sh", str(out)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+
+    # At most 8 files, flat, named as the device tool brings them back.
+    assert sorted(p.name for p in out.iterdir()) == sorted(FILES)
+    for name in FILES:
+        assert (out / name).is_file() and (out / name).stat().st_size > 0, name
+        assert re.fullmatch(r"[A-Za-z0-9._-]+", name)
+
+    bench = json.loads((out / "bench_train.json").read_text())
+    assert set(bench) == {"bf16", "compiled_bf16"}
+    for variant, result in bench.items():
+        assert result["train_tokens_per_s"]["ours"] > 0, variant
+    assert bench["compiled_bf16"]["ours"]["compile"] is True
+    decode = json.loads((out / "bench_decode.json").read_text())
+    assert decode["decode_beam1_batched"]["ours"]["sentences_per_s"] > 0
+    assert decode["decode_beam5_batched"]["ours"]["sentences_per_s"] > 0
+    recipe = json.loads((out / "recipe.json").read_text())
+    assert recipe["train_summary"]["global_step"] > 0
+    for search in ("greedy", "beam5"):
+        assert recipe["test_2016_flickr"][search]["sentences"] == 1000
+        assert recipe["test_2016_flickr"][search]["bleu"] >= 0
+    assert "self_cpu_time_total" in (out / "profile.txt").read_text()
+
+    summary = (out / "summary.md").read_text()
+    for step in STEPS:
+        assert re.search(rf"^\| {step} \| ok \|", summary, re.M), f"{step} is not ok in summary.md"
+    log = (out / "log.txt").read_text()
+    assert "9 steps, 0 failed" in log
