@@ -24,7 +24,8 @@ FLOPs utilisation against ``--peak-tflops``: the FLOPs are counted, not estimate
 timed batch once more under ``torch.utils.flop_counter.FlopCounterMode`` (matrix products and
 attention, forward and backward; the optimizer step and elementwise work are not counted).
 ``--d-model/--layers/--heads/--d-ff`` change both models' size alike, e.g. to the GPU recipe's
-512 / 4 / 8 / 2048.
+512 / 4 / 8 / 2048. ``--no-peer`` measures ours alone (no ``transformers`` needed): the same
+numbers for ours, no Marian entries and no ratios.
 """
 
 from __future__ import annotations
@@ -82,8 +83,7 @@ def pad_to(rows, pad, multiple=1):
 
 
 def build_models(tok, args):
-    from transformers import MarianConfig, MarianMTModel
-
+    """Ours and the MarianMT peer of the same size (None with ``--no-peer``)."""
     from transformer.models import EncoderDecoder
 
     ours = EncoderDecoder(
@@ -91,6 +91,10 @@ def build_models(tok, args):
         n_encoder_layers=args.layers, n_decoder_layers=args.layers, d_ff=args.d_ff, dropout=0.1, norm_first=False, activation="relu",
         max_len=512, share_embeddings=True, tie_output=True,
     )
+    if args.no_peer:
+        return ours, None
+    from transformers import MarianConfig, MarianMTModel
+
     cfg = MarianConfig(
         vocab_size=tok.vocab_size, d_model=args.d_model, encoder_layers=args.layers,
         decoder_layers=args.layers, encoder_attention_heads=args.heads,
@@ -123,10 +127,9 @@ def train_throughput(ours, peer, batches, args, device, dtype):
 
     pad = 0
     fused = device.type == "cuda" or None
-    opts = {
-        "ours": torch.optim.Adam(ours.parameters(), lr=1e-4, betas=(0.9, 0.98), fused=fused),
-        "marian": torch.optim.Adam(peer.parameters(), lr=1e-4, betas=(0.9, 0.98), fused=fused),
-    }
+    models = {"ours": ours, "marian": peer} if peer is not None else {"ours": ours}
+    opts = {name: torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), fused=fused)
+            for name, m in models.items()}
     eager = {"ours": all_positions_loss, "marian": marian_loss}
     losses = dict(eager)
     if args.accel == "cpu" and not args.compile:  # as transformer-train's task.loss=auto picks it
@@ -138,21 +141,22 @@ def train_throughput(ours, peer, batches, args, device, dtype):
     autocast = dtype != torch.float32 and not args.bf16_true
 
     def step(name, src, t_in, t_out, fns=losses):
-        model = ours if name == "ours" else peer
+        model = models[name]
         with torch.autocast(device.type, dtype=dtype, enabled=autocast):
             loss, _ = fns[name](model, src, t_in, t_out, 0.1, pad)
         opts[name].zero_grad(set_to_none=True)
         loss.backward()
         opts[name].step()
 
-    ours.train(), peer.train()
-    times = {"ours": 0.0, "marian": 0.0}
+    for m in models.values():
+        m.train()
+    times = dict.fromkeys(models, 0.0)
     tokens = 0
     n = args.warmup_steps + args.train_steps
     for k, (src, t_in, t_out) in enumerate(batches[:n]):
         src, t_in, t_out = src.to(device), t_in.to(device), t_out.to(device)
         real = int(src.ne(pad).sum() + t_out.ne(pad).sum())
-        for name in (("ours", "marian") if k % 2 == 0 else ("marian", "ours")):
+        for name in (list(models) if k % 2 == 0 else list(models)[::-1]):
             sync(device)
             t0 = time.perf_counter()
             step(name, src, t_in, t_out)
@@ -169,15 +173,15 @@ def train_throughput(ours, peer, batches, args, device, dtype):
 
         # Counted on the eager, plain modules (the same arithmetic as the timed steps; the
         # counter sees neither compiled graphs nor oneDNN's private products).
-        ours = accel.apply(ours, "none")
-        flops = {"ours": 0, "marian": 0}
+        ours = models["ours"] = accel.apply(ours, "none")
+        flops = dict.fromkeys(models, 0)
         for src, t_in, t_out in batches[args.warmup_steps : n]:
             src, t_in, t_out = src.to(device), t_in.to(device), t_out.to(device)
             for name in flops:
                 with FlopCounterMode(display=False) as counter:
                     step(name, src, t_in, t_out, eager)
                 flops[name] += counter.get_total_flops()
-        ours = accel.apply(ours, args.accel)
+        ours = models["ours"] = accel.apply(ours, args.accel)
         flops = {name: {"flops": f, "tflops_per_s": f / times[name] / 1e12} for name, f in flops.items()}
     return {name: tokens / t for name, t in times.items()}, tokens, flops
 
@@ -201,7 +205,9 @@ def decode_throughput(ours, peer, tok, val_src, args, device, beam, one_by_one=F
     from transformer.decoding import beam_search, greedy_search
     from transformer.data.batching import token_budget_batches
 
-    ours.eval(), peer.eval()
+    models = {"ours": ours, "marian": peer} if peer is not None else {"ours": ours}
+    for m in models.values():
+        m.eval()
     if one_by_one:
         val_src = val_src[: args.latency_sentences]
         batches = [pad_to([s], tok.pad_id) for s in val_src]
@@ -224,19 +230,19 @@ def decode_throughput(ours, peer, tok, val_src, args, device, beam, one_by_one=F
         return int(gen[:, 1:].ne(tok.pad_id).sum())
 
     runners = {"ours": run_ours, "marian": run_marian}
-    seconds = {"ours": 0.0, "marian": 0.0}
-    tokens = {"ours": 0, "marian": 0}
+    seconds = dict.fromkeys(models, 0.0)
+    tokens = dict.fromkeys(models, 0)
     for rep in range(args.decode_repeats):
         for k, src in enumerate(batches):
             src = src.to(device)
-            for name in (("ours", "marian") if (k + rep) % 2 == 0 else ("marian", "ours")):
+            for name in (list(models) if (k + rep) % 2 == 0 else list(models)[::-1]):
                 sync(device)
                 t0 = time.perf_counter()
                 tokens[name] += runners[name](src)
                 sync(device)
                 seconds[name] += time.perf_counter() - t0
     expected = args.decode_repeats * len(val_src) * length
-    if tokens["ours"] != expected or tokens["marian"] != expected:
+    if any(n != expected for n in tokens.values()):
         raise RuntimeError(f"expected {expected} generated tokens from each model, got {tokens}")
     n = args.decode_repeats * len(val_src)
     return {name: {"sentences_per_s": n / t, "tokens_per_s": tokens[name] / t, "seconds": t,
@@ -254,7 +260,7 @@ def main():
     ap.add_argument("--decode-sentences", type=int, default=256)
     ap.add_argument("--decode-max-tokens", type=int, default=2048)
     ap.add_argument("--max-output-len", type=int, default=40)
-    ap.add_argument("--latency-sentences", type=int, default=32, help="decoded one at a time")
+    ap.add_argument("--latency-sentences", type=int, default=32, help="decoded one at a time (0: batched only)")
     ap.add_argument("--decode-repeats", type=int, default=3, help="passes over the decoding batches")
     ap.add_argument("--d-model", type=int, default=256)
     ap.add_argument("--layers", type=int, default=3, help="encoder and decoder layers each")
@@ -267,6 +273,7 @@ def main():
     ap.add_argument("--accel", default="auto", help="ours' fast paths: auto | cpu | none (transformer.accel)")
     ap.add_argument("--compile", action="store_true", help="torch.compile our training loss")
     ap.add_argument("--compile-peer", action="store_true", help="torch.compile Marian's training loss too")
+    ap.add_argument("--no-peer", action="store_true", help="ours alone: no MarianMT (transformers not needed)")
     ap.add_argument("--compile-mode", default="default", help="torch.compile mode")
     ap.add_argument("--pad-to-multiple", type=int, default=1, help="round batch widths up to this multiple")
     ap.add_argument("--skip-decode", action="store_true", help="training throughput only")
@@ -282,14 +289,18 @@ def main():
     device = torch.device(args.device)
     tok, batches, val_src = build_batches(args)
     ours, peer = build_models(tok, args)
-    ours.to(device), peer.to(device)
+    for m in (ours, peer):
+        if m is not None:
+            m.to(device)
     from transformer import accel
 
     args.accel = accel.resolve(args.accel, device.type, args.compile)
     ours = accel.apply(ours, args.accel)
     dtype = torch.bfloat16 if args.bf16 or args.bf16_true else torch.float32
     if args.bf16_true:
-        ours.to(dtype), peer.to(dtype)
+        for m in (ours, peer):
+            if m is not None:
+                m.to(dtype)
     args.count_flops = args.count_flops or device.type == "cuda"
     train, tokens, flops = train_throughput(ours, peer, batches, args, device, dtype)
     res = {
@@ -299,11 +310,12 @@ def main():
         "size": {"d_model": args.d_model, "layers": args.layers, "heads": args.heads, "d_ff": args.d_ff},
         "ours": {"accel": args.accel, "compile": args.compile, "compile_mode": args.compile_mode,
                  "bf16_true": args.bf16_true, "pad_to_multiple": args.pad_to_multiple},
-        "marian_compiled": args.compile_peer,
-        "params": {"ours": params(ours), "marian": params(peer)},
+        "marian_compiled": args.compile_peer if peer is not None else None,
+        "params": {"ours": params(ours), **({"marian": params(peer)} if peer is not None else {})},
         "train_tokens_per_s": train, "train_tokens_measured": tokens,
-        "train_speedup_vs_marian": train["ours"] / train["marian"],
     }
+    if peer is not None:
+        res["train_speedup_vs_marian"] = train["ours"] / train["marian"]
     if flops:
         res["train_flops"] = flops
     if flops and device.type == "cuda":
@@ -311,10 +323,11 @@ def main():
         res["mfu"] = {k: v["tflops_per_s"] / args.peak_tflops for k, v in flops.items()}
         res["peak_tflops"] = args.peak_tflops
     for beam in (() if args.skip_decode else (1, 5)):
-        for one_by_one, tag in ((False, "batched"), (True, "batch1")):
+        for one_by_one, tag in ((False, "batched"), (True, "batch1"))[: 2 if args.latency_sentences else 1]:
             d = decode_throughput(ours, peer, tok, val_src, args, device, beam, one_by_one)
             res[f"decode_beam{beam}_{tag}"] = d
-            res[f"decode_beam{beam}_{tag}_speedup_vs_marian"] = d["marian"]["seconds"] / d["ours"]["seconds"]
+            if peer is not None:
+                res[f"decode_beam{beam}_{tag}_speedup_vs_marian"] = d["marian"]["seconds"] / d["ours"]["seconds"]
     text = json.dumps(res, indent=2)
     print(text)
     if args.json:

@@ -1,0 +1,437 @@
+#!/usr/bin/env bash
+# One GPU check of the project in about 8 minutes, for one call of a lent GPU machine:
+#
+#   bash scripts/gpu_check.sh OUTDIR                      # on the GPU machine
+#   GPU_CHECK_DRY=1 bash scripts/gpu_check.sh /tmp/gc     # dry run here: CPU, tiny sizes, 1.5-3 minutes
+#
+# Steps, each time-boxed with `timeout`; one that fails does not stop the others, and the exit
+# status is 1 when any failed (2 for a usage error):
+#   env          nvidia-smi, driver, Python/torch/CUDA and package versions    -> env.txt
+#   bench_*      scripts/bench_translation.py, ours vs Hugging Face MarianMT at the GPU recipe's size
+#                (d512, 4+4, 8 heads, d_ff 2048) on the same Multi30k batches: training in bf16
+#                autocast, eager and compiled, 30 measured steps each, with counted-FLOP MFU
+#                (-> bench_train.json); then decoding, greedy and beam 5, batched, eager
+#                (-> bench_decode.json)
+#   profile      scripts/profile_step.py: torch.profiler table of one compiled training step of the
+#                recipe (top 15 ops by self CUDA time)                        -> profile.txt
+#   recipe_train experiment=multi30k (the GPU size: transformer_medium, bf16, 8192-token batches)
+#                cut at trainer.max_time=4 min (less if the steps before ran late, said in
+#                recipe.json), test_splits=[] (the two evaluations below replace its end-of-run
+#                beam-5 tables); its run folder stays in the work folder, outside OUTDIR
+#   eval_greedy, eval_beam5  transformer-evaluate of its best checkpoint on test_2016_flickr
+#                (-> recipe.json, with the training summary), run side by side with:
+#   gpu_tests    pytest -m gpu -q tests/gpu                                     -> gpu_tests.txt
+# OUTDIR gets at most these 8 files, flat: log.txt (all output, timestamped step lines), env.txt,
+# gpu_tests.txt, bench_train.json, bench_decode.json, profile.txt, recipe.json, summary.md.
+# Everything else (bench tokenizer, run folder, data cache) goes to $GPU_CHECK_WORK (default: a
+# new /tmp/gpu_check.XXXXXX). The whole run is held to $GPU_CHECK_BUDGET_S seconds (default 510):
+# a step's box is cut to what is left, and the recipe's training time to what is left less ~100 s.
+#
+# GPU_CHECK_DRY=1: the same steps on the CPU at toy sizes (d_model 32, 1+1 layers, a few steps;
+# the recipe with size=cpu debug=fast model=tiny and a 20-second cap) to test this script; without
+# the transformers package the Marian peer is left out there, with a note (the real run needs it).
+#
+# Before the device call, here on the CPU, from the repo root (the data the recipe, the benchmark
+# and the GPU tests read, ~1.4 MiB, in the mirror's layout; and the packages the device image
+# lacks, for its Python 3.12: hydra-core, omegaconf, antlr4 (no wheel on PyPI: built here),
+# datasets, dill, multiprocess -- torch, lightning, tokenizers, sacrebleu, transformers, pyarrow
+# and pytest are there):
+#
+#   mkdir -p .gpu_data/multi30k/data/task1/raw
+#   for s in train val test_2016_flickr test_2017_flickr test_2017_mscoco; do for l in de en; do
+#     cp ../shared/datasets/multi30k/data/task1/raw/$s.$l.gz .gpu_data/multi30k/data/task1/raw/; done; done
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
+#     -d .whl hydra-core==1.3.8 omegaconf==2.3.1 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
+#   python3 -m pip wheel --no-deps -w .whl antlr4-python3-runtime==4.9.3
+#   du -sh .gpu_data .whl        # ~1.4 MiB + ~1.3 MiB; both are git-ignored
+#
+# then the device call: run(command="bash scripts/gpu_check.sh $OUT", carry=[".gpu_data", ".whl"],
+# timeout_s=540). At its start the script installs .whl/*.whl (when the folder is there) into
+# /tmp/site and puts that and the checkout on PYTHONPATH (no pip install of the project needed).
+set -uo pipefail
+
+out=${1:?usage: gpu_check.sh OUTDIR   (GPU_CHECK_DRY=1 for a CPU dry run)}
+repo=$(cd "$(dirname "$0")/.." && pwd)
+mkdir -p "$out" || exit 2
+out=$(cd "$out" && pwd)
+# Everything this script prints goes to OUTDIR/log.txt as well.
+if [ -z "${GPU_CHECK_LOGGING:-}" ]; then
+  GPU_CHECK_LOGGING=1 bash "$0" "$out" 2>&1 | tee "$out/log.txt"
+  exit "${PIPESTATUS[0]}"
+fi
+
+cd "$repo" || exit 2
+dry=${GPU_CHECK_DRY:-0}
+[ "$dry" = 0 ] || dry=1
+budget=${GPU_CHECK_BUDGET_S:-510}
+work=${GPU_CHECK_WORK:-$(mktemp -d /tmp/gpu_check.XXXXXX)}
+mkdir -p "$work"
+steps_tsv="$work/steps.tsv"
+: >"$steps_tsv"
+notes="$work/notes.txt"
+: >"$notes"
+SECONDS=0
+
+say() { echo "[$(date -u +%H:%M:%S) +${SECONDS}s] $*"; }
+note() { echo "$*" >>"$notes"; say "note: $*"; }
+
+# box SECONDS: the step's own limit, cut to the time left in the budget (0: none left).
+box() {
+  local left=$((budget - SECONDS))
+  [ "$left" -lt 15 ] && left=0
+  [ "$1" -lt "$left" ] && echo "$1" || echo "$left"
+}
+
+# step NAME LIMIT CMD...: run CMD under timeout, its output to the log, and record the result
+# (a step that finds under 15 s of the budget left is skipped, and counts as failed).
+step() {
+  local name=$1 limit start rc
+  limit=$(box "$2")
+  shift 2
+  if [ "$limit" = 0 ]; then
+    record "$name" skip 0 0
+    return 1
+  fi
+  say "== $name (limit ${limit}s): $*"
+  start=$SECONDS
+  timeout -k 10 "$limit" "$@"
+  rc=$?
+  record "$name" "$rc" $((SECONDS - start)) "$limit"
+  return $rc
+}
+
+record() {  # record NAME RC SECONDS LIMIT
+  printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$steps_tsv"
+  if [ "$2" = 0 ]; then
+    say "== $1: ok in $3 s"
+  elif [ "$2" = skip ]; then
+    say "== $1: SKIPPED: the time budget (${budget}s) is spent"
+  elif [ "$2" = 124 ] || [ "$2" = 137 ]; then
+    say "== $1: TIMED OUT after $3 s (limit $4 s)"
+  else
+    say "== $1: FAILED (exit $2) after $3 s"
+  fi
+}
+
+# ---------------------------------------------------------------- setup
+export PYTHONUNBUFFERED=1 HF_DATASETS_OFFLINE=1 HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+if [ -z "${TRANSFORMER_DATA_MIRROR:-}" ]; then
+  if [ -d .gpu_data ]; then TRANSFORMER_DATA_MIRROR=.gpu_data; else TRANSFORMER_DATA_MIRROR=../shared/datasets; fi
+fi
+if [ -d "$TRANSFORMER_DATA_MIRROR/multi30k" ]; then
+  TRANSFORMER_DATA_MIRROR=$(cd "$TRANSFORMER_DATA_MIRROR" && pwd)
+else
+  note "no multi30k under the data mirror $TRANSFORMER_DATA_MIRROR: the benchmark, profile and recipe will fail"
+fi
+export TRANSFORMER_DATA_MIRROR
+say "gpu_check: dry=$dry out=$out work=$work mirror=$TRANSFORMER_DATA_MIRROR budget=${budget}s"
+site=""
+if [ "$dry" = 0 ] && compgen -G ".whl/*.whl" >/dev/null; then
+  say "installing $(ls .whl/*.whl | wc -l) wheels from .whl/ into /tmp/site"
+  if timeout 120 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+      --target /tmp/site .whl/*.whl; then
+    site=/tmp/site
+  else
+    note "installing the wheels of .whl/ failed"
+  fi
+fi
+export PYTHONPATH="${site:+$site:}$repo${PYTHONPATH:+:$PYTHONPATH}"
+missing=$(python3 - 2>/dev/null <<'PY'
+import importlib
+missing = []
+for name in ("torch", "lightning", "hydra", "datasets", "tokenizers", "sacrebleu", "transformer", "transformers"):
+    try:
+        importlib.import_module(name)
+    except Exception:  # ImportError, or a wheel that does not fit this Python
+        missing.append(name)
+print(" ".join(missing))
+PY
+)
+if [ -n "$missing" ] && [ "$missing" != transformers ]; then
+  note "not importable: $missing"
+fi
+peer=1
+if [[ " $missing " == *" transformers "* ]]; then
+  peer=0
+  if [ "$dry" = 1 ]; then
+    note "transformers is not installed: the benchmark ran ours alone (--no-peer), no Marian comparison"
+  else
+    note "transformers is not installed: the benchmark ran ours alone (--no-peer); the real run needs it (pip install -e '.[bench]' or a wheel in .whl/)"
+  fi
+fi
+
+if [ "$dry" = 1 ]; then
+  dims=(--d-model 32 --layers 1 --heads 2 --d-ff 64)
+  # Rows padded to 64 under a 512-token budget: one batch shape, so the compiled step compiles once.
+  bench_common=(--device cpu --vocab-size 500 --train-sentences 2000 --max-tokens 512 --warmup-steps 1
+                --train-steps 3 --pad-to-multiple 64)
+  decode_args=(--train-steps 1 --decode-sentences 16 --decode-max-tokens 512 --max-output-len 8
+               --latency-sentences 0 --decode-repeats 1)
+  recipe_overrides=(size=cpu debug=fast model=tiny data.vocab_size=400)
+  max_time_s=20
+  profile_warmup=2
+else
+  dims=(--d-model 512 --layers 4 --heads 8 --d-ff 2048)
+  bench_common=(--device cuda --train-sentences 29000 --warmup-steps 10 --train-steps 30 --pad-to-multiple 8)
+  decode_args=(--warmup-steps 1 --train-steps 1 --decode-sentences 256 --latency-sentences 0 --decode-repeats 1)
+  recipe_overrides=()
+  max_time_s=240
+  profile_warmup=3
+fi
+no_peer=()
+[ "$peer" = 1 ] || no_peer=(--no-peer)
+bench_tok="$work/bench_tokenizer.json"
+cache="$work/cache"
+run="$work/recipe"
+
+# ---------------------------------------------------------------- a. environment
+env_info() {
+  echo "date: $(date -u '+%F %T UTC')  host: ${HOSTNAME:-?}  cpus: $(nproc)  dry: $dry"
+  echo "checkout: $repo  commit: $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?')"
+  if command -v nvidia-smi >/dev/null; then
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm,power.limit --format=csv
+    nvidia-smi
+  else
+    echo "nvidia-smi: not found"
+  fi
+  python3 - <<'PY'
+import importlib, platform, sys
+import torch
+print(f"python {platform.python_version()} ({sys.executable})")
+print(f"torch {torch.__version__}, CUDA {torch.version.cuda}, cuDNN {torch.backends.cudnn.version()}, "
+      f"CUDA available: {torch.cuda.is_available()}")
+if torch.cuda.is_available():
+    p = torch.cuda.get_device_properties(0)
+    print(f"device 0: {p.name}, capability {p.major}.{p.minor}, {p.multi_processor_count} SMs, "
+          f"{p.total_memory / 2**30:.1f} GiB")
+for name in ("lightning", "hydra", "omegaconf", "datasets", "pyarrow", "tokenizers", "sacrebleu",
+             "transformers", "triton", "numpy", "pytest", "transformer"):
+    try:
+        m = importlib.import_module(name)
+        print(f"{name} {getattr(m, '__version__', '?')} ({m.__file__})")
+    except Exception as exc:  # a missing package is what this file is for
+        print(f"{name}: NOT IMPORTABLE ({type(exc).__name__}: {exc})")
+PY
+}
+export -f env_info
+export dry repo
+# to_file FILE CMD...: CMD's standard output to FILE and to the log (its errors to the log only).
+to_file='set -o pipefail; f=$1; shift; "$@" | tee "$f"'
+step env 60 bash -c "$to_file" _ "$out/env.txt" bash -c 'env_info 2>&1'
+
+# ---------------------------------------------------------------- b. benchmark vs Marian
+bench() {  # bench VARIANT LIMIT FLAGS...: one training-throughput run -> $work/bench_VARIANT.json
+  local variant=$1 limit=$2
+  shift 2
+  step "bench_$variant" "$limit" python3 scripts/bench_translation.py "${bench_common[@]}" "${dims[@]}" \
+    --skip-decode --tokenizer "$bench_tok" "${no_peer[@]}" "$@" --json "$work/bench_$variant.json"
+}
+bench bf16 120 --bf16
+bench compiled_bf16 200 --bf16 --compile
+python3 - "$work" "$out/bench_train.json" <<'PY'
+import json, sys
+from pathlib import Path
+work, dest = Path(sys.argv[1]), Path(sys.argv[2])
+res = {}
+for variant in ("bf16", "compiled_bf16"):
+    f = work / f"bench_{variant}.json"
+    res[variant] = json.loads(f.read_text()) if f.is_file() else {"error": "no result: see log.txt"}
+dest.write_text(json.dumps(res, indent=2) + "\n")
+PY
+step bench_decode 120 python3 scripts/bench_translation.py "${bench_common[@]}" "${dims[@]}" "${decode_args[@]}" \
+  --tokenizer "$bench_tok" "${no_peer[@]}" --json "$work/bench_decode.json"
+if [ -f "$work/bench_decode.json" ]; then
+  cp "$work/bench_decode.json" "$out/bench_decode.json"
+else
+  echo '{"error": "no result: see log.txt"}' >"$out/bench_decode.json"
+fi
+if [ "$peer" = 0 ] && [ "$dry" = 0 ]; then
+  record bench_marian 1 0 0   # the real run must compare against Marian
+fi
+
+# ---------------------------------------------------------------- d. profile of one compiled step
+# It builds the recipe's data module first, so it also prepares the recipe's data cache.
+step profile 180 bash -c "$to_file" _ "$out/profile.txt" python3 scripts/profile_step.py --warmup "$profile_warmup" \
+  --output-dir "$work/profile" experiment=multi30k "${recipe_overrides[@]}" data.data_dir="$cache"
+
+# ---------------------------------------------------------------- c. the de→en recipe, cut short
+# Training gets its 4 minutes unless the steps above ran late: then what is left, less ~100 s for
+# start-up and the evaluations (at least 30 s).
+left=$((budget - SECONDS - 100))
+[ "$left" -ge 30 ] || left=30
+if [ "$left" -lt "$max_time_s" ]; then
+  note "recipe training cut to $left s instead of $max_time_s s: the steps before it ran late"
+  max_time_s=$left
+fi
+max_time=$(printf '00:00:%02d:%02d' $((max_time_s / 60)) $((max_time_s % 60)))
+train_args=(experiment=multi30k "${recipe_overrides[@]}" "trainer.max_time=$max_time" "test_splits=[]"
+            "hydra.run.dir=$run" "data.data_dir=$cache")
+echo "python3 -m transformer.cli.train ${train_args[*]}" >"$work/recipe_command.txt"
+recipe_start=$SECONDS
+step recipe_train $((max_time_s + 120)) python3 -m transformer.cli.train "${train_args[@]}"
+echo $((SECONDS - recipe_start)) >"$work/recipe_wall_s.txt"
+best=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["best_checkpoint"] or "")' \
+  "$run/train_summary.json" 2>/dev/null)
+
+# The two evaluations and the GPU tests side by side: none of them is timed. A third of the CPU
+# threads each, so that three processes do not oversubscribe the cores.
+tail_limit=$(box 150)
+[ "$tail_limit" -gt 0 ] || tail_limit=30  # the evaluations and tests still get a try
+threads=$(($(nproc) / 3))
+[ "$threads" -ge 1 ] || threads=1
+export OMP_NUM_THREADS=$threads
+pids=() names=()
+launch() {  # launch NAME LOGFILE CMD...: in the background, its output to LOGFILE
+  local name=$1 log=$2
+  shift 2
+  say "== $name (limit ${tail_limit}s, in the background): $*"
+  ( start=$SECONDS; timeout -k 10 "$tail_limit" "$@" >"$log" 2>&1; echo "$? $((SECONDS - start))" >"$log.rc" ) &
+  pids+=($!) names+=("$name")
+}
+if [ -n "$best" ] && [ -f "$best" ]; then
+  launch eval_greedy "$work/eval_greedy.log" python3 -m transformer.cli.evaluate ckpt_path="$best" \
+    split=test_2016_flickr decode=greedy output_dir="$work/eval_greedy" data_dir="$cache"
+  launch eval_beam5 "$work/eval_beam5.log" python3 -m transformer.cli.evaluate ckpt_path="$best" \
+    split=test_2016_flickr decode=beam decode.beam_size=5 output_dir="$work/eval_beam5" data_dir="$cache"
+else
+  note "no best checkpoint from recipe_train: nothing to evaluate"
+  record eval_greedy 1 0 0
+  record eval_beam5 1 0 0
+fi
+launch gpu_tests "$out/gpu_tests.txt" python3 -m pytest -m gpu -q tests/gpu
+for i in "${!pids[@]}"; do
+  wait "${pids[$i]}"
+  name=${names[$i]}
+  log="$work/$name.log"
+  [ "$name" = gpu_tests ] && log="$out/gpu_tests.txt"
+  say "---- output of $name:"
+  tail -n 60 "$log"
+  read -r rc secs <"$log.rc" || { rc=1; secs=0; }
+  rm -f "$log.rc"
+  record "$name" "$rc" "$secs" "$tail_limit"
+done
+
+# ---------------------------------------------------------------- recipe.json and summary.md
+python3 - "$work" "$out" "$dry" <<'PY' || say "writing recipe.json or summary.md failed"
+import csv, json, sys
+from pathlib import Path
+
+work, out, dry = Path(sys.argv[1]), Path(sys.argv[2]), sys.argv[3] == "1"
+run = work / "recipe"
+
+
+def load(path):
+    try:
+        return json.loads(Path(path).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+# recipe.json: the training summary, what the recipe was configured to do, and the test BLEU.
+recipe = {"command": (work / "recipe_command.txt").read_text().strip() if (work / "recipe_command.txt").exists() else None}
+wall = work / "recipe_wall_s.txt"
+recipe["train_wall_s"] = int(wall.read_text()) if wall.exists() else None
+recipe["train_summary"] = load(run / "train_summary.json")
+cfg_file = run / ".hydra" / "config.yaml"
+if cfg_file.exists():
+    import yaml
+
+    cfg = yaml.safe_load(cfg_file.read_text())
+    model = cfg.get("model", {})
+    recipe["config"] = {
+        "max_epochs": cfg["trainer"].get("max_epochs"), "max_time": cfg["trainer"].get("max_time"),
+        "precision": cfg["trainer"].get("precision"), "max_tokens": cfg["data"].get("max_tokens"),
+        "lr": cfg["task"].get("lr"), "warmup_steps": cfg["task"].get("warmup_steps"),
+        "model": {k: model.get(k) for k in ("d_model", "n_heads", "n_encoder_layers", "n_decoder_layers", "d_ff", "dropout", "norm_first")},
+    }
+metrics_csv = run / "csv" / "metrics.csv"
+if metrics_csv.exists():
+    rows = list(csv.DictReader(metrics_csv.open()))
+    recipe["val_bleu_by_epoch"] = [
+        {"epoch": int(float(r["epoch"])), "step": int(float(r["step"])), "val/bleu": float(r["val/bleu"]),
+         "val/loss": float(r["val/loss"]) if r.get("val/loss") else None}
+        for r in rows if r.get("val/bleu") not in (None, "")
+    ]
+recipe["test_2016_flickr"] = {}
+for name, stem in (("greedy", "greedy"), ("beam5", "beam")):
+    m = load(work / f"eval_{name}" / f"test_2016_flickr.{stem}.json")
+    if m is None:
+        recipe["test_2016_flickr"][name] = {"error": "no result: see log.txt"}
+    else:
+        recipe["test_2016_flickr"][name] = {k: m.get(k) for k in ("bleu", "bleu_lowercase", "chrf", "bleu_signature", "sentences", "seconds", "decode") if k in m}
+(out / "recipe.json").write_text(json.dumps(recipe, indent=2) + "\n")
+
+# summary.md: one row per step, then the numbers that matter.
+steps = [line.split("\t") for line in (work / "steps.tsv").read_text().splitlines() if line]
+notes = [n for n in (work / "notes.txt").read_text().splitlines() if n]
+env = (out / "env.txt").read_text().splitlines() if (out / "env.txt").exists() else []
+gpu = next((l for l in env if l.startswith("device 0:")), "no CUDA device")
+
+
+def status(rc):
+    if rc == "skip":
+        return "skipped (no time left)"
+    return "ok" if rc == "0" else ("timed out" if rc in ("124", "137") else f"failed (exit {rc})")
+
+
+lines = [f"# gpu_check{' (dry run, CPU, toy sizes)' if dry else ''}", "", f"{gpu}", "",
+         "| step | status | seconds | limit |", "|---|---|---|---|"]
+lines += [f"| {name} | {status(rc)} | {secs} | {limit} |" for name, rc, secs, limit in steps]
+if notes:
+    lines += ["", "Notes:", ""] + [f"- {n}" for n in notes]
+
+lines += ["", "## bench_train (scripts/bench_translation.py)", ""]
+bench = load(out / "bench_train.json") or {}
+lines += ["| variant | tokens/s ours | tokens/s Marian | ours / Marian | MFU ours | MFU Marian |", "|---|---|---|---|---|---|"]
+for variant, r in bench.items():
+    if "train_tokens_per_s" not in r:
+        lines.append(f"| {variant} | {r.get('error', '?')} | | | | |")
+        continue
+    tps, mfu = r["train_tokens_per_s"], r.get("mfu") or {}
+    pct = lambda k: f"{100 * mfu[k]:.1f} %" if k in mfu else "–"
+    marian = f"{tps['marian']:,.0f}" if "marian" in tps else "–"
+    ratio = f"{r['train_speedup_vs_marian']:.2f}×" if "train_speedup_vs_marian" in r else "–"
+    lines.append(f"| {variant} | {tps['ours']:,.0f} | {marian} | {ratio} | {pct('ours')} | {pct('marian')} |")
+lines += ["", "## bench_decode (eager, batched, every output the same length)", ""]
+dec = load(out / "bench_decode.json") or {}
+lines += ["| search | sentences/s ours | sentences/s Marian | ours speed-up |", "|---|---|---|---|"]
+for key, label in (("decode_beam1_batched", "greedy"), ("decode_beam5_batched", "beam 5")):
+    d = dec.get(key)
+    if not d:
+        lines.append(f"| {label} | {dec.get('error', 'no result')} | | |")
+        continue
+    marian = f"{d['marian']['sentences_per_s']:,.1f}" if "marian" in d else "–"
+    ratio = dec.get(f"{key}_speedup_vs_marian")
+    lines.append(f"| {label} | {d['ours']['sentences_per_s']:,.1f} | {marian} | {f'{ratio:.2f}×' if ratio else '–'} |")
+
+lines += ["", "## profile (scripts/profile_step.py, one compiled training step)", ""]
+prof = (out / "profile.txt").read_text().splitlines() if (out / "profile.txt").exists() else []
+lines += [f"    {l}" for l in prof if l.startswith(("data and model", "one step", "loss")) or "warm-up" in l] \
+    or ["    no result: see profile.txt"]
+
+lines += ["", "## recipe_train (experiment=multi30k, de→en) and eval_greedy / eval_beam5", ""]
+s = recipe.get("train_summary")
+if s:
+    conf = recipe.get("config", {})
+    lines.append(f"Trained {recipe['train_wall_s']} s wall ({conf.get('max_time')} cap): {s['epochs']} epochs "
+                 f"of {conf.get('max_epochs')} configured, {s['global_step']} updates, best val/bleu "
+                 f"{s['best_score']}, {s['parameters']:,} parameters.")
+else:
+    lines.append("No training summary: see log.txt.")
+for name, m in recipe["test_2016_flickr"].items():
+    lines.append(f"- test_2016_flickr {name}: BLEU {m.get('bleu', m.get('error'))}"
+                 + (f" (lowercased {m['bleu_lowercase']})" if "bleu_lowercase" in m else ""))
+lines += ["", "## gpu_tests (pytest -m gpu -q tests/gpu)", ""]
+tests = (out / "gpu_tests.txt").read_text().strip().splitlines() if (out / "gpu_tests.txt").exists() else ["no output"]
+lines.append(f"    {tests[-1] if tests else 'no output'}")
+(out / "summary.md").write_text("\n".join(lines) + "\n")
+PY
+for f in env.txt profile.txt gpu_tests.txt; do  # a step that never ran still leaves its file
+  [ -s "$out/$f" ] || echo "not run: see summary.md and log.txt" >"$out/$f"
+done
+failed=$(awk -F'\t' '$2 != 0' "$steps_tsv" | wc -l)
+say "done in ${SECONDS}s: $(wc -l <"$steps_tsv") steps, $failed failed; outputs in $out:"
+ls -l "$out"
+cat "$out/summary.md" 2>/dev/null
+[ "$failed" = 0 ]
