@@ -26,3 +26,21 @@ def compose_cfg(config_name: str, overrides: list[str], hydra_node: bool = False
     with open_dict(cfg):
         cfg.pop("hydra", None)
     return cfg
+
+
+def main_status(module, args: list[str], capsys, monkeypatch, stdin: bytes | None = None) -> tuple[int, str]:
+    """``(exit status, stderr)`` of a command's real ``main()`` (Hydra included), run
+    in-process with ``args`` (and ``stdin``, if given, as standard input)."""
+    import io
+    import sys
+
+    monkeypatch.setattr(sys, "argv", [module.__name__, *args])
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+    capsys.readouterr()
+    try:
+        module.main()
+        code = 0
+    except SystemExit as exc:
+        code = 0 if exc.code is None else exc.code
+    return code, capsys.readouterr().err

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra_helpers import compose_cfg
+from hydra_helpers import compose_cfg, main_status
 
 from transformer.cli import average as average_cli
 from transformer.cli import decode as decode_cli
@@ -227,18 +227,6 @@ def test_decode_settings_that_cannot_mean_anything(checkpoints, settings, messag
 
 
 # ------------------------------------------------------------------ 9. the validation step
-def main_status(module, args: list[str], capsys, monkeypatch) -> tuple[int, str]:
-    """``(exit status, stderr)`` of a command's real ``main()``, run in-process."""
-    monkeypatch.setattr(sys, "argv", [module.__name__, *args])
-    capsys.readouterr()
-    try:
-        module.main()
-        code = 0
-    except SystemExit as exc:
-        code = 0 if exc.code is None else exc.code
-    return code, capsys.readouterr().err
-
-
 @pytest.mark.parametrize("command, args, message", [
     ("train", ["model.d_model=-5"], r"model\.d_model=-5"),
     ("train", ["model.n_heads=3", "model.d_model=64"], r"model\.n_heads=3: must divide model\.d_model=64"),

@@ -15,17 +15,14 @@ command); the ``slow`` one runs the whole table.
 from __future__ import annotations
 
 import copy
-import io
-import sys
 import traceback
 from pathlib import Path
 
 import pytest
 import torch
-from hydra_helpers import compose_cfg
+from hydra_helpers import compose_cfg, main_status
 
 from transformer.cli import average, classify, decode, distill, evaluate, export, inspect, tag, train
-from transformer.cli.common import user_errors
 from transformer.tasks.checkpoint import read_checkpoint
 
 # test_conllu_treebank and test_classify_cli make the toy data; reuse their generators.
@@ -131,21 +128,12 @@ def snapshot(root: Path, allowed: list[Path]) -> dict[str, bytes | str]:
 
 
 def run_command(module, args: list[str], capsys, monkeypatch) -> tuple[int, str]:
-    monkeypatch.setattr(sys, "argv", ["cmd", *args])
-    monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(b"ein hund .\n"), encoding="utf-8"))
-    capsys.readouterr()
+    """``main_status``, with an escaped error shown as the traceback the command line would print."""
     try:
-        module.main()
-        code = 0
-    except SystemExit as exc:
-        code = 0 if exc.code is None else exc.code
-    except user_errors() as exc:  # what the entry would print as one line
-        print(f"error: {exc}", file=sys.stderr)
-        code = 2
+        return main_status(module, args, capsys, monkeypatch, stdin=b"ein hund .\n")
     except Exception:
         traceback.print_exc()
-        code = 1
-    return code, capsys.readouterr().err
+        return 1, capsys.readouterr().err
 
 
 def table(checkpoints: dict, sample: bool) -> list[tuple[str, str, str, str]]:

@@ -14,25 +14,13 @@ import time
 from pathlib import Path
 
 import pytest
-from hydra_helpers import compose_cfg
+from hydra_helpers import compose_cfg, main_status
 
 from transformer.cli import train as train_cli
 
 REPO = Path(__file__).resolve().parents[2]
 BOM = "\ufeff"
 WORDS = [("the", "DET"), ("a", "DET"), ("dog", "NOUN"), ("cat", "NOUN"), ("runs", "VERB"), ("sleeps", "VERB")]
-
-
-def main_status(args: list[str], capsys, monkeypatch) -> tuple[int, str]:
-    """``(exit status, stderr)`` of ``transformer-train``'s real ``main()``, run in-process."""
-    monkeypatch.setattr(sys, "argv", ["transformer-train", *args])
-    capsys.readouterr()
-    try:
-        train_cli.main()
-        code = 0
-    except SystemExit as exc:
-        code = 0 if exc.code is None else exc.code
-    return code, capsys.readouterr().err
 
 
 def cli(module: str, args: list[str], cwd: Path) -> subprocess.Popen:
@@ -87,7 +75,7 @@ def test_bad_data_settings_end_in_one_error_line_before_the_run_folder(files, tm
     args += [f"hydra.run.dir={tmp_path / 'run'}", f"data.data_dir={tmp_path / 'cache'}"]
     before = sorted(p.name for p in tmp_path.iterdir())
     start = time.monotonic()
-    code, err = main_status(args, capsys, monkeypatch)
+    code, err = main_status(train_cli, args, capsys, monkeypatch)
     lines = err.strip().splitlines()
     assert code == 2 and len(lines) == 1 and lines[0].startswith("error: "), err[-2000:]
     assert re.search(message, lines[0]), lines[0]

@@ -75,3 +75,25 @@ def test_a_corrupted_arrow_cache_is_rebuilt_with_a_warning(toks, tmp_path, caplo
         got = tokenize_translation(PAIRS, a, a, tmp_path, "toy", ["sha-x"])["src"][:]
     assert f"cache file {arrow} has sha256" in caplog.text and "rebuilding it" in caplog.text
     assert got == expected
+
+
+def test_a_cache_file_is_published_with_its_digest_already_there(tmp_path, monkeypatch):
+    """Two runs sharing a cache: one checking the cache while the other publishes must never
+    see the file without its sha256, which it would take for a stale file and delete."""
+    import os
+
+    from transformer.data import preprocess
+
+    built, path = tmp_path / ".x.tmp", tmp_path / "x.arrow"
+    built.write_bytes(b"table")
+    seen = []
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if Path(dst) == path:  # the table itself (its digest is written through os.replace too)
+            seen.append(preprocess._digest_path(path).is_file())
+        real_replace(src, dst)
+
+    monkeypatch.setattr(preprocess.os, "replace", replace)
+    preprocess.publish_cache(built, path)
+    assert seen == [True] and preprocess.check_cache(path) and path.read_bytes() == b"table"

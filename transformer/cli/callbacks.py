@@ -128,6 +128,7 @@ class FinalLastCheckpoint(L.Callback):
             if not path or getattr(cb, "_last_global_step_saved", -1) == trainer.global_step:
                 continue
             trainer.save_checkpoint(path)
+            cb._last_global_step_saved = trainer.global_step  # what it holds now
             if cb.monitor is None:
                 cb.best_model_path = path
             log.info("wrote the final state (step %d) to %s", trainer.global_step, path)

@@ -173,6 +173,18 @@ def check_resumed_model(cfg: DictConfig, ckpt: dict) -> None:
                              f"{saved[key]!r}: resume with the model it was trained with (model=... or model.{key}=...)")
 
 
+def stopped_message(trainer: L.Trainer) -> str:
+    """What a run stopped by SIGTERM says: where it stopped and what resumes it (``last.ckpt``
+    holds the step reached between training steps, the previous validation's inside one)."""
+    last = checkpoint_summary(trainer)["last_checkpoint"]
+    if not last:
+        return f"training stopped by SIGTERM at step {trainer.global_step}; no checkpoint was written yet"
+    saved = next((cb._last_global_step_saved for cb in trainer.checkpoint_callbacks
+                  if cb.monitor is None and cb.best_model_path == last), trainer.global_step)
+    return (f"training stopped by SIGTERM at step {trainer.global_step}; resume from step {saved} with "
+            f"ckpt_path={last}")
+
+
 def checkpoint_summary(trainer: L.Trainer) -> dict:
     """Best checkpoint and score (the first ModelCheckpoint, the one with a monitor) and the
     latest state: ``last.ckpt``, written by the monitor-less ``last_checkpoint`` callback
@@ -230,9 +242,7 @@ def fit(cfg: DictConfig, out: Path, ckpt: dict | None) -> dict:
     try:
         trainer.fit(task, datamodule=dm, ckpt_path=cfg.get("ckpt_path"), weights_only=True)
     except SIGTERMException:
-        last = checkpoint_summary(trainer)["last_checkpoint"]
-        raise StoppedBySignal(f"training stopped by SIGTERM at step {trainer.global_step}; " + (
-            f"resume with ckpt_path={last}" if last else "no checkpoint was written yet")) from None
+        raise StoppedBySignal(stopped_message(trainer)) from None
     summary = {
         "output_dir": str(out),
         "parameters": count_parameters(task.model),

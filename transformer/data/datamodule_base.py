@@ -20,6 +20,7 @@ carrying ``index`` so outputs can be put back in split order
 from __future__ import annotations
 
 import logging
+import os
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -29,7 +30,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from transformer.data.batching import TokenBudgetBatchSampler
-from transformer.data.preprocess import check_cache, record_cache
+from transformer.data.preprocess import check_cache, publish_cache
 from transformer.data.readers import FilterResult
 from transformer.data.tokenizer import SubwordTokenizer
 
@@ -225,8 +226,8 @@ def load_or_train_tokenizer(path: Path, texts_fn, vocab_size: int, model: str) -
         log.info("loading cached tokenizer %s", path)
         return SubwordTokenizer.load(path)
     tok = SubwordTokenizer.train(texts_fn(), vocab_size, model=model)
-    tok.save(path)
-    record_cache(path)
+    built = tok.save(path.with_name(f".{path.stem}.{os.getpid()}.json"))
+    publish_cache(built, path)
     log.info("trained tokenizer (%s, %d) saved to %s", model, tok.vocab_size, path)
     return tok
 

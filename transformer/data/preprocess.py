@@ -92,6 +92,15 @@ def record_cache(path: str | os.PathLike) -> None:
     write_text(digest, f"{sha256_file(path)}  {path.name}\n")
 
 
+def publish_cache(built: str | os.PathLike, path: str | os.PathLike) -> None:
+    """Move the finished file ``built`` (in ``path``'s folder) to ``path``, recording its sha256
+    first: another process checking the cache meanwhile never sees the file without its digest
+    (which :func:`check_cache` would take for a stale file and remove)."""
+    path = Path(path)
+    write_text(_digest_path(path), f"{sha256_file(built)}  {path.name}\n")
+    os.replace(built, path)
+
+
 def check_cache(path: str | os.PathLike) -> bool:
     """True when the cache file ``path`` exists and matches the sha256 recorded when it was
     built. A file that does not match (truncated, corrupted, or from before digests were
@@ -253,8 +262,7 @@ def raw_pairs_dataset(
         note.unlink(missing_ok=True)
         if n:
             write_text(note, _one_sided_warning(drop_one_sided, lines, n) + "\n")
-        os.replace(tmp, path)
-        record_cache(path)
+        publish_cache(tmp, path)
     if note.is_file():
         log.warning("%s", note.read_text(encoding="utf-8").strip())
     return datasets.Dataset.from_file(str(path))
