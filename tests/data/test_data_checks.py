@@ -264,3 +264,19 @@ def test_a_subset_still_decompresses_a_gz_to_its_end(tmp_path):
     (tmp_path / "bad.de.gz").write_bytes(bytes(flipped))
     with pytest.raises(DataFormatError, match=r"bad\.de\.gz:\d+: cannot be read"):
         list(iter_lines(tmp_path / "bad.de.gz"))
+
+
+@pytest.mark.parametrize("target, model, size, ok", [
+    ("TranslationDataModule", "bpe", 260, False), ("TaggingDataModule", "bpe", 261, True),
+    ("TaggingDataModule", "unigram", 100, False), ("ClassificationDataModule", "word", 5, True),
+    ("ClassificationDataModule", "word", 4, False), ("TaggingDataModule", "sentencepiece", 8000, False),
+])
+def test_a_vocabulary_no_tokenizer_can_have_is_refused_before_any_data(target, model, size, ok):
+    """Every data module, tagging too: the size is judged from the config, not after preparing."""
+    cfg = OmegaConf.create({"_target_": f"transformer.data.datamodules.{target}", "tokenizer_model": model,
+                            "vocab_size": size})
+    if ok:
+        check_data_config(cfg)
+    else:
+        with pytest.raises(ValueError, match=r"data\.(vocab_size|tokenizer_model)="):
+            check_data_config(cfg)

@@ -29,6 +29,8 @@ from omegaconf.errors import OmegaConfBaseException
 from transformer.data.corpora import MULTI30K, check_columns, config_sources, make_corpus, probe_tables
 from transformer.data.hub import check_hub
 from transformer.data.tables import check_column, first_row, infer_format, same_column
+from transformer.data.tokenizer import MODELS as TOKENIZER_MODELS
+from transformer.data.tokenizer import min_vocab_size
 
 
 def plain(node: DictConfig) -> dict[str, Any]:
@@ -152,14 +154,29 @@ CHECKS: dict[str, Callable[[dict, str], None]] = {
 }
 
 
+def check_tokenizer(d: dict, where: str) -> None:
+    """A tokenizer model this project trains, and a vocabulary it can reach (every data module)."""
+    model, size = d.get("tokenizer_model"), d.get("vocab_size")
+    if model is None:
+        return
+    if model not in TOKENIZER_MODELS:
+        raise ValueError(f"{where}.tokenizer_model={model!r}: choose from {', '.join(TOKENIZER_MODELS)}")
+    if isinstance(size, int) and not isinstance(size, bool) and size < min_vocab_size(model):
+        raise ValueError(f"{where}.vocab_size={size}: a {model} tokenizer needs at least {min_vocab_size(model)} "
+                         f"pieces" + (" (the 256 bytes and the special tokens)" if model != "word" else ""))
+
+
 def check_data_config(data_cfg: DictConfig | None, where: str = "data") -> None:
     """Check a composed ``data`` node (see the module docstring) before any data is read;
-    a data module without checks here (tagging: its reader names its own problems) passes."""
+    a data module without checks of its own here (tagging: its reader names its own problems)
+    still has its tokenizer settings checked."""
     if not isinstance(data_cfg, DictConfig) or "_target_" not in data_cfg:
         return
+    d = plain(data_cfg)
+    check_tokenizer(d, where)
     check = CHECKS.get(str(data_cfg._target_).rsplit(".", 1)[-1])
     if check is not None:
-        check(plain(data_cfg), where)
+        check(d, where)
 
 
-__all__ = ["check_classification", "check_data_config", "check_holdout", "check_parallel", "plain"]
+__all__ = ["check_classification", "check_data_config", "check_holdout", "check_parallel", "check_tokenizer", "plain"]

@@ -32,6 +32,14 @@ SPECIAL_TOKENS = [PAD, BOS, EOS, UNK, MASK]
 MODELS = ("bpe", "unigram", "word")
 
 
+def min_vocab_size(model: str) -> int:
+    """The smallest vocabulary a tokenizer ``model`` can have: byte-level BPE and unigram hold
+    all 256 bytes and the special tokens; a word-level one, the special tokens."""
+    if model == "word":
+        return len(SPECIAL_TOKENS)
+    return len(pre_tokenizers.ByteLevel.alphabet()) + len(SPECIAL_TOKENS)
+
+
 class SubwordTokenizer:
     """Encode text to ids and back; ``encode_words`` keeps word boundaries for tagging.
 
@@ -79,8 +87,8 @@ class SubwordTokenizer:
             )
         else:
             alphabet = pre_tokenizers.ByteLevel.alphabet()
-            if vocab_size < len(alphabet) + len(SPECIAL_TOKENS):
-                raise ValueError(f"vocab_size {vocab_size} is below the byte alphabet + specials ({len(alphabet) + 5})")
+            if vocab_size < min_vocab_size(model):
+                raise ValueError(f"vocab_size {vocab_size} is below the byte alphabet + specials ({min_vocab_size(model)})")
             if model == "bpe":
                 tok = Tokenizer(models.BPE(unk_token=UNK))
                 trainer = trainers.BpeTrainer(
