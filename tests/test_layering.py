@@ -84,3 +84,55 @@ def test_each_package_imports_on_its_own(package):
 
     importlib.import_module(f"transformer.{package}")
     subprocess.run([sys.executable, "-c", f"import transformer.{package}"], check=True)
+
+
+def module_imports(root: Path = PACKAGE) -> dict[str, set[str]]:
+    """``module -> project modules it imports`` (dotted names; every import statement, those
+    inside functions too; ``from a import b`` counts ``a.b`` when that is a module)."""
+    modules = {".".join(("transformer", *p.relative_to(root).with_suffix("").parts)).removesuffix(".__init__"): p
+               for p in root.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+                found.add(node.module)
+                found |= {f"{node.module}.{a.name}" for a in node.names}
+        graph[name] = {m for m in found if m in modules and m != name and m != "transformer"}
+    return graph
+
+
+def import_cycle(graph: dict[str, set[str]]) -> list[str]:
+    """One cycle of ``graph`` as a list of modules (first = last), or [] when there is none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str]:
+        state[node] = 1
+        path.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if state.get(nxt) == 1:
+                return path[path.index(nxt):] + [nxt]
+            if nxt not in state and (cycle := visit(nxt)):
+                return cycle
+        path.pop()
+        state[node] = 2
+        return []
+
+    for node in sorted(graph):
+        if node not in state and (cycle := visit(node)):
+            return cycle
+    return []
+
+
+def test_no_import_cycle_between_modules_even_inside_one_package():
+    assert import_cycle(module_imports()) == []
+
+
+def test_the_cycle_walk_finds_a_cycle_inside_a_package_through_a_lazy_import():
+    graph = {"transformer.cli.a": {"transformer.cli.b"}, "transformer.cli.b": {"transformer.cli.c"},
+             "transformer.cli.c": {"transformer.cli.a"}, "transformer.cli.d": set()}
+    assert import_cycle(graph) == ["transformer.cli.a", "transformer.cli.b", "transformer.cli.c", "transformer.cli.a"]
+    assert import_cycle({"x": {"y"}, "y": set()}) == []

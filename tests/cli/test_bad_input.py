@@ -19,7 +19,7 @@ from hydra_helpers import compose_cfg, main_status
 from transformer.cli import average as average_cli
 from transformer.cli import decode as decode_cli
 from transformer.cli import train as train_cli
-from transformer.cli.common import check_decode_settings, resolve_device
+from transformer.cli.validate import check_decode_settings, resolve_device
 from transformer.cli.lines import read_lines
 from transformer.data.sources import DownloadError, fetch
 from transformer.data.tokenizer import SubwordTokenizer

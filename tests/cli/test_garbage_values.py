@@ -22,6 +22,7 @@ from hydra_helpers import compose_cfg
 from omegaconf import OmegaConf
 
 from transformer.cli import average, classify, decode, export, inspect, tag
+from transformer.cli import train as train_cli
 from transformer.cli.common import prepare, user_errors
 from transformer.cli.run_folder import _HELD, release_run_folder
 from transformer.data.tokenizer import SubwordTokenizer
@@ -116,7 +117,7 @@ def invoke(command: str, args: list[str], capsys, monkeypatch) -> tuple[int, str
     try:
         if command in VALIDATED:
             try:
-                prepare(command, args)
+                prepare(command, args, train_cli.preflight if command == "train" else None)
             except user_errors() as exc:
                 print(f"error: {exc}", file=sys.stderr)
                 raise SystemExit(2) from None

@@ -15,6 +15,7 @@ import pytest
 import torch
 
 from transformer.cli.common import prepare
+from transformer.cli.train import preflight
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -57,7 +58,8 @@ def test_a_refused_sweep_leaves_every_byte_as_it_was(tmp_path):
 def test_a_bad_job_later_in_a_sweep_refuses_the_whole_sweep_before_it_starts(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="d_model"):
-        prepare("train", ["-m", "debug=fast", "model=tiny", "model.d_model=32,-5", f"hydra.sweep.dir={tmp_path / 'S'}"])
+        prepare("train", ["-m", "debug=fast", "model=tiny", "model.d_model=32,-5", f"hydra.sweep.dir={tmp_path / 'S'}"],
+                preflight)
     assert not (tmp_path / "S").exists()
 
 
@@ -65,13 +67,13 @@ def test_jobs_sharing_one_folder_are_refused(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     with pytest.raises(ValueError, match="would both write"):
         prepare("train", ["-m", "model=tiny", "seed=1,2", f"hydra.sweep.dir={tmp_path / 'S'}",
-                          "hydra.sweep.subdir=same"])
+                          "hydra.sweep.subdir=same"], preflight)
 
 
 def test_flags_after_the_overrides_are_handed_to_hydra_first(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     args = ["model=tiny", "seed=1,2", "-m", f"hydra.sweep.dir={tmp_path / 'S'}"]
-    assert prepare("train", args) == ["-m", "model=tiny", "seed=1,2", f"hydra.sweep.dir={tmp_path / 'S'}"]
+    assert prepare("train", args, preflight) == ["-m", "model=tiny", "seed=1,2", f"hydra.sweep.dir={tmp_path / 'S'}"]
     assert not (tmp_path / "S").exists()
 
 

@@ -103,7 +103,7 @@ def run(cfg: DictConfig) -> Path:
     return out
 
 
-main = hydra_entry("average")(run)
+main = hydra_entry("average", check=check_average)(run)
 
 if __name__ == "__main__":
     main()

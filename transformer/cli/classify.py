@@ -19,10 +19,11 @@ from omegaconf import DictConfig
 
 from transformer.cli.common import hydra_entry, load_for_inference
 from transformer.cli.lines import read_lines, write_lines
+from transformer.cli.validate import CLASSIFY_FORMATS
 
 log = logging.getLogger(__name__)
 
-FORMATS = ("tsv", "jsonl")
+FORMATS = CLASSIFY_FORMATS
 
 
 def format_predictions(top: list[list[tuple[str, float]]], fmt: str = "tsv") -> list[str]:

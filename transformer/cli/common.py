@@ -8,7 +8,6 @@ one-line message and exit status 2 instead of a traceback.
 from __future__ import annotations
 
 import functools
-import math
 import os
 import sys
 import types
@@ -17,10 +16,15 @@ from pathlib import Path
 from typing import Callable
 
 import hydra
-import torch
 from omegaconf import DictConfig, OmegaConf
 
+from transformer.cli import validate
+from transformer.cli.run_folder import check_run_folder, claim_run_folder
+from transformer.cli.validate import resolve_device
 from transformer.files import DiskFullError, disk_full, full_disk_error
+
+# A command's validation step: raises a user error (ValueError, OSError ...) for a bad config.
+Check = Callable[[DictConfig], None]
 
 # conf/ sits at the repository root (the package is installed editable: `pip install -e .`).
 CONF_DIR = str(
@@ -67,12 +71,14 @@ def fail(exc: BaseException | str, status: int = 2) -> None:
     sys.exit(status)
 
 
-def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], object]], Callable[[], None]]:
+def hydra_entry(config_name: str,
+                check: Check | None = None) -> Callable[[Callable[[DictConfig], object]], Callable[[], None]]:
     """Wrap ``run(cfg)`` as a console-script ``main()`` reading ``conf/<config_name>.yaml``.
 
     Before Hydra runs (and writes anything), the command line is composed and the command's
-    validation step (``cli/validate.py``) runs on the result; training also claims its run
-    folder there. A user error then or inside ``run`` is one ``error:`` line and exit 2."""
+    validation step runs on the result: ``check``, or the command's entry in
+    ``validate.CHECKS``; training also claims its run folder there. A user error then or
+    inside ``run`` is one ``error:`` line and exit 2."""
 
     def wrap(run: Callable[[DictConfig], object]) -> Callable[[], None]:
         @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name=config_name)
@@ -92,7 +98,7 @@ def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], object]], 
         @functools.wraps(run)
         def main() -> None:
             try:
-                sys.argv[1:] = prepare(config_name, sys.argv[1:])
+                sys.argv[1:] = prepare(config_name, sys.argv[1:], check)
             except user_errors() as exc:
                 fail(exc)
             _main()
@@ -102,31 +108,29 @@ def hydra_entry(config_name: str) -> Callable[[Callable[[DictConfig], object]], 
     return wrap
 
 
-def prepare(config_name: str, args: list[str]) -> list[str]:
+def prepare(config_name: str, args: list[str], check: Check | None = None) -> list[str]:
     """Compose the command line, run the command's validation step and (training) claim the
     run folder, before Hydra runs; returns the arguments to hand to Hydra (training pins the
     run folder it claimed). Hydra's own flags (``--help``, ``--cfg`` ...) are left to Hydra.
     With ``-m`` every job of the sweep is composed and checked, and for training each job's
-    folder must be free, so that a refused sweep writes nothing (not even ``multirun.yaml``)."""
-    from transformer.cli import validate
-
+    folder must be free, so that a refused sweep writes nothing (not even ``multirun.yaml``).
+    ``check`` is the command's validation step (default: its entry in ``validate.CHECKS``)."""
+    check = check or validate.CHECKS.get(config_name) or (lambda cfg: None)
     flags = [a for a in args if a.startswith("-")]
     multirun = bool(flags) and all(a in ("-m", "--multirun") for a in flags)
     if flags and not multirun:
         return args
     overrides = [a for a in args if not a.startswith("-")]
     if multirun:
-        check_sweep(config_name, overrides)
+        check_sweep(config_name, overrides, check)
         return ["-m", *overrides]  # Hydra reads its flags before the overrides, wherever they were typed
     cfg = check_overrides(config_name, overrides)
     folder = check_folder_key(cfg, "run")
     if config_name != "train":
-        validate.validate(config_name, cfg)
+        check(cfg)
         return args
-    from transformer.cli.run_folder import claim_run_folder
-
     pin_output_dir(cfg, folder)
-    validate.validate(config_name, cfg)
+    check(cfg)
     claim_run_folder(Path(cfg.output_dir), cfg.get("ckpt_path"))
     quoted = str(folder).replace("'", "\\'")
     return [*args, f"hydra.run.dir='{quoted}'"]  # the folder just claimed, not a new timestamp
@@ -172,13 +176,10 @@ def sweep_jobs(overrides: list[str]) -> list[list[str]] | None:
         raise ValueError(f"-m: {' '.join(str(exc).split())}") from None
 
 
-def check_sweep(config_name: str, overrides: list[str]) -> None:
-    """Compose and validate every job of a ``-m`` sweep before Hydra writes anything; for
+def check_sweep(config_name: str, overrides: list[str], check: Check) -> None:
+    """Compose and ``check`` every job of a ``-m`` sweep before Hydra writes anything; for
     training, each job's folder (``hydra.sweep.dir/hydra.sweep.subdir``) must hold no run."""
     from omegaconf import open_dict
-
-    from transformer.cli import validate
-    from transformer.cli.run_folder import check_run_folder
 
     jobs = sweep_jobs(overrides)
     if jobs is None:  # a glob: check the first value of each other sweep, each job checks itself
@@ -192,7 +193,8 @@ def check_sweep(config_name: str, overrides: list[str]) -> None:
         try:
             folder = str(Path(sweep_dir) / str(cfg.hydra.sweep.subdir))
         except Exception:  # a subdir made of what only Hydra knows at run time: each job checks itself
-            validate.validate(config_name, cfg) if config_name != "train" else None
+            if config_name != "train":
+                check(cfg)
             continue
         if folder in seen:
             raise ValueError(f"-m: jobs {seen[folder]} and {num} would both write {folder}; "
@@ -200,13 +202,13 @@ def check_sweep(config_name: str, overrides: list[str]) -> None:
         seen[folder] = num
         if config_name == "train":
             pin_output_dir(cfg, folder)
-            validate.validate(config_name, cfg)
+            check(cfg)
             try:
                 check_run_folder(Path(cfg.output_dir), cfg.get("ckpt_path"))
             except FileExistsError as exc:
                 raise FileExistsError(f"-m job {num}: " + str(exc).replace("hydra.run.dir=", "hydra.sweep.dir=")) from None
         else:
-            validate.validate(config_name, cfg)
+            check(cfg)
 
 
 def first_of_sweeps(overrides: list[str]) -> list[str]:
@@ -305,39 +307,6 @@ def check_config_types(node: DictConfig | None, where: str) -> None:
             raise ValueError(f"{where}.{key}={value!r}: expected {names}")
 
 
-# Upper bounds on decode settings: past them a value is a typo that would exhaust memory or time.
-DECODE_LIMITS = {"beam_size": 1024, "n_best": 1024, "length_beam": 1024, "iterations": 10_000, "top_k": 2**24,
-                 "max_tokens": 2**31, "max_len_a": 10**4, "max_len_b": 10**6}
-
-
-def check_decode_settings(cfg: dict, where: str = "decode") -> dict:
-    """A decode preset's numbers, checked: counts are positive integers, lengths allow at
-    least one output token, nothing past :data:`DECODE_LIMITS`. Returns ``cfg``; a bad value
-    is a ``ValueError`` naming the key."""
-    for key in ("beam_size", "n_best", "max_tokens", "iterations", "length_beam", "top_k"):
-        value = cfg.get(key, 1)
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= DECODE_LIMITS[key]:
-            raise ValueError(f"{where}.{key}={value!r}: expected a positive integer up to {DECODE_LIMITS[key]}")
-    for key in ("max_len_a", "max_len_b", "length_penalty", "blank_penalty"):
-        value = cfg.get(key, 0)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"{where}.{key}={value!r}: expected a number")
-        if key in DECODE_LIMITS and value > DECODE_LIMITS[key]:
-            raise ValueError(f"{where}.{key}={value!r}: expected at most {DECODE_LIMITS[key]}")
-    a, b = cfg.get("max_len_a"), cfg.get("max_len_b")
-    if a is not None and b is not None and (a < 0 or b < 0 or (a == 0 and b < 1)):
-        raise ValueError(f"{where}.max_len_a={a!r} {where}.max_len_b={b!r}: the length cap "
-                         f"floor(max_len_a * source length + max_len_b) must allow at least one token")
-    if cfg.get("n_best", 1) > cfg.get("beam_size", cfg.get("n_best", 1)):
-        raise ValueError(f"{where}.n_best={cfg['n_best']}: at most {where}.beam_size={cfg['beam_size']}")
-    if not isinstance(cfg.get("strategy", ""), str):
-        raise ValueError(f"{where}.strategy={cfg['strategy']!r}: expected a strategy name")
-    layer = cfg.get("alignment_layer")
-    if layer is not None and (isinstance(layer, bool) or not isinstance(layer, int)):
-        raise ValueError(f"{where}.alignment_layer={layer!r}: expected a layer index or null")
-    return cfg
-
-
 def checkpoint_paths(value) -> list[str]:
     """``ckpt_path`` as a list of strings: one path, or several (a list, Hydra's ``[a,b]``)."""
     if isinstance(value, (str, Path)):
@@ -349,24 +318,6 @@ def checkpoint_label(value) -> str | list[str]:
     """How outputs name ``ckpt_path``: the path, or the list of an ensemble's paths."""
     paths = checkpoint_paths(value)
     return paths[0] if len(paths) == 1 else paths
-
-
-def resolve_device(name: str) -> torch.device:
-    """``auto`` picks CUDA when present, else CPU; a device this machine lacks, or a name
-    torch does not know, is a ``ValueError``."""
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    try:
-        device = torch.device(name)
-    except (RuntimeError, TypeError):
-        raise ValueError(f"device={name!r} is not a device name (auto, cpu, cuda, cuda:N)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError(f"device={name!r}, but torch sees no CUDA GPU on this machine (use device=cpu or auto)")
-    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise ValueError(f"device={name!r}, but this machine has {torch.cuda.device_count()} CUDA GPU(s)")
-    if device.type not in ("cpu", "cuda"):
-        raise ValueError(f"device={name!r}: only cpu and cuda are supported")
-    return device
 
 
 def load_for_inference(ckpt_path, device: str = "auto", backend: str | None = "auto", quantize: str | None = None):

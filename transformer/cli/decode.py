@@ -14,8 +14,9 @@ import sys
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.common import check_decode_settings, hydra_entry, load_for_inference
+from transformer.cli.common import hydra_entry, load_for_inference
 from transformer.cli.lines import read_lines, write_lines
+from transformer.cli.validate import check_decode_settings
 
 
 def format_output(nbest: list[list[tuple[str, float]]], n_best: int) -> list[str]:

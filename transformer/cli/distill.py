@@ -24,7 +24,8 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.common import check_decode_settings, checkpoint_label, hydra_entry, load_for_inference
+from transformer.cli.common import checkpoint_label, hydra_entry, load_for_inference
+from transformer.cli.validate import check_decode_settings
 from transformer.evaluation import score_translations
 from transformer.evaluation.translation import translate_split
 from transformer.files import inside, write_text

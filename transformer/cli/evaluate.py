@@ -23,7 +23,8 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.common import check_decode_settings, checkpoint_label, checkpoint_paths, hydra_entry, load_for_inference
+from transformer.cli.common import checkpoint_label, checkpoint_paths, hydra_entry, load_for_inference
+from transformer.cli.validate import check_decode_settings
 from transformer.files import write_text
 
 

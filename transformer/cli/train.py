@@ -18,10 +18,10 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli.callbacks import AtomicCheckpointIO, FinalLastCheckpoint, RandomState, quiet_library_noise
-from transformer.cli.common import StoppedBySignal, check_config_types, check_decode_settings, hydra_entry
+from transformer.cli.common import StoppedBySignal, check_config_types, hydra_entry
 from transformer.cli.loggers import ResumableCSVLogger
 from transformer.cli.run_folder import claim_run_folder, release_run_folder
-from transformer.cli.validate import quiet_lightning, trainer_settings
+from transformer.cli.validate import check_decode_settings, quiet_lightning, trainer_settings
 from transformer.files import write_text
 from transformer.models.init import count_parameters
 from transformer.tasks.build import check_model_config
@@ -265,7 +265,7 @@ def fit(cfg: DictConfig, out: Path, ckpt: dict | None) -> dict:
     return summary
 
 
-main = hydra_entry("train")(run)
+main = hydra_entry("train", check=preflight)(run)
 
 if __name__ == "__main__":
     main()

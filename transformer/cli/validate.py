@@ -1,24 +1,78 @@
 """One validation step before any work: a command's composed config, checked as a whole.
 
-``hydra_entry`` calls :func:`validate` with the composed config before Hydra runs the command
+``hydra_entry`` runs a command's check on the composed config before Hydra runs the command
 (so a refused run writes nothing, not even ``.hydra/``): paths are readable inputs or writable
-outputs, counts are positive, the device exists, a checkpoint path is given; training also
-checks its groups against their constructors (``cli/train.py: check_config``) and builds its
-trainer once to let Lightning judge the accelerator, precision and loop settings. Every problem
-is a ``ValueError`` (or ``OSError``) naming the key, printed as one ``error:`` line.
+outputs, counts are positive, the device exists, a checkpoint path is given. The inference
+commands' checks are here (:data:`CHECKS`); training (``cli/train.py: preflight``, which also
+builds its trainer once with :func:`trainer_settings`) and averaging bring their own. This
+module is the leaf of ``cli/``: it imports no other command module. Every problem is a
+``ValueError`` (or ``OSError``) naming the key, printed as one ``error:`` line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import math
 import os
 from pathlib import Path
 from typing import Any, Callable
 
+import torch
 from omegaconf import DictConfig, OmegaConf
 
 from transformer.tasks.hparams import show
+
+
+# Upper bounds on decode settings: past them a value is a typo that would exhaust memory or time.
+DECODE_LIMITS = {"beam_size": 1024, "n_best": 1024, "length_beam": 1024, "iterations": 10_000, "top_k": 2**24,
+                 "max_tokens": 2**31, "max_len_a": 10**4, "max_len_b": 10**6}
+
+
+def check_decode_settings(cfg: dict, where: str = "decode") -> dict:
+    """A decode preset's numbers, checked: counts are positive integers, lengths allow at
+    least one output token, nothing past :data:`DECODE_LIMITS`. Returns ``cfg``; a bad value
+    is a ``ValueError`` naming the key."""
+    for key in ("beam_size", "n_best", "max_tokens", "iterations", "length_beam", "top_k"):
+        value = cfg.get(key, 1)
+        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= DECODE_LIMITS[key]:
+            raise ValueError(f"{where}.{key}={value!r}: expected a positive integer up to {DECODE_LIMITS[key]}")
+    for key in ("max_len_a", "max_len_b", "length_penalty", "blank_penalty"):
+        value = cfg.get(key, 0)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{where}.{key}={value!r}: expected a number")
+        if key in DECODE_LIMITS and value > DECODE_LIMITS[key]:
+            raise ValueError(f"{where}.{key}={value!r}: expected at most {DECODE_LIMITS[key]}")
+    a, b = cfg.get("max_len_a"), cfg.get("max_len_b")
+    if a is not None and b is not None and (a < 0 or b < 0 or (a == 0 and b < 1)):
+        raise ValueError(f"{where}.max_len_a={a!r} {where}.max_len_b={b!r}: the length cap "
+                         f"floor(max_len_a * source length + max_len_b) must allow at least one token")
+    if cfg.get("n_best", 1) > cfg.get("beam_size", cfg.get("n_best", 1)):
+        raise ValueError(f"{where}.n_best={cfg['n_best']}: at most {where}.beam_size={cfg['beam_size']}")
+    if not isinstance(cfg.get("strategy", ""), str):
+        raise ValueError(f"{where}.strategy={cfg['strategy']!r}: expected a strategy name")
+    layer = cfg.get("alignment_layer")
+    if layer is not None and (isinstance(layer, bool) or not isinstance(layer, int)):
+        raise ValueError(f"{where}.alignment_layer={layer!r}: expected a layer index or null")
+    return cfg
+
+
+def resolve_device(name: str) -> torch.device:
+    """``auto`` picks CUDA when present, else CPU; a device this machine lacks, or a name
+    torch does not know, is a ``ValueError``."""
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    try:
+        device = torch.device(name)
+    except (RuntimeError, TypeError):
+        raise ValueError(f"device={name!r} is not a device name (auto, cpu, cuda, cuda:N)") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError(f"device={name!r}, but torch sees no CUDA GPU on this machine (use device=cpu or auto)")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ValueError(f"device={name!r}, but this machine has {torch.cuda.device_count()} CUDA GPU(s)")
+    if device.type not in ("cpu", "cuda"):
+        raise ValueError(f"device={name!r}: only cpu and cuda are supported")
+    return device
 
 
 def input_file(key: str, value: Any) -> None:
@@ -100,8 +154,6 @@ def counts(cfg: DictConfig, *keys: str, optional: tuple[str, ...] = ()) -> None:
 
 def device(cfg: DictConfig) -> None:
     """``device``: a name torch knows and this machine has."""
-    from transformer.cli.common import resolve_device
-
     value = cfg.get("device", "auto")
     if not isinstance(value, str):
         raise ValueError(f"device={show(value)}: expected auto, cpu, cuda or cuda:N")
@@ -109,8 +161,6 @@ def device(cfg: DictConfig) -> None:
 
 
 def decode_settings(cfg: DictConfig) -> None:
-    from transformer.cli.common import check_decode_settings
-
     if cfg.get("decode") is not None:
         check_decode_settings(OmegaConf.to_container(cfg.decode, resolve=True))
         if cfg.decode.get("shortlist") not in (None, "train"):
@@ -126,7 +176,6 @@ def _inference(cfg: DictConfig) -> None:
 def quantize(cfg: DictConfig) -> None:
     """``quantize``: none or int8, and int8 only on a CPU."""
     from transformer.accel.quantize import check_quantize
-    from transformer.cli.common import resolve_device
 
     if cfg.get("quantize") not in (None, "none"):
         check_quantize(cfg.quantize, resolve_device(cfg.get("device", "auto")).type)
@@ -154,13 +203,15 @@ def _tag(cfg: DictConfig) -> None:
     output_file("output", cfg.output)
 
 
-def _classify(cfg: DictConfig) -> None:
-    from transformer.cli.classify import FORMATS
+# transformer-classify's output formats.
+CLASSIFY_FORMATS = ("tsv", "jsonl")
 
+
+def _classify(cfg: DictConfig) -> None:
     _inference(cfg)
     counts(cfg, "max_tokens", "top_k")
-    if cfg.get("format") not in FORMATS:
-        raise ValueError(f"format={show(cfg.get('format'))} unknown; choose from {', '.join(FORMATS)}")
+    if cfg.get("format") not in CLASSIFY_FORMATS:
+        raise ValueError(f"format={show(cfg.get('format'))} unknown; choose from {', '.join(CLASSIFY_FORMATS)}")
     input_file("input", cfg.input)
     output_file("output", cfg.output)
 
@@ -184,18 +235,6 @@ def _inspect(cfg: DictConfig) -> None:
 def _export(cfg: DictConfig) -> None:
     _inference(cfg)
     output_dir("output_dir", cfg.output_dir)
-
-
-def _average(cfg: DictConfig) -> None:
-    from transformer.cli.average import check_average
-
-    check_average(cfg)
-
-
-def _train(cfg: DictConfig) -> None:
-    from transformer.cli.train import preflight
-
-    preflight(cfg)
 
 
 def trainer_settings(cfg: DictConfig) -> None:
@@ -242,14 +281,6 @@ def quiet_lightning():
 
 # The validation step of each command, by its config name.
 CHECKS: dict[str, Callable[[DictConfig], None]] = {
-    "train": _train, "eval": _evaluate, "decode": _decode, "tag": _tag, "classify": _classify, "distill": _distill,
-    "average": _average, "inspect": _inspect, "export": _export,
+    "eval": _evaluate, "decode": _decode, "tag": _tag, "classify": _classify, "distill": _distill,
+    "inspect": _inspect, "export": _export,
 }
-
-
-def validate(config_name: str, cfg: DictConfig) -> None:
-    """Run ``config_name``'s validation step on its composed config (no-op for a command
-    without one)."""
-    check = CHECKS.get(config_name)
-    if check is not None:
-        check(cfg)
