@@ -241,7 +241,7 @@ def data_cases(experiment: str, sample: bool) -> list[tuple[str, str]]:
              ("data.label_column", "-5"), ("data.text_column", "99"), ("data.hub.name", "nonexistent/xyz")]
     table = [(k, v) for i, k in enumerate(keys) for j, v in enumerate(GARBAGE)
              if not sample or j == (i * 5 + len(k) + len(experiment)) % len(GARBAGE)]
-    return (table[::2] if sample else table) + extra
+    return (table[::4] if sample else table) + extra
 
 
 def check_experiment(experiment: str, world: dict, tmp_path: Path, capsys, monkeypatch, sample: bool) -> None:

@@ -45,12 +45,18 @@ def fake_sweep(folder: Path) -> Path:
     return folder
 
 
-def test_a_refused_sweep_leaves_every_byte_as_it_was(tmp_path):
+def test_a_refused_sweep_leaves_every_byte_as_it_was(tmp_path, capsys, monkeypatch):
+    from hydra_helpers import main_status
+
+    from transformer.cli import train as train_cli
+
     sweep = fake_sweep(tmp_path / "S")
     before = tree(sweep)
-    proc = train("-m", "debug=fast", "model=tiny", "seed=8", f"hydra.sweep.dir={sweep}", cwd=tmp_path)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    lines = proc.stderr.strip().splitlines()
+    monkeypatch.chdir(tmp_path)
+    code, err = main_status(train_cli, ["-m", "debug=fast", "model=tiny", "seed=8", f"hydra.sweep.dir={sweep}"],
+                            capsys, monkeypatch)
+    assert code == 2, err[-2000:]
+    lines = err.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: -m job 0:") and "hydra.sweep.dir=" in lines[0]
     assert tree(sweep) == before
 
