@@ -73,7 +73,8 @@ def test_a_run_killed_mid_epoch_resumes_bit_for_bit(env, tmp_path):
     victim = train(killed, cache, env)
     deadline = time.monotonic() + 240
     while not any(step >= 8 for step, _ in step_checkpoints(killed / "steps")):
-        assert victim.poll() is None and time.monotonic() < deadline, "the run ended before it could be killed"
+        assert victim.poll() is None and time.monotonic() < deadline, (
+            "the run ended before it could be killed:\n" + (tmp_path / "killed.log").read_text()[-3000:])
         time.sleep(0.05)
     victim.send_signal(signal.SIGKILL)
     victim.wait()

@@ -368,3 +368,29 @@ def test_a_training_loader_resumed_mid_epoch_hands_out_the_rest_of_that_epoch():
     again = loader()
     again.load_state_dict({"epoch": 1, "batches": len(whole)})
     assert again.batch_sampler.epoch == 2 and again.batch_sampler.first_batch == 0
+
+
+def test_a_second_run_on_the_same_cache_waits_for_the_first_to_finish_building(mirror_root, tmp_path):
+    """Two runs sharing a cache folder take turns: while one holds the folder's lock the other
+    builds nothing, and afterwards it reuses what the first built."""
+    import threading
+
+    from transformer.data.preprocess import cache_lock
+
+    def build():
+        dm = TranslationDataModule("de", "en", data_dir=tmp_path, mirror_root=mirror_root, vocab_size=400,
+                                   train_subset=200, eval_splits=["val"])
+        dm.setup()
+        done.append(dm)
+
+    done: list = []
+    with cache_lock(tmp_path):  # the first run, building
+        second = threading.Thread(target=build)
+        second.start()
+        second.join(timeout=2.0)
+        assert second.is_alive() and not (tmp_path / "tokenizers").exists() and not (tmp_path / "arrow").exists()
+    second.join(timeout=120)
+    assert not second.is_alive() and len(done) == 1
+    built = {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.json")}
+    build()  # a later run finds every file complete and builds nothing again
+    assert {p: p.stat().st_mtime_ns for p in tmp_path.rglob("*.json")} == built and len(built) == 1

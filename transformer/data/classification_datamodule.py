@@ -154,9 +154,7 @@ class ClassificationDataModule(TokenBudgetDataModule):
         texts = self._raw["train"].texts
         return load_or_train_tokenizer(path, lambda: iter(texts), self.vocab_size, self.tokenizer_model)
 
-    def setup(self, stage: str | None = None) -> None:
-        if self._ready:
-            return
+    def _build(self) -> None:
         missing = [s for s in ("train", "dev") if s not in self.paths and s not in self.holdout]
         if missing:
             raise ValueError(f"data.{missing[0]} is required: set data.train=<file> data.dev=<file> "
@@ -179,7 +177,6 @@ class ClassificationDataModule(TokenBudgetDataModule):
             ds = ds.with_format(None)
             lengths = self._lengths_of(ds)
             self._add_split(split, ds, lengths, lengths, name)
-        self._ready = True
 
     def _lengths_of(self, ds) -> list[int]:
         # An empty sentence still takes a row of the batch.

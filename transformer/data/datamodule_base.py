@@ -30,7 +30,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from transformer.data.batching import TokenBudgetBatchSampler
-from transformer.data.preprocess import check_cache, publish_cache
+from transformer.data.preprocess import cache_lock, check_cache, publish_cache
 from transformer.data.readers import FilterResult
 from transformer.data.tokenizer import SubwordTokenizer
 
@@ -88,6 +88,18 @@ class TokenBudgetDataModule(L.LightningDataModule):
         self._lengths: dict[str, np.ndarray] = {}
         self.filter_report: dict[str, FilterResult] = {}
         self._ready = False
+
+    def setup(self, stage: str | None = None) -> None:
+        """Read, tokenize and cache every split once (:meth:`_build`), holding the cache
+        folder's lock: runs sharing a cache never build the same file at once."""
+        if self._ready:
+            return
+        with cache_lock(self.data_dir):
+            self._build()
+        self._ready = True
+
+    def _build(self) -> None:
+        raise NotImplementedError
 
     @property
     def splits(self) -> list[str]:

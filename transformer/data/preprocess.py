@@ -24,6 +24,8 @@ here needs the network (``HF_DATASETS_OFFLINE=1`` is fine).
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import hashlib
 import itertools
 import json
@@ -99,6 +101,27 @@ def publish_cache(built: str | os.PathLike, path: str | os.PathLike) -> None:
     path = Path(path)
     write_text(_digest_path(path), f"{sha256_file(built)}  {path.name}\n")
     os.replace(built, path)
+
+
+@contextlib.contextmanager
+def cache_lock(cache_dir: str | os.PathLike) -> Iterator[None]:
+    """Hold the cache folder's lock (``<cache_dir>/.lock``, an exclusive ``flock``) for the
+    block: two runs sharing a cache take turns building it, and the second finds every file
+    the first built, complete and with its digest. A folder that cannot hold a lock file (read
+    only) is used without one: nothing is built there."""
+    folder = Path(cache_dir)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        handle = open(folder / ".lock", "a")
+    except OSError:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
 
 
 def check_cache(path: str | os.PathLike) -> bool:

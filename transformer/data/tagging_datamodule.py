@@ -221,9 +221,7 @@ class TaggingDataModule(TokenBudgetDataModule):
             tags = tags + [self._tags(s) for s in self._extra_sents]
         return sents, tags
 
-    def setup(self, stage: str | None = None) -> None:
-        if self._ready:
-            return
+    def _build(self) -> None:
         self._read_all()
         self.tokenizer = self._load_tokenizer()
         self._record_vocab_size(self.tokenizer)
@@ -242,7 +240,6 @@ class TaggingDataModule(TokenBudgetDataModule):
             ).with_format(None)
             lengths = self._lengths_of(ds)
             self._add_split(split, ds, lengths, lengths, name)
-        self._ready = True
 
     def _lengths_of(self, ds) -> list[int]:
         return int_column(ds, "n_pieces")

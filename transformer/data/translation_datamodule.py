@@ -199,9 +199,7 @@ class TranslationDataModule(TokenBudgetDataModule):
         tgt = load_or_train_tokenizer(inside(folder, f"{stem}-tgt-{key}.json"), texts("tgt_text"), n, model)
         return src, tgt
 
-    def setup(self, stage: str | None = None) -> None:
-        if self._ready:
-            return
+    def _build(self) -> None:
         for split in ["train", *self.eval_splits]:
             self._raw[split] = self._raw_table(split)
         self.src_tokenizer, self.tgt_tokenizer = self._tokenizers()
@@ -212,7 +210,6 @@ class TranslationDataModule(TokenBudgetDataModule):
                                       self._split_hashes(split))
             sides = np.stack(column_arrays(ds, ["src_len", "tgt_len"]), axis=1)  # (N, 2)
             self._add_split(split, ds, sides.max(axis=1).astype(np.int64) + 1, sides, name)
-        self._ready = True
 
     def _lengths_of(self, ds) -> np.ndarray:
         """Each pair's padded width (:func:`~transformer.data.batching.translation_length`), as a column."""
