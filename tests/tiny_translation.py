@@ -10,7 +10,7 @@ import tempfile
 import torch
 
 from transformer.data.batching import TranslationCollator
-from transformer.data.readers import read_multi30k
+from transformer.data.corpora import multi30k, read_pairs
 from transformer.data.tokenizer import SubwordTokenizer
 from transformer.tasks.translation import TranslationTask
 
@@ -21,7 +21,7 @@ TINY_MODEL = dict(
 
 
 def multi30k_slice(mirror_root, split: str, n: int, cache_dir) -> list[tuple[str, str]]:
-    return read_multi30k(split, "de", "en", cache_dir=str(cache_dir), mirror_root=str(mirror_root))[:n]
+    return read_pairs(multi30k("de", "en"), split, str(cache_dir), str(mirror_root))[:n]
 
 
 def tiny_task(pairs: list[tuple[str, str]], steps: int = 150, vocab_size: int = 400,

@@ -12,11 +12,9 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from transformer.data.checks import check_data_config, plain
+from transformer.data.checks import check_data_config, check_hub, plain
 from transformer.data.corpora import ParallelCorpus, check_columns, make_corpus
-from transformer.data.hub import check_hub, hub_pairs
-from transformer.data.readers import DataFormatError, read_conllu
-from transformer.data.tables import iter_lines, iter_rows
+from transformer.data.readers import DataFormatError, iter_hub_rows, iter_lines, iter_rows, read_conllu
 from transformer.data.tagged_splits import read_tagged_splits
 
 PARALLEL = "transformer.data.datamodules.TranslationDataModule"
@@ -192,13 +190,13 @@ def test_a_folder_that_is_not_a_dataset_is_one_error(tmp_path, monkeypatch):
     # files datasets cannot parse: its DatasetGenerationError becomes one error naming the key
     (folder / "train.json").write_text("{not json\n")
     check_hub({"name": str(folder)})
-    corpus = make_corpus("en", "zh", {"train": "train"}, hub={"name": str(folder)})
+    columns = ("translation.en", "translation.zh")
     with pytest.raises(ValueError, match=r"^data\.hub\.name=.*notes: cannot load it \(.*\)$") as err:
-        list(hub_pairs(corpus, "train"))
+        list(iter_hub_rows({"name": str(folder)}, "train", columns))
     assert "\n" not in str(err.value)
     # offline, a name that is not there fails at once as a ValueError, not a ConnectionError
     with pytest.raises(ValueError, match=r"data\.hub\.name=nonexistent/xyz: cannot load it \(ConnectionError"):
-        list(hub_pairs(make_corpus("en", "zh", {"train": "train"}, hub={"name": "nonexistent/xyz"}), "train"))
+        list(iter_hub_rows({"name": "nonexistent/xyz"}, "train", columns))
 
 
 # ------------------------------------------------------------------ byte-order marks

@@ -2,15 +2,22 @@
 
 from __future__ import annotations
 
+import logging
 from types import SimpleNamespace
 
 import pytest
 import torch
 
+from transformer.data.datamodule_base import length_filter_columns
 from transformer.data.datamodules import TaggingDataModule, TranslationDataModule
-from transformer.data.readers import UposFromXpos, read_conll2000
+from transformer.data.tagged_splits import PRESETS, UposFromXpos, read_tagged_file
 
 SUBSET = 400
+
+
+def read_conll2000_train(data_dir, mirror_root):
+    """The CoNLL-2000 preset's whole training file."""
+    return read_tagged_file(PRESETS["conll2000"]["files"]["train"], "conll2000", data_dir, mirror_root)
 
 
 @pytest.fixture(scope="module")
@@ -140,7 +147,7 @@ def test_tagging_conll2000_dev_carved_from_train(mirror_root, tmp_path):
     dm = TaggingDataModule("conll2000", "pos", data_dir=tmp_path, mirror_root=mirror_root, vocab_size=600,
                            tokenizer_model="word", dev_size=500, train_subset=1000)
     dm.setup()
-    full = read_conll2000("train", tmp_path, mirror_root)
+    full = read_conll2000_train(tmp_path, mirror_root)
     assert [s.words for s in dm.raw("dev")] == [s.words for s in full[-500:]]
     assert dm.raw("train")[0].words == full[0].words
     assert len(dm.raw("train")) == 1000 and len(dm.raw("test")) == 2012
@@ -167,7 +174,7 @@ def test_tagging_gum_with_conll2000_as_auxiliary_corpus(mirror_root, tmp_path):
     dm = TaggingDataModule("gum", "upos", data_dir=tmp_path, mirror_root=mirror_root, vocab_size=600,
                            train_subset=300, max_tokens=4096, aux_tagset="xpos", aux_corpus="conll2000")
     dm.setup()
-    wsj = read_conll2000("train", tmp_path, mirror_root)
+    wsj = read_conll2000_train(tmp_path, mirror_root)
     assert len(dm.raw("train")) == 300  # GUM's own sentences: what unseen-word accuracy counts against
     train = dm.dataset("train")
     assert len(train) + len(dm.filter_report["train"].dropped) == 300 + len(wsj)
@@ -191,7 +198,7 @@ def test_tagging_auxiliary_corpus_with_converted_upos(mirror_root, tmp_path):
               aux_tagset="xpos", aux_corpus="conll2000")
     dm = TaggingDataModule("gum", "upos", aux_corpus_upos=True, **kw)
     dm.setup()
-    wsj = read_conll2000("train", tmp_path, mirror_root)
+    wsj = read_conll2000_train(tmp_path, mirror_root)
     convert = UposFromXpos(dm.raw("train"))
     train = dm.dataset("train")
     by_index = {int(i): k for k, i in enumerate(train["index"])}
@@ -246,6 +253,14 @@ def test_tagging_extra_train_conllu_adds_sentences_with_their_tags(mirror_root, 
         TaggingDataModule("gum", "upos", extra_train=[str(tmp_path / "missing.conllu")])
     with pytest.raises(ValueError, match="chunk"):
         TaggingDataModule("conll2000", "chunk", extra_train=[str(extra)])
+
+
+def test_length_filter_counts_and_logs(caplog):
+    with caplog.at_level(logging.WARNING):
+        r = length_filter_columns([(3, 4), (10, 2), (5, 5), (1, 11)], max_len=5, name="toy")
+    assert r.kept.tolist() == [0, 2] and r.dropped.tolist() == [1, 3] and r.n_dropped == 2
+    assert "dropped 2 of 4" in caplog.text
+    assert length_filter_columns([1, 2, 3], max_len=3).n_dropped == 0
 
 
 def test_tagging_bad_tagset():

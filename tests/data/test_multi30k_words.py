@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from transformer.data.readers import read_lines
+from transformer.data.readers import iter_lines
 from transformer.data.words import split_words, write_caption_words
 
 
@@ -28,7 +28,7 @@ def test_reproduces_gums_own_word_splitting(mirror_root, data_cache):
     from transformer.data.sources import fetch, gum_relpath
 
     text, words, total, same = None, [], 0, 0
-    for line in read_lines(fetch(gum_relpath("dev"), data_cache, mirror_root)) + [""]:
+    for line in [line for _, line in iter_lines(fetch(gum_relpath("dev"), data_cache, mirror_root))] + [""]:
         if line.startswith("# text ="):
             text = line.split("=", 1)[1].strip()
         elif not line.strip():

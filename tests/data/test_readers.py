@@ -1,25 +1,36 @@
-"""Readers on the real mirrored files, and the errors malformed inputs must give."""
+"""The readers, one per format, on the real mirrored files (read through the presets that name
+them), and the errors malformed inputs must give: one naming the file and line each."""
 
 from __future__ import annotations
 
 import gzip
-import logging
 import zipfile
 
 import pytest
 
+from transformer.data.corpora import multi30k, read_pairs
 from transformer.data.readers import (
     DataFormatError,
     TaggedSentence,
-    UposFromXpos,
-    length_filter,
-    read_conll2000,
+    infer_format,
+    iter_line_pairs,
+    iter_lines,
+    iter_rows,
+    read_columns,
     read_conllu,
-    read_gum,
-    read_lines,
-    read_multi30k,
-    read_parallel,
 )
+from transformer.data.tagged_splits import PRESETS, UposFromXpos, read_tagged_file
+
+
+def read_preset(name: str, split: str, data_dir, mirror_root) -> list[TaggedSentence]:
+    """One file of a tagged preset, read by the reader of its format."""
+    preset = PRESETS[name]
+    return read_tagged_file(preset["files"][split], preset["format"], data_dir, mirror_root)
+
+
+def read_lines(path) -> list[str]:
+    return [line for _, line in iter_lines(path)]
+
 
 # ---------------------------------------------------------------- real data
 
@@ -27,27 +38,27 @@ from transformer.data.readers import (
 @pytest.mark.parametrize("split,n", [("train", 29000), ("val", 1014), ("test_2016_flickr", 1000),
                                      ("test_2017_flickr", 1000), ("test_2017_mscoco", 461)])
 def test_multi30k_counts(data_cache, mirror_root, split, n):
-    pairs = read_multi30k(split, "de", "en", data_cache, mirror_root)
+    pairs = read_pairs(multi30k("de", "en"), split, data_cache, mirror_root)
     assert len(pairs) == n
     assert all(isinstance(s, str) and isinstance(t, str) for s, t in pairs)
 
 
 def test_multi30k_pairs_are_aligned(data_cache, mirror_root):
-    de_en = read_multi30k("train", "de", "en", data_cache, mirror_root)
+    de_en = read_pairs(multi30k("de", "en"), "train", data_cache, mirror_root)
     assert de_en[0] == ("Zwei junge weiße Männer sind im Freien in der Nähe vieler Büsche.",
                         "Two young, White males are outside near many bushes.")
-    en_fr = read_multi30k("val", "en", "fr", data_cache, mirror_root)
-    fr_cs = read_multi30k("val", "fr", "cs", data_cache, mirror_root)
+    en_fr = read_pairs(multi30k("en", "fr"), "val", data_cache, mirror_root)
+    fr_cs = read_pairs(multi30k("fr", "cs"), "val", data_cache, mirror_root)
     assert [p[1] for p in en_fr] == [p[0] for p in fr_cs]
 
 
 def test_multi30k_czech_2017_is_a_clear_error(data_cache, mirror_root):
     with pytest.raises(ValueError, match="no test_2017_mscoco split for language 'cs'"):
-        read_multi30k("test_2017_mscoco", "en", "cs", data_cache, mirror_root)
+        read_pairs(multi30k("en", "cs"), "test_2017_mscoco", data_cache, mirror_root)
 
 
 def test_gum_train_counts(data_cache, mirror_root):
-    sents = read_gum("train", data_cache, mirror_root)
+    sents = read_preset("gum", "train", data_cache, mirror_root)
     assert len(sents) == 3753
     assert sum(len(s.words) for s in sents) == 69760
     s = sents[0]
@@ -55,16 +66,16 @@ def test_gum_train_counts(data_cache, mirror_root):
     assert s.words[:2] == ["Aesthetic", "Appreciation"]
     assert s.upos[:2] == ["ADJ", "NOUN"] and s.xpos[:2] == ["JJ", "NN"]
     assert all(len(x.words) == len(x.upos) == len(x.xpos) for x in sents)
-    assert [len(read_gum(sp, data_cache, mirror_root)) for sp in ("dev", "test")] == [784, 890]
+    assert [len(read_preset("gum", sp, data_cache, mirror_root)) for sp in ("dev", "test")] == [784, 890]
 
 
 def test_conll2000_counts(data_cache, mirror_root):
-    train = read_conll2000("train", data_cache, mirror_root)
+    train = read_preset("conll2000", "train", data_cache, mirror_root)
     assert len(train) == 8936 and sum(len(s.words) for s in train) == 211727
     assert train[0].words[:3] == ["Confidence", "in", "the"]
     assert train[0].xpos[:3] == ["NN", "IN", "DT"] and train[0].chunk[:3] == ["B-NP", "B-PP", "B-NP"]
     assert train[0].upos is None
-    test = read_conll2000("test", data_cache, mirror_root)
+    test = read_preset("conll2000", "test", data_cache, mirror_root)
     assert len(test) == 2012 and sum(len(s.words) for s in test) == 47377
 
 
@@ -136,7 +147,7 @@ def test_parallel_length_mismatch(tmp_path):
     a.write_text("eins\nzwei\ndrei\n")
     b.write_text("one\ntwo\n")
     with pytest.raises(DataFormatError, match="differ in length") as e:
-        read_parallel(a, b)
+        list(iter_line_pairs(a, b))
     assert e.value.path == str(a) and e.value.line_no == 3
 
 
@@ -145,7 +156,7 @@ def test_parallel_empty_file(tmp_path):
     a.write_text("eins\n")
     b.write_text("")
     with pytest.raises(DataFormatError, match="empty file") as e:
-        read_parallel(a, b)
+        list(iter_line_pairs(a, b))
     assert e.value.path == str(b) and e.value.line_no == 0
 
 
@@ -163,34 +174,27 @@ def test_lines_kept_exactly(tmp_path):
     assert read_lines(p) == [" lead\ttab  double ", "last"]
 
 
-# ---------------------------------------------------------------- CoNLL-2000
+# ---------------------------------------------------------------- word-per-line columns (CoNLL-2000)
 
 
-def test_conll2000_malformed_line(tmp_path):
+def test_columns_malformed_line(tmp_path):
     p = tmp_path / "c.txt"
     p.write_text("He PRP B-NP\nran VBD\n\n")
     with pytest.raises(DataFormatError, match="WORD POS CHUNK") as e:
-        read_conll2000(p)
+        read_columns(p)
     assert e.value.line_no == 2
 
 
-def test_conll2000_zip_member(tmp_path):
+def test_columns_zip_member(tmp_path):
     z = tmp_path / "c.zip"
     with zipfile.ZipFile(z, "w") as f:
         f.writestr("conll2000/train.txt", "He PRP B-NP\nran VBD B-VP\n\nOk UH O\n")
-    a, b = read_conll2000(z)
+    a, b = read_columns(z, member="conll2000/train.txt")
     assert a.words == ["He", "ran"] and a.xpos == ["PRP", "VBD"] and b.chunk == ["O"]
-
-
-# ---------------------------------------------------------------- length filter
-
-
-def test_length_filter_counts_and_logs(caplog):
-    with caplog.at_level(logging.WARNING):
-        r = length_filter([(3, 4), (10, 2), (5, 5), (1, 11)], max_len=5, name="toy")
-    assert r.kept == [0, 2] and r.dropped == [1, 3] and r.n_dropped == 2
-    assert "dropped 2 of 4" in caplog.text
-    assert length_filter([1, 2, 3], max_len=3).n_dropped == 0
+    assert a.upos is None and (a.sent_id, b.sent_id) == ("train.txt:1", "train.txt:4")
+    with pytest.raises(DataFormatError, match="no member 'conll2000/test.txt'") as e:
+        read_columns(z, member="conll2000/test.txt")
+    assert (e.value.path, e.value.line_no) == (f"{z}!conll2000/test.txt", 0)
 
 
 # ---------------------------------------------------------------- UPOS from Penn Treebank tags
@@ -217,3 +221,58 @@ def test_upos_from_xpos_uses_the_word_then_the_tag_and_never_guesses():
         table(["a", "b"], ["DT"])
     with pytest.raises(ValueError, match="s2.*UPOS"):
         UposFromXpos([TaggedSentence("s2", ["a"], None, ["DT"])])
+
+
+# ---------------------------------------------------------------- tables: TSV, CSV, JSON lines
+
+
+def _write(path, text: str | bytes):
+    path.write_bytes(text if isinstance(text, bytes) else text.encode("utf-8"))
+    return path
+
+
+def test_tsv_columns_keep_every_line_and_ignore_extra_columns(tmp_path):
+    p = _write(tmp_path / "cmn.txt", "Hi.\t嗨。\tCC-BY\n\t\t\nRun.\t跑。\tCC-BY\n")
+    rows = list(iter_rows(p, [1, 0], fmt="tsv"))
+    assert rows == [(1, ("嗨。", "Hi.")), (2, ("", "")), (3, ("跑。", "Run."))]
+
+
+def test_csv_header_names_and_quoted_commas(tmp_path):
+    p = _write(tmp_path / "d.csv", 'text,label\n"good, really",pos\n\nbad,neg\n')
+    assert list(iter_rows(p, ["text", "label"], header=True)) == [(2, ("good, really", "pos")), (4, ("bad", "neg"))]
+
+
+def test_jsonl_nested_keys_and_gzip(tmp_path):
+    p = tmp_path / "d.jsonl.gz"
+    p.write_bytes(gzip.compress(b'{"translation": {"en": "a", "zh": "\xe4\xbd\xa0"}}\n'))
+    assert infer_format(p) == "jsonl"
+    assert list(iter_rows(p, ["translation.en", "translation.zh"])) == [(1, ("a", "你"))]
+
+
+@pytest.mark.parametrize(
+    "name, content, fmt, columns, line, message",
+    [
+        ("a.tsv", "x\ty\nonly\n", "tsv", [0, 1], 2, "expected at least 2 columns, found 1"),
+        ("a.txt", b"ok\n\xff\n", "text", [0], 2, "not valid UTF-8"),
+        ("a.jsonl", '{"translation": {"en": "a"}}\n', "jsonl", ["translation.en", "translation.zh"], 1,
+         "key 'translation.zh' missing"),
+        ("b.jsonl", '{"en": "a"}\n{"en": \n', "jsonl", ["en"], 2, "not a JSON object"),
+        ("a.csv", "text\nx\n", "csv", ["label"], 1, "no column 'label'"),
+        ("e.tsv", "", "tsv", [0], 0, "empty file"),
+    ],
+)
+def test_bad_rows_name_file_and_line(tmp_path, name, content, fmt, columns, line, message):
+    p = _write(tmp_path / name, content)
+    with pytest.raises(DataFormatError, match=message) as e:
+        list(iter_rows(p, columns, fmt=fmt, header=(fmt == "csv")))
+    assert (e.value.path, e.value.line_no) == (str(p), line)
+
+
+@pytest.mark.parametrize("name, content, fmt", [("a.tsv", "x\ty\n\nz\tw\n\n", "tsv"),
+                                                ("a.jsonl", '{"a": "x"}\n\n{"a": "z"}\n\n', "jsonl"),
+                                                ("a.csv", "x,y\n\nz,w\n\n", "csv")])
+def test_empty_lines_of_a_table_are_counted_in_a_warning(tmp_path, caplog, name, content, fmt):
+    p = _write(tmp_path / name, content)
+    rows = list(iter_rows(p, ["a"] if fmt == "jsonl" else [0], fmt=fmt))
+    assert [line for line, _ in rows] == [1, 3]
+    assert f"{p}: 2 empty line(s) skipped (line 2, 4)" in caplog.text

@@ -8,16 +8,16 @@ import sys
 
 import pytest
 
-from transformer.data.readers import read_conll2000
-from transformer.data.tagged_splits import read_tagged_split, read_tagged_splits
+from transformer.data.tagged_splits import PRESETS, read_tagged_file, read_tagged_split, read_tagged_splits
 
 
 def test_conll2000_dev_is_the_tail_of_train_and_train_the_rest(mirror_root, tmp_path):
-    full = read_conll2000("train", tmp_path, mirror_root)
+    files = PRESETS["conll2000"]["files"]
+    full = read_tagged_file(files["train"], "conll2000", tmp_path, mirror_root)
     splits = read_tagged_splits("conll2000", ("train", "dev", "test"), tmp_path, mirror_root, dev_size=300)
     assert list(splits) == ["train", "dev", "test"]
     assert splits["train"] + splits["dev"] == full and len(splits["dev"]) == 300
-    assert splits["test"] == read_conll2000("test", tmp_path, mirror_root)
+    assert splits["test"] == read_tagged_file(files["test"], "conll2000", tmp_path, mirror_root)
     data = {"name": "conll2000", "tagset": "pos", "dev_size": 300}
     assert read_tagged_split(data, "val", tmp_path, mirror_root) == splits["dev"]  # "val" means dev
     assert read_tagged_split(data, "train", tmp_path, mirror_root) == splits["train"]

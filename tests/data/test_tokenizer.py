@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from transformer.data.readers import read_multi30k
+from transformer.data.corpora import multi30k, read_pairs
 from transformer.data.tokenizer import SPECIAL_TOKENS, SubwordTokenizer, roundtrip_exactness
 
 TRICKY = [
@@ -21,7 +21,7 @@ TRICKY = [
 
 @pytest.fixture(scope="module")
 def sample(data_cache, mirror_root) -> list[str]:
-    pairs = read_multi30k("train", "de", "en", data_cache, mirror_root)
+    pairs = read_pairs(multi30k("de", "en"), "train", data_cache, mirror_root)
     rng = random.Random(0)
     picked = rng.sample(pairs, 1500)
     return [s for s, _ in picked] + [t for _, t in picked]

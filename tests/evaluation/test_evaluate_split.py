@@ -8,7 +8,7 @@ import json
 import pytest
 from sacrebleu.metrics import BLEU
 
-from transformer.data.readers import read_multi30k
+from transformer.data.corpora import multi30k, read_pairs
 from transformer.evaluation.translation import evaluate_split, markdown_table
 
 
@@ -40,7 +40,7 @@ class _Task:
 
 
 def test_evaluate_split_scores_the_split_and_writes_both_files(mirror_root, tmp_path):
-    pairs = read_multi30k("test_2017_mscoco", "de", "en", cache_dir=tmp_path / "cache", mirror_root=mirror_root)
+    pairs = read_pairs(multi30k("de", "en"), "test_2017_mscoco", tmp_path / "cache", mirror_root)
     # every second sentence translated perfectly, the others by a wrong sentence
     table = {src: (ref if i % 2 == 0 else "a cat sleeps .") for i, (src, ref) in enumerate(pairs)}
     task = _Task(table)

@@ -1,4 +1,5 @@
-"""Data: sources (download/mirror + checksums), readers, tokenizer, batching, datamodules.
+"""Data: sources (download/mirror + checksums), readers (one per file format), tokenizer,
+batching, datamodules.
 
 Everything but the LightningDataModules imports without Lightning; the datamodules
 are loaded on first access (``transformer.data.TranslationDataModule``).
@@ -14,10 +15,12 @@ from transformer.data.batching import (
 from transformer.data.readers import (
     DataFormatError,
     TaggedSentence,
-    length_filter,
-    read_conll2000,
+    iter_hub_rows,
+    iter_line_pairs,
+    iter_lines,
+    iter_rows,
+    read_columns,
     read_conllu,
-    read_multi30k,
 )
 from transformer.data.sources import DATASETS, ChecksumError, DownloadError, fetch
 from transformer.data.tokenizer import SubwordTokenizer
@@ -47,9 +50,11 @@ __all__ = [
     "TranslationCollator",
     "TranslationDataModule",
     "fetch",
-    "length_filter",
-    "read_conll2000",
+    "iter_hub_rows",
+    "iter_line_pairs",
+    "iter_lines",
+    "iter_rows",
+    "read_columns",
     "read_conllu",
-    "read_multi30k",
     "restore_order",
 ]

@@ -12,7 +12,7 @@ command as one ``error:`` line:
 - every split has one source: a file or a share held out of the training file, not both, and
   training has a validation split to validate on;
 - a hub dataset can be loaded: a named local folder is a dataset, and offline a name has a
-  cached copy (:func:`transformer.data.hub.check_hub`).
+  cached copy (:func:`check_hub`).
 
 A config without a training source is a preset waiting for the user's files: it is checked
 for what it says, and not yet asked for the files it lacks.
@@ -20,6 +20,7 @@ for what it says, and not yet asked for the files it lacks.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any, Callable
 
@@ -27,8 +28,7 @@ from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 from transformer.data.corpora import MULTI30K, check_columns, config_sources, make_corpus, probe_tables
-from transformer.data.hub import check_hub
-from transformer.data.tables import check_column, first_row, infer_format, same_column
+from transformer.data.readers import check_column, first_row, infer_format, same_column, saved_dataset
 from transformer.data.tokenizer import MODELS as TOKENIZER_MODELS
 from transformer.data.tokenizer import min_vocab_size
 
@@ -73,6 +73,69 @@ def check_holdout(holdout: Any, files: dict[str, tuple[str | None, Any]], where:
                 isinstance(size, float) and size >= 1 and not size.is_integer()):
             raise ValueError(f"{where}.holdout.{split}={size!r}: expected a row count (1, 2, ...) or a fraction "
                              "between 0 and 1")
+
+
+# ---------------------------------------------------------------------------- hub datasets
+
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+# Files `datasets.load_dataset` reads from a plain folder (its packaged builders), compressed or not.
+DATA_FILE_SUFFIXES = (".parquet", ".arrow", ".jsonl", ".json", ".csv", ".tsv", ".txt")
+
+
+def _has_data_files(folder: Path) -> bool:
+    """Whether ``folder`` holds a file ``load_dataset`` can read (the first one found ends the
+    walk); like ``datasets``, hidden files and folders (``.x``, ``__x``) do not count."""
+    for path in folder.rglob("*"):
+        if any(part.startswith((".", "__")) for part in path.relative_to(folder).parts):
+            continue
+        name = path.name.lower()
+        for packed in (".gz", ".zst", ".bz2", ".xz", ".zip"):
+            name = name.removesuffix(packed)
+        if name.endswith(DATA_FILE_SUFFIXES) and path.is_file():
+            return True
+    return False
+
+
+def offline() -> list[str]:
+    """The variables that switch the hub off (``HF_HUB_OFFLINE=1`` ...), as set now."""
+    return [v for v in OFFLINE_VARIABLES if os.environ.get(v, "").strip().upper() in ("1", "ON", "YES", "TRUE")]
+
+
+def _cached(name: str) -> bool:
+    """Whether a hub dataset has a copy in the local caches (what ``datasets`` reads offline)."""
+    import datasets.config
+    from huggingface_hub import constants
+
+    return ((Path(datasets.config.HF_DATASETS_CACHE) / name.replace("/", "___")).is_dir()
+            or (Path(constants.HF_HUB_CACHE) / f"datasets--{name.replace('/', '--')}").is_dir())
+
+
+def check_hub(hub: Any, where: str = "data.hub") -> None:
+    """What can be known of a hub source without loading it, as a ``ValueError`` naming
+    ``where``: a dataset name is given; a local folder is a dataset (written by
+    ``save_to_disk``, or holding data files); and offline (:func:`offline`), a name that is no
+    folder has a cached copy. Without that last check ``datasets`` retries the network before
+    it fails, with a traceback."""
+    if not isinstance(hub, dict):
+        raise ValueError(f"{where}={hub!r}: expected {{name: <dataset>, config: <config or null>}}")
+    name, config = hub.get("name"), hub.get("config")
+    if not isinstance(name, str) or name in ("", "???"):
+        raise ValueError(f"{where}.name: required (a Hugging Face dataset, e.g. {where}.name=wmt16, "
+                         "or a local folder)")
+    if config is not None and not isinstance(config, str):
+        raise ValueError(f"{where}.config={config!r}: expected a config name (e.g. ro-en) or null")
+    folder = Path(name).expanduser()
+    if folder.is_dir():
+        if not saved_dataset(folder) and not _has_data_files(folder):
+            raise ValueError(f"{where}.name={name}: a folder, but not a dataset: no dataset_dict.json or "
+                             f"state.json (save_to_disk) and no data files ({', '.join(DATA_FILE_SUFFIXES)})")
+        return
+    switched_off = offline()
+    if switched_off and not _cached(name):
+        setting = " ".join(f"{v}={os.environ[v]}" for v in switched_off)
+        raise ValueError(f"{where}.name={name}: not a local folder, and {setting} keeps the hub offline with no "
+                         f"cached copy of it: give a folder written by save_to_disk, or unset "
+                         f"{' and '.join(switched_off)} to download it")
 
 
 def _check_languages(d: dict, where: str) -> None:
@@ -179,4 +242,5 @@ def check_data_config(data_cfg: DictConfig | None, where: str = "data") -> None:
         check(d, where)
 
 
-__all__ = ["check_classification", "check_data_config", "check_holdout", "check_parallel", "check_tokenizer", "plain"]
+__all__ = ["check_classification", "check_data_config", "check_holdout", "check_hub", "check_parallel",
+           "check_tokenizer", "offline", "plain"]

@@ -20,8 +20,12 @@ A path starting with ``registry:`` names a file of :data:`transformer.data.sourc
 fetched from the cache, the mirror or upstream: the built-in datasets are presets of this
 module (:data:`MULTI30K`), not readers of their own.
 
-Every problem is a :class:`~transformer.data.readers.DataFormatError` naming the file and
-line (:mod:`transformer.data.tables`), or a ``ValueError`` naming the setting.
+This module chooses the files and columns; :mod:`transformer.data.readers` reads them
+(:func:`~transformer.data.readers.iter_line_pairs` for one file per language,
+:func:`~transformer.data.readers.iter_rows` for a table,
+:func:`~transformer.data.readers.iter_hub_rows` for the hub). Every problem is a
+:class:`~transformer.data.readers.DataFormatError` naming the file and line, or a
+``ValueError`` naming the setting.
 """
 
 from __future__ import annotations
@@ -30,10 +34,10 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from transformer.data.readers import DataFormatError
+from transformer.data.readers import (DataFormatError, check_column, first_row, hub_fingerprint, infer_format,
+                                      iter_hub_rows, iter_line_pairs, iter_rows, same_column)
 from transformer.data.sources import DATASETS, fetch, sha256_file
 from transformer.data.splits import KeySplit
-from transformer.data.tables import check_column, first_row, infer_format, iter_lines, iter_rows, same_column
 
 Pair = tuple[str, str]
 PairStream = Callable[[], Iterator[Pair]]
@@ -47,6 +51,13 @@ MULTI30K: dict[str, Any] = {
                 for split in ("train", "val", "test_2016_flickr", "test_2017_flickr", "test_2017_mscoco")},
     "valid_name": "val",
 }
+
+
+def multi30k(src_lang: str, tgt_lang: str) -> dict[str, Any]:
+    """The Multi30k preset (:data:`MULTI30K`) as a corpus for one language pair of en/de/fr/cs
+    (Czech has no 2017 test sets: reading one is a ``ValueError`` naming the split)."""
+    return make_corpus(src_lang, tgt_lang, dict(MULTI30K["sources"]), name=MULTI30K["name"],
+                       valid_name=MULTI30K["valid_name"])
 
 
 def config_sources(corpus_name: str, train: Any, valid: Any, test: Any, tests: dict | None, valid_name: str,
@@ -173,8 +184,8 @@ def _check_registered(corpus: dict, split: str, sides: tuple[str, str]) -> None:
     """A ``ValueError`` naming the language whose ``registry:`` file does not exist."""
     for path, side in zip(sides, ("src", "tgt")):
         if path.startswith(REGISTRY) and _registry_rel(path) not in DATASETS:
-            raise ValueError(f"language {corpus[f'{side}_lang']!r}: the data registry has no file "
-                             f"{_registry_rel(path)} (split {split!r} of {corpus['name']})")
+            raise ValueError(f"{corpus['name']} has no {split} split for language {corpus[f'{side}_lang']!r}: "
+                             f"the data registry has no file {_registry_rel(path)}")
 
 
 def _local(path: str, data_dir, mirror_root) -> Path:
@@ -211,25 +222,10 @@ def _column(corpus: dict, side: str, default: int | str) -> int | str:
 
 
 def table_columns(corpus: dict, fmt: str) -> list[int | str]:
-    """The source and target column of a one-file source in format ``fmt``."""
+    """The source and target column of a one-file source in format ``fmt`` (``jsonl`` for the hub)."""
     default = ("translation.{lang}", "translation.{lang}") if fmt == "jsonl" else (0, 1)
     cols = [_column(corpus, side, d) for side, d in zip(("src", "tgt"), default)]
     return [c.format(lang=corpus[f"{side}_lang"]) if isinstance(c, str) else c for c, side in zip(cols, ("src", "tgt"))]
-
-
-def _line_pairs(src: Path, tgt: Path) -> Iterator[Pair]:
-    """Line-aligned pairs of two files, streamed; files of different lengths are an error
-    naming the longer file at its first line without a partner."""
-    src_lines, tgt_lines = iter_lines(src), iter_lines(tgt)
-    n = 0
-    for n, (_, s) in enumerate(src_lines, 1):
-        t = next(tgt_lines, None)
-        if t is None:
-            raise DataFormatError(src, n, f"parallel files differ in length: {tgt} ends at line {n - 1}")
-        yield s, t[1]
-    extra = next(tgt_lines, None)
-    if extra is not None:
-        raise DataFormatError(tgt, extra[0], f"parallel files differ in length: {src} ends at line {n}")
 
 
 def _table_pairs(corpus: dict, path: Path) -> Iterator[Pair]:
@@ -243,15 +239,14 @@ def _table_pairs(corpus: dict, path: Path) -> Iterator[Pair]:
 
 def _source_pairs(corpus: dict, split: str, data_dir, mirror_root) -> Iterator[Pair]:
     if corpus.get("hub"):
-        from transformer.data.hub import hub_pairs
-
-        yield from hub_pairs(corpus, corpus["sources"][split])
+        for _, (s, t) in iter_hub_rows(corpus["hub"], corpus["sources"][split], table_columns(corpus, "jsonl")):
+            yield s, t
         return
     source = corpus["sources"][split]
     sides = _side_paths(corpus, source)
     if sides is not None:
         _check_registered(corpus, split, sides)
-        yield from _line_pairs(*(_local(p, data_dir, mirror_root) for p in sides))
+        yield from iter_line_pairs(*(_local(p, data_dir, mirror_root) for p in sides))
     else:
         yield from _table_pairs(corpus, _local(source, data_dir, mirror_root))
 
@@ -336,9 +331,7 @@ class ParallelCorpus:
         keys = [split, repr(c["sources"][base]), str(c.get("format")), repr(c.get("columns")), str(c.get("header")),
                 repr(c.get("holdout")), str(c.get("holdout_seed")), c["src_lang"], c["tgt_lang"]]
         if c.get("hub"):
-            from transformer.data.hub import hub_fingerprint
-
-            return keys + [hub_fingerprint(c, c["sources"][base])]
+            return keys + [hub_fingerprint(c["hub"], c["sources"][base])]
         source = c["sources"][base]
         sides = _side_paths(c, source)
         if sides is not None:
@@ -346,6 +339,13 @@ class ParallelCorpus:
         paths = sides or (source,)
         return keys + [DATASETS[_registered(p)].sha256 if p.startswith(REGISTRY)
                        else sha256_file(_local(p, self.data_dir, self.mirror_root)) for p in paths]
+
+
+def read_pairs(corpus: dict, split: str, data_dir: str | os.PathLike = "data/cache",
+               mirror_root: str | os.PathLike | None = None) -> list[Pair]:
+    """Every pair of one split as a list, for scripts and small splits (a data module streams
+    them instead: :meth:`ParallelCorpus.stream`)."""
+    return list(ParallelCorpus(corpus, data_dir, mirror_root).stream(split))
 
 
 def _non_empty(pairs: Iterator[Pair], split: str, where: str) -> Iterator[Pair]:
@@ -357,5 +357,5 @@ def _non_empty(pairs: Iterator[Pair], split: str, where: str) -> Iterator[Pair]:
 
 
 __all__ = ["MULTI30K", "REGISTRY", "Pair", "PairStream", "ParallelCorpus", "available", "check_columns",
-           "check_complete", "config_sources", "describe", "make_corpus", "probe_tables", "split_names",
-           "table_columns"]
+           "check_complete", "config_sources", "describe", "make_corpus", "multi30k", "probe_tables", "read_pairs",
+           "split_names", "table_columns"]

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import logging
 import os
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Sequence
 
@@ -31,7 +32,6 @@ from torch.utils.data import DataLoader
 
 from transformer.data.batching import TokenBudgetBatchSampler
 from transformer.data.preprocess import cache_lock, check_cache, publish_cache
-from transformer.data.readers import FilterResult
 from transformer.data.tokenizer import SubwordTokenizer
 
 log = logging.getLogger(__name__)
@@ -212,6 +212,18 @@ class TokenBudgetDataModule(L.LightningDataModule):
         self.save_hyperparameters({**self.hparams, "vocab_size": real})
 
 
+@dataclass
+class FilterResult:
+    """Outcome of :func:`length_filter_columns`: kept indices (input order) and the dropped ones."""
+
+    kept: np.ndarray
+    dropped: np.ndarray
+
+    @property
+    def n_dropped(self) -> int:
+        return len(self.dropped)
+
+
 def length_filter_columns(lengths, max_len: int, name: str = "data") -> FilterResult:
     """Keep the examples whose length (every side's, for an ``(N, 2)`` array of source and
     target lengths) is ``<= max_len``; ``kept`` and ``dropped`` are numpy index arrays. The
@@ -244,4 +256,5 @@ def load_or_train_tokenizer(path: Path, texts_fn, vocab_size: int, model: str) -
     return tok
 
 
-__all__ = ["ResumableLoader", "TokenBudgetDataModule", "length_filter_columns", "load_or_train_tokenizer"]
+__all__ = ["FilterResult", "ResumableLoader", "TokenBudgetDataModule", "length_filter_columns",
+           "load_or_train_tokenizer"]

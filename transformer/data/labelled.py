@@ -1,5 +1,5 @@
 """Labelled sentences from a user's files (one text and one label a row), read through
-:func:`transformer.data.tables.iter_rows`: TSV or CSV (a column index, or a header name with
+:func:`transformer.data.readers.iter_rows`: TSV or CSV (a column index, or a header name with
 ``header=True``) and JSON lines (a key). Every problem is a one-line
 :class:`~transformer.data.readers.DataFormatError` naming the file and line.
 
@@ -17,9 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from transformer.data.readers import DataFormatError
+from transformer.data.readers import DataFormatError, iter_rows
 from transformer.data.splits import KeySplit
-from transformer.data.tables import iter_rows
 
 
 @dataclass
@@ -82,9 +81,6 @@ def label_ids(data: LabelledFile, labels: Sequence[str]) -> list[int]:
     return ids
 
 
-__all__ = ["LabelledFile", "label_ids", "label_vocab", "read_labelled"]
-
-
 def carve(whole: LabelledFile, holdout: Mapping[str, float | int], seed: int = 0) -> dict[str, LabelledFile]:
     """``whole`` split by text into ``train`` and the held-out splits of ``holdout`` (a row
     count or a fraction each): seeded, every copy of a text in one split, rows in file order."""
@@ -123,3 +119,6 @@ def read_split(settings: Mapping[str, Any], split: str) -> LabelledFile:
     if holdout and (split in holdout or split == "train"):
         return carve(rows, holdout, settings.get("holdout_seed", 0))[split]
     return rows
+
+
+__all__ = ["LabelledFile", "carve", "label_ids", "label_vocab", "read_labelled", "read_split", "split_path"]

@@ -13,7 +13,7 @@ from typing import Mapping, Sequence
 from transformer.data.batching import TaggingCollator
 from transformer.data.datamodule_base import TokenBudgetDataModule, load_or_train_tokenizer
 from transformer.data.preprocess import cache_key, int_column, tokenize_tagging
-from transformer.data.readers import TaggedSentence, iter_words
+from transformer.data.readers import TaggedSentence
 from transformer.data.sources import CONLL2000_RELPATH, DATASETS, sha256_file
 from transformer.data.tagged_splits import (FORMAT_FIELDS, corpus_files, file_hash, read_aux_corpus,
                                             read_extra_train, read_tagged_splits, unknown_tags)
@@ -76,7 +76,7 @@ class TaggingDataModule(TokenBudgetDataModule):
             ``raw("train")`` and the training-word list stay the corpus's own.
         aux_corpus_upos: with ``aux_corpus`` and ``tagset: upos``, give the auxiliary
             corpus's words UPOS tags too, converted from their Penn Treebank tags by a table
-            learnt on the training split (:class:`~transformer.data.readers.UposFromXpos`);
+            learnt on the training split (:class:`~transformer.data.tagged_splits.UposFromXpos`);
             words it cannot decide keep ``None`` (ignored by the loss).
         extra_train: CoNLL-U files whose sentences are added to the training set (more gold
             data, or silver data from ``transformer-tag``, for self-training); a ``_`` field is
@@ -206,7 +206,8 @@ class TaggingDataModule(TokenBudgetDataModule):
         words = self._raw["train"] + self._aux_corpus_sents + self._extra_sents
         key = cache_key("tagtok", self._hashes["train"], len(words), self.tokenizer_model, self.vocab_size)[:16]
         path = inside(self.data_dir / "tokenizers", f"{self.dataset_name}-{self.tokenizer_model}{self.vocab_size}-{key}.json")
-        return load_or_train_tokenizer(path, lambda: iter_words(words), self.vocab_size, self.tokenizer_model)
+        return load_or_train_tokenizer(path, lambda: (w for s in words for w in s.words), self.vocab_size,
+                                       self.tokenizer_model)
 
     def _split_sentences(self, split: str) -> tuple[list[TaggedSentence], list[list[str | None]]]:
         """A split's sentences and main tags; training adds the auxiliary corpus (no main tags

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from transformer.data.readers import read_multi30k
+from transformer.data.corpora import multi30k, read_pairs
 from transformer.files import write_text
 
 # A word: letters/digits joined by -, ', ., & or , between word characters (T-shirt, 3.5,
@@ -40,7 +40,7 @@ def write_caption_words(split: str, output: str | Path, first: int | None = None
     """Write the English captions of a Multi30k split (the ``first`` ones, if given) one per
     line as space-separated words; a blank caption gives a blank line, so line ``n`` is caption
     ``n``. Returns the lines written."""
-    pairs = read_multi30k(split, "en", "de", cache_dir=data_dir, mirror_root=mirror_root)
+    pairs = read_pairs(multi30k("en", "de"), split, data_dir, mirror_root)
     lines = [" ".join(split_words(en)) for en, _ in pairs[:first]]
     out = Path(output)
     out.parent.mkdir(parents=True, exist_ok=True)
