@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from transformer.decoding.ctc import collapse_paths, ctc_beam, ctc_collapse, ctc_one_pass, prefix_beam
-from transformer.models.encoder import EncoderOut
+from transformer.models.transformer import EncoderOut
 
 BLANK, PAD, BOS, EOS = 4, 0, 1, 2
 

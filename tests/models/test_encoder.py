@@ -4,7 +4,7 @@ import pytest
 import torch
 from tiny_models import POSITIONALS, TINY
 
-from transformer.models.encoder import TransformerEncoder
+from transformer.models.transformer import TransformerEncoder
 
 
 def _encoder(positional, **kw):

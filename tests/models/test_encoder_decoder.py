@@ -5,7 +5,7 @@ import torch
 from tiny_models import POSITIONALS, TINY
 
 from transformer.models import EncoderDecoder, EncoderOut
-from transformer.models.init import count_parameters
+from transformer.models.transformer import count_parameters
 
 
 def _model(positional=None, **kw):
@@ -138,3 +138,22 @@ def test_builds_from_a_hydra_style_config():
     assert type(m.encoder.positional).__name__ == "RelativePositionBias"
     assert m.encoder.positional.causal is False and m.decoder.positional.causal is True
     assert _model(None).encoder.positional.__class__.__name__ == "SinusoidalPositionalEncoding"
+
+
+def test_state_dict_keys_are_the_checkpoint_format():
+    """Checkpoints and the CTranslate2 export read the weights by these names, in this order."""
+    m = EncoderDecoder(20, 0, d_model=8, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=16,
+                       positional=POSITIONALS["learned"], norm_first=True, max_len=8)
+    attn = [f"{name}.w_{w}.{p}" for name in ("{a}",) for w in "qkvo" for p in ("weight", "bias")]
+    ffn = [f"ffn.w_{i}.{p}" for i in (1, 2) for p in ("weight", "bias")]
+
+    def norms(n):
+        return [f"norm_{i}.{p}" for i in range(1, n + 1) for p in ("weight", "bias")]
+
+    def stack(side, attentions, n_norms):
+        layer = [k.format(a=a) for a in attentions for k in attn] + ffn + norms(n_norms)
+        return ([f"{side}.embedding.weight", f"{side}.positional.embedding.weight"]
+                + [f"{side}.layers.0.{k}" for k in layer] + [f"{side}.final_norm.weight", f"{side}.final_norm.bias"])
+
+    expected = stack("encoder", ["self_attn"], 2) + stack("decoder", ["self_attn", "cross_attn"], 3)
+    assert list(m.state_dict()) == expected + ["decoder.output_proj.weight"]

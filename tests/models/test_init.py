@@ -5,7 +5,7 @@ from torch import nn
 from tiny_models import POSITIONALS
 
 from transformer.models import EncoderDecoder, TransformerEncoder
-from transformer.models.init import count_parameters, init_weights
+from transformer.models.transformer import count_parameters, init_weights
 
 
 def test_count_parameters_equals_hand_count():

@@ -5,8 +5,7 @@ import math
 import pytest
 import torch
 
-from transformer.modules.attention import MultiHeadAttention, scaled_dot_product
-from transformer.modules.masks import causal_mask, merge_masks
+from transformer.modules.attention import MultiHeadAttention, causal_mask, merge_masks, scaled_dot_product
 
 X = torch.tensor([[1.0, 0, 1, 0], [0, 2, 0, 2], [1, 1, 1, 1]])
 W_K = torch.tensor([[0.0, 0, 1], [1, 1, 0], [0, 1, 0], [1, 1, 0]])

@@ -2,7 +2,7 @@
 
 import torch
 
-from transformer.modules.masks import causal_mask, local_window_mask, merge_masks, pad_mask
+from transformer.modules.attention import causal_mask, local_window_mask, merge_masks, pad_mask
 
 
 def test_pad_mask_true_is_real():

@@ -32,8 +32,7 @@ import torch
 from torch import nn
 
 from transformer.files import disk_full
-from transformer.models.encoder_decoder import EncoderDecoder
-from transformer.modules.layers import PreNormDecoderLayer
+from transformer.models.transformer import EncoderDecoder, PreNormDecoderLayer
 from transformer.modules.positional import (
     LearnedPositionalEncoding,
     NoPositionalEncoding,

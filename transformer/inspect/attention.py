@@ -18,7 +18,7 @@ from typing import Iterator, Sequence
 import torch
 from torch import Tensor, nn
 
-from transformer.modules.masks import pad_mask
+from transformer.modules.attention import pad_mask
 
 
 @contextlib.contextmanager

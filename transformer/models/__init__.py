@@ -1,12 +1,18 @@
-"""Models assembled from ``transformer.modules``: plain ``torch.nn``, no Lightning or Hydra."""
+"""Models: the Transformer (``models.transformer``: encoder, decoder, their layers, the
+encoder-decoder) and the models built on its stacks (NAT, CTC, tagger, classifier). Plain
+``torch.nn``, no Lightning or Hydra."""
 
 from transformer.models.ctc import CTCNonAutoregressiveModel
-from transformer.models.decoder import AutoregressiveDecoder
-from transformer.models.encoder import EncoderOut, TransformerEncoder
-from transformer.models.encoder_decoder import EncoderDecoder
-from transformer.models.init import count_parameters, init_weights
 from transformer.models.nat import LengthPredictor, NonAutoregressiveDecoder, NonAutoregressiveModel
 from transformer.models.tagger import Tagger
+from transformer.models.transformer import (
+    AutoregressiveDecoder,
+    EncoderDecoder,
+    EncoderOut,
+    TransformerEncoder,
+    count_parameters,
+    init_weights,
+)
 
 __all__ = [
     "AutoregressiveDecoder",

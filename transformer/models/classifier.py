@@ -12,10 +12,9 @@ from dataclasses import dataclass
 
 from torch import Tensor, nn
 
-from transformer.models.encoder import TransformerEncoder
-from transformer.models.init import init_weights
 from transformer.models.pooling import AttentionPooling
-from transformer.modules.masks import pad_mask
+from transformer.models.transformer import TransformerEncoder, init_weights
+from transformer.modules.attention import pad_mask
 
 
 @dataclass

@@ -21,12 +21,18 @@ import math
 import torch
 from torch import Tensor, nn
 
-from transformer.models.encoder import EncoderOut, TransformerEncoder
-from transformer.models.init import init_weights, target_vocab_size
 from transformer.models.nat import NonAutoregressiveDecoder
-from transformer.modules.masks import pad_mask
+from transformer.models.transformer import EncoderOut, TransformerEncoder, init_weights, target_vocab_size
+from transformer.modules.attention import pad_mask
 
 UPSAMPLE_MODES = ("copy", "interpolate")
+
+
+def check_upsample_mode(mode: str) -> str:
+    """``mode`` if it is one of ``UPSAMPLE_MODES``, else a ``ValueError`` naming them."""
+    if mode not in UPSAMPLE_MODES:
+        raise ValueError(f"upsample_mode must be one of {UPSAMPLE_MODES}, got {mode!r}")
+    return mode
 
 
 def upsampled_lengths(src_lengths: Tensor, ratio: float) -> Tensor:
@@ -51,15 +57,14 @@ def upsample_positions(src_lengths: Tensor, ratio: float, u: int, mode: str = "c
         ``lower (B, U)`` long source indices and ``frac (B, U)`` weights of ``lower + 1``
         (all zero in copy mode), clamped into each row's real positions.
     """
+    check_upsample_mode(mode)
     j = torch.arange(u, device=src_lengths.device, dtype=torch.float32).unsqueeze(0)  # (1, U)
     last = (src_lengths - 1).clamp(min=0).unsqueeze(1).float()  # (B, 1)
     if mode == "copy":
         pos = torch.div(j, ratio, rounding_mode="floor").expand(src_lengths.size(0), -1)  # (B, U)
-    elif mode == "interpolate":
+    else:  # "interpolate", the only other choice check_upsample_mode allows
         span = (upsampled_lengths(src_lengths, ratio) - 1).clamp(min=1).unsqueeze(1).float()  # (B, 1)
         pos = j * last / span  # (B, U)
-    else:
-        raise ValueError(f"upsample mode must be one of {UPSAMPLE_MODES}, got {mode!r}")
     pos = torch.minimum(pos, last)  # padding positions read the last real token (masked anyway)
     lower = pos.floor()
     frac = pos - lower
@@ -129,8 +134,7 @@ class CTCNonAutoregressiveModel(nn.Module):
             raise ValueError("a CTC model needs blank_id (the tokenizer's [MASK] id)")
         if not upsample_ratio >= 1:
             raise ValueError(f"upsample_ratio must be >= 1, got {upsample_ratio}")
-        if upsample_mode not in UPSAMPLE_MODES:
-            raise ValueError(f"upsample_mode must be one of {UPSAMPLE_MODES}, got {upsample_mode!r}")
+        check_upsample_mode(upsample_mode)
         self.pad_id, self.blank_id = pad_id, blank_id
         self.mask_id = None  # decoding.api.NATModel: this model reads no target tokens
         # Vocabulary id of each output column when the projection is cut to a shortlist

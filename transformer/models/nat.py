@@ -15,9 +15,14 @@ import math
 import torch
 from torch import Tensor, nn
 
-from transformer.models.encoder import EncoderOut, TransformerEncoder, norm_arrangement
-from transformer.models.init import init_weights, target_vocab_size
-from transformer.modules.masks import merge_masks, pad_mask
+from transformer.models.transformer import (
+    EncoderOut,
+    TransformerEncoder,
+    init_weights,
+    norm_arrangement,
+    target_vocab_size,
+)
+from transformer.modules.attention import merge_masks, pad_mask
 from transformer.modules.positional import build_positional
 from transformer.modules.projection import VocabProjection
 
@@ -104,7 +109,6 @@ class NonAutoregressiveDecoder(nn.Module):
         self.output_proj = VocabProjection(d_model, vocab_size)
         if tie_output:
             self.output_proj.weight = self.embedding.weight
-        init_weights(self, d_model)
 
     def embed_tokens(self, tokens: Tensor) -> Tensor:
         """Scaled token embeddings ``(B, T) -> (B, T, D)``, as the encoder scales its own."""

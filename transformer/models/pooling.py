@@ -21,7 +21,7 @@ import math
 import torch
 from torch import Tensor, nn
 
-from transformer.modules.attention import attention_weights
+from transformer.modules.attention import attention_weights, head_width
 
 
 class ClsPooling(nn.Module):
@@ -71,9 +71,7 @@ class AttentionPooling(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int = 1):
         super().__init__()
-        if d_model % n_heads:
-            raise ValueError(f"d_model={d_model} is not divisible by n_heads={n_heads}")
-        self.n_heads, self.d_head = n_heads, d_model // n_heads
+        self.n_heads, self.d_head = n_heads, head_width(d_model, n_heads)
         self.query = nn.Parameter(torch.randn(n_heads, 1, self.d_head) / math.sqrt(self.d_head))
         self.key = nn.Linear(d_model, d_model)
         self.value = nn.Linear(d_model, d_model)

@@ -11,9 +11,8 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer.models.encoder import TransformerEncoder
-from transformer.models.init import init_weights
-from transformer.modules.masks import pad_mask
+from transformer.models.transformer import TransformerEncoder, init_weights
+from transformer.modules.attention import pad_mask
 
 # Maps the encoder input vectors to the ones to encode (see ``Tagger.word_vectors``).
 InputHook = Callable[[Tensor], Tensor]
@@ -164,6 +163,13 @@ class CharWordEncoder(nn.Module):
         return self.proj(h)[slot].view(b, w, self.proj.out_features)  # (U, D) -> (B*W, D) -> (B, W, D)
 
 
+def check_pooling(pooling: str) -> str:
+    """``pooling`` if it is one of ``POOLINGS``, else a ``ValueError`` naming them."""
+    if pooling not in POOLINGS:
+        raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    return pooling
+
+
 def pool_words(h: Tensor, word_ids: Tensor, pooling: str = "first") -> Tensor:
     """Pool piece vectors into word vectors.
 
@@ -177,6 +183,7 @@ def pool_words(h: Tensor, word_ids: Tensor, pooling: str = "first") -> Tensor:
     Returns:
         ``(B, W, D)`` with ``W = max(word_ids) + 1``; words with no piece are zeros.
     """
+    check_pooling(pooling)
     b, t, d = h.shape
     valid = word_ids >= 0  # (B, T)
     n_words = int(word_ids.max().item()) + 1 if valid.any() else 0
@@ -186,14 +193,13 @@ def pool_words(h: Tensor, word_ids: Tensor, pooling: str = "first") -> Tensor:
         sums = h.new_zeros(b, n_words, d).scatter_add_(1, idx.unsqueeze(-1).expand(-1, -1, d), hv)  # (B, W, D)
         counts = h.new_zeros(b, n_words).scatter_add_(1, idx, valid.to(h.dtype))  # (B, W)
         return sums / counts.clamp(min=1).unsqueeze(-1)
-    if pooling == "first":
-        pos = torch.arange(t, device=h.device).expand(b, t)  # (B, T)
-        pos = torch.where(valid, pos, torch.full_like(pos, t))  # invalid pieces point past the end
-        first = torch.full((b, n_words), t, dtype=torch.long, device=h.device)
-        first = first.scatter_reduce(1, idx, pos, reduce="amin")  # (B, W): first piece of each word
-        h_ext = torch.cat([h, h.new_zeros(b, 1, d)], dim=1)  # (B, T + 1, D); row T = "no piece"
-        return h_ext.gather(1, first.unsqueeze(-1).expand(-1, -1, d))  # (B, W) -> (B, W, D)
-    raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+    # pooling == "first", the only other choice check_pooling allows
+    pos = torch.arange(t, device=h.device).expand(b, t)  # (B, T)
+    pos = torch.where(valid, pos, torch.full_like(pos, t))  # invalid pieces point past the end
+    first = torch.full((b, n_words), t, dtype=torch.long, device=h.device)
+    first = first.scatter_reduce(1, idx, pos, reduce="amin")  # (B, W): first piece of each word
+    h_ext = torch.cat([h, h.new_zeros(b, 1, d)], dim=1)  # (B, T + 1, D); row T = "no piece"
+    return h_ext.gather(1, first.unsqueeze(-1).expand(-1, -1, d))  # (B, W) -> (B, W, D)
 
 
 class Tagger(nn.Module):
@@ -249,8 +255,7 @@ class Tagger(nn.Module):
         n_aux_tags: int = 0,
     ):
         super().__init__()
-        if pooling not in POOLINGS:
-            raise ValueError(f"pooling must be one of {POOLINGS}, got {pooling!r}")
+        check_pooling(pooling)
         if context not in CONTEXTS:
             raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
         self.context = context

@@ -1,17 +1,15 @@
-"""Building blocks: masks, attention, positional encodings, feed-forward, layers, KV cache."""
+"""Concepts the models are built from, one module each: attention with its masks, positional
+encodings, the KV cache, the output projection."""
 
-from transformer.modules.attention import MultiHeadAttention, scaled_dot_product
-from transformer.modules.feedforward import FeedForward
-from transformer.modules.kv_cache import KVCache
-from transformer.modules.layers import (
-    PostNorm,
-    PostNormDecoderLayer,
-    PostNormEncoderLayer,
-    PreNorm,
-    PreNormDecoderLayer,
-    PreNormEncoderLayer,
+from transformer.modules.attention import (
+    MultiHeadAttention,
+    causal_mask,
+    local_window_mask,
+    merge_masks,
+    pad_mask,
+    scaled_dot_product,
 )
-from transformer.modules.masks import causal_mask, local_window_mask, merge_masks, pad_mask
+from transformer.modules.kv_cache import KVCache
 from transformer.modules.positional import (
     LearnedPositionalEncoding,
     NoPositionalEncoding,
@@ -19,21 +17,16 @@ from transformer.modules.positional import (
     SinusoidalPositionalEncoding,
     build_positional,
 )
+from transformer.modules.projection import VocabProjection
 
 __all__ = [
-    "FeedForward",
     "KVCache",
     "LearnedPositionalEncoding",
     "MultiHeadAttention",
     "NoPositionalEncoding",
-    "PostNorm",
-    "PostNormDecoderLayer",
-    "PostNormEncoderLayer",
-    "PreNorm",
-    "PreNormDecoderLayer",
-    "PreNormEncoderLayer",
     "RelativePositionBias",
     "SinusoidalPositionalEncoding",
+    "VocabProjection",
     "build_positional",
     "causal_mask",
     "local_window_mask",

@@ -20,6 +20,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from transformer.models import CTCNonAutoregressiveModel, EncoderDecoder, NonAutoregressiveModel, Tagger
 from transformer.models.classifier import SequenceClassifier
 from transformer.models.pooling import AttentionPooling, ClsPooling, MeanPooling
+from transformer.modules.attention import head_width
 from transformer.modules.positional import (
     LearnedPositionalEncoding,
     NoPositionalEncoding,
@@ -107,8 +108,11 @@ def _cross_checks(cfg: Mapping[str, Any], where: str) -> None:
     """What no single value shows: heads divide the width, special ids fit the vocabulary,
     the weights fit in memory."""
     d_model, n_heads = cfg.get("d_model"), cfg.get("n_heads")
-    if isinstance(d_model, int) and isinstance(n_heads, int) and d_model % n_heads:
-        raise HyperparameterError(f"{where}.n_heads={n_heads}: must divide {where}.d_model={d_model}")
+    if isinstance(d_model, int) and isinstance(n_heads, int):
+        try:
+            head_width(d_model, n_heads)  # the model's own rule, asked before the model is built
+        except (ValueError, ZeroDivisionError):
+            raise HyperparameterError(f"{where}.n_heads={n_heads}: must divide {where}.d_model={d_model}") from None
     vocab = max(v for v in (cfg.get("vocab_size"), cfg.get("tgt_vocab_size"), 0) if isinstance(v, int))
     for key in ("pad_id", "mask_id", "blank_id"):
         value = cfg.get(key)

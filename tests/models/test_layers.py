@@ -4,9 +4,8 @@ import pytest
 import torch
 from torch import nn
 
-from transformer.modules.feedforward import FeedForward
-from transformer.modules.kv_cache import KVCache
-from transformer.modules.layers import (
+from transformer.models.transformer import (
+    FeedForward,
     PostNorm,
     PostNormDecoderLayer,
     PostNormEncoderLayer,
@@ -14,7 +13,8 @@ from transformer.modules.layers import (
     PreNormDecoderLayer,
     PreNormEncoderLayer,
 )
-from transformer.modules.masks import causal_mask, merge_masks
+from transformer.modules.attention import causal_mask, merge_masks
+from transformer.modules.kv_cache import KVCache
 
 
 def test_pre_and_post_norm_encoder_layers_differ_with_same_weights():

@@ -1,0 +1,605 @@
+"""The Transformer (Vaswani et al. 2017), top to bottom as the paper builds it.
+
+* ``EncoderDecoder`` — the whole translation model (sec. 3, Figure 1): encoder, decoder, the
+  source and target embeddings (shared or not) and the decoding API that search uses.
+* ``TransformerEncoder`` and ``AutoregressiveDecoder`` — the two stacks (sec. 3.1): token
+  embeddings ×√d_model (sec. 3.4), positions (``modules.positional``, sec. 3.5), N layers and,
+  for the decoder, the output projection to the vocabulary.
+* The layers (sec. 3.1) — self-attention (and for the decoder masked self-attention plus
+  cross-attention over the encoder output, ``modules.attention``) and the feed-forward block,
+  each wrapped in a residual connection and a LayerNorm, in one of two arrangements:
+
+  - post-norm (the paper): ``x = LN(x + Dropout(Sublayer(x)))``;
+  - pre-norm (Wang et al. 2019; Xiong et al. 2020): ``x = x + Dropout(Sublayer(LN(x)))``,
+    stable without warm-up tricks; the stack then needs a final LayerNorm.
+
+  ``norm_first: bool`` picks one of the small objects ``PostNorm()`` / ``PreNorm()``, which
+  build the layers and the stack's final norm.
+* ``FeedForward`` — the position-wise feed-forward network (sec. 3.3).
+* ``init_weights`` and ``count_parameters`` — initialisation and parameter counting, for this
+  file's ``EncoderDecoder`` and for the NAT, CTC, tagger and classifier models that build on
+  these stacks (``models.nat``, ``models.ctc``, ``models.tagger``, ``models.classifier``).
+
+Masks are boolean, True = may attend (``modules.attention``). Decoder layers serve both
+teacher forcing and incremental decoding: given a ``KVCache`` they append this step's
+self-attention keys/values and read the cross-attention keys/values from it instead of
+projecting ``memory``.
+
+Shape legend: B batch (N search rows during decoding: sentences × beams), S source length,
+T target length, t new steps, D = d_model, H heads, V target vocabulary.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.nn.functional as F
+from torch import Tensor, nn
+
+from transformer.modules.attention import MultiHeadAttention, causal_mask, local_window_mask, merge_masks, pad_mask
+from transformer.modules.kv_cache import KVCache
+from transformer.modules.positional import build_positional
+from transformer.modules.projection import VocabProjection
+
+
+# ----------------------------------------------------------------------------- the model
+class EncoderDecoder(nn.Module):
+    """Encoder + autoregressive decoder with the decoding API of ``decoding.api.Seq2SeqModel``.
+
+    Shapes:
+        ``forward(src (B, S), tgt_in (B, T)) -> logits (B, T, V)`` (teacher forcing;
+        causal and padding masks are built here from ``pad_id``);
+        ``encode(src) -> EncoderOut``; ``init_cache(enc) -> KVCache``;
+        ``decode_step(tokens (N, t), enc, cache) -> (log_probs (N, V), cache)``.
+
+    Args:
+        vocab_size: source vocabulary (and target too unless ``tgt_vocab_size``).
+        pad_id: padding id, shared by source and target vocabularies.
+        positional: factory ``(d_model, n_heads, max_len, causal) -> module``; ``None``
+            = sinusoidal. In YAML: ``{_target_: transformer.modules.positional.RelativePositionBias,
+            _partial_: true}``. Encoder and decoder each get their own instance.
+        norm_first: False = post-norm layers (the paper); True = pre-norm layers plus a
+            final LayerNorm per stack (Xiong et al. 2020), stable at higher learning rates.
+        activation: ``"relu"`` or ``"gelu"`` in the FFN.
+        window: local self-attention window for the encoder (None = full).
+        max_len: longest sequence for learned positions.
+        tgt_vocab_size: target vocabulary size when vocabularies are separate.
+        share_embeddings: one embedding matrix for source and target (joint
+            vocabulary; requires equal sizes).
+        tie_output: output projection = target embedding (Press & Wolf 2017).
+
+    Attributes: ``pad_id``; ``vocab_size`` (target, i.e. the logits' V);
+    ``src_vocab_size``.
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        pad_id: int,
+        d_model: int = 512,
+        n_heads: int = 8,
+        n_encoder_layers: int = 6,
+        n_decoder_layers: int = 6,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        positional=None,
+        norm_first: bool = False,
+        activation: str = "relu",
+        window: int | None = None,
+        max_len: int = 1024,
+        tgt_vocab_size: int | None = None,
+        share_embeddings: bool = True,
+        tie_output: bool = True,
+    ):
+        super().__init__()
+        tgt_vocab_size = target_vocab_size(vocab_size, tgt_vocab_size, share_embeddings)
+        self.pad_id = pad_id
+        self.src_vocab_size = vocab_size
+        self.vocab_size = tgt_vocab_size
+        self.encoder = TransformerEncoder(
+            vocab_size, d_model, n_heads, n_encoder_layers, d_ff, dropout, pad_id,
+            positional=positional, norm_first=norm_first, activation=activation, window=window, max_len=max_len,
+        )
+        self.decoder = AutoregressiveDecoder(
+            tgt_vocab_size, d_model, n_heads, n_decoder_layers, d_ff, dropout, pad_id,
+            positional=positional, norm_first=norm_first, activation=activation, max_len=max_len,
+            embedding=self.encoder.embedding if share_embeddings else None, tie_output=tie_output,
+        )
+        init_weights(self, d_model)
+
+    def encode(self, src: Tensor) -> EncoderOut:
+        """``src (B, S)`` -> ``EncoderOut(memory (B, S, D), src_pad_mask (B, S))``."""
+        src_pad_mask = pad_mask(src, self.pad_id)
+        return EncoderOut(self.encoder(src, src_pad_mask), src_pad_mask)
+
+    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced logits ``(B, T, V)``."""
+        enc = self.encode(src)
+        return self.decoder(tgt_in, enc.memory, enc.src_pad_mask, pad_mask(tgt_in, self.pad_id))
+
+    def decoder_states(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+        """Teacher-forced decoder output states ``(B, T, D)``, before the vocabulary projection."""
+        enc = self.encode(src)
+        return self.decoder.states(tgt_in, enc.memory, enc.src_pad_mask, pad_mask(tgt_in, self.pad_id))
+
+    def project(self, states: Tensor) -> Tensor:
+        """Vocabulary scores of decoder output states: ``(..., D) -> (..., V)``; ``forward`` is
+        ``project(decoder_states(src, tgt_in))``."""
+        return self.decoder.project(states)
+
+    def init_cache(self, enc: EncoderOut) -> KVCache:
+        """A fresh cache holding every decoder layer's cross-attention K/V for ``enc``."""
+        return self.decoder.init_cache(enc.memory, enc.src_pad_mask)
+
+    def decode_step(self, tokens: Tensor, enc: EncoderOut, cache: KVCache) -> tuple[Tensor, KVCache]:
+        """Log-probabilities ``(N, V)`` of the token after ``tokens``.
+
+        ``tokens (N, t)`` are the tokens not yet in the cache (search passes one per
+        row per call, BOS first); they sit at positions ``cache.length ..
+        cache.length + t - 1`` and their keys/values are appended to ``cache``.
+        """
+        logits, cache = self.decode_step_logits(tokens, enc, cache)  # (N, V)
+        return torch.log_softmax(logits.float(), dim=-1), cache
+
+    def decode_step_logits(self, tokens: Tensor, enc: EncoderOut, cache: KVCache) -> tuple[Tensor, KVCache]:
+        """As ``decode_step`` but unnormalised scores ``(N, V)``: greedy search without scores
+        needs only their argmax, which skips a softmax over the vocabulary at every step."""
+        logits, cache = self.decoder.forward_step(tokens, enc.src_pad_mask, cache)  # (N, t, V)
+        return logits[:, -1], cache
+
+
+# ----------------------------------------------------------------------------- the encoder
+@dataclass
+class EncoderOut:
+    """What decoders need from the encoder.
+
+    Fields: ``memory (B, S, D)``; ``src_pad_mask (B, S)`` bool, True = real token;
+    ``src_embed (B, S, D) | None``: the scaled source token embeddings (before
+    positions), kept only by models whose decoder copies them (NAT copy mode).
+    """
+
+    memory: Tensor
+    src_pad_mask: Tensor
+    src_embed: Tensor | None = None
+
+    def index_select(self, indices: Tensor) -> "EncoderOut":
+        """Rows ``indices (N,)`` of every field (beam expansion / reorder) -> batch N."""
+        idx = indices.to(self.memory.device)
+        return EncoderOut(
+            self.memory.index_select(0, idx),
+            self.src_pad_mask.index_select(0, idx),
+            None if self.src_embed is None else self.src_embed.index_select(0, idx),
+        )
+
+
+class TransformerEncoder(nn.Module):
+    """Token embedding ×√d_model, positional encoding, dropout, N self-attention layers.
+
+    Shapes: ``forward(src (B, S), src_pad_mask (B, S) | None) -> memory (B, S, D)``,
+    or ``(memory, [weights (B, H, S, S)] * n_layers)`` with ``need_weights=True``.
+    ``forward_embeddings`` takes ``(B, S, D)`` vectors instead of ids.
+
+    Args:
+        positional: factory called with ``d_model, n_heads, max_len, causal=False``
+            (``None`` = sinusoidal; ``NoPositionalEncoding`` for none at all).
+        norm_first: pre-norm layers and a final LayerNorm (Xiong et al. 2020) instead of
+            the paper's post-norm layers (``PreNorm*`` / ``PostNorm*`` classes below).
+        window: if set, each position attends only to positions within ``window``
+            (restricted self-attention, Vaswani et al. 2017, Table 1).
+        embedding: an existing ``nn.Embedding`` to share (joint vocabulary).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 512,
+        n_heads: int = 8,
+        n_layers: int = 6,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        pad_id: int = 0,
+        positional=None,
+        norm_first: bool = False,
+        activation: str = "relu",
+        window: int | None = None,
+        max_len: int = 1024,
+        embedding: nn.Embedding | None = None,
+    ):
+        super().__init__()
+        self.d_model = d_model
+        self.pad_id = pad_id
+        self.window = window
+        self.embedding = embedding if embedding is not None else nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
+        self.positional = build_positional(positional, d_model, n_heads, max_len, causal=False)
+        self.dropout = nn.Dropout(dropout)
+        arrangement = norm_arrangement(norm_first)
+        self.layers = nn.ModuleList(
+            arrangement.encoder_layer(d_model, n_heads, d_ff, dropout, activation) for _ in range(n_layers)
+        )
+        self.final_norm = arrangement.final_norm(d_model)
+
+    def embed_tokens(self, src: Tensor) -> Tensor:
+        """``(B, S)`` ids -> ``(B, S, D)``, scaled by √d_model (Vaswani et al. 2017, sec. 3.4)."""
+        return self.embedding(src) * math.sqrt(self.d_model)
+
+    def forward_embeddings(self, x: Tensor, src_pad_mask: Tensor | None = None, need_weights: bool = False):
+        """Encode ``(B, S, D)`` vectors (positions are added here) -> memory ``(B, S, D)``."""
+        s = x.size(1)
+        x = self.dropout(self.positional(x))
+        window = None if self.window is None else local_window_mask(s, s, self.window, device=x.device)
+        mask = merge_masks(src_pad_mask, window)  # (B, 1, 1|S, S) or None
+        bias = self.positional.attention_bias(s, s)  # (1, H, S, S) or None
+        weights = []
+        for layer in self.layers:
+            x, w = layer(x, mask, bias, need_weights)
+            weights.append(w)
+        x = self.final_norm(x)
+        return (x, weights) if need_weights else x
+
+    def forward(self, src: Tensor, src_pad_mask: Tensor | None = None, need_weights: bool = False):
+        """``src (B, S)`` -> memory ``(B, S, D)``; padding mask from ``pad_id`` when not given."""
+        if src_pad_mask is None:
+            src_pad_mask = pad_mask(src, self.pad_id)
+        return self.forward_embeddings(self.embed_tokens(src), src_pad_mask, need_weights)
+
+
+# ----------------------------------------------------------------------------- the decoder
+class AutoregressiveDecoder(nn.Module):
+    """Masked self-attention + cross-attention + FFN layers and an output projection.
+
+    Shapes:
+        ``forward(tgt_in (B, T), memory (B, S, D), src_pad_mask (B, S), tgt_pad_mask (B, T) | None)
+        -> logits (B, T, V)`` (teacher forcing);
+        ``init_cache(memory (N, S, D)) -> KVCache`` (cross K/V projected once);
+        ``forward_step(tokens (N, t), src_pad_mask (N, S), cache) -> (logits (N, t, V), cache)``
+        where the new tokens sit at positions ``cache.length ..``.
+
+    Args:
+        embedding: an existing ``nn.Embedding`` to share (joint vocabulary).
+        tie_output: output projection uses the target embedding matrix
+            (Press & Wolf 2017; Vaswani et al. 2017, sec. 3.4).
+        positional, norm_first: as in ``TransformerEncoder`` (the factory gets ``causal=True``).
+    """
+
+    def __init__(
+        self,
+        vocab_size: int,
+        d_model: int = 512,
+        n_heads: int = 8,
+        n_layers: int = 6,
+        d_ff: int = 2048,
+        dropout: float = 0.1,
+        pad_id: int = 0,
+        positional=None,
+        norm_first: bool = False,
+        activation: str = "relu",
+        max_len: int = 1024,
+        embedding: nn.Embedding | None = None,
+        tie_output: bool = True,
+    ):
+        super().__init__()
+        self.d_model = d_model
+        self.pad_id = pad_id
+        self.vocab_size = vocab_size
+        self.embedding = embedding if embedding is not None else nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
+        self.positional = build_positional(positional, d_model, n_heads, max_len, causal=True)
+        self.dropout = nn.Dropout(dropout)
+        arrangement = norm_arrangement(norm_first)
+        self.layers = nn.ModuleList(
+            arrangement.decoder_layer(d_model, n_heads, d_ff, dropout, activation) for _ in range(n_layers)
+        )
+        self.final_norm = arrangement.final_norm(d_model)
+        self.output_proj = VocabProjection(d_model, vocab_size)
+        if tie_output:
+            self.output_proj.weight = self.embedding.weight
+
+    def _states(self, tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights):
+        """Decoder output states ``(B, t, D)`` (after the final norm) and per-layer weights."""
+        offset = cache.length if cache is not None else 0
+        t = tokens.size(1)
+        t_k = offset + t
+        x = self.embedding(tokens) * math.sqrt(self.d_model)  # (B, t, D)
+        x = self.dropout(self.positional(x, offset))
+        if t == 1 and tgt_pad_mask is None:
+            # One new query at the last position may attend to every cached key: no mask, so
+            # attention can take SDPA's unmasked (fastest) kernel during incremental decoding.
+            self_mask = None
+        else:
+            self_mask = merge_masks(tgt_pad_mask, causal_mask(t, t_k, device=x.device))  # (B|1, 1, t, T)
+        if cache is not None and cache.source_mask_set:
+            cross_mask = None  # the layers read the cache's additive source bias instead
+        else:
+            cross_mask = merge_masks(src_pad_mask)  # (B, 1, 1, S)
+        bias = self.positional.attention_bias(t, t_k, offset)  # (1, H, t, T) or None
+        weights = []
+        for i, layer in enumerate(self.layers):
+            x, w = layer(x, memory, self_mask, cross_mask, bias, cache, i, need_weights)
+            weights.append(w)
+        return self.final_norm(x), weights
+
+    def _run(self, tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights):
+        x, weights = self._states(tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights)
+        return self.output_proj(x), weights  # (B, t, D) -> (B, t, V)
+
+    def project(self, states: Tensor) -> Tensor:
+        """Vocabulary scores of output states: ``(..., D) -> (..., V)``."""
+        return self.output_proj(states)
+
+    def states(self, tgt_in: Tensor, memory: Tensor, src_pad_mask: Tensor | None = None,
+               tgt_pad_mask: Tensor | None = None) -> Tensor:
+        """Teacher-forced output states ``(B, T, D)``: ``forward`` is ``output_proj`` of these."""
+        return self._states(tgt_in, memory, src_pad_mask, tgt_pad_mask, None, False)[0]
+
+    def forward(self, tgt_in: Tensor, memory: Tensor, src_pad_mask: Tensor | None = None,
+                tgt_pad_mask: Tensor | None = None, need_weights: bool = False):
+        """Teacher-forced logits ``(B, T, V)``; with ``need_weights`` also per-layer
+        ``(self_w (B, H, T, T), cross_w (B, H, T, S))``.
+
+        Every position is projected to the vocabulary, padding included: the shapes depend only
+        on ``(B, T)``, never on the data, so a compiled training step is reused across batches
+        (the loss ignores padded positions).
+        """
+        logits, weights = self._run(tgt_in, memory, src_pad_mask, tgt_pad_mask, None, need_weights)
+        return (logits, weights) if need_weights else logits
+
+    def init_cache(self, memory: Tensor, src_pad_mask: Tensor | None = None) -> KVCache:
+        """An empty self-attention cache plus every layer's cross K/V ``(N, H, S, d_head)``
+        and, given ``src_pad_mask (N, S)``, the source padding as a ready additive bias."""
+        cache = KVCache.empty(len(self.layers))
+        cache.set_source_mask(src_pad_mask, memory.dtype)
+        for i, layer in enumerate(self.layers):
+            cache.set_cross(i, *layer.cross_attn.project_kv(memory))
+        return cache
+
+    def forward_step(self, tokens: Tensor, src_pad_mask: Tensor | None, cache: KVCache) -> tuple[Tensor, KVCache]:
+        """Logits ``(N, t, V)`` for new ``tokens (N, t)``; their self K/V are appended to ``cache``."""
+        logits, _ = self._run(tokens, None, src_pad_mask, None, cache, False)
+        return logits, cache
+
+
+# ----------------------------------------------------------------------------- the layers
+class _EncoderLayerBase(nn.Module):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu"):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.ffn = FeedForward(d_model, d_ff, dropout, activation)
+        self.norm_1 = nn.LayerNorm(d_model)
+        self.norm_2 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def _self_attention(self, h: Tensor, mask, attn_bias, need_weights) -> tuple[Tensor, Tensor | None]:
+        out, w = self.self_attn(h, h, h, mask, attn_bias, need_weights)
+        return self.dropout(out), w
+
+
+class PostNormEncoderLayer(_EncoderLayerBase):
+    """Self-attention + FFN, each wrapped as ``LN(x + Dropout(sublayer(x)))`` (Vaswani et al. 2017).
+
+    ``forward(x (B, S, D), mask (B, 1, S, S) bool | None, attn_bias (1, H, S, S) | None,
+    need_weights) -> (x (B, S, D), weights (B, H, S, S) | None)``.
+    """
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, attn_bias: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        a, w = self._self_attention(x, mask, attn_bias, need_weights)
+        x = self.norm_1(x + a)
+        x = self.norm_2(x + self.dropout(self.ffn(x)))
+        return x, w
+
+
+class PreNormEncoderLayer(_EncoderLayerBase):
+    """Self-attention + FFN, each wrapped as ``x + Dropout(sublayer(LN(x)))`` (Xiong et al. 2020).
+
+    Same signature as ``PostNormEncoderLayer``.
+    """
+
+    def forward(self, x: Tensor, mask: Tensor | None = None, attn_bias: Tensor | None = None,
+                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        a, w = self._self_attention(self.norm_1(x), mask, attn_bias, need_weights)
+        x = x + a
+        x = x + self.dropout(self.ffn(self.norm_2(x)))
+        return x, w
+
+
+class _DecoderLayerBase(nn.Module):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu"):
+        super().__init__()
+        self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        self.ffn = FeedForward(d_model, d_ff, dropout, activation)
+        self.norm_1 = nn.LayerNorm(d_model)
+        self.norm_2 = nn.LayerNorm(d_model)
+        self.norm_3 = nn.LayerNorm(d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def _self_attention(self, h, mask, attn_bias, cache: KVCache | None, layer_idx: int, need_weights):
+        q = self.self_attn.project_q(h)  # (B, H, t, d_head)
+        k, v = self.self_attn.project_kv(h)  # (B, H, t, d_head)
+        if cache is not None:
+            k, v = cache.append_self(layer_idx, k, v)  # (B, H, T_cached + t, d_head)
+        out, w = self.self_attn.attend(q, k, v, mask, attn_bias, need_weights)
+        return self.dropout(out), w
+
+    def _cross_attention(self, h, memory, mask, cache: KVCache | None, layer_idx: int, need_weights):
+        q = self.cross_attn.project_q(h)  # (B, H, t, d_head)
+        bias = None
+        if cache is not None and cache.has_cross(layer_idx):
+            k, v = cache.cross(layer_idx)  # (B, H, S, d_head), projected once by init_cache
+            if cache.source_mask_set:
+                mask, bias = None, cache.cross_bias  # (B, 1, 1, S) additive, or None: no padding
+        else:
+            if memory is None:
+                raise ValueError("decoder layer needs memory or a cache with cross-attention entries")
+            k, v = self.cross_attn.project_kv(memory)
+        out, w = self.cross_attn.attend(q, k, v, mask, bias, need_weights)
+        return self.dropout(out), w
+
+
+class PostNormDecoderLayer(_DecoderLayerBase):
+    """Masked self-attention, cross-attention, FFN; post-norm residuals (Vaswani et al. 2017).
+
+    ``forward(x (B, t, D), memory (B, S, D) | None, self_mask (B|1, 1, t, T) bool,
+    cross_mask (B, 1, 1|t, S) bool, self_bias (1, H, t, T) | None, cache, layer_idx,
+    need_weights) -> (x (B, t, D), (self_w (B, H, t, T), cross_w (B, H, t, S)) | None)``.
+    ``T = t`` without a cache, ``T = cache.length + t`` with one.
+    """
+
+    def forward(self, x: Tensor, memory: Tensor | None = None, self_mask: Tensor | None = None,
+                cross_mask: Tensor | None = None, self_bias: Tensor | None = None,
+                cache: KVCache | None = None, layer_idx: int = 0, need_weights: bool = False):
+        a, sw = self._self_attention(x, self_mask, self_bias, cache, layer_idx, need_weights)
+        x = self.norm_1(x + a)
+        c, cw = self._cross_attention(x, memory, cross_mask, cache, layer_idx, need_weights)
+        x = self.norm_2(x + c)
+        x = self.norm_3(x + self.dropout(self.ffn(x)))
+        return x, ((sw, cw) if need_weights else None)
+
+
+class PreNormDecoderLayer(_DecoderLayerBase):
+    """Masked self-attention, cross-attention, FFN; pre-norm residuals (Xiong et al. 2020).
+
+    Same signature as ``PostNormDecoderLayer``.
+    """
+
+    def forward(self, x: Tensor, memory: Tensor | None = None, self_mask: Tensor | None = None,
+                cross_mask: Tensor | None = None, self_bias: Tensor | None = None,
+                cache: KVCache | None = None, layer_idx: int = 0, need_weights: bool = False):
+        a, sw = self._self_attention(self.norm_1(x), self_mask, self_bias, cache, layer_idx, need_weights)
+        x = x + a
+        c, cw = self._cross_attention(self.norm_2(x), memory, cross_mask, cache, layer_idx, need_weights)
+        x = x + c
+        x = x + self.dropout(self.ffn(self.norm_3(x)))
+        return x, ((sw, cw) if need_weights else None)
+
+
+class PostNorm:
+    """Layer-norm arrangement of Vaswani et al. 2017: post-norm layers, no final norm."""
+
+    encoder_layer_cls = PostNormEncoderLayer
+    decoder_layer_cls = PostNormDecoderLayer
+
+    def encoder_layer(self, d_model: int, n_heads: int, d_ff: int, dropout: float, activation: str) -> nn.Module:
+        return self.encoder_layer_cls(d_model, n_heads, d_ff, dropout, activation)
+
+    def decoder_layer(self, d_model: int, n_heads: int, d_ff: int, dropout: float, activation: str) -> nn.Module:
+        return self.decoder_layer_cls(d_model, n_heads, d_ff, dropout, activation)
+
+    def final_norm(self, d_model: int) -> nn.Module:
+        return nn.Identity()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class PreNorm(PostNorm):
+    """Pre-norm layers plus a final LayerNorm on the stack output (Xiong et al. 2020)."""
+
+    encoder_layer_cls = PreNormEncoderLayer
+    decoder_layer_cls = PreNormDecoderLayer
+
+    def final_norm(self, d_model: int) -> nn.Module:
+        return nn.LayerNorm(d_model)
+
+
+def norm_arrangement(norm_first: bool) -> PostNorm:
+    """``PreNorm()`` if ``norm_first`` else ``PostNorm()`` (the paper's arrangement)."""
+    return PreNorm() if norm_first else PostNorm()
+
+
+# ----------------------------------------------------------------------------- the feed-forward block
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
+
+
+class FeedForward(nn.Module):
+    """FFN(x) = W_2 act(W_1 x + b_1) + b_2, applied to each position alike (Vaswani et al. 2017, sec. 3.3).
+
+    Shapes: ``(B, T, D) -> (B, T, D)`` through ``(B, T, d_ff)``.
+    ``activation`` is ``"relu"`` (the paper) or ``"gelu"`` (Hendrycks & Gimpel 2016, used by BERT/GPT).
+    Dropout after the activation follows tensor2tensor's ``relu_dropout``.
+    """
+
+    def __init__(self, d_model: int, d_ff: int, dropout: float = 0.0, activation: str = "relu"):
+        super().__init__()
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        self.activation = ACTIVATIONS[activation]
+        self.w_1 = nn.Linear(d_model, d_ff)
+        self.w_2 = nn.Linear(d_ff, d_model)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor) -> Tensor:
+        h = self.activation(self.w_1(x))  # (B, T, d_ff)
+        return self.w_2(self.dropout(h))  # (B, T, D)
+
+
+# ----------------------------------------------------------------------------- initialisation and counting
+def init_weights(module: nn.Module, d_model: int | None = None) -> None:
+    """Initialise every Linear, LayerNorm and Embedding under ``module`` in place.
+
+    A whole model calls this once, last in its ``__init__``; the stacks and layers it is built
+    from keep PyTorch's default initialisation until then.
+
+    * Linear: Xavier-uniform weights (Glorot & Bengio 2010, as in tensor2tensor), zero bias.
+    * Embedding: normal(0, d_model^-0.5), so that after the ×√d_model input scaling
+      (Vaswani et al. 2017, sec. 3.4) token vectors have unit variance; the
+      ``padding_idx`` row is zeroed. ``d_model`` defaults to each table's width.
+    * LayerNorm: ones and zeros.
+
+    Embeddings are initialised after Linears so that an output projection tied to
+    an embedding ends up with the embedding initialisation.
+    """
+    modules = list(module.modules())
+    for m in modules:
+        if isinstance(m, nn.Linear):
+            nn.init.xavier_uniform_(m.weight)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+        elif isinstance(m, nn.LayerNorm) and m.elementwise_affine:
+            nn.init.ones_(m.weight)
+            if m.bias is not None:
+                nn.init.zeros_(m.bias)
+    for m in modules:
+        if isinstance(m, nn.Embedding):
+            std = (d_model or m.embedding_dim) ** -0.5
+            nn.init.normal_(m.weight, mean=0.0, std=std)
+            if m.padding_idx is not None:
+                with torch.no_grad():
+                    m.weight[m.padding_idx].zero_()
+
+
+def count_parameters(module: nn.Module, trainable_only: bool = True) -> int:
+    """Number of parameters; shared (tied) tensors are counted once."""
+    return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
+
+
+def target_vocab_size(vocab_size: int, tgt_vocab_size: int | None, share_embeddings: bool) -> int:
+    """The target vocabulary size (the source's when not given); shared embeddings need one
+    joint vocabulary, else a ``ValueError`` says how to fix the config."""
+    tgt_vocab_size = vocab_size if tgt_vocab_size is None else tgt_vocab_size
+    if share_embeddings and tgt_vocab_size != vocab_size:
+        raise ValueError(f"share_embeddings needs one joint vocabulary, got {vocab_size} source vs "
+                         f"{tgt_vocab_size} target ids; set share_embeddings=false")
+    return tgt_vocab_size
+
+
+__all__ = [
+    "ACTIVATIONS",
+    "AutoregressiveDecoder",
+    "EncoderDecoder",
+    "EncoderOut",
+    "FeedForward",
+    "PostNorm",
+    "PostNormDecoderLayer",
+    "PostNormEncoderLayer",
+    "PreNorm",
+    "PreNormDecoderLayer",
+    "PreNormEncoderLayer",
+    "TransformerEncoder",
+    "count_parameters",
+    "init_weights",
+    "norm_arrangement",
+    "target_vocab_size",
+]
