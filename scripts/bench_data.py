@@ -13,7 +13,7 @@ fresh cache folder, measures:
   3. a cached start (the same setup again: every cache file verified and reused);
   4. the training loader (token-budget batches of the CPU recipe, ``max_tokens=3000``, collated
      in the main process) in batches/s, against training steps/s of the CPU recipe's model
-     (``experiment=multi30k size=cpu``: forward, backward and Adam on the same batches).
+     (``experiment=multi30k_cpu``: forward, backward and Adam on the same batches).
 
 Run each size in a fresh process, so that peak memory is that size's own:
 
@@ -42,9 +42,9 @@ MIB = 1024 * 1024
 def build_corpus(out: Path, n_pairs: int, data_dir: Path, mirror_root: str | None, seed: int = 0) -> tuple[Path, Path]:
     """``train.de`` / ``train.en`` of ``n_pairs`` lines: pair i joins Multi30k training pair
     ``i mod 29000`` with one drawn at random, on both sides. Written in chunks."""
-    from transformer.data.readers import read_multi30k
+    from transformer.data.corpora import multi30k, read_pairs
 
-    base = read_multi30k("train", "de", "en", data_dir, mirror_root)
+    base = read_pairs(multi30k("de", "en"), "train", data_dir, mirror_root)
     src_path, tgt_path = out / "train.de", out / "train.en"
     rng = np.random.default_rng(seed)
     chunk = 100_000
@@ -109,7 +109,7 @@ def training_step_rate(dm, n_steps: int) -> tuple[float, int]:
 
     conf = Path(__file__).resolve().parents[1] / "conf"
     with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
-        cfg = compose(config_name="train", overrides=["experiment=multi30k", "size=cpu"])
+        cfg = compose(config_name="train", overrides=["experiment=multi30k_cpu"])
     task = build_task(cfg, dm)
     task.train()
     opt = torch.optim.Adam(task.parameters(), lr=1e-4)

@@ -29,7 +29,7 @@ import torch
 
 from transformer.evaluation.hardware import cpu_name
 
-from transformer.data.readers import read_multi30k
+from transformer.data.corpora import multi30k, read_pairs
 from transformer.export.ctranslate2 import CTranslate2Translator, export_ctranslate2
 from transformer.tasks.checkpoint import load_task
 from transformer.evaluation import score_translations
@@ -55,7 +55,7 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     task = load_task(args.ckpt)
     hp = task.hparams
-    pairs = read_multi30k(args.split, hp.src_lang, hp.tgt_lang, mirror_root=os.environ.get("TRANSFORMER_DATA_MIRROR"))
+    pairs = read_pairs(multi30k(hp.src_lang, hp.tgt_lang), args.split, mirror_root=os.environ.get("TRANSFORMER_DATA_MIRROR"))
     pairs = pairs[: args.limit] if args.limit else pairs
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
 

@@ -43,12 +43,12 @@ from transformer.evaluation.hardware import cpu_name
 
 def build_batches(args):
     """Tokenized (src, tgt_in, tgt_out) batches of Multi30k de→en under a token budget."""
-    from transformer.data.readers import read_multi30k
+    from transformer.data.corpora import multi30k, read_pairs
     from transformer.data.tokenizer import SubwordTokenizer
     from transformer.data.batching import token_budget_batches
 
-    train = read_multi30k("train", "de", "en", mirror_root=args.mirror_root)
-    val = read_multi30k("val", "de", "en", mirror_root=args.mirror_root)
+    train = read_pairs(multi30k("de", "en"), "train", mirror_root=args.mirror_root)
+    val = read_pairs(multi30k("de", "en"), "val", mirror_root=args.mirror_root)
     if args.tokenizer and Path(args.tokenizer).is_file():
         tok = SubwordTokenizer.load(args.tokenizer)
     else:
@@ -132,7 +132,7 @@ def train_throughput(ours, peer, batches, args, device, dtype):
             for name, m in models.items()}
     eager = {"ours": all_positions_loss, "marian": marian_loss}
     losses = dict(eager)
-    if args.accel == "cpu" and not args.compile:  # as transformer-train's task.loss=auto picks it
+    if args.loss == "real_positions":
         losses["ours"] = real_positions_loss
     if args.compile:
         losses["ours"] = torch.compile(all_positions_loss, mode=args.compile_mode)
@@ -270,7 +270,10 @@ def main():
     ap.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: leave default)")
     ap.add_argument("--bf16", action="store_true", help="bf16 autocast for training (GPU)")
     ap.add_argument("--bf16-true", action="store_true", help="bf16 weights for training, no autocast (GPU)")
-    ap.add_argument("--accel", default="auto", help="ours' fast paths: auto | cpu | none (transformer.accel)")
+    ap.add_argument("--accel", default="none", choices=("none", "cpu"),
+                    help="ours' CPU fast paths (transformer.accel), as transformer-train's accel=")
+    ap.add_argument("--loss", default="all_positions", choices=("all_positions", "real_positions"),
+                    help="ours' training loss, as transformer-train's task.loss= (the CPU recipes: real_positions)")
     ap.add_argument("--compile", action="store_true", help="torch.compile our training loss")
     ap.add_argument("--compile-peer", action="store_true", help="torch.compile Marian's training loss too")
     ap.add_argument("--no-peer", action="store_true", help="ours alone: no MarianMT (transformers not needed)")
@@ -294,8 +297,7 @@ def main():
             m.to(device)
     from transformer import accel
 
-    args.accel = accel.resolve(args.accel, device.type, args.compile)
-    ours = accel.apply(ours, args.accel)
+    ours = accel.apply(ours, accel.check(args.accel))
     dtype = torch.bfloat16 if args.bf16 or args.bf16_true else torch.float32
     if args.bf16_true:
         for m in (ours, peer):

@@ -14,7 +14,7 @@
 #                (-> bench_decode.json)
 #   profile      scripts/profile_step.py: torch.profiler table of one compiled training step of the
 #                recipe (top 15 ops by self CUDA time)                        -> profile.txt
-#   recipe_train experiment=multi30k (the GPU size: transformer_medium, bf16, 8192-token batches)
+#   recipe_train experiment=multi30k (the GPU recipe: transformer_medium, bf16, 8192-token batches)
 #                cut at trainer.max_time=4 min (less if the steps before ran late, said in
 #                recipe.json), test_splits=[] (the two evaluations below replace its end-of-run
 #                beam-5 tables); its run folder stays in the work folder, outside OUTDIR
@@ -28,7 +28,7 @@
 # a step's box is cut to what is left, and the recipe's training time to what is left less ~100 s.
 #
 # GPU_CHECK_DRY=1: the same steps on the CPU at toy sizes (d_model 32, 1+1 layers, a few steps;
-# the recipe with size=cpu debug=fast model=tiny and a 20-second cap) to test this script; without
+# experiment=multi30k_cpu debug=fast model=tiny and a 20-second cap) to test this script; without
 # the transformers package the Marian peer is left out there, with a note (the real run needs it).
 #
 # Before the device call, here on the CPU, from the repo root (the data the recipe, the benchmark
@@ -168,13 +168,15 @@ if [ "$dry" = 1 ]; then
                 --train-steps 3 --pad-to-multiple 64)
   decode_args=(--train-steps 1 --decode-sentences 16 --decode-max-tokens 512 --max-output-len 8
                --latency-sentences 0 --decode-repeats 1)
-  recipe_overrides=(size=cpu debug=fast model=tiny data.vocab_size=400)
+  recipe=multi30k_cpu
+  recipe_overrides=(debug=fast model=tiny data.vocab_size=400)
   max_time_s=20
   profile_warmup=2
 else
   dims=(--d-model 512 --layers 4 --heads 8 --d-ff 2048)
   bench_common=(--device cuda --train-sentences 29000 --warmup-steps 10 --train-steps 30 --pad-to-multiple 8)
   decode_args=(--warmup-steps 1 --train-steps 1 --decode-sentences 256 --latency-sentences 0 --decode-repeats 1)
+  recipe=multi30k
   recipe_overrides=()
   max_time_s=240
   profile_warmup=3
@@ -253,7 +255,7 @@ fi
 # ---------------------------------------------------------------- d. profile of one compiled step
 # It builds the recipe's data module first, so it also prepares the recipe's data cache.
 step profile 180 bash -c "$to_file" _ "$out/profile.txt" python3 scripts/profile_step.py --warmup "$profile_warmup" \
-  --output-dir "$work/profile" experiment=multi30k "${recipe_overrides[@]}" data.data_dir="$cache"
+  --output-dir "$work/profile" experiment=$recipe "${recipe_overrides[@]}" data.data_dir="$cache"
 
 # ---------------------------------------------------------------- c. the de→en recipe, cut short
 # Training gets its 4 minutes unless the steps above ran late: then what is left, less ~100 s for
@@ -265,7 +267,7 @@ if [ "$left" -lt "$max_time_s" ]; then
   max_time_s=$left
 fi
 max_time=$(printf '00:00:%02d:%02d' $((max_time_s / 60)) $((max_time_s % 60)))
-train_args=(experiment=multi30k "${recipe_overrides[@]}" "trainer.max_time=$max_time" "test_splits=[]"
+train_args=(experiment=$recipe "${recipe_overrides[@]}" "trainer.max_time=$max_time" "test_splits=[]"
             "hydra.run.dir=$run" "data.data_dir=$cache")
 echo "python3 -m transformer.cli.train ${train_args[*]}" >"$work/recipe_command.txt"
 recipe_start=$SECONDS

@@ -3,7 +3,8 @@
 #
 #   TRANSFORMER_DATA_MIRROR=../shared/datasets bash scripts/gpu_multi30k.sh runs/gpu [overrides...]
 #
-# Each direction trains with `transformer-train experiment=multi30k pair=<pair>` plus the overrides
+# Each direction trains with `transformer-train experiment=multi30k data.src_lang=<src> data.tgt_lang=<tgt>`
+# plus the overrides
 # (e.g. trainer.max_time=00:00:07:00), in OUTDIR/multi30k_<pair>/ with its own data cache. The best
 # checkpoint by validation BLEU is then decoded greedy and beam 5 on test_2016_flickr,
 # test_2017_flickr and test_2017_mscoco by scripts/evaluate_multi30k.py, whose Markdown table
@@ -16,8 +17,9 @@ mkdir -p "$out"
 exps=(multi30k_de_en multi30k_en_de)
 pids=()
 for exp in "${exps[@]}"; do
-  python3 -m transformer.cli.train experiment=multi30k pair="${exp#multi30k_}" hydra.run.dir="$out/$exp" \
-    data.data_dir="$out/$exp/cache" test_splits=[] "$@" >"$out/$exp.log" 2>&1 &
+  pair=${exp#multi30k_}
+  python3 -m transformer.cli.train experiment=multi30k data.src_lang="${pair%_*}" data.tgt_lang="${pair#*_}" \
+    hydra.run.dir="$out/$exp" data.data_dir="$out/$exp/cache" test_splits=[] "$@" >"$out/$exp.log" 2>&1 &
   pids+=($!)
 done
 status=0

@@ -18,7 +18,7 @@
 #          00:00:05:00), then one pass on test_2016_flickr (BLEU cased and lowercased) and
 #          scripts/nat_benchmark.py (AT greedy vs CTC one pass, batch 1 and 64, on the GPU and on
 #          one warm CPU thread) -> OUTDIR/nat_ctc/, OUTDIR/nat_ctc.md. A CPU try-out:
-#            SUITE_CTC_MAX_TIME=00:00:01:00 SUITE_CTC_OVERRIDES="size=cpu debug=fast" \
+#            SUITE_CTC_MAX_TIME=00:00:01:00 SUITE_CTC_OVERRIDES="experiment=multi30k_nat_ctc_cpu debug=fast" \
 #            SUITE_DISTILL_OVERRIDES="limit=64" bash scripts/gpu_suite.sh OUTDIR nat_ctc
 #
 # Training uses the recipe plus $SUITE_TRAIN_OVERRIDES (default: a compiled loss); a training
@@ -64,8 +64,8 @@ bench() {  # bench D_MODEL LAYERS HEADS D_FF: five precision/compile variants, t
 recipe() {  # recipe PAIR: train, average, evaluate
   local pair=$1 run="$out/$1" start end
   start=$(date +%s)
-  python3 -m transformer.cli.train experiment=multi30k pair="$pair" hydra.run.dir="$run" \
-    data.data_dir="$run/cache" test_splits=[] trainer.max_time="$max_time" \
+  python3 -m transformer.cli.train experiment=multi30k data.src_lang="${pair%_*}" data.tgt_lang="${pair#*_}" \
+    hydra.run.dir="$run" data.data_dir="$run/cache" test_splits=[] trainer.max_time="$max_time" \
     callbacks.recent_checkpoints.save_top_k=5 $overrides >"$run.train.log" 2>&1
   local rc=$?
   end=$(date +%s)

@@ -52,8 +52,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--device", default="cpu")
     p.add_argument("--data-dir", default="data/cache")
     p.add_argument("--mirror-root", default=None)
-    p.add_argument("--accel", default="auto", choices=("auto", "cpu", "none"),
-                   help="CPU fast paths (transformer/accel), as transformer-decode's accel= (auto: on for a CPU)")
+    p.add_argument("--accel", default="none", choices=("none", "cpu"),
+                   help="CPU fast paths (transformer/accel), as transformer-decode's accel=")
     p.add_argument("--shortlist", help="train or a target-side text file: also run the CTC systems with their "
                                        "output projection cut to those tokens (decode.shortlist)")
     p.add_argument("--blank-penalty", type=float, default=0.0,
@@ -69,7 +69,7 @@ def load_tasks(args) -> tuple[dict, dict]:
     from transformer.tasks.checkpoint import load_task
 
     tasks, paths = {}, {}
-    backend = accel.resolve(args.accel, args.device)
+    backend = args.accel
     for kind, path in (("at", args.at_ckpt), ("nat", args.nat_ckpt), ("ctc", args.ctc_ckpt)):
         if path:
             task = load_task(path).to(args.device)
@@ -84,14 +84,14 @@ def load_tasks(args) -> tuple[dict, dict]:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     from transformer import accel
-    from transformer.data.readers import read_multi30k
+    from transformer.data.corpora import multi30k, read_pairs
     from transformer.evaluation.nat import SYSTEMS, benchmark, markdown_table
 
     if args.threads:
         torch.set_num_threads(args.threads)
     tasks, paths = load_tasks(args)
     hp = next(iter(tasks.values())).hparams
-    pairs = read_multi30k(args.split, hp.src_lang, hp.tgt_lang, cache_dir=args.data_dir, mirror_root=args.mirror_root)
+    pairs = read_pairs(multi30k(hp.src_lang, hp.tgt_lang), args.split, args.data_dir, args.mirror_root)
     n = max(args.latency_sentences, args.throughput_sentences)
     sources, refs = [s for s, _ in pairs[:n]], [t for _, t in pairs[:n]]
     systems = [s for s in SYSTEMS if not args.only or s[0] in args.only]
@@ -105,7 +105,7 @@ def main(argv=None) -> dict:
         "device": args.device,
         "torch": torch.__version__,
         "threads": torch.get_num_threads(),
-        "accel": accel.resolve(args.accel, args.device),
+        "accel": args.accel,
         "shortlist": args.shortlist,
         "blank_penalty": args.blank_penalty,
         "latency_turn": args.turn,

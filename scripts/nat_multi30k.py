@@ -28,9 +28,9 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--pair", default="de_en", choices=["de_en", "en_de"])
     p.add_argument("--out", default="runs/nat_multi30k", type=Path)
     p.add_argument("--at-ckpt", help="a trained AT checkpoint (skip training the teacher)")
-    p.add_argument("--at-experiment", default="multi30k", help="trained with pair=<pair>")
+    p.add_argument("--at-experiment", default="multi30k", help="trained on the pair (multi30k or multi30k_cpu)")
     p.add_argument("--nat-experiment-suffix", default="",
-                   help="'' (students at size=gpu) or '_cpu' (size=cpu)")
+                   help="'' (students: experiment=multi30k_nat, on a GPU) or '_cpu' (multi30k_nat_cpu)")
     p.add_argument("--train-extra", nargs="*", default=[], help="overrides for every training run")
     p.add_argument("--at-extra", nargs="*", default=[], help="overrides for the teacher only")
     p.add_argument("--nat-extra", nargs="*", default=[], help="overrides for both NAT runs")
@@ -88,8 +88,9 @@ def main(argv=None) -> dict:
     src, tgt = args.pair.split("_")
     rows: dict[str, dict] = {}
 
+    pair = (f"data.src_lang={src}", f"data.tgt_lang={tgt}")
     at_ckpt = Path(args.at_ckpt) if args.at_ckpt else train(
-        run, args.out / "at", args.at_experiment, f"pair={args.pair}", *args.train_extra, *args.at_extra)
+        run, args.out / "at", args.at_experiment, *pair, *args.train_extra, *args.at_extra)
     m = evaluate(run, at_ckpt, args.out / "eval_at", args.eval_split, args.device,
                  "decode=beam", f"decode.beam_size={args.distill_beam}")
     rows[f"AT beam {args.distill_beam}"] = m
@@ -100,8 +101,8 @@ def main(argv=None) -> dict:
         run("distill", f"ckpt_path={at_ckpt}", "split=train", f"output_dir={distill_dir}", "decode=beam",
             f"decode.beam_size={args.distill_beam}", f"device={args.device}", *limit)
 
-    nat = "multi30k_nat"
-    nat_recipe = (f"pair={args.pair}", "size=cpu" if args.nat_experiment_suffix == "_cpu" else "size=gpu")
+    nat = "multi30k_nat" + args.nat_experiment_suffix
+    nat_recipe = pair
     # Both students use the teacher's tokenizer, so only the training targets differ.
     shared_vocab = f"++data.tokenizer_path={distill_dir}/tokenizer.json"
     students = {

@@ -3,7 +3,7 @@ took the most device time (CPU time on a CPU).
 
     TRANSFORMER_DATA_MIRROR=../shared/datasets python3 scripts/profile_step.py \
         experiment=multi30k data.data_dir=/tmp/cache            # a GPU: the recipe's size, bf16
-    python3 scripts/profile_step.py --eager experiment=multi30k size=cpu debug=fast model=tiny
+    python3 scripts/profile_step.py --eager experiment=multi30k_cpu debug=fast model=tiny
 
 The arguments after the options are ``transformer-train`` overrides: the config is composed from
 ``conf/train.yaml`` and the data module and task are built as ``transformer-train`` builds them

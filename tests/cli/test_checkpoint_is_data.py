@@ -122,7 +122,7 @@ def test_a_crafted_checkpoint_is_one_error_line_from_the_command_line(good, tmp_
 # ------------------------------------------------------------------ the registry itself
 def test_model_targets_come_from_the_registry_only():
     assert build_model(TINY, vocab_size=20, pad_id=0).__class__ is MODELS["EncoderDecoder"]
-    for target in ("EncoderDecoder", "transformer.models.encoder_decoder.EncoderDecoder"):
+    for target in ("EncoderDecoder", "transformer.models.transformer.EncoderDecoder"):
         assert check_model_config({**TINY, "_target_": target}, complete=False)[0] is MODELS["EncoderDecoder"]
     for target in ("os.system", "evil.EncoderDecoder", "transformer.models.EnsembleModel", 3, None):
         with pytest.raises(HyperparameterError, match=r"model\._target_=.*not one of the project's classes"):

@@ -1,5 +1,5 @@
-"""The classification recipes compose: sst2 under both size presets (a CPU one that is smaller
-than the GPU one), the pooling swapped by ``_target_``, and the user-files recipe."""
+"""The classification recipes compose: sst2 on a CPU and sst2_gpu (the CPU one smaller than the
+GPU one), the pooling swapped by ``_target_``, and the user-files recipe."""
 
 from __future__ import annotations
 
@@ -14,11 +14,10 @@ from transformer.tasks.classification import ClassificationTask
 
 def test_sst2_sizes(tmp_path):
     cpu = compose_cfg("train", ["experiment=sst2", f"output_dir={tmp_path}"])
-    assert cpu == compose_cfg("train", ["experiment=sst2", "size=cpu", f"output_dir={tmp_path}"])
-    gpu = compose_cfg("train", ["experiment=sst2", "size=gpu", f"output_dir={tmp_path}"])
+    gpu = compose_cfg("train", ["experiment=sst2_gpu", f"output_dir={tmp_path}"])
     assert (cpu.name, gpu.name) == ("sst2_cpu", "sst2")
-    assert (cpu.trainer.accelerator, cpu.trainer.precision) == ("cpu", "32-true")
-    assert (gpu.trainer.accelerator, gpu.trainer.precision) == ("gpu", "bf16-mixed")
+    assert (cpu.trainer.accelerator, cpu.trainer.precision, cpu.accel) == ("cpu", "32-true", "cpu")
+    assert (gpu.trainer.accelerator, gpu.trainer.precision, gpu.accel) == ("gpu", "bf16-mixed", "none")
     assert cpu.model.d_model < gpu.model.d_model and cpu.data.max_tokens < gpu.data.max_tokens
     for cfg in (cpu, gpu):
         check_config(cfg)
@@ -39,5 +38,5 @@ def test_own_files_recipe_takes_the_columns(tmp_path):
                                 "data.text_column=sentence", "data.label_column=label", f"output_dir={tmp_path}"])
     check_config(cfg)
     assert (cfg.data.text_column, cfg.data.header, cfg.name) == ("sentence", True, "classify_a")  # named after a.csv
-    with pytest.raises(Exception):
-        compose_cfg("train", ["experiment=sst2", "size=tpu", f"output_dir={tmp_path}"])
+    with pytest.raises(Exception, match="sst2_tpu"):
+        compose_cfg("train", ["experiment=sst2_tpu", f"output_dir={tmp_path}"])

@@ -1,5 +1,6 @@
-"""Every config in conf/ composes, and what it describes instantiates: every experiment under
-every language pair and size preset, every model, trainer, decode and debug preset."""
+"""Every config in conf/ composes, and what it describes instantiates: every experiment (the
+Multi30k ones under every language pair), every model, trainer, decode and debug preset; an
+experiment file shows its whole recipe."""
 
 from __future__ import annotations
 
@@ -18,12 +19,14 @@ from transformer.tasks.build import build_model
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
-# Multi30k experiments take pair= and size=; the tagging ones are single CPU recipes.
+# Multi30k experiments take any language pair (data.src_lang, data.tgt_lang); each has a GPU
+# recipe (multi30k, ...) and a CPU twin (multi30k_cpu, ...).
 MULTI30K = [e for e in EXPERIMENTS if e.startswith("multi30k")]
-TAGGING = [e for e in EXPERIMENTS if e not in MULTI30K]
-PAIRS = sorted(p.stem for p in (CONF / "pair").glob("*.yaml"))
-SIZES = sorted(p.stem for p in (CONF / "size").glob("*.yaml"))
-RECIPES = [(e, p, s) for e in MULTI30K for p in PAIRS for s in SIZES] + [(e, None, None) for e in TAGGING]
+OTHERS = [e for e in EXPERIMENTS if e not in MULTI30K]
+PAIRS = ["cs_en", "de_en", "en_cs", "en_de", "en_fr", "fr_en"]
+RECIPES = [(e, p) for e in MULTI30K for p in PAIRS] + [(e, None) for e in OTHERS]
+# The recipes on a GPU; every other one is pinned to the CPU (trainer=cpu, accel=cpu).
+GPU_RECIPES = {e for e in EXPERIMENTS if e.endswith("_gpu") or (e in MULTI30K and not e.endswith("_cpu"))}
 MODELS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
 DECODES = sorted(p.stem for p in (CONF / "decode").glob("*.yaml"))
 # What only the data knows, offered to any model or task constructor that asks for it.
@@ -47,7 +50,7 @@ def model_from(model_cfg):
 def task_from(cfg):
     """The task an experiment describes, as ``transformer.cli.train.build_task`` makes it,
     with data facts in place of a data module."""
-    cls, task_cfg, _ = task_settings(cfg)
+    cls, task_cfg = task_settings(cfg)
     data = {k: cfg.data[k] for k in ("src_lang", "tgt_lang", "tagset") if k in cfg.data}
     facts = {**facts_for(cls), **data, "data": {"name": cfg.data.get("dataset", "multi30k"), **data}}
     accepted = inspect.signature(cls).parameters
@@ -64,10 +67,17 @@ def assert_architecture(model, model_cfg) -> None:
         assert len(model.decoder.layers) == model_cfg.n_decoder_layers
 
 
-@pytest.mark.parametrize(("experiment", "pair", "size"), RECIPES)
-def test_experiment_composes_and_instantiates(experiment, pair, size, tmp_path):
-    overrides = [f"pair={pair}", f"size={size}"] if pair else []
-    cfg = compose_cfg("train", [f"experiment={experiment}", *overrides, f"output_dir={tmp_path}"])
+def pair_overrides(pair: str | None) -> list[str]:
+    """The command line for a Multi30k language pair: Czech has no 2017 test sets."""
+    if not pair:
+        return []
+    src, tgt = pair.split("_")
+    return [f"data.src_lang={src}", f"data.tgt_lang={tgt}"] + ["test_splits=[val,test_2016_flickr]"] * ("cs" in pair)
+
+
+@pytest.mark.parametrize(("experiment", "pair"), RECIPES)
+def test_experiment_composes_and_instantiates(experiment, pair, tmp_path):
+    cfg = compose_cfg("train", [f"experiment={experiment}", *pair_overrides(pair), f"output_dir={tmp_path}"])
     OmegaConf.resolve(cfg)  # every interpolation resolves
     assert cfg.monitor and cfg.monitor_mode in ("min", "max")
     check_config(cfg)  # every value has the type its target's signature asks for
@@ -79,12 +89,17 @@ def test_experiment_composes_and_instantiates(experiment, pair, size, tmp_path):
         src, tgt = pair.split("_")
         assert (dm.src_lang, dm.tgt_lang) == (src, tgt)
         # The run folder: multi30k_<src>_<tgt>, the experiment's kind (_nat...), then _cpu.
-        kind = experiment.removeprefix("multi30k")
-        assert cfg.name == f"multi30k_{src}_{tgt}{kind}" + ("_cpu" if size == "cpu" else "")
+        kind = experiment.removeprefix("multi30k").removesuffix("_cpu")
+        assert cfg.name == f"multi30k_{src}_{tgt}{kind}" + ("_cpu" if experiment.endswith("_cpu") else "")
         for split in cfg.test_splits:  # every split the recipe tests on exists for the pair
             multi30k_relpath(split, src), multi30k_relpath(split, tgt)
-    expected_hardware = ("gpu", "bf16-mixed") if size == "gpu" else ("cpu", "32-true")
+    on_gpu = experiment in GPU_RECIPES
+    expected_hardware = ("gpu", "bf16-mixed") if on_gpu else ("cpu", "32-true")
     assert (cfg.trainer.accelerator, cfg.trainer.precision) == expected_hardware
+    # the CPU fast paths are opt-in: every CPU recipe asks for them, no GPU recipe does
+    assert cfg.accel == ("none" if on_gpu else "cpu")
+    if "loss" in cfg.task:  # autoregressive translation: real positions only where the CPU paths run
+        assert cfg.task.loss == ("all_positions" if on_gpu else "real_positions")
     callbacks = [instantiate(c) for c in cfg.callbacks.values() if c]
     loggers = [instantiate(c) for c in cfg.logger.values() if c]
     with open_dict(cfg.trainer):
@@ -101,28 +116,30 @@ def test_experiment_composes_and_instantiates(experiment, pair, size, tmp_path):
         assert stopping == []
 
 
-@pytest.mark.parametrize("experiment", MULTI30K)
-def test_multi30k_defaults_are_de_en_on_a_gpu(experiment, tmp_path):
+@pytest.mark.parametrize("experiment", sorted(GPU_RECIPES & set(MULTI30K)))
+def test_multi30k_defaults_are_de_en_and_the_cpu_twin_is_smaller(experiment, tmp_path):
     plain = compose_cfg("train", [f"experiment={experiment}", f"output_dir={tmp_path}"])
-    explicit = compose_cfg("train", [f"experiment={experiment}", "pair=de_en", "size=gpu", f"output_dir={tmp_path}"])
+    explicit = compose_cfg("train", [f"experiment={experiment}", "data.src_lang=de", "data.tgt_lang=en",
+                                     f"output_dir={tmp_path}"])
     assert plain == explicit
-    cpu = compose_cfg("train", [f"experiment={experiment}", "size=cpu", f"output_dir={tmp_path}"])
-    # the CPU preset trains a smaller model on smaller batches for fewer epochs
+    cpu = compose_cfg("train", [f"experiment={experiment}_cpu", f"output_dir={tmp_path}"])
+    # the CPU recipe trains a smaller model of the same kind on smaller batches for fewer epochs
+    assert cpu.model._target_ == plain.model._target_ and cpu.task._target_ == plain.task._target_
     assert cpu.model.d_model < plain.model.d_model and cpu.data.max_tokens < plain.data.max_tokens
     assert cpu.trainer.max_epochs < plain.trainer.max_epochs
 
 
-def test_command_line_keys_win_over_presets(tmp_path):
-    cfg = compose_cfg("train", ["experiment=multi30k", "pair=en_fr", "size=cpu", "data.tgt_lang=de",
+def test_command_line_keys_win_over_the_experiment(tmp_path):
+    cfg = compose_cfg("train", ["experiment=multi30k_cpu", "data.src_lang=en", "data.tgt_lang=de",
                                 "trainer=ddp", "model.dropout=0.2", f"output_dir={tmp_path}"])
     assert (cfg.data.src_lang, cfg.data.tgt_lang, cfg.name) == ("en", "de", "multi30k_en_de_cpu")
     assert cfg.trainer.strategy == "ddp" and cfg.model.dropout == 0.2 and cfg.data.max_tokens == 3000
 
 
-def test_unknown_pair_or_size_is_refused(tmp_path):
-    for bad in ("pair=de_xx", "size=tpu"):
-        with pytest.raises(Exception, match=bad.split("=")[1]):
-            compose_cfg("train", ["experiment=multi30k", bad, f"output_dir={tmp_path}"])
+def test_unknown_experiment_or_group_is_refused(tmp_path):
+    for bad, named in (["experiment=multi30k_tpu"], "multi30k_tpu"), (["experiment=multi30k", "size=cpu"], "size"):
+        with pytest.raises(Exception, match=named):
+            compose_cfg("train", [*bad, f"output_dir={tmp_path}"])
 
 
 @pytest.mark.parametrize("model", MODELS)
@@ -178,11 +195,13 @@ def test_experiment_top_level_keys_override_train_yaml_defaults(tmp_path):
 
 
 @pytest.mark.parametrize("overrides, loss, fast", [
-    (["trainer=cpu"], "real_positions", True),
-    (["trainer=cpu", "accel=none"], "all_positions", False),
+    (["trainer=cpu"], "all_positions", False),  # the CPU fast paths and the real-positions loss are opt-in
     (["trainer=cpu", "task.compile=true"], "all_positions", False),
     (["trainer=gpu"], "all_positions", False),
-    (["trainer=cpu", "task.loss=all_positions"], "all_positions", True),
+    (["trainer=cpu", "accel=cpu"], "all_positions", True),
+    (["trainer=cpu", "accel=cpu", "task.loss=real_positions"], "real_positions", True),
+    (["experiment=multi30k_cpu"], "real_positions", True),  # what a CPU recipe sets
+    (["experiment=multi30k"], "all_positions", False),
 ])
 def test_train_chooses_the_loss_and_the_modules_once_where_the_task_is_built(overrides, loss, fast, monkeypatch):
     from transformer import accel
@@ -213,35 +232,57 @@ def _option(group: str, choice: str, resolve: bool = True) -> dict:
     return OmegaConf.to_container(cfg, resolve=resolve)
 
 
-@pytest.mark.parametrize("experiment, pair, size", [r for r in RECIPES if r[0] in MULTI30K and r[1] in (None, "de_en")])
-def test_recorded_choices_say_what_runs(experiment, pair, size):
-    # What Hydra records in .hydra/ as the run's choices is the model and decoding that run:
-    # no preset changes their values behind the choice's back.
-    overrides = [f"experiment={experiment}", "output_dir=x"] + [f"size={size}"] * bool(size)
-    cfg = compose_cfg("train", overrides, hydra_node=True)
+def experiment_file(name: str) -> dict:
+    """What ``conf/experiment/<name>.yaml`` writes itself, over what the experiments it extends
+    (the plain names in its defaults list) write: its recipe without the chosen group files."""
+    own = OmegaConf.load(CONF / "experiment" / f"{name}.yaml")
+    written = OmegaConf.create()
+    for entry in own.pop("defaults", []):
+        if isinstance(entry, str) and entry != "_self_":
+            written = OmegaConf.merge(written, experiment_file(entry))
+    return OmegaConf.to_container(OmegaConf.merge(written, own))
+
+
+@pytest.mark.parametrize("experiment", EXPERIMENTS)
+def test_recorded_choices_and_the_experiment_file_say_what_runs(experiment):
+    # What Hydra records in .hydra/ as the run's choices (data, model, task, trainer, decodings,
+    # and the experiment) is what runs: each node is its chosen file plus what the experiment
+    # file writes under it; nothing else changes it behind the choices' back.
+    cfg = compose_cfg("train", [f"experiment={experiment}", "output_dir=x"], hydra_node=True)
     choices = cfg.hydra.runtime.choices
-    for key, group in (("model", "model"), ("test_decode", "decode@test_decode"), ("task.val_decode", "decode@task.val_decode")):
-        node = OmegaConf.to_container(OmegaConf.select(cfg, key), resolve=True)
-        assert node == _option(group.split("@")[0], choices[group]), (key, choices[group])
-    trainer = _option("trainer", choices.trainer, resolve=False)
-    assert (cfg.trainer.accelerator, cfg.trainer.precision) == (trainer["accelerator"], trainer["precision"])
-    assert choices.size == size
+    assert choices.experiment == experiment
+    written = experiment_file(experiment)
+    for key, group in (("data", "data"), ("model", "model"), ("task", "task"), ("trainer", "trainer"),
+                       ("test_decode", "decode@test_decode"), ("task.val_decode", "decode@task.val_decode")):
+        node = OmegaConf.select(cfg, key)
+        node = OmegaConf.to_container(node, resolve=False) if node is not None else None
+        block = OmegaConf.select(OmegaConf.create(written), key)
+        if choices[group] is None:  # no file chosen (tagging and classification decode nothing)
+            assert node is None and block is None, key
+            continue
+        expected = OmegaConf.to_container(OmegaConf.merge(_option(group.split("@")[0], choices[group], resolve=False),
+                                                          block or {}), resolve=False)
+        if key == "task":  # the decoding under task is its own choice, checked on its own
+            node.pop("val_decode", None)
+            expected.pop("val_decode", None)
+        assert node == expected, (key, choices[group])
 
 
 def test_the_gpu_recipe_records_its_model_and_beam():
     cfg = compose_cfg("train", ["experiment=multi30k", "output_dir=x"], hydra_node=True)
     choices = cfg.hydra.runtime.choices
-    assert (choices.model, choices["decode@test_decode"]) == ("multi30k/gpu", "multi30k/gpu")
+    assert (choices.model, choices["decode@test_decode"], choices.trainer) == ("transformer_medium", "beam", "gpu")
     assert (cfg.model.d_model, cfg.model.n_encoder_layers, cfg.test_decode.strategy, cfg.test_decode.beam_size) == \
         (512, 4, "beam", 5)
 
 
-@pytest.mark.parametrize("overrides", [["experiment=gum_upos"], ["experiment=gum_upos_adv"], ["experiment=gum_upos_wsj"],
-                                       ["experiment=gum_xpos"], ["experiment=conll2000_pos"],
-                                       ["experiment=ud_upos", "data.train=a", "data.dev=b", "data.test=c"],
-                                       ["experiment=sst2", "size=cpu"], ["experiment=sst2", "size=gpu"],
-                                       ["experiment=classify"]])
-def test_tagging_and_classification_record_the_model_that_runs(overrides):
-    cfg = compose_cfg("train", [*overrides, "output_dir=x"], hydra_node=True)
-    choice = cfg.hydra.runtime.choices.model
-    assert OmegaConf.to_container(cfg.model, resolve=False) == _option("model", choice, resolve=False), choice
+def test_conf_groups_mirror_the_package_and_group_files_are_complete():
+    # conf/ holds the groups named after the package's parts, each option one complete file:
+    # no base files to chain, no per-experiment subtrees (an experiment file shows its recipe).
+    groups = {p.name for p in CONF.iterdir() if p.is_dir()}
+    assert groups == {"callbacks", "data", "debug", "decode", "experiment", "hydra", "logger", "model", "task",
+                      "trainer"}
+    for group in ("model", "task", "trainer", "decode", "callbacks", "logger"):
+        assert not [p for p in (CONF / group).iterdir() if p.is_dir()], group
+        for path in (CONF / group).glob("*.yaml"):
+            assert "defaults" not in OmegaConf.load(path), path

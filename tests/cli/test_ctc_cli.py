@@ -187,12 +187,12 @@ def test_the_checkpoint_records_its_training_targets_ids_for_shortlist_train(ctc
     import torch
 
     from transformer.cli import decode
-    from transformer.data.readers import read_multi30k
+    from transformer.data.corpora import multi30k, read_pairs
     from transformer.tasks.checkpoint import load_task
 
     root, summary = ctc_run
     task = load_task(summary["best_checkpoint"])
-    targets = [t for _, t in read_multi30k("train", "de", "en", root / "cache", mirror_root)[:64]]  # train_subset
+    targets = [t for _, t in read_pairs(multi30k("de", "en"), "train", root / "cache", mirror_root)[:64]]  # train_subset
     expected = sorted({i for ids in task.tgt_tokenizer.encode_batch(targets) for i in ids})
     assert task.output_vocab == expected and len(expected) < task.model.vocab_size
     cut = task.translator({"strategy": "ctc_one_pass", "shortlist": "train"})

@@ -33,7 +33,7 @@ def at_checkpoint(tmp_path_factory, mirror_root) -> tuple[Path, Path]:
 
 def test_distilled_corpus_is_parallel_and_read_by_the_data_module(at_checkpoint, mirror_root, tmp_path):
     from transformer.data.datamodules import TranslationDataModule
-    from transformer.data.readers import read_multi30k
+    from transformer.data.corpora import multi30k, read_pairs
 
     from transformer.cli import distill
 
@@ -44,7 +44,7 @@ def test_distilled_corpus_is_parallel_and_read_by_the_data_module(at_checkpoint,
         "decode.max_len_a=0", "decode.max_len_b=6", f"limit={N}", f"data_dir={root / 'cache'}",
         f"mirror_root={mirror_root}", "device=cpu",
     ]))
-    sources = [s for s, _ in read_multi30k("train", "de", "en", cache_dir=root / "cache", mirror_root=mirror_root)][:N]
+    sources = [s for s, _ in read_pairs(multi30k("de", "en"), "train", root / "cache", mirror_root)][:N]
     src_text = (out / "train.de").read_bytes().decode("utf-8")
     tgt_text = (out / "train.en").read_bytes().decode("utf-8")
     assert src_text.split("\n")[:-1] == sources and src_text.endswith("\n")
@@ -80,11 +80,11 @@ def test_the_console_entry_point_reports_a_missing_checkpoint_in_one_line(tmp_pa
 
 def test_a_translation_with_line_breaks_stays_on_one_line(tmp_path):
     from transformer.cli.distill import _write_lines
-    from transformer.data.readers import read_lines
+    from transformer.data.readers import iter_lines
 
     path = tmp_path / "train.en"
     _write_lines(path, ["a dog", "two\nlines", "cr\r\nlf", "", "last"])
-    assert read_lines(path) == ["a dog", "two lines", "cr  lf", "", "last"]
+    assert [line for _, line in iter_lines(path)] == ["a dog", "two lines", "cr  lf", "", "last"]
 
 
 def test_an_ensemble_teacher_distils_with_the_averaged_probabilities(at_checkpoint, mirror_root, tmp_path):

@@ -41,7 +41,7 @@ def test_nat_experiment_trains_and_logs_nat_metrics(nat_run):
 
 def test_train_evaluate_decode_round_trip(nat_run, mirror_root, tmp_path):
     from transformer.cli import decode, evaluate
-    from transformer.data.readers import read_multi30k
+    from transformer.data.corpora import multi30k, read_pairs
     from transformer.tasks.checkpoint import load_task
     from transformer.evaluation import score_translations
 
@@ -58,7 +58,7 @@ def test_train_evaluate_decode_round_trip(nat_run, mirror_root, tmp_path):
     assert metrics["pair"] == "de-en"
 
     # The reported metric is the checkpoint's: decode the split again from the checkpoint alone.
-    pairs = read_multi30k("val", "de", "en", cache_dir=root / "cache", mirror_root=mirror_root)
+    pairs = read_pairs(multi30k("de", "en"), "val", root / "cache", mirror_root)
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
     translator = load_task(ckpt).translator(dict(written["decode"]))
     hyps = [n[0][0] for n in translator.translate(sources)]

@@ -22,14 +22,15 @@ FACTS = dict(vocab_size=120, pad_id=0, bos_id=1, eos_id=2, mask_id=4, src_lang="
 
 
 def test_the_nat_configs_exist():
-    assert {"nat_tiny", "nat_small", "nat_small_copy", "nat_base"} <= set(NAT_MODELS)
-    assert "multi30k_nat" in NAT_EXPERIMENTS
+    assert {"nat_tiny", "nat_small", "nat_medium"} <= set(NAT_MODELS)
+    assert {"multi30k_nat", "multi30k_nat_cpu"} <= set(NAT_EXPERIMENTS)
     assert (CONF / "data" / "multi30k_distilled.yaml").is_file()
 
 
-@pytest.mark.parametrize("model", NAT_MODELS)
-def test_nat_model_config_builds_through_the_task(model, tmp_path):
-    cfg = compose_cfg("train", ["task=nat", f"model={model}", f"output_dir={tmp_path}"])
+# Every NAT model, and vanilla NAT's copied decoder inputs (Gu et al. 2018) as one key.
+@pytest.mark.parametrize("model, extra", [(m, []) for m in NAT_MODELS] + [("nat_small", ["model.decoder_input=copy"])])
+def test_nat_model_config_builds_through_the_task(model, extra, tmp_path):
+    cfg = compose_cfg("train", ["task=nat", f"model={model}", *extra, f"output_dir={tmp_path}"])
     task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
     cls = get_class(task_cfg.pop("_target_"))
     task = cls(model=OmegaConf.to_container(cfg.model, resolve=True), **task_cfg, **FACTS)
@@ -56,17 +57,18 @@ def test_ctc_model_config_builds_through_its_task(model, tmp_path):
 @pytest.mark.parametrize("distilled", [False, True])
 @pytest.mark.parametrize("experiment", NAT_EXPERIMENTS)
 def test_nat_experiment_composes_and_instantiates(experiment, distilled, pair, tmp_path):
-    overrides = [f"experiment={experiment}", f"pair={pair}", f"output_dir={tmp_path}"]
+    src, tgt = pair.split("_")
+    overrides = [f"experiment={experiment}", f"data.src_lang={src}", f"data.tgt_lang={tgt}", f"output_dir={tmp_path}"]
     if distilled:
         overrides += ["data=multi30k_distilled", f"distill_dir={tmp_path / 'distilled'}"]
     cfg = compose_cfg("train", overrides)
     OmegaConf.resolve(cfg)
-    src, tgt = cfg.data.src_lang, cfg.data.tgt_lang
-    assert f"{src}_{tgt}" == pair
-    # runs on distilled targets go to their own folder, e.g. multi30k_de_en_nat_distill
-    kind = experiment.removeprefix("multi30k")
-    assert cfg.name == f"multi30k_{pair}{kind}" + ("_distill" if distilled else "")
-    if experiment == "multi30k_nat":
+    assert (cfg.data.src_lang, cfg.data.tgt_lang) == (src, tgt)
+    # runs on distilled targets go to their own folder, e.g. multi30k_de_en_nat_distill(_cpu)
+    kind = experiment.removeprefix("multi30k").removesuffix("_cpu")
+    cpu = "_cpu" if experiment.endswith("_cpu") else ""
+    assert cfg.name == f"multi30k_{pair}{kind}" + ("_distill" if distilled else "") + cpu
+    if kind == "_nat":
         assert cfg.task._target_ == "transformer.tasks.nat.NATTranslationTask"
         assert cfg.task.val_decode.strategy == "nat_one_pass"
     if distilled:

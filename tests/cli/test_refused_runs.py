@@ -76,11 +76,13 @@ def test_jobs_sharing_one_folder_are_refused(tmp_path, monkeypatch):
                           "hydra.sweep.subdir=same"], preflight)
 
 
-def test_flags_after_the_overrides_are_handed_to_hydra_first(tmp_path, monkeypatch):
+def test_a_flag_typed_after_the_overrides_still_makes_a_sweep(tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     args = ["model=tiny", "seed=1,2", "-m", f"hydra.sweep.dir={tmp_path / 'S'}"]
-    assert prepare("train", args, preflight) == ["-m", "model=tiny", "seed=1,2", f"hydra.sweep.dir={tmp_path / 'S'}"]
-    assert not (tmp_path / "S").exists()
+    jobs = prepare("train", args, preflight)
+    assert [(job.sweep, job.cfg.seed, job.cfg.output_dir) for job in jobs] == [
+        (True, 1, str(tmp_path / "S" / "0")), (True, 2, str(tmp_path / "S" / "1"))]
+    assert not (tmp_path / "S").exists()  # composed and checked; nothing written yet
 
 
 @pytest.fixture

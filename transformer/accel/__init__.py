@@ -1,4 +1,6 @@
-"""Hardware-specific fast paths, kept out of the reference modules and applied by one transform.
+"""Hardware-specific fast paths, kept out of the reference modules and applied by one transform,
+only where asked for: ``accel=cpu`` on a command line or in a recipe file (the default,
+``accel=none``, runs the plain modules on every device).
 
 The modules in ``transformer/modules`` are plain PyTorch (``nn.Linear``, ``nn.Dropout``,
 ``F.scaled_dot_product_attention``), which is what ``torch.compile`` and a GPU want.
@@ -72,8 +74,7 @@ def apply(model: nn.Module, backend: str = "cpu") -> nn.Module:
     """Replace ``model``'s modules with ``backend``'s classes (``"cpu"``: the fast ones,
     ``"none"``: the plain ones) and return it; use the returned module, since ``model`` itself
     is replaced when it is one of those types. Unknown backends raise ``ValueError``."""
-    if backend not in BACKENDS:
-        raise ValueError(f"accel must be one of {BACKENDS}, got {backend!r}")
+    check(backend)
     for name, child in list(model.named_children()):
         new = apply(child, backend)
         if new is not child:
@@ -81,14 +82,14 @@ def apply(model: nn.Module, backend: str = "cpu") -> nn.Module:
     return _replacement(model, backend)
 
 
-def resolve(backend: str | None, device: str, compiled: bool = False) -> str:
-    """The backend for ``backend`` (``"auto"``/None: ``"cpu"`` for an eager model on a CPU,
-    else ``"none"``; a compiled model wants the plain modules)."""
-    if backend in (None, "auto"):
-        return "cpu" if str(device).startswith("cpu") and not compiled else "none"
+def check(backend: object) -> str:
+    """``backend`` when it names one (``none``: the plain modules, ``cpu``: the CPU fast paths),
+    else a ``ValueError`` naming the choices. Nothing is chosen for the user: the fast path
+    runs only where a command line or a recipe asks for ``accel=cpu``."""
     if backend not in BACKENDS:
-        raise ValueError(f"accel must be one of {BACKENDS + ('auto',)}, got {backend!r}")
+        raise ValueError(f"accel={backend!r}: expected one of {', '.join(BACKENDS)} "
+                         f"(none: the plain modules; cpu: the CPU fast paths)")
     return backend
 
 
-__all__ = ["BACKENDS", "CPU_CLASSES", "Dropout", "Linear", "VocabProjection", "apply", "resolve"]
+__all__ = ["BACKENDS", "CPU_CLASSES", "Dropout", "Linear", "VocabProjection", "apply", "check"]

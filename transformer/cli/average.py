@@ -75,9 +75,9 @@ def check_output(paths: list[str | Path], output: str | Path) -> None:
             raise ValueError(f"output={output} is one of the inputs ({p}): averaging would overwrite it")
 
 
-def check_average(cfg: DictConfig) -> None:
+def check_average(cfg: DictConfig) -> list[str]:
     """The validation step: inputs or a checkpoint folder, ``last_n >= 1``, an output that is
-    none of the inputs."""
+    none of the inputs. Returns the checkpoints to average."""
     inputs = cfg.get("inputs")
     if inputs and cfg.get("ckpt_dir"):
         raise ValueError("give inputs=[a.ckpt,...] or ckpt_dir=<folder> with last_n=N, not both")
@@ -91,19 +91,22 @@ def check_average(cfg: DictConfig) -> None:
     if not isinstance(cfg.get("output"), str):
         raise ValueError(f"output={cfg.get('output')!r}: expected a file path")
     check_output(paths, cfg.output)
+    return [str(p) for p in paths]
 
 
 def run(cfg: DictConfig) -> Path:
-    check_average(cfg)
-    inputs = cfg.inputs
-    paths = ([str(inputs)] if isinstance(inputs, str) else list(inputs)) if inputs else \
-        select_checkpoints(cfg.ckpt_dir, cfg.last_n)
+    """Check the config, then average."""
+    return average(cfg, check_average(cfg))
+
+
+def average(cfg: DictConfig, paths: list[str]) -> Path:
+    """Average the checkpoints :func:`check_average` chose into ``cfg.output``."""
     out = average_checkpoints(paths, cfg.output)
     print(f"averaged {len(paths)} checkpoints -> {out}")
     return out
 
 
-main = hydra_entry("average", check=check_average)(run)
+main = hydra_entry("average", check=check_average)(average)
 
 if __name__ == "__main__":
     main()

@@ -46,7 +46,7 @@ def run(cfg: DictConfig) -> list[str]:
     if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
         raise ValueError(f"top_k={top_k!r}: expected a positive integer")
     lines, name = read_lines(cfg.input)  # a missing or non-UTF-8 input fails before the model loads
-    task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "auto"))
+    task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "none"))
     if getattr(task, "task_name", None) != "classification":
         raise ValueError(f"ckpt_path: a {getattr(task, 'task_name', '?')!r} checkpoint; transformer-classify "
                          f"needs a classification checkpoint (transformer-train experiment=sst2 or classify)")

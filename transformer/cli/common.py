@@ -7,16 +7,16 @@ one-line message and exit status 2 instead of a traceback.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import functools
 import os
 import sys
-import types
-import typing
 from pathlib import Path
 from typing import Callable
 
 import hydra
-from omegaconf import DictConfig, OmegaConf
+from omegaconf import DictConfig, OmegaConf, open_dict
 
 from transformer.cli import validate
 from transformer.cli.run_folder import check_run_folder, claim_run_folder
@@ -71,69 +71,143 @@ def fail(exc: BaseException | str, status: int = 2) -> None:
     sys.exit(status)
 
 
+@dataclasses.dataclass
+class Job:
+    """One run of a command: its config, composed once with Hydra's node (``cfg.hydra``), what
+    the command's validation step returned for it, and where Hydra's job keys put its folder."""
+
+    cfg: DictConfig
+    checked: object = None
+    sweep: bool = False
+
+
 def hydra_entry(config_name: str,
-                check: Check | None = None) -> Callable[[Callable[[DictConfig], object]], Callable[[], None]]:
-    """Wrap ``run(cfg)`` as a console-script ``main()`` reading ``conf/<config_name>.yaml``.
+                check: Check | None = None) -> Callable[[Callable[..., object]], Callable[[], None]]:
+    """Wrap a command as a console-script ``main()`` reading ``conf/<config_name>.yaml``.
 
-    Before Hydra runs (and writes anything), the command line is composed and the command's
-    validation step runs on the result: ``check``, or the command's entry in
-    ``validate.CHECKS``; training also claims its run folder there. A user error then or
-    inside ``run`` is one ``error:`` line and exit 2."""
+    The door every command goes through, in three steps: the command line is composed once
+    (:func:`prepare`, Hydra's Compose API), the command's validation step runs on the result
+    before anything is written, then Hydra's job runner (``run_job``: the run folder, its
+    ``.hydra/`` record, logging) calls the command. With ``check`` the command is
+    ``run(cfg, checked)`` and receives what ``check`` returned (training: the resumed
+    checkpoint); without, the check is the command's entry in ``validate.CHECKS`` and the
+    command is ``run(cfg)``. A user error anywhere is one ``error:`` line and exit 2.
+    Hydra's own flags (``--help``, ``--cfg`` ...) and glob sweeps are left to Hydra."""
 
-    def wrap(run: Callable[[DictConfig], object]) -> Callable[[], None]:
+    def wrap(run: Callable[..., object]) -> Callable[[], None]:
+        def call(cfg: DictConfig, checked: object) -> object:
+            return run(cfg, checked) if check is not None else run(cfg)
+
         @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name=config_name)
-        def _main(cfg: DictConfig) -> None:
-            try:
-                run(cfg)
-            except user_errors() as exc:
-                fail(exc)
-            except StoppedBySignal as exc:
-                fail(exc, StoppedBySignal.exit_status)
-            except Exception as exc:  # a full disk met inside a library (Lightning, datasets)
-                full = disk_full_message(exc)
-                if full is None:
-                    raise
-                fail(full)
+        def hydra_main(cfg: DictConfig) -> None:  # only for what Hydra parses itself
+            guarded(lambda: call(cfg, (check or validate.CHECKS.get(config_name) or _no_check)(cfg)))
 
         @functools.wraps(run)
         def main() -> None:
             try:
-                sys.argv[1:] = prepare(config_name, sys.argv[1:], check)
+                jobs = prepare(config_name, sys.argv[1:], check)
             except user_errors() as exc:
                 fail(exc)
-            _main()
+            if jobs is None:
+                hydra_main()
+                return
+            launch(config_name, sys.argv[1:], jobs, call)
 
         return main
 
     return wrap
 
 
-def prepare(config_name: str, args: list[str], check: Check | None = None) -> list[str]:
-    """Compose the command line, run the command's validation step and (training) claim the
-    run folder, before Hydra runs; returns the arguments to hand to Hydra (training pins the
-    run folder it claimed). Hydra's own flags (``--help``, ``--cfg`` ...) are left to Hydra.
-    With ``-m`` every job of the sweep is composed and checked, and for training each job's
-    folder must be free, so that a refused sweep writes nothing (not even ``multirun.yaml``).
-    ``check`` is the command's validation step (default: its entry in ``validate.CHECKS``)."""
-    check = check or validate.CHECKS.get(config_name) or (lambda cfg: None)
+def _no_check(cfg: DictConfig) -> None:
+    return None
+
+
+def guarded(work: Callable[[], object]) -> object:
+    """``work()``, with a user error (or a full disk met inside a library) as one ``error:`` line
+    and exit 2, and a stop by SIGTERM as its own line and status."""
+    try:
+        return work()
+    except user_errors() as exc:
+        fail(exc)
+    except StoppedBySignal as exc:
+        fail(exc, StoppedBySignal.exit_status)
+    except Exception as exc:  # a full disk met inside a library (Lightning, datasets)
+        full = disk_full_message(exc)
+        if full is None:
+            raise
+        fail(full)
+
+
+def launch(config_name: str, args: list[str], jobs: list[Job], call: Callable[[DictConfig, object], object]) -> None:
+    """Run each job through Hydra's job runner, as ``@hydra.main`` would (``hydra.run.dir``, or
+    ``hydra.sweep.dir/hydra.sweep.subdir`` with ``multirun.yaml`` beside the jobs of a sweep),
+    with the config composed and checked by :func:`prepare`."""
+    from hydra._internal.callbacks import Callbacks
+    from hydra.core.utils import configure_log, run_job
+    from hydra.types import HydraContext, RunMode
+
+    with hydra_session(config_name) as session:
+        if jobs and jobs[0].sweep:
+            sweep = session.compose_config(config_name, [a for a in args if not a.startswith("-")],
+                                           run_mode=RunMode.MULTIRUN)
+            folder = Path(str(sweep.hydra.sweep.dir))
+            folder.mkdir(parents=True, exist_ok=True)
+            OmegaConf.save(sweep, folder / "multirun.yaml")
+        for job in jobs:
+            cfg = job.cfg
+            configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
+            context = HydraContext(config_loader=session.config_loader, callbacks=Callbacks(cfg))
+            keys = ("hydra.sweep.dir", "hydra.sweep.subdir") if job.sweep else ("hydra.run.dir", None)
+            with open_dict(cfg):
+                cfg.hydra.mode = RunMode.MULTIRUN if job.sweep else RunMode.RUN
+            done = run_job(task_function=lambda task_cfg, job=job: guarded(lambda: call(task_cfg, job.checked)),
+                           config=cfg, job_dir_key=keys[0], job_subdir_key=keys[1], hydra_context=context)
+            done.return_value  # an error inside the job (not a user error) is raised here
+
+
+@contextlib.contextmanager
+def hydra_session(config_name: str):
+    """Hydra initialized on ``conf/`` for one command (its job name is the config's name)."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.core.utils import setup_globals
+
+    setup_globals()  # Hydra's resolvers (now, hydra)
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name=config_name):
+            yield GlobalHydra.instance().hydra
+    finally:
+        GlobalHydra.instance().clear()
+
+
+def prepare(config_name: str, args: list[str], check: Check | None = None) -> list[Job] | None:
+    """The command line composed once per job and checked, before anything is written: the
+    jobs to :func:`launch`, or None where Hydra takes the command line itself (its own flags
+    ``--help``, ``--cfg`` ...; a sweep with a glob over config groups, whose jobs only Hydra can
+    expand: its first values are checked here, each job checks itself). Training's folder is
+    claimed here (``hydra.run.dir`` pinned to it). With ``-m`` every job is composed and checked
+    and, for training, each job's folder must be free, so that a refused sweep writes nothing
+    (not even ``multirun.yaml``). ``check`` is the command's validation step (default: its
+    entry in ``validate.CHECKS``)."""
+    check = check or validate.CHECKS.get(config_name) or _no_check
     flags = [a for a in args if a.startswith("-")]
     multirun = bool(flags) and all(a in ("-m", "--multirun") for a in flags)
     if flags and not multirun:
-        return args
+        return None
     overrides = [a for a in args if not a.startswith("-")]
     if multirun:
-        check_sweep(config_name, overrides, check)
-        return ["-m", *overrides]  # Hydra reads its flags before the overrides, wherever they were typed
+        return check_sweep(config_name, overrides, check)
     cfg = check_overrides(config_name, overrides)
     folder = check_folder_key(cfg, "run")
     if config_name != "train":
-        check(cfg)
-        return args
+        return [Job(cfg, check(cfg))]
     pin_output_dir(cfg, folder)
-    check(cfg)
+    checked = check(cfg)
     claim_run_folder(Path(cfg.output_dir), cfg.get("ckpt_path"))
-    quoted = str(folder).replace("'", "\\'")
-    return [*args, f"hydra.run.dir='{quoted}'"]  # the folder just claimed, not a new timestamp
+    with open_dict(cfg):
+        cfg.hydra.run.dir = str(folder)  # the folder just claimed, not a new timestamp
+    return [Job(cfg, checked)]
 
 
 def check_folder_key(cfg: DictConfig, key: str) -> str:
@@ -149,8 +223,6 @@ def check_folder_key(cfg: DictConfig, key: str) -> str:
 def pin_output_dir(cfg: DictConfig, folder: str | Path) -> None:
     """Set ``output_dir`` to ``folder`` where it is ``${hydra:runtime.output_dir}`` (what
     Hydra will make it), so that the checks see the folder the run will write."""
-    from omegaconf import open_dict
-
     with open_dict(cfg):
         if OmegaConf.is_interpolation(cfg, "output_dir") and "hydra:" in str(cfg._get_node("output_dir")._value()):
             cfg.output_dir = str(folder)
@@ -176,39 +248,40 @@ def sweep_jobs(overrides: list[str]) -> list[list[str]] | None:
         raise ValueError(f"-m: {' '.join(str(exc).split())}") from None
 
 
-def check_sweep(config_name: str, overrides: list[str], check: Check) -> None:
-    """Compose and ``check`` every job of a ``-m`` sweep before Hydra writes anything; for
-    training, each job's folder (``hydra.sweep.dir/hydra.sweep.subdir``) must hold no run."""
-    from omegaconf import open_dict
-
+def check_sweep(config_name: str, overrides: list[str], check: Check) -> list[Job] | None:
+    """Compose and ``check`` every job of a ``-m`` sweep before anything is written; for
+    training, each job's folder (``hydra.sweep.dir/hydra.sweep.subdir``) must hold no run.
+    Returns the jobs, or None for a glob sweep (after checking its first values)."""
     jobs = sweep_jobs(overrides)
     if jobs is None:  # a glob: check the first value of each other sweep, each job checks itself
-        jobs = [first_of_sweeps(overrides)]
+        check(check_overrides(config_name, first_of_sweeps(overrides)))
+        return None
     seen: dict[str, int] = {}
+    out = []
     for num, job in enumerate(jobs):
         cfg = check_overrides(config_name, job)
         sweep_dir = check_folder_key(cfg, "sweep")
         with open_dict(cfg):
-            cfg.hydra.job.num = num
+            cfg.hydra.job.num = cfg.hydra.job.id = num
         try:
             folder = str(Path(sweep_dir) / str(cfg.hydra.sweep.subdir))
         except Exception:  # a subdir made of what only Hydra knows at run time: each job checks itself
-            if config_name != "train":
-                check(cfg)
-            continue
-        if folder in seen:
+            folder = None
+        if folder is not None and folder in seen:
             raise ValueError(f"-m: jobs {seen[folder]} and {num} would both write {folder}; "
                              f"make hydra.sweep.subdir differ between jobs (e.g. ${{hydra.job.num}})")
-        seen[folder] = num
-        if config_name == "train":
+        if folder is not None:
+            seen[folder] = num
+        if config_name == "train" and folder is not None:
             pin_output_dir(cfg, folder)
-            check(cfg)
+        checked = check(cfg)
+        if config_name == "train" and folder is not None:
             try:
                 check_run_folder(Path(cfg.output_dir), cfg.get("ckpt_path"))
             except FileExistsError as exc:
                 raise FileExistsError(f"-m job {num}: " + str(exc).replace("hydra.run.dir=", "hydra.sweep.dir=")) from None
-        else:
-            check(cfg)
+        out.append(Job(cfg, checked, sweep=True))
+    return out
 
 
 def first_of_sweeps(overrides: list[str]) -> list[str]:
@@ -234,17 +307,15 @@ def first_of_sweeps(overrides: list[str]) -> list[str]:
 
 def check_overrides(config_name: str, args: list[str]) -> DictConfig:
     """Compose ``conf/<config_name>.yaml`` with the command line's overrides (Hydra's node
-    included) before Hydra runs, so that an unknown key or a malformed override ends with one
-    ``error:`` line and exit status 2 (Hydra itself prints several lines and exits 1)."""
-    from hydra import compose, initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
+    included), so that an unknown key or a malformed override ends with one ``error:`` line
+    and exit status 2 (Hydra itself prints several lines and exits 1)."""
     from hydra.errors import HydraException
+    from hydra.types import RunMode
     from omegaconf.errors import OmegaConfBaseException
 
     try:
-        GlobalHydra.instance().clear()
-        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name=config_name):
-            return compose(config_name=config_name, overrides=args, return_hydra_config=True)
+        with hydra_session(config_name) as session:
+            return session.compose_config(config_name, args, run_mode=RunMode.RUN)
     except (HydraException, OmegaConfBaseException) as exc:
         lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
         cause = exc.__cause__
@@ -252,59 +323,6 @@ def check_overrides(config_name: str, args: list[str]) -> DictConfig:
             lines.append(str(cause).strip().splitlines()[0])
         lines = [line for line in dict.fromkeys(lines) if not line.startswith(("full_key:", "object_type="))]
         fail(" ".join(lines))
-    finally:
-        GlobalHydra.instance().clear()
-
-
-_SIMPLE_TYPES = (int, float, bool, str, type(None))
-
-
-def _simple_hint(hint) -> tuple[type, ...] | None:
-    """The types an annotation allows when all are simple scalars, else None (unchecked)."""
-    if hint in _SIMPLE_TYPES:
-        return (hint,)
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        args = typing.get_args(hint)
-        if all(a in _SIMPLE_TYPES for a in args):
-            return args
-    return None
-
-
-def _fits(value, allowed: tuple[type, ...]) -> bool:
-    if isinstance(value, bool):
-        return bool in allowed
-    if isinstance(value, int):
-        return int in allowed or float in allowed
-    return any(isinstance(value, t) for t in allowed if t is not bool)
-
-
-def check_config_types(node: DictConfig | None, where: str) -> None:
-    """Check a config node with a ``_target_`` against the target's annotated signature,
-    for the keys whose annotation is a plain scalar type (``int``, ``float | None`` ...);
-    a value of another type is a ``ValueError`` naming the key. Interpolations are not
-    checked. The project's shared names (``vocab_size``, ``max_tokens``, ``dropout`` ...) are
-    also checked against their ranges. This runs before any data is prepared, so a typo costs
-    no time."""
-    if not isinstance(node, DictConfig) or "_target_" not in node:
-        return
-    try:
-        target = hydra.utils.get_object(node._target_)
-        hints = typing.get_type_hints(target.__init__ if isinstance(target, type) else target)
-    except Exception:  # an unknown target is reported by instantiate itself
-        return
-    from transformer.tasks.hparams import check_range
-
-    for key in node:
-        if key.startswith("_") or OmegaConf.is_interpolation(node, key):
-            continue
-        check_range(where, key, node[key])  # the shared names' ranges (tasks/hparams.py)
-        if key not in hints:
-            continue
-        allowed = _simple_hint(hints[key])
-        value = node[key]
-        if allowed is not None and not _fits(value, allowed):
-            names = " or ".join("null" if t is type(None) else t.__name__ for t in allowed)
-            raise ValueError(f"{where}.{key}={value!r}: expected {names}")
 
 
 def checkpoint_paths(value) -> list[str]:
@@ -320,18 +338,18 @@ def checkpoint_label(value) -> str | list[str]:
     return paths[0] if len(paths) == 1 else paths
 
 
-def load_for_inference(ckpt_path, device: str = "auto", backend: str | None = "auto", quantize: str | None = None):
+def load_for_inference(ckpt_path, device: str = "auto", backend: str = "none", quantize: str | None = None):
     """``(task, device)``: the checkpoint's task (or an ensemble of several) in eval mode on
-    ``device``, its model switched to the ``accel`` backend (``auto``: the CPU fast paths on a CPU)
-    and, with ``quantize="int8"`` (CPU only), its linear layers to int8 (``accel.quantize``)."""
+    ``device``, its model the plain modules or, with ``backend="cpu"``, the CPU fast paths, and,
+    with ``quantize="int8"`` (CPU only), its linear layers to int8 (``accel.quantize``)."""
     from transformer import accel
     from transformer.accel.quantize import apply_quantize, check_quantize
     from transformer.tasks.checkpoint import load_task
 
-    dev = resolve_device(device)  # a bad device fails before the checkpoint is read
+    dev = resolve_device(device)  # a bad device or backend fails before the checkpoint is read
+    accel.check(backend)
     quantize = check_quantize(quantize, dev.type)
     task = load_task(ckpt_path)
     task.to(dev)
-    backend = accel.resolve(backend, dev.type)
     task.model = apply_quantize(accel.apply(task.model, backend), quantize, backend)
     return task, dev

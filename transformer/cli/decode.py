@@ -28,7 +28,7 @@ def format_output(nbest: list[list[tuple[str, float]]], n_best: int) -> list[str
 
 def run(cfg: DictConfig) -> list[str]:
     decode_cfg = check_decode_settings(OmegaConf.to_container(cfg.decode, resolve=True))
-    task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "auto"), cfg.get("quantize"))
+    task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "none"), cfg.get("quantize"))
     if not hasattr(task, "translator"):
         raise ValueError(f"{cfg.ckpt_path} is a {getattr(task, 'task_name', '?')} checkpoint, not a translation "
                          "one (tag with transformer-tag)")

@@ -39,7 +39,7 @@ def _write_lines(path: Path, lines: list[str]) -> None:
 
 def distill(ckpt_path: str | list[str], split: str, decode_cfg: dict, output_dir: str | Path,
             data_dir: str = "data/cache", mirror_root: str | None = None, device: str = "auto",
-            limit: int | None = None, accel: str = "auto") -> dict:
+            limit: int | None = None, accel: str = "none") -> dict:
     """Translate ``split`` with the checkpoint (or the ensemble of several, a list) and write
     the distilled corpus; returns the summary that is also written to ``distill.json``."""
     check_decode_settings(dict(decode_cfg))
@@ -82,7 +82,7 @@ def run(cfg: DictConfig) -> dict:
     summary = distill(
         cfg.ckpt_path, cfg.split, OmegaConf.to_container(cfg.decode, resolve=True), cfg.output_dir,
         data_dir=cfg.data_dir, mirror_root=cfg.mirror_root, device=cfg.device, limit=cfg.get("limit"),
-        accel=cfg.get("accel", "auto"),
+        accel=cfg.get("accel", "none"),
     )
     print(json.dumps(summary, indent=2, ensure_ascii=False))
     return summary

@@ -30,7 +30,7 @@ from transformer.files import write_text
 
 def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: dict, output_dir: str | Path,
                         data_dir: str = "data/cache", mirror_root: str | None = None,
-                        device: str = "auto", accel: str = "auto", src: str | None = None, ref: str | None = None,
+                        device: str = "auto", accel: str = "none", src: str | None = None, ref: str | None = None,
                         bleu_tokenize: str | None = None, quantize: str | None = None) -> dict:
     """Load the checkpoint (or the ensemble of several), evaluate ``split`` (or the ``src`` +
     ``ref`` file pair, translation only) and write outputs under ``output_dir``."""
@@ -79,7 +79,7 @@ def run(cfg: DictConfig) -> dict:
     metrics = evaluate_checkpoint(
         cfg.ckpt_path, cfg.split, OmegaConf.to_container(cfg.decode, resolve=True),
         cfg.output_dir or default_output_dir(cfg.ckpt_path),
-        data_dir=cfg.data_dir, mirror_root=cfg.mirror_root, device=cfg.device, accel=cfg.get("accel", "auto"),
+        data_dir=cfg.data_dir, mirror_root=cfg.mirror_root, device=cfg.device, accel=cfg.get("accel", "none"),
         src=cfg.get("src"), ref=cfg.get("ref"), bleu_tokenize=cfg.get("bleu_tokenize"), quantize=cfg.get("quantize"),
     )
     print(json.dumps(metrics, indent=2, ensure_ascii=False))

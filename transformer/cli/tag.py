@@ -211,7 +211,7 @@ def tag_lines(tagger, lines: list[str], input_format: str = "auto", out_format: 
 
 
 def run(cfg: DictConfig) -> list[str]:
-    task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "auto"))
+    task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "none"))
     if getattr(task, "task_name", None) != "tagging":
         raise ValueError(f"{cfg.ckpt_path} is a {getattr(task, 'task_name', '?')} checkpoint, not a tagging one")
     lines, name = read_lines(cfg.input)

@@ -18,14 +18,15 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli.callbacks import AtomicCheckpointIO, FinalLastCheckpoint, RandomState, quiet_library_noise
-from transformer.cli.common import StoppedBySignal, check_config_types, hydra_entry
+from transformer.cli.common import StoppedBySignal, hydra_entry
 from transformer.cli.loggers import ResumableCSVLogger
 from transformer.cli.run_folder import claim_run_folder, release_run_folder
 from transformer.cli.validate import check_decode_settings, quiet_lightning, trainer_settings
 from transformer.files import write_text
-from transformer.models.init import count_parameters
+from transformer.models.transformer import count_parameters
 from transformer.tasks.build import check_model_config
 from transformer.tasks.checkpoint import load_weights, read_checkpoint
+from transformer.tasks.hparams import check_config_types
 
 log = logging.getLogger(__name__)
 
@@ -85,33 +86,24 @@ def training_device(cfg: DictConfig) -> str:
     return "cpu" if accelerator == "cpu" else "cuda"
 
 
-def task_settings(cfg: DictConfig) -> tuple[type, dict, str]:
-    """The task class, its settings and the ``accel`` backend, chosen here once: the backend from
-    ``accel=`` and the trainer's device, and ``task.loss=auto`` resolved to ``real_positions``
-    where the CPU fast paths run (an eager model on a CPU), else ``all_positions`` (fixed shapes:
-    a GPU, or a compiled loss)."""
-    from transformer import accel
-
+def task_settings(cfg: DictConfig) -> tuple[type, dict]:
+    """The task class and its settings, as the config gives them."""
     task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
-    cls = get_class(task_cfg.pop("_target_"))
-    compiled = bool(task_cfg.get("compile", False))
-    backend = accel.resolve(cfg.get("accel", "auto"), training_device(cfg), compiled)
-    if task_cfg.get("loss") == "auto":
-        task_cfg["loss"] = "real_positions" if backend == "cpu" and not compiled else "all_positions"
-    return cls, task_cfg, backend
+    return get_class(task_cfg.pop("_target_")), task_cfg
 
 
 def build_task(cfg: DictConfig, dm):
-    """The LightningModule: task settings + resolved model config + what the data knows, its
-    model's modules set to the ``accel`` backend (``task_settings``). Both choices are logged
-    and the loss is recorded in the checkpoint's hyperparameters; nothing changes them later."""
+    """The LightningModule: task settings + resolved model config + what the data knows. The
+    model is the plain modules unless the config asks for the CPU fast paths (``accel=cpu``),
+    applied here by :func:`transformer.accel.apply`, the one place they enter a model."""
     from transformer import accel
 
-    cls, task_cfg, backend = task_settings(cfg)
+    cls, task_cfg = task_settings(cfg)
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     task = cls(model=model_cfg, **task_cfg, **cls.kwargs_from_datamodule(dm))
-    task.model = accel.apply(task.model, backend)
-    log.info("accel=%s%s", backend, f", task.loss={task_cfg['loss']}" if "loss" in task_cfg else "")
+    if cfg.get("accel", "none") == "cpu":
+        task.model = accel.apply(task.model, "cpu")
+    log.info("accel=%s%s", cfg.get("accel", "none"), f", task.loss={task_cfg['loss']}" if "loss" in task_cfg else "")
     return task
 
 
@@ -144,7 +136,8 @@ def check_config(cfg: DictConfig) -> None:
             check_decode_settings(OmegaConf.to_container(node, resolve=True), key)
     from transformer import accel
 
-    accel.resolve(cfg.get("accel", "auto"), "cpu")  # accel=<unknown> is a ValueError naming the choices
+    if accel.check(cfg.get("accel", "none")) == "cpu" and cfg.task.get("compile"):
+        raise ValueError("accel=cpu with task.compile=true: torch.compile wants the plain modules (accel=none)")
 
 
 def preflight(cfg: DictConfig) -> dict | None:
@@ -202,9 +195,14 @@ def checkpoint_summary(trainer: L.Trainer) -> dict:
 
 
 def run(cfg: DictConfig) -> dict:
+    """Check the config (:func:`preflight`), then train (:func:`train`)."""
+    return train(cfg, preflight(cfg))
+
+
+def train(cfg: DictConfig, ckpt: dict | None) -> dict:
     """Fit, then report the best checkpoint (and evaluate it on ``test_splits``), in a run
-    folder claimed for this run alone (``cli/run_folder.py``)."""
-    ckpt = preflight(cfg)
+    folder claimed for this run alone (``cli/run_folder.py``); ``ckpt`` is the checkpoint
+    :func:`preflight` read to resume from."""
     out = Path(cfg.output_dir)
     claimed = claim_run_folder(out, cfg.get("ckpt_path"))
     try:
@@ -265,7 +263,7 @@ def fit(cfg: DictConfig, out: Path, ckpt: dict | None) -> dict:
     return summary
 
 
-main = hydra_entry("train", check=preflight)(run)
+main = hydra_entry("train", check=preflight)(train)
 
 if __name__ == "__main__":
     main()

@@ -171,6 +171,10 @@ def _inference(cfg: DictConfig) -> None:
     checkpoints("ckpt_path", cfg.get("ckpt_path"))
     if "device" in cfg:
         device(cfg)
+    if "accel" in cfg:
+        from transformer import accel
+
+        accel.check(cfg.accel)
 
 
 def quantize(cfg: DictConfig) -> None:

@@ -125,6 +125,34 @@ def check_arguments(where: str, values: Mapping[str, Any], fn: Callable, skip: s
             raise HyperparameterError(f"{where}.{missing[0]}: required, but not given")
 
 
+def check_config_types(node: Any, where: str) -> None:
+    """A config node with a ``_target_`` (before instantiation) against the target's annotated
+    signature: the keys annotated with plain scalar types (``int``, ``float | None`` ...) must
+    fit them, and the shared names their ranges. Interpolations and richer annotations are left
+    to the target. This runs before any data is prepared, so a typo costs no time."""
+    from omegaconf import DictConfig, OmegaConf
+
+    if not isinstance(node, DictConfig) or "_target_" not in node:
+        return
+    try:
+        import hydra.utils
+
+        target = hydra.utils.get_object(node._target_)
+        hints = typing.get_type_hints(target.__init__ if isinstance(target, type) else target)
+    except Exception:  # an unknown target is reported by instantiate itself
+        return
+    scalars = (int, float, bool, str, type(None))
+    for key in node:
+        if key.startswith("_") or OmegaConf.is_interpolation(node, key):
+            continue
+        check_range(where, key, node[key])
+        hint = hints.get(key)
+        plain = hint in scalars or (typing.get_origin(hint) in (typing.Union, types.UnionType)
+                                    and all(a in scalars for a in typing.get_args(hint)))
+        if plain and not fits(node[key], hint):
+            raise HyperparameterError(f"{where}.{key}={node[key]!r}: expected {hint_name(hint)}")
+
+
 def find_hydra_keys(node: Any, where: str) -> None:
     """Refuse a Hydra instruction key (``_target_`` ...) anywhere under ``node``."""
     if isinstance(node, Mapping):

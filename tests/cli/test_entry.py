@@ -1,0 +1,66 @@
+"""The door every command goes through: the command line is composed once per job, checked
+once, then run by Hydra's job runner (the run folder with its ``.hydra/`` record); a ``-m``
+sweep runs each job in its own folder, with ``multirun.yaml`` beside them."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+import pytest
+import yaml
+from hydra._internal.hydra import Hydra
+
+from transformer.cli import train as train_cli
+
+TINY = ["debug=fast", "model=tiny", "data.vocab_size=300", "data.train_subset=32", "trainer.limit_train_batches=1",
+        "trainer.limit_val_batches=1", "test_splits=[]", "data.eval_splits=[val]", "logger=csv"]
+
+
+@pytest.fixture
+def counted(monkeypatch):
+    """How many times a config was composed and a training config checked."""
+    calls = {"compose": 0, "check": 0}
+    compose, check = Hydra.compose_config, train_cli.check_config
+
+    def counting_compose(self, *args, **kwargs):
+        calls["compose"] += 1
+        return compose(self, *args, **kwargs)
+
+    def counting_check(cfg):
+        calls["check"] += 1
+        return check(cfg)
+
+    monkeypatch.setattr(Hydra, "compose_config", counting_compose)
+    monkeypatch.setattr(train_cli, "check_config", counting_check)
+    return calls
+
+
+def run_main(args: list[str], monkeypatch) -> None:
+    monkeypatch.setattr(sys, "argv", ["transformer-train", *args])
+    train_cli.main()
+
+
+def test_a_training_composes_its_config_once_and_checks_it_once(counted, mirror_root, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    run = tmp_path / "run"
+    run_main([*TINY, f"hydra.run.dir={run}", f"data.data_dir={tmp_path / 'cache'}"], monkeypatch)
+    assert counted == {"compose": 1, "check": 1}
+    recorded = yaml.safe_load((run / ".hydra" / "config.yaml").read_text())
+    assert recorded["output_dir"] == str(run) and recorded["model"]["d_model"] == 32
+    assert "model=tiny" in yaml.safe_load((run / ".hydra" / "overrides.yaml").read_text())
+    assert json.loads((run / "train_summary.json").read_text())["global_step"] == 1
+
+
+def test_a_sweep_runs_each_job_once_in_its_own_folder(counted, mirror_root, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    sweep = tmp_path / "S"
+    run_main(["-m", *TINY, "seed=1,2", f"hydra.sweep.dir={sweep}", f"data.data_dir={tmp_path / 'cache'}"],
+             monkeypatch)
+    # one composition per job, one for multirun.yaml (the sweep as typed); one check per job
+    assert counted == {"compose": 3, "check": 2}
+    assert "seed=1,2" in yaml.safe_load((sweep / "multirun.yaml").read_text())["hydra"]["overrides"]["task"]
+    for num, seed in ((0, 1), (1, 2)):
+        recorded = yaml.safe_load((sweep / str(num) / ".hydra" / "config.yaml").read_text())
+        assert recorded["seed"] == seed and recorded["output_dir"] == str(sweep / str(num))
+        assert json.loads((sweep / str(num) / "train_summary.json").read_text())["output_dir"] == str(sweep / str(num))
