@@ -117,7 +117,7 @@ def test_decode_with_a_shortlist_and_int8_matches_the_translator(ctc_run, tmp_pa
     lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", "decode=ctc_one_pass",
                                               f"decode.shortlist={targets}", "device=cpu", "accel=none"]))
     assert lines == [n[0][0] for n in cut.translate(sources)]
-    quantized, _ = load_for_inference(ckpt, "cpu", "auto", "int8")
+    quantized, _ = load_for_inference(ckpt, "cpu", "cpu", "int8")
     assert is_quantized(quantized.model.decoder.output_proj)
     expected = [n[0][0] for n in quantized.translator({"strategy": "ctc_one_pass", "shortlist": "train"}).translate(sources)]
     lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", "decode=ctc_one_pass",
