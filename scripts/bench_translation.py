@@ -115,7 +115,7 @@ def params(m):
 
 def marian_loss(model, src, t_in, t_out, label_smoothing, pad):
     """Marian's training loss on our batch (its own forward, our label-smoothed loss)."""
-    from transformer.tasks.losses import label_smoothed_nll
+    from transformer.tasks.translation import label_smoothed_nll
 
     logits = model(input_ids=src, attention_mask=src.ne(pad), decoder_input_ids=t_in,
                    decoder_attention_mask=t_in.ne(pad), use_cache=False).logits
@@ -123,7 +123,7 @@ def marian_loss(model, src, t_in, t_out, label_smoothing, pad):
 
 
 def train_throughput(ours, peer, batches, args, device, dtype):
-    from transformer.tasks.losses import all_positions_loss, real_positions_loss
+    from transformer.tasks.translation import all_positions_loss, real_positions_loss
 
     pad = 0
     fused = device.type == "cuda" or None

@@ -12,8 +12,8 @@ from transformer import accel
 from transformer.accel.attention import CPUMultiHeadAttention, MIN_MATMUL_HEADS, single_query_matmul
 from transformer.decoding import beam_search, greedy_search
 from transformer.models import EncoderDecoder
+from transformer.models.transformer import VocabProjection
 from transformer.modules.attention import MultiHeadAttention
-from transformer.modules.projection import VocabProjection
 
 
 def _model(seed=0, **kw):

@@ -18,7 +18,7 @@ from transformer.cli import average, decode, distill, evaluate, export, inspect,
 from transformer.data.tokenizer import SubwordTokenizer
 from transformer.tasks.build import MODELS, build_model, check_model_config
 from transformer.tasks.checkpoint import TASK_KEY, CheckpointError, load_task, read_checkpoint
-from transformer.tasks.hparams import HyperparameterError
+from transformer.tasks.build import HyperparameterError
 from transformer.tasks.translation import TranslationTask
 
 REPO = Path(__file__).resolve().parents[2]

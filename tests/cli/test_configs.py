@@ -206,8 +206,7 @@ def test_experiment_top_level_keys_override_train_yaml_defaults(tmp_path):
 def test_train_chooses_the_loss_and_the_modules_once_where_the_task_is_built(overrides, loss, fast, monkeypatch):
     from transformer import accel
     from transformer.cli.train import build_task
-    from transformer.tasks.losses import TRANSLATION_LOSSES
-    from transformer.tasks.translation import TranslationTask
+    from transformer.tasks.translation import TRANSLATION_LOSSES, TranslationTask
 
     monkeypatch.setattr(TranslationTask, "kwargs_from_datamodule",
                         staticmethod(lambda dm: facts_for(TranslationTask)))

@@ -18,7 +18,7 @@ import torch
 from hydra_helpers import compose_cfg
 
 from transformer.cli import train as train_cli
-from transformer.cli.run_folder import LOCK_NAME, check_run_folder, claim_run_folder, release_run_folder
+from transformer.cli.common import LOCK_NAME, check_run_folder, claim_run_folder, release_run_folder
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -158,7 +158,7 @@ def test_a_lock_file_removed_under_a_waiting_claim_is_not_trusted(tmp_path):
     old = os.open(folder / LOCK_NAME, os.O_RDWR)  # what a second run opened before the release
     release_run_folder(folder)
     assert not (folder / LOCK_NAME).exists()
-    from transformer.cli.run_folder import _lock
+    from transformer.cli.common import _lock
 
     fd = _lock(folder / LOCK_NAME)
     try:

@@ -8,8 +8,7 @@ import logging
 import numpy as np
 import pytest
 
-from transformer.data.arrow_io import ArrowPairs, column_array, iter_text_batches
-from transformer.data.preprocess import raw_pairs_dataset, tokenize_translation
+from transformer.data.preprocess import ArrowPairs, column_array, iter_text_batches, raw_pairs_dataset, tokenize_translation
 from transformer.data.tokenizer import SubwordTokenizer
 
 
@@ -119,7 +118,7 @@ def test_a_row_cap_reads_an_even_sample_of_batches(pairs, tmp_path, monkeypatch)
 
 
 def test_length_columns_read_as_a_stream_equal_the_memory_mapped_ones(pairs, tok, tmp_path):
-    from transformer.data.arrow_io import column_arrays
+    from transformer.data.preprocess import column_arrays
 
     raw = raw_pairs_dataset(lambda: iter(pairs), tmp_path, "toy", ["sha-x"])
     ds = tokenize_translation(raw, tok, tok, tmp_path, "toy", ["sha-x"], num_proc=2)

@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from transformer.models import EncoderDecoder
-from transformer.tasks.losses import all_positions_loss
+from transformer.tasks.translation import all_positions_loss
 
 
 def _model_and_batch():

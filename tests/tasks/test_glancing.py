@@ -36,7 +36,7 @@ def test_reveal_positions_draws_exactly_the_count_among_real_positions():
 @pytest.mark.parametrize("decoder_input", ["mask", "copy"])
 @pytest.mark.parametrize("ratio", [0.3, 0.5, 1.0])
 def test_glancing_reveals_floor_ratio_times_hamming_and_keeps_them_out_of_the_loss(decoder_input, ratio):
-    from transformer.tasks.losses import label_smoothed_nll
+    from transformer.tasks.translation import label_smoothed_nll
 
     task = make_task(decoder_input)
     batch = make_batch()

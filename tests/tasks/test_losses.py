@@ -3,8 +3,8 @@ import math
 import pytest
 import torch
 
-from transformer.tasks.losses import label_smoothed_nll
 from transformer.tasks.schedules import inverse_sqrt_factor, inverse_sqrt_schedule
+from transformer.tasks.translation import label_smoothed_nll
 
 
 def explicit_smoothed_loss(logits, target, eps, pad_id):
@@ -64,7 +64,7 @@ def test_inverse_sqrt_warms_up_linearly_then_decays():
 
 def test_real_positions_loss_equals_the_all_positions_loss_and_its_gradients():
     from transformer.models import EncoderDecoder
-    from transformer.tasks.losses import all_positions_loss, real_positions_loss
+    from transformer.tasks.translation import all_positions_loss, real_positions_loss
 
     torch.manual_seed(0)
     model = EncoderDecoder(vocab_size=30, pad_id=0, d_model=16, n_heads=2, n_encoder_layers=1,
@@ -88,8 +88,7 @@ def test_real_positions_loss_equals_the_all_positions_loss_and_its_gradients():
 
 
 def test_translation_task_computes_the_loss_it_was_built_with():
-    from transformer.tasks.losses import all_positions_loss, real_positions_loss
-    from transformer.tasks.translation import TranslationTask
+    from transformer.tasks.translation import TranslationTask, all_positions_loss, real_positions_loss
 
     model = {"_target_": "transformer.models.EncoderDecoder", "d_model": 16, "n_heads": 2,
              "n_encoder_layers": 1, "n_decoder_layers": 1, "d_ff": 32, "dropout": 0.0}

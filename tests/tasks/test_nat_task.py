@@ -222,7 +222,7 @@ def test_collapse_repeats_option_reaches_every_strategy(strategy):
 
 @pytest.mark.parametrize("decoder_input", ["mask", "copy"])
 def test_token_loss_projects_only_scored_positions_and_matches_the_full_loss(decoder_input):
-    from transformer.tasks.losses import label_smoothed_nll
+    from transformer.tasks.translation import label_smoothed_nll
 
     task = make_task(decoder_input)
     batch = make_batch()

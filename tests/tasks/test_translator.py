@@ -71,7 +71,7 @@ def _loss_and_grads(task, loss_fn):
 
 
 def test_fixed_shape_loss_equals_the_loss_over_real_positions_only(task):
-    from transformer.tasks.losses import label_smoothed_nll
+    from transformer.tasks.translation import label_smoothed_nll
 
     hp = task.hparams
     batch = _batch(hp)

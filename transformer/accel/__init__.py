@@ -8,7 +8,7 @@ The modules in ``transformer/modules`` are plain PyTorch (``nn.Linear``, ``nn.Dr
 subclasses that run faster on a CPU in eager mode:
 
 * ``nn.Linear`` -> ``accel.linear.Linear``: fp32 products on oneDNN with a packed weight;
-* ``modules.projection.VocabProjection`` -> ``accel.vocab_projection.VocabProjection``: the same,
+* ``models.transformer.VocabProjection`` -> ``accel.vocab_projection.VocabProjection``: the same,
   plus a contiguous transposed weight for one-row products (greedy search on one sentence);
 * ``nn.Dropout`` -> ``accel.dropout.Dropout``: a mask from 16-bit uniforms (CPU only);
 * ``MultiHeadAttention`` -> ``accel.attention.CPUMultiHeadAttention``: no all-True masks, two
@@ -33,8 +33,8 @@ from transformer.accel.attention import CPUMultiHeadAttention
 from transformer.accel.dropout import Dropout
 from transformer.accel.linear import Linear
 from transformer.accel.vocab_projection import VocabProjection
+from transformer.models.transformer import VocabProjection as PlainVocabProjection
 from transformer.modules.attention import MultiHeadAttention
-from transformer.modules.projection import VocabProjection as PlainVocabProjection
 
 BACKENDS = ("none", "cpu")
 

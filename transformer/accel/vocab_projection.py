@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from transformer.accel.linear import Linear
-from transformer.modules import projection
+from transformer.models.transformer import VocabProjection as PlainVocabProjection
 
 
 class VocabProjection(Linear):
@@ -24,7 +24,7 @@ class VocabProjection(Linear):
     Training takes ``Linear``'s path; other devices and dtypes use ``F.linear``.
     """
 
-    plain = projection.VocabProjection
+    plain = PlainVocabProjection
     cache_attrs = Linear.cache_attrs + ("_w_t", "_w_t_key")
 
     def __init__(self, d_model: int, vocab_size: int):

@@ -17,16 +17,19 @@ from hydra.utils import get_class, instantiate
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.cli.callbacks import AtomicCheckpointIO, FinalLastCheckpoint, RandomState, quiet_library_noise
-from transformer.cli.common import StoppedBySignal, hydra_entry
-from transformer.cli.loggers import ResumableCSVLogger
-from transformer.cli.run_folder import claim_run_folder, release_run_folder
+from transformer.cli.callbacks import (
+    AtomicCheckpointIO,
+    FinalLastCheckpoint,
+    RandomState,
+    ResumableCSVLogger,
+    quiet_library_noise,
+)
+from transformer.cli.common import StoppedBySignal, claim_run_folder, hydra_entry, release_run_folder
 from transformer.cli.validate import check_decode_settings, quiet_lightning, trainer_settings
 from transformer.files import write_text
 from transformer.models.transformer import count_parameters
-from transformer.tasks.build import check_model_config
+from transformer.tasks.build import check_config_types, check_model_config
 from transformer.tasks.checkpoint import load_weights, read_checkpoint
-from transformer.tasks.hparams import check_config_types
 
 log = logging.getLogger(__name__)
 
@@ -201,8 +204,8 @@ def run(cfg: DictConfig) -> dict:
 
 def train(cfg: DictConfig, ckpt: dict | None) -> dict:
     """Fit, then report the best checkpoint (and evaluate it on ``test_splits``), in a run
-    folder claimed for this run alone (``cli/run_folder.py``); ``ckpt`` is the checkpoint
-    :func:`preflight` read to resume from."""
+    folder claimed for this run alone (``cli/common.py: claim_run_folder``); ``ckpt`` is the
+    checkpoint :func:`preflight` read to resume from."""
     out = Path(cfg.output_dir)
     claimed = claim_run_folder(out, cfg.get("ckpt_path"))
     try:

@@ -21,7 +21,7 @@ from typing import Any, Callable
 import torch
 from omegaconf import DictConfig, OmegaConf
 
-from transformer.tasks.hparams import show
+from transformer.tasks.build import show
 
 
 # Upper bounds on decode settings: past them a value is a typo that would exhaust memory or time.

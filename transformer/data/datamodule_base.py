@@ -245,7 +245,7 @@ def load_or_train_tokenizer(path: Path, texts_fn, vocab_size: int, model: str) -
     """The cached tokenizer at ``path`` when its recorded sha256 matches, else a new one
     trained and cached there (with its sha256). ``texts_fn()`` gives the training text as an
     iterator of strings or of batches (lists) of strings, read as the trainer consumes it
-    (e.g. :func:`transformer.data.arrow_io.iter_text_batches` over an Arrow column)."""
+    (e.g. :func:`transformer.data.preprocess.iter_text_batches` over an Arrow column)."""
     if check_cache(path):
         log.info("loading cached tokenizer %s", path)
         return SubwordTokenizer.load(path)

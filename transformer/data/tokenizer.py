@@ -71,7 +71,7 @@ class SubwordTokenizer:
 
         ``texts`` is consumed once, as a stream: strings, or batches (lists) of strings, which
         cross into the Rust trainer with less overhead. Pass an iterator over a corpus's
-        Arrow column (:func:`transformer.data.arrow_io.iter_text_batches`), not a list of
+        Arrow column (:func:`transformer.data.preprocess.iter_text_batches`), not a list of
         every sentence: only the trainer's counts stay in memory.
 
         For tagging, pass the training *words* (one per item) so pieces never cross words.

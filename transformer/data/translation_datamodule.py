@@ -12,17 +12,19 @@ from typing import Any, Iterator, Sequence
 import datasets
 import numpy as np
 
-from transformer.data.arrow_io import (
-    TOKENIZER_TRAIN_ROWS,
-    ArrowPairs,
-    column_arrays,
-    iter_text_batches,
-    list_column_ids,
-)
 from transformer.data.batching import TranslationCollator
 from transformer.data.corpora import MULTI30K, ParallelCorpus, available, config_sources, make_corpus, split_names
 from transformer.data.datamodule_base import TokenBudgetDataModule, load_or_train_tokenizer
-from transformer.data.preprocess import cache_key, raw_pairs_dataset, tokenize_translation
+from transformer.data.preprocess import (
+    TOKENIZER_TRAIN_ROWS,
+    ArrowPairs,
+    cache_key,
+    column_arrays,
+    iter_text_batches,
+    list_column_ids,
+    raw_pairs_dataset,
+    tokenize_translation,
+)
 from transformer.data.tokenizer import SubwordTokenizer
 from transformer.files import inside
 

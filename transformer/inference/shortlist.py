@@ -20,7 +20,7 @@ from torch import Tensor, nn
 
 from transformer import accel
 from transformer.accel.quantize import float_weight, int8_dynamic, is_quantized
-from transformer.modules.projection import VocabProjection
+from transformer.models.transformer import VocabProjection
 
 CHUNK_LINES = 10_000  # lines tokenized at a time: the file is streamed, never held whole
 

@@ -10,6 +10,7 @@ from transformer.models.transformer import (
     EncoderDecoder,
     EncoderOut,
     TransformerEncoder,
+    VocabProjection,
     count_parameters,
     init_weights,
 )
@@ -24,6 +25,7 @@ __all__ = [
     "NonAutoregressiveModel",
     "Tagger",
     "TransformerEncoder",
+    "VocabProjection",
     "count_parameters",
     "init_weights",
 ]

@@ -18,13 +18,13 @@ from torch import Tensor, nn
 from transformer.models.transformer import (
     EncoderOut,
     TransformerEncoder,
+    VocabProjection,
     init_weights,
     norm_arrangement,
     target_vocab_size,
 )
 from transformer.modules.attention import merge_masks, pad_mask
 from transformer.modules.positional import build_positional
-from transformer.modules.projection import VocabProjection
 
 DECODER_INPUTS = ("copy", "mask")
 LENGTH_MODES = ("absolute", "offset")

@@ -4,7 +4,7 @@
   source and target embeddings (shared or not) and the decoding API that search uses.
 * ``TransformerEncoder`` and ``AutoregressiveDecoder`` — the two stacks (sec. 3.1): token
   embeddings ×√d_model (sec. 3.4), positions (``modules.positional``, sec. 3.5), N layers and,
-  for the decoder, the output projection to the vocabulary.
+  for the decoder, the output projection to the vocabulary (``VocabProjection``).
 * The layers (sec. 3.1) — self-attention (and for the decoder masked self-attention plus
   cross-attention over the encoder output, ``modules.attention``) and the feed-forward block,
   each wrapped in a residual connection and a LayerNorm, in one of two arrangements:
@@ -39,10 +39,15 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer.modules.attention import MultiHeadAttention, causal_mask, local_window_mask, merge_masks, pad_mask
-from transformer.modules.kv_cache import KVCache
+from transformer.modules.attention import (
+    KVCache,
+    MultiHeadAttention,
+    causal_mask,
+    local_window_mask,
+    merge_masks,
+    pad_mask,
+)
 from transformer.modules.positional import build_positional
-from transformer.modules.projection import VocabProjection
 
 
 # ----------------------------------------------------------------------------- the model
@@ -360,6 +365,18 @@ class AutoregressiveDecoder(nn.Module):
         return logits, cache
 
 
+class VocabProjection(nn.Linear):
+    """The output projection from model width to vocabulary scores, ``Linear(D, V, bias=False)``:
+    ``(..., D) -> (..., V)``; its ``weight (V, D)`` may be tied to a token embedding.
+
+    A class of its own so that code which treats the vocabulary projection differently (the CPU
+    fast paths in ``transformer.accel``) finds it by type, not by attribute name.
+    """
+
+    def __init__(self, d_model: int, vocab_size: int, device=None, dtype=None):
+        super().__init__(d_model, vocab_size, bias=False, device=device, dtype=dtype)
+
+
 # ----------------------------------------------------------------------------- the layers
 class _EncoderLayerBase(nn.Module):
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu"):
@@ -598,6 +615,7 @@ __all__ = [
     "PreNormDecoderLayer",
     "PreNormEncoderLayer",
     "TransformerEncoder",
+    "VocabProjection",
     "count_parameters",
     "init_weights",
     "norm_arrangement",

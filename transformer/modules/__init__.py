@@ -1,7 +1,8 @@
-"""Concepts the models are built from, one module each: attention with its masks, positional
-encodings, the KV cache, the output projection."""
+"""Concepts the models are built from, one module each: attention with its masks and the KV
+cache it reads while decoding, positional encodings."""
 
 from transformer.modules.attention import (
+    KVCache,
     MultiHeadAttention,
     causal_mask,
     local_window_mask,
@@ -9,7 +10,6 @@ from transformer.modules.attention import (
     pad_mask,
     scaled_dot_product,
 )
-from transformer.modules.kv_cache import KVCache
 from transformer.modules.positional import (
     LearnedPositionalEncoding,
     NoPositionalEncoding,
@@ -17,7 +17,6 @@ from transformer.modules.positional import (
     SinusoidalPositionalEncoding,
     build_positional,
 )
-from transformer.modules.projection import VocabProjection
 
 __all__ = [
     "KVCache",
@@ -26,7 +25,6 @@ __all__ = [
     "NoPositionalEncoding",
     "RelativePositionBias",
     "SinusoidalPositionalEncoding",
-    "VocabProjection",
     "build_positional",
     "causal_mask",
     "local_window_mask",

@@ -1,18 +1,29 @@
-"""Building a model from its resolved config: the one place configs become modules.
+"""Checking a config and building the model from it: the one place configs become modules.
 
 A model config is data, whether it comes from ``conf/model/`` or from a checkpoint's
 ``hyper_parameters``: its ``_target_`` is looked up in :data:`MODELS`, a registry of the
 project's own model classes, and nothing it names is ever imported or called. Every
-hyperparameter is checked against the class's signature and the shared ranges
-(``tasks/hparams.py``) before the class is called; anything else is a
-:class:`~transformer.tasks.hparams.HyperparameterError` naming the key.
+hyperparameter is checked against the class's signature and the shared ranges before the class
+is called.
+
+The checks treat a checkpoint's ``hyper_parameters`` and a config file alike, as untrusted
+input: every value must be of the type its constructor declares and inside its range
+(:data:`RANGES`, :data:`PROBABILITIES`), and no key may name something to import or call
+(``_target_`` outside the model registry, ``_args_``, ``_recursive_`` ...). A violation is a
+:class:`HyperparameterError` naming the key on one line. The task settings of a checkpoint
+(``tasks/checkpoint.py``) and the config groups of a training run (``cli/train.py``) are checked
+with the same functions.
 """
 
 from __future__ import annotations
 
+import collections.abc
 import functools
 import inspect
-from typing import Any, Mapping
+import math
+import types
+import typing
+from typing import Any, Callable, Mapping
 
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -27,8 +38,160 @@ from transformer.modules.positional import (
     RelativePositionBias,
     SinusoidalPositionalEncoding,
 )
-from transformer.tasks.hparams import MAX_ELEMENTS, HyperparameterError, check_arguments, find_hydra_keys, show
 
+
+# ----------------------------------------------------------------------------- checking hyperparameters as data
+# Sizes and counts by the project's naming vocabulary: (smallest, largest). The upper bounds
+# keep a typo (d_model=10**9) from allocating the machine's memory before anything is said.
+RANGES: dict[str, tuple[float, float]] = {
+    "d_model": (1, 2**16), "n_heads": (1, 2**12), "d_ff": (1, 2**18), "n_layers": (1, 256),
+    "n_encoder_layers": (1, 256), "n_decoder_layers": (1, 256), "max_len": (1, 2**20),
+    "vocab_size": (1, 2**24), "tgt_vocab_size": (1, 2**24), "n_tags": (1, 2**20), "n_aux_tags": (0, 2**20),
+    "pad_id": (0, 2**24), "mask_id": (0, 2**24), "blank_id": (0, 2**24), "window": (0, 2**20),
+    "max_length": (1, 2**20), "max_offset": (0, 2**20), "upsample_ratio": (1, 64),
+    "char_channels": (0, 2**14), "char_dim": (1, 2**14), "char_kernel": (1, 64),
+    "num_buckets": (1, 2**16), "max_distance": (1, 2**20), "n_classes": (1, 2**20),
+    "piece_vocab_size": (1, 2**24), "warmup_steps": (0, 2**40), "val_bleu_every": (1, 2**40),
+    "max_tokens": (1, 2**31), "pad_to_multiple": (1, 2**16), "num_workers": (0, 1024), "train_subset": (1, 2**40),
+    "lr": (0, 10), "eps": (0, 1), "weight_decay": (0, 100),
+}
+# Probabilities: 0 <= p < 1 (a dropout of 1 zeroes every activation).
+PROBABILITIES = {"dropout", "word_dropout", "piece_dropout", "label_smoothing"}
+# Keys that make Hydra import or call something; never data.
+HYDRA_KEYS = {"_target_", "_partial_", "_args_", "_recursive_", "_convert_"}
+# At most this many weight and table elements (about 16 GB in float32): past it, a size is a typo.
+MAX_ELEMENTS = 4 * 10**9
+
+
+class HyperparameterError(ValueError):
+    """A hyperparameter of the wrong type, out of range, unknown, or naming code to run."""
+
+
+def show(value: Any, limit: int = 80) -> str:
+    """``repr(value)`` on one line, cut to ``limit`` characters."""
+    text = " ".join(repr(value).split())
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def fits(value: Any, hint: Any) -> bool:
+    """Whether ``value`` (plain data: numbers, strings, lists, dicts, None) is of the
+    annotated type ``hint``. Classes other than the plain types (a module, a tensor) never
+    fit: a config or checkpoint holds data, not objects."""
+    if hint is inspect.Parameter.empty or hint is Any:
+        return True
+    if hint is None or hint is type(None):
+        return value is None
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if origin in (typing.Union, types.UnionType):
+        return any(fits(value, a) for a in args)
+    if hint is bool:
+        return isinstance(value, bool)
+    if hint is int:
+        return isinstance(value, int) and not isinstance(value, bool)
+    if hint is float:
+        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+    if hint is str:
+        return isinstance(value, str)
+    if hint in (dict, Mapping) or origin in (dict, collections.abc.Mapping):
+        return isinstance(value, Mapping)
+    if hint in (list, tuple) or origin in (list, tuple, collections.abc.Sequence):
+        if not isinstance(value, (list, tuple)):
+            return False
+        item = args[0] if args else Any
+        return all(fits(v, item) for v in value)
+    return False
+
+
+def hint_name(hint: Any) -> str:
+    """A short name for an annotation in messages: ``int``, ``float or null`` ..."""
+    if hint is None or hint is type(None):
+        return "null"
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(hint_name(a) for a in typing.get_args(hint))
+    return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
+
+
+def check_range(where: str, key: str, value: Any) -> None:
+    """The shared names' ranges (:data:`RANGES`, :data:`PROBABILITIES`); others are free."""
+    values = value if isinstance(value, (list, tuple)) else [value]
+    numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
+    if key in RANGES:
+        lo, hi = RANGES[key]
+        bad = [v for v in numbers if not lo <= v <= hi]
+        if bad:
+            raise HyperparameterError(f"{where}.{key}={show(value)}: expected a value from {lo} to {hi}")
+    if key in PROBABILITIES and any(not 0 <= v < 1 for v in numbers):
+        raise HyperparameterError(f"{where}.{key}={show(value)}: expected 0 <= {key} < 1")
+
+
+def check_arguments(where: str, values: Mapping[str, Any], fn: Callable, skip: set[str] = frozenset(),
+                    complete: bool = True) -> None:
+    """Check ``values`` against ``fn``'s signature: every key is a parameter, every value
+    fits its annotation and range; with ``complete``, every required parameter is given
+    (``skip`` names those supplied by the caller, which are not checked)."""
+    params = inspect.signature(fn).parameters
+    try:
+        hints = typing.get_type_hints(fn)
+    except Exception:  # an annotation that cannot be evaluated: check names and ranges only
+        hints = {}
+    for key, value in values.items():
+        if key in skip:
+            continue
+        if key not in params or params[key].kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
+            raise HyperparameterError(f"{where}.{key}: unknown key (known: {', '.join(sorted(params))})")
+        hint = hints.get(key, params[key].annotation)
+        if not fits(value, hint):
+            raise HyperparameterError(f"{where}.{key}={show(value)}: expected {hint_name(hint)}")
+        check_range(where, key, value)
+    if complete:
+        missing = [k for k, p in params.items() if p.default is inspect.Parameter.empty and k not in values
+                   and k not in skip and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if missing:
+            raise HyperparameterError(f"{where}.{missing[0]}: required, but not given")
+
+
+def check_config_types(node: Any, where: str) -> None:
+    """A config node with a ``_target_`` (before instantiation) against the target's annotated
+    signature: the keys annotated with plain scalar types (``int``, ``float | None`` ...) must
+    fit them, and the shared names their ranges. Interpolations and richer annotations are left
+    to the target. This runs before any data is prepared, so a typo costs no time."""
+    from omegaconf import DictConfig, OmegaConf
+
+    if not isinstance(node, DictConfig) or "_target_" not in node:
+        return
+    try:
+        import hydra.utils
+
+        target = hydra.utils.get_object(node._target_)
+        hints = typing.get_type_hints(target.__init__ if isinstance(target, type) else target)
+    except Exception:  # an unknown target is reported by instantiate itself
+        return
+    scalars = (int, float, bool, str, type(None))
+    for key in node:
+        if key.startswith("_") or OmegaConf.is_interpolation(node, key):
+            continue
+        check_range(where, key, node[key])
+        hint = hints.get(key)
+        plain = hint in scalars or (typing.get_origin(hint) in (typing.Union, types.UnionType)
+                                    and all(a in scalars for a in typing.get_args(hint)))
+        if plain and not fits(node[key], hint):
+            raise HyperparameterError(f"{where}.{key}={node[key]!r}: expected {hint_name(hint)}")
+
+
+def find_hydra_keys(node: Any, where: str) -> None:
+    """Refuse a Hydra instruction key (``_target_`` ...) anywhere under ``node``."""
+    if isinstance(node, Mapping):
+        for key, value in node.items():
+            if key in HYDRA_KEYS:
+                raise HyperparameterError(f"{where}.{key}={show(value)}: a config key that names code to run is "
+                                          f"not allowed here")
+            find_hydra_keys(value, f"{where}.{key}")
+    elif isinstance(node, (list, tuple)):
+        for i, value in enumerate(node):
+            find_hydra_keys(value, f"{where}[{i}]")
+
+
+# ----------------------------------------------------------------------------- the model registry, and building
 # The model classes a config or checkpoint may name, by class name. A config's ``_target_``
 # is the name itself, ``transformer.models.<name>`` or the class's full module path.
 # Adding a model class is one line here.

@@ -15,7 +15,7 @@ from typing import Any, Sequence
 import torch
 from tokenizers import Tokenizer
 
-from transformer.tasks.hparams import HyperparameterError, check_arguments, find_hydra_keys, show
+from transformer.tasks.build import HyperparameterError, check_arguments, check_model_config, find_hydra_keys, show
 
 # Which LightningModule a checkpoint belongs to, by the "transformer_task" key it carries.
 TASKS = {
@@ -73,8 +73,6 @@ def check_hyper_parameters(ckpt: dict[str, Any]) -> None:
     config against the model registry (``tasks/build.py``), the task's other settings against
     its class's signature, no key naming code to run anywhere, tokenizers as strings. A
     violation is a :class:`HyperparameterError` naming the key."""
-    from transformer.tasks.build import check_model_config
-
     hp = ckpt["hyper_parameters"]
     if not isinstance(hp, dict):
         raise HyperparameterError(f"hyper_parameters={show(hp)}: expected a mapping")

@@ -43,10 +43,9 @@ from torch import Tensor
 
 from transformer.decoding.nat import mask_predict, nat_length_beam, nat_one_pass
 from transformer.tasks.glancing import GlancingSchedule, reveal_counts, reveal_positions
-from transformer.tasks.losses import label_smoothed_nll
 from transformer.inference import SearchFn, Translator
 from transformer.tasks.build import build_model
-from transformer.tasks.translation import TranslationTask
+from transformer.tasks.translation import TranslationTask, label_smoothed_nll
 
 # decode.strategy values this task understands; "greedy" (the train/eval default) is the NAT
 # analogue of greedy search: argmax at every position in one pass.
