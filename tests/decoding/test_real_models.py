@@ -133,7 +133,7 @@ def test_nat_copy_mode_one_pass():
 def test_search_sizes_the_cache_once_for_its_longest_output(search, monkeypatch):
     # Outputs of up to 40 steps exceed the cache's initial 16-step buffers: search reserves
     # them up front, so each layer's K and V buffers are allocated once and never regrown.
-    from transformer.modules.attention import KVCache
+    from transformer.modules.kv_cache import KVCache
 
     grows = []
     real_grow = KVCache._grow

@@ -13,7 +13,8 @@ from transformer.models.transformer import (
     PreNormDecoderLayer,
     PreNormEncoderLayer,
 )
-from transformer.modules.attention import KVCache, causal_mask, merge_masks
+from transformer.modules.attention import causal_mask, merge_masks
+from transformer.modules.kv_cache import KVCache
 
 
 def test_pre_and_post_norm_encoder_layers_differ_with_same_weights():

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from transformer.modules.attention import KVCache
+from transformer.modules.kv_cache import KVCache
 
 
 def test_append_grows_and_length_counts_steps():

@@ -40,13 +40,13 @@ import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer.modules.attention import (
-    KVCache,
     MultiHeadAttention,
     causal_mask,
     local_window_mask,
     merge_masks,
     pad_mask,
 )
+from transformer.modules.kv_cache import KVCache
 from transformer.modules.positional import build_positional
 
 

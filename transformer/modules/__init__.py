@@ -1,8 +1,7 @@
-"""Concepts the models are built from, one module each: attention with its masks and the KV
-cache it reads while decoding, positional encodings."""
+"""Concepts the models are built from, one module each: attention with its masks, the KV cache
+it reads while decoding, positional encodings."""
 
 from transformer.modules.attention import (
-    KVCache,
     MultiHeadAttention,
     causal_mask,
     local_window_mask,
@@ -10,6 +9,7 @@ from transformer.modules.attention import (
     pad_mask,
     scaled_dot_product,
 )
+from transformer.modules.kv_cache import KVCache
 from transformer.modules.positional import (
     LearnedPositionalEncoding,
     NoPositionalEncoding,

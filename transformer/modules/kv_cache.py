@@ -1,0 +1,213 @@
+"""An explicit key/value cache for incremental decoding.
+
+Shape legend: N batch (sentences x beams), H heads, T cached steps, C buffer capacity (>= T),
+S source length, d_head = d_model / H.
+
+The cache is a plain object passed into ``decode_step`` and returned from it; no
+module keeps decoding state. Self-attention entries grow by the new steps each
+call; cross-attention keys/values depend only on the source, so they are
+computed once (``init_cache``) and reused at every step.
+
+Self-attention keys/values live in preallocated buffers ``(N, H, C, d_head)`` that double when
+full, so a step writes its new entries in place instead of copying the whole history with
+``torch.cat`` (on a CPU that copy was about a sixth of greedy decoding's time).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+INITIAL_CAPACITY = 16
+
+
+class KVCache:
+    """Per-layer self-attention K/V ``(N, H, T, d_head)`` and cross-attention K/V ``(N, H, S, d_head)``.
+
+    Build with ``KVCache.empty(n_layers)``; the model fills cross entries with
+    ``set_cross`` and its layers append self entries with ``append_self``.
+    ``reorder(indices)`` selects along the batch dim of every tensor (beam search).
+    ``self_k[i]`` / ``self_v[i]`` are views of layer ``i``'s filled part (``None`` before the
+    first step).
+    """
+
+    def __init__(self, n_layers: int, capacity: int = INITIAL_CAPACITY):
+        if capacity < 1:
+            raise ValueError(f"capacity must be >= 1, got {capacity}")
+        self._capacity = capacity
+        self._k: list[Tensor | None] = [None] * n_layers  # (N, H, C, d_head) buffers
+        self._v: list[Tensor | None] = [None] * n_layers
+        self._len = [0] * n_layers  # filled steps per layer
+        # Buffers of an earlier step, reused as the destination of the next in-place reorder.
+        self._spare_k: list[Tensor | None] = [None] * n_layers
+        self._spare_v: list[Tensor | None] = [None] * n_layers
+        self.cross_k: list[Tensor | None] = [None] * n_layers
+        self.cross_v: list[Tensor | None] = [None] * n_layers
+        # The source padding as an additive bias (N, 1, 1, S), prepared once (set_source_mask).
+        self.cross_bias: Tensor | None = None
+        self.source_mask_set = False
+
+    @classmethod
+    def empty(cls, n_layers: int, capacity: int = INITIAL_CAPACITY) -> "KVCache":
+        """A cache with ``n_layers`` empty slots; buffers start at ``capacity`` steps and double."""
+        return cls(n_layers, capacity)
+
+    def reserve(self, steps: int) -> "KVCache":
+        """Make self-attention buffers allocated from now on hold at least ``steps`` steps.
+
+        A search that knows its longest output calls this once before the first step, so the
+        buffers are allocated once at their final size instead of doubling (each doubling
+        copies every layer's whole history: 5 % of greedy decoding 128 sentences x 40 steps on
+        a CPU). Returns the cache.
+        """
+        if steps < 1:
+            raise ValueError(f"steps must be >= 1, got {steps}")
+        self._capacity = max(self._capacity, int(steps))
+        return self
+
+    @property
+    def n_layers(self) -> int:
+        return len(self._k)
+
+    @property
+    def length(self) -> int:
+        """Number of target steps already cached (0 before the first step)."""
+        return self._len[0] if self._len else 0
+
+    def _filled(self, bufs: list[Tensor | None]) -> list[Tensor | None]:
+        return [None if b is None else b[:, :, :n] for b, n in zip(bufs, self._len)]
+
+    @property
+    def self_k(self) -> list[Tensor | None]:
+        """Per layer, the cached self-attention keys ``(N, H, T, d_head)`` (views into the buffer)."""
+        return self._filled(self._k)
+
+    @property
+    def self_v(self) -> list[Tensor | None]:
+        """Per layer, the cached self-attention values ``(N, H, T, d_head)``."""
+        return self._filled(self._v)
+
+    def append_self(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Append new steps ``(N, H, t, d_head)`` to layer ``layer``; return all ``(N, H, T + t, d_head)``."""
+        start = self._len[layer]
+        end = start + k.size(2)
+        buf_k, buf_v = self._k[layer], self._v[layer]
+        if buf_k is None or buf_v is None or end > buf_k.size(2):
+            buf_k, buf_v = self._grow(layer, k, end)
+        buf_k[:, :, start:end] = k  # write in place: (N, H, t, d) into the buffer's free steps
+        buf_v[:, :, start:end] = v
+        self._len[layer] = end
+        return buf_k[:, :, :end], buf_v[:, :, :end]
+
+    def _grow(self, layer: int, like: Tensor, needed: int) -> tuple[Tensor, Tensor]:
+        """New buffers of at least ``needed`` steps (doubling), the filled steps copied over."""
+        old_k, old_v, n = self._k[layer], self._v[layer], self._len[layer]
+        capacity = max(self._capacity, 2 * old_k.size(2) if old_k is not None else 0)
+        while capacity < needed:
+            capacity *= 2
+        shape = (like.size(0), like.size(1), capacity, like.size(3))  # (N, H, C, d_head)
+        new_k = like.new_empty(shape)
+        new_v = like.new_empty(shape)
+        if old_k is not None and old_v is not None and n:
+            new_k[:, :, :n] = old_k[:, :, :n]
+            new_v[:, :, :n] = old_v[:, :, :n]
+        self._k[layer], self._v[layer] = new_k, new_v
+        return new_k, new_v
+
+    def set_cross(self, layer: int, k: Tensor, v: Tensor) -> None:
+        """Store the source keys/values ``(N, H, S, d_head)`` of layer ``layer``.
+
+        They are made contiguous once here; attention would otherwise copy the strided
+        head-split views at every step.
+        """
+        self.cross_k[layer], self.cross_v[layer] = k.contiguous(), v.contiguous()
+
+    def set_source_mask(self, src_pad_mask: Tensor | None, dtype: torch.dtype) -> bool:
+        """Turn the source padding mask ``(N, S)`` (True = real token) into the additive
+        cross-attention bias ``(N, 1, 1, S)`` (0 or -inf) that every layer reuses at every step;
+        ``None`` when nothing is padded. A bool mask would be re-checked for fully masked rows
+        and converted by every attention call. Returns False (and stores nothing) if some row
+        has no real token: such rows need the bool mask's zero-output rule.
+        """
+        if src_pad_mask is not None and not bool(src_pad_mask.any(dim=-1).all()):
+            return False
+        if src_pad_mask is None or bool(src_pad_mask.all()):
+            self.cross_bias = None
+        else:
+            zeros = torch.zeros(src_pad_mask.shape, dtype=dtype, device=src_pad_mask.device)
+            self.cross_bias = zeros.masked_fill(~src_pad_mask, float("-inf"))[:, None, None, :]
+        self.source_mask_set = True
+        return True
+
+    def has_cross(self, layer: int) -> bool:
+        return layer < len(self.cross_k) and self.cross_k[layer] is not None
+
+    def cross(self, layer: int) -> tuple[Tensor, Tensor]:
+        """Cached source keys/values ``(N, H, S, d_head)`` of layer ``layer``."""
+        k, v = self.cross_k[layer], self.cross_v[layer]
+        if k is None or v is None:
+            raise KeyError(f"no cross-attention entry for layer {layer}; call init_cache first")
+        return k, v
+
+    def reorder(self, indices: Tensor, cross: bool = True) -> "KVCache":
+        """A new cache whose row ``n`` is this cache's row ``indices[n]``; this one is untouched.
+
+        Args:
+            indices: ``(N',)`` long; N' may differ from N (beam expansion).
+            cross: also select the cross-attention rows. Beam search passes ``False`` while
+                every ``indices[n]`` is a beam of the same sentence as row ``n``: the rows of
+                one sentence share their source keys/values, so they are kept as they are.
+        """
+        out = KVCache(self.n_layers, self._capacity)
+        self._reorder_into(out, indices, cross, reuse=False)
+        return out
+
+    def reorder_(self, indices: Tensor, cross: bool = True) -> "KVCache":
+        """``reorder`` in place: this cache becomes the reordered one and is returned.
+
+        The rows are gathered into buffers kept from an earlier reorder (double buffering), so
+        a beam search step allocates nothing; the pre-reorder state is gone afterwards.
+        """
+        self._reorder_into(self, indices, cross, reuse=True)
+        return self
+
+    def _reorder_into(self, out: "KVCache", indices: Tensor, cross: bool, reuse: bool) -> None:
+        if not cross and indices.numel() != self._rows():
+            raise ValueError(
+                f"reorder(cross=False) keeps the cross-attention rows, so it needs as many indices "
+                f"as rows ({self._rows()}), got {indices.numel()}"
+            )
+        lengths = list(self._len)
+        for layer, n in enumerate(lengths):
+            for bufs, spares in ((self._k, self._spare_k), (self._v, self._spare_v)):
+                buf = bufs[layer]
+                if buf is None:
+                    continue
+                idx = indices.to(buf.device)
+                shape = (idx.numel(), *buf.shape[1:])  # (N', H, C, d_head)
+                spare = spares[layer] if reuse else None
+                new = spare if spare is not None and spare.shape == shape else buf.new_empty(shape)
+                if buf.requires_grad and torch.is_grad_enabled():
+                    new = new.clone()  # never write into a tensor autograd may still need
+                    new[:, :, :n] = buf[:, :, :n].index_select(0, idx)  # out= has no autograd
+                else:
+                    # Only the filled steps are copied, straight into the new buffer's view.
+                    torch.index_select(buf[:, :, :n], 0, idx, out=new[:, :, :n])
+                if reuse:
+                    spares[layer] = buf
+                (out._k if bufs is self._k else out._v)[layer] = new
+        out._len = lengths
+        out.source_mask_set = self.source_mask_set
+        if cross:
+            out.cross_k = [None if t is None else t.index_select(0, indices.to(t.device)) for t in self.cross_k]
+            out.cross_v = [None if t is None else t.index_select(0, indices.to(t.device)) for t in self.cross_v]
+            bias = self.cross_bias
+            out.cross_bias = None if bias is None else bias.index_select(0, indices.to(bias.device))
+        else:
+            out.cross_k, out.cross_v, out.cross_bias = list(self.cross_k), list(self.cross_v), self.cross_bias
+
+    def _rows(self) -> int:
+        for t in (*self._k, *self.cross_k):
+            if t is not None:
+                return t.size(0)
+        return 0
