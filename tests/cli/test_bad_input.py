@@ -237,6 +237,8 @@ def test_decode_settings_that_cannot_mean_anything(checkpoints, settings, messag
     ("train", ["trainer.precision=banana"], r"trainer: Precision 'banana' is invalid"),
     ("train", ["model._target_=os.system"], r"model\._target_='os\.system': not one of the project's classes"),
     ("train", ["-m", "nonexistent=1,2"], r"nonexistent"),
+    ("train", ["experiment=multi30k", "size=cpu"], r"'size'.*experiment=multi30k_cpu"),
+    ("train", ["pair=en_de"], r"'pair'.*data\.src_lang=<src> data\.tgt_lang=<tgt>"),
     ("train", ["hydra.run.dir={file}"], r"hydra\.run\.dir=.*a file, not a folder"),
     ("decode", ["ckpt_path=null"], r"ckpt_path=None: give a checkpoint file"),
     ("decode", ["ckpt_path={ckpt}", "output={dir}"], r"output=.*a folder; give a file path"),

@@ -332,7 +332,17 @@ def check_overrides(config_name: str, args: list[str]) -> DictConfig:
         if cause is not None and str(cause).strip():
             lines.append(str(cause).strip().splitlines()[0])
         lines = [line for line in dict.fromkeys(lines) if not line.startswith(("full_key:", "object_type="))]
-        fail(" ".join(lines))
+        hints = [hint for key, hint in GROUP_HINTS.items()
+                 if f"'{key}'" in " ".join(lines) and any(a.startswith(f"{key}=") for a in args)]
+        fail(" ".join(lines + hints))
+
+
+# What a command line typed with a group the configs do not have means in this layout.
+GROUP_HINTS = {
+    "size": "(a CPU recipe is its own experiment file: experiment=multi30k_cpu, multi30k_nat_cpu, "
+            "multi30k_nat_ctc_cpu, sst2; a GPU one: multi30k, sst2_gpu ...)",
+    "pair": "(a language pair is data.src_lang=<src> data.tgt_lang=<tgt>)",
+}
 
 
 def checkpoint_paths(value) -> list[str]:
