@@ -142,7 +142,7 @@ def main() -> None:
     import torch
 
     datasets.disable_progress_bars()
-    from transformer.data.datamodules import TranslationDataModule
+    from transformer.data.translation_datamodule import TranslationDataModule
     from transformer.evaluation.hardware import cpu_name
 
     work = Path(args.keep_dir or tempfile.mkdtemp(prefix="bench-data-"))

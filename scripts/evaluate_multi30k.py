@@ -5,7 +5,7 @@ Markdown table (cased sacreBLEU 13a, lowercased BLEU, chrF, sentences/s).
     python3 scripts/evaluate_multi30k.py best.ckpt --splits test_2016_flickr --beam-size 5 --out eval/
     python3 scripts/evaluate_multi30k.py run1/best.ckpt run2/best.ckpt --out eval_ensemble/   # an ensemble
 
-Each row is exactly what `transformer-evaluate ckpt_path=<ckpt> split=<split> decode=<greedy|beam>`
+Each row is exactly what `transformer-evaluate ckpt_path=<ckpt> split=<split> decode.strategy=<greedy|beam>`
 writes (hypotheses and JSON land in --out, with every row in summary.json).
 """
 

@@ -14,7 +14,7 @@
 #                (-> bench_decode.json)
 #   profile      scripts/profile_step.py: torch.profiler table of one compiled training step of the
 #                recipe (top 15 ops by self CUDA time)                        -> profile.txt
-#   recipe_train experiment=multi30k (the GPU recipe: transformer_medium, bf16, 8192-token batches)
+#   recipe_train experiment=multi30k (the GPU recipe: model=medium, bf16, 8192-token batches)
 #                cut at trainer.max_time=4 min (less if the steps before ran late, said in
 #                recipe.json), test_splits=[] (the two evaluations below replace its end-of-run
 #                beam-5 tables); its run folder stays in the work folder, outside OUTDIR
@@ -293,9 +293,9 @@ launch() {  # launch NAME LOGFILE CMD...: in the background, its output to LOGFI
 }
 if [ -n "$best" ] && [ -f "$best" ]; then
   launch eval_greedy "$work/eval_greedy.log" python3 -m transformer.cli.evaluate ckpt_path="$best" \
-    split=test_2016_flickr decode=greedy output_dir="$work/eval_greedy" data_dir="$cache"
+    split=test_2016_flickr decode.strategy=greedy output_dir="$work/eval_greedy" data_dir="$cache"
   launch eval_beam5 "$work/eval_beam5.log" python3 -m transformer.cli.evaluate ckpt_path="$best" \
-    split=test_2016_flickr decode=beam decode.beam_size=5 output_dir="$work/eval_beam5" data_dir="$cache"
+    split=test_2016_flickr decode.strategy=beam decode.beam_size=5 output_dir="$work/eval_beam5" data_dir="$cache"
 else
   note "no best checkpoint from recipe_train: nothing to evaluate"
   record eval_greedy 1 0 0

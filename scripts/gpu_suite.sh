@@ -108,7 +108,7 @@ nat_ctc() {  # distil with de_en's averaged teacher, train the CTC recipe on it,
   [ -f "$teacher" ] || { echo "nat_ctc needs the de_en step's $teacher" >&2; status=1; return; }
   dev=$(python3 -c 'import torch; print("cuda" if torch.cuda.is_available() else "cpu")')
   if [ ! -f "$distilled/distill.json" ]; then
-    python3 -m transformer.cli.distill ckpt_path="$teacher" split=train output_dir="$distilled" decode=beam \
+    python3 -m transformer.cli.distill ckpt_path="$teacher" split=train output_dir="$distilled" decode.strategy=beam \
       decode.beam_size=5 data_dir="$cache" ${SUITE_DISTILL_OVERRIDES:-} >"$run.distill.log" 2>&1 \
       || { echo "distillation failed: see $run.distill.log" >&2; status=1; return; }
   fi
@@ -122,7 +122,7 @@ nat_ctc() {  # distil with de_en's averaged teacher, train the CTC recipe on it,
     echo "training nat_ctc failed: see $run.train.log" >&2; status=1; return
   fi
   best=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["best_checkpoint"] or "")' "$run/train_summary.json")
-  python3 -m transformer.cli.evaluate ckpt_path="$best" split=test_2016_flickr decode=ctc_one_pass \
+  python3 -m transformer.cli.evaluate ckpt_path="$best" split=test_2016_flickr decode.strategy=ctc_one_pass \
     output_dir="$run/eval" data_dir="$cache" >>"$run.eval.log" 2>&1 || status=1
   python3 "$here/nat_benchmark.py" --at-ckpt "$teacher" --ctc-ckpt "$best" --only "AT greedy" "CTC one pass" \
     --device "$dev" --data-dir "$cache" --output "$run/bench_$dev.json" >"$run/bench_$dev.log" 2>&1 || status=1

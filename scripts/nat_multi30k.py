@@ -92,13 +92,13 @@ def main(argv=None) -> dict:
     at_ckpt = Path(args.at_ckpt) if args.at_ckpt else train(
         run, args.out / "at", args.at_experiment, *pair, *args.train_extra, *args.at_extra)
     m = evaluate(run, at_ckpt, args.out / "eval_at", args.eval_split, args.device,
-                 "decode=beam", f"decode.beam_size={args.distill_beam}")
+                 "decode.strategy=beam", f"decode.beam_size={args.distill_beam}")
     rows[f"AT beam {args.distill_beam}"] = m
 
     distill_dir = args.out / "distill"
     if not (distill_dir / "distill.json").is_file():
         limit = [f"limit={args.distill_limit}"] if args.distill_limit else []
-        run("distill", f"ckpt_path={at_ckpt}", "split=train", f"output_dir={distill_dir}", "decode=beam",
+        run("distill", f"ckpt_path={at_ckpt}", "split=train", f"output_dir={distill_dir}", "decode.strategy=beam",
             f"decode.beam_size={args.distill_beam}", f"device={args.device}", *limit)
 
     nat = "multi30k_nat" + args.nat_experiment_suffix
@@ -114,7 +114,7 @@ def main(argv=None) -> dict:
     for data_name, ckpt in students.items():
         for t in ITERATIONS:
             m = evaluate(run, ckpt, args.out / f"eval_nat_{data_name}", args.eval_split, args.device,
-                         "decode=mask_predict", f"decode.iterations={t}", f"decode.length_beam={args.length_beam}")
+                         "decode.strategy=mask_predict", f"decode.iterations={t}", f"decode.length_beam={args.length_beam}")
             rows[f"NAT {data_name}, Mask-Predict T={t}"] = m
     table = ["| system | BLEU | chrF | sent/s | avg passes |", "|---|---|---|---|---|"]
     for name, m in rows.items():

@@ -26,7 +26,13 @@ from pathlib import Path
 from transformer.evaluation.hardware import cpu_name
 from transformer.evaluation.tagging import most_frequent_tag_baseline
 
-EXPERIMENTS = {"gum_upos": ("gum", "upos"), "gum_xpos": ("gum", "xpos"), "conll2000_pos": ("conll2000", "pos")}
+# name: (dataset, tag set, the training command's overrides)
+EXPERIMENTS = {
+    "gum_upos": ("gum", "upos", ["experiment=gum_upos"]),
+    # gum_upos's recipe on Penn Treebank tags, with full attention
+    "gum_xpos": ("gum", "xpos", ["experiment=gum_upos", "data.tagset=xpos", "model.window=null", "name=gum_xpos"]),
+    "conll2000_pos": ("conll2000", "pos", ["experiment=conll2000_pos"]),
+}
 
 
 def run(cmd: list[str], env: dict) -> str:
@@ -55,10 +61,10 @@ def main(argv: list[str] | None = None) -> int:
     out = Path(args.out)
     rows = []
     for name in args.experiments:
-        dataset, tagset = EXPERIMENTS[name]
+        dataset, tagset, recipe = EXPERIMENTS[name]
         run_dir = out / name
         start = time.perf_counter()
-        run([sys.executable, "-m", "transformer.cli.train", f"experiment={name}", f"output_dir={run_dir}",
+        run([sys.executable, "-m", "transformer.cli.train", *recipe, f"output_dir={run_dir}",
              f"hydra.run.dir={run_dir}", f"data.data_dir={args.data_dir}", *extra], env)
         train_s = time.perf_counter() - start
         summary = json.loads((run_dir / "train_summary.json").read_text())

@@ -1,5 +1,5 @@
 """A callback that records, on each DDP rank, what that rank trained on and ended with;
-`test_ddp.py` adds it to a real `transformer-train trainer=ddp` run."""
+`test_ddp.py` adds it to a real `transformer-train trainer.strategy=ddp` run."""
 
 from __future__ import annotations
 

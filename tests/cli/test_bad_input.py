@@ -112,7 +112,7 @@ def test_non_utf8_stdin_names_the_line(monkeypatch):
 def test_smoke_test_on_a_fresh_checkout_and_no_silent_overwrite(mirror_root, tmp_path, caplog):
     out = tmp_path / "run"
     overrides = ["debug=fast", "model=tiny", f"output_dir={out}", f"data.data_dir={tmp_path / 'cache'}",
-                 f"data.mirror_root={mirror_root}", "callbacks.lr_monitor=null", "logger=csv"]
+                 f"data.mirror_root={mirror_root}", "callbacks.lr_monitor=null", "logger.tensorboard=null"]
     with caplog.at_level(logging.WARNING):
         summary = train_cli.run(compose_cfg("train", overrides))
     assert summary["global_step"] == 3
@@ -220,7 +220,7 @@ def test_decode_settings_that_cannot_mean_anything(checkpoints, settings, messag
         check_decode_settings({**GREEDY, **settings})
     overrides = [f"decode.{k}={v}" for k, v in settings.items()]
     with pytest.raises(ValueError, match=message):
-        decode_cli.run(compose_cfg("decode", [f"ckpt_path={checkpoints['translation']}", "decode=beam",
+        decode_cli.run(compose_cfg("decode", [f"ckpt_path={checkpoints['translation']}", "decode.strategy=beam",
                                               *overrides, "device=cpu"]))
     assert check_decode_settings(dict(GREEDY)) == GREEDY  # a=0 with b>=1 is fine
 

@@ -70,7 +70,7 @@ class LoggedScore(FallingScore):
 
 
 def fit_logged(tmp_path, epochs, ckpt_path=None, resumed_step=None):
-    cfg = compose_cfg("train", [f"output_dir={tmp_path}", "logger=csv", "callbacks.progress_bar=null",
+    cfg = compose_cfg("train", [f"output_dir={tmp_path}", "logger.tensorboard=null", "callbacks.progress_bar=null",
                                 "callbacks.early_stopping=null", "callbacks.lr_monitor=null"])
     trainer = L.Trainer(max_epochs=epochs, callbacks=_instantiate_group(cfg.callbacks),
                         logger=build_loggers(cfg, resumed_step), log_every_n_steps=1,

@@ -20,6 +20,7 @@ from transformer.cli import classify, train
 from transformer.cli.average import average_checkpoints
 from transformer.cli.evaluate import evaluate_checkpoint
 from transformer.tasks.checkpoint import load_task
+from model_configs import TINY
 
 GOOD = "great superb lovely moving brilliant".split()
 BAD = "dull awful boring clumsy tedious".split()
@@ -44,12 +45,12 @@ def write_split(path: Path, rows: list[str]) -> str:
 
 
 def train_overrides(root: Path, run_dir: Path, dev: str) -> list[str]:
-    return ["experiment=classify", "model=classifier_tiny", f"data.train={root / 'train.tsv'}", f"data.dev={dev}",
+    return ["experiment=classify", *TINY["classifier_tiny"], f"data.train={root / 'train.tsv'}", f"data.dev={dev}",
             f"data.test={root / 'test.tsv'}", "test_splits=[test]", "data.tokenizer_model=word",
             "data.vocab_size=100", f"data.data_dir={root / 'cache'}", "data.max_tokens=160", "task.lr=5e-3",
             "task.warmup_steps=5", "trainer.max_epochs=12", "+trainer.enable_model_summary=false",
             "trainer.num_sanity_val_steps=0", "callbacks.progress_bar=null", "callbacks.early_stopping=null",
-            "logger=csv", f"output_dir={run_dir}"]
+            "logger.tensorboard=null", f"output_dir={run_dir}"]
 
 
 @pytest.fixture(scope="module")

@@ -25,10 +25,14 @@ MULTI30K = [e for e in EXPERIMENTS if e.startswith("multi30k")]
 OTHERS = [e for e in EXPERIMENTS if e not in MULTI30K]
 PAIRS = ["cs_en", "de_en", "en_cs", "en_de", "en_fr", "fr_en"]
 RECIPES = [(e, p) for e in MULTI30K for p in PAIRS] + [(e, None) for e in OTHERS]
-# The recipes on a GPU; every other one is pinned to the CPU (trainer=cpu, accel=cpu).
+# The recipes on a GPU; every other one is pinned to the CPU (trainer.accelerator=cpu, accel=cpu).
 GPU_RECIPES = {e for e in EXPERIMENTS if e.endswith("_gpu") or (e in MULTI30K and not e.endswith("_cpu"))}
-MODELS = sorted(p.stem for p in (CONF / "model").glob("*.yaml"))
-DECODES = sorted(p.stem for p in (CONF / "decode").glob("*.yaml"))
+# conf/model/ holds sizes; the task picks the model kind over it.
+TASKS_OF_SIZE = {"tiny": ["translation", "nat", "nat_ctc"], "small": ["translation", "nat", "nat_ctc"],
+                 "medium": ["translation", "nat", "nat_ctc"], "encoder": ["tagging", "classification"]}
+MODELS = [(size, task) for size in sorted(p.stem for p in (CONF / "model").glob("*.yaml")) for task in TASKS_OF_SIZE[size]]
+# Every decoding strategy of conf/decode/default.yaml.
+DECODES = ["greedy", "beam", "nat_one_pass", "nat_length_beam", "mask_predict", "ctc_one_pass", "ctc_beam"]
 # What only the data knows, offered to any model or task constructor that asks for it.
 DATA_FACTS = {"vocab_size": 120, "piece_vocab_size": 120, "pad_id": 0, "n_tags": 7, "tags": list("ABCDEFG"),
               "mask_id": 4, "blank_id": 4, "bos_id": 1, "eos_id": 2, "src_lang": "de", "tgt_lang": "en",
@@ -131,7 +135,7 @@ def test_multi30k_defaults_are_de_en_and_the_cpu_twin_is_smaller(experiment, tmp
 
 def test_command_line_keys_win_over_the_experiment(tmp_path):
     cfg = compose_cfg("train", ["experiment=multi30k_cpu", "data.src_lang=en", "data.tgt_lang=de",
-                                "trainer=ddp", "model.dropout=0.2", f"output_dir={tmp_path}"])
+                                "trainer.strategy=ddp", "model.dropout=0.2", f"output_dir={tmp_path}"])
     assert (cfg.data.src_lang, cfg.data.tgt_lang, cfg.name) == ("en", "de", "multi30k_en_de_cpu")
     assert cfg.trainer.strategy == "ddp" and cfg.model.dropout == 0.2 and cfg.data.max_tokens == 3000
 
@@ -142,9 +146,9 @@ def test_unknown_experiment_or_group_is_refused(tmp_path):
             compose_cfg("train", [*bad, f"output_dir={tmp_path}"])
 
 
-@pytest.mark.parametrize("model", MODELS)
-def test_model_config_instantiates(model, tmp_path):
-    cfg = compose_cfg("train", [f"model={model}", f"output_dir={tmp_path}"])
+@pytest.mark.parametrize("model, task", MODELS)
+def test_model_config_instantiates(model, task, tmp_path):
+    cfg = compose_cfg("train", [f"model={model}", f"task={task}", f"output_dir={tmp_path}"])
     built = model_from(cfg.model)
     assert_architecture(built, cfg.model)
     n_params = sum(p.numel() for p in built.parameters())
@@ -154,20 +158,22 @@ def test_model_config_instantiates(model, tmp_path):
         assert n_params > 1_000_000
 
 
-@pytest.mark.parametrize("trainer", ["cpu", "gpu", "ddp"])
-def test_trainer_presets_compose(trainer, tmp_path):
-    cfg = compose_cfg("train", [f"trainer={trainer}", f"output_dir={tmp_path}"])
+GPU = ["trainer.accelerator=gpu", "trainer.precision=bf16-mixed"]
+
+
+@pytest.mark.parametrize("trainer", [[], GPU, [*GPU, "trainer.strategy=ddp", "trainer.num_nodes=2"]])
+def test_trainer_settings_compose(trainer, tmp_path):
+    cfg = compose_cfg("train", [*trainer, f"output_dir={tmp_path}"])
     assert cfg.trainer.use_distributed_sampler is False
-    if trainer != "cpu":
-        assert cfg.trainer.precision == "bf16-mixed"
-    if trainer == "ddp":
-        assert cfg.trainer.strategy == "ddp" and "num_nodes" in cfg.trainer
+    assert (cfg.trainer.accelerator, cfg.trainer.precision) == (("gpu", "bf16-mixed") if trainer else ("cpu", "32-true"))
+    if len(trainer) > 2:
+        assert cfg.trainer.strategy == "ddp" and cfg.trainer.num_nodes == 2
 
 
 @pytest.mark.parametrize("decode", DECODES)
 @pytest.mark.parametrize("entry", ["eval", "decode"])
 def test_decode_configs_compose(entry, decode):
-    cfg = compose_cfg(entry, [f"decode={decode}", "ckpt_path=x.ckpt"])
+    cfg = compose_cfg(entry, [f"decode.strategy={decode}", "ckpt_path=x.ckpt"])
     assert cfg.decode.strategy
 
 
@@ -195,11 +201,11 @@ def test_experiment_top_level_keys_override_train_yaml_defaults(tmp_path):
 
 
 @pytest.mark.parametrize("overrides, loss, fast", [
-    (["trainer=cpu"], "all_positions", False),  # the CPU fast paths and the real-positions loss are opt-in
-    (["trainer=cpu", "task.compile=true"], "all_positions", False),
-    (["trainer=gpu"], "all_positions", False),
-    (["trainer=cpu", "accel=cpu"], "all_positions", True),
-    (["trainer=cpu", "accel=cpu", "task.loss=real_positions"], "real_positions", True),
+    ([], "all_positions", False),  # the CPU fast paths and the real-positions loss are opt-in
+    (["task.compile=true"], "all_positions", False),
+    (GPU, "all_positions", False),
+    (["accel=cpu"], "all_positions", True),
+    (["accel=cpu", "task.loss=real_positions"], "real_positions", True),
     (["experiment=multi30k_cpu"], "real_positions", True),  # what a CPU recipe sets
     (["experiment=multi30k"], "all_positions", False),
 ])
@@ -218,16 +224,18 @@ def test_train_chooses_the_loss_and_the_modules_once_where_the_task_is_built(ove
     assert (type(task.model.decoder.output_proj) is accel.VocabProjection) == fast
 
 
-def _option(group: str, choice: str, resolve: bool = True) -> dict:
-    """``conf/<group>/<choice>.yaml`` composed alone, as a plain dict."""
+def _option(group: str, choice: str, resolve: bool = True, part: str | None = "") -> dict:
+    """``conf/<group>/<choice>.yaml`` composed alone, as a plain dict: the node it sits under
+    (``part=None``: the whole file, for a file that writes several nodes such as a task's)."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
 
     GlobalHydra.instance().clear()
     with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
         cfg = compose(config_name=f"{group}/{choice}")
-    for part in f"{group}/{choice}".split("/")[:-1]:  # composed alone, it sits under its path
-        cfg = cfg[part]
+    if part is not None:
+        for key in f"{group}/{choice}".split("/")[:-1]:  # composed alone, it sits under its path
+            cfg = cfg[key]
     return OmegaConf.to_container(cfg, resolve=resolve)
 
 
@@ -251,7 +259,7 @@ def test_recorded_choices_and_the_experiment_file_say_what_runs(experiment):
     choices = cfg.hydra.runtime.choices
     assert choices.experiment == experiment
     written = experiment_file(experiment)
-    for key, group in (("data", "data"), ("model", "model"), ("task", "task"), ("trainer", "trainer"),
+    for key, group in (("data", "data"), ("model", "model"), ("task", "task"),
                        ("test_decode", "decode@test_decode"), ("task.val_decode", "decode@task.val_decode")):
         node = OmegaConf.select(cfg, key)
         node = OmegaConf.to_container(node, resolve=False) if node is not None else None
@@ -259,8 +267,10 @@ def test_recorded_choices_and_the_experiment_file_say_what_runs(experiment):
         if choices[group] is None:  # no file chosen (tagging and classification decode nothing)
             assert node is None and block is None, key
             continue
-        expected = OmegaConf.to_container(OmegaConf.merge(_option(group.split("@")[0], choices[group], resolve=False),
-                                                          block or {}), resolve=False)
+        chosen = _option(group.split("@")[0], choices[group], resolve=False)
+        if key == "model":  # the size file, then the model kind the task file names over it
+            chosen = OmegaConf.merge(chosen, _option("task", choices.task, resolve=False, part=None)["model"])
+        expected = OmegaConf.to_container(OmegaConf.merge(chosen, block or {}), resolve=False)
         if key == "task":  # the decoding under task is its own choice, checked on its own
             node.pop("val_decode", None)
             expected.pop("val_decode", None)
@@ -270,7 +280,8 @@ def test_recorded_choices_and_the_experiment_file_say_what_runs(experiment):
 def test_the_gpu_recipe_records_its_model_and_beam():
     cfg = compose_cfg("train", ["experiment=multi30k", "output_dir=x"], hydra_node=True)
     choices = cfg.hydra.runtime.choices
-    assert (choices.model, choices["decode@test_decode"], choices.trainer) == ("transformer_medium", "beam", "gpu")
+    assert (choices.model, choices.task, cfg.trainer.accelerator) == ("medium", "translation", "gpu")
+    assert cfg.model._target_ == "transformer.models.EncoderDecoder"
     assert (cfg.model.d_model, cfg.model.n_encoder_layers, cfg.test_decode.strategy, cfg.test_decode.beam_size) == \
         (512, 4, "beam", 5)
 
@@ -279,9 +290,8 @@ def test_conf_groups_mirror_the_package_and_group_files_are_complete():
     # conf/ holds the groups named after the package's parts, each option one complete file:
     # no base files to chain, no per-experiment subtrees (an experiment file shows its recipe).
     groups = {p.name for p in CONF.iterdir() if p.is_dir()}
-    assert groups == {"callbacks", "data", "debug", "decode", "experiment", "hydra", "logger", "model", "task",
-                      "trainer"}
-    for group in ("model", "task", "trainer", "decode", "callbacks", "logger"):
+    assert groups == {"data", "debug", "decode", "experiment", "hydra", "model", "task"}
+    for group in ("model", "task", "decode"):
         assert not [p for p in (CONF / group).iterdir() if p.is_dir()], group
         for path in (CONF / group).glob("*.yaml"):
             assert "defaults" not in OmegaConf.load(path), path

@@ -28,10 +28,11 @@ from transformer.tasks.checkpoint import read_checkpoint
 # test_conllu_treebank and test_classify_cli make the toy data; reuse their generators.
 from test_classify_cli import toy_rows, write_split  # noqa: E402
 from test_conllu_treebank import write_treebank  # noqa: E402
+from model_configs import TINY
 
 KINDS = ("translation", "ctc", "tagging", "classification")
 HOSTILE = ("absolute", "climb", "symlink", "nul")
-QUIET = ["trainer=cpu", "debug=fast", "logger=csv", "callbacks.progress_bar=null", "test_splits=[]",
+QUIET = ["trainer.accelerator=cpu", "trainer.precision=32-true", "debug=fast", "logger.tensorboard=null", "callbacks.progress_bar=null", "test_splits=[]",
          "++trainer.enable_model_summary=false"]
 
 
@@ -46,12 +47,12 @@ def checkpoints(tmp_path_factory, mirror_root) -> dict[str, Path]:
     runs = {
         "translation": ["model=tiny", f"data.mirror_root={mirror_root}", "data.vocab_size=300",
                         "trainer.limit_val_batches=1"],
-        "ctc": ["model=nat_ctc_tiny", "task=nat_ctc", "decode@task.val_decode=ctc_one_pass", "data.src_lang=de",
+        "ctc": [*TINY["nat_ctc_tiny"], "task=nat_ctc", "task.val_decode.strategy=ctc_one_pass", "data.src_lang=de",
                 "data.tgt_lang=en", "data.vocab_size=300", f"data.mirror_root={mirror_root}",
                 "trainer.limit_val_batches=1"],
-        "tagging": ["experiment=ud_upos", "model=tagger_tiny", f"data.train={treebank['train']}",
+        "tagging": ["experiment=ud_upos", *TINY["tagger_tiny"], f"data.train={treebank['train']}",
                     f"data.dev={treebank['dev']}", f"data.test={treebank['test']}", "data.dataset=toy"],
-        "classification": ["experiment=classify", "model=classifier_tiny", f"data.train={root / 'train.tsv'}",
+        "classification": ["experiment=classify", *TINY["classifier_tiny"], f"data.train={root / 'train.tsv'}",
                            f"data.dev={root / 'dev.tsv'}", "data.tokenizer_model=word", "data.vocab_size=100"],
     }
     out = {}

@@ -9,10 +9,11 @@ from pathlib import Path
 
 import pytest
 from hydra_helpers import compose_cfg
+from model_configs import TINY
 
 TINY_CTC = [
-    "model=nat_ctc_tiny", "task=nat_ctc", "decode@task.val_decode=ctc_one_pass", "trainer=cpu", "debug=fast",
-    "logger=csv", "data.src_lang=de", "data.tgt_lang=en", "data.vocab_size=300", "++data.eval_splits=[val]",
+    *TINY["nat_ctc_tiny"], "task=nat_ctc", "task.val_decode.strategy=ctc_one_pass", "trainer.accelerator=cpu", "trainer.precision=32-true", "debug=fast",
+    "logger.tensorboard=null", "data.src_lang=de", "data.tgt_lang=en", "data.vocab_size=300", "++data.eval_splits=[val]",
     "trainer.limit_val_batches=1", "test_splits=[]", "name=ctc_tiny",
     "task.glancing.ratio_start=0.5", "task.glancing.ratio_end=0.3", "task.glancing.anneal_steps=2",
 ]
@@ -45,7 +46,7 @@ def test_evaluate_and_decode_read_the_checkpoint_alone(ctc_run, mirror_root, tmp
     task = load_task(ckpt)
     assert task.task_name == "nat_ctc" and task.glancing.ratio_start == 0.5
     metrics = evaluate.run(compose_cfg("eval", [
-        f"ckpt_path={ckpt}", "split=val", "decode=ctc_one_pass", f"output_dir={tmp_path}",
+        f"ckpt_path={ckpt}", "split=val", "decode.strategy=ctc_one_pass", f"output_dir={tmp_path}",
         f"data_dir={root / 'cache'}", f"mirror_root={mirror_root}", "device=cpu"]))
     written = json.loads((tmp_path / "val.ctc_one_pass.json").read_text())
     assert written["bleu"] == metrics["bleu"] and written["sentences"] == 1014
@@ -58,7 +59,7 @@ def test_evaluate_and_decode_read_the_checkpoint_alone(ctc_run, mirror_root, tmp
         # the CTC presets score the training targets' ids; the NAT aliases every id
         expected = [n[0][0] for n in task.translator({"strategy": "ctc_one_pass", "shortlist": shortlist}).translate(sources)]
         lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}",
-                                                  f"output={tmp_path / 'out.en'}", f"decode={strategy}", "device=cpu"]))
+                                                  f"output={tmp_path / 'out.en'}", f"decode.strategy={strategy}", "device=cpu"]))
         assert lines == expected and lines[1] == ""
 
 
@@ -69,7 +70,7 @@ def test_a_length_predicting_strategy_on_a_ctc_checkpoint_is_a_clear_error(ctc_r
     src_file.write_text("Ein Hund läuft.\n", encoding="utf-8")
     with pytest.raises(ValueError, match="CTC"):
         decode.run(compose_cfg("decode", [f"ckpt_path={ctc_run[1]['best_checkpoint']}", f"input={src_file}",
-                                          "decode=mask_predict", "device=cpu"]))
+                                          "decode.strategy=mask_predict", "device=cpu"]))
 
 
 def test_nat_benchmark_counts_a_ctc_checkpoint(ctc_run, mirror_root, tmp_path):
@@ -114,13 +115,13 @@ def test_decode_with_a_shortlist_and_int8_matches_the_translator(ctc_run, tmp_pa
     allowed = {i for ids in task.tgt_tokenizer.encode_batch(targets.read_text().splitlines()) for i in ids}
     cut = task.translator({"strategy": "ctc_one_pass", "shortlist": str(targets)})
     assert all(set(task.tgt_tokenizer.encode(n[0][0])) <= allowed for n in cut.translate(sources))
-    lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", "decode=ctc_one_pass",
+    lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", "decode.strategy=ctc_one_pass",
                                               f"decode.shortlist={targets}", "device=cpu", "accel=none"]))
     assert lines == [n[0][0] for n in cut.translate(sources)]
     quantized, _ = load_for_inference(ckpt, "cpu", "cpu", "int8")
     assert is_quantized(quantized.model.decoder.output_proj)
     expected = [n[0][0] for n in quantized.translator({"strategy": "ctc_one_pass", "shortlist": "train"}).translate(sources)]
-    lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", "decode=ctc_one_pass",
+    lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", "decode.strategy=ctc_one_pass",
                                               "quantize=int8", "device=cpu"]))
     assert lines == expected and len(lines) == 3 and lines[1] == ""
 
@@ -140,7 +141,7 @@ def test_a_bad_shortlist_or_quantize_is_one_error_line(ctc_run, tmp_path, overri
     repo = Path(__file__).resolve().parents[2]
     env = dict(os.environ, OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join([str(repo), os.environ.get("PYTHONPATH", "")]))
     proc = subprocess.run([sys.executable, "-m", "transformer.cli.decode", f"ckpt_path={ctc_run[1]['best_checkpoint']}",
-                           f"input={src_file}", "decode=ctc_one_pass", override], cwd=tmp_path, env=env,
+                           f"input={src_file}", "decode.strategy=ctc_one_pass", override], cwd=tmp_path, env=env,
                           capture_output=True, text=True)
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [f"error: {message}"]
@@ -154,7 +155,7 @@ def test_prefix_beam_search_decodes_from_the_command_line(ctc_run, tmp_path):
     src_file = tmp_path / "in.de"
     sources = ["Ein Hund läuft.", "", "Zwei Männer spielen Fußball im Park."]
     src_file.write_text("\n".join(sources) + "\n", encoding="utf-8")
-    lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", "decode=ctc_beam",
+    lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", "decode.strategy=ctc_beam",
                                               "decode.beam_size=3", "device=cpu"]))
     expected = load_task(ckpt).translator({"strategy": "ctc_beam", "beam_size": 3, "top_k": 8,
                                            "shortlist": "train"}).translate(sources)
@@ -171,13 +172,13 @@ def test_a_blank_penalty_reaches_the_search_from_the_command_line(ctc_run, tmp_p
     src_file.write_text("\n".join(sources) + "\n", encoding="utf-8")
     task = load_task(ckpt)
     for strategy in ("ctc_one_pass", "ctc_beam"):
-        lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", f"decode={strategy}",
+        lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", f"decode.strategy={strategy}",
                                                   "decode.blank_penalty=-100", "device=cpu"]))
         assert lines == ["", ""]  # the blank wins everywhere
-        lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", f"decode={strategy}",
+        lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", f"decode.strategy={strategy}",
                                                   "decode.blank_penalty=100", "device=cpu"]))
         assert all(lines)  # the blank never wins
-        lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", f"decode={strategy}",
+        lines = decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", f"decode.strategy={strategy}",
                                                   "decode.blank_penalty=1.5", "device=cpu"]))
         expected = task.translator({"strategy": strategy, "shortlist": "train", "blank_penalty": 1.5}).translate(sources)
         assert lines == [n[0][0] for n in expected]
@@ -200,7 +201,7 @@ def test_the_checkpoint_records_its_training_targets_ids_for_shortlist_train(ctc
     sources = ["Ein Hund läuft.", "Zwei Männer spielen Fußball im Park."]
     src_file.write_text("\n".join(sources) + "\n", encoding="utf-8")
     lines = decode.run(compose_cfg("decode", [f"ckpt_path={summary['best_checkpoint']}", f"input={src_file}",
-                                              "decode=ctc_one_pass", "decode.shortlist=train", "device=cpu"]))
+                                              "decode.strategy=ctc_one_pass", "decode.shortlist=train", "device=cpu"]))
     assert lines == [n[0][0] for n in cut.translate(sources)]
     # a checkpoint without the record (or a hand-edited one) is named
     ckpt = torch.load(summary["best_checkpoint"], weights_only=True)

@@ -17,6 +17,7 @@ import pytest
 from hydra_helpers import compose_cfg, main_status
 
 from transformer.cli import train as train_cli
+from model_configs import TINY
 
 REPO = Path(__file__).resolve().parents[2]
 BOM = "\ufeff"
@@ -42,7 +43,7 @@ def files(tmp_path) -> dict[str, Path]:
 
 
 PARALLEL = ["experiment=parallel", "model=tiny"]
-CLASSIFY = ["experiment=classify", "model=classifier_tiny", "data.train=<tsv>"]
+CLASSIFY = ["experiment=classify", *TINY["classifier_tiny"], "data.train=<tsv>"]
 
 
 @pytest.mark.parametrize("args, message", [
@@ -118,10 +119,10 @@ def test_a_conllu_file_with_a_byte_order_mark_trains_and_tags(tmp_path):
     train, dev = tmp_path / "train.conllu", tmp_path / "dev.conllu"
     train.write_text(BOM + conllu(sents[:32]), encoding="utf-8")
     dev.write_text(BOM + conllu(sents[32:], 32), encoding="utf-8")
-    cfg = compose_cfg("train", ["experiment=ud_upos", "debug=fast", "model=tagger_tiny", f"data.train={train}",
+    cfg = compose_cfg("train", ["experiment=ud_upos", "debug=fast", *TINY["tagger_tiny"], f"data.train={train}",
                                 f"data.dev={dev}", "data.tokenizer_model=word", "data.vocab_size=60",
                                 f"data.data_dir={tmp_path / 'cache'}", f"output_dir={tmp_path / 'run'}",
-                                "callbacks.lr_monitor=null", "logger=csv", "test_splits=[]"])
+                                "callbacks.lr_monitor=null", "logger.tensorboard=null", "test_splits=[]"])
     summary = train_cli.run(cfg)
     assert summary["global_step"] >= 1
     out = tmp_path / "tagged.conllu"

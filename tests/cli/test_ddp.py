@@ -1,4 +1,4 @@
-"""Distributed training for real: `transformer-train trainer=ddp` over two CPU processes
+"""Distributed training for real: `transformer-train trainer.strategy=ddp` over two CPU processes
 (gloo). The ranks share each epoch (different batches, every example once), agree on
 `val/bleu`, and the checkpoint holds the weights every rank ends with."""
 
@@ -22,11 +22,11 @@ def test_ddp_over_two_cpu_processes_shares_the_data_and_agrees(mirror_root, tmp_
     env = dict(os.environ, TRANSFORMER_DATA_MIRROR=str(mirror_root), HF_DATASETS_OFFLINE="1", OMP_NUM_THREADS="1",
                PYTHONPATH=os.pathsep.join([str(REPO), str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]))
     args = [
-        "trainer=ddp", "trainer.accelerator=cpu", "trainer.devices=2", "trainer.precision=32-true",
+        "trainer.strategy=ddp", "trainer.devices=2", "trainer.precision=32-true",
         "model=tiny", "model.dropout=0.1", "data.vocab_size=300", f"data.train_subset={N_TRAIN}",
         "data.max_tokens=200", "data.eval_splits=[val]", "trainer.max_epochs=2", "trainer.limit_val_batches=2",
         "trainer.log_every_n_steps=1", "trainer.num_sanity_val_steps=0", "callbacks.progress_bar=null",
-        "callbacks.early_stopping=null", "logger=csv", "task.val_decode.max_len_a=0", "task.val_decode.max_len_b=5",
+        "callbacks.early_stopping=null", "logger.tensorboard=null", "task.val_decode.max_len_a=0", "task.val_decode.max_len_b=5",
         "+callbacks.probe._target_=ddp_probe.RankProbe", "+callbacks.probe.folder=${output_dir}/probe",
         f"hydra.run.dir={out}", f"data.data_dir={tmp_path / 'cache'}",
     ]

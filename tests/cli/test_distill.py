@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from hydra_helpers import compose_cfg
+from model_configs import TINY
 
 REPO = Path(__file__).resolve().parents[2]
 N = 24
@@ -22,7 +23,7 @@ def at_checkpoint(tmp_path_factory, mirror_root) -> tuple[Path, Path]:
     root = tmp_path_factory.mktemp("distill")
     cfg = compose_cfg("train", [
         "model=tiny", "debug=fast", "data.train_subset=64", "data.vocab_size=300", "++data.eval_splits=[val]",
-        "trainer.limit_val_batches=1", "logger=csv", f"output_dir={root / 'at'}",
+        "trainer.limit_val_batches=1", "logger.tensorboard=null", f"output_dir={root / 'at'}",
         f"data.data_dir={root / 'cache'}", f"data.mirror_root={mirror_root}",
         # an untrained model rarely stops: keep validation decoding short
         "task.val_decode.max_len_a=0", "task.val_decode.max_len_b=8",
@@ -32,7 +33,7 @@ def at_checkpoint(tmp_path_factory, mirror_root) -> tuple[Path, Path]:
 
 
 def test_distilled_corpus_is_parallel_and_read_by_the_data_module(at_checkpoint, mirror_root, tmp_path):
-    from transformer.data.datamodules import TranslationDataModule
+    from transformer.data.translation_datamodule import TranslationDataModule
     from transformer.data.corpora import multi30k, read_pairs
 
     from transformer.cli import distill
@@ -40,7 +41,7 @@ def test_distilled_corpus_is_parallel_and_read_by_the_data_module(at_checkpoint,
     ckpt, root = at_checkpoint
     out = tmp_path / "distilled"
     summary = distill.run(compose_cfg("distill", [
-        f"ckpt_path={ckpt}", "split=train", f"output_dir={out}", "decode=beam", "decode.beam_size=2",
+        f"ckpt_path={ckpt}", "split=train", f"output_dir={out}", "decode.strategy=beam", "decode.beam_size=2",
         "decode.max_len_a=0", "decode.max_len_b=6", f"limit={N}", f"data_dir={root / 'cache'}",
         f"mirror_root={mirror_root}", "device=cpu",
     ]))
@@ -92,7 +93,7 @@ def test_an_ensemble_teacher_distils_with_the_averaged_probabilities(at_checkpoi
     from transformer.tasks.checkpoint import load_task
 
     ckpt, root = at_checkpoint
-    common = ["split=train", "decode=greedy", "decode.max_len_a=0", "decode.max_len_b=6", "limit=8",
+    common = ["split=train", "decode.strategy=greedy", "decode.max_len_a=0", "decode.max_len_b=6", "limit=8",
               f"data_dir={root / 'cache'}", f"mirror_root={mirror_root}", "device=cpu"]
     summary = distill.run(compose_cfg("distill", [f"ckpt_path=[{ckpt},{ckpt}]", f"output_dir={tmp_path / 'ens'}",
                                                   *common]))
@@ -111,11 +112,11 @@ def test_a_ctc_student_trains_on_the_distilled_corpus(at_checkpoint, mirror_root
     ckpt, root = at_checkpoint
     out = tmp_path / "distilled"
     distill.run(compose_cfg("distill", [
-        f"ckpt_path={ckpt}", "split=train", f"output_dir={out}", "decode=greedy", "decode.max_len_a=0",
+        f"ckpt_path={ckpt}", "split=train", f"output_dir={out}", "decode.strategy=greedy", "decode.max_len_a=0",
         "decode.max_len_b=6", f"limit={N}", f"data_dir={root / 'cache'}", f"mirror_root={mirror_root}", "device=cpu",
     ]))
     summary = train.run(compose_cfg("train", [
-        "model=nat_ctc_tiny", "task=nat_ctc", "decode@task.val_decode=ctc_one_pass", "debug=fast", "logger=csv",
+        *TINY["nat_ctc_tiny"], "task=nat_ctc", "task.val_decode.strategy=ctc_one_pass", "debug=fast", "logger.tensorboard=null",
         "++data.eval_splits=[val]", "trainer.limit_val_batches=1", f"output_dir={tmp_path / 'ctc'}",
         f"data.data_dir={root / 'cache'}", f"data.mirror_root={mirror_root}",
         f"++data.train_files.src={out / 'train.de'}", f"++data.train_files.tgt={out / 'train.en'}",

@@ -14,7 +14,7 @@ from hydra._internal.hydra import Hydra
 from transformer.cli import train as train_cli
 
 TINY = ["debug=fast", "model=tiny", "data.vocab_size=300", "data.train_subset=32", "trainer.limit_train_batches=1",
-        "trainer.limit_val_batches=1", "test_splits=[]", "data.eval_splits=[val]", "logger=csv"]
+        "trainer.limit_val_batches=1", "test_splits=[]", "data.eval_splits=[val]", "logger.tensorboard=null"]
 
 
 @pytest.fixture

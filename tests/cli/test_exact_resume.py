@@ -23,7 +23,7 @@ ARGS = [
     "model=tiny", "model.dropout=0.1", "data.vocab_size=400", "data.train_subset=200", "data.max_tokens=300",
     "data.eval_splits=[val]", "trainer.max_epochs=2", "trainer.log_every_n_steps=1",
     "trainer.limit_val_batches=2", "task.warmup_steps=10", "task.lr=3e-3", "callbacks.progress_bar=null",
-    "callbacks.early_stopping=null", "logger=csv", "task.val_decode.max_len_a=0", "task.val_decode.max_len_b=5",
+    "callbacks.early_stopping=null", "logger.tensorboard=null", "task.val_decode.max_len_a=0", "task.val_decode.max_len_b=5",
     # a checkpoint every 4 steps, each in its own file
     "+callbacks.every_steps._target_=lightning.pytorch.callbacks.ModelCheckpoint",
     "+callbacks.every_steps.dirpath=${output_dir}/steps", "+callbacks.every_steps.every_n_train_steps=4",

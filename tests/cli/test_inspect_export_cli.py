@@ -138,7 +138,7 @@ def test_decode_prints_argmax_alignments(translation_ckpt, tmp_path):
         assert line.split(" ||| ")[1] == sentence_alignments(task.model, src, [hyp], hp.bos_id, hp.eos_id, hp.pad_id)[0]
     # n-best with beam search: one alignment per hypothesis line
     nbest = decode_cli.run(compose_cfg("decode", [f"ckpt_path={translation_ckpt}", f"input={src_file}",
-                                                  f"output={tmp_path / 'out3'}", "decode=beam", "decode.n_best=2",
+                                                  f"output={tmp_path / 'out3'}", "decode.strategy=beam", "decode.n_best=2",
                                                   "decode.print_alignment=true", "decode.alignment_layer=0"]))
     assert len(nbest) == 5 and all(line.count(" ||| ") == 3 for line in nbest)
 
@@ -166,13 +166,13 @@ def test_bad_input_is_one_error_line_and_status_2(translation_ckpt, tagger_ckpt,
 
 def test_inspect_console_script_runs(translation_ckpt, tmp_path):
     proc = cli("inspect", [f"ckpt_path={translation_ckpt}", f"text={SENTENCE}", f"output_dir={tmp_path / 'o'}",
-                           "decode=beam", "decode.beam_size=3"])
+                           "decode.strategy=beam", "decode.beam_size=3"])
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert (tmp_path / "o" / "sentence_0" / "alignment.png").is_file()
 
 
 def test_inspect_and_export_configs_compose():
-    cfg = compose_cfg("inspect", ["ckpt_path=x.ckpt", "decode=beam", "what=positions"])
+    cfg = compose_cfg("inspect", ["ckpt_path=x.ckpt", "decode.strategy=beam", "what=positions"])
     assert cfg.decode.beam_size == 5 and cfg.max_tokens > 0 and cfg.decode.print_alignment is False
     cfg = compose_cfg("export", ["ckpt_path=x.ckpt", "output_dir=o", "quantization=int8"])
     assert (cfg.format, cfg.quantization, cfg.force) == ("ctranslate2", "int8", False)

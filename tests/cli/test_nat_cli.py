@@ -8,11 +8,12 @@ from pathlib import Path
 
 import pytest
 from hydra_helpers import compose_cfg
+from model_configs import TINY
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 TINY_NAT = [
-    "model=nat_tiny", "model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_encoder_layers=1",
-    "model.n_decoder_layers=1", "model.dropout=0.0", "model.max_offset=8", "trainer=cpu", "debug=fast", "logger=csv",
+    *TINY["nat_tiny"], "model.d_model=32", "model.n_heads=2", "model.d_ff=64", "model.n_encoder_layers=1",
+    "model.n_decoder_layers=1", "model.dropout=0.0", "model.max_offset=8", "trainer.accelerator=cpu", "trainer.precision=32-true", "debug=fast", "logger.tensorboard=null",
     "data.vocab_size=300", "++data.eval_splits=[val]", "test_splits=[]",
 ]
 
@@ -47,7 +48,7 @@ def test_train_evaluate_decode_round_trip(nat_run, mirror_root, tmp_path):
 
     root, summary, _ = nat_run
     ckpt = summary["best_checkpoint"]
-    decode_args = ["decode=mask_predict", "decode.iterations=3"]
+    decode_args = ["decode.strategy=mask_predict", "decode.iterations=3"]
     cfg = compose_cfg("eval", [f"ckpt_path={ckpt}", "split=val", *decode_args, f"output_dir={tmp_path}",
                                f"data_dir={root / 'cache'}", f"mirror_root={mirror_root}", "device=cpu"])
     metrics = evaluate.run(cfg)
@@ -75,7 +76,7 @@ def test_train_evaluate_decode_round_trip(nat_run, mirror_root, tmp_path):
     assert out_file.read_text(encoding="utf-8") == "".join(line + "\n" for line in lines)
 
 
-@pytest.mark.parametrize("decode_cfg", [["decode=nat_one_pass"], ["decode=nat_length_beam", "decode.length_beam=3"]])
+@pytest.mark.parametrize("decode_cfg", [["decode.strategy=nat_one_pass"], ["decode.strategy=nat_length_beam", "decode.length_beam=3"]])
 def test_decode_cli_strategies_keep_line_count(nat_run, tmp_path, decode_cfg):
     from transformer.cli import decode
 
@@ -94,7 +95,7 @@ def test_autoregressive_strategy_on_a_nat_checkpoint_is_a_clear_error(nat_run, t
     src_file = tmp_path / "in.de"
     src_file.write_text("Ein Hund läuft.\n", encoding="utf-8")
     with pytest.raises(ValueError, match="non-autoregressive"):
-        decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", "decode=beam", "device=cpu"]))
+        decode.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src_file}", "decode.strategy=beam", "device=cpu"]))
 
 
 def _load_benchmark_script():

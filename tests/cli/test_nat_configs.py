@@ -14,21 +14,21 @@ from omegaconf import OmegaConf
 from transformer.cli.train import check_config
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
-CTC_MODELS = sorted(p.stem for p in (CONF / "model").glob("nat_ctc_*.yaml"))
-NAT_MODELS = sorted(p.stem for p in (CONF / "model").glob("nat_*.yaml") if p.stem not in CTC_MODELS)
+# conf/model/ holds sizes; task=nat and task=nat_ctc make each a NAT or CTC model.
+SIZES = ["tiny", "small", "medium"]
 NAT_EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("multi30k_nat*.yaml"))
 NAT_DECODES = ["nat_one_pass", "nat_length_beam", "mask_predict"]
 FACTS = dict(vocab_size=120, pad_id=0, bos_id=1, eos_id=2, mask_id=4, src_lang="de", tgt_lang="en")
 
 
 def test_the_nat_configs_exist():
-    assert {"nat_tiny", "nat_small", "nat_medium"} <= set(NAT_MODELS)
+    assert {"tiny", "small", "medium"} <= {p.stem for p in (CONF / "model").glob("*.yaml")}
     assert {"multi30k_nat", "multi30k_nat_cpu"} <= set(NAT_EXPERIMENTS)
     assert (CONF / "data" / "multi30k_distilled.yaml").is_file()
 
 
-# Every NAT model, and vanilla NAT's copied decoder inputs (Gu et al. 2018) as one key.
-@pytest.mark.parametrize("model, extra", [(m, []) for m in NAT_MODELS] + [("nat_small", ["model.decoder_input=copy"])])
+# Every size as a NAT model, and vanilla NAT's copied decoder inputs (Gu et al. 2018) as one key.
+@pytest.mark.parametrize("model, extra", [(m, []) for m in SIZES] + [("small", ["model.decoder_input=copy"])])
 def test_nat_model_config_builds_through_the_task(model, extra, tmp_path):
     cfg = compose_cfg("train", ["task=nat", f"model={model}", *extra, f"output_dir={tmp_path}"])
     task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
@@ -40,7 +40,7 @@ def test_nat_model_config_builds_through_the_task(model, extra, tmp_path):
     assert logits.shape == (1, 3, 120) and length_logits.dim() == 2
 
 
-@pytest.mark.parametrize("model", CTC_MODELS)
+@pytest.mark.parametrize("model", SIZES)
 def test_ctc_model_config_builds_through_its_task(model, tmp_path):
     cfg = compose_cfg("train", ["task=nat_ctc", f"model={model}", f"output_dir={tmp_path}"])
     task_cfg = OmegaConf.to_container(cfg.task, resolve=True)
@@ -99,21 +99,21 @@ def test_distilled_data_needs_distill_dir(tmp_path):
 @pytest.mark.parametrize("entry", ["eval", "decode", "distill"])
 def test_nat_decode_configs_bind_to_a_nat_task(entry, decode):
     extra = {"eval": [], "decode": [], "distill": ["output_dir=out"]}[entry]
-    cfg = compose_cfg(entry, [f"decode={decode}", "ckpt_path=x.ckpt", *extra])
+    cfg = compose_cfg(entry, [f"decode.strategy={decode}", "ckpt_path=x.ckpt", *extra])
     decode_cfg = OmegaConf.to_container(cfg.decode, resolve=True)
     assert decode_cfg["strategy"] == decode
     from transformer.tasks.nat import NATTranslationTask
 
-    model_cfg = OmegaConf.to_container(compose_cfg("train", ["model=nat_tiny", "output_dir=o"]).model)
+    model_cfg = OmegaConf.to_container(compose_cfg("train", ["model=tiny", "task=nat", "output_dir=o"]).model)
     task = NATTranslationTask(model=model_cfg, **FACTS).eval()
     hyps = task.search_fn(decode_cfg)(torch.tensor([[5, 6, 7, 2], [8, 9, 2, 0]]))
     assert len(hyps) == 2
 
 
 def test_decode_overrides_from_the_issue_compose():
-    assert compose_cfg("eval", ["ckpt_path=x", "decode=nat_length_beam", "decode.length_beam=3"]).decode.length_beam == 3
-    assert compose_cfg("eval", ["ckpt_path=x", "decode=mask_predict", "decode.iterations=10"]).decode.iterations == 10
-    cfg = compose_cfg("distill", ["ckpt_path=at.ckpt", "split=train", "output_dir=d", "decode=beam", "decode.beam_size=5"])
+    assert compose_cfg("eval", ["ckpt_path=x", "decode.strategy=nat_length_beam", "decode.length_beam=3"]).decode.length_beam == 3
+    assert compose_cfg("eval", ["ckpt_path=x", "decode.strategy=mask_predict", "decode.iterations=10"]).decode.iterations == 10
+    cfg = compose_cfg("distill", ["ckpt_path=at.ckpt", "split=train", "output_dir=d", "decode.strategy=beam", "decode.beam_size=5"])
     assert cfg.decode.strategy == "beam" and cfg.decode.beam_size == 5 and cfg.split == "train"
 
 

@@ -25,7 +25,7 @@ WORDS = {"hundo": "狗", "kato": "猫", "viro": "男人", "virino": "女人", "k
          "manĝas": "吃", "pomon": "苹果", "granda": "大", "malgranda": "小", "la": "", "en": "在", "domo": "房子"}
 TINY = ["model=tiny", "data.vocab_size=300", "data.max_tokens=600", "trainer.max_epochs=1",
         "trainer.limit_train_batches=4", "trainer.limit_val_batches=1", "trainer.log_every_n_steps=1",
-        "callbacks.progress_bar=null", "logger=csv", "task.warmup_steps=5",
+        "callbacks.progress_bar=null", "logger.tensorboard=null", "task.warmup_steps=5",
         "task.val_decode.max_len_a=0", "task.val_decode.max_len_b=8"]
 
 

@@ -103,7 +103,7 @@ def test_a_full_disk_during_training_is_one_line_and_leaves_no_partial_checkpoin
     monkeypatch.chdir(tmp_path)
     monkeypatch.setattr(sys, "argv", ["transformer-train", "debug=fast", "model=tiny", f"hydra.run.dir={run}",
                                       f"data.data_dir={tmp_path / 'cache'}", f"data.mirror_root={mirror_root}",
-                                      "logger=csv", "callbacks.progress_bar=null"])
+                                      "logger.tensorboard=null", "callbacks.progress_bar=null"])
     with pytest.raises(SystemExit) as exit_:
         train_cli.main()
     assert exit_.value.code == 2
@@ -124,7 +124,7 @@ def test_a_real_small_file_system_filling_up_during_training(mirror_root, tmp_pa
         pytest.skip("cannot mount a small tmpfs here (needs root); the ENOSPC writer test covers it")
     try:
         proc = train("debug=fast", "model=tiny", f"hydra.run.dir={mount / 'run'}", f"data.data_dir={tmp_path / 'c'}",
-                     f"data.mirror_root={mirror_root}", "logger=csv", "callbacks.progress_bar=null",
+                     f"data.mirror_root={mirror_root}", "logger.tensorboard=null", "callbacks.progress_bar=null",
                      "trainer.max_epochs=3", cwd=tmp_path)
         assert proc.returncode == 2, proc.stderr[-3000:]
         lines = proc.stderr.strip().splitlines()

@@ -43,7 +43,7 @@ def fake_run(folder: Path) -> Path:
 
 def train_args(folder: Path, mirror_root: Path, cache: Path, *extra: str) -> list[str]:
     return [sys.executable, "-m", "transformer.cli.train", "debug=fast", "model=tiny", f"hydra.run.dir={folder}",
-            f"data.data_dir={cache}", f"data.mirror_root={mirror_root}", "callbacks.lr_monitor=null", "logger=csv",
+            f"data.data_dir={cache}", f"data.mirror_root={mirror_root}", "callbacks.lr_monitor=null", "logger.tensorboard=null",
             *extra]
 
 
@@ -121,7 +121,7 @@ def test_last_checkpoint_is_the_final_state_with_a_validation_interval(mirror_ro
     out = tmp_path / "run"
     summary = train_cli.run(compose_cfg("train", [
         "debug=fast", "model=tiny", f"output_dir={out}", f"data.data_dir={tmp_path / 'cache'}",
-        f"data.mirror_root={mirror_root}", "callbacks.lr_monitor=null", "logger=csv",
+        f"data.mirror_root={mirror_root}", "callbacks.lr_monitor=null", "logger.tensorboard=null",
         "trainer.limit_train_batches=3", "trainer.val_check_interval=2",
         "+callbacks.final._target_=test_run_folders.FinalWeights", f"+callbacks.final.path={tmp_path / 'final.pt'}"]))
     final = torch.load(tmp_path / "final.pt", weights_only=True)

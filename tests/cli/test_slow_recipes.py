@@ -19,7 +19,7 @@ def test_small_model_learns_to_translate_multi30k(tmp_path, mirror_root):
     env = dict(os.environ, TRANSFORMER_DATA_MIRROR=str(mirror_root))
     proc = subprocess.run(
         [sys.executable, "-m", "transformer.cli.train", "experiment=multi30k_cpu",
-         "data.train_subset=10000", "trainer.max_epochs=2", "test_splits=[]", "logger=csv",
+         "data.train_subset=10000", "trainer.max_epochs=2", "test_splits=[]", "logger.tensorboard=null",
          "callbacks.progress_bar=null", f"output_dir={tmp_path}", f"data.data_dir={tmp_path}/cache"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=3600,
     )

@@ -12,10 +12,12 @@ from omegaconf import OmegaConf
 
 from transformer.models.tagger import Tagger
 from transformer.tasks.tagging import TaggingTask
+from model_configs import TINY
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
-TAG_EXPERIMENTS = {"gum_upos": ("gum", "upos"), "gum_upos_wsj": ("gum", "upos"), "gum_upos_adv": ("gum", "upos"), "gum_xpos": ("gum", "xpos"), "conll2000_pos": ("conll2000", "pos"), "ud_upos": ("conllu", "upos")}
-TAGGER_MODELS = sorted(p.stem for p in (CONF / "model").glob("tagger_*.yaml"))
+TAG_EXPERIMENTS = {"gum_upos": ("gum", "upos"), "gum_upos_wsj": ("gum", "upos"), "gum_upos_adv": ("gum", "upos"), "conll2000_pos": ("conll2000", "pos"), "ud_upos": ("conllu", "upos")}
+# The tagger at the encoder's size (conf/model/encoder.yaml) and tiny.
+TAGGER_MODELS = {"encoder": ["model=encoder"], "tiny": TINY["tagger_tiny"]}
 
 
 def build_task(cfg) -> TaggingTask:
@@ -62,9 +64,9 @@ def test_tagging_recipes_share_the_tagging_settings(experiment, tmp_path):
     assert (cfg.monitor, cfg.monitor_mode, cfg.trainer.accelerator, cfg.accel) == ("val/acc", "max", "cpu", "cpu")
 
 
-def test_gum_xpos_is_gum_upos_on_the_other_tag_set(tmp_path):
+def test_gum_upos_recipe_takes_the_other_tag_set(tmp_path):
     upos = compose_cfg("train", ["experiment=gum_upos", f"output_dir={tmp_path}"])
-    xpos = compose_cfg("train", ["experiment=gum_xpos", f"output_dir={tmp_path}"])
+    xpos = compose_cfg("train", ["experiment=gum_upos", "data.tagset=xpos", "model.window=null", f"output_dir={tmp_path}"])
     assert (upos.data.tagset, xpos.data.tagset) == ("upos", "xpos")
     assert (upos.model.window, xpos.model.window) == (4, None)
     for cfg in (upos, xpos):
@@ -91,15 +93,15 @@ def test_adversarial_experiment_extends_gum_upos_wsj(tmp_path):
 
 
 def test_experiments_with_debug_fast_compose(tmp_path):
-    cfg = compose_cfg("train", ["experiment=gum_upos", "debug=fast", "model=tagger_tiny", f"output_dir={tmp_path}"])
+    cfg = compose_cfg("train", ["experiment=gum_upos", "debug=fast", *TINY["tagger_tiny"], f"output_dir={tmp_path}"])
     OmegaConf.resolve(cfg)
     assert cfg.data.train_subset == 64 and cfg.callbacks.early_stopping is None
     assert cfg.callbacks.model_checkpoint.monitor == "val/acc"
 
 
-@pytest.mark.parametrize("model", TAGGER_MODELS)
+@pytest.mark.parametrize("model", sorted(TAGGER_MODELS))
 def test_tagger_model_configs_instantiate(model, tmp_path):
-    cfg = compose_cfg("train", ["experiment=gum_upos", f"model={model}", f"output_dir={tmp_path}"])
+    cfg = compose_cfg("train", ["experiment=gum_upos", *TAGGER_MODELS[model], f"output_dir={tmp_path}"])
     task = build_task(cfg)
     assert isinstance(task.model, Tagger)
     assert task.model.pooling in ("first", "mean")
@@ -121,7 +123,7 @@ def test_tag_config_composes(tmp_path):
 
 
 def test_task_config_alone(tmp_path):
-    cfg = compose_cfg("train", ["task=tagging", "model=tagger_tiny", "data=conllu", "~decode@task.val_decode",
+    cfg = compose_cfg("train", ["task=tagging", *TINY["tagger_tiny"], "data=conllu", "~decode@task.val_decode",
                                 f"output_dir={tmp_path}"])
     task = build_task(cfg)
     assert task.hparams.schedule == "linear" and task.hparams.warmup_steps > 0

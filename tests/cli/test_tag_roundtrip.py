@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from model_configs import TINY
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -36,9 +37,9 @@ def cli(module: str, *args: str, stdin: str | None = None, cwd: Path) -> subproc
 def test_train_evaluate_tag_round_trip(tmp_path, mirror_root):
     cache = tmp_path / "cache"
     run_dir = tmp_path / "run"
-    cli("transformer.cli.train", "experiment=gum_upos", "debug=fast", "model=tagger_tiny",
+    cli("transformer.cli.train", "experiment=gum_upos", "debug=fast", *TINY["tagger_tiny"],
         f"hydra.run.dir={run_dir}", f"data.data_dir={cache}", f"data.mirror_root={mirror_root}",
-        "logger=csv", "trainer.limit_val_batches=1.0", "task.warmup_steps=1", "task.lr=3e-3",
+        "logger.tensorboard=null", "trainer.limit_val_batches=1.0", "task.warmup_steps=1", "task.lr=3e-3",
         cwd=tmp_path)
     summary = json.loads((run_dir / "train_summary.json").read_text())
     best = summary["best_checkpoint"]

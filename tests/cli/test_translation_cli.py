@@ -25,7 +25,7 @@ TRAIN_ARGS = [
     "model=tiny", "data.vocab_size=400", "data.train_subset=512", "data.max_tokens=1200",
     "trainer.max_epochs=1", "trainer.log_every_n_steps=5",
     "task.warmup_steps=20", "task.lr=3e-3", "callbacks.progress_bar=null",
-    "callbacks.early_stopping=null", "logger=csv",
+    "callbacks.early_stopping=null", "logger.tensorboard=null",
     # decoding during validation stays short: a tiny model rarely emits EOS
     "task.val_decode.max_len_a=0", "task.val_decode.max_len_b=12",
 ]
@@ -155,7 +155,7 @@ def test_decode_beam_nbest_format(trained, tmp_path, capsys):
     ckpt = trained / "checkpoints" / "last.ckpt"
     src = tmp_path / "src.de"
     src.write_text("Ein Hund.\nEine Katze.\n", encoding="utf-8")
-    cfg = compose_cfg("decode", [f"ckpt_path={ckpt}", "decode=beam", "decode.beam_size=3", "decode.n_best=3",
+    cfg = compose_cfg("decode", [f"ckpt_path={ckpt}", "decode.strategy=beam", "decode.beam_size=3", "decode.n_best=3",
                                    "decode.max_len_a=0", "decode.max_len_b=5", f"input={src}",
                                    f"output={tmp_path / 'out.txt'}"])
     decode_cli.run(cfg)
@@ -213,7 +213,7 @@ def test_evaluate_and_decode_an_ensemble_of_checkpoints(trained, env, tmp_path):
     avg = tmp_path / "avg.ckpt"  # a second, different model with the same tokenizer
     ckpts = sorted(str(c) for c in (trained / "checkpoints").glob("*.ckpt"))
     average_cli.run(compose_cfg("average", [f"inputs=[{','.join(ckpts)}]", f"output={avg}"]))
-    proc = cli("evaluate", [f"ckpt_path=[{best},{avg}]", "split=test_2017_mscoco", "decode=beam",
+    proc = cli("evaluate", [f"ckpt_path=[{best},{avg}]", "split=test_2017_mscoco", "decode.strategy=beam",
                             "decode.beam_size=2", "decode.max_len_a=0", "decode.max_len_b=6",
                             f"data_dir={env['CACHE']}"], env)
     metrics = json.loads(proc.stdout[proc.stdout.index("{"):])

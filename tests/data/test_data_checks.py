@@ -17,8 +17,8 @@ from transformer.data.corpora import ParallelCorpus, check_columns, make_corpus
 from transformer.data.readers import DataFormatError, iter_hub_rows, iter_lines, iter_rows, read_conllu
 from transformer.data.tagged_splits import read_tagged_splits
 
-PARALLEL = "transformer.data.datamodules.TranslationDataModule"
-CLASSIFICATION = "transformer.data.datamodules.ClassificationDataModule"
+PARALLEL = "transformer.data.translation_datamodule.TranslationDataModule"
+CLASSIFICATION = "transformer.data.classification_datamodule.ClassificationDataModule"
 BOM = "\ufeff"
 CONLLU = ("# sent_id = a1\n# text = The dog\n1\tThe\tthe\tDET\tDT\t_\t2\tdet\t_\t_\n"
           "2\tdog\tdog\tNOUN\tNN\t_\t0\troot\t_\t_\n\n"

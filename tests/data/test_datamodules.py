@@ -9,7 +9,8 @@ import pytest
 import torch
 
 from transformer.data.datamodule_base import length_filter_columns
-from transformer.data.datamodules import TaggingDataModule, TranslationDataModule
+from transformer.data.tagging_datamodule import TaggingDataModule
+from transformer.data.translation_datamodule import TranslationDataModule
 from transformer.data.tagged_splits import PRESETS, UposFromXpos, read_tagged_file
 
 SUBSET = 400
@@ -356,7 +357,7 @@ def test_a_corrupted_tokenizer_cache_is_rebuilt_with_a_warning(mirror_root, tmp_
 
 def test_a_training_loader_resumed_mid_epoch_hands_out_the_rest_of_that_epoch():
     from transformer.data.batching import TokenBudgetBatchSampler
-    from transformer.data.datamodules import ResumableLoader
+    from transformer.data.datamodule_base import ResumableLoader
 
     lengths = [3, 5, 2, 8, 4, 4, 6, 1, 7, 3, 2, 5]
 

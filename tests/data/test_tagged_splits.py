@@ -24,7 +24,7 @@ def test_conll2000_dev_is_the_tail_of_train_and_train_the_rest(mirror_root, tmp_
 
 
 def test_the_data_module_reads_the_same_splits(mirror_root, tmp_path):
-    from transformer.data.datamodules import TaggingDataModule
+    from transformer.data.tagging_datamodule import TaggingDataModule
 
     dm = TaggingDataModule("conll2000", "pos", data_dir=tmp_path, mirror_root=mirror_root, dev_size=200,
                            tokenizer_model="word", vocab_size=600)
@@ -61,7 +61,7 @@ def _conllu(*sentences: list[tuple[str, str]]) -> str:
 
 
 def test_a_treebank_by_paths_keeps_spaced_words_whole_and_counts_unknown_dev_tags(tmp_path):
-    from transformer.data.datamodules import TaggingDataModule
+    from transformer.data.tagging_datamodule import TaggingDataModule
 
     train = [[("tôi", "PRON"), ("là", "AUX"), ("sinh viên", "NOUN"), (".", "PUNCT")]] * 30
     (tmp_path / "train.conllu").write_text(_conllu(*train), encoding="utf-8")
@@ -85,7 +85,7 @@ def test_a_treebank_by_paths_keeps_spaced_words_whole_and_counts_unknown_dev_tag
 
 
 def test_without_a_dev_file_dev_is_the_tail_of_train(tmp_path):
-    from transformer.data.datamodules import TaggingDataModule
+    from transformer.data.tagging_datamodule import TaggingDataModule
 
     train = [[(f"w{i}", "NOUN"), (".", "PUNCT")] for i in range(10)]
     (tmp_path / "train.conllu").write_text(_conllu(*train), encoding="utf-8")

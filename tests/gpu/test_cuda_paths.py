@@ -56,7 +56,7 @@ def test_cached_decoding_matches_full_recompute_on_cuda():
 def test_bf16_training_run_through_the_cli(tmp_path, mirror_root):
     env = dict(os.environ, TRANSFORMER_DATA_MIRROR=str(mirror_root))
     proc = subprocess.run(
-        [sys.executable, "-m", "transformer.cli.train", "trainer=gpu", "debug=fast", "model=tiny",
+        [sys.executable, "-m", "transformer.cli.train", "trainer.accelerator=gpu", "trainer.precision=bf16-mixed", "debug=fast", "model=tiny",
          "data.vocab_size=400", f"output_dir={tmp_path}", f"data.data_dir={tmp_path}/cache"],
         cwd=REPO, env=env, capture_output=True, text=True, timeout=600,
     )

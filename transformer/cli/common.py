@@ -342,6 +342,11 @@ GROUP_HINTS = {
     "size": "(a CPU recipe is its own experiment file: experiment=multi30k_cpu, multi30k_nat_cpu, "
             "multi30k_nat_ctc_cpu, sst2; a GPU one: multi30k, sst2_gpu ...)",
     "pair": "(a language pair is data.src_lang=<src> data.tgt_lang=<tgt>)",
+    "model": "(model= picks a size, tiny | small | medium for translation, encoder for tagging and "
+             "classification; the task picks the model kind: model=small task=nat)",
+    "decode": "(a decoding strategy is a key: decode.strategy=beam, test_decode.strategy=mask_predict ...)",
+    "trainer": "(the trainer is keys: trainer.accelerator=gpu trainer.precision=bf16-mixed; several devices: "
+               "trainer.strategy=ddp trainer.devices=N)",
 }
 
 

@@ -1,8 +1,8 @@
 """`transformer-decode`: translate sentences from stdin or a file, one per line, keeping input
 order and line count (an empty line gives an empty line).
 
-    echo "Ein Hund rennt." | transformer-decode ckpt_path=best.ckpt decode=beam decode.beam_size=5
-    transformer-decode ckpt_path=best.ckpt input=src.de output=hyp.en decode=beam decode.n_best=5
+    echo "Ein Hund rennt." | transformer-decode ckpt_path=best.ckpt decode.strategy=beam decode.beam_size=5
+    transformer-decode ckpt_path=best.ckpt input=src.de output=hyp.en decode.strategy=beam decode.n_best=5
 
 Several translation checkpoints, ``ckpt_path=[a.ckpt,b.ckpt]``, decode as an ensemble (their
 probabilities averaged at every step). With ``decode.n_best > 1`` each output line is ``<input line number> ||| <hypothesis> ||| <score>``.

@@ -5,7 +5,7 @@ the model's translations are written as a line-aligned parallel corpus that
 ``TranslationDataModule(train_files={"src": ..., "tgt": ...})`` reads in place of the
 references (Gu et al. 2018 train NAT on such targets: they are less multi-modal).
 
-    transformer-distill ckpt_path=at.ckpt split=train output_dir=distill/de_en decode=beam decode.beam_size=5
+    transformer-distill ckpt_path=at.ckpt split=train output_dir=distill/de_en decode.strategy=beam decode.beam_size=5
     transformer-train experiment=multi30k_nat data=multi30k_distilled distill_dir=distill/de_en
 
 Writes under ``output_dir``: ``<split>.<src_lang>`` (the sources, unchanged),

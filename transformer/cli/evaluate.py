@@ -1,7 +1,7 @@
 """`transformer-evaluate`: score a checkpoint on a split; the model, tokenizers and dataset
 come from the checkpoint alone.
 
-    transformer-evaluate ckpt_path=best.ckpt split=test_2016_flickr decode=beam decode.beam_size=5
+    transformer-evaluate ckpt_path=best.ckpt split=test_2016_flickr decode.strategy=beam decode.beam_size=5
     transformer-evaluate ckpt_path=best.ckpt src=news.en ref=news.zh    # any file pair
 
 A split is read by name from the corpus the checkpoint was trained on (its files, columns and

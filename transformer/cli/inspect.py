@@ -1,7 +1,7 @@
 """`transformer-inspect`: pictures of what a checkpoint attends to, and of its positions.
 
     transformer-inspect ckpt_path=best.ckpt text="Ein Hund rennt über die Wiese." output_dir=inspect
-    transformer-inspect ckpt_path=best.ckpt input=src.de lines=5 decode=beam output_dir=inspect
+    transformer-inspect ckpt_path=best.ckpt input=src.de lines=5 decode.strategy=beam output_dir=inspect
     transformer-inspect ckpt_path=tagger.ckpt text="I saw a saw ." output_dir=inspect_tagger
     transformer-inspect ckpt_path=sst2.ckpt text="a gorgeous , witty movie" output_dir=inspect_sst2
     transformer-inspect ckpt_path=best.ckpt what=positions output_dir=inspect_positions

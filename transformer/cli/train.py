@@ -137,10 +137,12 @@ def check_config(cfg: DictConfig) -> None:
     for key, node in (("task.val_decode", cfg.task.get("val_decode")), ("test_decode", cfg.get("test_decode"))):
         if node:
             check_decode_settings(OmegaConf.to_container(node, resolve=True), key)
-    from transformer import accel
+    backend = cfg.get("accel", "none")
+    if backend != "none":  # the plain modules (the default) need nothing from the fast-path package
+        from transformer import accel
 
-    if accel.check(cfg.get("accel", "none")) == "cpu" and cfg.task.get("compile"):
-        raise ValueError("accel=cpu with task.compile=true: torch.compile wants the plain modules (accel=none)")
+        if accel.check(backend) == "cpu" and cfg.task.get("compile"):
+            raise ValueError("accel=cpu with task.compile=true: torch.compile wants the plain modules (accel=none)")
 
 
 def preflight(cfg: DictConfig) -> dict | None:

@@ -1,8 +1,9 @@
 """Data: sources (download/mirror + checksums), readers (one per file format), tokenizer,
 batching, datamodules.
 
-Everything but the LightningDataModules imports without Lightning; the datamodules
-are loaded on first access (``transformer.data.TranslationDataModule``).
+Everything here imports without Lightning; the LightningDataModules are their own modules
+(``transformer.data.translation_datamodule.TranslationDataModule``, ``tagging_datamodule``,
+``classification_datamodule``, over ``datamodule_base``), named by their path in configs.
 """
 
 from transformer.data.batching import (
@@ -25,17 +26,6 @@ from transformer.data.readers import (
 from transformer.data.sources import DATASETS, ChecksumError, DownloadError, fetch
 from transformer.data.tokenizer import SubwordTokenizer
 
-_LAZY = {"TranslationDataModule", "TaggingDataModule"}
-
-
-def __getattr__(name: str):
-    if name in _LAZY:
-        from transformer.data import datamodules
-
-        return getattr(datamodules, name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-
-
 __all__ = [
     "DATASETS",
     "IGNORE_INDEX",
@@ -45,10 +35,8 @@ __all__ = [
     "SubwordTokenizer",
     "TaggedSentence",
     "TaggingCollator",
-    "TaggingDataModule",
     "TokenBudgetBatchSampler",
     "TranslationCollator",
-    "TranslationDataModule",
     "fetch",
     "iter_hub_rows",
     "iter_line_pairs",

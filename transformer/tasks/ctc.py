@@ -263,8 +263,8 @@ class CTCTranslationTask(TranslationTask):
     def search_fn(self, decode_cfg: dict | None, stats: dict | None = None) -> SearchFn:
         """Best-path decoding (``ctc_one_pass``; ``nat_one_pass`` and ``greedy`` are aliases) or
         prefix beam search (``ctc_beam``: ``beam_size``, ``top_k`` tokens tried a position);
-        ``shortlist``: ``train`` or a target-side text file, whose tokens (and the blank) are
-        the only ones scored (``inference.shortlist``).
+        ``shortlist`` (``ctc_*`` strategies only): ``train`` or a target-side text file, whose
+        tokens (and the blank) are the only ones scored (``inference.shortlist``).
         ``stats["avg_iterations"]`` (always 1.0) is kept for the NAT reports."""
         cfg = dict(decode_cfg or {"strategy": "ctc_one_pass"})
         strategy = cfg.get("strategy", "ctc_one_pass")
@@ -274,7 +274,9 @@ class CTCTranslationTask(TranslationTask):
         hp = self.hparams
         model = self.model
         penalty = float(cfg.get("blank_penalty", 0.0))
-        ids = self.shortlist(str(cfg["shortlist"])) if cfg.get("shortlist") else None
+        # The shortlist belongs to the CTC strategies' names; the aliases greedy and nat_one_pass
+        # score every id, whatever the decoding block's shortlist says.
+        ids = self.shortlist(str(cfg["shortlist"])) if cfg.get("shortlist") and strategy.startswith("ctc_") else None
         if ids is not None:
             model = restrict_output(model, ids)
 

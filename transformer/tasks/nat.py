@@ -284,9 +284,9 @@ class NATTranslationTask(TranslationTask):
             iterations, beam = int(cfg.get("iterations", 10)), int(cfg.get("length_beam", 1))
             if iterations > 1 and self.decoder_input != "mask":
                 raise ValueError(
-                    "decode=mask_predict with iterations > 1 needs a model trained with "
+                    "decode.strategy=mask_predict with iterations > 1 needs a model trained with "
                     "decoder_input=mask; this checkpoint copies source embeddings "
-                    "(use decode=nat_one_pass or decode=nat_length_beam)"
+                    "(use decode.strategy=nat_one_pass or decode.strategy=nat_length_beam)"
                 )
 
             def search(model, src):
