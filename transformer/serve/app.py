@@ -163,7 +163,9 @@ class Dispatcher:
         except QueueFull:
             raise
         except Exception as exc:  # the model call failed: this request fails, the server goes on
-            log.error("%s failed: %s: %s", model.id, type(exc).__name__, " ".join(str(exc).split())[:500])
+            # the message may quote the input: logged only where request text may be
+            detail = f": {' '.join(str(exc).split())[:500]}" if self.config.log_inputs else ""
+            log.error("%s: a model call failed (%s%s)", model.id, type(exc).__name__, detail)
             raise RequestError(f"the model failed on this request ({type(exc).__name__})", 500) from None
         return {"model": model.id, "outputs": outputs}
 
