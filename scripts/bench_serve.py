@@ -45,7 +45,8 @@ from transformer.cli.common import load_for_inference
 from transformer.cli.serve import decode_preset
 from transformer.data.readers import iter_lines
 
-DEFAULT_INPUT = "multi30k/data/task1/raw/test_2016_flickr.de.gz"  # under the data mirror, as conf/data/multi30k.yaml names it
+# Under the data mirror, where conf/data/multi30k.yaml names it (registry:multi30k/data/task1/raw/...).
+DEFAULT_INPUT = "multi30k/data/task1/raw/test_2016_flickr.de.gz"
 MALFORMED = [b'{"model": "bench", "inputs": ["Ein Hund', b'{"model": "bench", "inputs": ["\xff\xfe"]}',
              b'{"model": "bench", "inputs": ["Ein\\u0007Hund"]}', b'{"model": "bench", "inputs": [3]}',
              b'{"model": "nope", "inputs": ["Ein Hund."]}', b'{"model": "bench", "inputs": []}', b'[1, 2]']

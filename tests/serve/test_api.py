@@ -115,14 +115,15 @@ def test_models_health_page_and_openapi(client):
     models = {m["id"]: m for m in client.get("/v1/models").json()["models"]}
     assert list(models) == ["at", "beam", "nat", "ctc", "pos", "sent"]
     assert models["beam"]["decode"]["beam_size"] == 3 and "n_best" in models["beam"]["options"]
-    assert models["at"]["attention"] and not models["nat"]["attention"] and models["pos"]["labels"] == ["DET", "NOUN",
-                                                                                                      "VERB"]
+    assert models["at"]["attention"] and not models["nat"]["attention"]
+    assert models["pos"]["labels"] == ["DET", "NOUN", "VERB"] and models["sent"]["labels"] == ["neg", "neu", "pos"]
     assert client.get("/health").json() == {"status": "ok", "models": 6, "queued": {k: 0 for k in models}}
     page = client.get("/")
     assert page.status_code == 200 and '<script src="/static/page.js">' in page.text
     assert "heatmap" in client.get("/static/page.js").text
     schema = client.get("/openapi.json").json()
-    assert {"TranslateRequest", "TagRequest", "ClassifyRequest", "TranslateResponse"} <= set(schema["components"]["schemas"])
+    names = set(schema["components"]["schemas"])
+    assert {"TranslateRequest", "TagRequest", "ClassifyRequest", "TranslateResponse", "ErrorResponse"} <= names
 
 
 # ----------------------------------------------------------------------------- bad requests
