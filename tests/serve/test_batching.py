@@ -147,3 +147,10 @@ def test_a_failed_model_call_fails_its_request_only(model):
         failed = translate(client, "boom")
         assert failed.status_code == 500 and failed.json()["error"] == "the model failed on this request (RuntimeError)"
         assert translate(client, "fine").status_code == 200
+
+
+def test_the_app_serves_again_after_a_restart(model):
+    app = create_app([model], ServeConfig())
+    for _ in range(2):
+        with TestClient(app) as client:
+            assert translate(client, "again").json()["outputs"][0]["translation"] == "AGAIN"

@@ -127,11 +127,15 @@ def load_model(entry: dict, key: str, cfg: DictConfig, limits):
             return TranslationModel(entry["id"], task, name, decode_cfg, device, limits)
         except ValueError as exc:
             raise ValueError(f"{key}.decode={decode_cfg.get('strategy')}: {exc}") from None
-    if kind == "tagging":
-        return TaggingModel(entry["id"], task, name, other_settings(entry, key, kind)["max_tokens"], device, limits)
-    if kind == "classification":
+    if kind in OTHER_KEYS:
         settings = other_settings(entry, key, kind)
-        return ClassificationModel(entry["id"], task, name, settings["max_tokens"], settings["top_k"], device, limits)
+        try:
+            if kind == "tagging":
+                return TaggingModel(entry["id"], task, name, settings["max_tokens"], device, limits)
+            return ClassificationModel(entry["id"], task, name, settings["max_tokens"], settings["top_k"], device,
+                                       limits)
+        except ValueError as exc:
+            raise ValueError(f"{key}.ckpt_path: {exc}") from None
     raise ValueError(f"{key}.ckpt_path: a {kind!r} checkpoint; the server takes translation, tagging and "
                      f"classification ones")
 

@@ -80,7 +80,7 @@ class Batcher:
         self.stats = BatchStats()
         self._queue: deque[Job] = deque()
         self._running: list[Job] = []
-        self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"model-{name}")
+        self._executor: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task | None = None
@@ -95,6 +95,8 @@ class Batcher:
         loop = asyncio.get_running_loop()
         if self._loop is loop and self._task is not None and not self._task.done():
             return
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"model-{self.name}")
         self._loop, self._wake = loop, asyncio.Event()
         self._task = loop.create_task(self._run(), name=f"batcher-{self.name}")
 
@@ -109,8 +111,10 @@ class Batcher:
         self._queue.clear()
 
     def close(self) -> None:
-        """Let the worker thread end (after its running call)."""
-        self._executor.shutdown(wait=False, cancel_futures=True)
+        """Let the worker thread end (after its running call); a later start makes a new one."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
 
     async def submit(self, texts: Sequence[str], settings: Hashable, tokens: int, timeout: float) -> list:
         """The outputs of ``texts``, decoded in some batch; :class:`QueueFull` when the queue is

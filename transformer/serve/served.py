@@ -270,6 +270,8 @@ class TaggingModel(ServedModel):
                  limits: Limits = Limits()):
         super().__init__(model_id, task, checkpoint, limits)
         self.tagger = task.tagger(max_tokens, device)
+        if any(tokenizer is None for _, tokenizer, _ in self.tagger.members):
+            raise ValueError("this checkpoint has no tokenizer; it cannot tag raw words")
 
     def info(self) -> dict:
         return {**super().info(), "tagset": self.tagger.tagset, "labels": list(self.tagger.tags)}
