@@ -20,7 +20,8 @@ LAYERS = {
     "inference": 3, "export": 3,
     "evaluation": 4,
     "tasks": 5,
-    "cli": 6,
+    "serve": 6,
+    "cli": 7,
 }
 
 

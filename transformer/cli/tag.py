@@ -55,21 +55,15 @@ from omegaconf import DictConfig
 
 from transformer.cli.common import hydra_entry, load_for_inference
 from transformer.cli.lines import read_lines, split_lines, write_lines
+from transformer.inference.tagger import split_tokens
 
 INPUT_FORMATS = ("auto", "text", "conllu")
 OUTPUT_FORMATS = ("auto", "conllu", "word_tag", "text")
 # CoNLL-U column index of each tag set (0-based: ID FORM LEMMA UPOS XPOS FEATS HEAD DEPREL DEPS MISC).
 TAG_COLUMN = {"upos": 3, "xpos": 4, "chunk": 9}
-_TOKEN_SEP = re.compile(r"[ \t]+")
 _WORD_ID = re.compile(r"^[1-9][0-9]*$")
 _RANGE_ID = re.compile(r"^[1-9][0-9]*-[1-9][0-9]*$")
 _EMPTY_ID = re.compile(r"^[0-9]+\.[1-9][0-9]*$")
-
-
-def split_tokens(line: str) -> list[str]:
-    """Tokens of a pre-tokenized text line: runs of spaces and tabs separate tokens;
-    a blank or whitespace-only line has none."""
-    return [t for t in _TOKEN_SEP.split(line.strip(" \t")) if t]
 
 
 @dataclass

@@ -7,6 +7,7 @@ W words, C tags.
 
 from __future__ import annotations
 
+import re
 from typing import Sequence
 
 import torch
@@ -17,6 +18,13 @@ from transformer.data.batching import token_budget_batches
 # A member of a tagger: its model, the tokenizer it reads words with, and how many pieces
 # its encoder takes at once (longer sentences are tagged in chunks).
 Member = tuple[nn.Module, object, int]
+_TOKEN_SEP = re.compile(r"[ \t]+")
+
+
+def split_tokens(line: str) -> list[str]:
+    """Tokens of a pre-tokenized text line: runs of spaces and tabs separate tokens;
+    a blank or whitespace-only line has none."""
+    return [t for t in _TOKEN_SEP.split(line.strip(" \t")) if t]
 
 
 def chunk_sentence(word_ids: Sequence[int], max_len: int) -> list[tuple[int, int]]:
@@ -162,4 +170,4 @@ class WordTagger:
         return out
 
 
-__all__ = ["Member", "WordTagger", "chunk_sentence", "model_max_len", "word_probabilities"]
+__all__ = ["Member", "WordTagger", "chunk_sentence", "model_max_len", "split_tokens", "word_probabilities"]

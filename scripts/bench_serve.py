@@ -1,0 +1,271 @@
+"""transformer-serve under load: throughput and latency with dynamic batching on and off, against
+decoding in-process, and a soak of mixed valid and malformed requests.
+
+    pip install -e ".[serve]"
+    TRANSFORMER_DATA_MIRROR=../shared/datasets python3 scripts/bench_serve.py --ckpt best.ckpt --json bench_serve.json
+    python3 scripts/bench_serve.py --ckpt best.ckpt --limit 64 --soak-seconds 5     # a quick look
+
+Greedy decoding of a de→en checkpoint, one torch thread for the model everywhere. The server runs
+as a user starts it (``transformer-serve`` in a subprocess on 127.0.0.1, ``threads=1``), once with
+``batching=true`` and once with ``batching=false``; each time:
+
+* throughput: ``--clients`` concurrent clients send single sentences of the input file (default:
+  Multi30k test_2016_flickr, German side, from the data mirror) until it is done; sentences/s,
+  and the latency p50/p99 of those requests;
+* latency at one request in flight: ``--latency-requests`` sentences, one after the other (p50).
+
+In-process, for comparison: the whole file decoded at once by the same translator
+(``TranslationTask.translator``, the offline throughput) and one sentence at a time (p50).
+``identical`` counts server outputs equal to the offline ones. The soak (batching on) sends
+valid and malformed requests (bad JSON, bad UTF-8, control characters, wrong types, unknown
+model, empty list) for ``--soak-seconds``, counts valid requests that failed and malformed ones
+answered other than 4xx, and reads the server's resident memory at its start and end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import http.client
+import json
+import os
+import random
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import torch
+
+from transformer.cli.common import load_for_inference
+from transformer.cli.serve import decode_preset
+from transformer.data.readers import iter_lines
+
+# Under the data mirror, where conf/data/multi30k.yaml names it (registry:multi30k/data/task1/raw/...).
+DEFAULT_INPUT = "multi30k/data/task1/raw/test_2016_flickr.de.gz"
+MALFORMED = [b'{"model": "bench", "inputs": ["Ein Hund', b'{"model": "bench", "inputs": ["\xff\xfe"]}',
+             b'{"model": "bench", "inputs": ["Ein\\u0007Hund"]}', b'{"model": "bench", "inputs": [3]}',
+             b'{"model": "nope", "inputs": ["Ein Hund."]}', b'{"model": "bench", "inputs": []}', b'[1, 2]']
+
+
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(round(q / 100 * (len(ordered) - 1))))] if ordered else float("nan")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``transformer-serve`` in a subprocess, serving ``ckpt`` as model ``bench`` (greedy)."""
+
+    def __init__(self, ckpt: str, batching: bool, threads: int, log: Path):
+        self.port = free_port()
+        env = dict(os.environ, OMP_NUM_THREADS=str(threads))
+        args = [sys.executable, "-m", "transformer.cli.serve", f"models=[{{id:bench,ckpt_path:'{ckpt}'}}]",
+                f"port={self.port}", f"threads={threads}", f"batching={str(batching).lower()}", "device=cpu",
+                "access_log=false", "max_queue=100000", "max_inputs=100000", "max_request_tokens=1000000",
+                "request_timeout_s=600", "hydra.job_logging.root.level=WARNING"]
+        self.log = open(log, "w")
+        self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log, env=env)
+        end = time.monotonic() + 300
+        while True:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the server ended: {log.read_text()[-3000:]}")
+            if time.monotonic() > end:
+                raise RuntimeError("the server did not answer within 300 s")
+            try:
+                if self.request("GET", "/health")[0] == 200:
+                    return
+            except OSError:
+                time.sleep(0.3)
+
+    def request(self, method: str, path: str, body: bytes | None = None, conn=None) -> tuple[int, bytes]:
+        own = conn is None
+        conn = conn or http.client.HTTPConnection("127.0.0.1", self.port, timeout=600)
+        try:
+            conn.request(method, path, body=body, headers={"content-type": "application/json"} if body else {})
+            response = conn.getresponse()
+            return response.status, response.read()
+        finally:
+            if own:
+                conn.close()
+
+    def rss_mb(self) -> float:
+        for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    def stop(self) -> None:
+        self.proc.terminate()
+        self.proc.wait(60)
+        self.log.close()
+
+
+def translate_body(sentence: str) -> bytes:
+    return json.dumps({"model": "bench", "inputs": [sentence]}).encode()
+
+
+def one_request(server: Server, conn, sentence: str) -> tuple[float, str]:
+    start = time.perf_counter()
+    status, body = server.request("POST", "/v1/translate", translate_body(sentence), conn)
+    if status != 200:
+        raise RuntimeError(f"HTTP {status}: {body[:200]!r}")
+    return time.perf_counter() - start, json.loads(body)["outputs"][0]["translation"]
+
+
+def load(server: Server, sentences: list[str], clients: int) -> dict:
+    """``clients`` threads, each with its own connection, send the sentences one a request."""
+    todo = iter(enumerate(sentences))
+    lock = threading.Lock()
+    latencies, outputs = [], [""] * len(sentences)
+
+    def client():
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
+        while True:
+            with lock:
+                item = next(todo, None)
+            if item is None:
+                conn.close()
+                return
+            seconds, outputs[item[0]] = one_request(server, conn, item[1])
+            latencies.append(seconds)
+
+    start = time.perf_counter()
+    with ThreadPoolExecutor(clients) as pool:
+        for f in [pool.submit(client) for _ in range(clients)]:
+            f.result()
+    wall = time.perf_counter() - start
+    return {"sentences_per_s": len(sentences) / wall, "p50_ms": percentile(latencies, 50) * 1000,
+            "p99_ms": percentile(latencies, 99) * 1000, "outputs": outputs}
+
+
+def soak(server: Server, sentences: list[str], seconds: float, clients: int = 8) -> dict:
+    """Mixed valid and malformed requests for ``seconds``: what failed, and memory."""
+    counts = {"valid": 0, "valid_failed": 0, "malformed": 0, "malformed_not_4xx": 0}
+    lock = threading.Lock()
+    rss_start, end = server.rss_mb(), time.monotonic() + seconds
+
+    def client(seed: int):
+        rng, conn = random.Random(seed), http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
+        while time.monotonic() < end:
+            valid = rng.random() < 0.5
+            body = translate_body(rng.choice(sentences)) if valid else rng.choice(MALFORMED)
+            try:
+                status = server.request("POST", "/v1/translate", body, conn)[0]
+            except (OSError, http.client.HTTPException):
+                status = 0
+                conn.close()
+                conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
+            with lock:
+                kind = "valid" if valid else "malformed"
+                counts[kind] += 1
+                bad = status != 200 if valid else not 400 <= status < 500
+                counts[f"{kind}_failed" if valid else "malformed_not_4xx"] += bad
+        conn.close()
+
+    with ThreadPoolExecutor(clients) as pool:
+        for f in [pool.submit(client, i) for i in range(clients)]:
+            f.result()
+    return {**counts, "seconds": seconds, "rss_start_mb": rss_start, "rss_end_mb": server.rss_mb(),
+            "alive": server.proc.poll() is None}
+
+
+def offline(ckpt: str, sentences: list[str], latency_sample: list[str]) -> dict:
+    """The same greedy decode in-process: the whole file at once, and one sentence at a time."""
+    task, device = load_for_inference(ckpt, "cpu")
+    translator = task.translator(decode_preset("greedy"), device=device)
+    translator.translate(sentences[:8])  # warm-up
+    start = time.perf_counter()
+    outputs = [hyps[0][0] for hyps in translator.translate(sentences)]
+    wall = time.perf_counter() - start
+    single = []
+    for s in latency_sample:
+        t = time.perf_counter()
+        translator.translate([s])
+        single.append(time.perf_counter() - t)
+    return {"sentences_per_s": len(sentences) / wall, "single_p50_ms": percentile(single, 50) * 1000,
+            "outputs": outputs}
+
+
+def bench_server(args, batching: bool, sentences: list[str], sample: list[str], log: Path) -> dict:
+    server = Server(args.ckpt, batching, args.threads, log)
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
+        for s in sample[:4]:
+            one_request(server, conn, s)  # warm-up
+        single = [one_request(server, conn, s)[0] for s in sample]
+        conn.close()
+        result = load(server, sentences, args.clients)
+        result["single_p50_ms"] = percentile(single, 50) * 1000
+        if batching and args.soak_seconds > 0:
+            result["soak"] = soak(server, sentences, args.soak_seconds)
+        return result
+    finally:
+        server.stop()
+
+
+def table(results: dict) -> str:
+    on, off, local = results["batching_on"], results["batching_off"], results["offline"]
+    rows = [("throughput, %d clients (sentences/s)" % results["clients"], on["sentences_per_s"],
+             off["sentences_per_s"], local["sentences_per_s"]),
+            ("latency p50, 1 in flight (ms)", on["single_p50_ms"], off["single_p50_ms"], local["single_p50_ms"]),
+            ("latency p50, %d clients (ms)" % results["clients"], on["p50_ms"], off["p50_ms"], None),
+            ("latency p99, %d clients (ms)" % results["clients"], on["p99_ms"], off["p99_ms"], None),
+            ("outputs identical to offline", on["identical"], off["identical"], None)]
+    lines = ["| measure | batching on | batching off | in-process |", "|---|---:|---:|---:|"]
+    for name, *cells in rows:
+        lines.append(f"| {name} | " + " | ".join("" if c is None else f"{c:.1f}" if isinstance(c, float) else str(c)
+                                                 for c in cells) + " |")
+    if "soak" in on:
+        s = on["soak"]
+        lines.append(f"\nsoak {s['seconds']:g} s: {s['valid']} valid requests, {s['valid_failed']} failed; "
+                     f"{s['malformed']} malformed, {s['malformed_not_4xx']} answered other than 4xx; server "
+                     f"{'alive' if s['alive'] else 'DEAD'}, resident memory {s['rss_start_mb']:.0f} MB at start, "
+                     f"{s['rss_end_mb']:.0f} MB at end")
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> dict:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ckpt", required=True, help="a translation checkpoint")
+    parser.add_argument("--input", default=None, help="sentences, one a line (.gz too); default: Multi30k "
+                                                      "test_2016_flickr German, from $TRANSFORMER_DATA_MIRROR")
+    parser.add_argument("--limit", type=int, default=None, help="first N sentences only")
+    parser.add_argument("--clients", type=int, default=32)
+    parser.add_argument("--latency-requests", type=int, default=50, help="sentences sent one at a time")
+    parser.add_argument("--soak-seconds", type=float, default=60.0)
+    parser.add_argument("--threads", type=int, default=1, help="torch threads of the model (server and in-process)")
+    parser.add_argument("--json", default=None, help="also write the results here")
+    args = parser.parse_args(argv)
+    path = args.input or str(Path(os.environ.get("TRANSFORMER_DATA_MIRROR", "../shared/datasets")) / DEFAULT_INPUT)
+    sentences = [text.strip() for _, text in iter_lines(path) if text.strip()][: args.limit]
+    sample = sentences[: args.latency_requests]
+    torch.set_num_threads(args.threads)
+    results: dict = {"ckpt": args.ckpt, "input": path, "sentences": len(sentences), "clients": args.clients,
+                     "threads": args.threads, "decode": "greedy"}
+    results["offline"] = offline(args.ckpt, sentences, sample)
+    with tempfile.TemporaryDirectory() as tmp:
+        for batching in (True, False):
+            key = "batching_on" if batching else "batching_off"
+            results[key] = bench_server(args, batching, sentences, sample, Path(tmp) / f"{key}.log")
+            outputs = results[key].pop("outputs")
+            results[key]["identical"] = sum(a == b for a, b in zip(outputs, results["offline"]["outputs"]))
+    results["offline"].pop("outputs")
+    print(f"{len(sentences)} sentences from {path}, greedy, {args.threads} thread(s)\n")
+    print(table(results))
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+    return results
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,253 @@
+"""The FastAPI application: the JSON endpoints, their errors, and the page.
+
+    POST /v1/translate  /v1/tag  /v1/classify   {"model": id, "inputs": [...], overrides}
+    GET  /v1/models  /health  /  (the page)  /static/...  /openapi.json
+
+Every refusal is a 4xx whose body is ``{"error": "<one sentence>"}``: a body that is not UTF-8
+or not JSON (400), wrong types, unknown keys, an empty input list or a control character (422),
+an unknown model (404) or one of another kind (400), too many inputs, pieces or bytes (413,
+naming the limit). A full queue is 503 with ``Retry-After``, a request past its time limit 504.
+Nothing a request holds stops the server: a failed model call fails its own requests (500).
+Request text is logged only with ``log_inputs``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+from fastapi import FastAPI, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import FileResponse, JSONResponse
+from fastapi.staticfiles import StaticFiles
+from starlette.exceptions import HTTPException
+
+from transformer.serve import schemas
+from transformer.serve.batcher import Batcher, QueueFull
+from transformer.serve.served import RequestError, ServedModel
+
+log = logging.getLogger(__name__)
+STATIC = Path(__file__).resolve().parent / "static"
+ERRORS = {code: {"model": schemas.ErrorResponse} for code in (400, 404, 413, 422, 500, 503, 504)}
+
+
+@dataclass(frozen=True)
+class ServeConfig:
+    """The server's keys of ``conf/serve.yaml`` (see there)."""
+
+    batching: bool = True
+    batch_wait_ms: float = 5.0
+    max_batch_tokens: int = 4096
+    max_queue: int = 256
+    request_timeout_s: float = 30.0
+    max_inputs: int = 64
+    max_request_tokens: int = 2048
+    max_body_bytes: int = 1_000_000
+    log_inputs: bool = False
+
+
+def error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
+    """The one shape of every refusal."""
+    return JSONResponse({"error": " ".join(message.split())}, status_code=status, headers=headers)
+
+
+class BodyGuard:
+    """ASGI middleware that reads a POST body before the app: past ``max_bytes`` it is a 413,
+    and bytes that are not UTF-8 a 400, so the app only ever parses bounded text."""
+
+    def __init__(self, app, max_bytes: int):
+        self.app, self.max_bytes = app, max_bytes
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["method"] != "POST":
+            return await self.app(scope, receive, send)
+        too_big = error(413, f"the body is larger than max_body_bytes={self.max_bytes}")
+        length = dict(scope["headers"]).get(b"content-length", b"0")
+        if length.isdigit() and int(length) > self.max_bytes:
+            return await too_big(scope, receive, send)
+        chunks, size, more = [], 0, True
+        while more:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                return
+            chunks.append(message.get("body", b""))
+            size += len(chunks[-1])
+            if size > self.max_bytes:
+                return await too_big(scope, receive, send)
+            more = message.get("more_body", False)
+        body = b"".join(chunks)
+        try:
+            body.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            return await error(400, f"the body is not UTF-8 text (byte {exc.start})")(scope, receive, send)
+        replayed = False
+
+        async def replay():
+            nonlocal replayed
+            if replayed:
+                return await receive()
+            replayed = True
+            return {"type": "http.request", "body": body, "more_body": False}
+
+        await self.app(scope, replay, send)
+
+
+def validation_message(exc: RequestValidationError) -> tuple[int, str]:
+    """A request that does not fit its schema as ``(status, one sentence)``."""
+    errors = exc.errors()
+    first = errors[0] if errors else {}
+    kind, loc = first.get("type", ""), [str(p) for p in first.get("loc", ())[1:]]
+    if kind == "json_invalid":
+        return 400, f"the body is not valid JSON ({first.get('ctx', {}).get('error', 'decode error')})"
+    if not loc and kind == "missing":
+        return 422, 'the body is missing: send a JSON object such as {"model": "<id>", "inputs": ["..."]}'
+    where = loc[0] + "".join(f"[{p}]" for p in loc[1:]) if loc else "the body"
+    if not loc and kind in ("model_attributes_type", "dict_type"):
+        message = 'the body must be a JSON object such as {"model": "<id>", "inputs": ["..."]}'
+    elif kind == "value_error":
+        message = str(first.get("msg", "invalid")).removeprefix("Value error, ")
+    elif kind == "extra_forbidden":
+        message = f"unknown key {where!r}"
+    elif kind == "missing":
+        message = f"{where!r} is missing"
+    elif kind == "too_short" and loc == ["inputs"]:
+        message = "inputs is empty: give at least one sentence"
+    else:
+        message = f"{where}: {str(first.get('msg', 'invalid')).removeprefix('Value error, ')}"
+    more = len(errors) - 1
+    return 422, message + (f" (and {more} more problem{'s' * (more > 1)})" if more > 0 else "")
+
+
+class Dispatcher:
+    """The models and their batchers: a request checked against the server's limits and its
+    model, then queued for that model's next call."""
+
+    def __init__(self, models: Sequence[ServedModel], config: ServeConfig):
+        self.models, self.config = list(models), config
+        self.by_id = {m.id: m for m in models}
+        self.batchers = {m.id: Batcher(m.id, m.predict, config.batching, config.batch_wait_ms / 1000,
+                                       config.max_batch_tokens, config.max_queue) for m in models}
+
+    def model(self, kind: str, request: schemas.Request) -> ServedModel:
+        """The request's model, of the endpoint's ``kind``, with the request within the limits."""
+        model = self.by_id.get(request.model)
+        if model is None:
+            raise RequestError(f"unknown model {request.model!r}; this server has {', '.join(self.by_id)}", 404)
+        if model.kind != kind:
+            raise RequestError(f"model {model.id!r} is a {model.kind} model: send it to {model.endpoint}", 400)
+        if len(request.inputs) > self.config.max_inputs:
+            raise RequestError(f"{len(request.inputs)} inputs in one request; at most max_inputs="
+                               f"{self.config.max_inputs}", 413)
+        return model
+
+    async def answer(self, kind: str, request: schemas.Request) -> dict:
+        """The response body of ``request`` to the endpoint of ``kind``."""
+        model, limit = self.model(kind, request), self.config.max_request_tokens
+        settings = model.settings(request.overrides())
+        tokens = sum(model.count_tokens(t) for t in request.inputs)
+        if tokens > limit:
+            raise RequestError(f"the inputs hold {tokens} pieces; at most max_request_tokens={limit} per request", 413)
+        log.info("%s: %d input(s), %d pieces", model.id, len(request.inputs), tokens)
+        if self.config.log_inputs:
+            log.info("%s inputs: %r", model.id, request.inputs)
+        timeout = self.config.request_timeout_s
+        try:
+            outputs = await self.batchers[model.id].submit(request.inputs, settings, tokens, timeout)
+        except asyncio.TimeoutError:
+            raise RequestError(f"the request took longer than request_timeout_s={timeout:g} s; retry with fewer or "
+                               f"shorter inputs", 504) from None
+        except QueueFull:
+            raise
+        except Exception as exc:  # the model call failed: this request fails, the server goes on
+            # the message may quote the input: logged only where request text may be
+            detail = f": {' '.join(str(exc).split())[:500]}" if self.config.log_inputs else ""
+            log.error("%s: a model call failed (%s%s)", model.id, type(exc).__name__, detail)
+            raise RequestError(f"the model failed on this request ({type(exc).__name__})", 500) from None
+        return {"model": model.id, "outputs": outputs}
+
+    @contextlib.asynccontextmanager
+    async def running(self, app: FastAPI):
+        """The app's lifespan: every batcher's loop runs while the app does."""
+        for batcher in self.batchers.values():
+            batcher.start()
+        yield
+        for batcher in self.batchers.values():
+            await batcher.stop()
+            batcher.close()
+
+
+def create_app(models: Sequence[ServedModel], config: ServeConfig = ServeConfig()) -> FastAPI:
+    """The application serving ``models`` (ids unique), each with its own :class:`Batcher`."""
+    server = Dispatcher(models, config)
+    app = FastAPI(title="transformer-serve", version="1", lifespan=server.running,
+                  description="Translation, tagging and classification with the project's checkpoints.")
+    app.state.server = server
+    app.add_middleware(BodyGuard, max_bytes=config.max_body_bytes)
+    add_error_handlers(app)
+    add_routes(app, server)
+    app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    return app
+
+
+def add_routes(app: FastAPI, server: Dispatcher) -> None:
+    """The endpoints (see the module docstring)."""
+
+    @app.post("/v1/translate", response_model=schemas.TranslateResponse, response_model_exclude_none=True,
+              responses=ERRORS, tags=["models"])
+    async def translate(request: schemas.TranslateRequest):
+        """Translate each input with a translation model (its decode preset, with overrides)."""
+        return await server.answer("translation", request)
+
+    @app.post("/v1/tag", response_model=schemas.TagResponse, response_model_exclude_none=True,
+              responses=ERRORS, tags=["models"])
+    async def tag(request: schemas.TagRequest):
+        """Tag each word of each input (words separated by spaces or tabs)."""
+        return await server.answer("tagging", request)
+
+    @app.post("/v1/classify", response_model=schemas.ClassifyResponse, response_model_exclude_none=True,
+              responses=ERRORS, tags=["models"])
+    async def classify(request: schemas.ClassifyRequest):
+        """Label each input with a classification model."""
+        return await server.answer("classification", request)
+
+    @app.get("/v1/models", response_model=schemas.ModelsResponse, tags=["server"])
+    async def list_models():
+        """The models this server answers for, with the request keys each takes."""
+        return {"models": [m.info() for m in server.models]}
+
+    @app.get("/health", response_model=schemas.Health, tags=["server"])
+    async def health():
+        """Up, with the requests waiting per model."""
+        return {"status": "ok", "models": len(server.models),
+                "queued": {k: b.queued for k, b in server.batchers.items()}}
+
+    @app.get("/", include_in_schema=False)
+    async def page():
+        return FileResponse(STATIC / "index.html", media_type="text/html")
+
+
+def add_error_handlers(app: FastAPI) -> None:
+    """Every error as ``{"error": "<one sentence>"}`` with its status."""
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid(request: Request, exc: RequestValidationError):
+        return error(*validation_message(exc))
+
+    @app.exception_handler(HTTPException)
+    async def http_error(request: Request, exc: HTTPException):
+        return error(exc.status_code, str(exc.detail), getattr(exc, "headers", None))
+
+    @app.exception_handler(RequestError)
+    async def refused(request: Request, exc: RequestError):
+        return error(exc.status, str(exc))
+
+    @app.exception_handler(QueueFull)
+    async def queue_full(request: Request, exc: QueueFull):
+        return error(503, str(exc), {"Retry-After": str(exc.retry_after)})
+
+
+__all__ = ["BodyGuard", "Dispatcher", "ServeConfig", "create_app", "validation_message"]

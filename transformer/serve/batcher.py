@@ -1,0 +1,201 @@
+"""Dynamic batching: requests to one model that arrive close together are decoded as one call.
+
+A request joins its model's queue and waits. The model's loop (on the event loop) takes the
+oldest request, waits until ``wait_s`` after its arrival for others to come (or until the
+queued pieces fill ``max_batch_tokens``), then takes the queued requests whose settings equal
+the first one's, in arrival order, while their pieces fit the budget; the others keep their
+place for the next call. The model runs on its own worker thread, one call at a time, so the
+event loop keeps accepting requests while it computes, and what arrives meanwhile forms the
+next batch without waiting (Clipper's and Triton's adaptive batching work the same way).
+
+``batching=False`` takes one request per call: the baseline batching is measured against.
+A full queue refuses a request at once (:class:`QueueFull`, an HTTP 503 with ``Retry-After``);
+a request that waits past its time limit is dropped from the queue, or its result discarded
+when it was already running (``asyncio.TimeoutError``, an HTTP 504).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import time
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Callable, Hashable, Sequence
+
+# predict(texts, settings) -> one output per text
+Predict = Callable[[Sequence[str], Hashable], list]
+
+
+class QueueFull(RuntimeError):
+    """The model's queue holds ``max_queue`` requests; ``retry_after`` (whole seconds) is
+    about how long the queue takes to drain at the recent pace."""
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+@dataclass
+class Job:
+    """One request waiting for its outputs: its texts, their settings key and piece count."""
+
+    texts: Sequence[str]
+    settings: Hashable
+    tokens: int
+    future: asyncio.Future
+    arrived: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class BatchStats:
+    """Counts since start: model calls, requests and texts through them, the largest call (in
+    requests), and the seconds of the last call."""
+
+    batches: int = 0
+    requests: int = 0
+    texts: int = 0
+    largest: int = 0
+    last_seconds: float = 0.0
+
+
+class Batcher:
+    """The queue and worker of one model (see the module docstring).
+
+    Args:
+        name: the model's id (names the worker thread).
+        predict: the model call, run on the worker thread.
+        batching: False takes one request per call.
+        wait_s: how long after the oldest request's arrival to wait for company.
+        max_batch_tokens: pieces one call takes (a request larger than it goes alone).
+        max_queue: requests waiting, past which new ones are refused.
+    """
+
+    def __init__(self, name: str, predict: Predict, batching: bool = True, wait_s: float = 0.005,
+                 max_batch_tokens: int = 4096, max_queue: int = 256):
+        self.name, self.predict = name, predict
+        self.batching, self.wait_s = batching, wait_s
+        self.max_batch_tokens, self.max_queue = max_batch_tokens, max_queue
+        self.stats = BatchStats()
+        self._queue: deque[Job] = deque()
+        self._running: list[Job] = []
+        self._executor: ThreadPoolExecutor | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._wake: asyncio.Event | None = None
+        self._task: asyncio.Task | None = None
+
+    @property
+    def queued(self) -> int:
+        """Requests waiting (not yet in a model call)."""
+        return sum(not job.future.done() for job in self._queue)
+
+    def start(self) -> None:
+        """Start the loop on the running event loop (again after a loop change, as tests do)."""
+        loop = asyncio.get_running_loop()
+        if self._loop is loop and self._task is not None and not self._task.done():
+            return
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(max_workers=1, thread_name_prefix=f"model-{self.name}")
+        self._loop, self._wake = loop, asyncio.Event()
+        self._task = loop.create_task(self._run(), name=f"batcher-{self.name}")
+
+    async def stop(self) -> None:
+        """Stop the loop; waiting requests are cancelled, a running call finishes on its thread."""
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+        for job in [*self._queue, *self._running]:
+            job.future.cancel()
+        self._queue.clear()
+
+    def close(self) -> None:
+        """Let the worker thread end (after its running call); a later start makes a new one."""
+        if self._executor is not None:
+            self._executor.shutdown(wait=False, cancel_futures=True)
+            self._executor = None
+
+    async def submit(self, texts: Sequence[str], settings: Hashable, tokens: int, timeout: float) -> list:
+        """The outputs of ``texts``, decoded in some batch; :class:`QueueFull` when the queue is
+        full, ``asyncio.TimeoutError`` after ``timeout`` seconds."""
+        self.start()
+        if self.queued >= self.max_queue:
+            raise QueueFull(f"model '{self.name}' has {self.max_queue} requests waiting (max_queue); "
+                            f"retry later", self._retry_after())
+        job = Job(texts, settings, tokens, self._loop.create_future())
+        self._queue.append(job)
+        self._wake.set()
+        return await asyncio.wait_for(job.future, timeout)  # a timeout cancels the future: the loop skips it
+
+    def _retry_after(self) -> int:
+        per_call = max(self.stats.requests / max(self.stats.batches, 1), 1.0)
+        return max(1, math.ceil(self.stats.last_seconds * len(self._queue) / per_call))
+
+    async def _run(self) -> None:
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            while self._queue:
+                await self._gather_time()
+                jobs = self._take()
+                if jobs:
+                    await self._call(jobs)
+
+    async def _gather_time(self) -> None:
+        """Wait until ``wait_s`` after the oldest request arrived, unless the budget is full."""
+        if not self.batching or not self._queue:
+            return
+        delay = self._queue[0].arrived + self.wait_s - time.monotonic()
+        if delay > 0 and sum(job.tokens for job in self._queue) < self.max_batch_tokens:
+            await asyncio.sleep(delay)
+
+    def _take(self) -> list[Job]:
+        """The next call's requests: the oldest live one, then (batching) each later one with
+        equal settings while the pieces fit the budget. Timed-out requests leave the queue."""
+        while self._queue and self._queue[0].future.done():
+            self._queue.popleft()
+        if not self._queue:
+            return []
+        first = self._queue.popleft()
+        jobs, tokens, kept = [first], first.tokens, deque()
+        while self.batching and self._queue:
+            job = self._queue.popleft()
+            if job.future.done():
+                continue
+            if job.settings == first.settings and tokens + job.tokens <= self.max_batch_tokens:
+                jobs.append(job)
+                tokens += job.tokens
+            else:
+                kept.append(job)
+        self._queue = kept + self._queue
+        return jobs
+
+    async def _call(self, jobs: list[Job]) -> None:
+        """One model call on the worker thread; each request gets its own slice of the outputs
+        (or the call's exception)."""
+        texts = [t for job in jobs for t in job.texts]
+        start = time.monotonic()
+        self._running = jobs
+        try:
+            outputs = await self._loop.run_in_executor(self._executor, self.predict, texts, jobs[0].settings)
+        except Exception as exc:  # a failed call fails its requests, never the loop
+            for job in jobs:
+                if not job.future.done():
+                    job.future.set_exception(exc)
+            return
+        finally:
+            self._running = []
+            self.stats.last_seconds = time.monotonic() - start
+        self.stats.batches += 1
+        self.stats.requests += len(jobs)
+        self.stats.texts += len(texts)
+        self.stats.largest = max(self.stats.largest, len(jobs))
+        offset = 0
+        for job in jobs:
+            if not job.future.done():
+                job.future.set_result(outputs[offset: offset + len(job.texts)])
+            offset += len(job.texts)
+
+
+__all__ = ["BatchStats", "Batcher", "Job", "QueueFull"]

@@ -1,0 +1,154 @@
+"""The API written down: request and response bodies as pydantic models, which FastAPI checks
+requests against and publishes at ``/openapi.json``.
+
+Requests are strict: integers must be JSON integers, unknown keys are refused, and every input
+is text a model can read (no control characters other than tab, no lone surrogates). Limits
+that depend on the server's config (inputs and pieces per request, beam sizes) are checked by
+the app and the served model.
+"""
+
+from __future__ import annotations
+
+from typing import Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator
+
+from transformer.serve.served import text_problem
+
+Number = Union[StrictInt, StrictFloat]
+
+
+class Request(BaseModel):
+    """What every endpoint takes: the model's id and the sentences, one output each."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    model: StrictStr = Field(description="a model id from GET /v1/models")
+    inputs: list[StrictStr] = Field(min_length=1, description="sentences, one output each, in order",
+                                    examples=[["Ein Hund rennt über die Wiese."]])
+
+    @field_validator("inputs")
+    @classmethod
+    def _readable(cls, inputs: list[str]) -> list[str]:
+        for i, text in enumerate(inputs):
+            problem = text_problem(text)
+            if problem:
+                raise ValueError(f"input {i} {problem}")
+        return inputs
+
+    def overrides(self) -> dict:
+        """The decoding keys this request sets (``model`` and ``inputs`` aside)."""
+        return {k: v for k, v in self.model_dump(exclude={"model", "inputs"}).items()
+                if v is not None and k in self.model_fields_set}
+
+
+class TranslateRequest(Request):
+    """Sentences to translate, with optional decoding overrides within the server's limits."""
+
+    beam_size: Optional[StrictInt] = Field(None, description="beam search / CTC prefix beam width")
+    n_best: Optional[StrictInt] = Field(None, description="hypotheses returned per sentence (beam search)")
+    max_len: Optional[StrictInt] = Field(None, description="at most this many output pieces")
+    max_len_a: Optional[Number] = Field(None, description="length cap: max_len_a * source pieces + max_len_b")
+    max_len_b: Optional[StrictInt] = Field(None, description="see max_len_a")
+    top_k: Optional[StrictInt] = Field(None, description="tokens tried at each position (CTC prefix beam)")
+    attention: StrictBool = Field(False, description="also return cross-attention and word alignments")
+
+
+class TagRequest(Request):
+    """Sentences to tag: each one line of words separated by spaces or tabs."""
+
+
+class ClassifyRequest(Request):
+    """Sentences to classify."""
+
+    top_k: Optional[StrictInt] = Field(None, description="the best labels returned, best first")
+    attention: StrictBool = Field(False, description="also return the pooling's attention over tokens")
+
+
+class Hypothesis(BaseModel):
+    text: str
+    score: float
+    alignment: Optional[str] = Field(None, description="Pharaoh pairs source-target piece index (with attention)")
+
+
+class TranslationAttention(BaseModel):
+    source: list[str] = Field(description="source pieces, EOS last")
+    target: list[str] = Field(description="output pieces, EOS last: row t is the step that predicted it")
+    cross: list[list[list[list[float]]]] = Field(description="cross-attention (layer, head, target, source)")
+    alignment_layer: int
+
+
+class TranslationOutput(BaseModel):
+    translation: str
+    hypotheses: list[Hypothesis]
+    attention: Optional[TranslationAttention] = None
+
+
+class TranslateResponse(BaseModel):
+    model: str
+    outputs: list[TranslationOutput]
+
+
+class TagOutput(BaseModel):
+    words: list[str]
+    tags: list[str]
+    fields: dict[str, list[str]] = Field(description="the tags of each annotation the model predicts")
+
+
+class TagResponse(BaseModel):
+    model: str
+    outputs: list[TagOutput]
+
+
+class LabelProbability(BaseModel):
+    label: str
+    probability: float
+
+
+class PoolingAttention(BaseModel):
+    tokens: list[str]
+    pooling: Optional[list[list[float]]] = Field(None, description="(head, token); null for a pooling without "
+                                                                   "attention")
+
+
+class ClassifyOutput(BaseModel):
+    label: str
+    probability: float
+    top: list[LabelProbability]
+    probabilities: dict[str, float]
+    attention: Optional[PoolingAttention] = None
+
+
+class ClassifyResponse(BaseModel):
+    model: str
+    outputs: list[ClassifyOutput]
+
+
+class ModelInfo(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    kind: str
+    endpoint: str
+    checkpoint: str
+    options: list[str] = Field(description="request keys this model takes besides model and inputs")
+    attention: bool
+
+
+class ModelsResponse(BaseModel):
+    models: list[ModelInfo]
+
+
+class Health(BaseModel):
+    status: str
+    models: int
+    queued: dict[str, int]
+
+
+class ErrorResponse(BaseModel):
+    error: str = Field(description="one sentence saying what was wrong")
+
+
+__all__ = ["ClassifyOutput", "ClassifyRequest", "ClassifyResponse", "ErrorResponse", "Health", "Hypothesis",
+           "ModelInfo", "ModelsResponse", "Request", "TagOutput", "TagRequest", "TagResponse", "TranslateRequest",
+           "TranslateResponse", "TranslationAttention", "TranslationOutput"]

@@ -1,0 +1,337 @@
+"""One checkpoint behind the API: a loaded task as a served model of its kind.
+
+Each kind answers with the predictor its command uses: ``task.translator`` as
+``transformer-decode`` (alignments as its ``decode.print_alignment``), ``task.tagger`` with the
+words split as ``transformer-tag`` splits a text line, ``task.classifier`` as
+``transformer-classify``; so a sentence gets the same answer from the server and the command.
+Attention for the page is what ``transformer-inspect`` draws: ``translation_attention`` (a
+teacher-forced pass over the model's own output) and ``classification_attention``.
+
+A request's decoding overrides are checked against what the model's decoding takes and the
+server's limits, and become a hashable settings key: the batcher decodes together only requests
+with equal settings. ``predict`` runs on the model's worker thread, one call at a time.
+"""
+
+from __future__ import annotations
+
+import logging
+import unicodedata
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import Hashable, Sequence
+
+import torch
+
+from transformer.inference.tagger import split_tokens
+from transformer.inspect.attention import translate_with_alignments, translation_attention
+from transformer.inspect.classification import classification_attention
+from transformer.inspect.report import piece_labels
+
+log = logging.getLogger(__name__)
+
+# Decoding settings a model keeps built (a CTC shortlist copies the model): the newest few.
+TRANSLATORS_KEPT = 8
+
+
+class RequestError(ValueError):
+    """A request the model cannot take; ``status`` is the HTTP status that says why."""
+
+    def __init__(self, message: str, status: int = 422):
+        super().__init__(message)
+        self.status = status
+
+
+@dataclass(frozen=True)
+class Limits:
+    """What a request may ask for: beams up to ``max_beam_size``, outputs up to ``max_len``
+    pieces (a model's own positional range caps them too)."""
+
+    max_beam_size: int = 16
+    max_len: int = 512
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a model input (a control character, a lone surrogate), or None.
+    Tabs are whitespace, as on the command line."""
+    for ch in text:
+        category = unicodedata.category(ch)
+        if category == "Cc" and ch != "\t":
+            return f"holds the control character U+{ord(ch):04X}"
+        if category == "Cs":
+            return f"holds a lone surrogate (U+{ord(ch):04X}), which is not text"
+    return None
+
+
+class ServedModel:
+    """A model the server answers for: its ``kind``, the endpoint that takes it, the request
+    keys it takes beyond ``model`` and ``inputs`` (``options``), and ``predict``."""
+
+    kind = ""
+    endpoint = ""
+
+    def __init__(self, model_id: str, task, checkpoint: str, limits: Limits = Limits()):
+        self.id, self.task, self.checkpoint, self.limits = model_id, task, checkpoint, limits
+        self.options: tuple[str, ...] = ()
+        self.attends = False
+
+    def info(self) -> dict:
+        """What ``GET /v1/models`` says of this model."""
+        return {"id": self.id, "kind": self.kind, "endpoint": self.endpoint, "checkpoint": self.checkpoint,
+                "options": list(self.options), "attention": self.attends}
+
+    def settings(self, overrides: dict) -> Hashable:
+        """The settings key of a request's ``overrides`` (keys given, values set); a key this
+        model does not take, or a value past the limits, is a :class:`RequestError`."""
+        overrides = {k: v for k, v in overrides.items() if not (k == "attention" and v is False)}
+        for key in overrides:
+            if key not in self.options:
+                takes = ", ".join(self.options) or "no options"
+                raise RequestError(f"{key} does not apply to model '{self.id}' ({self.describe()}); it takes {takes}",
+                                   400)
+        return self._settings(overrides)
+
+    def describe(self) -> str:
+        return f"a {self.kind} model"
+
+    def _settings(self, overrides: dict) -> Hashable:
+        return bool(overrides.get("attention", False))
+
+    def count_tokens(self, text: str) -> int:
+        """The pieces ``text`` costs the model (for the batch budget and the request limit)."""
+        raise NotImplementedError
+
+    def predict(self, texts: Sequence[str], settings: Hashable) -> list[dict]:
+        """One output per text, in order (runs on the model's worker thread)."""
+        raise NotImplementedError
+
+
+def rounded(t: torch.Tensor, digits: int = 4) -> list:
+    """``t`` as nested lists of floats with ``digits`` decimals (attention for JSON)."""
+    scale = 10.0 ** digits
+    return (t.double() * scale).round().div(scale).tolist()
+
+
+class TranslationModel(ServedModel):
+    """An autoregressive, Mask-Predict or CTC translation checkpoint with its decode preset.
+
+    Requests may change the beam (``beam_size``, ``n_best``: beam search; ``beam_size``,
+    ``top_k``: CTC prefix beam), the length cap of autoregressive search (``max_len``, or
+    ``max_len_a`` and ``max_len_b``) and ask for ``attention`` (autoregressive, one model).
+    """
+
+    kind, endpoint = "translation", "/v1/translate"
+
+    def __init__(self, model_id: str, task, checkpoint: str, decode_cfg: dict, device: torch.device | str = "cpu",
+                 limits: Limits = Limits()):
+        super().__init__(model_id, task, checkpoint, limits)
+        self.decode_cfg, self.device = dict(decode_cfg), device
+        self.strategy = self.decode_cfg.get("strategy", "greedy")
+        self.autoregressive = getattr(task, "task_name", "") == "translation"
+        model = task.model
+        self.attends = (self.autoregressive and hasattr(model, "encoder")
+                        and hasattr(getattr(model, "decoder", None), "init_cache"))
+        options = []
+        if self.strategy in ("beam", "ctc_beam"):
+            options.append("beam_size")
+        if self.strategy == "beam":
+            options.append("n_best")
+        if self.autoregressive:
+            options += ["max_len", "max_len_a", "max_len_b"]
+        if self.strategy == "ctc_beam":
+            options.append("top_k")
+        self.options = tuple(options + (["attention"] if self.attends else []))
+        self._translators: OrderedDict[tuple, object] = OrderedDict()
+        self._translator(())  # a strategy the checkpoint cannot decode with fails here, at start-up
+
+    def describe(self) -> str:
+        kind = {"translation": "autoregressive", "nat": "Mask-Predict", "nat_ctc": "CTC"}.get(
+            getattr(self.task, "task_name", ""), "")
+        return f"{kind} translation, decode={self.strategy}".strip()
+
+    def info(self) -> dict:
+        return {**super().info(), "decode": self.decode_cfg}
+
+    def _settings(self, overrides: dict) -> Hashable:
+        cfg = {}
+        beam = overrides.get("beam_size", self.decode_cfg.get("beam_size", 1))
+        if "beam_size" in overrides:
+            if not 1 <= beam <= self.limits.max_beam_size:
+                raise RequestError(f"beam_size={beam}: expected 1 to {self.limits.max_beam_size}")
+            cfg["beam_size"] = beam
+        if "n_best" in overrides:
+            if not 1 <= overrides["n_best"] <= beam:
+                raise RequestError(f"n_best={overrides['n_best']}: expected 1 to beam_size={beam}")
+            cfg["n_best"] = overrides["n_best"]
+        if "top_k" in overrides:
+            if not 1 <= overrides["top_k"] <= 1024:
+                raise RequestError(f"top_k={overrides['top_k']}: expected 1 to 1024")
+            cfg["top_k"] = overrides["top_k"]
+        cfg.update(self._length_cap(overrides))
+        return tuple(sorted(cfg.items())), bool(overrides.get("attention", False))
+
+    def _length_cap(self, overrides: dict) -> dict:
+        """``max_len`` as ``max_len_a=0, max_len_b=max_len``, or ``max_len_a``/``max_len_b``
+        over the preset's; the cap stays within ``limits.max_len`` and allows a piece."""
+        cap = self.limits.max_len
+        if "max_len" in overrides:
+            if set(overrides) & {"max_len_a", "max_len_b"}:
+                raise RequestError("give max_len or max_len_a/max_len_b, not both")
+            if not 1 <= overrides["max_len"] <= cap:
+                raise RequestError(f"max_len={overrides['max_len']}: expected 1 to {cap}")
+            return {"max_len_a": 0, "max_len_b": overrides["max_len"]}
+        if not set(overrides) & {"max_len_a", "max_len_b"}:
+            return {}
+        a = overrides.get("max_len_a", self.decode_cfg.get("max_len_a", 1.2))
+        b = overrides.get("max_len_b", self.decode_cfg.get("max_len_b", 10))
+        if not (0 <= a <= 10 and 0 <= b <= cap and (a > 0 or b >= 1)):
+            raise RequestError(f"max_len_a={a} max_len_b={b}: expected 0 <= max_len_a <= 10 and 0 <= max_len_b "
+                               f"<= {cap}, allowing at least one output piece")
+        return {"max_len_a": a, "max_len_b": b}
+
+    def _translator(self, decode: tuple):
+        """The ``task.translator`` of the preset with ``decode`` over it, built once."""
+        if decode not in self._translators:
+            self._translators[decode] = self.task.translator({**self.decode_cfg, **dict(decode)}, device=self.device)
+            while len(self._translators) > TRANSLATORS_KEPT:
+                self._translators.popitem(last=False)
+        self._translators.move_to_end(decode)
+        return self._translators[decode]
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.task.src_tokenizer.encode(text)) + 1 if text.strip() else 0
+
+    def predict(self, texts: Sequence[str], settings: Hashable) -> list[dict]:
+        decode, attention = settings
+        translator = self._translator(decode)
+        before = translator.truncated
+        if attention:
+            nbest, alignments, views = self._translate_attending(translator, texts)
+        else:
+            nbest, alignments, views = translator.translate(texts), None, None
+        if translator.truncated > before:
+            log.warning("%s: %d input(s) longer than the model reads were cut", self.id, translator.truncated - before)
+        outputs = []
+        for i, hyps in enumerate(nbest):
+            hypotheses = [{"text": text, "score": score} for text, score in hyps]
+            if alignments is not None:
+                for hyp, line in zip(hypotheses, alignments[i]):
+                    hyp["alignment"] = line
+            outputs.append({"translation": hyps[0][0] if hyps else "", "hypotheses": hypotheses,
+                            "attention": views[i] if views is not None else None})
+        return outputs
+
+    def _translate_attending(self, translator, texts: Sequence[str]):
+        """``translate_with_alignments`` (the command line's ``print_alignment``), and per
+        sentence the cross-attention of every layer and head over its best hypothesis."""
+        hp = self.task.hparams
+        best: dict[tuple[int, ...], list[int]] = {}
+        sources: dict[str, list[int]] = {}
+        search, encode = translator.search, translator.encode
+
+        def recording_search(src: torch.Tensor):
+            results = search(src)
+            for row, hyps in zip(src.tolist(), results):
+                best[tuple(t for t in row if t not in (hp.pad_id, hp.eos_id))] = list(hyps[0][0]) if hyps else []
+            return results
+
+        def recording_encode(text: str) -> list[int]:
+            sources[text] = ids = encode(text)
+            return ids
+
+        translator.search, translator.encode = recording_search, recording_encode
+        try:
+            layer = self.decode_cfg.get("alignment_layer")
+            nbest, alignments = translate_with_alignments(self.task, translator, texts, layer)
+        finally:
+            translator.search, translator.encode = search, encode
+        views = [self._attention_view(sources[t], best[tuple(sources[t])]) if t in sources else None for t in texts]
+        return nbest, alignments, views
+
+    @torch.no_grad()
+    def _attention_view(self, ids: list[int], hyp: list[int]) -> dict:
+        """Cross-attention ``(layer, head, T, S)`` of one sentence, with its axis labels."""
+        hp = self.task.hparams
+        src = torch.tensor([ids + [hp.eos_id]], dtype=torch.long, device=self.device)  # (1, S)
+        att = translation_attention(self.task.model, src, [hyp], hp.bos_id, hp.pad_id)
+        layer = self.decode_cfg.get("alignment_layer")
+        return {"source": piece_labels(self.task.src_tokenizer, src[0].tolist()),
+                "target": piece_labels(self.task.tgt_tokenizer, [*hyp, hp.eos_id]),
+                "cross": [rounded(w[0]) for w in att.cross],  # [(H, T, S)] * n_layers
+                "alignment_layer": len(att.cross) - 1 if layer is None else int(layer) % len(att.cross)}
+
+
+class TaggingModel(ServedModel):
+    """A tagger: each input is one line of words separated by spaces or tabs, as
+    ``transformer-tag`` reads text; every word gets its tag (and its auxiliary tag)."""
+
+    kind, endpoint = "tagging", "/v1/tag"
+
+    def __init__(self, model_id: str, task, checkpoint: str, max_tokens: int = 4096, device=None,
+                 limits: Limits = Limits()):
+        super().__init__(model_id, task, checkpoint, limits)
+        self.tagger = task.tagger(max_tokens, device)
+        if any(tokenizer is None for _, tokenizer, _ in self.tagger.members):
+            raise ValueError("this checkpoint has no tokenizer; it cannot tag raw words")
+
+    def info(self) -> dict:
+        return {**super().info(), "tagset": self.tagger.tagset, "labels": list(self.tagger.tags)}
+
+    def count_tokens(self, text: str) -> int:
+        words = split_tokens(text)
+        return len(self.tagger.members[0][1].encode_words(words)[0]) if words else 0
+
+    def predict(self, texts: Sequence[str], settings: Hashable) -> list[dict]:
+        words = [split_tokens(t) for t in texts]
+        fields = self.tagger.tag_fields(words)
+        main = fields[self.tagger.tagset]
+        return [{"words": w, "tags": main[i], "fields": {name: tags[i] for name, tags in fields.items()}}
+                for i, w in enumerate(words)]
+
+
+class ClassificationModel(ServedModel):
+    """A sentence classifier: the label, its probability, the ``top_k`` best labels (``top_k``
+    per request, else the model's), every label's probability, and with ``attention`` the
+    attention pooling's weight on each token (``classification_attention``)."""
+
+    kind, endpoint = "classification", "/v1/classify"
+
+    def __init__(self, model_id: str, task, checkpoint: str, max_tokens: int = 4096, top_k: int = 1, device=None,
+                 limits: Limits = Limits()):
+        super().__init__(model_id, task, checkpoint, limits)
+        self.classifier = task.classifier(max_tokens, device)
+        self.labels = list(self.classifier.labels)
+        self.top_k = min(int(top_k), len(self.labels))
+        self.attends = hasattr(task.model, "pool")
+        self.options = ("top_k", "attention") if self.attends else ("top_k",)
+
+    def info(self) -> dict:
+        return {**super().info(), "labels": self.labels}
+
+    def _settings(self, overrides: dict) -> Hashable:
+        k = overrides.get("top_k", self.top_k)
+        if not 1 <= k <= len(self.labels):
+            raise RequestError(f"top_k={k}: expected 1 to {len(self.labels)} (the model's labels)")
+        return k, bool(overrides.get("attention", False))
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.classifier.members[0][1].encode(text))
+
+    def predict(self, texts: Sequence[str], settings: Hashable) -> list[dict]:
+        k, attention = settings
+        ranked = self.classifier.top_k(texts, len(self.labels))  # every label, best first
+        outputs = []
+        for text, pairs in zip(texts, ranked):
+            out = {"label": pairs[0][0], "probability": pairs[0][1],
+                   "top": [{"label": label, "probability": p} for label, p in pairs[:k]],
+                   "probabilities": {label: p for label, p in pairs}, "attention": None}
+            if attention and text:
+                arrays = classification_attention(self.task, text)
+                pooling = arrays.get("pooling")
+                out["attention"] = {"tokens": [str(t) for t in arrays["tokens"]],
+                                    "pooling": rounded(torch.from_numpy(pooling)) if pooling is not None else None}
+            outputs.append(out)
+        return outputs
+
+
+__all__ = ["ClassificationModel", "Limits", "RequestError", "ServedModel", "TaggingModel", "TranslationModel",
+           "text_problem"]
