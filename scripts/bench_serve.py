@@ -42,7 +42,7 @@ from pathlib import Path
 import torch
 
 from transformer.cli.common import load_for_inference
-from transformer.cli.serve import decode_preset
+from transformer.cli.serve import decode_settings
 from transformer.data.readers import iter_lines
 
 # Under the data mirror, where conf/data/multi30k.yaml names it (registry:multi30k/data/task1/raw/...).
@@ -182,7 +182,7 @@ def soak(server: Server, sentences: list[str], seconds: float, clients: int = 8)
 def offline(ckpt: str, sentences: list[str], latency_sample: list[str]) -> dict:
     """The same greedy decode in-process: the whole file at once, and one sentence at a time."""
     task, device = load_for_inference(ckpt, "cpu")
-    translator = task.translator(decode_preset("greedy"), device=device)
+    translator = task.translator(decode_settings("greedy"), device=device)
     translator.translate(sentences[:8])  # warm-up
     start = time.perf_counter()
     outputs = [hyps[0][0] for hyps in translator.translate(sentences)]

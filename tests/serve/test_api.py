@@ -41,9 +41,9 @@ def run_cli(module, name: str, tmp_path, lines: list[str], *overrides: str) -> l
 
 # ----------------------------------------------------------------------------- the same answers
 @pytest.mark.parametrize("model_id,ckpt,decode", [
-    ("at", "translation", ["decode=greedy"]),
-    ("nat", "nat", ["decode=mask_predict", "decode.iterations=3"]),
-    ("ctc", "ctc", ["decode=ctc_one_pass", "decode.shortlist=null"]),
+    ("at", "translation", ["decode.strategy=greedy"]),
+    ("nat", "nat", ["decode.strategy=mask_predict", "decode.iterations=3"]),
+    ("ctc", "ctc", ["decode.strategy=ctc_one_pass", "decode.shortlist=null"]),
 ])
 def test_translate_answers_as_transformer_decode(client, checkpoints, tmp_path, model_id, ckpt, decode):
     lines = run_cli(decode_cli, "decode", tmp_path, SOURCES, f"ckpt_path={checkpoints[ckpt]}", *decode)
@@ -55,7 +55,7 @@ def test_translate_answers_as_transformer_decode(client, checkpoints, tmp_path, 
 
 def test_beam_n_best_and_alignments_answer_as_transformer_decode(client, checkpoints, tmp_path):
     ckpt = f"ckpt_path={checkpoints['translation']}"
-    nbest = run_cli(decode_cli, "decode", tmp_path, SOURCES, ckpt, "decode=beam", "decode.beam_size=3",
+    nbest = run_cli(decode_cli, "decode", tmp_path, SOURCES, ckpt, "decode.strategy=beam", "decode.beam_size=3",
                     "decode.n_best=2")
     r = post(client, "/v1/translate", model="beam", inputs=SOURCES, n_best=2)
     assert r.status_code == 200, r.text

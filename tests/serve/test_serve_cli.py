@@ -40,7 +40,7 @@ def bad_configs(ck: dict[str, str]) -> dict[str, tuple[list[str], str]]:
         "no models": ([], "models: give the models to serve"),
         "an empty list": (["models=[]"], "models=[]"),
         "a missing checkpoint": ([f"models=[{{id:a,ckpt_path:{at}.missing}}]"], "models[0].ckpt_path="),
-        "an unknown decode strategy": ([f"models=[{{id:a,ckpt_path:{at},decode:bean}}]"], "models[0].decode='bean'"),
+        "an unknown decode strategy": ([f"models=[{{id:a,ckpt_path:{at},decode:bean}}]"], "models[0].decode=bean"),
         "a duplicate id": ([f"models=[{{id:a,ckpt_path:{at}}},{{id:a,ckpt_path:{pos}}}]"], "models[1].id=a"),
         "an id with a slash": ([f"models=[{{id:'a/b',ckpt_path:{at}}}]"], "models[0].id="),
         "a key the preset lacks": ([f"models=[{{id:a,ckpt_path:{at},decode:beam,beam_sise:4}}]"],

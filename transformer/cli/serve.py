@@ -6,7 +6,7 @@
          -d '{"model": "de-en", "inputs": ["Ein Hund rennt."]}'
 
 The config is checked whole and every checkpoint loaded before the server binds its port: a
-missing checkpoint, an unknown decode preset, a key the preset lacks, a strategy the checkpoint
+missing checkpoint, a key conf/decode/default.yaml lacks, a strategy the checkpoint
 cannot decode with or an id given twice is one ``error:`` line naming the key, exit status 2.
 Needs FastAPI and uvicorn (``pip install -e ".[serve]"``).
 """
@@ -30,14 +30,11 @@ OTHER_KEYS = {"tagging": {"max_tokens": 4096}, "classification": {"max_tokens": 
 INSTALL_HINT = 'transformer-serve needs FastAPI and uvicorn: pip install -e ".[serve]"'
 
 
-def decode_presets() -> list[str]:
-    """The names of ``conf/decode/*.yaml``."""
-    return sorted(p.stem for p in (Path(CONF_DIR) / "decode").glob("*.yaml"))
-
-
-def decode_preset(name: str) -> dict:
-    """``conf/decode/<name>.yaml``: what ``transformer-decode decode=<name>`` decodes with."""
-    return OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "decode" / f"{name}.yaml"), resolve=True)
+def decode_settings(strategy: str = "greedy") -> dict:
+    """``conf/decode/default.yaml`` with ``strategy``: what ``transformer-decode
+    decode.strategy=<strategy>`` decodes with."""
+    settings = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "decode" / "default.yaml"), resolve=True)
+    return {**settings, "strategy": strategy}
 
 
 def check_server(cfg: DictConfig) -> None:
@@ -62,7 +59,7 @@ def check_server(cfg: DictConfig) -> None:
 
 def check_entries(cfg: DictConfig) -> list[dict]:
     """``models``: a non-empty list of entries with a unique id, checkpoint files that exist,
-    a known decode preset and only keys it has; returns the entries as plain dicts."""
+    a decoding strategy by name and only decoding keys; returns the entries as plain dicts."""
     if OmegaConf.is_missing(cfg, "models"):
         raise ValueError("models: give the models to serve, e.g. 'models=[{id:de-en,ckpt_path:best.ckpt}]'")
     entries = OmegaConf.to_container(cfg.models, resolve=True) if OmegaConf.is_list(cfg.models) else cfg.models
@@ -81,21 +78,23 @@ def check_entries(cfg: DictConfig) -> list[dict]:
         seen[model_id] = i
         validate.checkpoints(f"{key}.ckpt_path", entry.get("ckpt_path"))
         decode = entry.get("decode")
-        if decode is not None and decode not in decode_presets():
-            raise ValueError(f"{key}.decode={show(decode)}: unknown decode strategy; choose from "
-                             f"{', '.join(decode_presets())}")
+        if decode is not None and not isinstance(decode, str):
+            raise ValueError(f"{key}.decode={show(decode)}: expected a decoding strategy (greedy, beam, "
+                             f"mask_predict, ctc_one_pass ...)")
     return entries
 
 
 def translation_settings(entry: dict, key: str) -> dict:
-    """The entry's decode preset (default greedy) with its own keys over it, checked."""
-    name = entry.get("decode") or "greedy"
-    preset = decode_preset(name)
+    """The decoding settings (conf/decode/default.yaml) with the entry's strategy (``decode``,
+    default greedy) and its own keys over them, checked; the checkpoint's kind judges the
+    strategy when it is loaded."""
+    settings = decode_settings(entry.get("decode") or "greedy")
     extra = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
-    unknown = sorted(set(extra) - set(preset))
+    unknown = sorted(set(extra) - set(settings))
     if unknown:
-        raise ValueError(f"{key}.{unknown[0]}: decode={name} has no such key; it has {', '.join(preset)}")
-    return validate.check_decode_settings({**preset, **extra}, where=key)
+        raise ValueError(f"{key}.{unknown[0]}: not a decoding key; conf/decode/default.yaml has "
+                         f"{', '.join(k for k in settings if k != 'strategy')}")
+    return validate.check_decode_settings({**settings, **extra}, where=key)
 
 
 def other_settings(entry: dict, key: str, kind: str) -> dict:
