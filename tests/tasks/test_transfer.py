@@ -84,6 +84,12 @@ def test_each_encoder_mismatch_is_one_error_naming_both_sides(change, message, p
     assert "\n" not in str(info.value)
 
 
+def test_every_mismatch_is_named_in_the_one_line(pretrained):
+    with pytest.raises(ValueError, match="^init_from: pre.ckpt has d_model=32, n_layers=2, but model.d_model=64, "
+                                         "model.n_layers=3: .* set them to match$"):
+        check_init_from(pretrained, "pre.ckpt", {**CLASSIFIER, "d_model": 64, "n_layers": 3})
+
+
 def test_a_translation_encoder_names_its_layers_otherwise(pretrained):
     model = {"_target_": "transformer.models.EncoderDecoder", "d_model": 32, "n_heads": 2, "n_encoder_layers": 2,
              "n_decoder_layers": 1, "d_ff": 64, "norm_first": True, "activation": "relu"}

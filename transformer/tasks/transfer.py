@@ -68,11 +68,13 @@ def check_init_from(ckpt: dict, path: str | Path, model_cfg: Mapping[str, Any],
                          f"checkpoint (transformer-train experiment=pretrain)")
     theirs = _settings(ckpt["hyper_parameters"]["model"], "init_from.model")
     ours = _settings(model_cfg, "model")
-    for key in ENCODER_KEYS:
-        (their_name, their_value), (our_name, our_value) = theirs[key], ours[key]
-        if their_value != our_value:
-            raise ValueError(f"init_from: {path} has {their_name}={show(their_value)}, but model.{our_name}="
-                             f"{show(our_value)}: the encoder is copied as it is, so set model.{our_name} to match")
+    differ = [key for key in ENCODER_KEYS if theirs[key][1] != ours[key][1]]
+    if differ:
+        pretrained = ", ".join(f"{theirs[k][0]}={show(theirs[k][1])}" for k in differ)
+        configured = ", ".join(f"model.{ours[k][0]}={show(ours[k][1])}" for k in differ)
+        what = "it" if len(differ) == 1 else "them"
+        raise ValueError(f"init_from: {path} has {pretrained}, but {configured}: the encoder is copied as it is, "
+                         f"so set {what} to match")
     rows = ckpt["state_dict"][PREFIX + "embedding.weight"].shape[0]
     if tokenizer_vocab is not None and tokenizer_vocab != rows:
         raise ValueError(f"init_from: {path} has a {rows}-piece vocabulary, but data.tokenizer_path names a "
