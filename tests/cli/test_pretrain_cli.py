@@ -201,3 +201,33 @@ def test_inspect_draws_the_encoder_of_a_masked_lm(pretrained, tmp_path):
     tokens = np.load(tmp_path / "sentence_0" / "attention.npz")["tokens"].tolist()
     assert tokens[2].startswith("[MASK→") and len(tokens) == 7
     assert np.load(tmp_path / "sentence_0" / "attention.npz")["encoder.layer0"].shape == (2, 7, 7)
+
+
+def test_a_resumed_pretraining_draws_the_same_masks(corpus, tmp_path):
+    # Resumed mid-epoch, every row the run logs afterwards (losses over freshly drawn masks,
+    # validation over the fixed ones) equals the uninterrupted run's: the masks come from
+    # (seed, epoch, batch), with nothing to carry over.
+    import csv
+
+    args = [*pretrain_overrides(corpus, f"[{corpus / 'toy.txt'}]", tmp_path / "whole")[:-1], "model.dropout=0.1",
+            "data.max_tokens=200", "trainer.max_epochs=2", "trainer.limit_train_batches=1.0",
+            "trainer.limit_val_batches=1.0", "task.warmup_steps=5",
+            "+callbacks.every_steps._target_=lightning.pytorch.callbacks.ModelCheckpoint",
+            "+callbacks.every_steps.dirpath=${output_dir}/steps", "+callbacks.every_steps.every_n_train_steps=3",
+            "+callbacks.every_steps.save_top_k=-1"]
+
+    def rows(run: Path) -> list[dict]:
+        with (run / "csv" / "metrics.csv").open(newline="") as f:
+            return list(csv.DictReader(f))
+
+    torch.manual_seed(0)
+    train_cli.run(compose_cfg("train", [*args, f"output_dir={tmp_path / 'whole'}"]))
+    whole = rows(tmp_path / "whole")
+    per_epoch = max(int(r["step"]) for r in whole if r["epoch"] == "0")
+    assert per_epoch > 3  # step 3 is inside the first epoch
+    resume = next((tmp_path / "whole" / "steps").glob("*step=3.ckpt"))
+    torch.manual_seed(123)  # whatever the process's state, the checkpoint's decides
+    train_cli.run(compose_cfg("train", [*args, f"ckpt_path='{resume}'", f"output_dir={tmp_path / 'resumed'}"]))
+    resumed = rows(tmp_path / "resumed")
+    after = [r for r in whole if int(r["step"]) > 3]
+    assert len(after) > 4 and resumed[-len(after):] == after

@@ -47,6 +47,23 @@ def total_steps(trainer) -> int:
     return int(total) if total is not None and math.isfinite(total) else 10**9
 
 
+class RunLength:
+    """The run's optimizer steps (:func:`total_steps`), asked of the trainer only once the
+    warm-up is over. Asking sooner, from ``configure_optimizers``, makes Lightning build the
+    training loader before a resumed run has restored its position in the epoch, and the
+    resumed run would then start the epoch from its first batch again."""
+
+    def __init__(self, trainer, warmup_steps: int):
+        self.trainer, self.warmup_steps, self.value = trainer, warmup_steps, None
+
+    def __call__(self, step: int) -> int:
+        if step + 1 <= self.warmup_steps:
+            return 1  # the warm-up's factor does not depend on it
+        if self.value is None:
+            self.value = total_steps(self.trainer)
+        return self.value
+
+
 def layer_decay_groups(module: torch.nn.Module, lr: float, decay: float) -> list[dict]:
     """Parameter groups for layer-wise learning-rate decay (Clark et al. 2020, ELECTRA; used to
     fine-tune BERT-style encoders): the encoder's layer ``i`` of ``L`` trains at
@@ -87,8 +104,8 @@ def adamw_with_warmup(module: torch.nn.Module, hp, trainer) -> dict:
     optimizer = torch.optim.AdamW(groups, lr=hp.lr, betas=tuple(hp.betas), eps=hp.eps,
                                   weight_decay=hp.weight_decay)
     if hp.schedule == "linear":
-        total = total_steps(trainer)
-        fn = lambda step: warmup_linear_factor(step, hp.warmup_steps, total)  # noqa: E731
+        total = RunLength(trainer, hp.warmup_steps)
+        fn = lambda step: warmup_linear_factor(step, hp.warmup_steps, total(step))  # noqa: E731
     else:
         fn = lambda step: inverse_sqrt_factor(step, hp.warmup_steps)  # noqa: E731
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, fn)
