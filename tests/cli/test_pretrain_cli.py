@@ -231,3 +231,17 @@ def test_a_resumed_pretraining_draws_the_same_masks(corpus, tmp_path):
     resumed = rows(tmp_path / "resumed")
     after = [r for r in whole if int(r["step"]) > 3]
     assert len(after) > 4 and resumed[-len(after):] == after
+
+
+def test_evaluate_scores_a_split_or_a_file_from_the_checkpoint(pretrained, corpus, tmp_path):
+    from transformer.cli.evaluate import evaluate_checkpoint
+
+    valid = evaluate_checkpoint(str(pretrained), "valid", {}, tmp_path, device="cpu")
+    assert valid["rows"] > 0 and valid["predicted"] > 0 and valid["ppl"] == pytest.approx(np.exp(valid["loss"]))
+    again = evaluate_checkpoint(str(pretrained), "valid", {}, tmp_path, device="cpu")
+    assert again["loss"] == valid["loss"]  # validation's fixed masks
+    other = evaluate_checkpoint(str(pretrained), str(corpus / "toy.txt"), {}, tmp_path, device="cpu")
+    assert other["rows"] == 200 and 0 <= other["acc"] <= 1
+    assert json.loads((tmp_path / "text.valid.metrics.json").read_text())["loss"] == valid["loss"]
+    with pytest.raises(ValueError, match="split='test': not train, valid"):
+        evaluate_checkpoint(str(pretrained), "test", {}, tmp_path, device="cpu")

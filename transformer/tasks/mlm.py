@@ -20,20 +20,27 @@ Validation always draws with epoch ``-1``: its numbers compare across epochs.
 Logged: ``train/loss``, ``lr``, ``val/loss`` (per chosen piece), ``val/acc`` (share of chosen
 pieces predicted right) and ``val/ppl`` (``exp(val/loss)``). The checkpoint carries the model
 config, the data settings and the tokenizer (``checkpoint["tokenizers"]["src"]``);
-:meth:`MaskedLMTask.filler` fills ``[MASK]`` in raw text (``inference.fill``).
+:meth:`MaskedLMTask.filler` fills ``[MASK]`` in raw text (``inference.fill``), and
+:meth:`MaskedLMTask.evaluate` scores a split or a text file as validation does.
 """
 
 from __future__ import annotations
 
 import hashlib
+import json
 import math
-from typing import Sequence
+from pathlib import Path
+from typing import Iterable, Sequence
 
 import lightning as L
 import torch
 import torch.nn.functional as F
 
+from transformer.data.batching import _pad, token_budget_batches
+from transformer.data.preprocess import chunk_spans
+from transformer.data.text import TextCorpus, make_sources
 from transformer.data.tokenizer import SPECIAL_TOKENS, SubwordTokenizer
+from transformer.files import inside, write_text
 from transformer.inference.fill import MaskFiller
 from transformer.inference.tagger import model_max_len
 from transformer.tasks.build import build_model
@@ -212,6 +219,43 @@ class MaskedLMTask(L.LightningModule):
         return adamw_with_warmup(self, self.hparams, getattr(self, "_trainer", None))
 
     # ----------------------------------------------------------------- inference
+    def _passages(self, split: str, data_dir, mirror_root) -> Iterable[str]:
+        data = self.hparams.data
+        if split in ("train", "valid") and data.get("files"):
+            corpus = TextCorpus(data["files"], data.get("valid"), data.get("valid_fraction", 0.01),
+                                data.get("valid_seed", 0), data_dir, mirror_root)
+            return corpus.stream(split)
+        if Path(split).is_file():
+            return TextCorpus(make_sources([split]), valid=make_sources([split])).stream("valid")
+        raise ValueError(f"split={split!r}: not train, valid (of the checkpoint's text) nor a file of text")
+
+    @torch.no_grad()
+    def evaluate(self, split: str, decode_cfg: dict | None = None, output_dir: Path | str = "eval",
+                 data_dir: str = "data/cache", mirror_root: str | None = None,
+                 device: str | torch.device = "cpu", max_tokens: int = 4096) -> dict:
+        """Masked-LM loss, accuracy and perplexity of a split of the checkpoint's text (``train``,
+        ``valid``) or of a text file (one passage a line), masked as validation masks
+        (``VALIDATION_EPOCH``; ``decode_cfg`` is unused: nothing is decoded). Writes
+        ``{name}.{split}.metrics.json`` into ``output_dir`` and returns the metrics."""
+        self.eval().to(device)
+        max_len = int(self.hparams.data.get("max_len") or 128)
+        starts = self.tokenizer.word_starts()
+        rows = [ids[s:e] for ids in self.tokenizer.encode_batch(list(self._passages(split, data_dir, mirror_root)))
+                for s, e in chunk_spans([starts[t] for t in ids], max_len)]
+        sums = torch.zeros(3, dtype=torch.float64)
+        for batch in token_budget_batches([len(r) for r in rows], max_tokens):
+            src = _pad([rows[i] for i in batch], self.tokenizer.pad_id).to(device)  # (B, T)
+            loss_sum, correct, n = self._step({"src": src, "key": min(batch)}, VALIDATION_EPOCH)
+            sums += torch.tensor([loss_sum.item(), correct.item(), n.item()], dtype=torch.float64)
+        loss = sums[0].item() / max(sums[2].item(), 1.0)
+        metrics = {"split": split, "dataset": self.hparams.data.get("name"), "rows": len(rows),
+                   "predicted": int(sums[2]), "loss": loss, "acc": sums[1].item() / max(sums[2].item(), 1.0),
+                   "ppl": math.exp(min(loss, 50.0))}
+        stem = f"{self.hparams.data.get('name') or 'text'}.{Path(split).stem}"
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
+        write_text(inside(Path(output_dir), f"{stem}.metrics.json"), json.dumps(metrics, indent=2) + "\n")
+        return metrics
+
     def filler(self, max_tokens: int = 4096, device: str | torch.device | None = None) -> MaskFiller:
         """A :class:`~transformer.inference.fill.MaskFiller` with this model and its tokenizer."""
         max_len = model_max_len(self.model, int(self.hparams.model.get("max_len", 512)))
