@@ -9,6 +9,7 @@ import pytest
 import torch
 
 from transformer.data.tokenizer import SubwordTokenizer
+from transformer.tasks.build import build_model
 from transformer.tasks.checkpoint import TASK_KEY
 from transformer.tasks.classification import ClassificationTask
 from transformer.tasks.mlm import MaskedLMTask
@@ -96,6 +97,12 @@ def test_a_translation_encoder_names_its_layers_otherwise(pretrained):
     check_init_from(pretrained, "pre.ckpt", model)
     with pytest.raises(ValueError, match="has n_layers=2, but model.n_encoder_layers=3"):
         check_init_from(pretrained, "pre.ckpt", {**model, "n_encoder_layers": 3})
+    rows = pretrained["state_dict"]["model.encoder.embedding.weight"].shape[0]
+    translation = build_model(model, vocab_size=rows, pad_id=0)
+    copy_encoder(translation, pretrained, "pre.ckpt")
+    # one joint vocabulary: the decoder's embedding (and the tied output projection) is the encoder's
+    assert torch.equal(translation.decoder.embedding.weight, pretrained["state_dict"]["model.encoder.embedding.weight"])
+    assert translation.decoder.output_proj.weight is translation.encoder.embedding.weight
 
 
 def test_not_a_masked_lm_checkpoint_or_another_vocabulary_is_refused(pretrained):

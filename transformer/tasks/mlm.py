@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from transformer.data.batching import _pad, token_budget_batches
 from transformer.data.preprocess import chunk_spans
 from transformer.data.text import TextCorpus, make_sources
-from transformer.data.tokenizer import SPECIAL_TOKENS, SubwordTokenizer
+from transformer.data.tokenizer import MASK, SPECIAL_TOKENS, SubwordTokenizer
 from transformer.files import inside, write_text
 from transformer.inference.fill import MaskFiller
 from transformer.inference.tagger import model_max_len
@@ -177,7 +177,7 @@ class MaskedLMTask(L.LightningModule):
         hp = self.hparams
         generator = torch.Generator(device=src.device)
         generator.manual_seed(masking_seed(hp.seed, epoch, key))
-        return bert_mask(src, generator, SPECIAL_TOKENS.index("<mask>"), hp.piece_vocab_size, hp.mask_rate,
+        return bert_mask(src, generator, SPECIAL_TOKENS.index(MASK), hp.piece_vocab_size, hp.mask_rate,
                          hp.mask_share, hp.random_share, self.word_start if hp.whole_word else None)
 
     def _step(self, batch: dict, epoch: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
