@@ -113,7 +113,7 @@ nat_ctc() {  # distil with de_en's averaged teacher, train the CTC recipe on it,
       || { echo "distillation failed: see $run.distill.log" >&2; status=1; return; }
   fi
   start=$(date +%s)
-  python3 -m transformer.cli.train experiment=multi30k_nat_ctc data=multi30k_distilled distill_dir="$distilled" \
+  python3 -m transformer.cli.train experiment=multi30k_nat_ctc data.distill_dir="$distilled" \
     hydra.run.dir="$run" data.data_dir="$cache" test_splits=[] trainer.max_time="${SUITE_CTC_MAX_TIME:-00:00:05:00}" \
     ${SUITE_CTC_OVERRIDES:-} >"$run.train.log" 2>&1
   local rc=$?

@@ -264,8 +264,8 @@ def test_recorded_choices_and_the_experiment_file_say_what_runs(experiment):
         node = OmegaConf.select(cfg, key)
         node = OmegaConf.to_container(node, resolve=False) if node is not None else None
         block = OmegaConf.select(OmegaConf.create(written), key)
-        if choices[group] is None:  # no file chosen (tagging and classification decode nothing)
-            assert node is None and block is None, key
+        if choices[group] is None:  # no file chosen: only what the experiment writes (pretrain's model), or nothing
+            assert node == block, key  # (tagging and classification decode nothing)
             continue
         chosen = _option(group.split("@")[0], choices[group], resolve=False)
         if key == "model":  # the size file, then the model kind the task file names over it

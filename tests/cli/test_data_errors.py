@@ -54,10 +54,10 @@ CLASSIFY = ["experiment=classify", *TINY["classifier_tiny"], "data.train=<tsv>"]
       "data.valid=<tsv>"], r"data\.columns=\{zh: 0, en: 0\}: zh and en both read column 0"),
     ([*CLASSIFY, "data.dev=<tsv>", "data.label_column=-5"], r"data\.label_column=-5: expected a 0-based column index"),
     ([*CLASSIFY, "data.dev=<tsv>", "data.label_column=7"], r"pairs\.tsv:1: expected at least 8 columns, found 3"),
-    ([*PARALLEL, "data=hub", "data.hub.name=nonexistent/xyz", "data.src_lang=ro", "data.tgt_lang=en"],
+    ([*PARALLEL, "data.hub={name: nonexistent/xyz}", "data.src_lang=ro", "data.tgt_lang=en"],
      r"data\.hub\.name=nonexistent/xyz: not a local folder, and HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 keeps the "
      r"hub offline"),
-    ([*PARALLEL, "data=hub", "data.hub.name=<notes>", "data.src_lang=ro", "data.tgt_lang=en"],
+    ([*PARALLEL, "data.hub={name: <notes>}", "data.src_lang=ro", "data.tgt_lang=en"],
      r"data\.hub\.name=.*notes: a folder, but not a dataset"),
     ([*CLASSIFY, "data.dev=<tsv>", "data.holdout={dev: 0.1}"],
      r"data\.holdout\.dev and data\.dev=.*pairs\.tsv: two sources for the dev split"),

@@ -24,7 +24,7 @@ FACTS = dict(vocab_size=120, pad_id=0, bos_id=1, eos_id=2, mask_id=4, src_lang="
 def test_the_nat_configs_exist():
     assert {"tiny", "small", "medium"} <= {p.stem for p in (CONF / "model").glob("*.yaml")}
     assert {"multi30k_nat", "multi30k_nat_cpu"} <= set(NAT_EXPERIMENTS)
-    assert (CONF / "data" / "multi30k_distilled.yaml").is_file()
+    assert "distill_dir" in (CONF / "data" / "multi30k.yaml").read_text()
 
 
 # Every size as a NAT model, and vanilla NAT's copied decoder inputs (Gu et al. 2018) as one key.
@@ -60,7 +60,7 @@ def test_nat_experiment_composes_and_instantiates(experiment, distilled, pair, t
     src, tgt = pair.split("_")
     overrides = [f"experiment={experiment}", f"data.src_lang={src}", f"data.tgt_lang={tgt}", f"output_dir={tmp_path}"]
     if distilled:
-        overrides += ["data=multi30k_distilled", f"distill_dir={tmp_path / 'distilled'}"]
+        overrides += [f"data.distill_dir={tmp_path / 'distilled'}"]
     cfg = compose_cfg("train", overrides)
     OmegaConf.resolve(cfg)
     assert (cfg.data.src_lang, cfg.data.tgt_lang) == (src, tgt)
@@ -71,12 +71,12 @@ def test_nat_experiment_composes_and_instantiates(experiment, distilled, pair, t
     if kind == "_nat":
         assert cfg.task._target_ == "transformer.tasks.nat.NATTranslationTask"
         assert cfg.task.val_decode.strategy == "nat_one_pass"
-    if distilled:
-        assert cfg.data.train_files == {"src": f"{tmp_path}/distilled/train.{src}",
-                                        "tgt": f"{tmp_path}/distilled/train.{tgt}"}
-        assert cfg.data.tokenizer_path == f"{tmp_path}/distilled/tokenizer.json"
     dm = instantiate(cfg.data)  # constructor only: nothing is read
-    assert dm.train_files == (dict(cfg.data.train_files) if distilled else None)
+    if distilled:
+        assert dm.train_files == {"src": f"{tmp_path}/distilled/train.{src}", "tgt": f"{tmp_path}/distilled/train.{tgt}"}
+        assert dm.tokenizer_path == f"{tmp_path}/distilled/tokenizer.json"
+    else:
+        assert dm.train_files is None
     # validation and test keep the original references whatever the training targets
     assert dm.val_split == "val" and "test_2016_flickr" in dm.test_splits
     # the task the experiment names, with its model shrunk (sizes are the model tests' job)
@@ -88,11 +88,10 @@ def test_nat_experiment_composes_and_instantiates(experiment, distilled, pair, t
     task.search_fn(OmegaConf.to_container(cfg.test_decode))
 
 
-def test_distilled_data_needs_distill_dir(tmp_path):
-    cfg = compose_cfg("train", ["experiment=multi30k_nat", "data=multi30k_distilled", f"output_dir={tmp_path}"])
-    assert OmegaConf.is_missing(cfg, "distill_dir")
-    with pytest.raises(ValueError, match="distill_dir: required"):
-        check_config(cfg)  # transformer-train stops here, with one error: line
+def test_distilled_runs_are_named_apart(tmp_path):
+    plain = compose_cfg("train", ["experiment=multi30k_nat", f"output_dir={tmp_path}"])
+    distilled = compose_cfg("train", ["experiment=multi30k_nat", f"data.distill_dir={tmp_path}", f"output_dir={tmp_path}"])
+    assert (plain.name, distilled.name) == ("multi30k_de_en_nat", "multi30k_de_en_nat_distill")
 
 
 @pytest.mark.parametrize("decode", NAT_DECODES)
@@ -123,10 +122,11 @@ def test_distilled_data_module_hyperparameters_load_with_weights_only(tmp_path):
     refuses omegaconf objects such as the ``train_files`` mapping."""
     from transformer.cli.train import build_datamodule
 
-    cfg = compose_cfg("train", ["experiment=multi30k_nat", "data=multi30k_distilled", f"distill_dir={tmp_path}",
+    cfg = compose_cfg("train", ["experiment=multi30k_nat", f"data.distill_dir={tmp_path}",
                                 f"output_dir={tmp_path}"])
     dm = build_datamodule(cfg)
-    assert dm.hparams["train_files"] == {"src": f"{tmp_path}/train.de", "tgt": f"{tmp_path}/train.en"}
+    assert dm.train_files == {"src": f"{tmp_path}/train.de", "tgt": f"{tmp_path}/train.en"}
+    assert dm.tokenizer_path == f"{tmp_path}/tokenizer.json"
     torch.save({"datamodule_hyper_parameters": dict(dm.hparams)}, tmp_path / "h.ckpt")
     loaded = torch.load(tmp_path / "h.ckpt", weights_only=True)
-    assert loaded["datamodule_hyper_parameters"]["train_files"]["src"].endswith("train.de")
+    assert loaded["datamodule_hyper_parameters"]["distill_dir"] == str(tmp_path)

@@ -4,7 +4,7 @@ the served models loaded from them through transformer-serve's own config check.
 from __future__ import annotations
 
 import pytest
-from tiny_models import build_checkpoints, models_override, serve_cfg
+from serve_models import build_checkpoints, models_override, serve_cfg
 
 
 @pytest.fixture(scope="session")

@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("httpx")
 
-from tiny_models import cli_cfg  # noqa: E402
+from serve_models import cli_cfg  # noqa: E402
 from fastapi.testclient import TestClient  # noqa: E402
 
 from transformer.cli import classify as classify_cli  # noqa: E402

@@ -22,7 +22,7 @@ import pytest
 pytest.importorskip("fastapi")
 pytest.importorskip("uvicorn")
 
-from tiny_models import models_override  # noqa: E402
+from serve_models import models_override  # noqa: E402
 
 pytestmark = pytest.mark.browser
 REPO = Path(__file__).resolve().parents[2]

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("fastapi")
 uvicorn = pytest.importorskip("uvicorn")
 
-from tiny_models import models_override  # noqa: E402
+from serve_models import models_override  # noqa: E402
 
 from transformer.cli import serve as serve_cli  # noqa: E402
 

@@ -345,8 +345,6 @@ GROUP_HINTS = {
     "model": "(model= picks a size, tiny | small | medium for translation, encoder for tagging and "
              "classification; the task picks the model kind: model=small task=nat)",
     "decode": "(a decoding strategy is a key: decode.strategy=beam, test_decode.strategy=mask_predict ...)",
-    "trainer": "(the trainer is keys: trainer.accelerator=gpu trainer.precision=bf16-mixed; several devices: "
-               "trainer.strategy=ddp trainer.devices=N)",
 }
 
 

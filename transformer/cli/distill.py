@@ -6,7 +6,7 @@ the model's translations are written as a line-aligned parallel corpus that
 references (Gu et al. 2018 train NAT on such targets: they are less multi-modal).
 
     transformer-distill ckpt_path=at.ckpt split=train output_dir=distill/de_en decode.strategy=beam decode.beam_size=5
-    transformer-train experiment=multi30k_nat data=multi30k_distilled distill_dir=distill/de_en
+    transformer-train experiment=multi30k_nat data.distill_dir=distill/de_en
 
 Writes under ``output_dir``: ``<split>.<src_lang>`` (the sources, unchanged),
 ``<split>.<tgt_lang>`` (one translation per source, same line count, UTF-8),

@@ -4,6 +4,7 @@
     transformer-inspect ckpt_path=best.ckpt input=src.de lines=5 decode.strategy=beam output_dir=inspect
     transformer-inspect ckpt_path=tagger.ckpt text="I saw a saw ." output_dir=inspect_tagger
     transformer-inspect ckpt_path=sst2.ckpt text="a gorgeous , witty movie" output_dir=inspect_sst2
+    transformer-inspect ckpt_path=pretrain.ckpt text="the movie was [MASK] ." output_dir=inspect_mlm
     transformer-inspect ckpt_path=best.ckpt what=positions output_dir=inspect_positions
 
 Writes PNGs (a panel per head, tokens on both axes), the raw weights as ``.npz`` beside them and
@@ -22,6 +23,7 @@ from transformer.cli.common import hydra_entry
 from transformer.cli.tag import split_tokens
 from transformer.inspect import plots, report
 from transformer.inspect.classification import inspect_classification
+from transformer.inspect.mlm import inspect_mlm
 from transformer.tasks.checkpoint import load_task
 
 WHAT = ("attention", "positions")
@@ -58,9 +60,11 @@ def run(cfg: DictConfig) -> list[Path]:
                                          int(cfg.max_tokens))
     elif name == "classification":
         written = inspect_classification(task, _sentences(cfg), cfg.output_dir, int(cfg.max_tokens))
+    elif name == "mlm":
+        written = inspect_mlm(task, _sentences(cfg), cfg.output_dir, int(cfg.max_tokens))
     else:
-        raise ValueError(f"what=attention supports autoregressive translation, tagging and classification checkpoints, "
-                         f"not {name!r} ones (what=positions works for every model)")
+        raise ValueError(f"what=attention supports autoregressive translation, tagging, classification and masked-LM "
+                         f"checkpoints, not {name!r} ones (what=positions works for every model)")
     print(f"wrote {len(written)} files to {cfg.output_dir} (open {Path(cfg.output_dir) / 'index.html'})")
     return written
 

@@ -2,6 +2,7 @@
 
     transformer-train experiment=multi30k trainer.max_epochs=30 model.d_model=512
     transformer-train experiment=multi30k ckpt_path=outputs/.../checkpoints/last.ckpt  # resume
+    transformer-train experiment=gum_upos init_from=outputs/pretrain/.../best.ckpt  # fine-tune
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from transformer.cli.common import StoppedBySignal, claim_run_folder, hydra_entr
 from transformer.cli.validate import check_decode_settings, quiet_lightning, trainer_settings
 from transformer.files import write_text
 from transformer.models.transformer import count_parameters
-from transformer.tasks.build import check_config_types, check_model_config
-from transformer.tasks.checkpoint import load_weights, read_checkpoint
+from transformer.tasks.build import check_config_types, check_model_config, show
+from transformer.data.tokenizer import SubwordTokenizer
+from transformer.tasks.checkpoint import CheckpointError, load_weights, read_checkpoint
+from transformer.tasks.transfer import check_init_from, copy_encoder, pretrained_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -52,18 +55,23 @@ def build_loggers(cfg: DictConfig, resumed_step: int | None = None) -> list:
     return loggers
 
 
-def build_datamodule(cfg: DictConfig, ckpt: dict | None = None):
+def build_datamodule(cfg: DictConfig, ckpt: dict | None = None, pretrained: dict | None = None):
     """The data module, reusing the resumed checkpoint's tokenizer when there is one
-    (``ckpt``, else read from ``cfg.ckpt_path``)."""
+    (``ckpt``, else read from ``cfg.ckpt_path``), else the pretrained checkpoint's
+    (``pretrained``, from ``init_from``)."""
     overrides = {}
     if ckpt is None and cfg.get("ckpt_path"):
         ckpt = read_checkpoint(cfg.ckpt_path)
+    text, name = None, None
     if ckpt is not None and "tokenizers" in ckpt:
+        text, name = ckpt["tokenizers"].get("src") or ckpt["tokenizers"]["tgt"], "resumed_tokenizer.json"
+    elif pretrained is not None:
+        text, name = pretrained_tokenizer(pretrained), "pretrained_tokenizer.json"
+    if text is not None:
         out = Path(cfg.output_dir)
         out.mkdir(parents=True, exist_ok=True)
-        path = out / "resumed_tokenizer.json"
-        write_text(path, ckpt["tokenizers"].get("src") or ckpt["tokenizers"]["tgt"])
-        overrides["tokenizer_path"] = str(path)
+        write_text(out / name, text)
+        overrides["tokenizer_path"] = str(out / name)
     # Plain containers (not DictConfig) in the data module: its hyperparameters are saved in
     # checkpoints, and a DictConfig there stops torch.load(weights_only=True) on resume.
     dm = instantiate(cfg.data, _convert_="all", **overrides)
@@ -110,6 +118,15 @@ def build_task(cfg: DictConfig, dm):
     return task
 
 
+# The blocks of train.yaml a command line may mistake for groups, and what it means instead.
+BLOCK_HINTS = {
+    "trainer": "a GPU is trainer.accelerator=gpu trainer.precision=bf16-mixed, several devices trainer.strategy=ddp "
+               "trainer.devices=N",
+    "callbacks": "turn one off with callbacks.<name>=null (callbacks.early_stopping=null)",
+    "logger": "turn one off with logger.<name>=null (logger.tensorboard=null)",
+}
+
+
 def check_config(cfg: DictConfig) -> None:
     """Type-check the instantiated groups (trainer, data, task, model, callbacks, loggers)
     against their targets' signatures, and the decode settings of validation and test,
@@ -123,6 +140,9 @@ def check_config(cfg: DictConfig) -> None:
         expected = int if key == "seed" else str
         if key in cfg and (not isinstance(cfg[key], expected) or isinstance(cfg[key], bool)):
             raise ValueError(f"{key}={cfg[key]!r}: expected {expected.__name__}")
+    for key, hint in BLOCK_HINTS.items():  # blocks of train.yaml, not groups: trainer=gpu is no file
+        if cfg.get(key) is not None and not isinstance(cfg.get(key), DictConfig):
+            raise ValueError(f"{key}={show(cfg.get(key))}: expected a block of settings; {hint}")
     # The model is checked against the model registry (tasks/build.py), never imported by name;
     # vocabulary sizes and special ids come from the data later.
     check_model_config(cfg.get("model"), "model", complete=False)
@@ -147,16 +167,36 @@ def check_config(cfg: DictConfig) -> None:
 
 def preflight(cfg: DictConfig) -> dict | None:
     """Everything checked before a run writes anything (the command's validation step):
-    the config, the trainer's settings, and the resumed checkpoint (returned) with its model."""
+    the config, the trainer's settings, the pretrained checkpoint of ``init_from`` against the
+    model, and the resumed checkpoint (returned) with its model."""
     check_config(cfg)
     with quiet_lightning():
         trainer_settings(cfg)  # accelerator, precision, loop settings: before any data is read
+    if cfg.get("init_from") is not None:
+        read_init_from(cfg)
     if not cfg.get("ckpt_path"):
         return None
     if not isinstance(cfg.ckpt_path, str):
         raise ValueError(f"ckpt_path={cfg.ckpt_path!r}: expected one checkpoint file to resume from")
     ckpt = read_checkpoint(cfg.ckpt_path)
     check_resumed_model(cfg, ckpt)
+    return ckpt
+
+
+def read_init_from(cfg: DictConfig) -> dict:
+    """The pretrained checkpoint ``init_from`` names, checked against the configured model and
+    any tokenizer the data config names (``tasks.transfer.check_init_from``): every problem one
+    ``init_from: ...`` error."""
+    path = cfg.init_from
+    if not isinstance(path, str) or not path:
+        raise ValueError(f"init_from={path!r}: expected a masked-LM checkpoint file")
+    try:
+        ckpt = read_checkpoint(path)
+    except CheckpointError as exc:
+        raise ValueError(f"init_from: {exc}") from None
+    tokenizer_path = cfg.get("data", {}).get("tokenizer_path")
+    vocab = SubwordTokenizer.load(tokenizer_path).vocab_size if isinstance(tokenizer_path, str) else None
+    check_init_from(ckpt, path, OmegaConf.to_container(cfg.model, resolve=True), vocab)
     return ckpt
 
 
@@ -225,13 +265,19 @@ def fit(cfg: DictConfig, out: Path, ckpt: dict | None) -> dict:
                  Path(cfg.data.data_dir).resolve())
     L.seed_everything(cfg.seed, workers=True)
     out.mkdir(parents=True, exist_ok=True)
-    dm = build_datamodule(cfg, ckpt)
+    # A resumed run has its weights and tokenizer in its checkpoint: init_from starts fresh runs only.
+    pretrained = read_init_from(cfg) if cfg.get("init_from") is not None and ckpt is None else None
+    dm = build_datamodule(cfg, ckpt, pretrained)
     dm.prepare_data()
     dm.setup("fit")
     if hasattr(dm, "save_tokenizers"):
         dm.save_tokenizers(out)
     task = build_task(cfg, dm)
     log.info("model parameters: %d", count_parameters(task.model))
+    if pretrained is not None:
+        copied = copy_encoder(task.model, pretrained, cfg.init_from)
+        log.info("init_from: %d encoder tensors from %s", len(copied), cfg.init_from)
+        del pretrained
     resumed_step = None
     if ckpt is not None:
         load_weights(task, ckpt, cfg.ckpt_path)  # a hand-edited file fails here, in one line

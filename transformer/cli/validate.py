@@ -220,6 +220,19 @@ def _classify(cfg: DictConfig) -> None:
     output_file("output", cfg.output)
 
 
+# transformer-fill's output formats (json and jsonl are one).
+FILL_FORMATS = ("tsv", "json", "jsonl")
+
+
+def _fill(cfg: DictConfig) -> None:
+    _inference(cfg)
+    counts(cfg, "max_tokens", "top_k")
+    if cfg.get("format") not in FILL_FORMATS:
+        raise ValueError(f"format={show(cfg.get('format'))} unknown; choose from {', '.join(FILL_FORMATS)}")
+    input_file("input", cfg.input)
+    output_file("output", cfg.output)
+
+
 def _distill(cfg: DictConfig) -> None:
     _inference(cfg)
     decode_settings(cfg)
@@ -285,6 +298,6 @@ def quiet_lightning():
 
 # The validation step of each command, by its config name.
 CHECKS: dict[str, Callable[[DictConfig], None]] = {
-    "eval": _evaluate, "decode": _decode, "tag": _tag, "classify": _classify, "distill": _distill,
+    "eval": _evaluate, "decode": _decode, "tag": _tag, "classify": _classify, "fill": _fill, "distill": _distill,
     "inspect": _inspect, "export": _export,
 }

@@ -12,7 +12,9 @@ command as one ``error:`` line:
 - every split has one source: a file or a share held out of the training file, not both, and
   training has a validation split to validate on;
 - a hub dataset can be loaded: a named local folder is a dataset, and offline a name has a
-  cached copy (:func:`check_hub`).
+  cached copy (:func:`check_hub`);
+- text to pretrain on: every source a format can read, its local file there, a table's first
+  row holding the column (:func:`check_text`).
 
 A config without a training source is a preset waiting for the user's files: it is checked
 for what it says, and not yet asked for the files it lacks.
@@ -29,6 +31,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 from transformer.data.corpora import MULTI30K, check_columns, config_sources, make_corpus, probe_tables
 from transformer.data.readers import check_column, first_row, infer_format, same_column, saved_dataset
+from transformer.data.text import make_sources, probe
 from transformer.data.tokenizer import MODELS as TOKENIZER_MODELS
 from transformer.data.tokenizer import min_vocab_size
 
@@ -210,10 +213,32 @@ def check_classification(d: dict, where: str) -> None:
             first_row(path, (text, label), fmt, bool(d.get("header", False)))
 
 
+def check_text(d: dict, where: str) -> None:
+    """An unlabelled-text config (:class:`~transformer.data.text_datamodule.TextDataModule`)."""
+    settings = (d.get("format"), d.get("column", 0), bool(d.get("header", False)))
+    train = make_sources(d.get("files"), *settings, f"{where}.files")
+    valid = make_sources(d.get("valid"), *settings, f"{where}.valid")
+    fraction = d.get("valid_fraction")
+    if train and not valid and (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
+                                or not 0 < fraction < 1):
+        raise ValueError(f"{where}.valid_fraction={fraction!r}: expected a share between 0 and 1 of the training "
+                         f"passages to validate on (or give {where}.valid=<file>)")
+    for key, sources in (("files", train), ("valid", valid)):
+        for i, source in enumerate(sources):
+            if "hub" in source:
+                check_hub({"name": source["hub"], "config": source.get("config")}, f"{where}.{key}[{i}].hub")
+                continue
+            try:
+                probe(source)
+            except (FileNotFoundError, IsADirectoryError) as exc:
+                raise type(exc)(f"{where}.{key}[{i}]: {exc}") from None
+
+
 # The checks of each data module, by the class name its config's _target_ ends with.
 CHECKS: dict[str, Callable[[dict, str], None]] = {
     "TranslationDataModule": check_parallel,
     "ClassificationDataModule": check_classification,
+    "TextDataModule": check_text,
 }
 
 
@@ -243,4 +268,4 @@ def check_data_config(data_cfg: DictConfig | None, where: str = "data") -> None:
 
 
 __all__ = ["check_classification", "check_data_config", "check_holdout", "check_hub", "check_parallel",
-           "check_tokenizer", "offline", "plain"]
+           "check_text", "check_tokenizer", "offline", "plain"]

@@ -64,9 +64,13 @@ def config_sources(corpus_name: str, train: Any, valid: Any, test: Any, tests: d
                    hub: dict | None, train_files: dict | None) -> tuple[dict[str, Any], str]:
     """Each split's source as a data config names them, and the validation split's name;
     ``multi30k`` without a training source is the Multi30k preset (:data:`MULTI30K`);
+    a hub dataset without sources reads its ``train``, ``validation`` and ``test`` splits;
     ``train_files`` replaces the training source."""
     if corpus_name == MULTI30K["name"] and train is None and hub is None:
         sources, valid_name = dict(MULTI30K["sources"]), MULTI30K["valid_name"]
+    elif hub is not None and train is None and valid is None and test is None:
+        # a hub dataset with no split named: the usual train, validation and test splits
+        sources = {"train": "train", valid_name: "validation", "test": "test", **(tests or {})}
     else:
         sources = {"train": train, valid_name: valid, "test": test, **(tests or {})}
     if train_files:

@@ -241,15 +241,17 @@ def length_filter_columns(lengths, max_len: int, name: str = "data") -> FilterRe
     return FilterResult(kept, dropped)
 
 
-def load_or_train_tokenizer(path: Path, texts_fn, vocab_size: int, model: str) -> SubwordTokenizer:
+def load_or_train_tokenizer(path: Path, texts_fn, vocab_size: int, model: str,
+                            prefix_space: bool = False) -> SubwordTokenizer:
     """The cached tokenizer at ``path`` when its recorded sha256 matches, else a new one
     trained and cached there (with its sha256). ``texts_fn()`` gives the training text as an
     iterator of strings or of batches (lists) of strings, read as the trainer consumes it
-    (e.g. :func:`transformer.data.preprocess.iter_text_batches` over an Arrow column)."""
+    (e.g. :func:`transformer.data.preprocess.iter_text_batches` over an Arrow column);
+    ``prefix_space`` as in :meth:`SubwordTokenizer.train` (part of ``path``'s key)."""
     if check_cache(path):
         log.info("loading cached tokenizer %s", path)
         return SubwordTokenizer.load(path)
-    tok = SubwordTokenizer.train(texts_fn(), vocab_size, model=model)
+    tok = SubwordTokenizer.train(texts_fn(), vocab_size, model=model, prefix_space=prefix_space)
     built = tok.save(path.with_name(f".{path.stem}.{os.getpid()}.json"))
     publish_cache(built, path)
     log.info("trained tokenizer (%s, %d) saved to %s", model, tok.vocab_size, path)

@@ -9,6 +9,10 @@ A parallel corpus is prepared in two cached steps, neither of which holds it in 
    ``num_proc`` worker processes, into the tokenized table (``src, tgt, index, src_len,
    tgt_len``).
 
+Unlabelled text to pretrain on takes the same two steps: :func:`raw_text_dataset` writes the
+passages (``text, index``), :func:`tokenize_text` the pieces, a passage longer than the model
+reads cut into chunks (``src, index, n_pieces``).
+
 Batching then needs only the length columns, as numpy arrays (:func:`column_arrays`), and a
 loader reads each batch's rows from the memory-mapped table. Tokenizer training reads the text
 columns as a stream (:func:`iter_text_batches`), never as a list of every sentence; a raw pairs
@@ -75,6 +79,10 @@ TAGGING_FEATURES = datasets.Features(
         "index": datasets.Value("int64"),
         "n_pieces": datasets.Value("int32"),
     }
+)
+RAW_TEXT_FEATURES = datasets.Features({"text": datasets.Value("string"), "index": datasets.Value("int64")})
+TEXT_FEATURES = datasets.Features(
+    {"src": _List(datasets.Value("int32")), "index": datasets.Value("int64"), "n_pieces": datasets.Value("int32")}
 )
 # With an auxiliary tag set (multi-task tagging): a second tag id per word.
 TAGGING_AUX_FEATURES = datasets.Features({**TAGGING_FEATURES, "aux_tags": _List(datasets.Value("int32"))})
@@ -323,6 +331,85 @@ def tokenize_translation(
     n = default_num_proc(len(raw)) if num_proc is None else num_proc
     ds = _map_cached(raw.with_format("arrow"), fn, cache_file, key, TRANSLATION_FEATURES,
                      ["src_text", "tgt_text"], n)
+    return ds.with_format(None)
+
+
+def raw_text_dataset(texts_fn: Callable[[], Iterable[str]], cache_dir: str | os.PathLike, name: str,
+                     key: Any) -> datasets.Dataset:
+    """A split's passages as a memory-mapped Arrow table with columns ``text`` and ``index``
+    (position in the table), cached under ``cache_dir/arrow/{name}-raw-{hash}.arrow`` like
+    :func:`raw_pairs_dataset`: ``texts_fn()`` streams them, only when the cache has no valid
+    table for ``key``, and they are written as they come."""
+    path = inside(Path(cache_dir) / "arrow", f"{name}-raw-{cache_key('text', key)[:16]}.arrow")
+    if not check_cache(path):
+        path.parent.mkdir(parents=True, exist_ok=True)
+        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+        try:
+            with ArrowWriter(features=RAW_TEXT_FEATURES, path=str(tmp), writer_batch_size=_WRITE_ROWS) as writer:
+                n = 0
+                for chunk in _batched(texts_fn(), _WRITE_ROWS):
+                    index = pa.array(np.arange(n, n + len(chunk), dtype=np.int64))
+                    writer.write_table(pa.table({"text": pa.array(chunk, pa.string()), "index": index}))
+                    n += len(chunk)
+                if not n:
+                    writer.write_table(pa.table({"text": pa.array([], pa.string()), "index": pa.array([], pa.int64())}))
+                writer.finalize()
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        publish_cache(tmp, path)
+    return datasets.Dataset.from_file(str(path))
+
+
+def _batched(items: Iterable[str], n: int) -> Iterator[list[str]]:
+    it = iter(items)
+    while chunk := list(itertools.islice(it, n)):
+        yield chunk
+
+
+#: A chunk's ``index`` is its passage's index times this, plus the chunk's number: unique per row.
+CHUNKS_PER_PASSAGE = 1 << 20
+
+
+def chunk_spans(word_start: Sequence[bool], max_len: int) -> list[tuple[int, int]]:
+    """``[start, end)`` spans of at most ``max_len`` pieces covering a passage, each ending
+    before a piece that begins a word when one is in reach (a word longer than ``max_len`` is
+    cut inside)."""
+    spans, start, n = [], 0, len(word_start)
+    while start < n:
+        end = min(start + max_len, n)
+        if end < n:
+            cut = end
+            while cut > start + 1 and not word_start[cut]:
+                cut -= 1
+            end = cut if word_start[cut] and cut > start else end
+        spans.append((start, end))
+        start = end
+    return spans
+
+
+def tokenize_text(raw: datasets.Dataset, tokenizer: SubwordTokenizer, cache_dir: str | os.PathLike, name: str,
+                  key: Any, max_len: int, num_proc: int | None = None) -> datasets.Dataset:
+    """Dataset with columns ``src`` (piece ids, no specials), ``index`` (``passage index *
+    CHUNKS_PER_PASSAGE + chunk number``) and ``n_pieces``, cached like
+    :func:`tokenize_translation`. A passage of more than ``max_len`` pieces becomes several
+    rows (:func:`chunk_spans`, cut between words where it can), never dropped."""
+    key = cache_key("text", key, len(raw), tokenizer.content_hash, max_len)
+    cache_file = inside(Path(cache_dir) / "arrow", f"{name}-{key[:16]}.arrow")
+    starts = tokenizer.word_starts()
+
+    def fn(batch: pa.Table) -> pa.Table:
+        src: list[list[int]] = []
+        index: list[int] = []
+        for ids, i in zip(tokenizer.encode_batch(batch.column("text").to_pylist()), batch.column("index").to_pylist()):
+            for c, (s, e) in enumerate(chunk_spans([starts[t] for t in ids], max_len)):
+                src.append(ids[s:e])
+                index.append(i * CHUNKS_PER_PASSAGE + c % CHUNKS_PER_PASSAGE)
+        column, lengths = _list_column(src)
+        return pa.table({"src": column, "index": pa.array(index, pa.int64()), "n_pieces": pa.array(lengths)})
+
+    n = default_num_proc(len(raw)) if num_proc is None else num_proc
+    ds = _map_cached(raw.with_format("arrow"), fn, cache_file, key, TEXT_FEATURES, ["text", "index"], n)
     return ds.with_format(None)
 
 

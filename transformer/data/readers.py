@@ -5,9 +5,10 @@
   (parallel text; Multi30k);
 - TSV, CSV and JSON lines, columns chosen: :func:`iter_rows` (parallel text in one file,
   labelled text; SST-2);
-- CoNLL-U: :func:`read_conllu` (tagged text; UD treebanks, GUM);
+- CoNLL-U: :func:`read_conllu` (tagged text; UD treebanks, GUM), streamed by :func:`iter_conllu`
+  (also the words alone, as text to pretrain on);
 - word-per-line columns, a blank line between sentences: :func:`read_columns` (tagged text;
-  CoNLL-2000's ``WORD POS CHUNK`` layout);
+  CoNLL-2000's ``WORD POS CHUNK`` layout), streamed by :func:`iter_columns`;
 - a Hugging Face dataset, by hub name or a local folder: :func:`iter_hub_rows` (parallel text).
 
 The built-in datasets are presets that name files and columns for these readers
@@ -328,22 +329,25 @@ def _conllu_word(cols: list[str], sent: _Sentence, where, i: int, missing_upos: 
     sent.columns["xpos"].append(x)
 
 
-def read_conllu(path: str | os.PathLike, missing_upos: bool = False, member: str | None = None) -> list[TaggedSentence]:
-    """Sentences of a CoNLL-U file (or zip ``member``) with words, UPOS and XPOS; ``# sent_id`` kept.
+def iter_conllu(path: str | os.PathLike, missing_upos: bool = False, member: str | None = None) -> Iterator[TaggedSentence]:
+    """Sentences of a CoNLL-U file (or zip ``member``) with words, UPOS and XPOS, streamed;
+    ``# sent_id`` kept.
 
     Multi-word token lines (``3-4``) and empty nodes (``5.1``) are skipped: taggers
     label syntactic words. A sentence without ``# sent_id`` is named ``file:line``.
     A UPOS of ``_`` is an error naming the line, unless ``missing_upos`` (extra training
-    files, whose words may carry XPOS only): then it is kept as ``"_"``.
+    files, whose words may carry XPOS only, or text read for its words alone): then it is kept
+    as ``"_"``. A file without a sentence is an error once it has been read.
     """
     where = _where(Path(path), member)
     name, fields = Path(where).name, ("words", "upos", "xpos")
-    sentences: list[TaggedSentence] = []
+    n = 0
     sent = _Sentence(fields)
     for i, line in iter_lines(path, member):
         if not line.strip():
             if sent.columns["words"]:
-                sentences.append(sent.done(name))
+                n += 1
+                yield sent.done(name)
             elif sent.sent_id is not None:
                 raise DataFormatError(where, sent.start, f"sentence {sent.sent_id!r} has no words")
             sent = _Sentence(fields)
@@ -360,12 +364,17 @@ def read_conllu(path: str | os.PathLike, missing_upos: bool = False, member: str
             raise DataFormatError(where, i, f"expected {_CONLLU_COLUMNS} tab-separated columns, found {len(cols)}")
         _conllu_word(cols, sent, where, i, missing_upos)
     if sent.columns["words"]:
-        sentences.append(sent.done(name))
+        n += 1
+        yield sent.done(name)
     elif sent.sent_id is not None:
         raise DataFormatError(where, sent.start, f"sentence {sent.sent_id!r} has no words")
-    if not sentences:
+    if not n:
         raise DataFormatError(where, 0, "no sentences found")
-    return sentences
+
+
+def read_conllu(path: str | os.PathLike, missing_upos: bool = False, member: str | None = None) -> list[TaggedSentence]:
+    """Every sentence of :func:`iter_conllu` as a list."""
+    return list(iter_conllu(path, missing_upos, member))
 
 
 # ---------------------------------------------------------------------------- word-per-line columns
@@ -376,20 +385,21 @@ WORD_POS_CHUNK = ("WORD", "POS", "CHUNK")
 _COLUMN_FIELDS = {"WORD": "words", "POS": "xpos", "XPOS": "xpos", "UPOS": "upos", "CHUNK": "chunk"}
 
 
-def read_columns(path: str | os.PathLike, layout: Sequence[str] = WORD_POS_CHUNK,
-                 member: str | None = None) -> list[TaggedSentence]:
-    """Sentences of a word-per-line column file (or zip ``member``): one word a line with its
-    tags, separated by single spaces in the order ``layout`` names them (CoNLL-2000's
+def iter_columns(path: str | os.PathLike, layout: Sequence[str] = WORD_POS_CHUNK,
+                 member: str | None = None) -> Iterator[TaggedSentence]:
+    """Sentences of a word-per-line column file (or zip ``member``), streamed: one word a line
+    with its tags, separated by single spaces in the order ``layout`` names them (CoNLL-2000's
     ``WORD POS CHUNK`` unless told), a blank line between sentences. A field the layout does
     not have is None; a sentence is named ``file:line`` of its first word."""
     where = _where(Path(path), member)
     name, fields = Path(where).name, [_COLUMN_FIELDS[column] for column in layout]
-    sentences: list[TaggedSentence] = []
+    n = 0
     sent = _Sentence(fields)
     for i, line in iter_lines(path, member):
         if not line.strip():
             if sent.columns["words"]:
-                sentences.append(sent.done(name))
+                n += 1
+                yield sent.done(name)
                 sent = _Sentence(fields)
             continue
         values = line.split(" ")
@@ -401,10 +411,16 @@ def read_columns(path: str | os.PathLike, layout: Sequence[str] = WORD_POS_CHUNK
         for field, value in zip(fields, values):
             sent.columns[field].append(value)
     if sent.columns["words"]:
-        sentences.append(sent.done(name))
-    if not sentences:
+        n += 1
+        yield sent.done(name)
+    if not n:
         raise DataFormatError(where, 0, "no sentences found")
-    return sentences
+
+
+def read_columns(path: str | os.PathLike, layout: Sequence[str] = WORD_POS_CHUNK,
+                 member: str | None = None) -> list[TaggedSentence]:
+    """Every sentence of :func:`iter_columns` as a list."""
+    return list(iter_columns(path, layout, member))
 
 
 # ---------------------------------------------------------------------------- the hub
@@ -477,5 +493,5 @@ def hub_fingerprint(hub: dict, split: str) -> str:
 
 
 __all__ = ["FORMATS", "WORD_POS_CHUNK", "DataFormatError", "TaggedSentence", "check_column", "first_row",
-           "hub_fingerprint", "infer_format", "iter_hub_rows", "iter_line_pairs", "iter_lines", "iter_rows",
-           "load_hub", "read_columns", "read_conllu", "same_column", "saved_dataset"]
+           "hub_fingerprint", "infer_format", "iter_columns", "iter_conllu", "iter_hub_rows", "iter_line_pairs",
+           "iter_lines", "iter_rows", "load_hub", "read_columns", "read_conllu", "same_column", "saved_dataset"]

@@ -12,6 +12,11 @@ included) and sacreBLEU scores the decoded text directly, with no detokenizer. A
 normalizer (NFKC, lowercasing, strip) would break that identity, so none is used.
 ``add_prefix_space=False`` keeps the first word's bytes exact as well.
 
+A tokenizer for pretraining is trained with ``prefix_space=True`` (RoBERTa's choice): every
+word, the first included, is then read with the space before it, so a sentence and the same
+words given one by one (``encode_words``, as a tagger reads them) give the same pieces; such a
+tokenizer drops the space it added when it decodes.
+
 ``encode`` adds no special tokens: collate functions add BOS/EOS where needed.
 The whole state is ``tokenizer.json`` (``to_str``), so a checkpoint can carry it.
 """
@@ -19,6 +24,7 @@ The whole state is ``tokenizer.json`` (``to_str``), so a checkpoint can carry it
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 from pathlib import Path
 from typing import Iterable, Sequence
@@ -56,6 +62,11 @@ class SubwordTokenizer:
         if ids != list(range(len(SPECIAL_TOKENS))):
             raise ValueError(f"special tokens {SPECIAL_TOKENS} must have ids 0..4, found {ids}")
         self._hash: str | None = None
+        state = json.loads(tokenizer.to_str())
+        pre = state.get("pre_tokenizer") or {}
+        self._prefix_space = bool(pre.get("type") == "ByteLevel" and pre.get("add_prefix_space"))
+        self._word_level = (state.get("model") or {}).get("type") == "WordLevel"
+        self._inner: Tokenizer | None = None  # the same tokenizer adding no space (encode_continuation)
 
     # ------------------------------------------------------------------ building
 
@@ -66,6 +77,7 @@ class SubwordTokenizer:
         vocab_size: int,
         model: str = "bpe",
         min_frequency: int = 2,
+        prefix_space: bool = False,
     ) -> "SubwordTokenizer":
         """Learn a vocabulary of ``vocab_size`` entries (specials included) from ``texts``.
 
@@ -76,6 +88,8 @@ class SubwordTokenizer:
 
         For tagging, pass the training *words* (one per item) so pieces never cross words.
         ``model``: ``"bpe"``, ``"unigram"`` or ``"word"`` (word-level; unseen words → ``<unk>``).
+        ``prefix_space``: read the first word with a space before it, as every other word (see
+        the module docstring; byte-level models only).
         """
         if model not in MODELS:
             raise ValueError(f"tokenizer model {model!r} unknown; choose from {MODELS}")
@@ -107,7 +121,7 @@ class SubwordTokenizer:
                     initial_alphabet=alphabet,
                     show_progress=False,
                 )
-            tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=True)
+            tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=prefix_space, use_regex=True)
             tok.decoder = decoders.ByteLevel()
         tok.train_from_iterator(texts, trainer=trainer)
         # Re-read the serialized form so the object equals what load() gives (Unigram
@@ -149,13 +163,37 @@ class SubwordTokenizer:
         """:meth:`encode` for many texts at once (parallel in Rust)."""
         return [e.ids for e in self._tok.encode_batch(list(texts), add_special_tokens=False)]
 
+    def encode_continuation(self, text: str) -> list[int]:
+        """Piece ids of ``text`` read as the continuation of a sentence: no space is added
+        before it, even by a ``prefix_space`` tokenizer (the text after a ``[MASK]``)."""
+        if not self._prefix_space:
+            return self.encode(text)
+        if self._inner is None:
+            state = json.loads(self.to_str())
+            state["pre_tokenizer"]["add_prefix_space"] = False
+            self._inner = Tokenizer.from_str(json.dumps(state))
+            self._inner.encode_special_tokens = True
+        return self._inner.encode(text, add_special_tokens=False).ids
+
     def decode(self, ids: Sequence[int]) -> str:
         """Detokenized text; special tokens (pad, BOS, EOS, mask) are skipped."""
-        return self._tok.decode(list(ids), skip_special_tokens=True)
+        return self._drop_prefix(self._tok.decode(list(ids), skip_special_tokens=True))
 
     def decode_batch(self, batch: Sequence[Sequence[int]]) -> list[str]:
         """:meth:`decode` for many sequences."""
-        return self._tok.decode_batch([list(x) for x in batch], skip_special_tokens=True)
+        return [self._drop_prefix(t) for t in self._tok.decode_batch([list(x) for x in batch], skip_special_tokens=True)]
+
+    def _drop_prefix(self, text: str) -> str:
+        """The text without the space a ``prefix_space`` tokenizer put before its first word."""
+        return text[1:] if self._prefix_space and text.startswith(" ") else text
+
+    def word_starts(self) -> list[bool]:
+        """For each piece id, whether it begins a word: a byte-level piece that begins with a
+        space (``Ġ``), every piece of a word-level vocabulary, and the special tokens. What
+        whole-word masking groups pieces by; punctuation written against a word (``great.``)
+        stays with it, as in the text."""
+        return [self._word_level or i < len(SPECIAL_TOKENS) or (self.id_to_token(i) or "").startswith("\u0120")
+                for i in range(self.vocab_size)]
 
     def encode_words(self, words: Sequence[str]) -> tuple[list[int], list[int]]:
         """Pieces of pre-split words and, for each piece, the index of its word.
@@ -215,6 +253,11 @@ class SubwordTokenizer:
     @property
     def mask_id(self) -> int:
         return 4
+
+    @property
+    def prefix_space(self) -> bool:
+        """Whether the first word is read with a space before it (``train(prefix_space=True)``)."""
+        return self._prefix_space
 
     @property
     def vocab_size(self) -> int:

@@ -72,6 +72,10 @@ class TranslationDataModule(TokenBudgetDataModule):
             distilled targets); also trains the tokenizer unless ``tokenizer_path`` is given.
         eval_splits: splits besides train to prepare; None = every split of the corpus whose
             files exist for the pair.
+        distill_dir: the ``output_dir`` of ``transformer-distill`` (sequence-level knowledge
+            distillation, Kim & Rush 2016): its ``train.<lang>`` files are the training split and
+            its ``tokenizer.json`` the tokenizer, unless ``train_files``/``tokenizer_path`` say
+            otherwise; validation and test keep their references.
         tokenizer_path: reuse saved tokenizer(s): one ``tokenizer.json`` (both sides) or
             ``{"src": path, "tgt": path}``.
         train_subset: use only the first N training pairs.
@@ -111,6 +115,7 @@ class TranslationDataModule(TokenBudgetDataModule):
         hub: dict | None = None,
         bleu_tokenize: str | None = None,
         corpus_name: str = "multi30k",
+        distill_dir: str | None = None,
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
@@ -122,6 +127,9 @@ class TranslationDataModule(TokenBudgetDataModule):
         self.joint_vocab = joint_vocab
         self.tokenizer_model = tokenizer_model
         self.max_len = max_len
+        if distill_dir:  # transformer-distill's output: its translations and the teacher's tokenizer
+            train_files = train_files or {"src": f"{distill_dir}/train.{src_lang}", "tgt": f"{distill_dir}/train.{tgt_lang}"}
+            tokenizer_path = tokenizer_path or f"{distill_dir}/tokenizer.json"
         self.train_files = dict(train_files) if train_files else None
         self.tokenizer_path = tokenizer_path
         self.train_subset = train_subset

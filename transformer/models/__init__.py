@@ -1,5 +1,5 @@
 """Models: the Transformer (``models.transformer``: encoder, decoder, their layers, the
-encoder-decoder) and the models built on its stacks (NAT, CTC, tagger, classifier). Plain
+encoder-decoder) and the models built on its stacks (NAT, CTC, tagger, classifier, masked LM). Plain
 ``torch.nn``, no Lightning or Hydra."""
 
 from transformer.models.ctc import CTCNonAutoregressiveModel

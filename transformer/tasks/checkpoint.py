@@ -24,6 +24,7 @@ TASKS = {
     "nat_ctc": "transformer.tasks.ctc:CTCTranslationTask",
     "tagging": "transformer.tasks.tagging:TaggingTask",
     "classification": "transformer.tasks.classification:ClassificationTask",
+    "mlm": "transformer.tasks.mlm:MaskedLMTask",
 }
 TASK_KEY = "transformer_task"
 

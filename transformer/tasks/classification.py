@@ -48,6 +48,9 @@ class ClassificationTask(L.LightningModule):
         schedule: ``"linear"`` (decay to 0 at the trainer's last step) or ``"inverse_sqrt"``.
         token_dropout: in training, the probability that a piece is replaced by ``<unk>``: the
             label must then come from more than one telling word (word dropout, Iyyer et al. 2015).
+        layer_decay: below 1, each encoder layer below the top trains at this factor of the
+            rate above it (layer-wise decay, for fine-tuning a pretrained encoder: ``init_from``;
+            ``tasks.schedules.layer_decay_groups``); 1.0 = one rate.
         tokenizer: the tokenizer JSON (``SubwordTokenizer.to_str``); kept out of hparams.
     """
 
@@ -68,11 +71,14 @@ class ClassificationTask(L.LightningModule):
         warmup_steps: int = 200,
         schedule: str = "linear",
         token_dropout: float = 0.0,
+        layer_decay: float = 1.0,
         tokenizer: str | None = None,
     ) -> None:
         super().__init__()
         if schedule not in ("linear", "inverse_sqrt"):
             raise ValueError(f"schedule must be 'linear' or 'inverse_sqrt', got {schedule!r}")
+        if not 0 < layer_decay <= 1:
+            raise ValueError(f"task.layer_decay={layer_decay!r}: expected a factor in (0, 1] (1.0 = off)")
         self.save_hyperparameters(ignore=["tokenizer"])
         self.labels = list(labels)
         self.model = build_model(model, vocab_size=piece_vocab_size, pad_id=pad_id, n_classes=len(self.labels))

@@ -47,15 +47,65 @@ def total_steps(trainer) -> int:
     return int(total) if total is not None and math.isfinite(total) else 10**9
 
 
+class RunLength:
+    """The run's optimizer steps (:func:`total_steps`), asked of the trainer only once the
+    warm-up is over. Asking sooner, from ``configure_optimizers``, makes Lightning build the
+    training loader before a resumed run has restored its position in the epoch, and the
+    resumed run would then start the epoch from its first batch again."""
+
+    def __init__(self, trainer, warmup_steps: int):
+        self.trainer, self.warmup_steps, self.value = trainer, warmup_steps, None
+
+    def __call__(self, step: int) -> int:
+        if step + 1 <= self.warmup_steps:
+            return 1  # the warm-up's factor does not depend on it
+        if self.value is None:
+            self.value = total_steps(self.trainer)
+        return self.value
+
+
+def layer_decay_groups(module: torch.nn.Module, lr: float, decay: float) -> list[dict]:
+    """Parameter groups for layer-wise learning-rate decay (Clark et al. 2020, ELECTRA; used to
+    fine-tune BERT-style encoders): the encoder's layer ``i`` of ``L`` trains at
+    ``lr * decay ** (L - i)``, its embedding and positions at ``lr * decay ** (L + 1)``, and
+    everything above the layers (the final norm, the heads) at ``lr``; pretrained lower layers
+    hold general features and move least. The first group is the top one (what ``lr`` logs);
+    ``decay`` 1.0 is one group at ``lr``. The encoder is ``module.model.encoder`` (or
+    ``module.encoder``), with its ``layers``."""
+    params = [p for p in module.parameters() if p.requires_grad]
+    model = getattr(module, "model", module)
+    encoder = getattr(model, "encoder", None)
+    if decay == 1.0 or encoder is None or not hasattr(encoder, "layers"):
+        return [{"params": params, "lr": lr}]
+    n = len(encoder.layers)
+    depth = {id(p): n + 1 for p in params}  # above the layers unless found below
+    for p in encoder.parameters():
+        depth[id(p)] = 0
+    for i, layer in enumerate(encoder.layers):
+        for p in layer.parameters():
+            depth[id(p)] = i + 1
+    for p in encoder.final_norm.parameters():
+        depth[id(p)] = n + 1
+    groups = []
+    for d in range(n + 1, -1, -1):
+        members = [p for p in params if depth[id(p)] == d]
+        if members:
+            groups.append({"params": members, "lr": lr * decay ** (n + 1 - d)})
+    return groups
+
+
 def adamw_with_warmup(module: torch.nn.Module, hp, trainer) -> dict:
     """AdamW over ``module``'s parameters with a per-step schedule, as ``configure_optimizers``
     returns it: ``hp.schedule`` ``"linear"`` (warm-up, then linear decay to zero at the run's
-    last step) or else the inverse square root after ``hp.warmup_steps``."""
-    optimizer = torch.optim.AdamW(module.parameters(), lr=hp.lr, betas=tuple(hp.betas), eps=hp.eps,
+    last step) or else the inverse square root after ``hp.warmup_steps``; ``hp.layer_decay``
+    (where the task has it) below 1 gives lower encoder layers smaller rates
+    (:func:`layer_decay_groups`)."""
+    groups = layer_decay_groups(module, hp.lr, float(hp.get("layer_decay", 1.0)))
+    optimizer = torch.optim.AdamW(groups, lr=hp.lr, betas=tuple(hp.betas), eps=hp.eps,
                                   weight_decay=hp.weight_decay)
     if hp.schedule == "linear":
-        total = total_steps(trainer)
-        fn = lambda step: warmup_linear_factor(step, hp.warmup_steps, total)  # noqa: E731
+        total = RunLength(trainer, hp.warmup_steps)
+        fn = lambda step: warmup_linear_factor(step, hp.warmup_steps, total(step))  # noqa: E731
     else:
         fn = lambda step: inverse_sqrt_factor(step, hp.warmup_steps)  # noqa: E731
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, fn)

@@ -128,6 +128,9 @@ class TaggingTask(L.LightningModule):
             moved in the direction that raises the training loss most (its gradient), by
             ``adversarial_eps`` times the sentence's own input norm, and that loss is added
             (logged as ``train/adv_loss``). About twice the training time; 0 = off.
+        layer_decay: below 1, each encoder layer below the top trains at this factor of the
+            rate above it (layer-wise decay, for fine-tuning a pretrained encoder: ``init_from``;
+            ``tasks.schedules.layer_decay_groups``); 1.0 = one rate.
         tokenizer: the tokenizer JSON (``SubwordTokenizer.to_str``); kept out of hparams.
         train_words: training word forms (for unseen-word accuracy); kept out of hparams.
     """
@@ -153,12 +156,15 @@ class TaggingTask(L.LightningModule):
         aux_tags: Sequence[str] | None = None,
         aux_weight: float = 0.5,
         adversarial_eps: float = 0.0,
+        layer_decay: float = 1.0,
         tokenizer: str | None = None,
         train_words: Sequence[str] | None = None,
     ) -> None:
         super().__init__()
         if schedule not in ("linear", "inverse_sqrt"):
             raise ValueError(f"schedule must be 'linear' or 'inverse_sqrt', got {schedule!r}")
+        if not 0 < layer_decay <= 1:
+            raise ValueError(f"task.layer_decay={layer_decay!r}: expected a factor in (0, 1] (1.0 = off)")
         if adversarial_eps < 0:
             raise ValueError(f"adversarial_eps must be >= 0, got {adversarial_eps}")
         self.save_hyperparameters(ignore=["tokenizer", "train_words"])

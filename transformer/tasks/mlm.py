@@ -1,0 +1,265 @@
+"""Masked-LM pretraining (BERT, Devlin et al. 2019): a ``MaskedLanguageModel`` learns to
+restore hidden pieces of unlabelled text; its encoder then starts a tagger, a classifier or a
+translation encoder (``init_from``, :mod:`transformer.tasks.transfer`).
+
+Shape legend: B batch, T pieces, N chosen positions, V vocabulary.
+
+The masking (:func:`bert_mask`) follows BERT: 15 % of the pieces are chosen, of those 80 % are
+replaced by ``<mask>``, 10 % by a random piece and 10 % left as they are; the loss is the
+cross-entropy of the chosen pieces only. Special tokens (pad, BOS, EOS, unk, mask: the first
+ids) are never chosen. With ``whole_word`` a word is chosen or not as a whole (Cui et al. 2019):
+its pieces are all chosen together, each then masked, replaced or kept on its own draw; words
+are the tokenizer's (:meth:`~transformer.data.tokenizer.SubwordTokenizer.word_starts`).
+
+The draw is new every epoch and the same on every run: each batch's generator is seeded from
+the task's ``seed``, the epoch and the batch's ``key`` (its smallest row index, which names
+it within an epoch; see :mod:`transformer.data.text_datamodule`), so a resumed run draws
+exactly what the uninterrupted one did, however the batches are spread over devices.
+Validation always draws with epoch ``-1``: its numbers compare across epochs.
+
+Logged: ``train/loss``, ``lr``, ``val/loss`` (per chosen piece), ``val/acc`` (share of chosen
+pieces predicted right) and ``val/ppl`` (``exp(val/loss)``). The checkpoint carries the model
+config, the data settings and the tokenizer (``checkpoint["tokenizers"]["src"]``);
+:meth:`MaskedLMTask.filler` fills ``[MASK]`` in raw text (``inference.fill``), and
+:meth:`MaskedLMTask.evaluate` scores a split or a text file as validation does.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Iterable, Sequence
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+
+from transformer.data.batching import _pad, token_budget_batches
+from transformer.data.preprocess import chunk_spans
+from transformer.data.text import TextCorpus, make_sources
+from transformer.data.tokenizer import MASK, SPECIAL_TOKENS, SubwordTokenizer
+from transformer.files import inside, write_text
+from transformer.inference.fill import MaskFiller
+from transformer.inference.tagger import model_max_len
+from transformer.tasks.build import build_model
+from transformer.tasks.checkpoint import TASK_KEY
+from transformer.tasks.schedules import adamw_with_warmup
+
+IGNORE_INDEX = -100
+#: Ids below this are special tokens, never chosen (the tokenizer gives them the first ids).
+N_SPECIAL = len(SPECIAL_TOKENS)
+#: The epoch validation draws its masks with.
+VALIDATION_EPOCH = -1
+
+
+def masking_seed(seed: int, epoch: int, key: int) -> int:
+    """A 63-bit generator seed for one batch of one epoch (blake2b: the same on every machine)."""
+    h = hashlib.blake2b(f"{seed}:{epoch}:{key}".encode(), digest_size=8)
+    return int.from_bytes(h.digest(), "little") >> 1
+
+
+def word_ids_of(src: torch.Tensor, word_start: torch.Tensor) -> torch.Tensor:
+    """``(B, T)`` index of each piece's word within its row, counting from 0: a new word at
+    each piece that begins one (``word_start (V,)`` bool, looked up by id) and at position 0."""
+    starts = word_start[src]  # (B, T)
+    starts[:, 0] = True
+    return starts.long().cumsum(1) - 1
+
+
+def bert_mask(src: torch.Tensor, generator: torch.Generator, mask_id: int, vocab_size: int,
+              rate: float = 0.15, mask_share: float = 0.8, random_share: float = 0.1,
+              word_start: torch.Tensor | None = None, n_special: int = N_SPECIAL) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT's masking of ``src (B, T)`` (see the module docstring).
+
+    Returns ``(inputs, targets)``, both ``(B, T)``: the pieces the model reads, and the
+    original piece at each chosen position (``IGNORE_INDEX`` elsewhere). ``word_start``: a
+    ``(V,)`` bool table of the pieces that begin a word, for whole-word masking. Random
+    replacements are ordinary pieces (ids ``n_special .. vocab_size - 1``).
+    """
+    device = src.device
+    eligible = src.ge(n_special)  # (B, T): padding and special tokens are never chosen
+    if word_start is None:
+        draw = torch.rand(src.shape, generator=generator, device=device)  # (B, T)
+    else:
+        per_word = torch.rand(src.shape, generator=generator, device=device)  # (B, W <= T)
+        draw = per_word.gather(1, word_ids_of(src, word_start.to(device)))  # (B, T): a word's draw on each piece
+    chosen = eligible & draw.lt(rate)
+    how = torch.rand(src.shape, generator=generator, device=device)  # (B, T)
+    random_ids = torch.randint(n_special, vocab_size, src.shape, generator=generator, device=device)
+    inputs = torch.where(chosen & how.lt(mask_share), torch.full_like(src, mask_id), src)
+    inputs = torch.where(chosen & how.ge(mask_share) & how.lt(mask_share + random_share), random_ids, inputs)
+    return inputs, src.masked_fill(~chosen, IGNORE_INDEX)
+
+
+class MaskedLMTask(L.LightningModule):
+    """Masked-LM cross-entropy over a ``MaskedLanguageModel``; AdamW with warm-up.
+
+    Args:
+        model: resolved model config (``_target_`` a ``MaskedLanguageModel``); ``vocab_size``
+            (= ``piece_vocab_size``) and ``pad_id`` are injected here.
+        piece_vocab_size: the tokenizer's real size.
+        data: the data module's ``settings()`` (the sources and how validation was made).
+        mask_rate: share of pieces chosen; mask_share, random_share: of the chosen pieces, the
+            shares replaced by ``<mask>`` and by a random piece (the rest are kept).
+        whole_word: choose whole words (all pieces of a word together).
+        seed: seeds every batch's masking (with the epoch and the batch's key).
+        lr, betas, eps, weight_decay: AdamW; warmup_steps, schedule: ``"linear"`` (decay to 0
+            at the last step) or ``"inverse_sqrt"``.
+        tokenizer: the tokenizer JSON; kept out of hparams.
+    """
+
+    task_name = "mlm"
+
+    def __init__(
+        self,
+        model: dict,
+        piece_vocab_size: int,
+        pad_id: int,
+        data: dict,
+        mask_rate: float = 0.15,
+        mask_share: float = 0.8,
+        random_share: float = 0.1,
+        whole_word: bool = False,
+        seed: int = 0,
+        lr: float = 5e-4,
+        betas: Sequence[float] = (0.9, 0.98),
+        eps: float = 1e-8,
+        weight_decay: float = 0.01,
+        warmup_steps: int = 1000,
+        schedule: str = "linear",
+        tokenizer: str | None = None,
+    ) -> None:
+        super().__init__()
+        if schedule not in ("linear", "inverse_sqrt"):
+            raise ValueError(f"schedule must be 'linear' or 'inverse_sqrt', got {schedule!r}")
+        for key, value in (("mask_rate", mask_rate), ("mask_share", mask_share), ("random_share", random_share)):
+            if not 0 <= value <= 1:
+                raise ValueError(f"task.{key}={value!r}: expected a share between 0 and 1")
+        if mask_share + random_share > 1:
+            raise ValueError(f"task.mask_share={mask_share} + task.random_share={random_share}: more than all of "
+                             f"the chosen pieces")
+        self.save_hyperparameters(ignore=["tokenizer"])
+        self.model = build_model(model, vocab_size=piece_vocab_size, pad_id=pad_id)
+        self.tokenizer: SubwordTokenizer | None = SubwordTokenizer.from_str(tokenizer) if tokenizer else None
+        starts = self.tokenizer.word_starts() if self.tokenizer is not None else [True] * piece_vocab_size
+        # Which pieces begin a word, for whole-word masking; derived from the tokenizer, not saved.
+        self.register_buffer("word_start", torch.tensor(starts, dtype=torch.bool), persistent=False)
+        self._val_sums: torch.Tensor | None = None
+
+    # ----------------------------------------------------------------- construction
+    @staticmethod
+    def kwargs_from_datamodule(dm) -> dict:
+        """What the task needs from a set-up ``TextDataModule``."""
+        tok = dm.tokenizer
+        return dict(piece_vocab_size=tok.vocab_size, pad_id=tok.pad_id, data=dm.settings(), tokenizer=tok.to_str())
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint[TASK_KEY] = self.task_name
+        if self.tokenizer is not None:
+            checkpoint["tokenizers"] = {"src": self.tokenizer.to_str()}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if "tokenizers" in checkpoint:
+            self.tokenizer = SubwordTokenizer.from_str(checkpoint["tokenizers"]["src"])
+
+    @classmethod
+    def from_checkpoint_dict(cls, ckpt: dict) -> "MaskedLMTask":
+        """Rebuild from a checkpoint dict (see ``transformer.tasks.checkpoint``)."""
+        task = cls(**ckpt["hyper_parameters"], tokenizer=(ckpt.get("tokenizers") or {}).get("src"))
+        task.load_state_dict(ckpt["state_dict"])
+        return task
+
+    # ----------------------------------------------------------------- training
+    def mask(self, src: torch.Tensor, epoch: int, key: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``bert_mask`` of ``src (B, T)`` with this task's settings, drawn for ``(epoch, key)``."""
+        hp = self.hparams
+        generator = torch.Generator(device=src.device)
+        generator.manual_seed(masking_seed(hp.seed, epoch, key))
+        return bert_mask(src, generator, SPECIAL_TOKENS.index(MASK), hp.piece_vocab_size, hp.mask_rate,
+                         hp.mask_share, hp.random_share, self.word_start if hp.whole_word else None)
+
+    def _step(self, batch: dict, epoch: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+        """``(loss sum, correct, chosen)`` over the batch's chosen pieces."""
+        inputs, targets = self.mask(batch["src"], epoch, int(batch["key"]))
+        chosen = targets.ne(IGNORE_INDEX)  # (B, T)
+        # Only the chosen positions go through the vocabulary projection (BERT predicts only
+        # those too): (N, D) -> (N, V), a sixth of the work of projecting every position.
+        logits = self.model.predict(self.model.encode(inputs)[chosen]).float()  # (N, V)
+        gold = targets[chosen]  # (N,)
+        loss_sum = F.cross_entropy(logits, gold, reduction="sum")
+        return loss_sum, logits.argmax(-1).eq(gold).sum(), chosen.sum()
+
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        loss_sum, _, n = self._step(batch, self.current_epoch)
+        loss = loss_sum / n.clamp(min=1)  # a batch with nothing chosen contributes 0
+        self.log("train/loss", loss, prog_bar=True, batch_size=max(int(batch["n_tokens"]), 1))
+        self.log("lr", self.optimizers().param_groups[0]["lr"], prog_bar=True)
+        return loss
+
+    def on_validation_epoch_start(self) -> None:
+        self._val_sums = torch.zeros(3, dtype=torch.float64, device=self.device)  # loss sum, correct, chosen
+
+    def validation_step(self, batch: dict, batch_idx: int) -> None:
+        loss_sum, correct, n = self._step(batch, VALIDATION_EPOCH)
+        self._val_sums += torch.stack([loss_sum.double(), correct.double(), n.double()])
+
+    def on_validation_epoch_end(self) -> None:
+        sums = self._val_sums
+        if self.trainer.world_size > 1:
+            sums = self.trainer.strategy.reduce(sums, reduce_op="sum")
+        loss_sum, correct, n = sums.tolist()
+        loss = loss_sum / max(n, 1.0)
+        self.log("val/loss", loss, prog_bar=True)
+        self.log("val/acc", correct / max(n, 1.0), prog_bar=True)
+        self.log("val/ppl", math.exp(min(loss, 50.0)))
+
+    def configure_optimizers(self):
+        return adamw_with_warmup(self, self.hparams, getattr(self, "_trainer", None))
+
+    # ----------------------------------------------------------------- inference
+    def _passages(self, split: str, data_dir, mirror_root) -> Iterable[str]:
+        data = self.hparams.data
+        if split in ("train", "valid") and data.get("files"):
+            corpus = TextCorpus(data["files"], data.get("valid"), data.get("valid_fraction", 0.01),
+                                data.get("valid_seed", 0), data_dir, mirror_root)
+            return corpus.stream(split)
+        if Path(split).is_file():
+            return TextCorpus(make_sources([split]), valid=make_sources([split])).stream("valid")
+        raise ValueError(f"split={split!r}: not train, valid (of the checkpoint's text) nor a file of text")
+
+    @torch.no_grad()
+    def evaluate(self, split: str, decode_cfg: dict | None = None, output_dir: Path | str = "eval",
+                 data_dir: str = "data/cache", mirror_root: str | None = None,
+                 device: str | torch.device = "cpu", max_tokens: int = 4096) -> dict:
+        """Masked-LM loss, accuracy and perplexity of a split of the checkpoint's text (``train``,
+        ``valid``) or of a text file (one passage a line), masked as validation masks
+        (``VALIDATION_EPOCH``; ``decode_cfg`` is unused: nothing is decoded). Writes
+        ``{name}.{split}.metrics.json`` into ``output_dir`` and returns the metrics."""
+        self.eval().to(device)
+        max_len = int(self.hparams.data.get("max_len") or 128)
+        starts = self.tokenizer.word_starts()
+        rows = [ids[s:e] for ids in self.tokenizer.encode_batch(list(self._passages(split, data_dir, mirror_root)))
+                for s, e in chunk_spans([starts[t] for t in ids], max_len)]
+        sums = torch.zeros(3, dtype=torch.float64)
+        for batch in token_budget_batches([len(r) for r in rows], max_tokens):
+            src = _pad([rows[i] for i in batch], self.tokenizer.pad_id).to(device)  # (B, T)
+            loss_sum, correct, n = self._step({"src": src, "key": min(batch)}, VALIDATION_EPOCH)
+            sums += torch.tensor([loss_sum.item(), correct.item(), n.item()], dtype=torch.float64)
+        loss = sums[0].item() / max(sums[2].item(), 1.0)
+        metrics = {"split": split, "dataset": self.hparams.data.get("name"), "rows": len(rows),
+                   "predicted": int(sums[2]), "loss": loss, "acc": sums[1].item() / max(sums[2].item(), 1.0),
+                   "ppl": math.exp(min(loss, 50.0))}
+        stem = f"{self.hparams.data.get('name') or 'text'}.{Path(split).stem}"
+        Path(output_dir).mkdir(parents=True, exist_ok=True)
+        write_text(inside(Path(output_dir), f"{stem}.metrics.json"), json.dumps(metrics, indent=2) + "\n")
+        return metrics
+
+    def filler(self, max_tokens: int = 4096, device: str | torch.device | None = None) -> MaskFiller:
+        """A :class:`~transformer.inference.fill.MaskFiller` with this model and its tokenizer."""
+        max_len = model_max_len(self.model, int(self.hparams.model.get("max_len", 512)))
+        return MaskFiller(self.model, self.tokenizer, max_len, max_tokens, device)
+
+
+__all__ = ["IGNORE_INDEX", "MaskedLMTask", "bert_mask", "masking_seed", "word_ids_of"]

@@ -1,0 +1,106 @@
+"""Fine-tuning from a pretrained encoder: ``transformer-train ... init_from=<mlm checkpoint>``.
+
+The tagger, the classifier and the translation model name their encoder ``encoder``, as the
+masked language model does (``models.mlm``), so the pretrained weights move by name: the
+embedding, the positional encoding, the layers and the final norm (:func:`copy_encoder`);
+everything else (heads, pooling, the character encoder, a translation decoder) starts fresh.
+The pretrained tokenizer comes along (training's data module reads the text with it), so the
+fine-tuned checkpoint carries it like any other and needs nothing of the pretrained one.
+
+:func:`check_init_from` runs with training's other checks, before any data is read: the
+checkpoint must be a masked-LM one, and the encoder settings that shape or drive its weights
+(:data:`ENCODER_KEYS`, and the vocabulary) must be the configured model's. A mismatch is one
+``ValueError`` starting ``init_from:`` and naming both values.
+"""
+
+from __future__ import annotations
+
+import inspect
+from pathlib import Path
+from typing import Any, Mapping
+
+import torch
+
+from transformer.tasks.build import POSITIONALS, check_model_config, show
+
+#: Encoder settings a fine-tuned model must share with the pretrained one (the translation
+#: model's ``n_encoder_layers`` is its ``n_layers``).
+ENCODER_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "norm_first", "activation", "positional")
+_ALIASES = {"n_layers": ("n_layers", "n_encoder_layers")}
+PREFIX = "model.encoder."
+
+
+def _settings(model_cfg: Mapping[str, Any], where: str) -> dict[str, tuple[str, Any]]:
+    """``{key: (the config's own name for it, value)}`` of :data:`ENCODER_KEYS`, the model
+    class's defaults filled in; a positional encoding as ``{class name, its arguments}``."""
+    cls, kwargs = check_model_config(dict(model_cfg), where, complete=False)
+    params = inspect.signature(cls.__init__).parameters
+    out = {}
+    for key in ENCODER_KEYS:
+        name = next((n for n in _ALIASES.get(key, (key,)) if n in params), key)
+        value = model_cfg.get(name, params[name].default if name in params else None)
+        if key == "positional":
+            value = _positional(value)
+        out[key] = (name, value)
+    return out
+
+
+def _positional(value: Mapping[str, Any] | None) -> dict[str, Any]:
+    """A positional-encoding config as its class name and every argument it sets, defaults
+    filled in (``None`` is the sinusoidal encoding)."""
+    value = dict(value or {"_target_": "SinusoidalPositionalEncoding"})
+    value.pop("_partial_", None)
+    name = str(value.pop("_target_")).rsplit(".", 1)[-1]
+    params = inspect.signature(POSITIONALS[name].__init__).parameters
+    defaults = {k: p.default for k, p in params.items()
+                if k not in ("self", "d_model", "n_heads", "max_len", "causal") and p.default is not p.empty}
+    return {"_target_": name, **defaults, **value}
+
+
+def check_init_from(ckpt: dict, path: str | Path, model_cfg: Mapping[str, Any],
+                    tokenizer_vocab: int | None = None) -> None:
+    """Refuse a checkpoint that cannot start this model (see the module docstring);
+    ``tokenizer_vocab``: the size of a tokenizer the data config names, which must be the
+    pretrained one's."""
+    task = ckpt.get("transformer_task")
+    if task != "mlm":
+        raise ValueError(f"init_from: {path} is a {task!r} checkpoint; fine-tuning starts from a masked-LM "
+                         f"checkpoint (transformer-train experiment=pretrain)")
+    theirs = _settings(ckpt["hyper_parameters"]["model"], "init_from.model")
+    ours = _settings(model_cfg, "model")
+    differ = [key for key in ENCODER_KEYS if theirs[key][1] != ours[key][1]]
+    if differ:
+        pretrained = ", ".join(f"{theirs[k][0]}={show(theirs[k][1])}" for k in differ)
+        configured = ", ".join(f"model.{ours[k][0]}={show(ours[k][1])}" for k in differ)
+        what = "it" if len(differ) == 1 else "them"
+        raise ValueError(f"init_from: {path} has {pretrained}, but {configured}: the encoder is copied as it is, "
+                         f"so set {what} to match")
+    rows = ckpt["state_dict"][PREFIX + "embedding.weight"].shape[0]
+    if tokenizer_vocab is not None and tokenizer_vocab != rows:
+        raise ValueError(f"init_from: {path} has a {rows}-piece vocabulary, but data.tokenizer_path names a "
+                         f"{tokenizer_vocab}-piece tokenizer; leave data.tokenizer_path unset to read with "
+                         f"the pretrained tokenizer")
+
+
+def pretrained_tokenizer(ckpt: dict) -> str:
+    """The tokenizer JSON a masked-LM checkpoint carries."""
+    return ckpt["tokenizers"]["src"]
+
+
+def copy_encoder(model: torch.nn.Module, ckpt: dict, path: str | Path) -> list[str]:
+    """Copy the pretrained encoder's tensors into ``model.encoder`` (all of them, nothing else
+    of ``model``); returns their names. A vocabulary or shape that differs is a ``ValueError``
+    starting ``init_from:``."""
+    state = {k[len(PREFIX):]: v for k, v in ckpt["state_dict"].items() if k.startswith(PREFIX)}
+    encoder = model.encoder
+    rows, ours = state["embedding.weight"].shape[0], encoder.embedding.num_embeddings
+    if rows != ours:
+        raise ValueError(f"init_from: {path} has a {rows}-piece vocabulary, but the model reads {ours} pieces")
+    try:
+        encoder.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        raise ValueError(f"init_from: {path}'s encoder does not fit model.encoder: {' '.join(str(exc).split())[:400]}") from None
+    return sorted(state)
+
+
+__all__ = ["ENCODER_KEYS", "check_init_from", "copy_encoder", "pretrained_tokenizer"]
