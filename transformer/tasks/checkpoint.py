@@ -33,6 +33,34 @@ class CheckpointError(RuntimeError):
     """A checkpoint file is missing, unreadable or not one of ours."""
 
 
+class OneTokenizerCheckpoint:
+    """What a task that reads one text with one tokenizer (``self.tokenizer``: the tagger, the
+    classifier, the masked LM) writes into its checkpoint and reads back: its name under
+    :data:`TASK_KEY` and the tokenizer's JSON under ``tokenizers.src``. Mixed in before
+    ``LightningModule``, whose hooks these are."""
+
+    task_name: str
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint[TASK_KEY] = self.task_name
+        if self.tokenizer is not None:
+            checkpoint["tokenizers"] = {"src": self.tokenizer.to_str()}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        from transformer.data.tokenizer import SubwordTokenizer
+
+        if "tokenizers" in checkpoint:
+            self.tokenizer = SubwordTokenizer.from_str(checkpoint["tokenizers"]["src"])
+
+    @classmethod
+    def from_checkpoint_dict(cls, ckpt: dict, **extra: Any):
+        """Rebuild from a checkpoint dict: its hyperparameters, its tokenizer, ``extra``
+        constructor arguments, then its weights."""
+        task = cls(**ckpt["hyper_parameters"], tokenizer=(ckpt.get("tokenizers") or {}).get("src"), **extra)
+        task.load_state_dict(ckpt["state_dict"])
+        return task
+
+
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """Load a checkpoint dict on the CPU, with errors that name the file."""
     path = Path(path)

@@ -26,11 +26,11 @@ from transformer.inference.classifier import SentenceClassifier
 from transformer.inference.tagger import model_max_len
 from transformer.models.classifier import ClassifierEnsemble
 from transformer.tasks.build import build_model
-from transformer.tasks.checkpoint import TASK_KEY
+from transformer.tasks.checkpoint import OneTokenizerCheckpoint
 from transformer.tasks.schedules import adamw_with_warmup
 
 
-class ClassificationTask(L.LightningModule):
+class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
     """Cross-entropy over a ``SequenceClassifier``; AdamW with warm-up.
 
     Logged: ``train/loss``, ``lr``, ``val/loss``, ``val/acc`` and ``val/f1`` (macro-F1 over
@@ -115,22 +115,6 @@ class ClassificationTask(L.LightningModule):
         if isinstance(self.model, ClassifierEnsemble):
             return self.model.members()
         return [(self.model, self.tokenizer, model_max_len(self.model, int(self.hparams.model.get("max_len", 512))))]
-
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint[TASK_KEY] = self.task_name
-        if self.tokenizer is not None:
-            checkpoint["tokenizers"] = {"src": self.tokenizer.to_str()}
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        if "tokenizers" in checkpoint:
-            self.tokenizer = SubwordTokenizer.from_str(checkpoint["tokenizers"]["src"])
-
-    @classmethod
-    def from_checkpoint_dict(cls, ckpt: dict) -> "ClassificationTask":
-        """Rebuild from a checkpoint dict (see ``transformer.tasks.checkpoint``)."""
-        task = cls(**ckpt["hyper_parameters"], tokenizer=(ckpt.get("tokenizers") or {}).get("src"))
-        task.load_state_dict(ckpt["state_dict"])
-        return task
 
     # ----------------------------------------------------------------- training
     def forward(self, src: torch.Tensor) -> torch.Tensor:

@@ -44,7 +44,7 @@ from transformer.files import inside, write_text
 from transformer.inference.fill import MaskFiller
 from transformer.inference.tagger import model_max_len
 from transformer.tasks.build import build_model
-from transformer.tasks.checkpoint import TASK_KEY
+from transformer.tasks.checkpoint import OneTokenizerCheckpoint
 from transformer.tasks.schedules import adamw_with_warmup
 
 IGNORE_INDEX = -100
@@ -93,7 +93,7 @@ def bert_mask(src: torch.Tensor, generator: torch.Generator, mask_id: int, vocab
     return inputs, src.masked_fill(~chosen, IGNORE_INDEX)
 
 
-class MaskedLMTask(L.LightningModule):
+class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
     """Masked-LM cross-entropy over a ``MaskedLanguageModel``; AdamW with warm-up.
 
     Args:
@@ -154,22 +154,6 @@ class MaskedLMTask(L.LightningModule):
         """What the task needs from a set-up ``TextDataModule``."""
         tok = dm.tokenizer
         return dict(piece_vocab_size=tok.vocab_size, pad_id=tok.pad_id, data=dm.settings(), tokenizer=tok.to_str())
-
-    def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint[TASK_KEY] = self.task_name
-        if self.tokenizer is not None:
-            checkpoint["tokenizers"] = {"src": self.tokenizer.to_str()}
-
-    def on_load_checkpoint(self, checkpoint: dict) -> None:
-        if "tokenizers" in checkpoint:
-            self.tokenizer = SubwordTokenizer.from_str(checkpoint["tokenizers"]["src"])
-
-    @classmethod
-    def from_checkpoint_dict(cls, ckpt: dict) -> "MaskedLMTask":
-        """Rebuild from a checkpoint dict (see ``transformer.tasks.checkpoint``)."""
-        task = cls(**ckpt["hyper_parameters"], tokenizer=(ckpt.get("tokenizers") or {}).get("src"))
-        task.load_state_dict(ckpt["state_dict"])
-        return task
 
     # ----------------------------------------------------------------- training
     def mask(self, src: torch.Tensor, epoch: int, key: int) -> tuple[torch.Tensor, torch.Tensor]:

@@ -27,7 +27,7 @@ from transformer.evaluation.tagging import evaluate_tagging
 from transformer.inference.tagger import WordTagger, model_max_len
 from transformer.tasks.build import build_model
 from transformer.models.tagger_ensemble import TaggerEnsemble, TaggerSpec, check_tagger_ensemble
-from transformer.tasks.checkpoint import TASK_KEY
+from transformer.tasks.checkpoint import OneTokenizerCheckpoint
 from transformer.tasks.schedules import adamw_with_warmup
 
 IGNORE_INDEX = -100
@@ -92,7 +92,7 @@ def drop_words(src: torch.Tensor, word_ids: torch.Tensor, p: float, unk_id: int,
     return src.masked_fill(piece_hit, unk_id)
 
 
-class TaggingTask(L.LightningModule):
+class TaggingTask(OneTokenizerCheckpoint, L.LightningModule):
     """Per-word cross-entropy over a ``Tagger``; AdamW with warm-up.
 
     Logged: ``train/loss``, ``lr``, ``val/loss``, ``val/acc`` (token accuracy over real
@@ -226,28 +226,19 @@ class TaggingTask(L.LightningModule):
         )
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
-        checkpoint[TASK_KEY] = self.task_name
-        if self.tokenizer is not None:
-            checkpoint["tokenizers"] = {"src": self.tokenizer.to_str()}
+        super().on_save_checkpoint(checkpoint)
         if self.train_words is not None:
             checkpoint["tagging"] = {"train_words": sorted(self.train_words)}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        if "tokenizers" in checkpoint:
-            self.tokenizer = SubwordTokenizer.from_str(checkpoint["tokenizers"]["src"])
+        super().on_load_checkpoint(checkpoint)
         if "tagging" in checkpoint:
             self.train_words = set(checkpoint["tagging"]["train_words"])
 
     @classmethod
-    def from_checkpoint_dict(cls, ckpt: dict) -> "TaggingTask":
-        """Rebuild from a checkpoint dict (see ``transformer.tasks.checkpoint``)."""
-        task = cls(
-            **ckpt["hyper_parameters"],
-            tokenizer=(ckpt.get("tokenizers") or {}).get("src"),
-            train_words=(ckpt.get("tagging") or {}).get("train_words"),
-        )
-        task.load_state_dict(ckpt["state_dict"])
-        return task
+    def from_checkpoint_dict(cls, ckpt: dict, **extra) -> "TaggingTask":
+        """Rebuild from a checkpoint dict, with the training word forms it records."""
+        return super().from_checkpoint_dict(ckpt, train_words=(ckpt.get("tagging") or {}).get("train_words"), **extra)
 
     # ----------------------------------------------------------------- training
     def forward(self, src: torch.Tensor, word_ids: torch.Tensor, spell: torch.Tensor | None = None) -> torch.Tensor:
