@@ -169,7 +169,7 @@ if [ "$dry" = 1 ]; then
   decode_args=(--train-steps 1 --decode-sentences 16 --decode-max-tokens 512 --max-output-len 8
                --latency-sentences 0 --decode-repeats 1)
   recipe=multi30k_cpu
-  recipe_overrides=(debug=fast model=tiny data.vocab_size=400)
+  recipe_overrides=(debug=fast model=tiny data.vocab_size=400 accel=none)  # the compiled plain step, as on a GPU
   max_time_s=20
   profile_warmup=2
 else
