@@ -24,7 +24,8 @@
 # OUTDIR gets at most these 8 files, flat: log.txt (all output, timestamped step lines), env.txt,
 # gpu_tests.txt, bench_train.json, bench_decode.json, profile.txt, recipe.json, summary.md.
 # Everything else (bench tokenizer, run folder, data cache) goes to $GPU_CHECK_WORK (default: a
-# new /tmp/gpu_check.XXXXXX). The whole run is held to $GPU_CHECK_BUDGET_S seconds (default 510):
+# new /tmp/gpu_check.XXXXXX). GPU_CHECK_SKIP="bench_bf16 profile ..." leaves the named steps out
+# (a rerun of the others). The whole run is held to $GPU_CHECK_BUDGET_S seconds (default 510):
 # a step's box is cut to what is left, and the recipe's training time to what is left less ~100 s.
 #
 # GPU_CHECK_DRY=1: the same steps on the CPU at toy sizes (d_model 32, 1+1 layers, a few steps;
@@ -89,6 +90,10 @@ step() {
   local name=$1 limit start rc
   limit=$(box "$2")
   shift 2
+  if [[ " ${GPU_CHECK_SKIP:-} " == *" $name "* ]]; then
+    record "$name" off 0 0
+    return 1
+  fi
   if [ "$limit" = 0 ]; then
     record "$name" skip 0 0
     return 1
@@ -107,6 +112,8 @@ record() {  # record NAME RC SECONDS LIMIT
     say "== $1: ok in $3 s"
   elif [ "$2" = skip ]; then
     say "== $1: SKIPPED: the time budget (${budget}s) is spent"
+  elif [ "$2" = off ]; then
+    say "== $1: not run (GPU_CHECK_SKIP)"
   elif [ "$2" = 124 ] || [ "$2" = 137 ]; then
     say "== $1: TIMED OUT after $3 s (limit $4 s)"
   else
@@ -374,6 +381,8 @@ gpu = next((l for l in env if l.startswith("device 0:")), "no CUDA device")
 def status(rc):
     if rc == "skip":
         return "skipped (no time left)"
+    if rc == "off":
+        return "not run (GPU_CHECK_SKIP)"
     return "ok" if rc == "0" else ("timed out" if rc in ("124", "137") else f"failed (exit {rc})")
 
 
@@ -432,7 +441,7 @@ PY
 for f in env.txt profile.txt gpu_tests.txt; do  # a step that never ran still leaves its file
   [ -s "$out/$f" ] || echo "not run: see summary.md and log.txt" >"$out/$f"
 done
-failed=$(awk -F'\t' '$2 != 0' "$steps_tsv" | wc -l)
+failed=$(awk -F'\t' '$2 != 0 && $2 != "off"' "$steps_tsv" | wc -l)
 say "done in ${SECONDS}s: $(wc -l <"$steps_tsv") steps, $failed failed; outputs in $out:"
 ls -l "$out"
 cat "$out/summary.md" 2>/dev/null

@@ -18,6 +18,7 @@ import torch.nn.functional as F
 
 from transformer.data.tokenizer import SubwordTokenizer
 from transformer.decoding import EnsembleModel, beam_search, greedy_search
+from transformer.decoding.compiled import compiled_decoding
 from transformer.evaluation import CorpusBLEU
 from transformer.evaluation.translation import bleu_tokenizer, evaluate_split
 from transformer.inference import SearchFn, Translator
@@ -105,7 +106,8 @@ class TranslationTask(L.LightningModule):
 
     ``compile`` runs the training and validation loss through ``torch.compile`` (``compile_mode``:
     ``default``, ``reduce-overhead`` for CUDA graphs, ``max-autotune``); the checkpoint and its
-    state-dict keys are the same either way. On CUDA, Adam is the fused kernel.
+    state-dict keys are the same either way. On CUDA, Adam is the fused kernel unless the
+    gradients are clipped (``fused_adam``).
 
     ``loss`` names the loss every training and validation step computes (:data:`TRANSLATION_LOSSES`):
     ``all_positions`` projects every target position to the vocabulary (fixed shapes, for a GPU
@@ -305,9 +307,10 @@ class TranslationTask(L.LightningModule):
 
     def configure_optimizers(self):
         hp = self.hparams
+        clip = self._trainer.gradient_clip_val if self._trainer is not None else None
         optimizer = torch.optim.Adam(
             self.parameters(), lr=hp.lr, betas=tuple(hp.betas), eps=hp.eps,
-            weight_decay=hp.weight_decay, fused=self.device.type == "cuda" or None,
+            weight_decay=hp.weight_decay, fused=fused_adam(self.device, clip) or None,
         )
         scheduler = inverse_sqrt_schedule(optimizer, hp.warmup_steps)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
@@ -321,15 +324,18 @@ class TranslationTask(L.LightningModule):
         lengths = dict(max_len_a=cfg.get("max_len_a", 1.2), max_len_b=cfg.get("max_len_b", 10),
                        max_len=self.max_len)
         strategy = cfg.get("strategy", "greedy")
+        model = self.model
+        if cfg.get("compile") and strategy in ("greedy", "beam"):
+            model = compiled_decoding(self.model, next(self.model.parameters()).device)
         if strategy == "greedy":
             def greedy(src: torch.Tensor):
-                out = greedy_search(self.model, src, **ids, **lengths, return_scores=True)
+                out = greedy_search(model, src, **ids, **lengths, return_scores=True)
                 return [[(list(toks), float(score))] for toks, score in out]
             return greedy
         if strategy == "beam":
             def beam(src: torch.Tensor):
                 out = beam_search(
-                    self.model, src, **ids, **lengths, beam_size=int(cfg.get("beam_size", 5)),
+                    model, src, **ids, **lengths, beam_size=int(cfg.get("beam_size", 5)),
                     length_penalty=float(cfg.get("length_penalty", 1.0)),
                     n_best=int(cfg.get("n_best", 1)),
                 )
@@ -355,3 +361,13 @@ class TranslationTask(L.LightningModule):
         metrics (``evaluation.translation.evaluate_split``)."""
         extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
         return evaluate_split(self, split, decode_cfg, output_dir, data_dir, mirror_root, device, **extra)
+
+
+def fused_adam(device: torch.device, gradient_clip_val: float | None) -> bool:
+    """Whether Adam runs as the fused CUDA kernel: on CUDA, and only without gradient clipping.
+
+    A fused optimizer unscales the gradients inside its own step, so Lightning's mixed-precision
+    plugin refuses to clip them first (``RuntimeError: ... does not allow for gradient
+    clipping``); the GPU recipes clip at 1.0 and take the default (multi-tensor) Adam.
+    """
+    return device.type == "cuda" and not gradient_clip_val
