@@ -11,9 +11,12 @@ runs forward + label-smoothed loss + backward + Adam step on identical batches (
 the loss ``TranslationTask`` picks, Marian through its own forward, every position projected to
 the vocabulary); the two models alternate batch by batch so that background load hits both
 alike. Ours runs as ``--accel`` says (``cpu``: the fast paths of ``transformer/accel``, whose
-loss projects only the real target positions; ``none``: the plain modules, every position)
-and, with ``--compile``, through
-``torch.compile`` (``--compile-peer`` compiles Marian's step too). ``--pad-to-multiple 8`` rounds
+loss projects only the real target positions; ``none``: the plain modules, every position);
+``--compile`` adds a third model to the same run, ``ours_compiled``: a copy of ours with the
+plain modules, its loss under ``torch.compile`` for training and ``decode.compile``'s compiled
+step (``decoding.compiled``) for decoding; its compile time (the warm-up steps, and a first
+decoding pass) is reported apart (``warm_up_seconds``). ``--compile-peer`` compiles Marian's
+training step too. ``--pad-to-multiple 8`` rounds
 batch widths up as ``data.pad_to_multiple`` does. Decoding runs
 greedy and beam 5 over the same validation sentences, both batched under a token budget and
 one sentence at a time (latency), every output exactly ``--max-output-len`` tokens (EOS
@@ -31,6 +34,7 @@ numbers for ours, no Marian entries and no ratios.
 from __future__ import annotations
 
 import argparse
+import copy
 import json
 import time
 from datetime import date
@@ -122,20 +126,19 @@ def marian_loss(model, src, t_in, t_out, label_smoothing, pad):
     return label_smoothed_nll(logits, t_out, label_smoothing, pad)
 
 
-def train_throughput(ours, peer, batches, args, device, dtype):
+def train_throughput(models, batches, args, device, dtype):
     from transformer.tasks.translation import all_positions_loss, real_positions_loss
 
     pad = 0
     fused = device.type == "cuda" or None
-    models = {"ours": ours, "marian": peer} if peer is not None else {"ours": ours}
     opts = {name: torch.optim.Adam(m.parameters(), lr=1e-4, betas=(0.9, 0.98), fused=fused)
             for name, m in models.items()}
-    eager = {"ours": all_positions_loss, "marian": marian_loss}
+    eager = {"ours": all_positions_loss, "ours_compiled": all_positions_loss, "marian": marian_loss}
     losses = dict(eager)
     if args.loss == "real_positions":
         losses["ours"] = real_positions_loss
-    if args.compile:
-        losses["ours"] = torch.compile(all_positions_loss, mode=args.compile_mode)
+    if "ours_compiled" in models:
+        losses["ours_compiled"] = torch.compile(all_positions_loss, mode=args.compile_mode)
     if args.compile_peer:
         losses["marian"] = torch.compile(marian_loss, mode=args.compile_mode)
     autocast = dtype != torch.float32 and not args.bf16_true
@@ -151,6 +154,7 @@ def train_throughput(ours, peer, batches, args, device, dtype):
     for m in models.values():
         m.train()
     times = dict.fromkeys(models, 0.0)
+    warm_up = dict.fromkeys(models, 0.0)
     tokens = 0
     n = args.warmup_steps + args.train_steps
     for k, (src, t_in, t_out) in enumerate(batches[:n]):
@@ -161,8 +165,7 @@ def train_throughput(ours, peer, batches, args, device, dtype):
             t0 = time.perf_counter()
             step(name, src, t_in, t_out)
             sync(device)
-            if k >= args.warmup_steps:
-                times[name] += time.perf_counter() - t0
+            (times if k >= args.warmup_steps else warm_up)[name] += time.perf_counter() - t0
         if k >= args.warmup_steps:
             tokens += real
     flops = None
@@ -173,7 +176,8 @@ def train_throughput(ours, peer, batches, args, device, dtype):
 
         # Counted on the eager, plain modules (the same arithmetic as the timed steps; the
         # counter sees neither compiled graphs nor oneDNN's private products).
-        ours = models["ours"] = accel.apply(ours, "none")
+        ours = models["ours"]
+        models["ours"] = accel.apply(ours, "none")
         flops = dict.fromkeys(models, 0)
         for src, t_in, t_out in batches[args.warmup_steps : n]:
             src, t_in, t_out = src.to(device), t_in.to(device), t_out.to(device)
@@ -181,9 +185,9 @@ def train_throughput(ours, peer, batches, args, device, dtype):
                 with FlopCounterMode(display=False) as counter:
                     step(name, src, t_in, t_out, eager)
                 flops[name] += counter.get_total_flops()
-        ours = models["ours"] = accel.apply(ours, args.accel)
+        models["ours"] = accel.apply(ours, args.accel)
         flops = {name: {"flops": f, "tflops_per_s": f / times[name] / 1e12} for name, f in flops.items()}
-    return {name: tokens / t for name, t in times.items()}, tokens, flops
+    return {name: tokens / t for name, t in times.items()}, tokens, flops, warm_up
 
 
 def sync(device):
@@ -192,7 +196,7 @@ def sync(device):
 
 
 @torch.no_grad()
-def decode_throughput(ours, peer, tok, val_src, args, device, beam, one_by_one=False):
+def decode_throughput(models, tok, val_src, args, device, beam, one_by_one=False):
     """Decode the same batches with both models, every sentence exactly ``max_output_len``
     tokens long, alternating the two models batch by batch, ``decode_repeats`` times.
 
@@ -203,11 +207,14 @@ def decode_throughput(ours, peer, tok, val_src, args, device, beam, one_by_one=F
     the batch; with every sentence running to the cap that advantage is not counted here.)
     """
     from transformer.decoding import beam_search, greedy_search
+    from transformer.decoding.compiled import compiled_decoding
     from transformer.data.batching import token_budget_batches
 
-    models = {"ours": ours, "marian": peer} if peer is not None else {"ours": ours}
     for m in models.values():
         m.eval()
+    searchers = {"ours": models["ours"]}
+    if "ours_compiled" in models:
+        searchers["ours_compiled"] = compiled_decoding(models["ours_compiled"], device)
     if one_by_one:
         val_src = val_src[: args.latency_sentences]
         batches = [pad_to([s], tok.pad_id) for s in val_src]
@@ -216,20 +223,28 @@ def decode_throughput(ours, peer, tok, val_src, args, device, beam, one_by_one=F
                    for b in token_budget_batches([len(s) for s in val_src], args.decode_max_tokens)]
     length = args.max_output_len
 
-    def run_ours(src):
+    def run_ours(src, name="ours"):
         kw = dict(bos_id=tok.bos_id, eos_id=tok.pad_id, pad_id=tok.pad_id, max_len_a=0.0, max_len_b=length)
         if beam == 1:
-            hyps = greedy_search(ours, src, **kw)
+            hyps = greedy_search(searchers[name], src, **kw)
         else:
-            hyps = [h[0].tokens for h in beam_search(ours, src, beam_size=beam, **kw)]
+            hyps = [h[0].tokens for h in beam_search(searchers[name], src, beam_size=beam, **kw)]
         return sum(len(h) for h in hyps)
 
     def run_marian(src):
+        peer = models["marian"]
         gen = peer.generate(input_ids=src, attention_mask=src.ne(tok.pad_id), num_beams=beam, do_sample=False,
                             max_new_tokens=length, min_new_tokens=length, length_penalty=1.0)
         return int(gen[:, 1:].ne(tok.pad_id).sum())
 
-    runners = {"ours": run_ours, "marian": run_marian}
+    runners = {"ours": run_ours, "marian": run_marian, "ours_compiled": lambda src: run_ours(src, "ours_compiled")}
+    warm_up = {}
+    if "ours_compiled" in models:  # a first pass compiles, timed apart
+        t0 = time.perf_counter()
+        for src in batches:
+            runners["ours_compiled"](src.to(device))
+        sync(device)
+        warm_up["ours_compiled"] = time.perf_counter() - t0
     seconds = dict.fromkeys(models, 0.0)
     tokens = dict.fromkeys(models, 0)
     for rep in range(args.decode_repeats):
@@ -246,7 +261,8 @@ def decode_throughput(ours, peer, tok, val_src, args, device, beam, one_by_one=F
         raise RuntimeError(f"expected {expected} generated tokens from each model, got {tokens}")
     n = args.decode_repeats * len(val_src)
     return {name: {"sentences_per_s": n / t, "tokens_per_s": tokens[name] / t, "seconds": t,
-                   "ms_per_sentence": 1000 * t / n} for name, t in seconds.items()}
+                   "ms_per_sentence": 1000 * t / n}
+            | ({"warm_up_seconds": warm_up[name]} if name in warm_up else {}) for name, t in seconds.items()}
 
 
 def main():
@@ -297,14 +313,16 @@ def main():
             m.to(device)
     from transformer import accel
 
+    plain = copy.deepcopy(ours) if args.compile else None  # the same weights, plain modules
     ours = accel.apply(ours, accel.check(args.accel))
+    models = {"ours": ours} | ({"ours_compiled": plain} if plain is not None else {}) \
+        | ({"marian": peer} if peer is not None else {})
     dtype = torch.bfloat16 if args.bf16 or args.bf16_true else torch.float32
     if args.bf16_true:
-        for m in (ours, peer):
-            if m is not None:
-                m.to(dtype)
+        for m in models.values():
+            m.to(dtype)
     args.count_flops = args.count_flops or device.type == "cuda"
-    train, tokens, flops = train_throughput(ours, peer, batches, args, device, dtype)
+    train, tokens, flops, warm_up = train_throughput(models, batches, args, device, dtype)
     res = {
         "date": date.today().isoformat(), "device": args.device, "cpu": cpu_name(),
         "threads": torch.get_num_threads(), "torch": torch.__version__, "precision": str(dtype),
@@ -315,9 +333,12 @@ def main():
         "marian_compiled": args.compile_peer if peer is not None else None,
         "params": {"ours": params(ours), **({"marian": params(peer)} if peer is not None else {})},
         "train_tokens_per_s": train, "train_tokens_measured": tokens,
+        "train_warm_up_seconds": warm_up,
     }
     if peer is not None:
         res["train_speedup_vs_marian"] = train["ours"] / train["marian"]
+        if "ours_compiled" in train:
+            res["train_compiled_speedup_vs_marian"] = train["ours_compiled"] / train["marian"]
     if flops:
         res["train_flops"] = flops
     if flops and device.type == "cuda":
@@ -326,10 +347,13 @@ def main():
         res["peak_tflops"] = args.peak_tflops
     for beam in (() if args.skip_decode else (1, 5)):
         for one_by_one, tag in ((False, "batched"), (True, "batch1"))[: 2 if args.latency_sentences else 1]:
-            d = decode_throughput(ours, peer, tok, val_src, args, device, beam, one_by_one)
+            d = decode_throughput(models, tok, val_src, args, device, beam, one_by_one)
             res[f"decode_beam{beam}_{tag}"] = d
             if peer is not None:
                 res[f"decode_beam{beam}_{tag}_speedup_vs_marian"] = d["marian"]["seconds"] / d["ours"]["seconds"]
+                if "ours_compiled" in d:
+                    res[f"decode_beam{beam}_{tag}_compiled_speedup_vs_marian"] = \
+                        d["marian"]["seconds"] / d["ours_compiled"]["seconds"]
     text = json.dumps(res, indent=2)
     print(text)
     if args.json:

@@ -51,6 +51,8 @@ def check_decode_settings(cfg: dict, where: str = "decode") -> dict:
         raise ValueError(f"{where}.n_best={cfg['n_best']}: at most {where}.beam_size={cfg['beam_size']}")
     if not isinstance(cfg.get("strategy", ""), str):
         raise ValueError(f"{where}.strategy={cfg['strategy']!r}: expected a strategy name")
+    if not isinstance(cfg.get("compile", False), bool):
+        raise ValueError(f"{where}.compile={cfg['compile']!r}: expected true or false")
     layer = cfg.get("alignment_layer")
     if layer is not None and (isinstance(layer, bool) or not isinstance(layer, int)):
         raise ValueError(f"{where}.alignment_layer={layer!r}: expected a layer index or null")

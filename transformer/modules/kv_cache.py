@@ -18,6 +18,8 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
+from transformer.modules.attention import causal_mask
+
 INITIAL_CAPACITY = 16
 
 
@@ -74,8 +76,21 @@ class KVCache:
         """Number of target steps already cached (0 before the first step)."""
         return self._len[0] if self._len else 0
 
+    @property
+    def offset(self) -> int:
+        """The position of the next token (``length``), as the decoder's positional encoding
+        reads it."""
+        return self.length
+
+    def self_attention_keys(self, t: int, device: torch.device) -> tuple[int, Tensor | None]:
+        """For ``t`` new queries: how many keys self-attention sees once they are appended
+        (``length + t``) and which of them each query may attend to, ``(1, 1, t, length + t)``
+        bool or ``None`` when a single new query may see every key (SDPA's unmasked kernel)."""
+        t_k = self.length + t
+        return t_k, (None if t == 1 else causal_mask(t, t_k, device=device))
+
     def _filled(self, bufs: list[Tensor | None]) -> list[Tensor | None]:
-        return [None if b is None else b[:, :, :n] for b, n in zip(bufs, self._len)]
+        return [None if b is None else b[:, :, :n] for b, n in zip(bufs, self._filled_steps())]
 
     @property
     def self_k(self) -> list[Tensor | None]:
@@ -158,7 +173,7 @@ class KVCache:
                 every ``indices[n]`` is a beam of the same sentence as row ``n``: the rows of
                 one sentence share their source keys/values, so they are kept as they are.
         """
-        out = KVCache(self.n_layers, self._capacity)
+        out = self._like()
         self._reorder_into(out, indices, cross, reuse=False)
         return out
 
@@ -177,7 +192,7 @@ class KVCache:
                 f"reorder(cross=False) keeps the cross-attention rows, so it needs as many indices "
                 f"as rows ({self._rows()}), got {indices.numel()}"
             )
-        lengths = list(self._len)
+        lengths = self._filled_steps()
         for layer, n in enumerate(lengths):
             for bufs, spares in ((self._k, self._spare_k), (self._v, self._spare_v)):
                 buf = bufs[layer]
@@ -186,17 +201,19 @@ class KVCache:
                 idx = indices.to(buf.device)
                 shape = (idx.numel(), *buf.shape[1:])  # (N', H, C, d_head)
                 spare = spares[layer] if reuse else None
-                new = spare if spare is not None and spare.shape == shape else buf.new_empty(shape)
+                fresh = spare is None or spare.shape != shape
+                new = buf.new_empty(shape) if fresh else spare
+                m = self._steps_to_copy(n, buf.size(2), fresh)
                 if buf.requires_grad and torch.is_grad_enabled():
                     new = new.clone()  # never write into a tensor autograd may still need
-                    new[:, :, :n] = buf[:, :, :n].index_select(0, idx)  # out= has no autograd
+                    new[:, :, :m] = buf[:, :, :m].index_select(0, idx)  # out= has no autograd
                 else:
                     # Only the filled steps are copied, straight into the new buffer's view.
-                    torch.index_select(buf[:, :, :n], 0, idx, out=new[:, :, :n])
+                    torch.index_select(buf[:, :, :m], 0, idx, out=new[:, :, :m])
                 if reuse:
                     spares[layer] = buf
                 (out._k if bufs is self._k else out._v)[layer] = new
-        out._len = lengths
+        out._set_filled(self)
         out.source_mask_set = self.source_mask_set
         if cross:
             out.cross_k = [None if t is None else t.index_select(0, indices.to(t.device)) for t in self.cross_k]
@@ -206,8 +223,135 @@ class KVCache:
         else:
             out.cross_k, out.cross_v, out.cross_bias = list(self.cross_k), list(self.cross_v), self.cross_bias
 
+    # Hooks that StaticKVCache overrides: a fresh cache of the same kind, the filled steps per
+    # layer, how many steps a reorder copies, and taking over another cache's filled steps.
+    def _like(self) -> "KVCache":
+        return KVCache(self.n_layers, self._capacity)
+
+    def _filled_steps(self) -> list[int]:
+        return list(self._len)
+
+    def _steps_to_copy(self, filled: int, capacity: int, fresh: bool) -> int:
+        """A reorder copies the filled steps only (what lies past them is never read)."""
+        return filled
+
+    def _set_filled(self, source: "KVCache") -> None:
+        self._len = list(source._len)
+
     def _rows(self) -> int:
         for t in (*self._k, *self.cross_k):
             if t is not None:
                 return t.size(0)
         return 0
+
+
+class StaticKVCache(KVCache):
+    """A cache whose tensors keep their shapes from one step to the next, for a compiled step.
+
+    The self-attention buffers ``(N, H, C, d_head)`` are allocated once, zero-filled, at a
+    capacity ``C`` rounded up to a multiple of 8 (``bucket``) when search reserves its steps;
+    a step writes its keys and values in place at the position held in a tensor, and
+    self-attention reads the whole buffer with a mask ``key position <= query position``
+    (``self_attention_keys``) instead of a slice that grows. Since nothing about a step's
+    shapes or Python state changes with the position, ``torch.compile`` traces the step once
+    (``decoding.compiled``). Outputs equal ``KVCache``'s: masked keys get zero weight.
+
+    The buffers hold zeros or real keys and values only (never uninitialised memory, which a
+    zero weight could not cancel if it held a NaN). Same protocol otherwise: ``reorder``
+    (rows leave the batch, beams reorder), ``reorder_`` and the cross-attention entries.
+    """
+
+    def __init__(self, n_layers: int, capacity: int = INITIAL_CAPACITY):
+        super().__init__(n_layers, bucket(capacity))
+        self._pos: Tensor | None = None  # (n_layers,) long: filled steps per layer, on the device
+
+    @classmethod
+    def empty(cls, n_layers: int, capacity: int = INITIAL_CAPACITY) -> "StaticKVCache":
+        return cls(n_layers, capacity)
+
+    def reserve(self, steps: int) -> "StaticKVCache":
+        """Fix the capacity at ``bucket(steps)``; buffers are allocated at the first step."""
+        if steps < 1:
+            raise ValueError(f"steps must be >= 1, got {steps}")
+        if any(k is not None for k in self._k):
+            raise RuntimeError("a StaticKVCache is sized once, before its first step")
+        self._capacity = bucket(steps)
+        return self
+
+    @property
+    def capacity(self) -> int:
+        return self._capacity
+
+    @property
+    def length(self) -> int:
+        return 0 if self._pos is None else int(self._pos[0])
+
+    @property
+    def offset(self) -> Tensor | int:
+        """The next token's position as a 0-dim tensor (a copy, so that the layers' writes
+        do not move it), or 0 before anything is allocated."""
+        return 0 if self._pos is None else self._pos[0].clone()
+
+    def self_attention_keys(self, t: int, device: torch.device) -> tuple[int, Tensor]:
+        """All ``C`` buffer positions are keys; query ``i`` (at ``offset + i``) sees keys
+        ``0 .. offset + i``: ``(C, mask (1, 1, t, C))``."""
+        # The buffer's own size, not the int attribute: under torch.compile it stays symbolic.
+        capacity = self._k[0].size(2) if self._k[0] is not None else self._capacity
+        q_pos = self.offset + torch.arange(t, device=device).unsqueeze(1)  # (t, 1)
+        k_pos = torch.arange(capacity, device=device).unsqueeze(0)  # (1, C)
+        return capacity, (k_pos <= q_pos)[None, None]
+
+    def append_self(self, layer: int, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor]:
+        """Write ``(N, H, t, d_head)`` at the layer's position; return the whole buffers
+        ``(N, H, C, d_head)``."""
+        if self._pos is None:
+            self._pos = torch.zeros(self.n_layers, dtype=torch.long, device=k.device)
+        if self._k[layer] is None:
+            shape = (k.size(0), k.size(1), self._capacity, k.size(3))
+            self._k[layer], self._v[layer] = k.new_zeros(shape), v.new_zeros(shape)
+        positions = self._pos[layer] + torch.arange(k.size(2), device=k.device)  # (t,)
+        self._k[layer].index_copy_(2, positions, k)
+        self._v[layer].index_copy_(2, positions, v)
+        self._pos[layer] += k.size(2)
+        return self._k[layer], self._v[layer]
+
+    def allocate(self, like: Tensor) -> "StaticKVCache":
+        """Allocate every layer's buffers now, shaped after the cross-attention keys
+        ``like (N, H, S, d_head)``, so that the first compiled step sees the same state as
+        every later one. Returns the cache."""
+        shape = (like.size(0), like.size(1), self._capacity, like.size(3))
+        self._k = [like.new_zeros(shape) for _ in self._k]
+        self._v = [like.new_zeros(shape) for _ in self._v]
+        self._pos = torch.zeros(self.n_layers, dtype=torch.long, device=like.device)
+        return self
+
+    def set_source_mask(self, src_pad_mask: Tensor | None, dtype: torch.dtype) -> bool:
+        """As ``KVCache.set_source_mask``, but a batch without padding gets a zero bias rather
+        than ``None``: the step's inputs keep one structure whatever the batch."""
+        if not super().set_source_mask(src_pad_mask, dtype):
+            return False
+        if self.cross_bias is None and src_pad_mask is not None:
+            self.cross_bias = torch.zeros(src_pad_mask.shape, dtype=dtype, device=src_pad_mask.device)[:, None, None, :]
+        return True
+
+    def _like(self) -> "StaticKVCache":
+        return StaticKVCache(self.n_layers, self._capacity)
+
+    def _filled_steps(self) -> list[int]:
+        return [self.length] * self.n_layers
+
+    def _steps_to_copy(self, filled: int, capacity: int, fresh: bool) -> int:
+        """A new buffer gets every step, filled or not, so that it holds no uninitialised
+        memory; a reused one (``reorder_``) holds finite values already."""
+        return capacity if fresh else filled
+
+    def _set_filled(self, source: KVCache) -> None:
+        pos = getattr(source, "_pos", None)
+        self._pos = None if pos is None else pos.clone()
+
+
+def bucket(steps: int) -> int:
+    """The capacity a static cache gets for ``steps`` steps: the next multiple of 8. Every step
+    reads the whole buffer, so a coarser rounding (powers of two) cost a CPU up to 10 % of its
+    decoding speed; a compiled step has symbolic sizes and needs no coarser one."""
+    return max(8, -(-steps // 8) * 8)

@@ -5,7 +5,8 @@ and ignores what it does not need, so one Hydra ``_partial_: true`` factory can
 build any of them. Two hooks:
 
 * ``forward(x (B, T, D), offset=0) -> (B, T, D)`` adds absolute positions
-  ``offset .. offset + T - 1`` (identity for relative schemes);
+  ``offset .. offset + T - 1`` (identity for relative schemes); ``offset`` is an int, or a
+  0-dim tensor when a static cache keeps the position on the device;
 * ``attention_bias(t_q, t_k, offset=0) -> (1, H, T_q, T_k) | None`` is added to
   self-attention scores; query ``i`` sits at absolute position ``offset + i``,
   key ``j`` at ``j`` (so cached decoding passes ``offset = cache.length``).
@@ -49,8 +50,10 @@ class SinusoidalPositionalEncoding(nn.Module):
         # Not persistent: it is a function of d_model, no need to store it in checkpoints.
         self.register_buffer("pe", sinusoid_table(max_len, d_model), persistent=False)
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+    def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
         t = x.size(1)
+        if isinstance(offset, Tensor):  # a static cache's position, inside the table by its size
+            return x + self.pe[offset + torch.arange(t, device=x.device)].to(x.dtype)
         pe = self.pe if offset + t <= self.pe.size(0) else sinusoid_table(offset + t, self.d_model).to(x.device)
         return x + pe[offset : offset + t].to(x.dtype)  # (B, T, D) + (T, D)
 
@@ -69,11 +72,11 @@ class LearnedPositionalEncoding(nn.Module):
         self.max_len = max_len
         self.embedding = nn.Embedding(max_len, d_model)
 
-    def forward(self, x: Tensor, offset: int = 0) -> Tensor:
+    def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
         t = x.size(1)
-        if offset + t > self.max_len:
+        if not isinstance(offset, Tensor) and offset + t > self.max_len:
             raise ValueError(f"position {offset + t - 1} exceeds max_len={self.max_len} of the learned table")
-        pos = torch.arange(offset, offset + t, device=x.device)
+        pos = offset + torch.arange(t, device=x.device)
         return x + self.embedding(pos).to(x.dtype)  # (B, T, D) + (T, D)
 
     def attention_bias(self, t_q: int, t_k: int, offset: int = 0) -> None:
@@ -147,7 +150,7 @@ class RelativePositionBias(nn.Module):
 
     def attention_bias(self, t_q: int, t_k: int, offset: int = 0) -> Tensor:
         device = self.embedding.weight.device
-        q_pos = torch.arange(offset, offset + t_q, device=device).unsqueeze(1)  # (T_q, 1)
+        q_pos = (offset + torch.arange(t_q, device=device)).unsqueeze(1)  # (T_q, 1); offset may be a tensor
         k_pos = torch.arange(t_k, device=device).unsqueeze(0)  # (1, T_k)
         buckets = relative_position_bucket(k_pos - q_pos, self.causal, self.num_buckets, self.max_distance)
         bias = self.embedding(buckets)  # (T_q, T_k) -> (T_q, T_k, H)

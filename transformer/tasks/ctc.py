@@ -50,7 +50,7 @@ from transformer.tasks.glancing import (
     reveal_positions,
 )
 from transformer.tasks.nat import NATTranslationTask, nat_targets
-from transformer.tasks.translation import TranslationTask
+from transformer.tasks.translation import TranslationTask, refuse_compile
 
 log = logging.getLogger(__name__)
 
@@ -267,6 +267,7 @@ class CTCTranslationTask(TranslationTask):
         tokens (and the blank) are the only ones scored (``inference.shortlist``).
         ``stats["avg_iterations"]`` (always 1.0) is kept for the NAT reports."""
         cfg = dict(decode_cfg or {"strategy": "ctc_one_pass"})
+        refuse_compile(cfg, "a CTC")
         strategy = cfg.get("strategy", "ctc_one_pass")
         if strategy not in CTC_STRATEGIES:
             raise ValueError(f"decode.strategy={strategy!r} is not available for a non-autoregressive CTC "

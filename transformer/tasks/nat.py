@@ -45,7 +45,7 @@ from transformer.decoding.nat import mask_predict, nat_length_beam, nat_one_pass
 from transformer.tasks.glancing import GlancingSchedule, reveal_counts, reveal_positions
 from transformer.inference import SearchFn, Translator
 from transformer.tasks.build import build_model
-from transformer.tasks.translation import TranslationTask, label_smoothed_nll
+from transformer.tasks.translation import TranslationTask, label_smoothed_nll, refuse_compile
 
 # decode.strategy values this task understands; "greedy" (the train/eval default) is the NAT
 # analogue of greedy search: argmax at every position in one pass.
@@ -268,6 +268,7 @@ class NATTranslationTask(TranslationTask):
         over everything decoded so far.
         """
         cfg = dict(decode_cfg or {"strategy": "nat_one_pass"})
+        refuse_compile(cfg, "a non-autoregressive")
         strategy = cfg.get("strategy", "nat_one_pass")
         hp = self.hparams
         common = dict(pad_id=hp.pad_id, eos_id=hp.eos_id, ban_ids=(hp.bos_id,), return_stats=True,

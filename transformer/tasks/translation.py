@@ -271,7 +271,9 @@ class TranslationTask(L.LightningModule):
 
     def _add_bleu_stats(self, batch: dict) -> None:
         """Decode the batch with ``val_decode`` and add its BLEU statistics."""
-        hyps = [h[0][0] for h in self.search_fn(self.hparams.val_decode)(batch["src"])]
+        # Eager always: a compiled step reads the weights once, and training changes them.
+        val_decode = {**(self.hparams.val_decode or {}), "compile": False}
+        hyps = [h[0][0] for h in self.search_fn(val_decode)(batch["src"])]
         refs = [self._strip(r) for r in batch["tgt_out"].tolist()]
         decode = self.tgt_tokenizer.decode
         self._bleu.update([decode(h) for h in hyps], [decode(r) for r in refs])
@@ -325,7 +327,7 @@ class TranslationTask(L.LightningModule):
                        max_len=self.max_len)
         strategy = cfg.get("strategy", "greedy")
         model = self.model
-        if cfg.get("compile") and strategy in ("greedy", "beam"):
+        if cfg.get("compile"):
             model = compiled_decoding(self.model, next(self.model.parameters()).device)
         if strategy == "greedy":
             def greedy(src: torch.Tensor):
@@ -371,3 +373,10 @@ def fused_adam(device: torch.device, gradient_clip_val: float | None) -> bool:
     clipping``); the GPU recipes clip at 1.0 and take the default (multi-tensor) Adam.
     """
     return device.type == "cuda" and not gradient_clip_val
+
+
+def refuse_compile(decode_cfg: dict, kind: str) -> None:
+    """``decode.compile=true`` compiles autoregressive search only: other kinds say so."""
+    if decode_cfg.get("compile"):
+        raise ValueError(f"decode.compile=true applies to greedy and beam search of an autoregressive "
+                         f"checkpoint; this is {kind} checkpoint (set decode.compile=false)")

@@ -1,0 +1,150 @@
+"""The static KV cache and compiled decoding give the outputs of the growing cache.
+
+Greedy, beam and n-best search on tiny real models (every positional kind) with a
+``StaticKVCache`` in place of the ``KVCache``, eager; then the compiled step
+(``decoding.compiled``), which must compile during a warm-up and never again over 200 sentences
+of varied lengths, and must read each model's own weights.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from transformer.decoding import beam_search, greedy_search
+from transformer.decoding.compiled import compiled_decoding
+from transformer.models import EncoderDecoder
+from transformer.modules.kv_cache import KVCache, StaticKVCache, bucket
+from transformer.modules.positional import LearnedPositionalEncoding, RelativePositionBias
+
+PAD, BOS, EOS, V = 0, 1, 2, 40
+SPECIALS = {"bos_id": BOS, "eos_id": EOS, "pad_id": PAD}
+TINY = dict(d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=2, d_ff=32, dropout=0.0, max_len=128)
+
+
+def _model(seed: int, **kw) -> EncoderDecoder:
+    torch.manual_seed(seed)
+    model = EncoderDecoder(vocab_size=V, pad_id=PAD, **TINY, **kw).eval()
+    with torch.no_grad():  # a larger EOS row (tied embedding): outputs end at varied lengths
+        model.decoder.output_proj.weight[EOS] *= 3.0
+    return model
+
+
+class _Static:
+    """The model with a static cache, eager: what the compiled step runs, uncompiled."""
+
+    def __init__(self, model):
+        self.model = model
+        self.encode, self.decode_step = model.encode, model.decode_step
+        self.decode_step_logits = model.decode_step_logits
+
+    def init_cache(self, enc):
+        return self.model.init_cache(enc, static=True)
+
+
+def _sources(n: int, seed: int = 0, max_len: int = 12) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, max_len + 1, (n,), generator=g)
+    src = torch.randint(3, V, (n, max_len), generator=g)
+    src[torch.arange(max_len) >= lengths[:, None]] = PAD
+    return src
+
+
+POSITIONAL = {
+    "sinusoidal": None,
+    "learned": LearnedPositionalEncoding,
+    "relative": RelativePositionBias,
+}
+
+
+@pytest.mark.parametrize("positional", list(POSITIONAL))
+def test_static_cache_search_equals_the_growing_cache(positional):
+    model, src = _model(1, positional=POSITIONAL[positional]), _sources(6, seed=1)
+    args = dict(**SPECIALS, max_len_a=1.5, max_len_b=4)
+    for search, kw in ((greedy_search, {"return_scores": True}), (beam_search, {"beam_size": 4, "n_best": 3})):
+        grow = search(model, src, **args, **kw)
+        static = search(_Static(model), src, **args, **kw)
+        if search is greedy_search:
+            assert [t for t, _ in static] == [t for t, _ in grow]
+            assert [s for _, s in static] == pytest.approx([s for _, s in grow], abs=1e-4)
+        else:
+            assert [[h.tokens for h in n] for n in static] == [[h.tokens for h in n] for n in grow]
+            assert [h.score for n in static for h in n] == pytest.approx(
+                [h.score for n in grow for h in n], abs=1e-4)
+
+
+def test_static_cache_keeps_its_shapes_and_masks_its_unfilled_steps():
+    cache = StaticKVCache.empty(1).reserve(10)
+    assert cache.capacity == bucket(10) == 16
+    k = torch.randn(3, 2, 1, 4)
+    for step in range(3):
+        full_k, full_v = cache.append_self(0, k + step, k - step)
+        assert full_k.shape == (3, 2, 16, 4)  # the whole buffer, every step
+    assert cache.length == 3
+    assert torch.equal(full_k[:, :, 2:3], k + 2) and torch.equal(full_k[:, :, 3:], torch.zeros(3, 2, 13, 4))
+    # The next query (position 3) sees keys 0..3 only.
+    t_k, mask = cache.self_attention_keys(1, k.device)
+    assert t_k == 16 and mask.shape == (1, 1, 1, 16)
+    assert mask[0, 0, 0].tolist() == [True] * 4 + [False] * 12
+    # Rows leave the batch: a new buffer of the same capacity, no uninitialised memory.
+    fewer = cache.reorder(torch.tensor([2, 0]))
+    assert fewer.length == 3 and fewer.self_k[0].shape == (2, 2, 3, 4)
+    assert torch.isfinite(fewer._k[0]).all() and torch.equal(fewer._k[0][0], full_k[2])
+
+
+def test_a_growing_cache_still_grows():
+    cache = KVCache.empty(1, capacity=2)
+    for _ in range(5):
+        k, _ = cache.append_self(0, torch.ones(1, 1, 1, 2), torch.ones(1, 1, 1, 2))
+    assert k.shape == (1, 1, 5, 2) and cache.self_attention_keys(1, k.device)[0] == 6
+
+
+@pytest.mark.slow  # compiling on a CPU: about a minute
+def test_compiled_decoding_compiles_once_and_matches_eager(monkeypatch):
+    """One warm-up pass compiles; 200 sentences of varied lengths in batches of every size
+    then decode with no recompilation and the outputs of eager search."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    model = _model(2, positional=RelativePositionBias)
+    compiled = compiled_decoding(model)
+    src = _sources(200, seed=3, max_len=16)
+    # Fresh tensors per batch, as the translator builds them.
+    batches = [src[i:j].clone() for i, j in ((0, 1), (1, 40), (40, 41), (41, 105), (105, 128), (128, 200))]
+    args = dict(**SPECIALS, max_len_a=1.2, max_len_b=3)
+
+    for batch in (src[:1].clone(), src[1:9].clone()):  # the warm-up: a single row, and several
+        greedy_search(compiled, batch, **args, return_scores=True)
+    frames = counters["stats"]["unique_graphs"]
+    recompiles = []
+    monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", True)
+    for batch in batches:
+        try:
+            out = greedy_search(compiled, batch, **args, return_scores=True)
+        except Exception as exc:  # error_on_recompile raises on any recompilation
+            recompiles.append(repr(exc)[:300])
+            continue
+        ref = greedy_search(model, batch, **args, return_scores=True)
+        assert [t for t, _ in out] == [t for t, _ in ref]
+        assert [s for _, s in out] == pytest.approx([s for _, s in ref], abs=1e-4)
+    assert not recompiles, recompiles
+    assert counters["stats"]["unique_graphs"] == frames
+
+
+@pytest.mark.slow  # compiling on a CPU: about a minute
+def test_two_compiled_models_each_decode_with_their_own_weights():
+    torch._dynamo.reset()
+    src = _sources(8, seed=4)
+    args = dict(**SPECIALS, max_len_a=1.5, max_len_b=4)
+    outputs = []
+    for seed in (5, 6):
+        model = _model(seed)
+        eager = greedy_search(model, src, **args)
+        assert greedy_search(compiled_decoding(model), src, **args) == eager
+        outputs.append(eager)
+    assert outputs[0] != outputs[1]  # the two models do differ
+
+
+def test_compiled_decoding_needs_an_autoregressive_model():
+    with pytest.raises(ValueError, match="autoregressive"):
+        compiled_decoding(torch.nn.Linear(2, 2))

@@ -1,0 +1,84 @@
+"""Compiled decoding: the model's own decoder step under ``torch.compile``, over a static cache.
+
+``compiled_decoding(model)`` wraps an autoregressive model (``decoding.api.Seq2SeqModel``) so
+that greedy and beam search run unchanged on it: ``init_cache`` builds a ``StaticKVCache``
+(buffers of fixed shape, the position in a tensor), and ``encode``, ``decode_step`` and
+``decode_step_logits`` are the model's own methods, compiled. Nothing
+is rewritten: the compiled graph is traced from the same modules that run eagerly.
+
+Sizes are symbolic (``dynamic=True``): one graph serves every batch, source length and cache
+capacity, and the graph for a single row (sizes of 1 are always specialised); a warm-up over
+a few batches compiles both, and nothing recompiles after it (tested). On a CPU, inductor's
+``freezing`` makes the weights constants, so every ``nn.Linear`` runs as a oneDNN product on
+weights packed once, and the step's small element-wise operations are fused.
+
+CUDA graphs (``mode="reduce-overhead"``) are not used: they need the row count fixed, while
+search drops finished rows from the batch; on a GPU the step is compiled as on a CPU, without
+freezing.
+
+The weights are read when the step is first compiled: a wrapper belongs to one trained model
+and is not for decoding inside a training loop (the validation decoding stays eager).
+Outputs are the eager model's up to floating-point summation order (tests compare them token
+for token with the eager cache on greedy and beam search).
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor, nn
+
+from transformer.decoding.api import EncoderOutLike
+from transformer.modules.kv_cache import StaticKVCache
+
+
+class CompiledDecoding:
+    """``model`` with its decoder step compiled over a ``StaticKVCache``; see the module doc.
+
+    Attributes: ``model`` (the wrapped module, unchanged).
+    """
+
+    def __init__(self, model: nn.Module, device: torch.device | str = "cpu"):
+        self.model = model
+        self._freezing = torch.device(device).type == "cpu"
+        self._encode = torch.compile(model.encode, dynamic=True)
+        self._step = torch.compile(model.decode_step, dynamic=True)
+        self._step_logits = torch.compile(model.decode_step_logits, dynamic=True)
+
+    @property
+    def vocab_size(self) -> int:
+        return self.model.vocab_size
+
+    def encode(self, src: Tensor) -> EncoderOutLike:
+        with torch._inductor.config.patch(freezing=self._freezing):
+            return self._encode(src)
+
+    def init_cache(self, enc: EncoderOutLike) -> StaticKVCache:
+        return self.model.init_cache(enc, static=True)
+
+    def decode_step(self, tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache):
+        return self._run(self._step, tokens, enc, cache)
+
+    def decode_step_logits(self, tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache):
+        return self._run(self._step_logits, tokens, enc, cache)
+
+    def _run(self, step, tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache):
+        _ready(cache)
+        # Freezing is inductor's switch for treating the weights as constants (and packing them
+        # for oneDNN); it is set around these calls only, never for the whole process, where it
+        # would freeze a compiled validation loss in the middle of training.
+        with torch._inductor.config.patch(freezing=self._freezing):
+            return step(tokens, enc, cache)
+
+
+def _ready(cache: StaticKVCache) -> None:
+    """Allocate the buffers before the first compiled step (shaped after the cross-attention
+    keys), so that the traced step never sees them missing."""
+    if cache._pos is None:
+        cache.allocate(cache.cross(0)[0])
+
+
+def compiled_decoding(model: nn.Module, device: torch.device | str = "cpu") -> CompiledDecoding:
+    """The one place decoding is compiled (``decode.compile=true``); see the module doc."""
+    if not hasattr(model, "decode_step") or not hasattr(getattr(model, "decoder", None), "init_cache"):
+        raise ValueError(f"decode.compile=true needs an autoregressive model; {type(model).__name__} is not one")
+    return CompiledDecoding(model, device)
