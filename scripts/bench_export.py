@@ -6,8 +6,8 @@ thread each, in one run.
     TRANSFORMER_DATA_MIRROR=../shared/datasets python3 scripts/bench_export.py \
         --ckpt best.ckpt --split test_2016_flickr --json bench_export.json
 
-Ours runs twice: eager, and with ``decode.compile=true`` (its first pass over the split, which
-compiles, is timed apart as ``warm_up_seconds``). Both sides translate raw sentences with the
+Ours runs three times: eager, with ``decode.compile=true`` (its first pass over the split, which
+compiles, is timed apart as ``warm_up_seconds``), and with int8 linear layers (``quantize=int8``). Both sides translate raw sentences with the
 checkpoint's tokenizer and the same length cap (``floor(1.2 * (source pieces + EOS) + 10)``
 tokens, EOS included), length penalty 1.0. Ours is
 ``TranslationTask.translator`` (batches under a 4096-token budget, longest first);
@@ -29,6 +29,7 @@ from pathlib import Path
 
 import torch
 
+from transformer.accel.quantize import apply_quantize
 from transformer.evaluation.hardware import cpu_name
 
 from transformer.data.corpora import multi30k, read_pairs
@@ -81,6 +82,14 @@ def main(argv: list[str] | None = None) -> dict:
         _, compile_seconds = timed(lambda: compiled.translate(sources))
         hyps, seconds = timed(lambda: [n[0][0] for n in compiled.translate(sources)])
         rows.append(("ours compiled (decode.compile=true)", hyps, seconds))
+        fp32 = task.model  # quantize=int8, as transformer-decode applies it
+        task.model = apply_quantize(fp32, "int8")
+        try:
+            int8 = task.translator(decode_cfg)
+            hyps, seconds = timed(lambda: [n[0][0] for n in int8.translate(sources)])
+        finally:
+            task.model = fp32
+        rows.append(("ours int8 (quantize=int8)", hyps, seconds))
         for weights, engine in engines.items():
             hyps, seconds = timed(lambda: engine.translate(sources, beam_size=beam, length_penalty=1.0))
             rows.append((f"CTranslate2 {weights}", hyps, seconds))

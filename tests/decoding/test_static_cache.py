@@ -148,3 +148,22 @@ def test_two_compiled_models_each_decode_with_their_own_weights():
 def test_compiled_decoding_needs_an_autoregressive_model():
     with pytest.raises(ValueError, match="autoregressive"):
         compiled_decoding(torch.nn.Linear(2, 2))
+
+
+def test_compiled_decoding_refuses_an_int8_model():
+    from transformer.accel.quantize import apply_quantize
+
+    with pytest.raises(ValueError, match="quantize=int8"):
+        compiled_decoding(apply_quantize(_model(7), "int8"))
+
+
+def test_decode_compile_is_a_boolean_for_autoregressive_checkpoints_only():
+    from transformer.cli.validate import check_decode_settings
+    from transformer.tasks.translation import refuse_compile
+
+    with pytest.raises(ValueError, match=r"decode\.compile='yes'"):
+        check_decode_settings({"compile": "yes"})
+    assert check_decode_settings({"compile": True})["compile"] is True
+    with pytest.raises(ValueError, match="autoregressive"):
+        refuse_compile({"compile": True}, "a CTC")
+    refuse_compile({"compile": False}, "a CTC")  # the default says nothing
