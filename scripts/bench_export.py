@@ -13,7 +13,8 @@ tokens, EOS included), length penalty 1.0. Ours is
 ``TranslationTask.translator`` (batches under a 4096-token budget, longest first);
 CTranslate2's is ``transformer.export.ctranslate2.CTranslate2Translator`` (one call per length
 cap, batches of at most 4096 tokens). Each timing covers tokenization, search and
-detokenization of the whole split. ``identical`` counts outputs equal to ours, string for string.
+detokenization of the whole split. Batch-1 latency: the first ``--latency-sentences`` sentences
+one at a time, the systems taking turns sentence by sentence. ``identical`` counts outputs equal to ours, string for string.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--beam-size", type=int, default=5)
     parser.add_argument("--limit", type=int, default=None, help="first N sentences only")
     parser.add_argument("--export-dir", default=None, help="where to write the exports (default: a temp dir)")
+    parser.add_argument("--latency-sentences", type=int, default=100,
+                        help="also decode the first N one at a time (batch-1 latency; 0: skip)")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
 
@@ -69,7 +72,7 @@ def main(argv: list[str] | None = None) -> dict:
         engines[weights] = CTranslate2Translator(directory, compute_type=weights, threads=args.threads,
                                                  max_batch_size=4096, batch_type="tokens")
 
-    results = []
+    results, latency = [], []
     for name, beam in (("greedy", 1), (f"beam{args.beam_size}", args.beam_size)):
         decode_cfg = ({"strategy": "greedy"} if beam == 1 else
                       {"strategy": "beam", "beam_size": beam, "length_penalty": 1.0}) | {"max_tokens": 4096}
@@ -103,6 +106,20 @@ def main(argv: list[str] | None = None) -> dict:
                 "bleu_signature": scores["bleu_signature"],
             } | ({"warm_up_seconds": round(compile_seconds, 1)} if "compiled" in system else {}))
             print(json.dumps(results[-1]), flush=True)
+        # Batch-1 latency: the first sentences one at a time, each system in turn per sentence.
+        one = {"ours (PyTorch)": lambda s: translator.translate([s]),
+               "ours compiled (decode.compile=true)": lambda s: compiled.translate([s]),
+               "CTranslate2 float32": lambda s: engines["float32"].translate([s], beam_size=beam, length_penalty=1.0)}
+        spent = dict.fromkeys(one, 0.0)
+        for fn in one.values() if args.latency_sentences else ():
+            fn(sources[0])  # a single row may need its own compiled graph: not timed
+        for sentence in sources[: args.latency_sentences]:
+            for system, fn in one.items():
+                spent[system] += timed(lambda: fn(sentence))[1]
+        for system, seconds in spent.items() if args.latency_sentences else ():
+            latency.append({"search": name, "system": system, "sentences": min(args.latency_sentences, len(sources)),
+                            "ms_per_sentence": round(1000 * seconds / min(args.latency_sentences, len(sources)), 2)})
+            print(json.dumps(latency[-1]), flush=True)
 
     import ctranslate2
 
@@ -111,7 +128,7 @@ def main(argv: list[str] | None = None) -> dict:
         "cpu": cpu_name(), "torch": torch.__version__, "ctranslate2": ctranslate2.__version__,
         "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               cwd=Path(__file__).resolve().parent).stdout.strip(),
-        "results": results,
+        "results": results, "latency": latency,
     }
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
