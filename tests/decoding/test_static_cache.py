@@ -1,7 +1,7 @@
 """The static KV cache and compiled decoding give the outputs of the growing cache.
 
-Greedy, beam and n-best search on tiny real models (every positional kind) with a
-``StaticKVCache`` in place of the ``KVCache``, eager; then the compiled step
+Greedy, beam and n-best search on tiny real models (every positional kind, and an ensemble)
+with a ``StaticKVCache`` in place of the ``KVCache``, eager; then the compiled step
 (``decoding.compiled``), which must compile during a warm-up and never again over 200 sentences
 of varied lengths, and must read each model's own weights.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer.decoding import beam_search, greedy_search
+from transformer.decoding import EnsembleModel, beam_search, greedy_search
 from transformer.decoding.compiled import compiled_decoding
 from transformer.models import EncoderDecoder
 from transformer.modules.kv_cache import KVCache, StaticKVCache, bucket
@@ -30,11 +30,12 @@ def _model(seed: int, **kw) -> EncoderDecoder:
     return model
 
 
-class _Static:
+class _Static(torch.nn.Module):
     """The model with a static cache, eager: what the compiled step runs, uncompiled."""
 
     def __init__(self, model):
-        self.model = model
+        super().__init__()
+        self.model, self.vocab_size = model, model.vocab_size
         self.encode, self.decode_step = model.encode, model.decode_step
         self.decode_step_logits = model.decode_step_logits
 
@@ -71,6 +72,16 @@ def test_static_cache_search_equals_the_growing_cache(positional):
             assert [[h.tokens for h in n] for n in static] == [[h.tokens for h in n] for n in grow]
             assert [h.score for n in static for h in n] == pytest.approx(
                 [h.score for n in grow for h in n], abs=1e-4)
+
+
+def test_static_caches_in_an_ensemble_equal_growing_ones():
+    members = [_model(8), _model(9, positional=RelativePositionBias)]
+    src = _sources(5, seed=2)
+    args = dict(**SPECIALS, max_len_a=1.5, max_len_b=4)
+    grow, static = EnsembleModel(members), EnsembleModel([_Static(m) for m in members])
+    assert greedy_search(static, src, **args) == greedy_search(grow, src, **args)
+    beams = [beam_search(e, src, **args, beam_size=3, n_best=2) for e in (grow, static)]
+    assert [[h.tokens for h in n] for n in beams[1]] == [[h.tokens for h in n] for n in beams[0]]
 
 
 def test_static_cache_keeps_its_shapes_and_masks_its_unfilled_steps():
@@ -145,9 +156,11 @@ def test_two_compiled_models_each_decode_with_their_own_weights():
     assert outputs[0] != outputs[1]  # the two models do differ
 
 
-def test_compiled_decoding_needs_an_autoregressive_model():
-    with pytest.raises(ValueError, match="autoregressive"):
+def test_compiled_decoding_needs_one_autoregressive_model():
+    with pytest.raises(ValueError, match="one autoregressive model"):
         compiled_decoding(torch.nn.Linear(2, 2))
+    with pytest.raises(ValueError, match="EnsembleModel"):
+        compiled_decoding(EnsembleModel([_model(1), _model(2)]))
 
 
 def test_compiled_decoding_refuses_an_int8_model():

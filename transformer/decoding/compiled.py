@@ -80,7 +80,8 @@ def _ready(cache: StaticKVCache) -> None:
 def compiled_decoding(model: nn.Module, device: torch.device | str = "cpu") -> CompiledDecoding:
     """The one place decoding is compiled (``decode.compile=true``); see the module doc."""
     if not hasattr(model, "decode_step") or not hasattr(getattr(model, "decoder", None), "init_cache"):
-        raise ValueError(f"decode.compile=true needs an autoregressive model; {type(model).__name__} is not one")
+        raise ValueError(f"decode.compile=true compiles one autoregressive model, not a {type(model).__name__} "
+                         f"(ensembles decode eagerly): set decode.compile=false")
     if any(type(m).__module__.startswith("torch.ao.nn.quantized") for m in model.modules()):
         # torch.compile cannot trace torch.ao's quantized layers (what quantize=int8 makes).
         raise ValueError("decode.compile=true and quantize=int8 do not combine: choose one")
