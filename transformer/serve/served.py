@@ -141,7 +141,12 @@ class TranslationModel(ServedModel):
             options.append("top_k")
         self.options = tuple(options + (["attention"] if self.attends else []))
         self._translators: OrderedDict[tuple, object] = OrderedDict()
-        self._translator(())  # a strategy the checkpoint cannot decode with fails here, at start-up
+        translator = self._translator(())  # a strategy the checkpoint cannot decode with fails here, at start-up
+        if self.decode_cfg.get("compile"):
+            # decode.compile: the step compiles here, on a single sentence and on a batch, not
+            # within the first requests' time limit (one to two minutes on a CPU).
+            for batch in (["a"], ["a b c", "a b c d e f g h i j"]):
+                translator.translate(batch)
 
     def describe(self) -> str:
         kind = {"translation": "autoregressive", "nat": "Mask-Predict", "nat_ctc": "CTC"}.get(
