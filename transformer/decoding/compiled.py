@@ -73,7 +73,7 @@ class CompiledDecoding:
 def _ready(cache: StaticKVCache) -> None:
     """Allocate the buffers before the first compiled step (shaped after the cross-attention
     keys), so that the traced step never sees them missing."""
-    if cache._pos is None:
+    if not cache.allocated:
         cache.allocate(cache.cross(0)[0])
 
 

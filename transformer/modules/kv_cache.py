@@ -283,6 +283,11 @@ class StaticKVCache(KVCache):
         return self._capacity
 
     @property
+    def allocated(self) -> bool:
+        """Whether the self-attention buffers exist (``allocate`` or a first step made them)."""
+        return self._pos is not None
+
+    @property
     def length(self) -> int:
         return 0 if self._pos is None else int(self._pos[0])
 
