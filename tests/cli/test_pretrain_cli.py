@@ -246,3 +246,25 @@ def test_evaluate_scores_a_split_or_a_file_from_the_checkpoint(pretrained, corpu
     assert json.loads((tmp_path / "text.valid.metrics.json").read_text())["loss"] == valid["loss"]
     with pytest.raises(ValueError, match="split='test': not train, valid"):
         evaluate_checkpoint(str(pretrained), "test", {}, tmp_path, device="cpu")
+
+
+def test_electra_pretrains_and_fine_tuning_takes_its_discriminator(corpus, tmp_path, capsys, monkeypatch):
+    torch.manual_seed(0)
+    electra = ["model._target_=transformer.models.mlm.ElectraModel", "+model.generator_fraction=0.5"]
+    summary = train_cli.run(compose_cfg("train", pretrain_overrides(corpus, f"[{corpus / 'toy.txt'}]", tmp_path / "pre")
+                                        + electra))
+    pre = Path(summary["best_checkpoint"])
+    source = read_checkpoint(pre)
+    assert source[TASK_KEY] == "mlm" and source["hyper_parameters"]["model"]["_target_"].endswith("ElectraModel")
+    header = (tmp_path / "pre" / "csv" / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert {"val/loss", "val/acc", "val/rtd_loss", "val/rtd_acc"} <= set(header)
+    tuned = read_checkpoint(train_cli.run(compose_cfg("train", fine_tune_overrides(
+        "classifier", corpus, pre, tmp_path / "run")))["best_checkpoint"])
+    encoder = [k for k in tuned["state_dict"] if k.startswith("model.encoder.")]
+    assert encoder and all(torch.equal(tuned["state_dict"][k], source["state_dict"][k]) for k in encoder)
+    assert not any(k.startswith("model.generator.") for k in tuned["state_dict"])  # the generator stays behind
+    monkeypatch.chdir(tmp_path)
+    code, err = main_status(fill_cli, [f"ckpt_path={pre}", "top_k=2", "output=out.tsv"], capsys, monkeypatch,
+                            stdin=b"the cat [MASK] on the mat .\n")
+    assert code == 0, err
+    assert len((tmp_path / "out.tsv").read_text().splitlines()) == 1

@@ -132,14 +132,13 @@ def test_a_tiny_model_learns_a_toy_corpus():
     losses = []
     for step in range(150):
         rows = torch.randint(0, len(ids), (32,))
-        loss_sum, _, n = task._step({"src": src[rows], "key": step}, epoch=0)
-        loss = loss_sum / n.clamp(min=1)
+        loss, _ = task._step({"src": src[rows], "key": step}, epoch=0)
         optimizer.zero_grad()
         loss.backward()
         optimizer.step()
         losses.append(loss.item())
     task.eval()
     with torch.no_grad():
-        loss_sum, correct, n = task._step({"src": src, "key": 0}, epoch=-1)
+        loss_sum, correct, n = task._step({"src": src, "key": 0}, epoch=-1)[1][:3].tolist()
     assert sum(losses[:10]) / 10 > 4.5  # about log(V) at the start
-    assert loss_sum.item() / n.item() < 1.0 and correct.item() / n.item() > 0.7  # measured: 0.45 and 0.85
+    assert loss_sum / n < 1.0 and correct / n > 0.7  # measured: 0.45 and 0.85

@@ -27,7 +27,8 @@ def mlm_attention(task, sentence: str) -> dict[str, np.ndarray]:
     model = task.model
     src = torch.tensor([ids], dtype=torch.long, device=next(model.parameters()).device)  # (1, T)
     with capture_encoder_attention(model.encoder) as calls:
-        logits = model(src)[0].float()  # (T, V)
+        model.encode(src)  # the encoder fine-tuning takes (with ELECTRA, the discriminator)
+    logits = filler.model(src)[0].float()  # (T, V): the masked LM's, or ELECTRA's generator's
     logits[:, : len(SPECIAL_TOKENS)] = float("-inf")  # never a special token as a filler
     best = logits.argmax(-1).tolist()
     tokens = piece_labels(task.tokenizer, ids)

@@ -30,7 +30,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from transformer.models import CTCNonAutoregressiveModel, EncoderDecoder, NonAutoregressiveModel, Tagger
 from transformer.models.classifier import SequenceClassifier
-from transformer.models.mlm import MaskedLanguageModel
+from transformer.models.mlm import ElectraModel, MaskedLanguageModel
 from transformer.models.pooling import AttentionPooling, ClsPooling, MeanPooling
 from transformer.modules.attention import head_width
 from transformer.modules.positional import (
@@ -203,6 +203,7 @@ MODELS: dict[str, type[torch.nn.Module]] = {
     "Tagger": Tagger,
     "SequenceClassifier": SequenceClassifier,
     "MaskedLanguageModel": MaskedLanguageModel,
+    "ElectraModel": ElectraModel,
 }
 # Positional encodings a model config's ``positional`` may name (a ``_partial_`` factory
 # that the model calls with d_model, n_heads, max_len and causal).

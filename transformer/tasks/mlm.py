@@ -17,8 +17,19 @@ it within an epoch; see :mod:`transformer.data.text_datamodule`), so a resumed r
 exactly what the uninterrupted one did, however the batches are spread over devices.
 Validation always draws with epoch ``-1``: its numbers compare across epochs.
 
-Logged: ``train/loss``, ``lr``, ``val/loss`` (per chosen piece), ``val/acc`` (share of chosen
-pieces predicted right) and ``val/ppl`` (``exp(val/loss)``). The checkpoint carries the model
+ELECTRA (Clark et al. 2020), when the model is an ``ElectraModel``: the generator is trained
+as the masked LM above; each chosen piece is then replaced by a piece sampled from the
+generator's prediction (never a special token; drawn from the same seeded generator as the
+mask), and the discriminator scores every real piece of the corrupted text as original or
+replaced (a sample equal to the original counts as original). The loss is the generator's
+cross-entropy plus ``rtd_weight`` times the discriminator's mean binary cross-entropy (the
+paper's 50); no gradient passes through the sampling. The discriminator learns from every
+piece, not only the 15 % chosen, which is where its sample efficiency comes from.
+
+Logged: ``train/loss``, ``lr``, ``val/loss`` (the loss trained: per chosen piece for the masked
+LM; with ELECTRA the sum above), ``val/acc`` (share of chosen pieces the masked LM, or
+ELECTRA's generator, predicts right) and ``val/ppl`` (``exp`` of its loss per chosen piece);
+with ELECTRA also ``val/rtd_loss`` (mean per real piece) and ``val/rtd_acc``. The checkpoint carries the model
 config, the data settings and the tokenizer (``checkpoint["tokenizers"]["src"]``);
 :meth:`MaskedLMTask.filler` fills ``[MASK]`` in raw text (``inference.fill``), and
 :meth:`MaskedLMTask.evaluate` scores a split or a text file as validation does.
@@ -43,6 +54,7 @@ from transformer.data.tokenizer import MASK, SPECIAL_TOKENS, SubwordTokenizer
 from transformer.files import inside, write_text
 from transformer.inference.fill import MaskFiller
 from transformer.inference.tagger import model_max_len
+from transformer.models.mlm import ElectraModel
 from transformer.tasks.build import build_model
 from transformer.tasks.checkpoint import OneTokenizerCheckpoint
 from transformer.tasks.schedules import adamw_with_warmup
@@ -93,18 +105,33 @@ def bert_mask(src: torch.Tensor, generator: torch.Generator, mask_id: int, vocab
     return inputs, src.masked_fill(~chosen, IGNORE_INDEX)
 
 
+@torch.no_grad()
+def electra_corrupt(src: torch.Tensor, chosen: torch.Tensor, logits: torch.Tensor,
+                    generator: torch.Generator, n_special: int = N_SPECIAL) -> torch.Tensor:
+    """ELECTRA's corrupted text: ``src (B, T)`` with each ``chosen (B, T)`` piece replaced by a
+    piece sampled from the generator's ``logits (N, V)`` for the chosen positions in row order
+    (never a special token); every other piece as it was."""
+    proposals = logits.detach().float().clone()
+    proposals[:, :n_special] = float("-inf")
+    sampled = torch.multinomial(proposals.softmax(-1), 1, generator=generator).squeeze(1)  # (N,)
+    return src.masked_scatter(chosen, sampled)
+
+
 class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
-    """Masked-LM cross-entropy over a ``MaskedLanguageModel``; AdamW with warm-up.
+    """Masked-LM cross-entropy over a ``MaskedLanguageModel``, or ELECTRA's loss over an
+    ``ElectraModel``; AdamW with warm-up.
 
     Args:
-        model: resolved model config (``_target_`` a ``MaskedLanguageModel``); ``vocab_size``
-            (= ``piece_vocab_size``) and ``pad_id`` are injected here.
+        model: resolved model config (``_target_`` a ``MaskedLanguageModel`` or an
+            ``ElectraModel``); ``vocab_size`` (= ``piece_vocab_size``) and ``pad_id`` are
+            injected here.
         piece_vocab_size: the tokenizer's real size.
         data: the data module's ``settings()`` (the sources and how validation was made).
         mask_rate: share of pieces chosen; mask_share, random_share: of the chosen pieces, the
             shares replaced by ``<mask>`` and by a random piece (the rest are kept).
         whole_word: choose whole words (all pieces of a word together).
         seed: seeds every batch's masking (with the epoch and the batch's key).
+        rtd_weight: ELECTRA's weight of the discriminator's loss (unused by a masked LM).
         lr, betas, eps, weight_decay: AdamW; warmup_steps, schedule: ``"linear"`` (decay to 0
             at the last step) or ``"inverse_sqrt"``.
         tokenizer: the tokenizer JSON; kept out of hparams.
@@ -123,6 +150,7 @@ class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
         random_share: float = 0.1,
         whole_word: bool = False,
         seed: int = 0,
+        rtd_weight: float = 50.0,
         lr: float = 5e-4,
         betas: Sequence[float] = (0.9, 0.98),
         eps: float = 1e-8,
@@ -141,7 +169,10 @@ class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
             raise ValueError(f"task.mask_share={mask_share} + task.random_share={random_share}: more than all of "
                              f"the chosen pieces")
         self.save_hyperparameters(ignore=["tokenizer"])
+        if rtd_weight < 0:
+            raise ValueError(f"task.rtd_weight={rtd_weight!r}: expected a weight of 0 or more")
         self.model = build_model(model, vocab_size=piece_vocab_size, pad_id=pad_id)
+        self.electra = isinstance(self.model, ElectraModel)
         self.tokenizer: SubwordTokenizer | None = SubwordTokenizer.from_str(tokenizer) if tokenizer else None
         starts = self.tokenizer.word_starts() if self.tokenizer is not None else [True] * piece_vocab_size
         # Which pieces begin a word, for whole-word masking; derived from the tokenizer, not saved.
@@ -155,49 +186,83 @@ class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
         tok = dm.tokenizer
         return dict(piece_vocab_size=tok.vocab_size, pad_id=tok.pad_id, data=dm.settings(), tokenizer=tok.to_str())
 
+    @property
+    def lm(self):
+        """The model that predicts hidden pieces: the masked LM itself, or ELECTRA's generator."""
+        return self.model.generator if self.electra else self.model
+
     # ----------------------------------------------------------------- training
-    def mask(self, src: torch.Tensor, epoch: int, key: int) -> tuple[torch.Tensor, torch.Tensor]:
-        """``bert_mask`` of ``src (B, T)`` with this task's settings, drawn for ``(epoch, key)``."""
+    def _generator(self, epoch: int, key: int, device: torch.device) -> torch.Generator:
+        """The batch's random numbers: seeded from the task's seed, the epoch and the batch's key."""
+        generator = torch.Generator(device=device)
+        generator.manual_seed(masking_seed(self.hparams.seed, epoch, key))
+        return generator
+
+    def mask(self, src: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
+        """``bert_mask`` of ``src (B, T)`` with this task's settings."""
         hp = self.hparams
-        generator = torch.Generator(device=src.device)
-        generator.manual_seed(masking_seed(hp.seed, epoch, key))
         return bert_mask(src, generator, SPECIAL_TOKENS.index(MASK), hp.piece_vocab_size, hp.mask_rate,
                          hp.mask_share, hp.random_share, self.word_start if hp.whole_word else None)
 
-    def _step(self, batch: dict, epoch: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
-        """``(loss sum, correct, chosen)`` over the batch's chosen pieces."""
-        inputs, targets = self.mask(batch["src"], epoch, int(batch["key"]))
+    def _step(self, batch: dict, epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
+        """``(loss, sums)``: the batch's loss to train on, and ``sums (6,)``: the masked LM's loss
+        sum, right predictions and chosen pieces, then the discriminator's loss sum, right
+        answers and scored pieces (zeros for a masked LM)."""
+        src = batch["src"]  # (B, T)
+        generator = self._generator(epoch, int(batch["key"]), src.device)
+        inputs, targets = self.mask(src, generator)
         chosen = targets.ne(IGNORE_INDEX)  # (B, T)
         # Only the chosen positions go through the vocabulary projection (BERT predicts only
         # those too): (N, D) -> (N, V), a sixth of the work of projecting every position.
-        logits = self.model.predict(self.model.encode(inputs)[chosen]).float()  # (N, V)
+        logits = self.lm.predict(self.lm.encode(inputs)[chosen]).float()  # (N, V)
         gold = targets[chosen]  # (N,)
-        loss_sum = F.cross_entropy(logits, gold, reduction="sum")
-        return loss_sum, logits.argmax(-1).eq(gold).sum(), chosen.sum()
+        lm_sum = F.cross_entropy(logits, gold, reduction="sum")
+        n = chosen.sum()
+        loss = lm_sum / n.clamp(min=1)  # a batch with nothing chosen contributes 0
+        zero = lm_sum.new_zeros(())
+        if not self.electra:
+            return loss, torch.stack([lm_sum.detach(), logits.argmax(-1).eq(gold).sum().float(), n.float(),
+                                      zero, zero, zero])
+        corrupted = electra_corrupt(src, chosen, logits, generator)  # (B, T)
+        scored = src.ne(self.hparams.pad_id)  # (B, T): every real piece
+        replaced = corrupted.ne(src)[scored].float()  # (S,)
+        rtd_logits = self.model.discriminate(corrupted)[scored].float()  # (S,)
+        rtd_sum = F.binary_cross_entropy_with_logits(rtd_logits, replaced, reduction="sum")
+        n_scored = scored.sum()
+        loss = loss + self.hparams.rtd_weight * rtd_sum / n_scored.clamp(min=1)
+        return loss, torch.stack([lm_sum.detach(), logits.argmax(-1).eq(gold).sum().float(), n.float(),
+                                  rtd_sum.detach(), rtd_logits.gt(0).float().eq(replaced).sum().float(),
+                                  n_scored.float()])
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        loss_sum, _, n = self._step(batch, self.current_epoch)
-        loss = loss_sum / n.clamp(min=1)  # a batch with nothing chosen contributes 0
+        loss, _ = self._step(batch, self.current_epoch)
         self.log("train/loss", loss, prog_bar=True, batch_size=max(int(batch["n_tokens"]), 1))
         self.log("lr", self.optimizers().param_groups[0]["lr"], prog_bar=True)
         return loss
 
     def on_validation_epoch_start(self) -> None:
-        self._val_sums = torch.zeros(3, dtype=torch.float64, device=self.device)  # loss sum, correct, chosen
+        self._val_sums = torch.zeros(6, dtype=torch.float64, device=self.device)
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
-        loss_sum, correct, n = self._step(batch, VALIDATION_EPOCH)
-        self._val_sums += torch.stack([loss_sum.double(), correct.double(), n.double()])
+        self._val_sums += self._step(batch, VALIDATION_EPOCH)[1].double()
+
+    def _metrics(self, sums: list[float]) -> dict[str, float]:
+        """``loss``, ``acc``, ``ppl`` (and with ELECTRA ``rtd_loss``, ``rtd_acc``) of summed counts."""
+        lm_sum, correct, n, rtd_sum, rtd_correct, n_scored = sums
+        lm_loss = lm_sum / max(n, 1.0)
+        out = {"loss": lm_loss, "acc": correct / max(n, 1.0), "ppl": math.exp(min(lm_loss, 50.0))}
+        if self.electra:
+            out["rtd_loss"] = rtd_sum / max(n_scored, 1.0)
+            out["rtd_acc"] = rtd_correct / max(n_scored, 1.0)
+            out["loss"] = lm_loss + self.hparams.rtd_weight * out["rtd_loss"]
+        return out
 
     def on_validation_epoch_end(self) -> None:
         sums = self._val_sums
         if self.trainer.world_size > 1:
             sums = self.trainer.strategy.reduce(sums, reduce_op="sum")
-        loss_sum, correct, n = sums.tolist()
-        loss = loss_sum / max(n, 1.0)
-        self.log("val/loss", loss, prog_bar=True)
-        self.log("val/acc", correct / max(n, 1.0), prog_bar=True)
-        self.log("val/ppl", math.exp(min(loss, 50.0)))
+        for name, value in self._metrics(sums.tolist()).items():
+            self.log(f"val/{name}", value, prog_bar=name in ("loss", "acc"))
 
     def configure_optimizers(self):
         return adamw_with_warmup(self, self.hparams, getattr(self, "_trainer", None))
@@ -226,24 +291,22 @@ class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
         starts = self.tokenizer.word_starts()
         rows = [ids[s:e] for ids in self.tokenizer.encode_batch(list(self._passages(split, data_dir, mirror_root)))
                 for s, e in chunk_spans([starts[t] for t in ids], max_len)]
-        sums = torch.zeros(3, dtype=torch.float64)
+        sums = torch.zeros(6, dtype=torch.float64)
         for batch in token_budget_batches([len(r) for r in rows], max_tokens):
             src = _pad([rows[i] for i in batch], self.tokenizer.pad_id).to(device)  # (B, T)
-            loss_sum, correct, n = self._step({"src": src, "key": min(batch)}, VALIDATION_EPOCH)
-            sums += torch.tensor([loss_sum.item(), correct.item(), n.item()], dtype=torch.float64)
-        loss = sums[0].item() / max(sums[2].item(), 1.0)
+            sums += self._step({"src": src, "key": min(batch)}, VALIDATION_EPOCH)[1].double().cpu()
         metrics = {"split": split, "dataset": self.hparams.data.get("name"), "rows": len(rows),
-                   "predicted": int(sums[2]), "loss": loss, "acc": sums[1].item() / max(sums[2].item(), 1.0),
-                   "ppl": math.exp(min(loss, 50.0))}
+                   "predicted": int(sums[2]), **self._metrics(sums.tolist())}
         stem = f"{self.hparams.data.get('name') or 'text'}.{Path(split).stem}"
         Path(output_dir).mkdir(parents=True, exist_ok=True)
         write_text(inside(Path(output_dir), f"{stem}.metrics.json"), json.dumps(metrics, indent=2) + "\n")
         return metrics
 
     def filler(self, max_tokens: int = 4096, device: str | torch.device | None = None) -> MaskFiller:
-        """A :class:`~transformer.inference.fill.MaskFiller` with this model and its tokenizer."""
-        max_len = model_max_len(self.model, int(self.hparams.model.get("max_len", 512)))
-        return MaskFiller(self.model, self.tokenizer, max_len, max_tokens, device)
+        """A :class:`~transformer.inference.fill.MaskFiller` with this model (ELECTRA's
+        generator) and its tokenizer."""
+        max_len = model_max_len(self.lm, int(self.hparams.model.get("max_len", 512)))
+        return MaskFiller(self.lm, self.tokenizer, max_len, max_tokens, device)
 
 
-__all__ = ["IGNORE_INDEX", "MaskedLMTask", "bert_mask", "masking_seed", "word_ids_of"]
+__all__ = ["IGNORE_INDEX", "MaskedLMTask", "bert_mask", "electra_corrupt", "masking_seed", "word_ids_of"]
