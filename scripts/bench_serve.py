@@ -12,7 +12,11 @@ as a user starts it (``transformer-serve`` in a subprocess on 127.0.0.1, ``threa
 * throughput: ``--clients`` concurrent clients send single sentences of the input file (default:
   Multi30k test_2016_flickr, German side, from the data mirror) until it is done; sentences/s,
   and the latency p50/p99 of those requests;
-* latency at one request in flight: ``--latency-requests`` sentences, one after the other (p50).
+* latency at one request in flight: ``--latency-requests`` sentences, one after the other (p50);
+* requests per model call under the load (the server's ``/health`` counts).
+
+``--compile`` decodes with ``decode.compile=true`` everywhere: the server compiles at start-up,
+and the in-process run decodes the file once before it is timed.
 
 In-process, for comparison: the whole file decoded at once by the same translator
 (``TranslationTask.translator``, the offline throughput) and one sentence at a time (p50).
@@ -66,21 +70,22 @@ def free_port() -> int:
 class Server:
     """``transformer-serve`` in a subprocess, serving ``ckpt`` as model ``bench`` (greedy)."""
 
-    def __init__(self, ckpt: str, batching: bool, threads: int, log: Path):
+    def __init__(self, ckpt: str, batching: bool, threads: int, log: Path, compile: bool = False):
         self.port = free_port()
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-        args = [sys.executable, "-m", "transformer.cli.serve", f"models=[{{id:bench,ckpt_path:'{ckpt}'}}]",
+        model = f"{{id:bench,ckpt_path:'{ckpt}'" + (",compile:true}" if compile else "}")
+        args = [sys.executable, "-m", "transformer.cli.serve", f"models=[{model}]",
                 f"port={self.port}", f"threads={threads}", f"batching={str(batching).lower()}", "device=cpu",
                 "access_log=false", "max_queue=100000", "max_inputs=100000", "max_request_tokens=1000000",
                 "request_timeout_s=600", "hydra.job_logging.root.level=WARNING"]
         self.log = open(log, "w")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log, env=env)
-        end = time.monotonic() + 300
+        end = time.monotonic() + 600
         while True:
             if self.proc.poll() is not None:
                 raise RuntimeError(f"the server ended: {log.read_text()[-3000:]}")
             if time.monotonic() > end:
-                raise RuntimeError("the server did not answer within 300 s")
+                raise RuntimeError("the server did not answer within 600 s")
             try:
                 if self.request("GET", "/health")[0] == 200:
                     return
@@ -179,11 +184,11 @@ def soak(server: Server, sentences: list[str], seconds: float, clients: int = 8)
             "alive": server.proc.poll() is None}
 
 
-def offline(ckpt: str, sentences: list[str], latency_sample: list[str]) -> dict:
+def offline(ckpt: str, sentences: list[str], latency_sample: list[str], compile: bool = False) -> dict:
     """The same greedy decode in-process: the whole file at once, and one sentence at a time."""
     task, device = load_for_inference(ckpt, "cpu")
-    translator = task.translator(decode_settings("greedy"), device=device)
-    translator.translate(sentences[:8])  # warm-up
+    translator = task.translator({**decode_settings("greedy"), "compile": compile}, device=device)
+    translator.translate(sentences if compile else sentences[:8])  # warm-up (compiling: every shape)
     start = time.perf_counter()
     outputs = [hyps[0][0] for hyps in translator.translate(sentences)]
     wall = time.perf_counter() - start
@@ -197,14 +202,18 @@ def offline(ckpt: str, sentences: list[str], latency_sample: list[str]) -> dict:
 
 
 def bench_server(args, batching: bool, sentences: list[str], sample: list[str], log: Path) -> dict:
-    server = Server(args.ckpt, batching, args.threads, log)
+    server = Server(args.ckpt, batching, args.threads, log, args.compile)
     try:
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
         for s in sample[:4]:
             one_request(server, conn, s)  # warm-up
         single = [one_request(server, conn, s)[0] for s in sample]
         conn.close()
+        before = json.loads(server.request("GET", "/health")[1])
         result = load(server, sentences, args.clients)
+        after = json.loads(server.request("GET", "/health")[1])
+        calls = after["calls"]["bench"] - before["calls"]["bench"]
+        result["requests_per_call"] = (after["requests"]["bench"] - before["requests"]["bench"]) / max(calls, 1)
         result["single_p50_ms"] = percentile(single, 50) * 1000
         if batching and args.soak_seconds > 0:
             result["soak"] = soak(server, sentences, args.soak_seconds)
@@ -220,6 +229,8 @@ def table(results: dict) -> str:
             ("latency p50, 1 in flight (ms)", on["single_p50_ms"], off["single_p50_ms"], local["single_p50_ms"]),
             ("latency p50, %d clients (ms)" % results["clients"], on["p50_ms"], off["p50_ms"], None),
             ("latency p99, %d clients (ms)" % results["clients"], on["p99_ms"], off["p99_ms"], None),
+            ("requests per model call, %d clients" % results["clients"], on["requests_per_call"],
+             off["requests_per_call"], None),
             ("outputs identical to offline", on["identical"], off["identical"], None)]
     lines = ["| measure | batching on | batching off | in-process |", "|---|---:|---:|---:|"]
     for name, *cells in rows:
@@ -244,6 +255,7 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--latency-requests", type=int, default=50, help="sentences sent one at a time")
     parser.add_argument("--soak-seconds", type=float, default=60.0)
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the model (server and in-process)")
+    parser.add_argument("--compile", action="store_true", help="decode.compile=true in the server and in-process")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
     path = args.input or str(Path(os.environ.get("TRANSFORMER_DATA_MIRROR", "../shared/datasets")) / DEFAULT_INPUT)
@@ -251,8 +263,8 @@ def main(argv: list[str] | None = None) -> dict:
     sample = sentences[: args.latency_requests]
     torch.set_num_threads(args.threads)
     results: dict = {"ckpt": args.ckpt, "input": path, "sentences": len(sentences), "clients": args.clients,
-                     "threads": args.threads, "decode": "greedy"}
-    results["offline"] = offline(args.ckpt, sentences, sample)
+                     "threads": args.threads, "decode": "greedy", "compile": args.compile}
+    results["offline"] = offline(args.ckpt, sentences, sample, args.compile)
     with tempfile.TemporaryDirectory() as tmp:
         for batching in (True, False):
             key = "batching_on" if batching else "batching_off"
@@ -260,7 +272,8 @@ def main(argv: list[str] | None = None) -> dict:
             outputs = results[key].pop("outputs")
             results[key]["identical"] = sum(a == b for a, b in zip(outputs, results["offline"]["outputs"]))
     results["offline"].pop("outputs")
-    print(f"{len(sentences)} sentences from {path}, greedy, {args.threads} thread(s)\n")
+    print(f"{len(sentences)} sentences from {path}, greedy{', compiled' if args.compile else ''}, "
+          f"{args.threads} thread(s)\n")
     print(table(results))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")

@@ -117,7 +117,11 @@ def test_models_health_page_and_openapi(client):
     assert models["beam"]["decode"]["beam_size"] == 3 and "n_best" in models["beam"]["options"]
     assert models["at"]["attention"] and not models["nat"]["attention"]
     assert models["pos"]["labels"] == ["DET", "NOUN", "VERB"] and models["sent"]["labels"] == ["neg", "neu", "pos"]
-    assert client.get("/health").json() == {"status": "ok", "models": 6, "queued": {k: 0 for k in models}}
+    health = client.get("/health").json()
+    assert {k: health[k] for k in ("status", "models", "queued")} == {"status": "ok", "models": 6,
+                                                                      "queued": {k: 0 for k in models}}
+    assert set(health["calls"]) == set(health["requests"]) == set(models)
+    assert all(health["requests"][k] >= health["calls"][k] >= 0 for k in models)
     page = client.get("/")
     assert page.status_code == 200 and '<script src="/static/page.js">' in page.text
     assert "heatmap" in client.get("/static/page.js").text

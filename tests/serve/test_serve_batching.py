@@ -92,9 +92,42 @@ def test_concurrent_requests_share_a_model_call_only_with_batching_on(model, bat
     texts = [f"sentence {i}" for i in range(8)]
     with serve(model, batching=batching) as client:
         answers = concurrent(client, model, texts)
+        health = client.get("/health").json()
     assert [r.json()["outputs"][0]["translation"] for r in answers] == [t.upper() for t in texts]
     sizes = [len(call[0]) for call in model.calls]
     assert sizes == ([1, 7] if batching else [1] * 8)
+    assert (health["calls"]["echo"], health["requests"]["echo"]) == (len(sizes), 8)
+
+
+def test_clients_answered_together_stay_together():
+    # Client a's first request runs alone; b's arrives while it runs. When a's answer comes
+    # back, a sends its next request at once: the wait after a call lets it join b's, where
+    # without it b's would run alone and the two clients would take turns for good.
+    import asyncio
+
+    from transformer.serve.batcher import Batcher
+
+    calls = []
+
+    def predict(texts, settings):
+        calls.append(list(texts))
+        time.sleep(0.3)
+        return list(texts)
+
+    async def scenario():
+        batcher = Batcher("m", predict, wait_s=0.2)
+
+        async def client(name: str, delay: float):
+            await asyncio.sleep(delay)
+            for i in range(2):
+                await batcher.submit([f"{name}{i}"], 1, 1, timeout=30)
+
+        await asyncio.gather(client("a", 0.0), client("b", 0.3))
+        await batcher.stop()
+        batcher.close()
+
+    asyncio.run(scenario())
+    assert calls == [["a0"], ["b0", "a1"], ["b1"]]
 
 
 def test_a_call_takes_only_requests_with_equal_settings_within_the_budget(model):

@@ -221,9 +221,11 @@ def add_routes(app: FastAPI, server: Dispatcher) -> None:
 
     @app.get("/health", response_model=schemas.Health, tags=["server"])
     async def health():
-        """Up, with the requests waiting per model."""
+        """Up, with the requests waiting per model, and each model's calls and requests so far."""
         return {"status": "ok", "models": len(server.models),
-                "queued": {k: b.queued for k, b in server.batchers.items()}}
+                "queued": {k: b.queued for k, b in server.batchers.items()},
+                "calls": {k: b.stats.batches for k, b in server.batchers.items()},
+                "requests": {k: b.stats.requests for k, b in server.batchers.items()}}
 
     @app.get("/", include_in_schema=False)
     async def page():

@@ -1,12 +1,15 @@
 """Dynamic batching: requests to one model that arrive close together are decoded as one call.
 
 A request joins its model's queue and waits. The model's loop (on the event loop) takes the
-oldest request, waits until ``wait_s`` after its arrival for others to come (or until the
-queued pieces fill ``max_batch_tokens``), then takes the queued requests whose settings equal
-the first one's, in arrival order, while their pieces fit the budget; the others keep their
-place for the next call. The model runs on its own worker thread, one call at a time, so the
-event loop keeps accepting requests while it computes, and what arrives meanwhile forms the
-next batch without waiting (Clipper's and Triton's adaptive batching work the same way).
+oldest request, waits until ``wait_s`` after its arrival, or after the end of the last call if
+that is later, for others to come (unless the queued pieces fill ``max_batch_tokens``), then
+takes the queued requests whose settings equal the first one's, in arrival order, while their
+pieces fit the budget; the others keep their place for the next call. The model runs on its own
+worker thread, one call at a time, so the event loop keeps accepting requests while it computes
+(Clipper's and Triton's adaptive batching work the same way). The wait after a call is what
+keeps busy clients together: the answers it has just sent bring their senders' next requests
+within a few milliseconds, and without it those would miss the next call and form one of their
+own, so that the clients split into groups taking turns, each call half as large.
 
 ``batching=False`` takes one request per call: the baseline batching is measured against.
 A full queue refuses a request at once (:class:`QueueFull`, an HTTP 503 with ``Retry-After``);
@@ -67,7 +70,8 @@ class Batcher:
         name: the model's id (names the worker thread).
         predict: the model call, run on the worker thread.
         batching: False takes one request per call.
-        wait_s: how long after the oldest request's arrival to wait for company.
+        wait_s: how long after the oldest request's arrival (or the last call's end) to wait
+            for company.
         max_batch_tokens: pieces one call takes (a request larger than it goes alone).
         max_queue: requests waiting, past which new ones are refused.
     """
@@ -80,6 +84,7 @@ class Batcher:
         self.stats = BatchStats()
         self._queue: deque[Job] = deque()
         self._running: list[Job] = []
+        self._last_end = float("-inf")  # when the last model call returned (time.monotonic)
         self._executor: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
@@ -143,10 +148,11 @@ class Batcher:
                     await self._call(jobs)
 
     async def _gather_time(self) -> None:
-        """Wait until ``wait_s`` after the oldest request arrived, unless the budget is full."""
+        """Wait until ``wait_s`` after the oldest request arrived or the last call ended,
+        whichever is later, unless the budget is full."""
         if not self.batching or not self._queue:
             return
-        delay = self._queue[0].arrived + self.wait_s - time.monotonic()
+        delay = max(self._queue[0].arrived, self._last_end) + self.wait_s - time.monotonic()
         if delay > 0 and sum(job.tokens for job in self._queue) < self.max_batch_tokens:
             await asyncio.sleep(delay)
 
@@ -186,7 +192,8 @@ class Batcher:
             return
         finally:
             self._running = []
-            self.stats.last_seconds = time.monotonic() - start
+            self._last_end = time.monotonic()
+            self.stats.last_seconds = self._last_end - start
         self.stats.batches += 1
         self.stats.requests += len(jobs)
         self.stats.texts += len(texts)

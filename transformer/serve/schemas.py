@@ -143,6 +143,8 @@ class Health(BaseModel):
     status: str
     models: int
     queued: dict[str, int]
+    calls: dict[str, int] = Field(description="model calls since start, per model")
+    requests: dict[str, int] = Field(description="requests through those calls, per model")
 
 
 class ErrorResponse(BaseModel):
