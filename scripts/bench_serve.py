@@ -19,7 +19,9 @@ as a user starts it (``transformer-serve`` in a subprocess on 127.0.0.1, ``threa
 and the in-process run decodes the file once before it is timed.
 
 In-process, for comparison: the whole file decoded at once by the same translator
-(``TranslationTask.translator``, the offline throughput) and one sentence at a time (p50).
+(``TranslationTask.translator``, the offline throughput), one sentence at a time (p50), and the
+file in file order in calls of the size the batching server made (its mean requests per call):
+what calls of that size can give.
 ``identical`` counts server outputs equal to the offline ones. The soak (batching on) sends
 valid and malformed requests (bad JSON, bad UTF-8, control characters, wrong types, unknown
 model, empty list) for ``--soak-seconds``, counts valid requests that failed and malformed ones
@@ -184,10 +186,21 @@ def soak(server: Server, sentences: list[str], seconds: float, clients: int = 8)
             "alive": server.proc.poll() is None}
 
 
-def offline(ckpt: str, sentences: list[str], latency_sample: list[str], compile: bool = False) -> dict:
-    """The same greedy decode in-process: the whole file at once, and one sentence at a time."""
+def offline_translator(ckpt: str, compile: bool = False):
     task, device = load_for_inference(ckpt, "cpu")
-    translator = task.translator({**decode_settings("greedy"), "compile": compile}, device=device)
+    return task.translator({**decode_settings("greedy"), "compile": compile}, device=device)
+
+
+def in_calls_of(translator, sentences: list[str], size: int) -> float:
+    """Sentences/s decoding ``sentences`` in file order, ``size`` at a time."""
+    start = time.perf_counter()
+    for i in range(0, len(sentences), size):
+        translator.translate(sentences[i: i + size])
+    return len(sentences) / (time.perf_counter() - start)
+
+
+def offline(translator, sentences: list[str], latency_sample: list[str], compile: bool = False) -> dict:
+    """The same greedy decode in-process: the whole file at once, and one sentence at a time."""
     translator.translate(sentences if compile else sentences[:8])  # warm-up (compiling: every shape)
     start = time.perf_counter()
     outputs = [hyps[0][0] for hyps in translator.translate(sentences)]
@@ -236,6 +249,8 @@ def table(results: dict) -> str:
     for name, *cells in rows:
         lines.append(f"| {name} | " + " | ".join("" if c is None else f"{c:.1f}" if isinstance(c, float) else str(c)
                                                  for c in cells) + " |")
+    lines.append(f"\nin-process in calls of {local['server_call_size']} sentences (the server's mean), in file "
+                 f"order: {local['server_call_sentences_per_s']:.1f} sentences/s")
     if "soak" in on:
         s = on["soak"]
         lines.append(f"\nsoak {s['seconds']:g} s: {s['valid']} valid requests, {s['valid_failed']} failed; "
@@ -264,7 +279,8 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     results: dict = {"ckpt": args.ckpt, "input": path, "sentences": len(sentences), "clients": args.clients,
                      "threads": args.threads, "decode": "greedy", "compile": args.compile}
-    results["offline"] = offline(args.ckpt, sentences, sample, args.compile)
+    translator = offline_translator(args.ckpt, args.compile)
+    results["offline"] = offline(translator, sentences, sample, args.compile)
     with tempfile.TemporaryDirectory() as tmp:
         for batching in (True, False):
             key = "batching_on" if batching else "batching_off"
@@ -272,6 +288,9 @@ def main(argv: list[str] | None = None) -> dict:
             outputs = results[key].pop("outputs")
             results[key]["identical"] = sum(a == b for a, b in zip(outputs, results["offline"]["outputs"]))
     results["offline"].pop("outputs")
+    size = max(1, round(results["batching_on"]["requests_per_call"]))
+    results["offline"]["server_call_size"] = size
+    results["offline"]["server_call_sentences_per_s"] = in_calls_of(translator, sentences, size)
     print(f"{len(sentences)} sentences from {path}, greedy{', compiled' if args.compile else ''}, "
           f"{args.threads} thread(s)\n")
     print(table(results))
