@@ -100,9 +100,10 @@ def test_concurrent_requests_share_a_model_call_only_with_batching_on(model, bat
 
 
 def test_clients_answered_together_stay_together():
-    # Client a's first request runs alone; b's arrives while it runs. When a's answer comes
-    # back, a sends its next request at once: the wait after a call lets it join b's, where
-    # without it b's would run alone and the two clients would take turns for good.
+    # Client a's first request runs alone (nothing came before it); b's arrives while it runs.
+    # When a's answer comes back, a sends its next request at once: the wait after a call lets
+    # it join b's, where without it b's would run alone and the two clients would take turns
+    # for good.
     import asyncio
 
     from transformer.serve.batcher import Batcher
@@ -122,12 +123,33 @@ def test_clients_answered_together_stay_together():
             for i in range(2):
                 await batcher.submit([f"{name}{i}"], 1, 1, timeout=30)
 
-        await asyncio.gather(client("a", 0.0), client("b", 0.3))
+        await asyncio.gather(client("a", 0.0), client("b", 0.15))
         await batcher.stop()
         batcher.close()
 
     asyncio.run(scenario())
     assert calls == [["a0"], ["b0", "a1"], ["b1"]]
+
+
+def test_a_lone_client_is_never_held_back():
+    # One client, one request at a time: each request is all the last call answered, so it
+    # runs at once, however long the batcher would wait for company.
+    import asyncio
+
+    from transformer.serve.batcher import Batcher
+
+    async def scenario():
+        batcher = Batcher("m", lambda texts, settings: list(texts), wait_s=5.0)
+        start = time.monotonic()
+        answers = [await batcher.submit([f"s{i}"], 1, 1, timeout=30) for i in range(3)]
+        seconds = time.monotonic() - start
+        await batcher.stop()
+        batcher.close()
+        return answers, seconds
+
+    answers, seconds = asyncio.run(scenario())
+    assert answers == [["s0"], ["s1"], ["s2"]]
+    assert seconds < 2.5, f"three lone requests took {seconds:.2f} s; the batcher waits 5 s for company"
 
 
 def test_a_call_takes_only_requests_with_equal_settings_within_the_budget(model):

@@ -1,15 +1,17 @@
 """Dynamic batching: requests to one model that arrive close together are decoded as one call.
 
 A request joins its model's queue and waits. The model's loop (on the event loop) takes the
-oldest request, waits until ``wait_s`` after its arrival, or after the end of the last call if
-that is later, for others to come (unless the queued pieces fill ``max_batch_tokens``), then
-takes the queued requests whose settings equal the first one's, in arrival order, while their
-pieces fit the budget; the others keep their place for the next call. The model runs on its own
-worker thread, one call at a time, so the event loop keeps accepting requests while it computes
-(Clipper's and Triton's adaptive batching work the same way). The wait after a call is what
-keeps busy clients together: the answers it has just sent bring their senders' next requests
-within a few milliseconds, and without it those would miss the next call and form one of their
-own, so that the clients split into groups taking turns, each call half as large.
+oldest request and waits for company: until as many requests have arrived since the last call
+ended as that call answered (its clients coming back), or ``wait_s`` after the oldest request's
+arrival or the end of the last call, whichever is later, or until the queued pieces fill
+``max_batch_tokens``. It then takes the queued requests whose settings equal the first one's, in
+arrival order, while their pieces fit the budget; the others keep their place for the next call.
+The model runs on its own worker thread, one call at a time, so the event loop keeps accepting
+requests while it computes (Clipper's and Triton's adaptive batching work the same way). The
+wait after a call is what keeps busy clients together: the answers it has just sent bring their
+senders' next requests within a few milliseconds, and without it those would miss the next call
+and form one of their own, so that the clients split into groups taking turns, each call half as
+large. A lone client is never held back: its next request is all the last call answered.
 
 ``batching=False`` takes one request per call: the baseline batching is measured against.
 A full queue refuses a request at once (:class:`QueueFull`, an HTTP 503 with ``Retry-After``);
@@ -71,7 +73,7 @@ class Batcher:
         predict: the model call, run on the worker thread.
         batching: False takes one request per call.
         wait_s: how long after the oldest request's arrival (or the last call's end) to wait
-            for company.
+            at most for the last call's clients to come back.
         max_batch_tokens: pieces one call takes (a request larger than it goes alone).
         max_queue: requests waiting, past which new ones are refused.
     """
@@ -85,6 +87,7 @@ class Batcher:
         self._queue: deque[Job] = deque()
         self._running: list[Job] = []
         self._last_end = float("-inf")  # when the last model call returned (time.monotonic)
+        self._last_size = 0  # requests the last model call answered
         self._executor: ThreadPoolExecutor | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._wake: asyncio.Event | None = None
@@ -148,13 +151,23 @@ class Batcher:
                     await self._call(jobs)
 
     async def _gather_time(self) -> None:
-        """Wait until ``wait_s`` after the oldest request arrived or the last call ended,
-        whichever is later, unless the budget is full."""
+        """Wait until as many requests arrived since the last call ended as it answered, or
+        ``wait_s`` after the oldest request arrived or the last call ended (whichever is later),
+        or the queued pieces fill the budget; whichever comes first."""
         if not self.batching or not self._queue:
             return
-        delay = max(self._queue[0].arrived, self._last_end) + self.wait_s - time.monotonic()
-        if delay > 0 and sum(job.tokens for job in self._queue) < self.max_batch_tokens:
-            await asyncio.sleep(delay)
+        deadline = max(self._queue[0].arrived, self._last_end) + self.wait_s
+        while True:
+            back = sum(job.arrived >= self._last_end for job in self._queue)
+            remaining = deadline - time.monotonic()
+            if (back >= self._last_size or remaining <= 0
+                    or sum(job.tokens for job in self._queue) >= self.max_batch_tokens):
+                return
+            self._wake.clear()
+            try:
+                await asyncio.wait_for(self._wake.wait(), remaining)
+            except asyncio.TimeoutError:
+                return
 
     def _take(self) -> list[Job]:
         """The next call's requests: the oldest live one, then (batching) each later one with
@@ -192,7 +205,7 @@ class Batcher:
             return
         finally:
             self._running = []
-            self._last_end = time.monotonic()
+            self._last_end, self._last_size = time.monotonic(), len(jobs)
             self.stats.last_seconds = self._last_end - start
         self.stats.batches += 1
         self.stats.requests += len(jobs)
