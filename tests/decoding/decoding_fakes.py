@@ -79,16 +79,19 @@ class ScriptedSeq2Seq:
     def encode(self, src: Tensor) -> FakeEncoderOut:
         return _encode(src)
 
-    def init_cache(self, enc: FakeEncoderOut) -> FakeCache:
-        return FakeCache(torch.empty(enc.memory.size(0), 0, dtype=torch.long), self.counter, enc.keys())
+    def init_cache(self, enc: FakeEncoderOut, beams: int = 1) -> FakeCache:
+        keys = [key for key in enc.keys() for _ in range(beams)]  # each sentence's beams
+        return FakeCache(torch.empty(len(keys), 0, dtype=torch.long), self.counter, keys)
 
     def decode_step(self, tokens: Tensor, enc: FakeEncoderOut, cache: FakeCache) -> tuple[Tensor, FakeCache]:
         assert tokens.dim() == 2 and tokens.size(1) == 1, "search feeds one new token per row"
         self.counter["decode_step"] += 1
-        assert cache.keys == enc.keys(), "cache rows and encoder rows belong to different sentences"
+        beams = len(cache.keys) // len(enc.keys())  # decoder rows per encoder row
+        assert cache.keys == [key for key in enc.keys() for _ in range(beams)], \
+            "cache rows and encoder rows belong to different sentences"
         prefix = torch.cat([cache.prefix, tokens], dim=1)  # (N, t) ++ (N, 1)
         log_probs = torch.full((prefix.size(0), V), float("-inf"))
-        for row, (key, seq) in enumerate(zip(enc.keys(), prefix.tolist())):
+        for row, (key, seq) in enumerate(zip(cache.keys, prefix.tolist())):
             assert seq[0] == BOS
             generated = tuple(seq[1:])
             self.queries.append((key, generated))

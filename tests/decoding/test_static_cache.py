@@ -39,8 +39,8 @@ class _Static(torch.nn.Module):
         self.encode, self.decode_step = model.encode, model.decode_step
         self.decode_step_logits = model.decode_step_logits
 
-    def init_cache(self, enc):
-        return self.model.init_cache(enc, static=True)
+    def init_cache(self, enc, beams=1):
+        return self.model.init_cache(enc, static=True, beams=beams)
 
 
 def _sources(n: int, seed: int = 0, max_len: int = 12) -> torch.Tensor:

@@ -68,8 +68,11 @@ class Seq2SeqModel(Protocol):
         """``src (B, S)`` long -> encoder output for B rows."""
         ...
 
-    def init_cache(self, enc: EncoderOutLike) -> KVCacheLike:
-        """An empty self-attention cache for ``enc``'s rows; cross-attention K/V computed once."""
+    def init_cache(self, enc: EncoderOutLike, beams: int = 1) -> KVCacheLike:
+        """An empty self-attention cache for ``beams`` decoder rows per row of ``enc`` (rows
+        ``b * beams ..``: beam search's K beams of sentence ``b``), which share its
+        cross-attention K/V, computed once. ``decode_step`` then gets ``enc`` as it is, one row
+        per sentence, and ``reorder`` keeps each sentence's rows together."""
         ...
 
     def decode_step(

@@ -2,7 +2,8 @@
 
 All ``B * K`` hypotheses are decoded as one batch of ``N`` rows (row ``b * K + k`` is beam
 ``k`` of sentence ``b``); after each step the KV cache follows the surviving beams with a single
-``cache.reorder``.
+``cache.reorder``. The encoder output stays one row per sentence: the cache is made for K beams
+a sentence (``init_cache(enc, beams=K)``), which share their sentence's cross-attention state.
 
 Scoring follows fairseq: a finished hypothesis scores ``logprob / length ** length_penalty``,
 where ``logprob`` sums the log-probabilities of its tokens *and* of its EOS and ``length``
@@ -116,24 +117,25 @@ def beam_search(
         dropped = any(beams.done)
         if dropped:
             # Done sentences leave the batch: later steps cost only what live beams need.
-            beams, rows, sent_ids = _drop_done(beams, sent_ids, results)
-            reorder, enc = reorder[rows], enc.index_select(rows)  # (N',)
+            beams, kept, rows, sent_ids = _drop_done(beams, sent_ids, results)
+            reorder, enc = reorder[rows], enc.index_select(kept)  # (N',), B' sentences
         # Without a dropped sentence every row keeps its sentence, so the cache can keep the
         # per-sentence cross-attention keys/values instead of copying them every step.
         # A cache that can reorder in place (``KVCache.reorder_``) reuses its buffers.
         cache = getattr(cache, "reorder_", cache.reorder)(reorder, cross=dropped)
-        last = beams.tokens[:, :, -1].reshape(-1, 1)  # (B, K) -> (N, 1)
+        # Contiguous: a view would change its stride with every step, and a compiled step
+        # would recompile for it.
+        last = beams.tokens[:, :, -1].reshape(-1, 1).contiguous()  # (B, K) -> (N, 1)
     return _n_best(results, beams, sent_ids, n_best)
 
 
 def _start(model: Seq2SeqModel, src: Tensor, k: int, max_lens: list[int],
            bos_id: int) -> tuple[EncoderOutLike, KVCacheLike, _Beams, Tensor]:
-    """Encode once and repeat each sentence's encoder output K times (row ``b * K + k``), set
-    up the cache for ``max(max_lens)`` steps, the beams, and the first input ``(N, 1)`` (BOS)."""
+    """Encode once, set up the cache for K beams a sentence (rows ``b * K + k``) and
+    ``max(max_lens)`` steps, the beams, and the first input ``(N, 1)`` (BOS)."""
     batch = src.size(0)
-    rows = torch.arange(batch, device=src.device).repeat_interleave(k)  # (N,)
-    enc = model.encode(src).index_select(rows)
-    cache = reserve_steps(model.init_cache(enc), max(max_lens))
+    enc = model.encode(src)  # B rows: the beams of a sentence share it
+    cache = reserve_steps(model.init_cache(enc, beams=k), max(max_lens))
     last = torch.full((batch * k, 1), bos_id, dtype=torch.long, device=src.device)  # (N, 1)
     return enc, cache, _init_beams(batch, k, max_lens, src.device), last
 
@@ -158,8 +160,8 @@ def _extend(beams: _Beams, cands: _Candidates, eos_id: int, length_penalty: floa
 def _drop_done(beams: _Beams, sent_ids: list[int], results: list[list[Hypothesis]]):
     """Move done sentences' hypotheses to ``results``; keep the rest.
 
-    Returns the shrunk beams, the kept rows ``(N',)`` of the old ``N = B * K`` layout, and
-    the kept sentences' input positions.
+    Returns the shrunk beams, the kept sentences ``(B',)``, their rows ``(N',)`` of the old
+    ``N = B * K`` layout, and the kept sentences' input positions.
     """
     k = beams.scores.size(1)
     keep = [b for b, done in enumerate(beams.done) if not done]
@@ -172,7 +174,7 @@ def _drop_done(beams: _Beams, sent_ids: list[int], results: list[list[Hypothesis
         beams.tokens.index_select(0, idx), beams.scores.index_select(0, idx),
         [beams.max_lens[b] for b in keep], [beams.finished[b] for b in keep], [False] * len(keep),
     )
-    return kept, rows, [sent_ids[b] for b in keep]
+    return kept, idx, rows, [sent_ids[b] for b in keep]
 
 
 def _n_best(results: list[list[Hypothesis]], beams: _Beams, sent_ids: list[int],

@@ -52,8 +52,8 @@ class CompiledDecoding:
         with torch._inductor.config.patch(freezing=self._freezing):
             return self._encode(src)
 
-    def init_cache(self, enc: EncoderOutLike) -> StaticKVCache:
-        return self.model.init_cache(enc, static=True)
+    def init_cache(self, enc: EncoderOutLike, beams: int = 1) -> StaticKVCache:
+        return self.model.init_cache(enc, static=True, beams=beams)
 
     def decode_step(self, tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache):
         return self._run(self._step, tokens, enc, cache)

@@ -92,8 +92,8 @@ class EnsembleModel(nn.Module):
         """``src (B, S)`` -> one encoder output per member."""
         return EnsembleEncoderOut(tuple(m.encode(src) for m in self.members))
 
-    def init_cache(self, enc: EnsembleEncoderOut) -> EnsembleCache:
-        return EnsembleCache(tuple(m.init_cache(e) for m, e in zip(self.members, enc.members)))
+    def init_cache(self, enc: EnsembleEncoderOut, beams: int = 1) -> EnsembleCache:
+        return EnsembleCache(tuple(m.init_cache(e, beams=beams) for m, e in zip(self.members, enc.members)))
 
     def decode_step(self, tokens: Tensor, enc: EnsembleEncoderOut, cache: EnsembleCache) -> tuple[Tensor, EnsembleCache]:
         """``tokens (N, t)`` -> log of the members' mean probability ``(N, V)``, and the caches."""

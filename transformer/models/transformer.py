@@ -135,13 +135,15 @@ class EncoderDecoder(nn.Module):
         ``project(decoder_states(src, tgt_in))``."""
         return self.decoder.project(states)
 
-    def init_cache(self, enc: EncoderOut, static: bool = False) -> KVCache:
+    def init_cache(self, enc: EncoderOut, static: bool = False, beams: int = 1) -> KVCache:
         """A fresh cache holding every decoder layer's cross-attention K/V for ``enc``
-        (``static``: a ``StaticKVCache``, whose shapes do not change from step to step)."""
-        return self.decoder.init_cache(enc.memory, enc.src_pad_mask, static)
+        (``static``: a ``StaticKVCache``, whose shapes do not change from step to step), for
+        ``beams`` decoder rows per sentence of ``enc`` (beam search), which share them."""
+        return self.decoder.init_cache(enc.memory, enc.src_pad_mask, static, beams)
 
     def decode_step(self, tokens: Tensor, enc: EncoderOut, cache: KVCache) -> tuple[Tensor, KVCache]:
-        """Log-probabilities ``(N, V)`` of the token after ``tokens``.
+        """Log-probabilities ``(N, V)`` of the token after ``tokens``; ``enc`` has ``N /
+        cache.group`` rows (one per sentence in beam search).
 
         ``tokens (N, t)`` are the tokens not yet in the cache (search passes one per
         row per call, BOS first); they sit at positions ``cache.length ..
@@ -259,8 +261,9 @@ class AutoregressiveDecoder(nn.Module):
     Shapes:
         ``forward(tgt_in (B, T), memory (B, S, D), src_pad_mask (B, S), tgt_pad_mask (B, T) | None)
         -> logits (B, T, V)`` (teacher forcing);
-        ``init_cache(memory (N, S, D)) -> KVCache`` (cross K/V projected once);
-        ``forward_step(tokens (N, t), src_pad_mask (N, S), cache) -> (logits (N, t, V), cache)``
+        ``init_cache(memory (N / beams, S, D), beams=1) -> KVCache`` (cross K/V projected once,
+        shared by the ``beams`` rows of a sentence);
+        ``forward_step(tokens (N, t), src_pad_mask (N / beams, S), cache) -> (logits (N, t, V), cache)``
         where the new tokens sit at positions ``cache.length ..``.
 
     Args:
@@ -351,11 +354,13 @@ class AutoregressiveDecoder(nn.Module):
         logits, weights = self._run(tgt_in, memory, src_pad_mask, tgt_pad_mask, None, need_weights)
         return (logits, weights) if need_weights else logits
 
-    def init_cache(self, memory: Tensor, src_pad_mask: Tensor | None = None, static: bool = False) -> KVCache:
-        """An empty self-attention cache plus every layer's cross K/V ``(N, H, S, d_head)``
-        and, given ``src_pad_mask (N, S)``, the source padding as a ready additive bias.
-        ``static``: a ``StaticKVCache`` (fixed shapes, for a compiled step)."""
-        cache = (StaticKVCache if static else KVCache).empty(len(self.layers))
+    def init_cache(self, memory: Tensor, src_pad_mask: Tensor | None = None, static: bool = False,
+                   beams: int = 1) -> KVCache:
+        """An empty self-attention cache plus every layer's cross K/V ``(B, H, S, d_head)``
+        and, given ``src_pad_mask (B, S)``, the source padding as a ready additive bias.
+        ``static``: a ``StaticKVCache`` (fixed shapes, for a compiled step). ``beams``: decoder
+        rows per source row (``N = B * beams``), which share its cross K/V."""
+        cache = (StaticKVCache if static else KVCache).empty(len(self.layers), group=beams)
         cache.set_source_mask(src_pad_mask, memory.dtype)
         for i, layer in enumerate(self.layers):
             cache.set_cross(i, *layer.cross_attn.project_kv(memory))
@@ -453,8 +458,25 @@ class _DecoderLayerBase(nn.Module):
             if memory is None:
                 raise ValueError("decoder layer needs memory or a cache with cross-attention entries")
             k, v = self.cross_attn.project_kv(memory)
-        out, w = self.cross_attn.attend(q, k, v, mask, bias, need_weights)
+        if k.size(0) != q.size(0):
+            out, w = self._shared_source_attention(q, k, v, mask, bias, need_weights)
+        else:
+            out, w = self.cross_attn.attend(q, k, v, mask, bias, need_weights)
         return self.dropout(out), w
+
+    def _shared_source_attention(self, q, k, v, mask, bias, need_weights):
+        """Cross-attention where ``g`` consecutive rows of ``q (N, H, t, d_head)`` share one
+        source row of ``k, v (N / g, H, S, d_head)`` (the beams of a sentence, ``KVCache.group``):
+        the g rows' queries become ``g * t`` queries of their source row, so its keys and values
+        are read once. The same scores as attending row by row; ``(out (N, t, D), weights
+        (N, H, t, S) | None)``."""
+        n, h, t, d = q.shape
+        b = k.size(0)
+        q = q.reshape(b, n // b, h, t, d).transpose(1, 2).reshape(b, h, -1, d)  # (B, H, g * t, d_head)
+        out, w = self.cross_attn.attend(q, k, v, mask, bias, need_weights)  # (B, g * t, D)
+        if w is not None:
+            w = w.reshape(b, h, n // b, t, -1).transpose(1, 2).reshape(n, h, t, -1)  # (N, H, t, S)
+        return out.reshape(n, t, -1), w
 
 
 class PostNormDecoderLayer(_DecoderLayerBase):

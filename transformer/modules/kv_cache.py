@@ -8,6 +8,12 @@ module keeps decoding state. Self-attention entries grow by the new steps each
 call; cross-attention keys/values depend only on the source, so they are
 computed once (``init_cache``) and reused at every step.
 
+Beam search keeps one copy of each sentence's cross-attention keys/values for its K beams
+(``group`` = K): the cache's cross entries have ``N / group`` rows, row ``n`` of the search
+reading source row ``n // group``, and the decoder attends with the K beams' queries as K
+queries of that one row. Each step then reads the source keys once per sentence rather than
+once per beam (the largest memory traffic of a beam step on a CPU).
+
 Self-attention keys/values live in preallocated buffers ``(N, H, C, d_head)`` that double when
 full, so a step writes its new entries in place instead of copying the whole history with
 ``torch.cat`` (on a CPU that copy was about a sixth of greedy decoding's time).
@@ -24,7 +30,8 @@ INITIAL_CAPACITY = 16
 
 
 class KVCache:
-    """Per-layer self-attention K/V ``(N, H, T, d_head)`` and cross-attention K/V ``(N, H, S, d_head)``.
+    """Per-layer self-attention K/V ``(N, H, T, d_head)`` and cross-attention K/V
+    ``(N / group, H, S, d_head)`` (``group`` consecutive rows share a source; 1 but in beam search).
 
     Build with ``KVCache.empty(n_layers)``; the model fills cross entries with
     ``set_cross`` and its layers append self entries with ``append_self``.
@@ -33,10 +40,13 @@ class KVCache:
     first step).
     """
 
-    def __init__(self, n_layers: int, capacity: int = INITIAL_CAPACITY):
+    def __init__(self, n_layers: int, capacity: int = INITIAL_CAPACITY, group: int = 1):
         if capacity < 1:
             raise ValueError(f"capacity must be >= 1, got {capacity}")
+        if group < 1:
+            raise ValueError(f"group must be >= 1, got {group}")
         self._capacity = capacity
+        self.group = group  # rows per cross-attention row (the beams of one sentence)
         self._k: list[Tensor | None] = [None] * n_layers  # (N, H, C, d_head) buffers
         self._v: list[Tensor | None] = [None] * n_layers
         self._len = [0] * n_layers  # filled steps per layer
@@ -50,9 +60,10 @@ class KVCache:
         self.source_mask_set = False
 
     @classmethod
-    def empty(cls, n_layers: int, capacity: int = INITIAL_CAPACITY) -> "KVCache":
-        """A cache with ``n_layers`` empty slots; buffers start at ``capacity`` steps and double."""
-        return cls(n_layers, capacity)
+    def empty(cls, n_layers: int, capacity: int = INITIAL_CAPACITY, group: int = 1) -> "KVCache":
+        """A cache with ``n_layers`` empty slots; buffers start at ``capacity`` steps and double;
+        ``group`` rows share each cross-attention row."""
+        return cls(n_layers, capacity, group)
 
     def reserve(self, steps: int) -> "KVCache":
         """Make self-attention buffers allocated from now on hold at least ``steps`` steps.
@@ -130,7 +141,7 @@ class KVCache:
         return new_k, new_v
 
     def set_cross(self, layer: int, k: Tensor, v: Tensor) -> None:
-        """Store the source keys/values ``(N, H, S, d_head)`` of layer ``layer``.
+        """Store the source keys/values ``(N / group, H, S, d_head)`` of layer ``layer``.
 
         They are made contiguous once here; attention would otherwise copy the strided
         head-split views at every step.
@@ -138,8 +149,8 @@ class KVCache:
         self.cross_k[layer], self.cross_v[layer] = k.contiguous(), v.contiguous()
 
     def set_source_mask(self, src_pad_mask: Tensor | None, dtype: torch.dtype) -> bool:
-        """Turn the source padding mask ``(N, S)`` (True = real token) into the additive
-        cross-attention bias ``(N, 1, 1, S)`` (0 or -inf) that every layer reuses at every step;
+        """Turn the source padding mask ``(N / group, S)`` (True = real token) into the additive
+        cross-attention bias ``(N / group, 1, 1, S)`` (0 or -inf) that every layer reuses at every step;
         ``None`` when nothing is padded. A bool mask would be re-checked for fully masked rows
         and converted by every attention call. Returns False (and stores nothing) if some row
         has no real token: such rows need the bool mask's zero-output rule.
@@ -158,7 +169,7 @@ class KVCache:
         return layer < len(self.cross_k) and self.cross_k[layer] is not None
 
     def cross(self, layer: int) -> tuple[Tensor, Tensor]:
-        """Cached source keys/values ``(N, H, S, d_head)`` of layer ``layer``."""
+        """Cached source keys/values ``(N / group, H, S, d_head)`` of layer ``layer``."""
         k, v = self.cross_k[layer], self.cross_v[layer]
         if k is None or v is None:
             raise KeyError(f"no cross-attention entry for layer {layer}; call init_cache first")
@@ -172,6 +183,8 @@ class KVCache:
             cross: also select the cross-attention rows. Beam search passes ``False`` while
                 every ``indices[n]`` is a beam of the same sentence as row ``n``: the rows of
                 one sentence share their source keys/values, so they are kept as they are.
+                With ``group`` > 1 the rows come in whole groups (the beams of a sentence, from
+                one sentence), and the cross rows follow their groups.
         """
         out = self._like()
         self._reorder_into(out, indices, cross, reuse=False)
@@ -216,17 +229,19 @@ class KVCache:
         out._set_filled(self)
         out.source_mask_set = self.source_mask_set
         if cross:
-            out.cross_k = [None if t is None else t.index_select(0, indices.to(t.device)) for t in self.cross_k]
-            out.cross_v = [None if t is None else t.index_select(0, indices.to(t.device)) for t in self.cross_v]
+            # A group's rows come from one source row: its first row names it.
+            rows = indices if self.group == 1 else indices[:: self.group] // self.group  # (N' / group,)
+            out.cross_k = [None if t is None else t.index_select(0, rows.to(t.device)) for t in self.cross_k]
+            out.cross_v = [None if t is None else t.index_select(0, rows.to(t.device)) for t in self.cross_v]
             bias = self.cross_bias
-            out.cross_bias = None if bias is None else bias.index_select(0, indices.to(bias.device))
+            out.cross_bias = None if bias is None else bias.index_select(0, rows.to(bias.device))
         else:
             out.cross_k, out.cross_v, out.cross_bias = list(self.cross_k), list(self.cross_v), self.cross_bias
 
     # Hooks that StaticKVCache overrides: a fresh cache of the same kind, the filled steps per
     # layer, how many steps a reorder copies, and taking over another cache's filled steps.
     def _like(self) -> "KVCache":
-        return KVCache(self.n_layers, self._capacity)
+        return KVCache(self.n_layers, self._capacity, self.group)
 
     def _filled_steps(self) -> list[int]:
         return list(self._len)
@@ -239,9 +254,12 @@ class KVCache:
         self._len = list(source._len)
 
     def _rows(self) -> int:
-        for t in (*self._k, *self.cross_k):
+        for t in self._k:
             if t is not None:
                 return t.size(0)
+        for t in self.cross_k:
+            if t is not None:
+                return t.size(0) * self.group
         return 0
 
 
@@ -261,13 +279,13 @@ class StaticKVCache(KVCache):
     (rows leave the batch, beams reorder), ``reorder_`` and the cross-attention entries.
     """
 
-    def __init__(self, n_layers: int, capacity: int = INITIAL_CAPACITY):
-        super().__init__(n_layers, bucket(capacity))
+    def __init__(self, n_layers: int, capacity: int = INITIAL_CAPACITY, group: int = 1):
+        super().__init__(n_layers, bucket(capacity), group)
         self._pos: Tensor | None = None  # (n_layers,) long: filled steps per layer, on the device
 
     @classmethod
-    def empty(cls, n_layers: int, capacity: int = INITIAL_CAPACITY) -> "StaticKVCache":
-        return cls(n_layers, capacity)
+    def empty(cls, n_layers: int, capacity: int = INITIAL_CAPACITY, group: int = 1) -> "StaticKVCache":
+        return cls(n_layers, capacity, group)
 
     def reserve(self, steps: int) -> "StaticKVCache":
         """Fix the capacity at ``bucket(steps)``; buffers are allocated at the first step."""
@@ -322,9 +340,9 @@ class StaticKVCache(KVCache):
 
     def allocate(self, like: Tensor) -> "StaticKVCache":
         """Allocate every layer's buffers now, shaped after the cross-attention keys
-        ``like (N, H, S, d_head)``, so that the first compiled step sees the same state as
-        every later one. Returns the cache."""
-        shape = (like.size(0), like.size(1), self._capacity, like.size(3))
+        ``like (N / group, H, S, d_head)``, so that the first compiled step sees the same state
+        as every later one. Returns the cache."""
+        shape = (like.size(0) * self.group, like.size(1), self._capacity, like.size(3))
         self._k = [like.new_zeros(shape) for _ in self._k]
         self._v = [like.new_zeros(shape) for _ in self._v]
         self._pos = torch.zeros(self.n_layers, dtype=torch.long, device=like.device)
@@ -340,7 +358,7 @@ class StaticKVCache(KVCache):
         return True
 
     def _like(self) -> "StaticKVCache":
-        return StaticKVCache(self.n_layers, self._capacity)
+        return StaticKVCache(self.n_layers, self._capacity, self.group)
 
     def _filled_steps(self) -> list[int]:
         return [self.length] * self.n_layers
