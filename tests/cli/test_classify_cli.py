@@ -194,3 +194,38 @@ def test_training_resumes_from_a_checkpoint_with_its_tokenizer(trained, tmp_path
     assert resumed["global_step"] == before["global_step"] + summary["global_step"] // 12
     after = torch.load(resumed["last_checkpoint"], map_location="cpu", weights_only=True)
     assert after["tokenizers"] == before["tokenizers"] and after["transformer_task"] == "classification"
+
+
+def test_a_student_learns_its_teachers_labels(trained, tmp_path):
+    """Trained on a copy of the training file with every label swapped, a student that learns
+    only from the teacher (``distill_weight=1``) still classifies the real labels: the loss
+    comes from the teacher's probabilities, row by row (the batch's ``index``)."""
+    root, summary = trained
+    swapped = [r.replace("\tpos", "\tPOS").replace("\tneg", "\tpos").replace("\tPOS", "\tneg")
+               for r in toy_rows(200, 0)]
+    write_split(tmp_path / "train.tsv", swapped)
+    write_split(tmp_path / "test.tsv", toy_rows(40, 2))
+    teacher = summary["best_checkpoint"]
+    overrides = train_overrides(tmp_path, tmp_path / "run", str(root / "dev.tsv"))
+    student = train.run(compose_cfg("train", overrides + [f"task.teacher=[{teacher},{teacher}]",
+                                                          "task.distill_weight=1.0", "task.distill_temperature=2.0"]))
+    assert student["test"]["test"]["acc"] >= 0.9  # learning the swapped labels gives under 0.5
+    cached = list((tmp_path / "cache" / "teachers").glob("*.pt"))
+    assert len(cached) == 1 and torch.load(cached[0]).shape == (200, 2)
+    ckpt = torch.load(student["best_checkpoint"], map_location="cpu", weights_only=True)
+    assert not any("teacher" in k for k in ckpt["state_dict"])  # the student classifies on its own
+
+
+def test_a_teacher_must_be_a_classifier_with_the_same_labels(trained, tmp_path):
+    root, summary = trained
+    overrides = train_overrides(root, tmp_path / "run", str(root / "dev.tsv"))
+    with pytest.raises(ValueError, match=r"task.teacher: checkpoint not found: .*nope.ckpt"):
+        train.run(compose_cfg("train", overrides + [f"task.teacher={tmp_path / 'nope.ckpt'}"]))
+    other = ["\t".join([r.split("\t")[0], {"pos": "good", "neg": "bad"}[r.split("\t")[1]]]) for r in toy_rows(60, 3)]
+    write_split(tmp_path / "train.tsv", other)
+    write_split(tmp_path / "test.tsv", other[:10])
+    dev = write_split(tmp_path / "dev.tsv", other[:10])
+    with pytest.raises(ValueError, match=r"task.teacher: .* has the labels \['neg', 'pos'\], the training file "
+                                         r"\['bad', 'good'\]"):
+        train.run(compose_cfg("train", train_overrides(tmp_path, tmp_path / "run2", dev)
+                              + [f"task.teacher={summary['best_checkpoint']}"]))

@@ -3,6 +3,7 @@ import math
 import pytest
 import torch
 
+from transformer.tasks.classification import distillation_loss
 from transformer.tasks.schedules import inverse_sqrt_factor, inverse_sqrt_schedule
 from transformer.tasks.translation import label_smoothed_nll
 
@@ -98,3 +99,26 @@ def test_translation_task_computes_the_loss_it_was_built_with():
     assert task.loss_fn is real_positions_loss and task.hparams.loss == "real_positions"
     with pytest.raises(ValueError, match="task.loss must be one of"):
         TranslationTask(**kw, loss="fast")
+
+
+def test_distillation_against_a_sure_teacher_is_cross_entropy():
+    logits, labels = torch.randn(6, 3), torch.tensor([0, 2, 1, 1, 0, 2])
+    one_hot = torch.nn.functional.one_hot(labels, 3).float()
+    expected = torch.nn.functional.cross_entropy(logits, labels)
+    assert torch.allclose(distillation_loss(logits, one_hot), expected, atol=1e-5)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 2.0, 4.0])
+def test_distillation_is_zero_only_where_the_student_matches_the_teacher(temperature):
+    logits = torch.randn(5, 4)
+    assert float(distillation_loss(logits, torch.softmax(logits, -1), temperature)) == pytest.approx(0.0, abs=1e-5)
+    assert float(distillation_loss(logits, torch.softmax(-logits, -1), temperature)) > 0.1
+
+
+def test_a_higher_temperature_softens_the_teachers_target():
+    """Student and teacher are compared at the same temperature: logits equal to the teacher's
+    log-probabilities match it at any T, half of them do not."""
+    teacher = torch.softmax(torch.tensor([[4.0, 0.0, -2.0]]), -1)
+    student = teacher.log() / 2
+    assert float(distillation_loss(student, teacher, 2.0)) > 0.01
+    assert float(distillation_loss(student * 2, teacher, 2.0)) == pytest.approx(0.0, abs=1e-5)

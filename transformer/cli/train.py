@@ -168,12 +168,17 @@ def check_config(cfg: DictConfig) -> None:
 def preflight(cfg: DictConfig) -> dict | None:
     """Everything checked before a run writes anything (the command's validation step):
     the config, the trainer's settings, the pretrained checkpoint of ``init_from`` against the
-    model, and the resumed checkpoint (returned) with its model."""
+    model, a classifier's teacher checkpoints, and the resumed checkpoint (returned) with its
+    model."""
     check_config(cfg)
     with quiet_lightning():
         trainer_settings(cfg)  # accelerator, precision, loop settings: before any data is read
     if cfg.get("init_from") is not None:
         read_init_from(cfg)
+    if cfg.task.get("teacher") is not None:
+        from transformer.tasks.classification import check_teacher
+
+        check_teacher(OmegaConf.to_container(cfg.task, resolve=True)["teacher"])
     if not cfg.get("ckpt_path"):
         return None
     if not isinstance(cfg.ckpt_path, str):

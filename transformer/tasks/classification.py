@@ -13,6 +13,8 @@ ckpt_path=...`` resumes with it). Classifying raw text is :meth:`ClassificationT
 
 from __future__ import annotations
 
+import hashlib
+import logging
 from pathlib import Path
 from typing import Sequence
 
@@ -20,14 +22,71 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
+from transformer.data.sources import sha256_file
 from transformer.data.tokenizer import SubwordTokenizer
 from transformer.evaluation.classification import classification_metrics, confusion_matrix, evaluate_classification
 from transformer.inference.classifier import SentenceClassifier
 from transformer.inference.tagger import model_max_len
 from transformer.models.classifier import ClassifierEnsemble
 from transformer.tasks.build import build_model
-from transformer.tasks.checkpoint import OneTokenizerCheckpoint
+from transformer.files import inside, save_torch
+from transformer.tasks.checkpoint import CheckpointError, OneTokenizerCheckpoint, load_task, read_checkpoint
 from transformer.tasks.schedules import adamw_with_warmup
+
+log = logging.getLogger(__name__)
+
+
+def teacher_paths(teacher: str | Sequence[str] | None) -> list[str]:
+    """``task.teacher`` as a list of checkpoint paths (``[]``: no teacher)."""
+    if teacher is None:
+        return []
+    return [str(teacher)] if isinstance(teacher, (str, Path)) else [str(p) for p in teacher]
+
+
+def check_teacher(teacher: str | Sequence[str] | None) -> None:
+    """Before any data is read: every ``task.teacher`` path is a classification checkpoint,
+    else a ``ValueError`` starting ``task.teacher:`` names it."""
+    for path in teacher_paths(teacher):
+        try:
+            kind = read_checkpoint(path)["transformer_task"]
+        except CheckpointError as exc:
+            raise ValueError(f"task.teacher: {exc}") from None
+        if kind != "classification":
+            raise ValueError(f"task.teacher: {path} is a {kind!r} checkpoint; a classifier learns from "
+                             f"classification checkpoints")
+
+
+def teacher_probabilities(teacher: str | Sequence[str], labels: Sequence[str], texts: Sequence[str],
+                          cache_dir: Path | str, device: torch.device | str = "cpu") -> torch.Tensor:
+    """``(N, C)``: the teacher's label probabilities (an ensemble's mean) of ``texts``, column
+    ``c`` for ``labels[c]``; read from ``cache_dir/teachers/`` when the same checkpoints have
+    classified the same texts before. A teacher with other labels is a ``ValueError``."""
+    paths = teacher_paths(teacher)
+    digest = hashlib.sha256()
+    for part in [*(sha256_file(p) for p in paths), *labels, *texts]:
+        digest.update(part.encode("utf-8") + b"\0")
+    cached = inside(Path(cache_dir) / "teachers", f"{digest.hexdigest()[:24]}.pt")
+    if cached.is_file():
+        probs = torch.load(cached, map_location="cpu", weights_only=True)
+        if probs.shape == (len(texts), len(labels)):
+            return probs
+    task = load_task(paths if len(paths) > 1 else paths[0])
+    if sorted(task.labels) != sorted(labels):
+        raise ValueError(f"task.teacher: {paths[0]} has the labels {task.labels}, the training file {list(labels)}")
+    probs = task.classifier(device=device).probabilities(list(texts))  # (N, C) in the teacher's order
+    probs = probs[:, [task.labels.index(label) for label in labels]].contiguous()
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    save_torch(probs, cached)
+    return probs
+
+
+def distillation_loss(logits: torch.Tensor, target: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
+    """``T² · KL(target_T ‖ softmax(logits / T))``, the batch mean, where ``target (B, C)`` are
+    probabilities and ``target_T`` them sharpened or softened by ``T`` (Hinton et al. 2015;
+    ``T²`` keeps the gradient's scale as ``T`` grows)."""
+    t = float(temperature)
+    soft = torch.softmax(target.float().clamp_min(1e-12).log() / t, dim=-1)  # (B, C)
+    return F.kl_div(F.log_softmax(logits.float() / t, dim=-1), soft, reduction="batchmean") * t * t
 
 
 class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
@@ -51,6 +110,9 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         layer_decay: below 1, each encoder layer below the top trains at this factor of the
             rate above it (layer-wise decay, for fine-tuning a pretrained encoder: ``init_from``;
             ``tasks.schedules.layer_decay_groups``); 1.0 = one rate.
+        teacher: a classification checkpoint, or a list of them (their ensemble), to distil
+            from: the loss is ``(1 - distill_weight)`` × cross-entropy with the labels plus
+            ``distill_weight`` × :func:`distillation_loss` at ``distill_temperature``.
         tokenizer: the tokenizer JSON (``SubwordTokenizer.to_str``); kept out of hparams.
     """
 
@@ -72,6 +134,9 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         schedule: str = "linear",
         token_dropout: float = 0.0,
         layer_decay: float = 1.0,
+        teacher: str | list[str] | None = None,
+        distill_weight: float = 0.5,
+        distill_temperature: float = 1.0,
         tokenizer: str | None = None,
     ) -> None:
         super().__init__()
@@ -79,11 +144,16 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
             raise ValueError(f"schedule must be 'linear' or 'inverse_sqrt', got {schedule!r}")
         if not 0 < layer_decay <= 1:
             raise ValueError(f"task.layer_decay={layer_decay!r}: expected a factor in (0, 1] (1.0 = off)")
+        if not 0 <= distill_weight <= 1:
+            raise ValueError(f"task.distill_weight={distill_weight!r}: expected a weight in [0, 1]")
+        if not distill_temperature > 0:
+            raise ValueError(f"task.distill_temperature={distill_temperature!r}: expected a temperature above 0")
         self.save_hyperparameters(ignore=["tokenizer"])
         self.labels = list(labels)
         self.model = build_model(model, vocab_size=piece_vocab_size, pad_id=pad_id, n_classes=len(self.labels))
         self.tokenizer: SubwordTokenizer | None = SubwordTokenizer.from_str(tokenizer) if tokenizer else None
         self._val_confusion: torch.Tensor | None = None
+        self._teacher_probs: torch.Tensor | None = None  # (N, C) over the training rows; not saved
 
     # ----------------------------------------------------------------- construction
     @staticmethod
@@ -123,6 +193,14 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
     def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.float(), labels, label_smoothing=self.hparams.label_smoothing)
 
+    def on_fit_start(self) -> None:
+        if teacher_paths(self.hparams.get("teacher")):
+            dm = self.trainer.datamodule
+            texts = dm.raw("train").texts  # the batch's ``index`` is the row's position here
+            log.info("task.teacher: classifying %d training rows with %s", len(texts), self.hparams.teacher)
+            self._teacher_probs = teacher_probabilities(self.hparams.teacher, self.labels, texts,
+                                                        dm.data_dir, self.device).to(self.device)
+
     def _hide_tokens(self, src: torch.Tensor) -> torch.Tensor:
         """``src (B, T)`` with a ``token_dropout`` fraction of its real pieces set to ``<unk>``."""
         p = self.hparams.token_dropout
@@ -133,7 +211,13 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         return src.masked_fill(hit, self.tokenizer.unk_id)
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        loss = self._loss(self.model(self._hide_tokens(batch["src"])), batch["labels"])  # (B, C) vs (B,)
+        logits = self.model(self._hide_tokens(batch["src"]))  # (B, C)
+        loss = self._loss(logits, batch["labels"])
+        if self._teacher_probs is not None:
+            w = self.hparams.distill_weight
+            soft = distillation_loss(logits, self._teacher_probs[batch["index"]], self.hparams.distill_temperature)
+            self.log("train/distill", soft, batch_size=batch["labels"].numel())
+            loss = (1 - w) * loss + w * soft
         self.log("train/loss", loss, prog_bar=True, batch_size=batch["labels"].numel())
         self.log("lr", self.optimizers().param_groups[0]["lr"], prog_bar=True)
         return loss
@@ -174,4 +258,4 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         return evaluate_classification(self.classifier(device=device), self.hparams.data, split, output_dir)
 
 
-__all__ = ["ClassificationTask"]
+__all__ = ["ClassificationTask", "check_teacher", "distillation_loss", "teacher_probabilities"]
