@@ -5,15 +5,18 @@ experiment file shows its whole recipe."""
 from __future__ import annotations
 
 import inspect
+import platform
 from pathlib import Path
 
+import lightning as L
 import pytest
+import torch
 from hydra_helpers import compose_cfg
 from hydra.utils import get_class, instantiate
 from lightning.pytorch.accelerators import CPUAccelerator
 from omegaconf import OmegaConf, open_dict
 
-from transformer.cli.train import check_config, task_settings
+from transformer.cli.train import check_config, emulated_bf16, task_settings
 from transformer.data.sources import multi30k_relpath
 from transformer.tasks.build import build_model
 
@@ -295,3 +298,17 @@ def test_conf_groups_mirror_the_package_and_group_files_are_complete():
         assert not [p for p in (CONF / group).iterdir() if p.is_dir()], group
         for path in (CONF / group).glob("*.yaml"):
             assert "defaults" not in OmegaConf.load(path), path
+
+
+def test_bf16_training_on_a_cpu_without_bf16_instructions_is_flagged(monkeypatch):
+    def trainer(precision):
+        return L.Trainer(accelerator="cpu", precision=precision, logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False)
+
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
+    assert emulated_bf16(trainer("bf16-mixed")) and emulated_bf16(trainer("bf16-true"))
+    assert not emulated_bf16(trainer("32-true"))
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: True, raising=False)
+    assert not emulated_bf16(trainer("bf16-mixed"))

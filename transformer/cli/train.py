@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import logging
 import os
+import platform
 from pathlib import Path
 
 import lightning as L
@@ -244,6 +245,17 @@ def checkpoint_summary(trainer: L.Trainer) -> dict:
     }
 
 
+def emulated_bf16(trainer: L.Trainer) -> bool:
+    """True where the trainer computes in bf16 on an x86 CPU without bf16 instructions
+    (AVX512-BF16 or AMX): oneDNN then emulates them, and training runs slower than in fp32."""
+    if "bf16" not in str(trainer.precision) or type(trainer.accelerator).__name__ != "CPUAccelerator":
+        return False
+    if platform.machine().lower() not in ("x86_64", "amd64"):
+        return False
+    native = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
+    return not any(check() for check in native if check is not None)
+
+
 def run(cfg: DictConfig) -> dict:
     """Check the config (:func:`preflight`), then train (:func:`train`)."""
     return train(cfg, preflight(cfg))
@@ -293,6 +305,9 @@ def fit(cfg: DictConfig, out: Path, ckpt: dict | None) -> dict:
                                  FinalLastCheckpoint()],
         logger=build_loggers(cfg, resumed_step) or False, plugins=[AtomicCheckpointIO()],
     )
+    if emulated_bf16(trainer):
+        log.warning("trainer.precision=%s: this CPU has no bf16 instructions (AVX512-BF16 or AMX), so its "
+                    "products are emulated and train slower than with trainer.precision=32-true", trainer.precision)
     try:
         trainer.fit(task, datamodule=dm, ckpt_path=cfg.get("ckpt_path"), weights_only=True)
     except SIGTERMException:
