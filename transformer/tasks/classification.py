@@ -25,11 +25,11 @@ import torch.nn.functional as F
 from transformer.data.sources import sha256_file
 from transformer.data.tokenizer import SubwordTokenizer
 from transformer.evaluation.classification import classification_metrics, confusion_matrix, evaluate_classification
+from transformer.files import inside, save_torch
 from transformer.inference.classifier import SentenceClassifier
 from transformer.inference.tagger import model_max_len
 from transformer.models.classifier import ClassifierEnsemble
 from transformer.tasks.build import build_model
-from transformer.files import inside, save_torch
 from transformer.tasks.checkpoint import CheckpointError, OneTokenizerCheckpoint, load_task, read_checkpoint
 from transformer.tasks.schedules import adamw_with_warmup
 
@@ -70,7 +70,10 @@ def teacher_probabilities(teacher: str | Sequence[str], labels: Sequence[str], t
         probs = torch.load(cached, map_location="cpu", weights_only=True)
         if probs.shape == (len(texts), len(labels)):
             return probs
-    task = load_task(paths if len(paths) > 1 else paths[0])
+    try:
+        task = load_task(paths if len(paths) > 1 else paths[0])
+    except (CheckpointError, ValueError) as exc:  # a member unreadable, or members that disagree on labels
+        raise ValueError(f"task.teacher: {exc}") from None
     if sorted(task.labels) != sorted(labels):
         raise ValueError(f"task.teacher: {paths[0]} has the labels {task.labels}, the training file {list(labels)}")
     probs = task.classifier(device=device).probabilities(list(texts))  # (N, C) in the teacher's order
