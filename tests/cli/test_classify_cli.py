@@ -229,3 +229,22 @@ def test_a_teacher_must_be_a_classifier_with_the_same_labels(trained, tmp_path):
                                          r"\['bad', 'good'\]"):
         train.run(compose_cfg("train", train_overrides(tmp_path, tmp_path / "run2", dev)
                               + [f"task.teacher={summary['best_checkpoint']}"]))
+
+
+def test_a_run_stopped_by_max_steps_before_its_first_validation_ends_cleanly(trained, tmp_path):
+    """Early stopping judges validations: an epoch cut short by ``trainer.max_steps`` before
+    any validation has nothing to judge, and the run still ends with its ``last.ckpt``."""
+    root, _ = trained
+    overrides = [o for o in train_overrides(root, tmp_path / "run", str(root / "dev.tsv"))
+                 if not o.startswith(("callbacks.early_stopping", "trainer.max_epochs"))]
+    summary = train.run(compose_cfg("train", overrides + ["trainer.max_steps=2"]))
+    assert summary["global_step"] == 2 and summary["best_checkpoint"] is None
+    assert torch.load(summary["last_checkpoint"], map_location="cpu", weights_only=True)["global_step"] == 2
+
+
+def test_early_stopping_still_ends_a_run_whose_metric_stops_rising(trained, tmp_path):
+    root, full = trained
+    overrides = [o for o in train_overrides(root, tmp_path / "run", str(root / "dev.tsv"))
+                 if not o.startswith("callbacks.early_stopping")]
+    summary = train.run(compose_cfg("train", overrides + ["callbacks.early_stopping.patience=1"]))
+    assert summary["best_score"] == 1.0 and summary["global_step"] < full["global_step"]  # stopped before 12 epochs

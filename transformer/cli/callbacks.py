@@ -220,18 +220,28 @@ def read_rows_before(path: Path, step: int) -> tuple[list[str], list[dict[str, s
 
 class MeasuredEarlyStopping(EarlyStopping):
     """``EarlyStopping`` that skips validations whose monitored value is NaN (not measured that
-    epoch, e.g. BLEU every ``task.val_bleu_every`` epochs), so patience counts measurements."""
+    epoch, e.g. BLEU every ``task.val_bleu_every`` epochs), so patience counts measurements,
+    and epochs without a validation (one cut short by ``trainer.max_steps`` or ``max_time``):
+    they have nothing to judge."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self._validated = False  # a validation ran in this training epoch
 
     def _measured(self, trainer: L.Trainer) -> bool:
         value = trainer.callback_metrics.get(self.monitor)
         return value is None or not math.isnan(float(value))
 
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._validated = False
+
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._validated = self._validated or not trainer.sanity_checking
         if self._measured(trainer):
             super().on_validation_end(trainer, pl_module)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if self._measured(trainer):
+        if self._validated and self._measured(trainer):
             super().on_train_epoch_end(trainer, pl_module)
 
 
