@@ -10,9 +10,9 @@ Ours runs three times: eager, with ``decode.compile=true`` (its first pass over 
 compiles, is timed apart as ``warm_up_seconds``), and with int8 linear layers (``quantize=int8``). Both sides translate raw sentences with the
 checkpoint's tokenizer and the same length cap (``floor(1.2 * (source pieces + EOS) + 10)``
 tokens, EOS included), length penalty 1.0. Ours is
-``TranslationTask.translator`` (batches under a 4096-token budget, longest first);
+``TranslationTask.translator`` (batches under a ``--max-tokens`` budget, longest first);
 CTranslate2's is ``transformer.export.ctranslate2.CTranslate2Translator`` (one call per length
-cap, batches of at most 4096 tokens). Each timing covers tokenization, search and
+cap, batches of at most as many tokens). Each timing covers tokenization, search and
 detokenization of the whole split. Batch-1 latency: the first ``--latency-sentences`` sentences
 one at a time, the systems taking turns sentence by sentence. ``identical`` counts outputs equal to ours, string for string.
 """
@@ -55,6 +55,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--export-dir", default=None, help="where to write the exports (default: a temp dir)")
     parser.add_argument("--latency-sentences", type=int, default=100,
                         help="also decode the first N one at a time (batch-1 latency; 0: skip)")
+    parser.add_argument("--max-tokens", type=int, default=2048,
+                        help="source tokens per batch, both systems (decode.max_tokens's default)")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
 
@@ -70,12 +72,12 @@ def main(argv: list[str] | None = None) -> dict:
     for weights in ("float32", "int8"):
         directory = export_ctranslate2(task, export_root / weights, None if weights == "float32" else weights, force=True)
         engines[weights] = CTranslate2Translator(directory, compute_type=weights, threads=args.threads,
-                                                 max_batch_size=4096, batch_type="tokens")
+                                                 max_batch_size=args.max_tokens, batch_type="tokens")
 
     results, latency = [], []
     for name, beam in (("greedy", 1), (f"beam{args.beam_size}", args.beam_size)):
         decode_cfg = ({"strategy": "greedy"} if beam == 1 else
-                      {"strategy": "beam", "beam_size": beam, "length_penalty": 1.0}) | {"max_tokens": 4096}
+                      {"strategy": "beam", "beam_size": beam, "length_penalty": 1.0}) | {"max_tokens": args.max_tokens}
         translator = task.translator(decode_cfg)
         ours, seconds = timed(lambda: [n[0][0] for n in translator.translate(sources)])
         rows = [("ours (PyTorch)", ours, seconds)]
@@ -124,7 +126,7 @@ def main(argv: list[str] | None = None) -> dict:
     import ctranslate2
 
     report = {
-        "checkpoint": args.ckpt, "split": args.split, "threads": args.threads, "date": str(date.today()),
+        "checkpoint": args.ckpt, "split": args.split, "threads": args.threads, "max_tokens": args.max_tokens, "date": str(date.today()),
         "cpu": cpu_name(), "torch": torch.__version__, "ctranslate2": ctranslate2.__version__,
         "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               cwd=Path(__file__).resolve().parent).stdout.strip(),

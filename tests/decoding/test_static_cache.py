@@ -43,6 +43,17 @@ class _Static(torch.nn.Module):
         return self.model.init_cache(enc, static=True, beams=beams)
 
 
+class _Limited(_Static):
+    """As the compiled wrapper runs a step, eager: the cache shows it only the filled steps."""
+
+    def decode_step(self, tokens, enc, cache):
+        cache.limit(tokens.size(1))
+        try:
+            return self.model.decode_step(tokens, enc, cache)
+        finally:
+            cache.limit(None)
+
+
 def _sources(n: int, seed: int = 0, max_len: int = 12) -> torch.Tensor:
     g = torch.Generator().manual_seed(seed)
     lengths = torch.randint(1, max_len + 1, (n,), generator=g)
@@ -58,13 +69,14 @@ POSITIONAL = {
 }
 
 
+@pytest.mark.parametrize("wrapper", [_Static, _Limited])
 @pytest.mark.parametrize("positional", list(POSITIONAL))
-def test_static_cache_search_equals_the_growing_cache(positional):
+def test_static_cache_search_equals_the_growing_cache(positional, wrapper):
     model, src = _model(1, positional=POSITIONAL[positional]), _sources(6, seed=1)
     args = dict(**SPECIALS, max_len_a=1.5, max_len_b=4)
     for search, kw in ((greedy_search, {"return_scores": True}), (beam_search, {"beam_size": 4, "n_best": 3})):
         grow = search(model, src, **args, **kw)
-        static = search(_Static(model), src, **args, **kw)
+        static = search(wrapper(model), src, **args, **kw)
         if search is greedy_search:
             assert [t for t, _ in static] == [t for t, _ in grow]
             assert [s for _, s in static] == pytest.approx([s for _, s in grow], abs=1e-4)
@@ -101,6 +113,21 @@ def test_static_cache_keeps_its_shapes_and_masks_its_unfilled_steps():
     fewer = cache.reorder(torch.tensor([2, 0]))
     assert fewer.length == 3 and fewer.self_k[0].shape == (2, 2, 3, 4)
     assert torch.isfinite(fewer._k[0]).all() and torch.equal(fewer._k[0][0], full_k[2])
+
+
+def test_a_limited_static_cache_shows_a_step_its_filled_steps_only():
+    cache = StaticKVCache.empty(1).reserve(10).allocate(torch.zeros(3, 2, 5, 4))
+    k = torch.randn(3, 2, 1, 4)
+    for step in range(3):
+        cache.limit(1)
+        seen_k, seen_v = cache.append_self(0, k + step, k - step)
+        assert seen_k.shape == seen_v.shape == (3, 2, step + 1, 4)  # the filled steps and the new one
+        assert cache.self_attention_keys(1, k.device)[0] == step + 1
+        cache.limit(None)
+    assert cache.self_attention_keys(1, k.device)[0] == 16  # unlimited: the whole buffer again
+    # The writes went into the buffer itself.
+    assert torch.equal(cache._k[0][:, :, :3], torch.cat([k, k + 1, k + 2], dim=2))
+    assert torch.equal(cache._v[0][:, :, 3:], torch.zeros(3, 2, 13, 4))
 
 
 def test_a_growing_cache_still_grows():

@@ -6,9 +6,11 @@ that greedy and beam search run unchanged on it: ``init_cache`` builds a ``Stati
 ``decode_step_logits`` are the model's own methods, compiled. Nothing
 is rewritten: the compiled graph is traced from the same modules that run eagerly.
 
-Sizes are symbolic (``dynamic=True``): one graph serves every batch, source length and cache
-capacity, and the graph for a single row (sizes of 1 are always specialised); a warm-up over
-a few batches compiles both, and nothing recompiles after it (tested). On a CPU, inductor's
+Sizes are symbolic (``dynamic=True``, without "duck" shapes): one graph serves every batch,
+source length and number of steps so far (the cache shows each step only its filled steps,
+``StaticKVCache.limit``), and a graph for a single row or a first step (sizes of 1 are always
+specialised); a warm-up over a few batches compiles them, and nothing recompiles after it
+(tested). On a CPU, inductor's
 ``freezing`` makes the weights constants, so every ``nn.Linear`` runs as a oneDNN product on
 weights packed once, and the step's small element-wise operations are fused.
 
@@ -66,8 +68,19 @@ class CompiledDecoding:
         # Freezing is inductor's switch for treating the weights as constants (and packing them
         # for oneDNN); it is set around these calls only, never for the whole process, where it
         # would freeze a compiled validation loss in the middle of training.
-        with torch._inductor.config.patch(freezing=self._freezing):
-            return step(tokens, enc, cache)
+        cache.limit(tokens.size(1))
+        try:
+            with torch._inductor.config.patch(freezing=self._freezing), _no_duck_shapes():
+                return step(tokens, enc, cache)
+        finally:
+            cache.limit(None)
+
+
+def _no_duck_shapes():
+    """Tracing without "duck" shapes: two sizes equal in the first batch (the keys seen and the
+    source length, say) would otherwise share one symbol, and a later batch where they differ
+    would recompile."""
+    return torch.fx.experimental._config.patch(use_duck_shape=False)
 
 
 def _ready(cache: StaticKVCache) -> None:
