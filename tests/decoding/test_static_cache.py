@@ -120,9 +120,11 @@ def test_a_limited_static_cache_shows_a_step_its_filled_steps_only():
     k = torch.randn(3, 2, 1, 4)
     for step in range(3):
         cache.limit(1)
+        seen = max(step + 1, 2)  # the filled steps and the new one; two at least (one masked)
+        t_k, mask = cache.self_attention_keys(1, k.device)  # as a step asks, before it appends
+        assert t_k == seen and mask[0, 0, 0].tolist() == [True] * (step + 1) + [False] * (seen - step - 1)
         seen_k, seen_v = cache.append_self(0, k + step, k - step)
-        assert seen_k.shape == seen_v.shape == (3, 2, step + 1, 4)  # the filled steps and the new one
-        assert cache.self_attention_keys(1, k.device)[0] == step + 1
+        assert seen_k.shape == seen_v.shape == (3, 2, seen, 4)
         cache.limit(None)
     assert cache.self_attention_keys(1, k.device)[0] == 16  # unlimited: the whole buffer again
     # The writes went into the buffer itself.
@@ -151,9 +153,13 @@ def test_compiled_decoding_compiles_once_and_matches_eager(monkeypatch):
     batches = [src[i:j].clone() for i, j in ((0, 1), (1, 40), (40, 41), (41, 105), (105, 128), (128, 200))]
     args = dict(**SPECIALS, max_len_a=1.2, max_len_b=3)
 
+    before = counters["stats"]["unique_graphs"]
     for batch in (src[:1].clone(), src[1:9].clone()):  # the warm-up: a single row, and several
         greedy_search(compiled, batch, **args, return_scores=True)
     frames = counters["stats"]["unique_graphs"]
+    # The encoder and the step, each for one row and for several: well inside dynamo's limit
+    # of graphs per function, past which it would decode eagerly without a word.
+    assert frames - before <= 4, frames - before
     recompiles = []
     monkeypatch.setattr(torch._dynamo.config, "error_on_recompile", True)
     for batch in batches:

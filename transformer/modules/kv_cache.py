@@ -356,7 +356,9 @@ class StaticKVCache(KVCache):
         if t is None or not self.allocated:
             self._seen_k = self._seen_v = None
             return
-        n = self.length + t
+        # At least two steps (the unfilled one masked): a first step seeing one would get a
+        # graph of its own, sizes of 1 being specialised.
+        n = min(max(self.length + t, 2), self._k[0].size(2))
         self._seen_k = [b[:, :, :n] for b in self._k]
         self._seen_v = [b[:, :, :n] for b in self._v]
 
@@ -396,7 +398,9 @@ class StaticKVCache(KVCache):
 
 
 def bucket(steps: int) -> int:
-    """The capacity a static cache gets for ``steps`` steps: the next multiple of 8. A step that
-    is not ``limit``ed reads the whole buffer, so a coarser rounding (powers of two) cost a CPU
-    up to 10 % of its decoding speed; a compiled step has symbolic sizes and needs no coarser one."""
-    return max(8, -(-steps // 8) * 8)
+    """The capacity a static cache gets for ``steps`` steps: the smallest multiple of 8 above
+    ``steps``. Above: a ``limit``ed step's view then never spans the whole buffer, where it
+    would be contiguous and compile a graph of its own. A multiple of 8: a step that is not
+    ``limit``ed reads the whole buffer, so a coarser rounding (powers of two) cost a CPU up to
+    10 % of its decoding speed; a compiled step has symbolic sizes and needs no coarser one."""
+    return -(-(steps + 1) // 8) * 8
