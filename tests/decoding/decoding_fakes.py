@@ -87,6 +87,8 @@ class ScriptedSeq2Seq:
         assert tokens.dim() == 2 and tokens.size(1) == 1, "search feeds one new token per row"
         self.counter["decode_step"] += 1
         beams = len(cache.keys) // len(enc.keys())  # decoder rows per encoder row
+        if tokens.size(0) != len(cache.keys):  # beam search's first step, once per sentence:
+            tokens = tokens.repeat_interleave(beams, dim=0)  # answered for every row
         assert cache.keys == [key for key in enc.keys() for _ in range(beams)], \
             "cache rows and encoder rows belong to different sentences"
         prefix = torch.cat([cache.prefix, tokens], dim=1)  # (N, t) ++ (N, 1)

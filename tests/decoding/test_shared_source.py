@@ -38,7 +38,10 @@ class _OwnCopies:
         return self.model.init_cache(enc.index_select(self._rows(enc)), static=self.static)
 
     def decode_step(self, tokens, enc, cache):
-        return self.model.decode_step(tokens, enc.index_select(self._rows(enc)), cache)
+        rows = self._rows(enc)
+        if tokens.size(0) != rows.numel():  # beam search's first step, once per sentence:
+            tokens = tokens.repeat_interleave(self.beams, dim=0)  # every copy decodes it
+        return self.model.decode_step(tokens, enc.index_select(rows), cache)
 
 
 @pytest.mark.parametrize("positional", [None, RelativePositionBias])
@@ -141,3 +144,39 @@ def test_beam_search_feeds_contiguous_tokens_at_every_step():
 
     beam_search(Recording(), _sources(3, seed=12), **SPECIALS, beam_size=3, max_len_a=1.5, max_len_b=4)
     assert len(seen) > 2 and all(seen)
+
+
+@pytest.mark.parametrize("cache_class", [KVCache, StaticKVCache])
+def test_the_first_step_is_decoded_once_per_sentence_then_copied_to_its_beams(cache_class):
+    model, k = _model(6), 4
+    rows = []
+
+    class Recording:
+        vocab_size = model.vocab_size
+
+        def encode(self, src):
+            return model.encode(src)
+
+        def init_cache(self, enc, beams=1):
+            return model.init_cache(enc, static=cache_class is StaticKVCache, beams=beams)
+
+        def decode_step(self, tokens, enc, cache):
+            rows.append(tokens.size(0))
+            return model.decode_step(tokens, enc, cache)
+
+    src = _sources(3, seed=7)
+    args = dict(**SPECIALS, beam_size=k, n_best=k, max_len_a=1.5, max_len_b=4)
+    ours = beam_search(Recording(), src, **args)
+    assert rows[0] == 3 and rows[1] == 3 * k  # BOS once per sentence, then every beam
+    ref = beam_search(_OwnCopies(model), src, **args)
+    assert [[h.tokens for h in n] for n in ours] == [[h.tokens for h in n] for n in ref]
+
+
+def test_expanding_a_first_step_copies_each_sentence_row_to_its_beams():
+    cache = KVCache.empty(1, group=3)
+    k = torch.randn(2, 2, 1, 4)
+    cache.append_self(0, k, -k)
+    cache.expand_beams()
+    assert torch.equal(cache.self_k[0], k.repeat_interleave(3, dim=0))
+    assert torch.equal(cache.self_v[0], -k.repeat_interleave(3, dim=0))
+    assert cache.length == 1

@@ -54,6 +54,13 @@ class KVCacheLike(Protocol):
         """
         ...
 
+    def expand_beams(self) -> KVCacheLike:
+        """Beam search decodes its first step once per sentence (``init_cache(enc, beams=K)``,
+        then ``B`` rows of BOS); this then gives each of the K beams a copy of its sentence's
+        row. A model may instead answer that step with all ``N`` rows (its cache expands
+        nothing then)."""
+        ...
+
 
 @runtime_checkable
 class Seq2SeqModel(Protocol):

@@ -64,7 +64,7 @@ class CompiledDecoding:
         return self._run(self._step_logits, tokens, enc, cache)
 
     def _run(self, step, tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache):
-        _ready(cache)
+        _ready(cache, tokens.size(0))
         # Freezing is inductor's switch for treating the weights as constants (and packing them
         # for oneDNN); it is set around these calls only, never for the whole process, where it
         # would freeze a compiled validation loss in the middle of training.
@@ -83,11 +83,11 @@ def _no_duck_shapes():
     return torch.fx.experimental._config.patch(use_duck_shape=False)
 
 
-def _ready(cache: StaticKVCache) -> None:
-    """Allocate the buffers before the first compiled step (shaped after the cross-attention
-    keys), so that the traced step never sees them missing."""
+def _ready(cache: StaticKVCache, rows: int) -> None:
+    """Allocate the buffers for ``rows`` decoder rows before the first compiled step (shaped
+    after the cross-attention keys), so that the traced step never sees them missing."""
     if not cache.allocated:
-        cache.allocate(cache.cross(0)[0])
+        cache.allocate(cache.cross(0)[0], rows)
 
 
 def compiled_decoding(model: nn.Module, device: torch.device | str = "cpu") -> CompiledDecoding:

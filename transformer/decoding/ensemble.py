@@ -62,6 +62,10 @@ class EnsembleCache:
         self.members = tuple(getattr(c, "reorder_", c.reorder)(indices, cross=cross) for c in self.members)
         return self
 
+    def expand_beams(self) -> "EnsembleCache":
+        self.members = tuple(c.expand_beams() for c in self.members)
+        return self
+
     def reserve(self, steps: int) -> "EnsembleCache":
         for c in self.members:
             reserve = getattr(c, "reserve", None)

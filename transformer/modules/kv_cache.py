@@ -238,6 +238,16 @@ class KVCache:
         else:
             out.cross_k, out.cross_v, out.cross_bias = list(self.cross_k), list(self.cross_v), self.cross_bias
 
+    def expand_beams(self) -> "KVCache":
+        """After a first step decoded once per sentence (one self-attention row per cross row),
+        give each of a sentence's ``group`` beams its own copy of that row: row ``b`` becomes
+        rows ``b * group .. b * group + group - 1``. In place; returns the cache."""
+        for bufs, spares in ((self._k, self._spare_k), (self._v, self._spare_v)):
+            for layer, buf in enumerate(bufs):
+                bufs[layer] = None if buf is None else buf.repeat_interleave(self.group, dim=0)
+                spares[layer] = None
+        return self
+
     # Hooks that StaticKVCache overrides: a fresh cache of the same kind, the filled steps per
     # layer, how many steps a reorder copies, and taking over another cache's filled steps.
     def _like(self) -> "KVCache":
@@ -362,11 +372,13 @@ class StaticKVCache(KVCache):
         self._seen_k = [b[:, :, :n] for b in self._k]
         self._seen_v = [b[:, :, :n] for b in self._v]
 
-    def allocate(self, like: Tensor) -> "StaticKVCache":
+    def allocate(self, like: Tensor, rows: int | None = None) -> "StaticKVCache":
         """Allocate every layer's buffers now, shaped after the cross-attention keys
-        ``like (N / group, H, S, d_head)``, so that the first compiled step sees the same state
-        as every later one. Returns the cache."""
-        shape = (like.size(0) * self.group, like.size(1), self._capacity, like.size(3))
+        ``like (N / group, H, S, d_head)`` for ``rows`` decoder rows (default ``N``; a first
+        step decoded once per sentence has ``N / group``), so that the first compiled step sees
+        the same state as every later one. Returns the cache."""
+        rows = like.size(0) * self.group if rows is None else rows
+        shape = (rows, like.size(1), self._capacity, like.size(3))
         self._k = [like.new_zeros(shape) for _ in self._k]
         self._v = [like.new_zeros(shape) for _ in self._v]
         self._pos = torch.zeros(self.n_layers, dtype=torch.long, device=like.device)
