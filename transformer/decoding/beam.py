@@ -4,6 +4,8 @@ All ``B * K`` hypotheses are decoded as one batch of ``N`` rows (row ``b * K + k
 ``k`` of sentence ``b``); after each step the KV cache follows the surviving beams with a single
 ``cache.reorder``. The encoder output stays one row per sentence: the cache is made for K beams
 a sentence (``init_cache(enc, beams=K)``), which share their sentence's cross-attention state.
+The first step, where every beam of a sentence starts from BOS alike, is decoded once per
+sentence; ``cache.expand_beams()`` then copies that row to the sentence's K beams.
 
 Scoring follows fairseq: a finished hypothesis scores ``logprob / length ** length_penalty``,
 where ``logprob`` sums the log-probabilities of its tokens *and* of its EOS and ``length``
