@@ -111,11 +111,7 @@ def beam_search(
     results: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
     sent_ids = list(range(src.size(0)))  # input position of each sentence still searched
     for _ in range(max(max_lens)):
-        log_probs, cache = model.decode_step(last, enc, cache)  # (N, V); (B, V) at first
-        if log_probs.size(0) != beams.scores.numel():
-            # The first step ran once per sentence (its K beams all start from BOS alike); now
-            # each beam gets a copy of its sentence's row, in the cache too.
-            log_probs, cache = log_probs.repeat_interleave(beam_size, dim=0), cache.expand_beams()
+        log_probs, cache = _decode(model, last, enc, cache, beams.scores.numel())  # (N, V)
         cands = _top_candidates(beams.scores, _next_log_probs(log_probs, beam_size, (pad_id, bos_id)))
         reorder = _extend(beams, cands, eos_id, length_penalty, early_stopping)  # (N,)
         if all(beams.done):
@@ -146,6 +142,18 @@ def _start(model: Seq2SeqModel, src: Tensor, k: int, max_lens: list[int],
     cache = reserve_steps(model.init_cache(enc, beams=k), max(max_lens))
     last = torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
     return enc, cache, _init_beams(batch, k, max_lens, src.device), last
+
+
+def _decode(model: Seq2SeqModel, last: Tensor, enc: EncoderOutLike, cache: KVCacheLike,
+            n_rows: int) -> tuple[Tensor, KVCacheLike]:
+    """One decoder step: log-probabilities ``(N, V)`` for ``n_rows`` = N hypotheses. The first
+    step runs once per sentence (its K beams all start from BOS alike); each beam then gets a
+    copy of its sentence's row, in the cache too."""
+    log_probs, cache = model.decode_step(last, enc, cache)  # (N, V); (B, V) at the first step
+    if log_probs.size(0) != n_rows:
+        k = n_rows // log_probs.size(0)
+        log_probs, cache = log_probs.repeat_interleave(k, dim=0), cache.expand_beams()
+    return log_probs, cache
 
 
 def _next_log_probs(log_probs: Tensor, k: int, banned: tuple[int, ...]) -> Tensor:
