@@ -15,6 +15,8 @@ CTranslate2's is ``transformer.export.ctranslate2.CTranslate2Translator`` (one c
 cap, batches of at most as many tokens). Each timing covers tokenization, search and
 detokenization of the whole split. Batch-1 latency: the first ``--latency-sentences`` sentences
 one at a time, the systems taking turns sentence by sentence. ``identical`` counts outputs equal to ours, string for string.
+The process keeps the memory it frees (``transformer.inference.memory``), as the inference
+commands do; CTranslate2, in the same process, has its own caching allocator.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ import torch
 
 from transformer.accel.quantize import apply_quantize
 from transformer.evaluation.hardware import cpu_name
+from transformer.inference.memory import keep_freed_memory
 
 from transformer.data.corpora import multi30k, read_pairs
 from transformer.export.ctranslate2 import CTranslate2Translator, export_ctranslate2
@@ -61,6 +64,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
+    keep_freed_memory()  # as the inference commands do (transformer.inference.memory)
     task = load_task(args.ckpt)
     hp = task.hparams
     pairs = read_pairs(multi30k(hp.src_lang, hp.tgt_lang), args.split, mirror_root=os.environ.get("TRANSFORMER_DATA_MIRROR"))

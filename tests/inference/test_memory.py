@@ -1,0 +1,54 @@
+"""The inference commands keep freed memory for the next allocation (glibc's thresholds)."""
+
+import platform
+import subprocess
+import sys
+
+import pytest
+
+# Three 48 MB tensors written and freed four times; the page faults of the last three rounds.
+# 48 MB is above the largest mmap threshold glibc picks by itself (32 MB), so by default every
+# round maps, faults in and unmaps fresh pages.
+ROUNDS = """
+import resource, sys
+import torch
+from transformer.inference.memory import keep_freed_memory
+
+if sys.argv[1] == "keep":
+    assert keep_freed_memory()
+for i in range(4):
+    if i == 1:
+        start = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    held = [torch.ones(12 << 20) for _ in range(3)]
+    del held
+print(resource.getrusage(resource.RUSAGE_SELF).ru_minflt - start)
+"""
+
+glibc = pytest.mark.skipif(platform.system() != "Linux" or platform.libc_ver()[0] != "glibc",
+                           reason="mallopt's thresholds are glibc's")
+
+
+def faults(mode: str) -> int:
+    out = subprocess.run([sys.executable, "-c", ROUNDS, mode], capture_output=True, text=True, timeout=120, check=True)
+    return int(out.stdout.split()[-1])
+
+
+@glibc
+def test_freed_tensors_are_reused_without_fresh_pages():
+    default, kept = faults("default"), faults("keep")
+    pages = 3 * 3 * (48 << 20) // 4096  # what three rounds of fresh pages cost
+    assert default > pages // 2
+    assert kept < pages // 3  # at most a round's worth (where the heap first grows), not every round
+
+
+@glibc
+def test_the_inference_loader_keeps_freed_memory(monkeypatch):
+    import transformer.inference.memory as memory
+    from transformer.cli.common import load_for_inference
+    from transformer.tasks.checkpoint import CheckpointError
+
+    calls = []
+    monkeypatch.setattr(memory, "keep_freed_memory", lambda: calls.append(1) or True)
+    with pytest.raises(CheckpointError):  # kept before the checkpoint is read
+        load_for_inference("/nonexistent/model.ckpt", "cpu")
+    assert calls == [1]
