@@ -242,6 +242,7 @@ def test_ensemble_members_must_agree_on_language_pair_and_kind(trained):
         load_task([])
 
 
+@pytest.mark.slow  # compiling a training step on a CPU: one to two minutes
 def test_compiled_bucketed_training_with_sparse_bleu_and_recent_checkpoints(env, tmp_path):
     """task.compile through Lightning, batches padded to multiples of 8, BLEU every second
     epoch (NaN in between, and early stopping skips it), the last epochs kept for averaging."""
