@@ -181,5 +181,6 @@ def test_every_experiment_in_readme_exists():
 
 def test_readme_test_command_is_the_one_ci_runs():
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
-    assert "python3 -m pytest -q" in ci.splitlines()
-    assert "    python3 -m pytest -q" in README.splitlines()
+    command = "python3 -m pytest -q -n 2 --dist worksteal"
+    assert command in ci.splitlines()
+    assert "    " + command in README.splitlines()
