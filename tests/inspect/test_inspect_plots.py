@@ -33,6 +33,22 @@ def test_plot_heads_draws_one_labelled_panel_per_head(tmp_path):
     assert plots.label_fontsize(200) < plots.label_fontsize(10) <= 10
 
 
+def test_every_plot_closes_its_figure_written_or_not(tmp_path):
+    plt = plots.pyplot()
+    plt.close("all")
+    w = torch.softmax(torch.randn(2, 4, 4), -1).numpy()
+    labels = [f"t{i}" for i in range(4)]
+    for i in range(25):
+        plots.plot_heads(w, labels, labels, "heads", tmp_path / f"h{i}.png")
+        plots.plot_matrix(w[0], labels, labels, "matrix", tmp_path / f"m{i}.png")
+    assert plt.get_fignums() == []
+    # a figure that cannot be written (its folder is a file) is closed all the same
+    (tmp_path / "taken").write_text("a file, not a folder")
+    with pytest.raises(OSError):
+        plots.plot_matrix(w[0], labels, labels, "matrix", tmp_path / "taken" / "m.png")
+    assert plt.get_fignums() == []
+
+
 def test_sinusoid_similarity_depends_only_on_distance_and_decays_nearby():
     a = position_arrays(SinusoidalPositionalEncoding(d_model=64, max_len=128), 50)
     assert a["table"].shape == (50, 64)

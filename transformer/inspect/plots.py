@@ -40,10 +40,14 @@ def label_fontsize(n_labels: int) -> float:
 
 
 def _save(fig, path: Path, panels: int, title: str) -> int:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with atomic_open(path, "wb") as f:
-        fig.savefig(f, format="png", dpi=100, metadata={"Title": title, "Description": f"{panels} panels"})
-    fig.clf()
+    """Write ``fig`` as a PNG, then close it: pyplot keeps every figure it made until it is
+    closed, so a command drawing hundreds of panels would otherwise hold them all."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        with atomic_open(path, "wb") as f:
+            fig.savefig(f, format="png", dpi=100, metadata={"Title": title, "Description": f"{panels} panels"})
+    finally:
+        pyplot().close(fig)
     return panels
 
 
