@@ -2,6 +2,7 @@
 
     transformer-serve 'models=[{id:de-en,ckpt_path:best.ckpt,decode:beam,beam_size:4}]'
     transformer-serve 'models=[{id:de-en,ckpt_path:a.ckpt},{id:upos,ckpt_path:tagger.ckpt}]' port=8080
+    transformer-serve 'models=[{id:de-en-ct2,ckpt_path:exports/de-en,decode:beam}]'  # a CTranslate2 export
     curl -s localhost:8000/v1/translate -H 'content-type: application/json' \\
          -d '{"model": "de-en", "inputs": ["Ein Hund rennt."]}'
 
@@ -27,6 +28,8 @@ MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
 TRANSLATION_KINDS = ("translation", "nat", "nat_ctc")
 # Keys a tagging or classification entry may set besides id and ckpt_path (defaults here).
 OTHER_KEYS = {"tagging": {"max_tokens": 4096}, "classification": {"max_tokens": 4096, "top_k": 1}}
+# Decoding keys a CTranslate2 export takes (its search is CTranslate2's: greedy or beam).
+EXPORT_KEYS = ("beam_size", "length_penalty", "max_len_a", "max_len_b")
 INSTALL_HINT = 'transformer-serve needs FastAPI and uvicorn: pip install -e ".[serve]"'
 
 
@@ -76,7 +79,8 @@ def check_entries(cfg: DictConfig) -> list[dict]:
         if model_id in seen:
             raise ValueError(f"{key}.id={model_id}: models[{seen[model_id]}] has this id already; ids must differ")
         seen[model_id] = i
-        validate.checkpoints(f"{key}.ckpt_path", entry.get("ckpt_path"))
+        if not _export_dir(entry.get("ckpt_path")):
+            validate.checkpoints(f"{key}.ckpt_path", entry.get("ckpt_path"))
         decode = entry.get("decode")
         if decode is not None and not isinstance(decode, str):
             raise ValueError(f"{key}.decode={show(decode)}: expected a decoding strategy (greedy, beam, "
@@ -112,10 +116,41 @@ def other_settings(entry: dict, key: str, kind: str) -> dict:
     return settings
 
 
+def _export_dir(path) -> bool:
+    """Whether ``ckpt_path`` names a CTranslate2 export folder rather than a checkpoint."""
+    from transformer.export.ctranslate2 import is_export_dir
+
+    return isinstance(path, str) and bool(path) and is_export_dir(path)
+
+
+def load_export(entry: dict, key: str, cfg: DictConfig, limits):
+    """A CTranslate2 export folder as a served translation model (greedy or beam)."""
+    import torch
+
+    from transformer.export.ctranslate2 import ExportError
+    from transformer.serve.served import CTranslate2Model
+
+    decode_cfg = translation_settings(entry, key)
+    other = sorted(set(entry) - set(ENTRY_KEYS) - set(EXPORT_KEYS))
+    if other:
+        raise ValueError(f"{key}.{other[0]}: not a key of a CTranslate2 export; it takes {', '.join(EXPORT_KEYS)}")
+    if decode_cfg["strategy"] not in ("greedy", "beam"):
+        raise ValueError(f"{key}.decode={decode_cfg['strategy']}: a CTranslate2 export decodes with greedy or beam")
+    device = validate.resolve_device(cfg.device).type
+    threads = int(cfg.threads) if cfg.threads is not None else torch.get_num_threads()
+    try:
+        return CTranslate2Model(entry["id"], entry["ckpt_path"], Path(entry["ckpt_path"]).name, decode_cfg, device,
+                                threads, limits)
+    except (ExportError, RuntimeError, ValueError) as exc:
+        raise ValueError(f"{key}.ckpt_path: {exc}") from None
+
+
 def load_model(entry: dict, key: str, cfg: DictConfig, limits):
-    """The entry's checkpoint loaded as a served model of its kind."""
+    """The entry's checkpoint (or CTranslate2 export) loaded as a served model of its kind."""
     from transformer.serve.served import ClassificationModel, TaggingModel, TranslationModel
 
+    if _export_dir(entry["ckpt_path"]):
+        return load_export(entry, key, cfg, limits)
     task, device = load_for_inference(entry["ckpt_path"], cfg.device)
     kind = getattr(task, "task_name", None)
     label = checkpoint_label(entry["ckpt_path"])

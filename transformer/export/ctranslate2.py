@@ -280,7 +280,18 @@ class CTranslate2Translator:
 
     def translate_ids(self, sources: list[list[int]], beam_size: int = 1, length_penalty: float = 1.0) -> list[list[int]]:
         """Source piece ids (without EOS) -> output ids (without BOS/EOS), in input order."""
-        out: list[list[int]] = [[] for _ in sources]
+        return [ids for ids, _ in self.translate_scored_ids(sources, beam_size, length_penalty)]
+
+    def translate_scored_ids(self, sources: list[list[int]], beam_size: int = 1,
+                             length_penalty: float = 1.0) -> list[tuple[list[int], float]]:
+        """``translate_ids`` with each output's score as our search gives it: beam search's
+        log-probability divided by length ** ``length_penalty`` (CTranslate2's own score),
+        greedy's summed log-probability (asked of CTranslate2 with no length penalty, which
+        does not change a greedy choice). CTranslate2 normalises each step over the tokens
+        search may choose (PAD and BOS suppressed before its softmax), our search over all, so
+        the scores agree where a model gives those two no probability (a trained one: to 1e-4).
+        An empty source gets ``([], 0.0)``."""
+        out: list[tuple[list[int], float]] = [([], 0.0) for _ in sources]
         caps: dict[int, list[int]] = {}
         for i, ids in enumerate(sources):
             if ids:
@@ -288,16 +299,29 @@ class CTranslate2Translator:
         for cap, rows in caps.items():
             pieces = [[self.src_tok.id_to_token(t) for t in sources[i]] for i in rows]
             results = self.translator.translate_batch(
-                pieces, beam_size=beam_size, length_penalty=length_penalty, max_decoding_length=cap,
-                max_batch_size=self.max_batch_size, batch_type=self.batch_type,
+                pieces, beam_size=beam_size, length_penalty=length_penalty if beam_size > 1 else 0.0,
+                max_decoding_length=cap, max_batch_size=self.max_batch_size, batch_type=self.batch_type,
                 # as our search: an empty output (EOS first) is allowed, PAD and BOS never chosen
-                min_decoding_length=0, suppress_sequences=self.banned,
+                min_decoding_length=0, suppress_sequences=self.banned, return_scores=True,
             )
             for i, res in zip(rows, results):
-                out[i] = [self.tgt_tok.token_to_id(t) for t in res.hypotheses[0]]
+                out[i] = ([self.tgt_tok.token_to_id(t) for t in res.hypotheses[0]], float(res.scores[0]))
         return out
+
+    def translate_scored(self, sentences: list[str], beam_size: int = 1,
+                         length_penalty: float = 1.0) -> list[tuple[str, float]]:
+        """Detokenized translations with their scores (``translate_scored_ids``); an empty
+        (or blank) line translates to ``("", 0.0)``."""
+        sources = [self.src_tok.encode(s) if s.strip() else [] for s in sentences]
+        return [(self.tgt_tok.decode(ids), score)
+                for ids, score in self.translate_scored_ids(sources, beam_size, length_penalty)]
 
     def translate(self, sentences: list[str], beam_size: int = 1, length_penalty: float = 1.0) -> list[str]:
         """Detokenized translations; an empty (or blank) line translates to ""."""
-        sources = [self.src_tok.encode(s) if s.strip() else [] for s in sentences]
-        return [self.tgt_tok.decode(ids) for ids in self.translate_ids(sources, beam_size, length_penalty)]
+        return [text for text, _ in self.translate_scored(sentences, beam_size, length_penalty)]
+
+
+def is_export_dir(path) -> bool:
+    """Whether ``path`` is a folder written by ``export_ctranslate2`` (its model and tokenizers)."""
+    folder = Path(path)
+    return all((folder / name).is_file() for name in ("model.bin", SOURCE_TOKENIZER, TARGET_TOKENIZER))

@@ -23,6 +23,7 @@ from typing import Hashable, Sequence
 import torch
 
 from transformer.inference.tagger import split_tokens
+from transformer.inference.translator import one_line
 from transformer.inspect.attention import translate_with_alignments, translation_attention
 from transformer.inspect.classification import classification_attention
 from transformer.inspect.report import piece_labels
@@ -265,6 +266,44 @@ class TranslationModel(ServedModel):
                 "alignment_layer": len(att.cross) - 1 if layer is None else int(layer) % len(att.cross)}
 
 
+class CTranslate2Model(TranslationModel):
+    """A CTranslate2 export (``transformer-export format=ctranslate2``): greedy or beam search
+    run by CTranslate2 under our length rule (``export.ctranslate2.CTranslate2Translator``), so
+    a float32 export answers as its checkpoint does. Requests may change ``beam_size`` (beam)
+    and the length cap; one hypothesis, no attention (CTranslate2 does not give every layer's)."""
+
+    def __init__(self, model_id: str, model_dir: str, label: str, decode_cfg: dict, device: str = "cpu",
+                 threads: int = 1, limits: Limits = Limits()):
+        from transformer.export.ctranslate2 import CTranslate2Translator
+
+        ServedModel.__init__(self, model_id, None, label, limits)
+        self.decode_cfg, self.device = dict(decode_cfg), device
+        self.strategy = self.decode_cfg["strategy"]
+        self.autoregressive = True
+        self.translator = CTranslate2Translator(model_dir, device=device, threads=threads)
+        beam = ("beam_size",) if self.strategy == "beam" else ()
+        self.options = (*beam, "max_len", "max_len_a", "max_len_b")
+
+    def describe(self) -> str:
+        return f"CTranslate2 export, decode={self.strategy}"
+
+    def info(self) -> dict:
+        return {**super().info(), "backend": "ctranslate2"}
+
+    def count_tokens(self, text: str) -> int:
+        return len(self.translator.src_tok.encode(text)) + 1 if text.strip() else 0
+
+    def predict(self, texts: Sequence[str], settings: Hashable) -> list[dict]:
+        decode, _ = settings
+        cfg = {**self.decode_cfg, **dict(decode)}
+        # one call at a time on the model's worker thread: the cap can be set for this call
+        self.translator.max_len_a, self.translator.max_len_b = cfg["max_len_a"], cfg["max_len_b"]
+        beam = int(cfg["beam_size"]) if self.strategy == "beam" else 1
+        pairs = self.translator.translate_scored(list(texts), beam, cfg["length_penalty"])
+        return [{"translation": one_line(text), "hypotheses": [{"text": one_line(text), "score": score}],
+                 "attention": None} for text, score in pairs]
+
+
 class TaggingModel(ServedModel):
     """A tagger: each input is one line of words separated by spaces or tabs, as
     ``transformer-tag`` reads text; every word gets its tag (and its auxiliary tag)."""
@@ -338,5 +377,5 @@ class ClassificationModel(ServedModel):
         return outputs
 
 
-__all__ = ["ClassificationModel", "Limits", "RequestError", "ServedModel", "TaggingModel", "TranslationModel",
+__all__ = ["ClassificationModel", "CTranslate2Model", "Limits", "RequestError", "ServedModel", "TaggingModel", "TranslationModel",
            "text_problem"]
