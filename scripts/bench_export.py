@@ -11,8 +11,9 @@ compiles, is timed apart as ``warm_up_seconds``), and with int8 linear layers (`
 checkpoint's tokenizer and the same length cap (``floor(1.2 * (source pieces + EOS) + 10)``
 tokens, EOS included), length penalty 1.0. Ours is
 ``TranslationTask.translator`` (batches under a ``--max-tokens`` budget, longest first);
-CTranslate2's is ``transformer.export.ctranslate2.CTranslate2Translator`` (one call per length
-cap, batches of at most as many tokens). Each timing covers tokenization, search and
+CTranslate2's is ``transformer.export.ctranslate2.CTranslate2Translator`` (beam: one call per
+length cap; greedy: one call to the longest cap and one per cap for the sentences theirs cuts;
+batches of at most as many tokens). Each timing covers tokenization, search and
 detokenization of the whole split. Batch-1 latency: the first ``--latency-sentences`` sentences
 one at a time, the systems taking turns sentence by sentence. ``identical`` counts outputs equal to ours, string for string.
 The process keeps the memory it frees (``transformer.inference.memory``), as the inference

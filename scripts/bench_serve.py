@@ -16,7 +16,9 @@ as a user starts it (``transformer-serve`` in a subprocess on 127.0.0.1, ``threa
 * requests per model call under the load (the server's ``/health`` counts).
 
 ``--compile`` decodes with ``decode.compile=true`` everywhere: the server compiles at start-up,
-and the in-process run decodes the file once before it is timed.
+and the in-process run decodes the file once before it is timed. ``--ckpt`` may be a CTranslate2
+export folder: the server then serves the export, and in-process is its ``CTranslate2Translator``
+(batches of ``decode.max_tokens`` source pieces).
 
 In-process, for comparison: the whole file decoded at once by the same translator
 (``TranslationTask.translator``, the offline throughput), one sentence at a time (p50), and the
@@ -50,6 +52,7 @@ import torch
 from transformer.cli.common import load_for_inference
 from transformer.cli.serve import decode_settings
 from transformer.data.readers import iter_lines
+from transformer.inference.translator import one_line
 
 # Under the data mirror, where conf/data/multi30k.yaml names it (registry:multi30k/data/task1/raw/...).
 DEFAULT_INPUT = "multi30k/data/task1/raw/test_2016_flickr.de.gz"
@@ -186,7 +189,32 @@ def soak(server: Server, sentences: list[str], seconds: float, clients: int = 8)
             "alive": server.proc.poll() is None}
 
 
-def offline_translator(ckpt: str, compile: bool = False):
+class ExportTranslator:
+    """A CTranslate2 export decoding in-process as the server decodes it: greedy under the
+    default length rule, batches of ``decode.max_tokens`` source pieces (``translate`` answers
+    as ``Translator.translate``: a one-hypothesis list per sentence)."""
+
+    def __init__(self, model_dir: str, threads: int):
+        from transformer.export.ctranslate2 import CTranslate2Translator
+
+        settings = decode_settings("greedy")
+        self.translator = CTranslate2Translator(model_dir, threads=threads, max_len_a=settings["max_len_a"],
+                                                max_len_b=settings["max_len_b"],
+                                                max_batch_size=settings["max_tokens"], batch_type="tokens")
+
+    def translate(self, sentences: list[str]) -> list[list[tuple[str, float]]]:
+        return [[(one_line(text), score)] for text, score in self.translator.translate_scored(list(sentences))]
+
+
+def offline_translator(ckpt: str, compile: bool = False, threads: int = 1):
+    """The in-process translator the server is measured against: the checkpoint's, or a
+    CTranslate2 export's (``--ckpt`` an export folder)."""
+    from transformer.export.ctranslate2 import is_export_dir
+
+    if is_export_dir(ckpt):
+        if compile:
+            raise SystemExit("error: --compile applies to a checkpoint, not to a CTranslate2 export")
+        return ExportTranslator(ckpt, threads)
     task, device = load_for_inference(ckpt, "cpu")
     return task.translator({**decode_settings("greedy"), "compile": compile}, device=device)
 
@@ -262,7 +290,7 @@ def table(results: dict) -> str:
 
 def main(argv: list[str] | None = None) -> dict:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--ckpt", required=True, help="a translation checkpoint")
+    parser.add_argument("--ckpt", required=True, help="a translation checkpoint or a CTranslate2 export folder")
     parser.add_argument("--input", default=None, help="sentences, one a line (.gz too); default: Multi30k "
                                                       "test_2016_flickr German, from $TRANSFORMER_DATA_MIRROR")
     parser.add_argument("--limit", type=int, default=None, help="first N sentences only")
@@ -279,7 +307,7 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     results: dict = {"ckpt": args.ckpt, "input": path, "sentences": len(sentences), "clients": args.clients,
                      "threads": args.threads, "decode": "greedy", "compile": args.compile}
-    translator = offline_translator(args.ckpt, args.compile)
+    translator = offline_translator(args.ckpt, args.compile, args.threads)
     results["offline"] = offline(translator, sentences, sample, args.compile)
     with tempfile.TemporaryDirectory() as tmp:
         for batching in (True, False):

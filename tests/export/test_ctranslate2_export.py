@@ -49,6 +49,31 @@ def test_greedy_equal_token_for_token_and_beam_on_97_percent(mirror_root, test_s
     assert same >= 0.97 * len(test_sources), f"beam 5 equal on {same}/{len(test_sources)}"
 
 
+def test_greedy_under_a_length_rule_with_many_caps_equals_ours_and_the_call_per_cap(mirror_root, test_sources,
+                                                                                    tmp_path):
+    """Greedy decodes a batch to its longest cap once and again only the sentences their own cap
+    cuts: the same outputs as our search under the same rule, and the same outputs and scores
+    as one CTranslate2 call per cap."""
+    task = trained_tiny_task(str(mirror_root))
+    a, b, sentences = 0.6, 2, test_sources[:120]
+    search = task.search_fn({"strategy": "greedy", "max_len_a": a, "max_len_b": b})
+    ids = [task.src_tokenizer.encode(s) for s in sentences]
+    want = [nbest[0][0] for i in range(0, len(sentences), 40) for nbest in search(src_batch(task, sentences[i:i + 40]))]
+    ct2 = CTranslate2Translator(export_ctranslate2(task, tmp_path / "ct2"), max_len_a=a, max_len_b=b)
+    got = ct2.translate_scored_ids(ids)
+    caps = [int(a * (len(x) + 1) + b) for x in ids]
+    cut = sum(len(out) == cap for (out, _), cap in zip(got, caps))
+    assert len(set(caps)) > 5 and 10 < cut < len(sentences) - 10  # both kinds of sentence are here
+    assert [out for out, _ in got] == want
+    per_cap = {}
+    for i, cap in enumerate(caps):
+        per_cap.setdefault(cap, []).append(i)
+    for cap, rows in per_cap.items():  # scores: equal up to the batch's float summation order
+        alone = ct2._search(rows, ids, cap, 1, 0.0)
+        assert [got[i][0] for i in rows] == [out for out, _ in alone]
+        assert [got[i][1] for i in rows] == pytest.approx([score for _, score in alone], abs=1e-4)
+
+
 @pytest.mark.parametrize("overrides", [
     dict(norm_first=False, activation="gelu"),
     dict(positional={"_target_": "transformer.modules.positional.LearnedPositionalEncoding", "_partial_": True},

@@ -259,7 +259,8 @@ class CTranslate2Translator:
     Tokenizes with the exported tokenizer, searches with CTranslate2 under our length rule
     (at most ``floor(max_len_a * (source pieces + EOS) + max_len_b)`` tokens, EOS included,
     as ``decoding.greedy_search`` / ``beam_search``) and decodes the pieces back to text.
-    Sentences are grouped by that cap, since CTranslate2 takes one cap per call; within a call
+    CTranslate2 takes one cap per call: beam search groups the sentences by their cap, greedy
+    search decodes them all to the longest and again only those its own cap cuts; within a call
     CTranslate2 batches ``max_batch_size`` examples or tokens (``batch_type``).
     """
 
@@ -292,21 +293,39 @@ class CTranslate2Translator:
         the scores agree where a model gives those two no probability (a trained one: to 1e-4).
         An empty source gets ``([], 0.0)``."""
         out: list[tuple[list[int], float]] = [([], 0.0) for _ in sources]
-        caps: dict[int, list[int]] = {}
-        for i, ids in enumerate(sources):
-            if ids:
-                caps.setdefault(int(self.max_len_a * (len(ids) + 1) + self.max_len_b), []).append(i)
-        for cap, rows in caps.items():
-            pieces = [[self.src_tok.id_to_token(t) for t in sources[i]] for i in rows]
-            results = self.translator.translate_batch(
-                pieces, beam_size=beam_size, length_penalty=length_penalty if beam_size > 1 else 0.0,
-                max_decoding_length=cap, max_batch_size=self.max_batch_size, batch_type=self.batch_type,
-                # as our search: an empty output (EOS first) is allowed, PAD and BOS never chosen
-                min_decoding_length=0, suppress_sequences=self.banned, return_scores=True,
-            )
-            for i, res in zip(rows, results):
-                out[i] = ([self.tgt_tok.token_to_id(t) for t in res.hypotheses[0]], float(res.scores[0]))
+        caps = {i: int(self.max_len_a * (len(ids) + 1) + self.max_len_b) for i, ids in enumerate(sources) if ids}
+        todo = list(caps)
+        if beam_size == 1 and len(set(caps.values())) > 1:
+            # A greedy choice does not depend on the cap: every sentence is decoded at once to the
+            # longest cap, and those that ended (EOS included) within their own keep that output;
+            # the rest are decoded again at theirs. Small calls (a server's) then make one
+            # CTranslate2 call, not one per distinct cap.
+            first = self._search(todo, sources, max(caps.values()), 1, 0.0)
+            todo = []
+            for i, (ids, score) in zip(list(caps), first):
+                if len(ids) < caps[i]:
+                    out[i] = (ids, score)
+                else:
+                    todo.append(i)
+        by_cap: dict[int, list[int]] = {}
+        for i in todo:
+            by_cap.setdefault(caps[i], []).append(i)
+        for cap, rows in by_cap.items():
+            for i, result in zip(rows, self._search(rows, sources, cap, beam_size, length_penalty)):
+                out[i] = result
         return out
+
+    def _search(self, rows: list[int], sources: list[list[int]], cap: int, beam_size: int,
+                length_penalty: float) -> list[tuple[list[int], float]]:
+        """One CTranslate2 call over ``sources[rows]`` at the output cap ``cap``."""
+        pieces = [[self.src_tok.id_to_token(t) for t in sources[i]] for i in rows]
+        results = self.translator.translate_batch(
+            pieces, beam_size=beam_size, length_penalty=length_penalty if beam_size > 1 else 0.0,
+            max_decoding_length=cap, max_batch_size=self.max_batch_size, batch_type=self.batch_type,
+            # as our search: an empty output (EOS first) is allowed, PAD and BOS never chosen
+            min_decoding_length=0, suppress_sequences=self.banned, return_scores=True,
+        )
+        return [([self.tgt_tok.token_to_id(t) for t in res.hypotheses[0]], float(res.scores[0])) for res in results]
 
     def translate_scored(self, sentences: list[str], beam_size: int = 1,
                          length_penalty: float = 1.0) -> list[tuple[str, float]]:
