@@ -203,7 +203,8 @@ class ExportTranslator:
                                                 max_batch_size=settings["max_tokens"], batch_type="tokens")
 
     def translate(self, sentences: list[str]) -> list[list[tuple[str, float]]]:
-        return [[(one_line(text), score)] for text, score in self.translator.translate_scored(list(sentences))]
+        return [[(one_line(text), score) for text, score in nbest]
+                for nbest in self.translator.translate_nbest(list(sentences))]
 
 
 def offline_translator(ckpt: str, compile: bool = False, threads: int = 1):

@@ -69,7 +69,7 @@ def test_greedy_under_a_length_rule_with_many_caps_equals_ours_and_the_call_per_
     for i, cap in enumerate(caps):
         per_cap.setdefault(cap, []).append(i)
     for cap, rows in per_cap.items():  # scores: equal up to the batch's float summation order
-        alone = ct2._search(rows, ids, cap, 1, 0.0)
+        alone = [nbest[0] for nbest in ct2._search(rows, ids, cap, 1, 0.0)]
         assert [got[i][0] for i in rows] == [out for out, _ in alone]
         assert [got[i][1] for i in rows] == pytest.approx([score for _, score in alone], abs=1e-4)
 

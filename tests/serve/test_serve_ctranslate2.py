@@ -65,6 +65,12 @@ def test_beam_search_and_its_overrides_answer_as_the_exported_translator(client,
         body = {"beam_size": beam} if beam != 3 else {}
         got = outputs(client, model="ct2beam", inputs=SOURCES, **body)
         assert [o["translation"] for o in got] == [one_line(t) for t in translator.translate(SOURCES, beam, 1.0)]
+    nbest = outputs(client, model="ct2beam", inputs=SOURCES, n_best=2)
+    want = translator.translate_nbest(SOURCES, 3, 1.0, 2)
+    assert [[(h["text"], h["score"]) for h in o["hypotheses"]] for o in nbest] == [
+        [(one_line(t), pytest.approx(v)) for t, v in hyps] for hyps in want]
+    assert all(len(o["hypotheses"]) == 2 for i, o in enumerate(nbest) if SOURCES[i])
+    assert all(o["translation"] == o["hypotheses"][0]["text"] for o in nbest)
     translator.max_len_a, translator.max_len_b = 0, 2
     capped = outputs(client, model="ct2beam", inputs=SOURCES, max_len=2)
     assert [o["translation"] for o in capped] == [one_line(t) for t in translator.translate(SOURCES, 3, 1.0)]
@@ -73,11 +79,13 @@ def test_beam_search_and_its_overrides_answer_as_the_exported_translator(client,
 def test_the_export_is_listed_with_what_it_takes_and_refuses_the_rest(client):
     listed = {m["id"]: m for m in client.get("/v1/models").json()["models"]}
     assert listed["ct2beam"]["backend"] == "ctranslate2" and listed["ct2beam"]["attention"] is False
-    assert listed["ct2beam"]["options"] == ["beam_size", "max_len", "max_len_a", "max_len_b"]
+    assert listed["ct2beam"]["options"] == ["beam_size", "n_best", "max_len", "max_len_a", "max_len_b"]
     assert "beam_size" not in listed["ct2"]["options"]
-    for extra in ({"attention": True}, {"n_best": 2}):
-        r = client.post("/v1/translate", json={"model": "ct2beam", "inputs": ["ein hund"], **extra})
+    for model, extra in (("ct2beam", {"attention": True}), ("ct2", {"n_best": 2})):
+        r = client.post("/v1/translate", json={"model": model, "inputs": ["ein hund"], **extra})
         assert r.status_code == 400 and "CTranslate2 export" in r.json()["error"], r.text
+    r = client.post("/v1/translate", json={"model": "ct2beam", "inputs": ["ein hund"], "n_best": 4})
+    assert r.status_code == 422 and "n_best=4: expected 1 to beam_size=3" in r.json()["error"], r.text
 
 
 @pytest.mark.parametrize("entry,message", [

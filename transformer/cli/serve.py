@@ -29,7 +29,7 @@ TRANSLATION_KINDS = ("translation", "nat", "nat_ctc")
 # Keys a tagging or classification entry may set besides id and ckpt_path (defaults here).
 OTHER_KEYS = {"tagging": {"max_tokens": 4096}, "classification": {"max_tokens": 4096, "top_k": 1}}
 # Decoding keys a CTranslate2 export takes (its search is CTranslate2's: greedy or beam).
-EXPORT_KEYS = ("beam_size", "length_penalty", "max_len_a", "max_len_b")
+EXPORT_KEYS = ("beam_size", "n_best", "length_penalty", "max_len_a", "max_len_b")
 INSTALL_HINT = 'transformer-serve needs FastAPI and uvicorn: pip install -e ".[serve]"'
 
 

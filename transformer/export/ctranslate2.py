@@ -285,14 +285,19 @@ class CTranslate2Translator:
 
     def translate_scored_ids(self, sources: list[list[int]], beam_size: int = 1,
                              length_penalty: float = 1.0) -> list[tuple[list[int], float]]:
-        """``translate_ids`` with each output's score as our search gives it: beam search's
-        log-probability divided by length ** ``length_penalty`` (CTranslate2's own score),
-        greedy's summed log-probability (asked of CTranslate2 with no length penalty, which
-        does not change a greedy choice). CTranslate2 normalises each step over the tokens
-        search may choose (PAD and BOS suppressed before its softmax), our search over all, so
-        the scores agree where a model gives those two no probability (a trained one: to 1e-4).
-        An empty source gets ``([], 0.0)``."""
-        out: list[tuple[list[int], float]] = [([], 0.0) for _ in sources]
+        """``translate_ids`` with each output's score (``translate_nbest_ids``' best)."""
+        return [nbest[0] for nbest in self.translate_nbest_ids(sources, beam_size, length_penalty)]
+
+    def translate_nbest_ids(self, sources: list[list[int]], beam_size: int = 1, length_penalty: float = 1.0,
+                            n_best: int = 1) -> list[list[tuple[list[int], float]]]:
+        """Per source, the ``n_best`` (at most ``beam_size``) outputs, best first, each with its
+        score as our search gives it: beam search's log-probability divided by length **
+        ``length_penalty`` (CTranslate2's own score), greedy's summed log-probability (asked of
+        CTranslate2 with no length penalty, which does not change a greedy choice). CTranslate2
+        normalises each step over the tokens search may choose (PAD and BOS suppressed before
+        its softmax), our search over all, so the scores agree where a model gives those two no
+        probability (a trained one: to 1e-4). An empty source gets ``[([], 0.0)]``."""
+        out: list[list[tuple[list[int], float]]] = [[([], 0.0)] for _ in sources]
         caps = {i: int(self.max_len_a * (len(ids) + 1) + self.max_len_b) for i, ids in enumerate(sources) if ids}
         todo = list(caps)
         if beam_size == 1 and len(set(caps.values())) > 1:
@@ -302,42 +307,45 @@ class CTranslate2Translator:
             # CTranslate2 call, not one per distinct cap.
             first = self._search(todo, sources, max(caps.values()), 1, 0.0)
             todo = []
-            for i, (ids, score) in zip(list(caps), first):
-                if len(ids) < caps[i]:
-                    out[i] = (ids, score)
+            for i, nbest in zip(list(caps), first):
+                if len(nbest[0][0]) < caps[i]:
+                    out[i] = nbest
                 else:
                     todo.append(i)
         by_cap: dict[int, list[int]] = {}
         for i in todo:
             by_cap.setdefault(caps[i], []).append(i)
         for cap, rows in by_cap.items():
-            for i, result in zip(rows, self._search(rows, sources, cap, beam_size, length_penalty)):
-                out[i] = result
+            for i, nbest in zip(rows, self._search(rows, sources, cap, beam_size, length_penalty, n_best)):
+                out[i] = nbest
         return out
 
     def _search(self, rows: list[int], sources: list[list[int]], cap: int, beam_size: int,
-                length_penalty: float) -> list[tuple[list[int], float]]:
-        """One CTranslate2 call over ``sources[rows]`` at the output cap ``cap``."""
+                length_penalty: float, n_best: int = 1) -> list[list[tuple[list[int], float]]]:
+        """One CTranslate2 call over ``sources[rows]`` at the output cap ``cap``: per row, its
+        ``n_best`` outputs with their scores."""
         pieces = [[self.src_tok.id_to_token(t) for t in sources[i]] for i in rows]
         results = self.translator.translate_batch(
             pieces, beam_size=beam_size, length_penalty=length_penalty if beam_size > 1 else 0.0,
             max_decoding_length=cap, max_batch_size=self.max_batch_size, batch_type=self.batch_type,
             # as our search: an empty output (EOS first) is allowed, PAD and BOS never chosen
             min_decoding_length=0, suppress_sequences=self.banned, return_scores=True,
+            num_hypotheses=min(n_best, beam_size),
         )
-        return [([self.tgt_tok.token_to_id(t) for t in res.hypotheses[0]], float(res.scores[0])) for res in results]
+        return [[([self.tgt_tok.token_to_id(t) for t in hyp], float(score))
+                 for hyp, score in zip(res.hypotheses, res.scores)] for res in results]
 
-    def translate_scored(self, sentences: list[str], beam_size: int = 1,
-                         length_penalty: float = 1.0) -> list[tuple[str, float]]:
-        """Detokenized translations with their scores (``translate_scored_ids``); an empty
-        (or blank) line translates to ``("", 0.0)``."""
+    def translate_nbest(self, sentences: list[str], beam_size: int = 1, length_penalty: float = 1.0,
+                        n_best: int = 1) -> list[list[tuple[str, float]]]:
+        """Detokenized n-best lists with their scores (``translate_nbest_ids``); an empty (or
+        blank) line translates to ``[("", 0.0)]``."""
         sources = [self.src_tok.encode(s) if s.strip() else [] for s in sentences]
-        return [(self.tgt_tok.decode(ids), score)
-                for ids, score in self.translate_scored_ids(sources, beam_size, length_penalty)]
+        return [[(self.tgt_tok.decode(ids), score) for ids, score in nbest]
+                for nbest in self.translate_nbest_ids(sources, beam_size, length_penalty, n_best)]
 
     def translate(self, sentences: list[str], beam_size: int = 1, length_penalty: float = 1.0) -> list[str]:
         """Detokenized translations; an empty (or blank) line translates to ""."""
-        return [text for text, _ in self.translate_scored(sentences, beam_size, length_penalty)]
+        return [nbest[0][0] for nbest in self.translate_nbest(sentences, beam_size, length_penalty)]
 
 
 def is_export_dir(path) -> bool:

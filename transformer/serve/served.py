@@ -269,8 +269,8 @@ class TranslationModel(ServedModel):
 class CTranslate2Model(TranslationModel):
     """A CTranslate2 export (``transformer-export format=ctranslate2``): greedy or beam search
     run by CTranslate2 under our length rule (``export.ctranslate2.CTranslate2Translator``), so
-    a float32 export answers as its checkpoint does. Requests may change ``beam_size`` (beam)
-    and the length cap; one hypothesis, no attention (CTranslate2 does not give every layer's)."""
+    a float32 export answers as its checkpoint does. Requests may change ``beam_size`` and
+    ``n_best`` (beam) and the length cap; no attention (CTranslate2 does not give every layer's)."""
 
     def __init__(self, model_id: str, model_dir: str, label: str, decode_cfg: dict, device: str = "cpu",
                  threads: int = 1, limits: Limits = Limits()):
@@ -281,7 +281,7 @@ class CTranslate2Model(TranslationModel):
         self.strategy = self.decode_cfg["strategy"]
         self.autoregressive = True
         self.translator = CTranslate2Translator(model_dir, device=device, threads=threads)
-        beam = ("beam_size",) if self.strategy == "beam" else ()
+        beam = ("beam_size", "n_best") if self.strategy == "beam" else ()
         self.options = (*beam, "max_len", "max_len_a", "max_len_b")
 
     def describe(self) -> str:
@@ -299,9 +299,9 @@ class CTranslate2Model(TranslationModel):
         # one call at a time on the model's worker thread: the cap can be set for this call
         self.translator.max_len_a, self.translator.max_len_b = cfg["max_len_a"], cfg["max_len_b"]
         beam = int(cfg["beam_size"]) if self.strategy == "beam" else 1
-        pairs = self.translator.translate_scored(list(texts), beam, cfg["length_penalty"])
-        return [{"translation": one_line(text), "hypotheses": [{"text": one_line(text), "score": score}],
-                 "attention": None} for text, score in pairs]
+        nbest = self.translator.translate_nbest(list(texts), beam, cfg["length_penalty"], int(cfg["n_best"]))
+        return [{"translation": one_line(hyps[0][0]), "hypotheses": [{"text": one_line(t), "score": v} for t, v in hyps],
+                 "attention": None} for hyps in nbest]
 
 
 class TaggingModel(ServedModel):
