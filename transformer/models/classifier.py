@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 
 from transformer.models.pooling import AttentionPooling
-from transformer.models.transformer import TransformerEncoder, init_weights
+from transformer.models.transformer import InputHook, TransformerEncoder, init_weights
 from transformer.modules.attention import pad_mask
 
 
@@ -72,17 +72,21 @@ class SequenceClassifier(nn.Module):
         self.classifier = nn.Linear(d_model, n_classes)
         init_weights(self, d_model)
 
-    def pool(self, src: Tensor) -> Pooled:
-        """The sequence vector of ``src (B, T)`` and the pooling weights."""
+    def pool(self, src: Tensor, input_hook: InputHook | None = None) -> Pooled:
+        """The sequence vector of ``src (B, T)`` and the pooling weights; ``input_hook``
+        (optional) receives the piece embeddings ``(B, T, D)`` and returns the vectors to
+        encode instead (adversarial training, ``tasks.adversarial``)."""
         mask = pad_mask(src, self.pad_id)  # (B, T), True = real piece
         x = self.encoder.embed_tokens(src)  # (B, T, D)
+        if input_hook is not None:
+            x = input_hook(x)
         x, mask2 = self.pooling.prepare(x, mask)  # (B, T', D), (B, T')
         h = self.encoder.forward_embeddings(x, mask2)  # (B, T', D)
         vector, weights = self.pooling(h, mask2)  # (B, D), (B, H, T') | None
         return Pooled(vector, weights, x.size(1) - src.size(1))
 
-    def forward(self, src: Tensor) -> Tensor:
-        return self.classifier(self.dropout(self.pool(src).vector))  # (B, C)
+    def forward(self, src: Tensor, input_hook: InputHook | None = None) -> Tensor:
+        return self.classifier(self.dropout(self.pool(src, input_hook).vector))  # (B, C)
 
 
 class ClassifierEnsemble(nn.Module):

@@ -5,17 +5,14 @@ Shape legend: B batch, T pieces, W words (max in batch), D = d_model, C tags.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer.models.transformer import TransformerEncoder, init_weights
+from transformer.models.transformer import InputHook, TransformerEncoder, init_weights
 from transformer.modules.attention import pad_mask
-
-# Maps the encoder input vectors to the ones to encode (see ``Tagger.word_vectors``).
-InputHook = Callable[[Tensor], Tensor]
 
 POOLINGS = ("first", "mean")
 # What the encoder attends over: subword pieces (then pooled per word) or words (pieces'

@@ -49,6 +49,10 @@ from transformer.modules.attention import (
 from transformer.modules.kv_cache import KVCache, StaticKVCache
 from transformer.modules.positional import build_positional
 
+# Maps an encoder's input vectors (token embeddings, before positions) to the ones to encode:
+# adversarial training perturbs them there (``tasks.adversarial``).
+InputHook = Callable[[Tensor], Tensor]
+
 
 # ----------------------------------------------------------------------------- the model
 class EncoderDecoder(nn.Module):
@@ -632,6 +636,7 @@ __all__ = [
     "EncoderDecoder",
     "EncoderOut",
     "FeedForward",
+    "InputHook",
     "PostNorm",
     "PostNormDecoderLayer",
     "PostNormEncoderLayer",

@@ -25,6 +25,7 @@ from transformer.data.tagged_splits import tag_field
 from transformer.data.tokenizer import SubwordTokenizer
 from transformer.evaluation.tagging import evaluate_tagging
 from transformer.inference.tagger import WordTagger, model_max_len
+from transformer.tasks.adversarial import InputCapture, adversarial_shift, check_eps
 from transformer.tasks.build import build_model
 from transformer.models.tagger_ensemble import TaggerEnsemble, TaggerSpec, check_tagger_ensemble
 from transformer.tasks.checkpoint import OneTokenizerCheckpoint
@@ -165,8 +166,7 @@ class TaggingTask(OneTokenizerCheckpoint, L.LightningModule):
             raise ValueError(f"schedule must be 'linear' or 'inverse_sqrt', got {schedule!r}")
         if not 0 < layer_decay <= 1:
             raise ValueError(f"task.layer_decay={layer_decay!r}: expected a factor in (0, 1] (1.0 = off)")
-        if adversarial_eps < 0:
-            raise ValueError(f"adversarial_eps must be >= 0, got {adversarial_eps}")
+        check_eps(adversarial_eps)
         self.save_hyperparameters(ignore=["tokenizer", "train_words"])
         self.tags = list(tags)
         self.aux_tags = list(aux_tags) if aux_tags else []
@@ -279,16 +279,6 @@ class TaggingTask(OneTokenizerCheckpoint, L.LightningModule):
             loss = loss + self.hparams.aux_weight * aux["loss"]
         return loss, n_words, aux
 
-    def _adversarial_loss(self, batch: dict, inputs, objective: torch.Tensor, x: torch.Tensor) -> torch.Tensor:
-        """The training loss again with the encoder inputs ``x (B, L, D)`` moved by
-        ``eps * |x_b| * g_b / |g_b|`` per sentence ``b``, ``g = d objective / d x``."""
-        (g,) = torch.autograd.grad(objective, x, retain_graph=True)  # (B, L, D)
-        dims = tuple(range(1, g.dim()))
-        scale = x.detach().norm(dim=dims, keepdim=True) / g.norm(dim=dims, keepdim=True).clamp(min=1e-12)
-        r = self.hparams.adversarial_eps * scale * g  # (B, L, D), a constant for autograd
-        adv, _, _ = self._objective(batch, inputs, lambda v: v + r)
-        return adv
-
     def _score(self, logits: torch.Tensor, tags: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, int]:
         """Loss, number of correct argmax tags, and word count of one classifier's logits; a
         word whose gold tag is outside the training tag set counts as a word, never correct."""
@@ -300,14 +290,15 @@ class TaggingTask(OneTokenizerCheckpoint, L.LightningModule):
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         inputs = self._inputs(batch)
-        seen: list[torch.Tensor] = []
-        hook = (lambda x: seen.append(x) or x) if self.hparams.adversarial_eps > 0 else None
-        loss, n_words, aux = self._objective(batch, inputs, hook)
+        eps = self.hparams.adversarial_eps
+        seen = InputCapture() if eps > 0 else None
+        loss, n_words, aux = self._objective(batch, inputs, seen)
         n = max(n_words, 1)
         if aux:
             self.log("train/aux_loss", aux["loss"], batch_size=max(aux["n_words"], 1))
-        if seen:
-            adv = self._adversarial_loss(batch, inputs, loss, seen[0])
+        if seen is not None:
+            r = adversarial_shift(loss, seen.x, eps)  # (B, L, D)
+            adv, _, _ = self._objective(batch, inputs, lambda v: v + r)
             self.log("train/adv_loss", adv, batch_size=n)
             loss = loss + adv
         self.log("train/loss", loss, prog_bar=True, batch_size=n)
