@@ -129,6 +129,26 @@ def test_fine_tuning_starts_from_the_encoder_and_needs_nothing_else(kind, pretra
     assert len(lines) == 2 and all(lines)
 
 
+def test_fine_tuning_takes_the_encoder_shape_the_command_line_leaves_out(pretrained, corpus, tmp_path, capsys,
+                                                                        monkeypatch):
+    """The classifier's preset encoder (``model=encoder``: 192 wide, 3 layers) is not the pretrained
+    one (32 wide, 1 layer): with no model key typed, fine-tuning takes the pretrained shape."""
+    data = corpus / "labels.tsv"
+    args = ["experiment=classify", f"data.train={data}", f"data.dev={data}", "debug=fast", "task.lr=0.0",
+            f"init_from={pretrained}", f"data.data_dir={corpus / 'cache'}", "model.dropout=0.0", *QUIET,
+            f"hydra.run.dir={tmp_path / 'run'}"]
+    code, err = main_status(train_cli, args, capsys, monkeypatch)
+    assert code == 0, err
+    source = read_checkpoint(pretrained)
+    tuned = read_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt")
+    ours, theirs = tuned["hyper_parameters"]["model"], source["hyper_parameters"]["model"]
+    assert [ours[k] for k in ("d_model", "n_heads", "n_layers", "d_ff", "positional")] == \
+        [theirs[k] for k in ("d_model", "n_heads", "n_layers", "d_ff", "positional")]
+    assert ours["dropout"] == 0.0 and ours["_target_"].endswith("SequenceClassifier")
+    encoder = [k for k in tuned["state_dict"] if k.startswith("model.encoder.")]
+    assert encoder and all(torch.equal(tuned["state_dict"][k], source["state_dict"][k]) for k in encoder)
+
+
 def classifier_checkpoint(path: Path, tokenizer: str) -> Path:
     """A classification checkpoint as transformer-train writes one: not a masked-LM one."""
     from transformer.tasks.classification import ClassificationTask

@@ -15,7 +15,7 @@ from transformer.tasks.classification import ClassificationTask
 from transformer.tasks.mlm import MaskedLMTask
 from transformer.tasks.schedules import layer_decay_groups
 from transformer.tasks.tagging import TaggingTask
-from transformer.tasks.transfer import check_init_from, copy_encoder
+from transformer.tasks.transfer import check_init_from, copy_encoder, encoder_settings_to_take
 
 ENCODER = {"d_model": 32, "n_heads": 2, "n_layers": 2, "d_ff": 64, "dropout": 0.0, "activation": "relu",
            "norm_first": True, "max_len": 64}
@@ -87,8 +87,23 @@ def test_each_encoder_mismatch_is_one_error_naming_both_sides(change, message, p
 
 def test_every_mismatch_is_named_in_the_one_line(pretrained):
     with pytest.raises(ValueError, match="^init_from: pre.ckpt has d_model=32, n_layers=2, but model.d_model=64, "
-                                         "model.n_layers=3: .* set them to match$"):
+                                         "model.n_layers=3: .* set them to match or leave them off the command line$"):
         check_init_from(pretrained, "pre.ckpt", {**CLASSIFIER, "d_model": 64, "n_layers": 3})
+
+
+def test_the_settings_taken_are_those_that_differ_and_are_not_typed(pretrained):
+    relative = {"_target_": "transformer.modules.positional.RelativePositionBias", "_partial_": True}
+    model = {**CLASSIFIER, "d_model": 64, "n_layers": 3, "positional": relative}
+    everything = {"d_model": 32, "n_layers": 2, "positional": MLM["positional"]}
+    assert encoder_settings_to_take(pretrained, model, named=()) == everything
+    assert encoder_settings_to_take(pretrained, model, named={"n_layers", "dropout"}) == {
+        k: v for k, v in everything.items() if k != "n_layers"}
+    assert encoder_settings_to_take(pretrained, CLASSIFIER, named=()) == {}
+    # what is taken makes the configured model one that init_from accepts
+    check_init_from(pretrained, "pre.ckpt", {**model, **everything})
+    translation = {"_target_": "transformer.models.EncoderDecoder", "d_model": 32, "n_heads": 2, "n_encoder_layers": 4,
+                   "d_ff": 64, "norm_first": True, "activation": "relu"}
+    assert encoder_settings_to_take(pretrained, translation, named=()) == {"n_encoder_layers": 2}
 
 
 def test_a_translation_encoder_names_its_layers_otherwise(pretrained):

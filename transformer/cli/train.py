@@ -32,8 +32,8 @@ from transformer.files import write_text
 from transformer.models.transformer import count_parameters
 from transformer.tasks.build import check_config_types, check_model_config, show
 from transformer.data.tokenizer import SubwordTokenizer
-from transformer.tasks.checkpoint import CheckpointError, load_weights, read_checkpoint
-from transformer.tasks.transfer import check_init_from, copy_encoder, pretrained_tokenizer
+from transformer.tasks.checkpoint import TASK_KEY, CheckpointError, load_weights, read_checkpoint
+from transformer.tasks.transfer import check_init_from, copy_encoder, encoder_settings_to_take, pretrained_tokenizer
 
 log = logging.getLogger(__name__)
 
@@ -202,8 +202,23 @@ def read_init_from(cfg: DictConfig) -> dict:
         raise ValueError(f"init_from: {exc}") from None
     tokenizer_path = cfg.get("data", {}).get("tokenizer_path")
     vocab = SubwordTokenizer.load(tokenizer_path).vocab_size if isinstance(tokenizer_path, str) else None
+    if ckpt.get(TASK_KEY) == "mlm" and cfg.get("hydra") is not None:
+        take_encoder_settings(cfg, ckpt)
     check_init_from(ckpt, path, OmegaConf.to_container(cfg.model, resolve=True), vocab)
     return ckpt
+
+
+def take_encoder_settings(cfg: DictConfig, ckpt: dict) -> None:
+    """Set the encoder's shape in ``cfg.model`` to the pretrained one's where the command line
+    (Hydra's record of it, ``hydra.overrides.task``) leaves it to the preset: fine-tuning needs
+    no ``model.d_model=...`` repeated, and a value typed that differs is still refused."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    overrides = OverridesParser.create().parse_overrides(list(cfg.hydra.overrides.task))
+    named = {o.key_or_group.split(".")[1] for o in overrides if o.key_or_group.startswith("model.")}
+    taken = encoder_settings_to_take(ckpt, OmegaConf.to_container(cfg.model, resolve=True), named)
+    for key, value in taken.items():
+        OmegaConf.update(cfg, f"model.{key}", value, merge=False, force_add=True)
 
 
 def check_resumed_model(cfg: DictConfig, ckpt: dict) -> None:
@@ -293,7 +308,9 @@ def fit(cfg: DictConfig, out: Path, ckpt: dict | None) -> dict:
     log.info("model parameters: %d", count_parameters(task.model))
     if pretrained is not None:
         copied = copy_encoder(task.model, pretrained, cfg.init_from)
-        log.info("init_from: %d encoder tensors from %s", len(copied), cfg.init_from)
+        shape = ", ".join(f"{k}={show(cfg.model.get(k))}" for k in ("d_model", "n_heads", "n_layers", "d_ff")
+                          if k in cfg.model)
+        log.info("init_from: %d encoder tensors from %s (%s)", len(copied), cfg.init_from, shape)
         del pretrained
     resumed_step = None
     if ckpt is not None:

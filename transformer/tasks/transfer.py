@@ -9,15 +9,17 @@ fine-tuned checkpoint carries it like any other and needs nothing of the pretrai
 
 :func:`check_init_from` runs with training's other checks, before any data is read: the
 checkpoint must be a masked-LM one, and the encoder settings that shape or drive its weights
-(:data:`ENCODER_KEYS`, and the vocabulary) must be the configured model's. A mismatch is one
-``ValueError`` starting ``init_from:`` and naming both values.
+(:data:`ENCODER_KEYS`, and the vocabulary) must be the configured model's. Those the command
+line leaves to the preset are first taken from the checkpoint (:func:`encoder_settings_to_take`),
+as a model loaded "from pretrained" takes its configuration; one the command line sets to
+another value is a mismatch: one ``ValueError`` starting ``init_from:`` and naming both values.
 """
 
 from __future__ import annotations
 
 import inspect
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any, Collection, Mapping
 
 import torch
 
@@ -57,6 +59,17 @@ def _positional(value: Mapping[str, Any] | None) -> dict[str, Any]:
     return {"_target_": name, **defaults, **value}
 
 
+def encoder_settings_to_take(ckpt: dict, model_cfg: Mapping[str, Any], named: Collection[str]) -> dict[str, Any]:
+    """The pretrained encoder's settings (:data:`ENCODER_KEYS`) that differ from ``model_cfg``'s
+    and that the command line does not set (``named``: the ``model.<key>`` names it sets), as
+    ``{the model config's name for it: the pretrained value}``."""
+    raw = ckpt["hyper_parameters"]["model"]
+    theirs = _settings(raw, "init_from.model")
+    ours = _settings(model_cfg, "model")
+    return {ours[key][0]: raw.get(theirs[key][0]) if key == "positional" else theirs[key][1]
+            for key in ENCODER_KEYS if theirs[key][1] != ours[key][1] and ours[key][0] not in named}
+
+
 def check_init_from(ckpt: dict, path: str | Path, model_cfg: Mapping[str, Any],
                     tokenizer_vocab: int | None = None) -> None:
     """Refuse a checkpoint that cannot start this model (see the module docstring);
@@ -74,7 +87,7 @@ def check_init_from(ckpt: dict, path: str | Path, model_cfg: Mapping[str, Any],
         configured = ", ".join(f"model.{ours[k][0]}={show(ours[k][1])}" for k in differ)
         what = "it" if len(differ) == 1 else "them"
         raise ValueError(f"init_from: {path} has {pretrained}, but {configured}: the encoder is copied as it is, "
-                         f"so set {what} to match")
+                         f"so set {what} to match or leave {what} off the command line")
     rows = ckpt["state_dict"][PREFIX + "embedding.weight"].shape[0]
     if tokenizer_vocab is not None and tokenizer_vocab != rows:
         raise ValueError(f"init_from: {path} has a {rows}-piece vocabulary, but data.tokenizer_path names a "
@@ -103,4 +116,4 @@ def copy_encoder(model: torch.nn.Module, ckpt: dict, path: str | Path) -> list[s
     return sorted(state)
 
 
-__all__ = ["ENCODER_KEYS", "check_init_from", "copy_encoder", "pretrained_tokenizer"]
+__all__ = ["ENCODER_KEYS", "check_init_from", "copy_encoder", "encoder_settings_to_take", "pretrained_tokenizer"]
