@@ -56,7 +56,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--beam-size", type=int, default=5)
     parser.add_argument("--limit", type=int, default=None, help="first N sentences only")
-    parser.add_argument("--export-dir", default=None, help="where to write the exports (default: a temp dir)")
+    parser.add_argument("--export-dir", default=None,
+                        help="where to write the exports, kept (default: a temporary folder, removed at the end)")
     parser.add_argument("--latency-sentences", type=int, default=100,
                         help="also decode the first N one at a time (batch-1 latency; 0: skip)")
     parser.add_argument("--max-tokens", type=int, default=2048,
@@ -72,7 +73,9 @@ def main(argv: list[str] | None = None) -> dict:
     pairs = pairs[: args.limit] if args.limit else pairs
     sources, refs = [s for s, _ in pairs], [t for _, t in pairs]
 
-    export_root = Path(args.export_dir or tempfile.mkdtemp(prefix="ct2_export_"))
+    # Without --export-dir the exports go to a temporary folder, removed when the script ends.
+    scratch = None if args.export_dir else tempfile.TemporaryDirectory(prefix="ct2_export_")
+    export_root = Path(args.export_dir or scratch.name)
     engines = {}
     for weights in ("float32", "int8"):
         directory = export_ctranslate2(task, export_root / weights, None if weights == "float32" else weights, force=True)

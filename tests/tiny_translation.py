@@ -69,5 +69,6 @@ def src_batch(task: TranslationTask, sentences: list[str]) -> torch.Tensor:
 def trained_tiny_task(mirror_root: str, steps: int = 150) -> TranslationTask:
     """``tiny_task`` on the first 1000 Multi30k training pairs, trained once per test session
     (callers must not modify it)."""
-    pairs = multi30k_slice(mirror_root, "train", 1000, tempfile.mkdtemp(prefix="multi30k_cache_"))
+    with tempfile.TemporaryDirectory(prefix="multi30k_cache_") as cache_dir:
+        pairs = multi30k_slice(mirror_root, "train", 1000, cache_dir)
     return tiny_task(pairs, steps)
