@@ -12,7 +12,9 @@ as a user starts it (``transformer-serve`` in a subprocess on 127.0.0.1, ``threa
 * throughput: ``--clients`` concurrent clients send single sentences of the input file (default:
   Multi30k test_2016_flickr, German side, from the data mirror) until it is done; sentences/s,
   and the latency p50/p99 of those requests;
-* latency at one request in flight: ``--latency-requests`` sentences, one after the other (p50);
+* latency at one request in flight: ``--latency-requests`` sentences, one after the other (p50),
+  each followed by the same sentence decoded directly by the in-process translator, so that the
+  two are measured at the same moments (this machine's speed drifts between runs);
 * requests per model call under the load (the server's ``/health`` counts).
 
 ``--compile`` decodes with ``decode.compile=true`` everywhere: the server compiles at start-up,
@@ -21,8 +23,8 @@ export folder: the server then serves the export, and in-process is its ``CTrans
 (batches of ``decode.max_tokens`` source pieces).
 
 In-process, for comparison: the whole file decoded at once by the same translator
-(``TranslationTask.translator``, the offline throughput), one sentence at a time (p50), and the
-file in file order in calls of the size the batching server made (its mean requests per call):
+(``TranslationTask.translator``, the offline throughput), one sentence at a time (p50, beside
+the batching server's requests, as above), and the file in file order in calls of the size the batching server made (its mean requests per call):
 what calls of that size can give.
 ``identical`` counts server outputs equal to the offline ones. The soak (batching on) sends
 valid and malformed requests (bad JSON, bad UTF-8, control characters, wrong types, unknown
@@ -228,28 +230,34 @@ def in_calls_of(translator, sentences: list[str], size: int) -> float:
     return len(sentences) / (time.perf_counter() - start)
 
 
-def offline(translator, sentences: list[str], latency_sample: list[str], compile: bool = False) -> dict:
-    """The same greedy decode in-process: the whole file at once, and one sentence at a time."""
+def timed_call(translator, sentence: str) -> float:
+    """Seconds to decode one sentence in-process."""
+    start = time.perf_counter()
+    translator.translate([sentence])
+    return time.perf_counter() - start
+
+
+def offline(translator, sentences: list[str], compile: bool = False) -> dict:
+    """The same greedy decode in-process, the whole file at once."""
     translator.translate(sentences if compile else sentences[:8])  # warm-up (compiling: every shape)
     start = time.perf_counter()
     outputs = [hyps[0][0] for hyps in translator.translate(sentences)]
     wall = time.perf_counter() - start
-    single = []
-    for s in latency_sample:
-        t = time.perf_counter()
-        translator.translate([s])
-        single.append(time.perf_counter() - t)
-    return {"sentences_per_s": len(sentences) / wall, "single_p50_ms": percentile(single, 50) * 1000,
-            "outputs": outputs}
+    return {"sentences_per_s": len(sentences) / wall, "outputs": outputs}
 
 
-def bench_server(args, batching: bool, sentences: list[str], sample: list[str], log: Path) -> dict:
+def bench_server(args, batching: bool, sentences: list[str], sample: list[str], log: Path, translator) -> dict:
     server = Server(args.ckpt, batching, args.threads, log, args.compile)
     try:
+        for s in sample:  # in-process warm-up: a compiled step compiles its batch-1 shapes here,
+            timed_call(translator, s)  # before the connection opens (an idle one is closed after 5 s)
         conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
         for s in sample[:4]:
             one_request(server, conn, s)  # warm-up
-        single = [one_request(server, conn, s)[0] for s in sample]
+        single, direct = [], []
+        for s in sample:  # each request, then the same sentence in-process: the same moments
+            single.append(one_request(server, conn, s)[0])
+            direct.append(timed_call(translator, s))
         conn.close()
         before = json.loads(server.request("GET", "/health")[1])
         result = load(server, sentences, args.clients)
@@ -257,6 +265,7 @@ def bench_server(args, batching: bool, sentences: list[str], sample: list[str], 
         calls = after["calls"]["bench"] - before["calls"]["bench"]
         result["requests_per_call"] = (after["requests"]["bench"] - before["requests"]["bench"]) / max(calls, 1)
         result["single_p50_ms"] = percentile(single, 50) * 1000
+        result["direct_p50_ms"] = percentile(direct, 50) * 1000
         if batching and args.soak_seconds > 0:
             result["soak"] = soak(server, sentences, args.soak_seconds)
         return result
@@ -269,6 +278,8 @@ def table(results: dict) -> str:
     rows = [("throughput, %d clients (sentences/s)" % results["clients"], on["sentences_per_s"],
              off["sentences_per_s"], local["sentences_per_s"]),
             ("latency p50, 1 in flight (ms)", on["single_p50_ms"], off["single_p50_ms"], local["single_p50_ms"]),
+            ("the same ÷ in-process at the same moments", f"{on['single_p50_ms'] / on['direct_p50_ms']:.2f}",
+             f"{off['single_p50_ms'] / off['direct_p50_ms']:.2f}", None),
             ("latency p50, %d clients (ms)" % results["clients"], on["p50_ms"], off["p50_ms"], None),
             ("latency p99, %d clients (ms)" % results["clients"], on["p99_ms"], off["p99_ms"], None),
             ("requests per model call, %d clients" % results["clients"], on["requests_per_call"],
@@ -309,14 +320,15 @@ def main(argv: list[str] | None = None) -> dict:
     results: dict = {"ckpt": args.ckpt, "input": path, "sentences": len(sentences), "clients": args.clients,
                      "threads": args.threads, "decode": "greedy", "compile": args.compile}
     translator = offline_translator(args.ckpt, args.compile, args.threads)
-    results["offline"] = offline(translator, sentences, sample, args.compile)
+    results["offline"] = offline(translator, sentences, args.compile)
     with tempfile.TemporaryDirectory() as tmp:
         for batching in (True, False):
             key = "batching_on" if batching else "batching_off"
-            results[key] = bench_server(args, batching, sentences, sample, Path(tmp) / f"{key}.log")
+            results[key] = bench_server(args, batching, sentences, sample, Path(tmp) / f"{key}.log", translator)
             outputs = results[key].pop("outputs")
             results[key]["identical"] = sum(a == b for a, b in zip(outputs, results["offline"]["outputs"]))
     results["offline"].pop("outputs")
+    results["offline"]["single_p50_ms"] = results["batching_on"]["direct_p50_ms"]
     size = max(1, round(results["batching_on"]["requests_per_call"]))
     results["offline"]["server_call_size"] = size
     results["offline"]["server_call_sentences_per_s"] = in_calls_of(translator, sentences, size)
