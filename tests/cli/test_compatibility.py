@@ -1,0 +1,116 @@
+"""What transformer 0.1.0 wrote still works: its checkpoints of every kind load and give the
+same answers through the commands a user runs, and every command's composed config is the same,
+key by key, except where a key is listed below as deliberately changed.
+
+The fixtures (tests/fixtures/v0_1/) were written by that version's code with
+``tests/fixtures/v0_1/make.py``: one checkpoint per task kind, the outputs of decode, tag,
+classify and fill on each, and every command's composed config (each experiment under train)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+from hydra.core.global_hydra import GlobalHydra
+from hydra_helpers import main_status
+from omegaconf import OmegaConf
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "v0_1"
+CONF = Path(__file__).resolve().parents[2] / "conf"
+EXPECTED = json.loads((FIXTURES / "expected.json").read_text(encoding="utf-8"))
+COMPOSED = json.loads((FIXTURES / "composed.json").read_text(encoding="utf-8"))
+
+# Composed keys whose value changed on purpose: dotted path -> the value it has now. A key that
+# is gone maps to MISSING; a new key must be listed too.
+MISSING = "<missing>"
+CHANGED: dict[str, object] = {}
+
+
+def _load_make():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_v0_1", FIXTURES / "make.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+MAKE = _load_make()
+
+
+def same_output(got: str, want: str, tol: float = 1.5e-4) -> bool:
+    """Equal text, except that printed probabilities may differ in their last digit."""
+    got_lines, want_lines = got.splitlines(), want.splitlines()
+    if len(got_lines) != len(want_lines):
+        return False
+    for g, w in zip(got_lines, want_lines):
+        gf, wf = g.split("\t"), w.split("\t")
+        if len(gf) != len(wf):
+            return False
+        for a, b in zip(gf, wf):
+            if a == b:
+                continue
+            try:
+                if "." not in b or not math.isclose(float(a), float(b), abs_tol=tol):
+                    return False
+            except ValueError:
+                return False
+    return True
+
+
+@pytest.mark.parametrize("query", sorted(MAKE.QUERIES))
+def test_a_0_1_checkpoint_gives_the_same_answers(query, tmp_path, capsys, monkeypatch):
+    import importlib
+
+    command, kind, args = MAKE.QUERIES[query]
+    lines = MAKE.INPUTS.get(kind, MAKE.INPUTS["translation"])
+    (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    module = importlib.import_module(f"transformer.cli.{command}")
+    status, err = main_status(module, [f"ckpt_path={FIXTURES / (kind + '.ckpt')}", f"input={tmp_path / 'in.txt'}",
+                                       f"output={tmp_path / 'out.txt'}", "device=cpu", *args], capsys, monkeypatch)
+    assert status == 0, err
+    got = (tmp_path / "out.txt").read_text(encoding="utf-8")
+    assert same_output(got, EXPECTED[query]), f"{query}:\n{got!r}\nwanted\n{EXPECTED[query]!r}"
+
+
+def flatten(node, prefix: str = "") -> dict[str, object]:
+    if isinstance(node, dict) and node:
+        out = {}
+        for key, value in node.items():
+            out.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return out
+    return {prefix: node}
+
+
+def composed_now() -> dict[str, dict]:
+    primaries = sorted(p.stem for p in CONF.glob("*.yaml"))
+    experiments = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
+    out = {}
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        for name in primaries:
+            out[name] = OmegaConf.to_container(compose(config_name=name), resolve=False)
+        for exp in experiments:
+            out[f"train experiment={exp}"] = OmegaConf.to_container(
+                compose(config_name="train", overrides=[f"experiment={exp}"]), resolve=False)
+    GlobalHydra.instance().clear()
+    return out
+
+
+def test_every_composed_config_is_the_same_key_by_key():
+    now = composed_now()
+    assert set(now) == set(COMPOSED), "commands or experiments were added or removed: record them in make.py"
+    differences = []
+    for name in sorted(COMPOSED):
+        before, after = flatten(COMPOSED[name]), flatten(now[name])
+        for key in sorted(set(before) | set(after)):
+            old, new = before.get(key, MISSING), after.get(key, MISSING)
+            if old == new:
+                continue
+            allowed = CHANGED.get(key, CHANGED.get(f"{name}: {key}", object()))
+            if new != allowed:
+                differences.append(f"{name}: {key}: {old!r} -> {new!r}")
+    assert not differences, "\n".join(differences)
