@@ -42,7 +42,7 @@ MIB = 1024 * 1024
 def build_corpus(out: Path, n_pairs: int, data_dir: Path, mirror_root: str | None, seed: int = 0) -> tuple[Path, Path]:
     """``train.de`` / ``train.en`` of ``n_pairs`` lines: pair i joins Multi30k training pair
     ``i mod 29000`` with one drawn at random, on both sides. Written in chunks."""
-    from transformer.data.corpora import multi30k, read_pairs
+    from transformer.data.parallel.corpus import multi30k, read_pairs
 
     base = read_pairs(multi30k("de", "en"), "train", data_dir, mirror_root)
     src_path, tgt_path = out / "train.de", out / "train.en"
@@ -142,7 +142,7 @@ def main() -> None:
     import torch
 
     datasets.disable_progress_bars()
-    from transformer.data.translation_datamodule import TranslationDataModule
+    from transformer.data.parallel.datamodule import TranslationDataModule
     from transformer.evaluation.hardware import cpu_name
 
     work = Path(args.keep_dir or tempfile.mkdtemp(prefix="bench-data-"))

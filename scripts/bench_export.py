@@ -37,10 +37,10 @@ from transformer.accel.quantize import apply_quantize
 from transformer.evaluation.hardware import cpu_name
 from transformer.inference.memory import keep_freed_memory
 
-from transformer.data.corpora import multi30k, read_pairs
+from transformer.data.parallel.corpus import multi30k, read_pairs
+from transformer.evaluation import score_translations
 from transformer.export.ctranslate2 import CTranslate2Translator, export_ctranslate2
 from transformer.tasks.checkpoint import load_task
-from transformer.evaluation import score_translations
 
 
 def timed(fn):

@@ -53,7 +53,7 @@ import torch
 
 from transformer.cli.common import load_for_inference
 from transformer.cli.serve import decode_settings
-from transformer.data.readers import iter_lines
+from transformer.data.core.readers import iter_lines
 from transformer.inference.translator import one_line
 
 # Under the data mirror, where conf/data/multi30k.yaml names it (registry:multi30k/data/task1/raw/...).

@@ -47,9 +47,9 @@ from transformer.evaluation.hardware import cpu_name
 
 def build_batches(args):
     """Tokenized (src, tgt_in, tgt_out) batches of Multi30k de→en under a token budget."""
-    from transformer.data.corpora import multi30k, read_pairs
-    from transformer.data.tokenizer import SubwordTokenizer
-    from transformer.data.batching import token_budget_batches
+    from transformer.data.core.batching import token_budget_batches
+    from transformer.data.core.tokenizer import SubwordTokenizer
+    from transformer.data.parallel.corpus import multi30k, read_pairs
 
     train = read_pairs(multi30k("de", "en"), "train", mirror_root=args.mirror_root)
     val = read_pairs(multi30k("de", "en"), "val", mirror_root=args.mirror_root)
@@ -206,9 +206,9 @@ def decode_throughput(models, tok, val_src, args, device, beam, one_by_one=False
     their times is the ratio of their per-step costs. (Ours also drops finished sentences from
     the batch; with every sentence running to the cap that advantage is not counted here.)
     """
+    from transformer.data.core.batching import token_budget_batches
     from transformer.decoding import beam_search, greedy_search
     from transformer.decoding.compiled import compiled_decoding
-    from transformer.data.batching import token_budget_batches
 
     for m in models.values():
         m.eval()

@@ -84,7 +84,7 @@ def load_tasks(args) -> tuple[dict, dict]:
 def main(argv=None) -> dict:
     args = parse_args(argv)
     from transformer import accel
-    from transformer.data.corpora import multi30k, read_pairs
+    from transformer.data.parallel.corpus import multi30k, read_pairs
     from transformer.evaluation.nat import SYSTEMS, benchmark, markdown_table
 
     if args.threads:

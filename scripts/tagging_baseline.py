@@ -22,8 +22,8 @@ import json
 import sys
 from pathlib import Path
 
-from transformer.data.readers import DataFormatError
-from transformer.data.tagged_splits import PRESETS
+from transformer.data.core.readers import DataFormatError
+from transformer.data.tagged.corpus import PRESETS
 from transformer.evaluation.tagging import format_report, most_frequent_tag_baseline
 from transformer.files import inside, write_text
 

@@ -9,9 +9,9 @@ import tempfile
 
 import torch
 
-from transformer.data.batching import TranslationCollator
-from transformer.data.corpora import multi30k, read_pairs
-from transformer.data.tokenizer import SubwordTokenizer
+from transformer.data.core.batching import TranslationCollator
+from transformer.data.core.tokenizer import SubwordTokenizer
+from transformer.data.parallel.corpus import multi30k, read_pairs
 from transformer.tasks.translation import TranslationTask
 
 TINY_MODEL = dict(

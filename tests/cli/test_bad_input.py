@@ -19,10 +19,10 @@ from hydra_helpers import compose_cfg, main_status
 from transformer.cli import average as average_cli
 from transformer.cli import decode as decode_cli
 from transformer.cli import train as train_cli
-from transformer.cli.validate import check_decode_settings, resolve_device
 from transformer.cli.lines import read_lines
-from transformer.data.sources import DownloadError, fetch
-from transformer.data.tokenizer import SubwordTokenizer
+from transformer.cli.validate import check_decode_settings, resolve_device
+from transformer.data.core.sources import DownloadError, fetch
+from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.tasks.checkpoint import TASK_KEY, CheckpointError, load_task, read_checkpoint
 from transformer.tasks.tagging import TaggingTask
 from transformer.tasks.translation import TranslationTask

@@ -15,10 +15,10 @@ import torch
 from hydra_helpers import compose_cfg
 
 from transformer.cli import average, decode, distill, evaluate, export, inspect, tag, train
-from transformer.data.tokenizer import SubwordTokenizer
+from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.tasks.build import MODELS, build_model, check_model_config
-from transformer.tasks.checkpoint import TASK_KEY, CheckpointError, load_task, read_checkpoint
 from transformer.tasks.build import HyperparameterError
+from transformer.tasks.checkpoint import TASK_KEY, CheckpointError, load_task, read_checkpoint
 from transformer.tasks.translation import TranslationTask
 
 REPO = Path(__file__).resolve().parents[2]

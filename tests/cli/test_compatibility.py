@@ -27,6 +27,17 @@ COMPOSED = json.loads((FIXTURES / "composed.json").read_text(encoding="utf-8"))
 # is gone maps to MISSING; a new key must be listed too.
 MISSING = "<missing>"
 CHANGED: dict[str, object] = {}
+# Each data module is in its kind's package (transformer/data/<kind>/datamodule.py).
+DATA_MODULES = {
+    "transformer.data.translation_datamodule.TranslationDataModule":
+        "transformer.data.parallel.datamodule.TranslationDataModule",
+    "transformer.data.tagging_datamodule.TaggingDataModule": "transformer.data.tagged.datamodule.TaggingDataModule",
+    "transformer.data.classification_datamodule.ClassificationDataModule":
+        "transformer.data.labelled.datamodule.ClassificationDataModule",
+    "transformer.data.text_datamodule.TextDataModule": "transformer.data.text.datamodule.TextDataModule",
+}
+CHANGED.update({f"{name}: data._target_": DATA_MODULES[config["data"]["_target_"]] for name, config in COMPOSED.items()
+                if config.get("data", {}).get("_target_") in DATA_MODULES})
 
 
 def _load_make():

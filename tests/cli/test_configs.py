@@ -17,7 +17,7 @@ from lightning.pytorch.accelerators import CPUAccelerator
 from omegaconf import OmegaConf, open_dict
 
 from transformer.cli.train import check_config, emulated_bf16, task_settings
-from transformer.data.sources import multi30k_relpath
+from transformer.data.core.sources import multi30k_relpath
 from transformer.tasks.build import build_model
 
 CONF = Path(__file__).resolve().parents[2] / "conf"

@@ -188,7 +188,7 @@ def test_the_checkpoint_records_its_training_targets_ids_for_shortlist_train(ctc
     import torch
 
     from transformer.cli import decode
-    from transformer.data.corpora import multi30k, read_pairs
+    from transformer.data.parallel.corpus import multi30k, read_pairs
     from transformer.tasks.checkpoint import load_task
 
     root, summary = ctc_run

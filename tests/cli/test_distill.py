@@ -33,8 +33,8 @@ def at_checkpoint(tmp_path_factory, mirror_root) -> tuple[Path, Path]:
 
 
 def test_distilled_corpus_is_parallel_and_read_by_the_data_module(at_checkpoint, mirror_root, tmp_path):
-    from transformer.data.translation_datamodule import TranslationDataModule
-    from transformer.data.corpora import multi30k, read_pairs
+    from transformer.data.parallel.corpus import multi30k, read_pairs
+    from transformer.data.parallel.datamodule import TranslationDataModule
 
     from transformer.cli import distill
 
@@ -81,7 +81,7 @@ def test_the_console_entry_point_reports_a_missing_checkpoint_in_one_line(tmp_pa
 
 def test_a_translation_with_line_breaks_stays_on_one_line(tmp_path):
     from transformer.cli.distill import _write_lines
-    from transformer.data.readers import iter_lines
+    from transformer.data.core.readers import iter_lines
 
     path = tmp_path / "train.en"
     _write_lines(path, ["a dog", "two\nlines", "cr\r\nlf", "", "last"])

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from hydra_helpers import compose_cfg
 
-from transformer.data.datamodule_base import TokenBudgetDataModule
+from transformer.data.core.datamodule import TokenBudgetDataModule
 from transformer.files import corpus_name
 
 REPO = Path(__file__).resolve().parents[2]
@@ -67,7 +67,7 @@ class _Data(TokenBudgetDataModule):
 def test_a_smaller_vocabulary_is_a_warning_only_when_the_user_chose_the_size(chosen, warned, caplog):
     data = _Data(4000)
     data.vocab_size_chosen = chosen
-    with caplog.at_level(logging.DEBUG, logger="transformer.data.datamodule_base"):
+    with caplog.at_level(logging.DEBUG, logger="transformer.data.core.datamodule"):
         data._record_vocab_size(_Tok())
     assert data.hparams["vocab_size"] == 300  # recorded either way
     levels = [r.levelno for r in caplog.records if "asked for" in r.getMessage()]

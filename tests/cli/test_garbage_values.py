@@ -24,7 +24,7 @@ from omegaconf import OmegaConf
 from transformer.cli import average, classify, decode, export, inspect, tag
 from transformer.cli import train as train_cli
 from transformer.cli.common import _HELD, prepare, release_run_folder, user_errors
-from transformer.data.tokenizer import SubwordTokenizer
+from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.tasks.checkpoint import TASK_KEY
 from transformer.tasks.classification import ClassificationTask
 from transformer.tasks.tagging import TaggingTask

@@ -18,7 +18,7 @@ from tiny_translation import src_batch, trained_tiny_task
 from transformer.cli import decode as decode_cli
 from transformer.cli import export as export_cli
 from transformer.cli import inspect as inspect_cli
-from transformer.data.tokenizer import SubwordTokenizer
+from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.inspect.attention import sentence_alignments
 from transformer.tasks.checkpoint import TASK_KEY, load_task
 from transformer.tasks.tagging import TaggingTask

@@ -42,9 +42,9 @@ def test_nat_experiment_trains_and_logs_nat_metrics(nat_run):
 
 def test_train_evaluate_decode_round_trip(nat_run, mirror_root, tmp_path):
     from transformer.cli import decode, evaluate
-    from transformer.data.corpora import multi30k, read_pairs
-    from transformer.tasks.checkpoint import load_task
+    from transformer.data.parallel.corpus import multi30k, read_pairs
     from transformer.evaluation import score_translations
+    from transformer.tasks.checkpoint import load_task
 
     root, summary, _ = nat_run
     ckpt = summary["best_checkpoint"]

@@ -23,7 +23,7 @@ from transformer.cli import fill as fill_cli
 from transformer.cli import inspect as inspect_cli
 from transformer.cli import tag as tag_cli
 from transformer.cli import train as train_cli
-from transformer.data.tokenizer import SubwordTokenizer
+from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.tasks.checkpoint import TASK_KEY, read_checkpoint
 
 # The pretrained encoder at the tiny tagger's and classifier's sizes (model_configs.TINY).

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from transformer.cli.tag import looks_like_conllu, parse_conllu, split_lines, split_tokens, tag_lines
-from transformer.data.tokenizer import SubwordTokenizer
+from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.tasks.tagging import TaggingTask
 
 TAGS = ["DET", "NOUN", "VERB", "PUNCT"]

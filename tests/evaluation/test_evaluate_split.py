@@ -8,7 +8,7 @@ import json
 import pytest
 from sacrebleu.metrics import BLEU
 
-from transformer.data.corpora import multi30k, read_pairs
+from transformer.data.parallel.corpus import multi30k, read_pairs
 from transformer.evaluation.translation import evaluate_split, markdown_table
 
 

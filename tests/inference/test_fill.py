@@ -10,7 +10,7 @@ import random
 import pytest
 import torch
 
-from transformer.data.tokenizer import SubwordTokenizer
+from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.inference.fill import MaskFiller
 from transformer.tasks.mlm import MaskedLMTask
 

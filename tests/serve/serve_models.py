@@ -10,7 +10,7 @@ from omegaconf import open_dict
 
 from model_configs import model_config
 
-from transformer.data.tokenizer import SubwordTokenizer
+from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.tasks.checkpoint import TASK_KEY
 
 SENTENCES = ["ein hund läuft über die wiese .", "a dog runs across the meadow .",

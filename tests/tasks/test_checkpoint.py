@@ -1,8 +1,8 @@
 import pytest
 import torch
 
+from transformer.data.core.batching import token_budget_batches
 from transformer.tasks.checkpoint import CheckpointError, load_task, read_checkpoint
-from transformer.data.batching import token_budget_batches
 
 
 def test_missing_checkpoint_names_the_path(tmp_path):

@@ -11,7 +11,7 @@ import random
 import pytest
 import torch
 
-from transformer.data.tokenizer import SubwordTokenizer
+from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.models.mlm import ElectraModel, MaskedLanguageModel
 from transformer.tasks.mlm import N_SPECIAL, MaskedLMTask, electra_corrupt
 

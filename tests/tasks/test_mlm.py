@@ -10,8 +10,8 @@ import random
 import pytest
 import torch
 
-from transformer.data.text_datamodule import TextCollator
-from transformer.data.tokenizer import SubwordTokenizer
+from transformer.data.core.tokenizer import SubwordTokenizer
+from transformer.data.text.datamodule import TextCollator
 from transformer.tasks.mlm import IGNORE_INDEX, N_SPECIAL, MaskedLMTask, bert_mask, masking_seed, word_ids_of
 
 V, MASK = 1000, 4

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer.data.tokenizer import SubwordTokenizer
+from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.evaluation.tagging import ensemble_report, rank_subsets
 from transformer.inference.tagger import chunk_sentence
 from transformer.models.tagger import pool_words
@@ -400,7 +400,7 @@ def test_evaluate_scores_the_auxiliary_head_too(tokenizer, tmp_path, monkeypatch
     import json
 
     import transformer.evaluation.tagging as evaluation
-    from transformer.data.readers import TaggedSentence
+    from transformer.data.core.readers import TaggedSentence
 
     torch.manual_seed(0)
     task = make_aux_task(tokenizer, aux_weight=0.5).eval()

@@ -8,7 +8,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer.data.tokenizer import SubwordTokenizer
+from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.tasks.build import build_model
 from transformer.tasks.checkpoint import TASK_KEY
 from transformer.tasks.classification import ClassificationTask

@@ -3,7 +3,7 @@
 import pytest
 import torch
 
-from transformer.data.tokenizer import SubwordTokenizer
+from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.tasks.translation import TranslationTask
 
 SENTENCES = ["ein hund läuft über die wiese .", "a dog runs across the meadow .",

@@ -46,7 +46,7 @@ def user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that describe bad input (file, key, value, device), not bugs."""
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
-    from transformer.data import readers, sources
+    from transformer.data.core import readers, sources
     from transformer.tasks.checkpoint import CheckpointError
 
     errors: list[type[BaseException]] = [CheckpointError, DiskFullError, FileNotFoundError, FileExistsError,

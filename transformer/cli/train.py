@@ -28,10 +28,10 @@ from transformer.cli.callbacks import (
 )
 from transformer.cli.common import StoppedBySignal, claim_run_folder, hydra_entry, release_run_folder
 from transformer.cli.validate import check_decode_settings, quiet_lightning, trainer_settings
+from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.files import write_text
 from transformer.models.transformer import count_parameters
 from transformer.tasks.build import check_config_types, check_model_config, show
-from transformer.data.tokenizer import SubwordTokenizer
 from transformer.tasks.checkpoint import TASK_KEY, CheckpointError, load_weights, read_checkpoint
 from transformer.tasks.transfer import check_init_from, copy_encoder, encoder_settings_to_take, pretrained_tokenizer
 
@@ -149,7 +149,7 @@ def check_config(cfg: DictConfig) -> None:
     check_model_config(cfg.get("model"), "model", complete=False)
     for group in ("trainer", "data", "task"):
         check_config_types(cfg.get(group), group)
-    from transformer.data.checks import check_data_config
+    from transformer.data.core.checks import check_data_config
 
     check_data_config(cfg.get("data"), "data")  # languages, column maps, splits, hub: before any file is read
     for group in ("callbacks", "logger"):

@@ -13,7 +13,7 @@ from typing import Sequence
 
 import torch
 
-from transformer.data.labelled import label_ids, read_split, split_path
+from transformer.data.labelled.corpus import label_ids, read_split, split_path
 from transformer.files import inside, write_text
 
 

@@ -16,7 +16,7 @@ from typing import Sequence
 
 import torch
 
-from transformer.data.tagged_splits import read_tagged_file, read_tagged_split, tag_field
+from transformer.data.tagged.corpus import read_tagged_file, read_tagged_split, tag_field
 from transformer.evaluation.tag_metrics import MostFrequentTagBaseline, tagging_metrics
 from transformer.files import atomic_open, inside, write_text
 

@@ -13,8 +13,8 @@ from typing import Protocol, Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
 
-from transformer.data.corpora import MULTI30K, ParallelCorpus, make_corpus
-from transformer.data.readers import iter_lines
+from transformer.data.core.readers import iter_lines
+from transformer.data.parallel.corpus import MULTI30K, ParallelCorpus, make_corpus
 from transformer.files import inside, write_text
 from transformer.inference import Translator
 

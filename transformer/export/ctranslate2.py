@@ -267,7 +267,7 @@ class CTranslate2Translator:
     def __init__(self, model_dir: str | Path, device: str = "cpu", compute_type: str = "default",
                  threads: int = 1, max_len_a: float = 1.2, max_len_b: int = 10, max_batch_size: int = 64,
                  batch_type: str = "examples"):
-        from transformer.data.tokenizer import SubwordTokenizer
+        from transformer.data.core.tokenizer import SubwordTokenizer
 
         ct2 = _ct2()
         model_dir = Path(model_dir)

@@ -11,7 +11,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from transformer.data.batching import _pad, token_budget_batches
+from transformer.data.core.batching import pad_ids, token_budget_batches
 
 # (model, its tokenizer, the most pieces its encoder reads)
 Member = tuple[nn.Module, object, int]
@@ -50,7 +50,7 @@ class SentenceClassifier:
         ids = [x[:room] for x in ids]
         out = torch.zeros(len(ids), len(self.labels))  # (N, C)
         for batch in token_budget_batches([max(len(x), 1) for x in ids], self.max_tokens):
-            src = _pad([ids[i] for i in batch], tokenizer.pad_id).to(self.device)  # (B, T)
+            src = pad_ids([ids[i] for i in batch], tokenizer.pad_id).to(self.device)  # (B, T)
             logits = model(src).float()  # (B, C)
             out[torch.as_tensor(batch)] = torch.softmax(logits, dim=-1).cpu()
         return out

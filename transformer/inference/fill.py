@@ -19,8 +19,8 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from transformer.data.batching import _pad, token_budget_batches
-from transformer.data.tokenizer import SPECIAL_TOKENS
+from transformer.data.core.batching import pad_ids, token_budget_batches
+from transformer.data.core.tokenizer import SPECIAL_TOKENS
 
 #: What marks a piece to fill in the input: BERT's spelling, or the tokenizer's own.
 MASK_MARKERS = ("[MASK]", "<mask>")
@@ -107,7 +107,7 @@ class MaskFiller:
         k = min(top_k, self.tokenizer.vocab_size - len(SPECIAL_TOKENS))
         out: list[list[list[Filler]]] = [[] for _ in texts]
         for batch in token_budget_batches([len(ids) for ids, _ in encoded], self.max_tokens):
-            src = _pad([encoded[i][0] for i in batch], self.tokenizer.pad_id).to(self.device)  # (B, T)
+            src = pad_ids([encoded[i][0] for i in batch], self.tokenizer.pad_id).to(self.device)  # (B, T)
             rows = torch.tensor([r for r, i in enumerate(batch) for _ in encoded[i][1]], device=self.device)  # (M,)
             cols = torch.tensor([p for i in batch for p in encoded[i][1]], device=self.device)  # (M,)
             logits = self.model(src)[rows, cols].float()  # (B, T, V) -> (M, V)

@@ -13,7 +13,7 @@ from typing import Sequence
 import torch
 from torch import nn
 
-from transformer.data.batching import token_budget_batches
+from transformer.data.core.batching import token_budget_batches
 
 # A member of a tagger: its model, the tokenizer it reads words with, and how many pieces
 # its encoder takes at once (longer sentences are tagged in chunks).

@@ -9,7 +9,7 @@ from typing import Callable, Sequence
 
 import torch
 
-from transformer.data.batching import TranslationCollator, token_budget_batches
+from transformer.data.core.batching import TranslationCollator, token_budget_batches
 
 # A search function maps a padded source batch (B, S) to n-best (token ids, score) lists.
 SearchFn = Callable[[torch.Tensor], list[list[tuple[list[int], float]]]]

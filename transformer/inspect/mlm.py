@@ -9,7 +9,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from transformer.data.tokenizer import SPECIAL_TOKENS
+from transformer.data.core.tokenizer import SPECIAL_TOKENS
 from transformer.inspect import plots
 from transformer.inspect.attention import capture_encoder_attention
 from transformer.inspect.report import _save_npz, piece_labels

@@ -47,7 +47,7 @@ class OneTokenizerCheckpoint:
             checkpoint["tokenizers"] = {"src": self.tokenizer.to_str()}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
-        from transformer.data.tokenizer import SubwordTokenizer
+        from transformer.data.core.tokenizer import SubwordTokenizer
 
         if "tokenizers" in checkpoint:
             self.tokenizer = SubwordTokenizer.from_str(checkpoint["tokenizers"]["src"])

@@ -22,8 +22,8 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from transformer.data.sources import sha256_file
-from transformer.data.tokenizer import SubwordTokenizer
+from transformer.data.core.sources import sha256_file
+from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.evaluation.classification import classification_metrics, confusion_matrix, evaluate_classification
 from transformer.files import inside, save_torch
 from transformer.inference.classifier import SentenceClassifier

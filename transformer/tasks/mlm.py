@@ -9,11 +9,11 @@ replaced by ``<mask>``, 10 % by a random piece and 10 % left as they are; the lo
 cross-entropy of the chosen pieces only. Special tokens (pad, BOS, EOS, unk, mask: the first
 ids) are never chosen. With ``whole_word`` a word is chosen or not as a whole (Cui et al. 2019):
 its pieces are all chosen together, each then masked, replaced or kept on its own draw; words
-are the tokenizer's (:meth:`~transformer.data.tokenizer.SubwordTokenizer.word_starts`).
+are the tokenizer's (:meth:`~transformer.data.core.tokenizer.SubwordTokenizer.word_starts`).
 
 The draw is new every epoch and the same on every run: each batch's generator is seeded from
 the task's ``seed``, the epoch and the batch's ``key`` (its smallest row index, which names
-it within an epoch; see :mod:`transformer.data.text_datamodule`), so a resumed run draws
+it within an epoch; see :mod:`transformer.data.text.datamodule`), so a resumed run draws
 exactly what the uninterrupted one did, however the batches are spread over devices.
 Validation always draws with epoch ``-1``: its numbers compare across epochs.
 
@@ -47,10 +47,10 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from transformer.data.batching import _pad, token_budget_batches
-from transformer.data.preprocess import chunk_spans
-from transformer.data.text import TextCorpus, make_sources
-from transformer.data.tokenizer import MASK, SPECIAL_TOKENS, SubwordTokenizer
+from transformer.data.core.batching import pad_ids, token_budget_batches
+from transformer.data.core.tokenizer import MASK, SPECIAL_TOKENS, SubwordTokenizer
+from transformer.data.text.corpus import TextCorpus, make_sources
+from transformer.data.text.datamodule import chunk_spans
 from transformer.files import inside, write_text
 from transformer.inference.fill import MaskFiller
 from transformer.inference.tagger import model_max_len
@@ -293,7 +293,7 @@ class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
                 for s, e in chunk_spans([starts[t] for t in ids], max_len)]
         sums = torch.zeros(6, dtype=torch.float64)
         for batch in token_budget_batches([len(r) for r in rows], max_tokens):
-            src = _pad([rows[i] for i in batch], self.tokenizer.pad_id).to(device)  # (B, T)
+            src = pad_ids([rows[i] for i in batch], self.tokenizer.pad_id).to(device)  # (B, T)
             sums += self._step({"src": src, "key": min(batch)}, VALIDATION_EPOCH)[1].double().cpu()
         metrics = {"split": split, "dataset": self.hparams.data.get("name"), "rows": len(rows),
                    "predicted": int(sums[2]), **self._metrics(sums.tolist())}

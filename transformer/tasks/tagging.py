@@ -21,13 +21,13 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from transformer.data.tagged_splits import tag_field
-from transformer.data.tokenizer import SubwordTokenizer
+from transformer.data.core.tokenizer import SubwordTokenizer
+from transformer.data.tagged.corpus import tag_field
 from transformer.evaluation.tagging import evaluate_tagging
 from transformer.inference.tagger import WordTagger, model_max_len
+from transformer.models.tagger_ensemble import TaggerEnsemble, TaggerSpec, check_tagger_ensemble
 from transformer.tasks.adversarial import InputCapture, adversarial_shift, check_eps
 from transformer.tasks.build import build_model
-from transformer.models.tagger_ensemble import TaggerEnsemble, TaggerSpec, check_tagger_ensemble
 from transformer.tasks.checkpoint import OneTokenizerCheckpoint
 from transformer.tasks.schedules import adamw_with_warmup
 

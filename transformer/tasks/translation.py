@@ -16,7 +16,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from transformer.data.tokenizer import SubwordTokenizer
+from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.decoding import EnsembleModel, beam_search, greedy_search
 from transformer.decoding.compiled import compiled_decoding
 from transformer.evaluation import CorpusBLEU

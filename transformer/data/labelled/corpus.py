@@ -1,0 +1,124 @@
+"""Labelled sentences from a user's files (one text and one label a row), read through
+:func:`transformer.data.core.readers.iter_rows`: TSV or CSV (a column index, or a header name with
+``header=True``) and JSON lines (a key). Every problem is a one-line
+:class:`~transformer.data.core.readers.DataFormatError` naming the file and line.
+
+A corpus without its own dev or test file is split by text (``holdout``, seeded; every copy
+of a text in one split, :mod:`transformer.data.core.holdout`). The label set comes from the
+training file alone (sorted); a dev or test row whose label the
+training file never had is an error naming its file and line, since no model trained on that
+file could ever predict it.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from transformer.data.core.holdout import KeySplit
+from transformer.data.core.readers import DataFormatError, iter_rows
+
+
+@dataclass
+class LabelledFile:
+    """A file's rows: ``texts[i]`` has label ``labels[i]`` and sits on line ``lines[i]``."""
+
+    path: Path
+    texts: list[str] = field(default_factory=list)
+    labels: list[str] = field(default_factory=list)
+    lines: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+
+def read_labelled(path: str | os.PathLike, text_column: int | str = 0, label_column: int | str = 1,
+                  file_format: str | None = None, header: bool = False) -> LabelledFile:
+    """Every row's text and label (surrounding whitespace stripped), streamed from ``path``.
+
+    ``file_format``: ``tsv``, ``csv`` or ``jsonl`` (None: from the extension). A row with an
+    empty text or label, or a file without a single row, is a ``DataFormatError``.
+    """
+    path = Path(path)
+    if file_format == "text":
+        raise ValueError(f"{path}: labelled data needs two columns (tsv, csv or jsonl), not plain text")
+    out = LabelledFile(path)
+    for line, (text, label) in iter_rows(path, (text_column, label_column), file_format, header):
+        text, label = text.strip(), label.strip()
+        if not label:
+            raise DataFormatError(path, line, f"empty label (column {label_column!r})")
+        if not text:
+            raise DataFormatError(path, line, f"empty text (column {text_column!r})")
+        out.texts.append(text)
+        out.labels.append(label)
+        out.lines.append(line)
+    if not out.texts:
+        raise DataFormatError(path, 0, "no labelled rows")
+    return out
+
+
+def label_vocab(train: LabelledFile) -> list[str]:
+    """The training file's labels, sorted; fewer than two is an error (nothing to learn)."""
+    labels = sorted(set(train.labels))
+    if len(labels) < 2:
+        raise DataFormatError(train.path, 0, f"the training file has only the label(s) {labels}; "
+                                             "a classifier needs at least two")
+    return labels
+
+
+def label_ids(data: LabelledFile, labels: Sequence[str]) -> list[int]:
+    """Each row's label id in ``labels``; a label not there is a ``DataFormatError`` naming
+    the row's file and line."""
+    index = {label: i for i, label in enumerate(labels)}
+    ids = []
+    for label, line in zip(data.labels, data.lines):
+        if label not in index:
+            raise DataFormatError(data.path, line, f"label {label!r} is not one of the training file's "
+                                                   f"labels {list(labels)}")
+        ids.append(index[label])
+    return ids
+
+
+def carve(whole: LabelledFile, holdout: Mapping[str, float | int], seed: int = 0) -> dict[str, LabelledFile]:
+    """``whole`` split by text into ``train`` and the held-out splits of ``holdout`` (a row
+    count or a fraction each): seeded, every copy of a text in one split, rows in file order."""
+    split_of = KeySplit(whole.texts, holdout, seed)
+    parts = {name: LabelledFile(whole.path) for name in split_of.counts}
+    for text, label, line in zip(whole.texts, whole.labels, whole.lines):
+        part = parts[split_of(text)]
+        part.texts.append(text)
+        part.labels.append(label)
+        part.lines.append(line)
+    return parts
+
+
+def split_path(settings: Mapping[str, Any], split: str) -> Path:
+    """The file of a named split (as a data module's ``settings()`` recorded it; a held-out
+    split's file is the training file), or ``split`` itself when it is a file."""
+    paths = settings.get("paths", {})
+    if split in paths:
+        return Path(paths[split])
+    if split in (settings.get("holdout") or {}):
+        return Path(paths["train"])
+    if Path(split).is_file():
+        return Path(split)
+    named = sorted({*paths, *(settings.get("holdout") or {})})
+    raise ValueError(f"split={split!r}: not one of the checkpoint's splits {named} nor a file")
+
+
+def read_split(settings: Mapping[str, Any], split: str) -> LabelledFile:
+    """A split's rows as ``settings`` name them (``paths``, columns, ``holdout``): its own
+    file, or carved from the training file when it is held out (then ``train`` is what is
+    left), or any file given as ``split``."""
+    path = split_path(settings, split)
+    rows = read_labelled(path, settings["text_column"], settings["label_column"], settings.get("file_format"),
+                         settings.get("header", False))
+    holdout = settings.get("holdout") or {}
+    if holdout and (split in holdout or split == "train"):
+        return carve(rows, holdout, settings.get("holdout_seed", 0))[split]
+    return rows
+
+
+__all__ = ["LabelledFile", "carve", "label_ids", "label_vocab", "read_labelled", "read_split", "split_path"]
