@@ -255,14 +255,15 @@ def experiment_file(name: str) -> dict:
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_recorded_choices_and_the_experiment_file_say_what_runs(experiment):
-    # What Hydra records in .hydra/ as the run's choices (data, model, task, trainer, decodings,
-    # and the experiment) is what runs: each node is its chosen file plus what the experiment
+    # What Hydra records in .hydra/ as the run's choices (data, model, task, trainer, callbacks,
+    # loggers, decodings, and the experiment) is what runs: each node is its chosen file plus what the experiment
     # file writes under it; nothing else changes it behind the choices' back.
     cfg = compose_cfg("train", [f"experiment={experiment}", "output_dir=x"], hydra_node=True)
     choices = cfg.hydra.runtime.choices
     assert choices.experiment == experiment
     written = experiment_file(experiment)
-    for key, group in (("data", "data"), ("model", "model"), ("task", "task"),
+    for key, group in (("data", "data"), ("model", "model"), ("task", "task"), ("trainer", "trainer"),
+                       ("callbacks", "callbacks"), ("logger", "logger"),
                        ("test_decode", "decode@test_decode"), ("task.val_decode", "decode@task.val_decode")):
         node = OmegaConf.select(cfg, key)
         node = OmegaConf.to_container(node, resolve=False) if node is not None else None
@@ -293,8 +294,9 @@ def test_conf_groups_mirror_the_package_and_group_files_are_complete():
     # conf/ holds the groups named after the package's parts, each option one complete file:
     # no base files to chain, no per-experiment subtrees (an experiment file shows its recipe).
     groups = {p.name for p in CONF.iterdir() if p.is_dir()}
-    assert groups == {"data", "debug", "decode", "experiment", "hydra", "model", "task"}
-    for group in ("model", "task", "decode"):
+    assert groups == {"callbacks", "data", "debug", "decode", "experiment", "hydra", "logger", "model", "task",
+                      "trainer"}
+    for group in ("model", "task", "decode", "trainer", "callbacks", "logger"):
         assert not [p for p in (CONF / group).iterdir() if p.is_dir()], group
         for path in (CONF / group).glob("*.yaml"):
             assert "defaults" not in OmegaConf.load(path), path

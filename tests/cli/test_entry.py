@@ -1,15 +1,15 @@
 """The door every command goes through: the command line is composed once per job, checked
-once, then run by Hydra's job runner (the run folder with its ``.hydra/`` record); a ``-m``
-sweep runs each job in its own folder, with ``multirun.yaml`` beside them."""
+once, then run in its folder with the ``.hydra/`` record Hydra writes; a ``-m`` sweep runs each
+job in its own folder, with ``multirun.yaml`` beside them."""
 
 from __future__ import annotations
 
 import json
 import sys
 
+import hydra
 import pytest
 import yaml
-from hydra._internal.hydra import Hydra
 
 from transformer.cli import train as train_cli
 
@@ -21,17 +21,17 @@ TINY = ["debug=fast", "model=tiny", "data.vocab_size=300", "data.train_subset=32
 def counted(monkeypatch):
     """How many times a config was composed and a training config checked."""
     calls = {"compose": 0, "check": 0}
-    compose, check = Hydra.compose_config, train_cli.check_config
+    compose, check = hydra.compose, train_cli.check_config
 
-    def counting_compose(self, *args, **kwargs):
+    def counting_compose(*args, **kwargs):
         calls["compose"] += 1
-        return compose(self, *args, **kwargs)
+        return compose(*args, **kwargs)
 
     def counting_check(cfg):
         calls["check"] += 1
         return check(cfg)
 
-    monkeypatch.setattr(Hydra, "compose_config", counting_compose)
+    monkeypatch.setattr(hydra, "compose", counting_compose)
     monkeypatch.setattr(train_cli, "check_config", counting_check)
     return calls
 

@@ -23,7 +23,7 @@ from omegaconf import OmegaConf
 
 from transformer.cli import average, classify, decode, export, inspect, tag
 from transformer.cli import train as train_cli
-from transformer.cli.common import _HELD, prepare, release_run_folder, user_errors
+from transformer.cli.common import prepare, user_errors
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.tasks.checkpoint import TASK_KEY
 from transformer.tasks.classification import ClassificationTask
@@ -129,9 +129,6 @@ def invoke(command: str, args: list[str], capsys, monkeypatch) -> tuple[int, str
     except Exception:  # an escaped internal error: what the command line would show as a traceback
         traceback.print_exc()
         code = 1
-    finally:
-        for held in list(_HELD):
-            release_run_folder(Path(held))
     return code, capsys.readouterr().err
 
 

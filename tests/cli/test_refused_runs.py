@@ -80,7 +80,7 @@ def test_a_flag_typed_after_the_overrides_still_makes_a_sweep(tmp_path, monkeypa
     monkeypatch.chdir(tmp_path)
     args = ["model=tiny", "seed=1,2", "-m", f"hydra.sweep.dir={tmp_path / 'S'}"]
     jobs = prepare("train", args, preflight)
-    assert [(job.sweep, job.cfg.seed, job.cfg.output_dir) for job in jobs] == [
+    assert [(job.sweep is not None, job.cfg.seed, job.cfg.output_dir) for job in jobs] == [
         (True, 1, str(tmp_path / "S" / "0")), (True, 2, str(tmp_path / "S" / "1"))]
     assert not (tmp_path / "S").exists()  # composed and checked; nothing written yet
 

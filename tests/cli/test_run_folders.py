@@ -151,20 +151,22 @@ def test_a_finished_run_removes_its_lock_file_and_logs_without_noise(mirror_root
 
 
 def test_a_lock_file_removed_under_a_waiting_claim_is_not_trusted(tmp_path):
-    """The holder removes its lock file as it releases it; a claim that locked the removed file
-    must lock the new one instead, so two runs never hold two files of one name."""
+    """The holder removes its lock file as it releases it; a claim made after that locks a new
+    file of that name, which a second claim then finds held."""
     folder = tmp_path / "run"
     assert claim_run_folder(folder)
     old = os.open(folder / LOCK_NAME, os.O_RDWR)  # what a second run opened before the release
     release_run_folder(folder)
     assert not (folder / LOCK_NAME).exists()
-    from transformer.cli.common import _lock
-
-    fd = _lock(folder / LOCK_NAME)
     try:
-        assert os.fstat(fd).st_ino == os.stat(folder / LOCK_NAME).st_ino != os.fstat(old).st_ino
+        assert claim_run_folder(folder)
+        assert os.stat(folder / LOCK_NAME).st_ino != os.fstat(old).st_ino
+        holder = subprocess.run(
+            [sys.executable, "-c", "import sys; from transformer.cli.common import claim_run_folder\n"
+             f"claim_run_folder({str(folder)!r})"], env=env(), capture_output=True, text=True, timeout=120)
+        assert holder.returncode == 1 and f"in use by another training run (pid {os.getpid()})" in holder.stderr
     finally:
-        os.close(fd)
+        release_run_folder(folder)
         os.close(old)
 
 

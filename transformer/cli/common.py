@@ -1,45 +1,57 @@
-"""The door every command passes through, and the run folder a training claims on its way in.
+"""The door every command passes through: compose once, check once, run.
 
-Each CLI is a plain ``run(cfg) -> result`` function (callable from Python and tests) under a
-thin ``@hydra.main`` wrapper; the wrapper turns the project's own input errors into a
-one-line message and exit status 2 instead of a traceback.
+Each CLI is a plain ``run(cfg) -> result`` function (callable from Python and tests) made a
+console script by :func:`hydra_entry`, on Hydra's public API:
 
-A training run's folder is claimed by one run at a time. Two trainings started at once into
-one folder would both find it empty and then mix their configs and checkpoints. So a run takes
-an exclusive ``flock`` on ``<folder>/.run.lock`` before it writes anything else, and checks
-under the lock that the folder holds no other run (:func:`claim_run_folder`). The kernel drops
-the lock when the process ends, however it ends: a lock file left by a killed run (its pid no
-longer alive) does not block the next one, and a run that ends normally removes its lock file.
-A resume (``ckpt_path=``) may write into the folder its checkpoint comes from, or into an empty
-one, never into another run's.
+1. compose: the command line becomes one config per job (Hydra's Compose API; a ``-m`` sweep
+   is the product of its swept values);
+2. check: the command's validation step runs on every job before anything is written, so a
+   refused run or sweep writes nothing, not even ``.hydra/``;
+3. run: each job runs in its folder as Hydra's runner runs it (:func:`run_job`: the ``.hydra/``
+   record, logging, ``HydraConfig``; ``multirun.yaml`` beside the jobs of a sweep).
+
+A user error anywhere is one ``error:`` line and exit status 2. Hydra's own flags (``--help``,
+``--cfg``, ``--info`` ...) are left to ``@hydra.main``.
+
+A training run's folder is claimed by one run at a time: two trainings started at once into one
+folder would both find it empty and then mix their configs and checkpoints. So a run locks
+``<folder>/.run.lock`` (``filelock``) before it writes anything else, and checks under the lock
+that the folder holds no other run (:func:`claim_run_folder`). The lock dies with the process,
+however it ends: a lock file left by a killed run does not block the next one, and a run that
+ends normally removes its lock file. A resume (``ckpt_path=``) may write into the folder its
+checkpoint comes from, or into an empty one, never into another run's.
 """
 
 from __future__ import annotations
 
-import atexit
 import contextlib
+import copy
 import dataclasses
-import fcntl
 import functools
+import itertools
 import os
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
 
 import hydra
-from omegaconf import DictConfig, OmegaConf, open_dict
+from filelock import FileLock, Timeout
+from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from transformer.cli import validate
 from transformer.cli.validate import resolve_device
 from transformer.files import DiskFullError, disk_full, full_disk_error
 
 # A command's validation step: raises a user error (ValueError, OSError ...) for a bad config.
-Check = Callable[[DictConfig], None]
+Check = Callable[[DictConfig], object]
 
 # conf/ sits at the repository root (the package is installed editable: `pip install -e .`).
 CONF_DIR = str(
     Path(os.environ.get("TRANSFORMER_CONF_DIR", Path(__file__).resolve().parents[2] / "conf")).resolve()
 )
+# The command whose runs claim their folder.
+TRAIN = "train"
+MULTIRUN_FLAGS = ("-m", "--multirun")
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
@@ -80,37 +92,39 @@ def fail(exc: BaseException | str, status: int = 2) -> None:
     print(f"error: {text[:2000]}", file=sys.stderr)
     sys.exit(status)
 
-
 @dataclasses.dataclass
 class Job:
-    """One run of a command: its config, composed once with Hydra's node (``cfg.hydra``), what
-    the command's validation step returned for it, and where Hydra's job keys put its folder."""
+    """One run of a command: its config (with Hydra's node), what the command's validation step
+    returned for it, its folder, and for a job of a ``-m`` sweep the sweep's config (saved as
+    ``multirun.yaml``)."""
 
     cfg: DictConfig
-    checked: object = None
-    sweep: bool = False
+    checked: object
+    folder: str
+    sweep: DictConfig | None = None
 
 
 def hydra_entry(config_name: str,
                 check: Check | None = None) -> Callable[[Callable[..., object]], Callable[[], None]]:
-    """Wrap a command as a console-script ``main()`` reading ``conf/<config_name>.yaml``.
-
-    The door every command goes through, in three steps: the command line is composed once
-    (:func:`prepare`, Hydra's Compose API), the command's validation step runs on the result
-    before anything is written, then Hydra's job runner (``run_job``: the run folder, its
-    ``.hydra/`` record, logging) calls the command. With ``check`` the command is
-    ``run(cfg, checked)`` and receives what ``check`` returned (training: the resumed
-    checkpoint); without, the check is the command's entry in ``validate.CHECKS`` and the
-    command is ``run(cfg)``. A user error anywhere is one ``error:`` line and exit 2.
-    Hydra's own flags (``--help``, ``--cfg`` ...) and glob sweeps are left to Hydra."""
+    """Wrap a command as a console-script ``main()`` reading ``conf/<config_name>.yaml``: the
+    command line is composed and checked (:func:`prepare`), then each job runs (:func:`run_job`).
+    With ``check`` the command is ``run(cfg, checked)`` and receives what ``check`` returned
+    (training: the resumed checkpoint); without, the check is the command's entry in
+    ``validate.CHECKS`` and the command is ``run(cfg)``."""
+    checker = check or validate.CHECKS.get(config_name) or _no_check
+    claims = config_name == TRAIN
 
     def wrap(run: Callable[..., object]) -> Callable[[], None]:
         def call(cfg: DictConfig, checked: object) -> object:
             return run(cfg, checked) if check is not None else run(cfg)
 
         @hydra.main(version_base="1.3", config_path=CONF_DIR, config_name=config_name)
-        def hydra_main(cfg: DictConfig) -> None:  # only for what Hydra parses itself
-            guarded(lambda: call(cfg, (check or validate.CHECKS.get(config_name) or _no_check)(cfg)))
+        def hydra_main(cfg: DictConfig) -> None:  # only for Hydra's own flags
+            def work() -> object:
+                checked = checker(cfg)
+                with claimed(cfg) if claims else contextlib.nullcontext():
+                    return call(cfg, checked)
+            guarded(work)
 
         @functools.wraps(run)
         def main() -> None:
@@ -121,7 +135,12 @@ def hydra_entry(config_name: str,
             if jobs is None:
                 hydra_main()
                 return
-            launch(config_name, sys.argv[1:], jobs, call)
+            if jobs[0].sweep is not None:
+                sweep_dir = Path(str(jobs[0].sweep.hydra.sweep.dir))
+                sweep_dir.mkdir(parents=True, exist_ok=True)
+                OmegaConf.save(jobs[0].sweep, sweep_dir / "multirun.yaml")
+            for job in jobs:
+                guarded(lambda job=job: run_job(job, lambda cfg: call(cfg, job.checked), claims))
 
         return main
 
@@ -148,76 +167,89 @@ def guarded(work: Callable[[], object]) -> object:
         fail(full)
 
 
-def launch(config_name: str, args: list[str], jobs: list[Job], call: Callable[[DictConfig, object], object]) -> None:
-    """Run each job through Hydra's job runner, as ``@hydra.main`` would (``hydra.run.dir``, or
-    ``hydra.sweep.dir/hydra.sweep.subdir`` with ``multirun.yaml`` beside the jobs of a sweep),
-    with the config composed and checked by :func:`prepare`."""
-    from hydra._internal.callbacks import Callbacks
-    from hydra.core.utils import configure_log, run_job
-    from hydra.types import HydraContext, RunMode
+def run_job(job: Job, work: Callable[[DictConfig], object], claim: bool = False) -> object:
+    """``work(cfg)`` in the job's folder, as Hydra's job runner does it: ``hydra.runtime.output_dir``
+    and ``HydraConfig`` set, the folder made (claimed first with ``claim``, for training), logging
+    configured from ``hydra.job_logging``, the ``.hydra/`` record written (``config.yaml``,
+    ``hydra.yaml``, ``overrides.yaml``; none with ``hydra.output_subdir=null``), ``hydra.job.env_set``
+    applied and, with ``hydra.job.chdir=true``, the folder made the working directory."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.core.utils import configure_log, env_override
+    from hydra.types import RunMode
 
-    with hydra_session(config_name) as session:
-        if jobs and jobs[0].sweep:
-            sweep = session.compose_config(config_name, [a for a in args if not a.startswith("-")],
-                                           run_mode=RunMode.MULTIRUN)
-            folder = Path(str(sweep.hydra.sweep.dir))
-            folder.mkdir(parents=True, exist_ok=True)
-            OmegaConf.save(sweep, folder / "multirun.yaml")
-        for job in jobs:
-            cfg = job.cfg
-            configure_log(cfg.hydra.hydra_logging, cfg.hydra.verbose)
-            context = HydraContext(config_loader=session.config_loader, callbacks=Callbacks(cfg))
-            keys = ("hydra.sweep.dir", "hydra.sweep.subdir") if job.sweep else ("hydra.run.dir", None)
-            with open_dict(cfg):
-                cfg.hydra.mode = RunMode.MULTIRUN if job.sweep else RunMode.RUN
-            done = run_job(task_function=lambda task_cfg, job=job: guarded(lambda: call(task_cfg, job.checked)),
-                           config=cfg, job_dir_key=keys[0], job_subdir_key=keys[1], hydra_context=context)
-            done.return_value  # an error inside the job (not a user error) is raised here
-
-
-@contextlib.contextmanager
-def hydra_session(config_name: str):
-    """Hydra initialized on ``conf/`` for one command (its job name is the config's name)."""
-    from hydra import initialize_config_dir
-    from hydra.core.global_hydra import GlobalHydra
-    from hydra.core.utils import setup_globals
-
-    setup_globals()  # Hydra's resolvers (now, hydra)
-    GlobalHydra.instance().clear()
+    cfg = job.cfg
+    with read_write(cfg.hydra), open_dict(cfg.hydra):
+        cfg.hydra.runtime.output_dir = os.path.abspath(job.folder)
+        cfg.hydra.mode = RunMode.RUN if job.sweep is None else RunMode.MULTIRUN
+    before, cwd = HydraConfig.instance().cfg, os.getcwd()
+    HydraConfig.instance().set_config(cfg)
+    task_cfg = copy.deepcopy(cfg)
+    with open_dict(task_cfg):
+        del task_cfg["hydra"]
     try:
-        with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name=config_name):
-            yield GlobalHydra.instance().hydra
+        with claimed(task_cfg) if claim else contextlib.nullcontext():
+            Path(job.folder).mkdir(parents=True, exist_ok=True)
+            configure_log(cfg.hydra.job_logging, cfg.hydra.verbose)
+            if cfg.hydra.output_subdir is not None:
+                record = Path(job.folder) / str(cfg.hydra.output_subdir)
+                record.mkdir(parents=True, exist_ok=True)
+                OmegaConf.save(task_cfg, record / "config.yaml")
+                OmegaConf.save(HydraConfig.instance().cfg, record / "hydra.yaml")
+                OmegaConf.save(cfg.hydra.overrides.task, record / "overrides.yaml")
+            with env_override(dict(cfg.hydra.job.env_set)):
+                if cfg.hydra.job.chdir:
+                    os.chdir(job.folder)
+                return work(task_cfg)
     finally:
-        GlobalHydra.instance().clear()
+        os.chdir(cwd)
+        HydraConfig.instance().cfg = before
 
 
 def prepare(config_name: str, args: list[str], check: Check | None = None) -> list[Job] | None:
     """The command line composed once per job and checked, before anything is written: the
-    jobs to :func:`launch`, or None where Hydra takes the command line itself (its own flags
-    ``--help``, ``--cfg`` ...; a sweep with a glob over config groups, whose jobs only Hydra can
-    expand: its first values are checked here, each job checks itself). Training's folder is
-    claimed here (``hydra.run.dir`` pinned to it). With ``-m`` every job is composed and checked
-    and, for training, each job's folder must be free, so that a refused sweep writes nothing
-    (not even ``multirun.yaml``). ``check`` is the command's validation step (default: its
-    entry in ``validate.CHECKS``)."""
+    jobs to run, or None for Hydra's own flags (``--help``, ``--cfg`` ...), which ``@hydra.main``
+    handles. A job's folder is resolved once (``hydra.run.dir``, or ``hydra.sweep.dir`` /
+    ``hydra.sweep.subdir``); training's ``output_dir`` is that folder, and it must hold no other
+    run. With ``-m`` every job is composed and checked first, so that a refused sweep writes
+    nothing (not even ``multirun.yaml``). ``check`` is the command's validation step (default:
+    its entry in ``validate.CHECKS``)."""
     check = check or validate.CHECKS.get(config_name) or _no_check
     flags = [a for a in args if a.startswith("-")]
-    multirun = bool(flags) and all(a in ("-m", "--multirun") for a in flags)
-    if flags and not multirun:
+    if any(flag not in MULTIRUN_FLAGS for flag in flags):
         return None
     overrides = [a for a in args if not a.startswith("-")]
-    if multirun:
-        return check_sweep(config_name, overrides, check)
-    cfg = check_overrides(config_name, overrides)
-    folder = check_folder_key(cfg, "run")
-    if config_name != "train":
-        return [Job(cfg, check(cfg))]
-    pin_output_dir(cfg, folder)
+    if not flags:
+        cfg = check_overrides(config_name, overrides)
+        folder = check_folder_key(cfg, "run")
+        with open_dict(cfg.hydra):
+            cfg.hydra.run.dir = folder  # resolved once: ${now:...} is this run's start
+        return [check_job(config_name, cfg, folder, check)]
+    sweep, jobs = sweep_configs(config_name, overrides)
+    seen: dict[str, int] = {}
+    out = []
+    for num, cfg in enumerate(jobs):
+        folder = str(Path(check_folder_key(cfg, "sweep")) / str(cfg.hydra.sweep.subdir))
+        if folder in seen:
+            raise ValueError(f"-m: jobs {seen[folder]} and {num} would both write {folder}; "
+                             f"make hydra.sweep.subdir differ between jobs (e.g. ${{hydra.job.num}})")
+        seen[folder] = num
+        try:
+            out.append(check_job(config_name, cfg, folder, check, sweep))
+        except FileExistsError as exc:
+            raise FileExistsError(f"-m job {num}: " + str(exc).replace("hydra.run.dir=", "hydra.sweep.dir=")) from None
+    return out
+
+
+def check_job(config_name: str, cfg: DictConfig, folder: str, check: Check, sweep: DictConfig | None = None) -> Job:
+    """The job of ``cfg`` in ``folder``, checked: training writes into ``folder`` (``output_dir``
+    where the config leaves it to Hydra), which must hold no other run."""
+    training = config_name == TRAIN
+    if training:
+        pin_output_dir(cfg, folder)
     checked = check(cfg)
-    claim_run_folder(Path(cfg.output_dir), cfg.get("ckpt_path"))
-    with open_dict(cfg):
-        cfg.hydra.run.dir = str(folder)  # the folder just claimed, not a new timestamp
-    return [Job(cfg, checked)]
+    if training and not ddp_worker():
+        check_run_folder(Path(cfg.output_dir), cfg.get("ckpt_path"))
+    return Job(cfg, checked, folder, sweep)
 
 
 def check_folder_key(cfg: DictConfig, key: str) -> str:
@@ -231,113 +263,89 @@ def check_folder_key(cfg: DictConfig, key: str) -> str:
 
 
 def pin_output_dir(cfg: DictConfig, folder: str | Path) -> None:
-    """Set ``output_dir`` to ``folder`` where it is ``${hydra:runtime.output_dir}`` (what
-    Hydra will make it), so that the checks see the folder the run will write."""
+    """Set ``output_dir`` to ``folder`` where it is ``${hydra:runtime.output_dir}``, so that the
+    checks see the folder the run will write."""
     with open_dict(cfg):
         if OmegaConf.is_interpolation(cfg, "output_dir") and "hydra:" in str(cfg._get_node("output_dir")._value()):
             cfg.output_dir = str(folder)
 
 
-def sweep_jobs(overrides: list[str]) -> list[list[str]] | None:
-    """The override list of every job of a ``-m`` sweep, in Hydra's order (its basic
-    sweeper's product of the sweeps); None for a glob over config groups, which only Hydra
-    can expand."""
-    from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+def sweep_configs(config_name: str, overrides: list[str]) -> tuple[DictConfig, list[DictConfig]]:
+    """A ``-m`` command line's sweep config (what ``multirun.yaml`` records: the command line
+    as typed, without the swept values) and every job's config, in Hydra's order: the product
+    of the swept values (``a=1,2``, ``range(3)``, ``model=glob(*)``), the last key varying
+    fastest. Every job shares the sweep's ``${now:...}``, and numbers itself (``hydra.job.num``)."""
+    from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import Glob
+    from hydra.errors import HydraException
+    from hydra.types import RunMode
 
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except Exception:  # malformed: composing them as they are reports it in one line
-        return [overrides]
-    if any(isinstance(o.value(), Glob) for o in parsed if o.is_sweep_override()):
-        return None
-    try:
-        return BasicSweeper.split_arguments(parsed, None)[0]
-    except Exception as exc:  # an interval sweep, which the basic sweeper refuses
-        raise ValueError(f"-m: {' '.join(str(exc).split())}") from None
-
-
-def check_sweep(config_name: str, overrides: list[str], check: Check) -> list[Job] | None:
-    """Compose and ``check`` every job of a ``-m`` sweep before anything is written; for
-    training, each job's folder (``hydra.sweep.dir/hydra.sweep.subdir``) must hold no run.
-    Returns the jobs, or None for a glob sweep (after checking its first values)."""
-    jobs = sweep_jobs(overrides)
-    if jobs is None:  # a glob: check the first value of each other sweep, each job checks itself
-        check(check_overrides(config_name, first_of_sweeps(overrides)))
-        return None
-    seen: dict[str, int] = {}
-    out = []
-    for num, job in enumerate(jobs):
-        cfg = check_overrides(config_name, job)
-        sweep_dir = check_folder_key(cfg, "sweep")
-        with open_dict(cfg):
-            cfg.hydra.job.num = cfg.hydra.job.id = num
+    with hydra_session(config_name):
         try:
-            folder = str(Path(sweep_dir) / str(cfg.hydra.sweep.subdir))
-        except Exception:  # a subdir made of what only Hydra knows at run time: each job checks itself
-            folder = None
-        if folder is not None and folder in seen:
-            raise ValueError(f"-m: jobs {seen[folder]} and {num} would both write {folder}; "
-                             f"make hydra.sweep.subdir differ between jobs (e.g. ${{hydra.job.num}})")
-        if folder is not None:
-            seen[folder] = num
-        if config_name == "train" and folder is not None:
-            pin_output_dir(cfg, folder)
-        checked = check(cfg)
-        if config_name == "train" and folder is not None:
-            try:
-                check_run_folder(Path(cfg.output_dir), cfg.get("ckpt_path"))
-            except FileExistsError as exc:
-                raise FileExistsError(f"-m job {num}: " + str(exc).replace("hydra.run.dir=", "hydra.sweep.dir=")) from None
-        out.append(Job(cfg, checked, sweep=True))
-    return out
+            parsed = OverridesParser.create(GlobalHydra.instance().config_loader()).parse_overrides(overrides)
+            values: dict[str, list[str]] = {}
+            for o in parsed:
+                if o.is_sweep_override() and not o.is_discrete_sweep():
+                    raise ValueError(f"-m {o.input_line}: a range of values needs a sweeper plugin; "
+                                     f"list them (a=1,2,3) or use range(start,stop,step)")
+                swept = o.sweep_string_iterator() if o.is_sweep_override() else [o.get_value_element_as_str()]
+                values[o.get_key_element()] = [f"{o.get_key_element()}={v}" for v in swept]
+        except HydraException as exc:
+            raise ValueError(f"-m: {hydra_message(exc, overrides)}") from None
+    sweep = check_overrides(config_name, [o.input_line for o in parsed if not o.is_sweep_override()])
+    with open_dict(sweep.hydra):
+        sweep.hydra.mode = RunMode.MULTIRUN
+        sweep.hydra.overrides.task = [o.input_line for o in parsed if not o.is_hydra_override()]
+    str(sweep.hydra.sweep.dir)  # resolves ${now:...} once, for every job
+    jobs = []
+    for num, job in enumerate(itertools.product(*values.values())):
+        cfg = check_overrides(config_name, list(job))
+        OmegaConf.copy_cache(from_config=sweep, to_config=cfg)
+        with open_dict(cfg.hydra):
+            cfg.hydra.job.num = cfg.hydra.job.id = num
+        jobs.append(cfg)
+    return sweep, jobs
 
 
-def first_of_sweeps(overrides: list[str]) -> list[str]:
-    """``-m`` overrides with each sweep (``a=1,2``, ``range(3)``) replaced by its first value,
-    so that one composition checks every key; glob sweeps of groups are left out."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-    from hydra.core.override_parser.types import Glob
+@contextlib.contextmanager
+def hydra_session(config_name: str) -> Iterator[None]:
+    """Hydra initialized on ``conf/`` for one command (its job name is the config's name)."""
+    from hydra import initialize_config_dir
+    from hydra.core.global_hydra import GlobalHydra
 
-    try:
-        parsed = OverridesParser.create().parse_overrides(overrides)
-    except Exception:  # malformed: composing them as they are reports it in one line
-        return overrides
-    out = []
-    for text, override in zip(overrides, parsed):
-        if not override.is_sweep_override():
-            out.append(text)
-        elif not isinstance(override.value(), Glob):
-            first = next(iter(override.sweep_string_iterator()), None)
-            if first is not None:
-                out.append(f"{override.get_key_element()}={first}")
-    return out
+    GlobalHydra.instance().clear()
+    with initialize_config_dir(config_dir=CONF_DIR, version_base="1.3", job_name=config_name):
+        yield
 
 
 def check_overrides(config_name: str, args: list[str]) -> DictConfig:
-    """Compose ``conf/<config_name>.yaml`` with the command line's overrides (Hydra's node
-    included), so that an unknown key or a malformed override ends with one ``error:`` line
-    and exit status 2 (Hydra itself prints several lines and exits 1)."""
+    """``conf/<config_name>.yaml`` composed with the command line's overrides (Hydra's node
+    included); an unknown key or a malformed override is a ``ValueError`` in one line (Hydra
+    itself prints several lines and exits 1)."""
     from hydra.errors import HydraException
-    from hydra.types import RunMode
     from omegaconf.errors import OmegaConfBaseException
 
-    try:
-        with hydra_session(config_name) as session:
-            return session.compose_config(config_name, args, run_mode=RunMode.RUN)
-    except (HydraException, OmegaConfBaseException) as exc:
-        lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-        cause = exc.__cause__
-        if cause is not None and str(cause).strip():
-            lines.append(str(cause).strip().splitlines()[0])
-        lines = [line for line in dict.fromkeys(lines) if not line.startswith(("full_key:", "object_type="))]
-        hints = [hint for key, hint in GROUP_HINTS.items()
-                 if f"'{key}'" in " ".join(lines) and any(a.startswith(f"{key}=") for a in args)]
-        fail(" ".join(lines + hints))
+    with hydra_session(config_name):
+        try:
+            return hydra.compose(config_name, args, return_hydra_config=True)
+        except (HydraException, OmegaConfBaseException) as exc:
+            raise ValueError(hydra_message(exc, args)) from None
 
 
-# What a command line typed with a group the configs do not have means in this layout.
+def hydra_message(exc: BaseException, args: list[str]) -> str:
+    """Hydra's several-line error as one line, with a hint where the command line names a
+    group the configs do not have (:data:`GROUP_HINTS`)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    cause = exc.__cause__
+    if cause is not None and str(cause).strip():
+        lines.append(str(cause).strip().splitlines()[0])
+    lines = [line for line in dict.fromkeys(lines) if not line.startswith(("full_key:", "object_type="))]
+    hints = [hint for key, hint in GROUP_HINTS.items()
+             if f"'{key}'" in " ".join(lines) and any(a.lstrip("+~").startswith(f"{key}=") for a in args)]
+    return " ".join(lines + hints)
+
+
+# What a command line typed with a group option the configs do not have means in this layout.
 GROUP_HINTS = {
     "size": "(a CPU recipe is its own experiment file: experiment=multi30k_cpu, multi30k_nat_cpu, "
             "multi30k_nat_ctc_cpu, sst2; a GPU one: multi30k, sst2_gpu ...)",
@@ -345,6 +353,10 @@ GROUP_HINTS = {
     "model": "(model= picks a size, tiny | small | medium for translation, encoder for tagging and "
              "classification; the task picks the model kind: model=small task=nat)",
     "decode": "(a decoding strategy is a key: decode.strategy=beam, test_decode.strategy=mask_predict ...)",
+    "trainer": "(a GPU is trainer.accelerator=gpu trainer.precision=bf16-mixed, several devices trainer.strategy=ddp "
+               "trainer.devices=N)",
+    "callbacks": "(turn one off with callbacks.<name>=null: callbacks.early_stopping=null)",
+    "logger": "(turn one off with logger.<name>=null: logger.tensorboard=null)",
 }
 
 
@@ -383,8 +395,13 @@ def load_for_inference(ckpt_path, device: str = "auto", backend: str = "none", q
 
 # ----------------------------------------------------------------------------- the run folder
 LOCK_NAME = ".run.lock"
-# Run folders this process holds: resolved path -> the open lock file's descriptor.
-_HELD: dict[str, int] = {}
+# Run folders this process holds: resolved path -> its lock.
+_HELD: dict[str, FileLock] = {}
+
+
+def ddp_worker() -> bool:
+    """True in a DDP worker process (rank > 0): it follows rank 0 into rank 0's folder."""
+    return os.environ.get("LOCAL_RANK", "0") != "0"
 
 
 def held_run(out: Path) -> Path | None:
@@ -417,56 +434,46 @@ def check_run_folder(out: Path, ckpt_path: str | None) -> None:
 def claim_run_folder(out: Path, ckpt_path: str | None = None) -> bool:
     """Take ``out`` for this process's run (see the module docstring); a folder in use by a
     live run, or holding another run, is a ``FileExistsError`` and nothing is written. Returns
-    whether this call claimed it: a folder this process already holds is left as it is, and
-    DDP workers follow rank 0."""
-    if os.environ.get("LOCAL_RANK", "0") != "0":
+    whether this call claimed it (DDP workers follow rank 0 and claim nothing)."""
+    if ddp_worker():
         return False
     out = Path(out)
-    key = str(out.resolve())
-    if key in _HELD:
-        return False
     check_run_folder(out, ckpt_path)  # before anything is written
     out.mkdir(parents=True, exist_ok=True)
-    fd = _lock(out / LOCK_NAME)
+    lock = FileLock(out / LOCK_NAME)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        holder = (out / LOCK_NAME).read_text(errors="replace").strip() or "?"
+        raise FileExistsError(f"{out} is in use by another training run (pid {holder}); start this "
+                              f"run in another folder (hydra.run.dir=<new folder>)") from None
     try:
         check_run_folder(out, ckpt_path)  # again: a run may have finished there since the first look
     except BaseException:
-        os.close(fd)  # closing drops the lock
+        lock.release()
         raise
-    os.ftruncate(fd, 0)
-    os.write(fd, f"{os.getpid()}\n".encode())
-    _HELD[key] = fd
-    atexit.register(release_run_folder, out)
+    (out / LOCK_NAME).write_text(f"{os.getpid()}\n")
+    _HELD[str(out.resolve())] = lock
     return True
-
-
-def _lock(path: Path) -> int:
-    """An open descriptor of ``path`` holding its exclusive lock. A lock file is removed by the
-    run that held it (while still holding it), so a descriptor locked just after that removal
-    belongs to a file no longer in the folder: then open the new one and lock again."""
-    while True:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            holder = os.read(fd, 64).decode(errors="replace").strip() or "?"
-            os.close(fd)
-            raise FileExistsError(f"{path.parent} is in use by another training run (pid {holder}); start this "
-                                  f"run in another folder (hydra.run.dir=<new folder>)") from None
-        try:
-            if os.fstat(fd).st_ino == os.stat(path).st_ino:
-                return fd
-        except FileNotFoundError:
-            pass
-        os.close(fd)
 
 
 def release_run_folder(out: Path) -> None:
     """Let another run have ``out``: remove the lock file, then drop the lock."""
-    out = Path(out)
-    fd = _HELD.pop(str(out.resolve()), None)
-    if fd is not None:
+    lock = _HELD.pop(str(Path(out).resolve()), None)
+    if lock is not None:
         try:
-            (out / LOCK_NAME).unlink(missing_ok=True)
+            (Path(out) / LOCK_NAME).unlink(missing_ok=True)
         finally:
-            os.close(fd)
+            lock.release()
+
+
+@contextlib.contextmanager
+def claimed(cfg: DictConfig) -> Iterator[None]:
+    """The run folder of a training config (``output_dir``), claimed for the block."""
+    out = Path(cfg.output_dir)
+    took = claim_run_folder(out, cfg.get("ckpt_path"))
+    try:
+        yield
+    finally:
+        if took:
+            release_run_folder(out)

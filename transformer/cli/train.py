@@ -7,6 +7,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -26,8 +27,8 @@ from transformer.cli.callbacks import (
     ResumableCSVLogger,
     quiet_library_noise,
 )
-from transformer.cli.common import StoppedBySignal, claim_run_folder, hydra_entry, release_run_folder
-from transformer.cli.validate import check_decode_settings, quiet_lightning, trainer_settings
+from transformer.cli.common import StoppedBySignal, claimed, hydra_entry
+from transformer.cli.validate import check_decode_settings
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.files import write_text
 from transformer.models.transformer import count_parameters
@@ -119,15 +120,6 @@ def build_task(cfg: DictConfig, dm):
     return task
 
 
-# The blocks of train.yaml a command line may mistake for groups, and what it means instead.
-BLOCK_HINTS = {
-    "trainer": "a GPU is trainer.accelerator=gpu trainer.precision=bf16-mixed, several devices trainer.strategy=ddp "
-               "trainer.devices=N",
-    "callbacks": "turn one off with callbacks.<name>=null (callbacks.early_stopping=null)",
-    "logger": "turn one off with logger.<name>=null (logger.tensorboard=null)",
-}
-
-
 def check_config(cfg: DictConfig) -> None:
     """Type-check the instantiated groups (trainer, data, task, model, callbacks, loggers)
     against their targets' signatures, and the decode settings of validation and test,
@@ -141,9 +133,8 @@ def check_config(cfg: DictConfig) -> None:
         expected = int if key == "seed" else str
         if key in cfg and (not isinstance(cfg[key], expected) or isinstance(cfg[key], bool)):
             raise ValueError(f"{key}={cfg[key]!r}: expected {expected.__name__}")
-    for key, hint in BLOCK_HINTS.items():  # blocks of train.yaml, not groups: trainer=gpu is no file
-        if cfg.get(key) is not None and not isinstance(cfg.get(key), DictConfig):
-            raise ValueError(f"{key}={show(cfg.get(key))}: expected a block of settings; {hint}")
+    if not isinstance(cfg.get("trainer"), DictConfig):
+        raise ValueError("trainer: required; choose one of conf/trainer/ (trainer=default)")
     # The model is checked against the model registry (tasks/build.py), never imported by name;
     # vocabulary sizes and special ids come from the data later.
     check_model_config(cfg.get("model"), "model", complete=False)
@@ -164,6 +155,48 @@ def check_config(cfg: DictConfig) -> None:
 
         if accel.check(backend) == "cpu" and cfg.task.get("compile"):
             raise ValueError("accel=cpu with task.compile=true: torch.compile wants the plain modules (accel=none)")
+
+
+def trainer_settings(cfg: DictConfig) -> None:
+    """Build the trainer once, without callbacks or loggers, so that Lightning judges the
+    accelerator, device count, precision and loop settings before any data is read."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    trainer = cfg.get("trainer")
+    if not trainer or "_target_" not in trainer:
+        return
+    for key in ("accumulate_grad_batches", "check_val_every_n_epoch"):
+        value = trainer.get(key)
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+            raise ValueError(f"trainer.{key}={show(value)}: expected a positive integer")
+    for key in ("log_every_n_steps", "gradient_clip_val"):
+        value = trainer.get(key)
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
+            raise ValueError(f"trainer.{key}={show(value)}: expected a value >= 0")
+    node = OmegaConf.to_container(trainer, resolve=False)
+    node = {k: v for k, v in node.items() if not (isinstance(v, str) and "${" in v)}  # paths: checked elsewhere
+    try:
+        instantiate(node, logger=False, enable_checkpointing=False, enable_progress_bar=False, callbacks=[])
+    except (InstantiationException, MisconfigurationException, ValueError, TypeError) as exc:
+        cause = exc.__cause__ if isinstance(exc, InstantiationException) and exc.__cause__ else exc
+        raise ValueError(f"trainer: {' '.join(str(cause).split())}") from None
+
+
+@contextlib.contextmanager
+def quiet_lightning():
+    """Silence Lightning's start-up lines (GPU available ..., tips) while probing."""
+    loggers = [logging.getLogger(n) for n in ("lightning", "lightning.pytorch", "lightning.fabric",
+                                              "lightning.pytorch.utilities.rank_zero")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
 
 
 def preflight(cfg: DictConfig) -> dict | None:
@@ -272,25 +305,18 @@ def emulated_bf16(trainer: L.Trainer) -> bool:
 
 
 def run(cfg: DictConfig) -> dict:
-    """Check the config (:func:`preflight`), then train (:func:`train`)."""
-    return train(cfg, preflight(cfg))
+    """Check the config (:func:`preflight`), then train (:func:`train`) in ``output_dir``,
+    claimed for this run alone (``cli/common.py: claimed``)."""
+    ckpt = preflight(cfg)
+    with claimed(cfg):
+        return train(cfg, ckpt)
 
 
 def train(cfg: DictConfig, ckpt: dict | None) -> dict:
-    """Fit, then report the best checkpoint (and evaluate it on ``test_splits``), in a run
-    folder claimed for this run alone (``cli/common.py: claim_run_folder``); ``ckpt`` is the
-    checkpoint :func:`preflight` read to resume from."""
+    """Fit, then report the best checkpoint (and evaluate it on ``test_splits``), in
+    ``output_dir``, a folder the caller has claimed (:func:`run`, or the command's job runner);
+    ``ckpt`` is the checkpoint :func:`preflight` read to resume from."""
     out = Path(cfg.output_dir)
-    claimed = claim_run_folder(out, cfg.get("ckpt_path"))
-    try:
-        return fit(cfg, out, ckpt)
-    finally:
-        if claimed:
-            release_run_folder(out)
-
-
-def fit(cfg: DictConfig, out: Path, ckpt: dict | None) -> dict:
-    """The training itself, in a claimed folder ``out``; ``ckpt`` is the resumed checkpoint."""
     quiet_library_noise()
     if cfg.data.get("data_dir"):
         log.info("data cache: %s (TRANSFORMER_CACHE=<folder> or data.data_dir=<folder> moves it)",

@@ -3,16 +3,14 @@
 ``hydra_entry`` runs a command's check on the composed config before Hydra runs the command
 (so a refused run writes nothing, not even ``.hydra/``): paths are readable inputs or writable
 outputs, counts are positive, the device exists, a checkpoint path is given. The inference
-commands' checks are here (:data:`CHECKS`); training (``cli/train.py: preflight``, which also
-builds its trainer once with :func:`trainer_settings`) and averaging bring their own. This
+commands' checks are here (:data:`CHECKS`); training (``cli/train.py: preflight``) and
+averaging bring their own. This
 module is the leaf of ``cli/``: it imports no other command module. Every problem is a
 ``ValueError`` (or ``OSError``) naming the key, printed as one ``error:`` line.
 """
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import math
 import os
 from pathlib import Path
@@ -254,48 +252,6 @@ def _inspect(cfg: DictConfig) -> None:
 def _export(cfg: DictConfig) -> None:
     _inference(cfg)
     output_dir("output_dir", cfg.output_dir)
-
-
-def trainer_settings(cfg: DictConfig) -> None:
-    """Build the trainer once, without callbacks or loggers, so that Lightning judges the
-    accelerator, device count, precision and loop settings before any data is read."""
-    from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
-    from lightning.fabric.utilities.exceptions import MisconfigurationException
-
-    trainer = cfg.get("trainer")
-    if not trainer or "_target_" not in trainer:
-        return
-    for key in ("accumulate_grad_batches", "check_val_every_n_epoch"):
-        value = trainer.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"trainer.{key}={show(value)}: expected a positive integer")
-    for key in ("log_every_n_steps", "gradient_clip_val"):
-        value = trainer.get(key)
-        if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:
-            raise ValueError(f"trainer.{key}={show(value)}: expected a value >= 0")
-    node = OmegaConf.to_container(trainer, resolve=False)
-    node = {k: v for k, v in node.items() if not (isinstance(v, str) and "${" in v)}  # paths: checked elsewhere
-    try:
-        instantiate(node, logger=False, enable_checkpointing=False, enable_progress_bar=False, callbacks=[])
-    except (InstantiationException, MisconfigurationException, ValueError, TypeError) as exc:
-        cause = exc.__cause__ if isinstance(exc, InstantiationException) and exc.__cause__ else exc
-        raise ValueError(f"trainer: {' '.join(str(cause).split())}") from None
-
-
-@contextlib.contextmanager
-def quiet_lightning():
-    """Silence Lightning's start-up lines (GPU available ..., tips) while probing."""
-    loggers = [logging.getLogger(n) for n in ("lightning", "lightning.pytorch", "lightning.fabric",
-                                              "lightning.pytorch.utilities.rank_zero")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
 
 
 # The validation step of each command, by its config name.
