@@ -11,7 +11,6 @@ module is the leaf of ``cli/``: it imports no other command module. Every proble
 
 from __future__ import annotations
 
-import math
 import os
 from pathlib import Path
 from typing import Any, Callable
@@ -19,42 +18,15 @@ from typing import Any, Callable
 import torch
 from omegaconf import DictConfig, OmegaConf
 
+from transformer.decoding.settings import DecodeSettings
 from transformer.tasks.build import show
 
 
-# Upper bounds on decode settings: past them a value is a typo that would exhaust memory or time.
-DECODE_LIMITS = {"beam_size": 1024, "n_best": 1024, "length_beam": 1024, "iterations": 10_000, "top_k": 2**24,
-                 "max_tokens": 2**31, "max_len_a": 10**4, "max_len_b": 10**6}
-
-
 def check_decode_settings(cfg: dict, where: str = "decode") -> dict:
-    """A decode preset's numbers, checked: counts are positive integers, lengths allow at
-    least one output token, nothing past :data:`DECODE_LIMITS`. Returns ``cfg``; a bad value
-    is a ``ValueError`` naming the key."""
-    for key in ("beam_size", "n_best", "max_tokens", "iterations", "length_beam", "top_k"):
-        value = cfg.get(key, 1)
-        if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= DECODE_LIMITS[key]:
-            raise ValueError(f"{where}.{key}={value!r}: expected a positive integer up to {DECODE_LIMITS[key]}")
-    for key in ("max_len_a", "max_len_b", "length_penalty", "blank_penalty"):
-        value = cfg.get(key, 0)
-        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
-            raise ValueError(f"{where}.{key}={value!r}: expected a number")
-        if key in DECODE_LIMITS and value > DECODE_LIMITS[key]:
-            raise ValueError(f"{where}.{key}={value!r}: expected at most {DECODE_LIMITS[key]}")
-    a, b = cfg.get("max_len_a"), cfg.get("max_len_b")
-    if a is not None and b is not None and (a < 0 or b < 0 or (a == 0 and b < 1)):
-        raise ValueError(f"{where}.max_len_a={a!r} {where}.max_len_b={b!r}: the length cap "
-                         f"floor(max_len_a * source length + max_len_b) must allow at least one token")
-    if cfg.get("n_best", 1) > cfg.get("beam_size", cfg.get("n_best", 1)):
-        raise ValueError(f"{where}.n_best={cfg['n_best']}: at most {where}.beam_size={cfg['beam_size']}")
-    if not isinstance(cfg.get("strategy", ""), str):
-        raise ValueError(f"{where}.strategy={cfg['strategy']!r}: expected a strategy name")
-    if not isinstance(cfg.get("compile", False), bool):
-        raise ValueError(f"{where}.compile={cfg['compile']!r}: expected true or false")
-    layer = cfg.get("alignment_layer")
-    if layer is not None and (isinstance(layer, bool) or not isinstance(layer, int)):
-        raise ValueError(f"{where}.alignment_layer={layer!r}: expected a layer index or null")
-    return cfg
+    """A decode block checked against its declaration (``decoding.settings.DecodeSettings``):
+    known keys, each of its type and range, a length cap that allows a token. Returns ``cfg``;
+    a bad value is a ``ValueError`` naming the key."""
+    return DecodeSettings.check(cfg, where)
 
 
 def resolve_device(name: str) -> torch.device:

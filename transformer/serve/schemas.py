@@ -9,10 +9,13 @@ the app and the served model.
 
 from __future__ import annotations
 
+import typing
 from typing import Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, field_validator
+from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, create_model,
+                      field_validator)
 
+from transformer.decoding.settings import DecodeSettings
 from transformer.serve.served import text_problem
 
 Number = Union[StrictInt, StrictFloat]
@@ -42,16 +45,31 @@ class Request(BaseModel):
                 if v is not None and k in self.model_fields_set}
 
 
-class TranslateRequest(Request):
-    """Sentences to translate, with optional decoding overrides within the server's limits."""
+# The decoding settings a request may change, typed and described by their declaration
+# (decoding.settings.DecodeSettings); the server's limits on their values are the app's to check.
+REQUEST_DECODE_KEYS = ("beam_size", "n_best", "max_len_a", "max_len_b", "top_k")
+_STRICT = {int: StrictInt, float: Number, bool: StrictBool, str: StrictStr}
 
-    beam_size: Optional[StrictInt] = Field(None, description="beam search / CTC prefix beam width")
-    n_best: Optional[StrictInt] = Field(None, description="hypotheses returned per sentence (beam search)")
+
+def _decode_fields(keys: tuple[str, ...]) -> dict:
+    """Optional request fields for the decoding ``keys``, of their declared types and meanings."""
+    hints = typing.get_type_hints(DecodeSettings)
+    return {key: (Optional[_STRICT[hints[key]]], Field(None, description=DecodeSettings.describe(key)))
+            for key in keys}
+
+
+class _TranslateOptions(Request):
+    """What a translation request may ask for besides the decoding settings."""
+
     max_len: Optional[StrictInt] = Field(None, description="at most this many output pieces")
-    max_len_a: Optional[Number] = Field(None, description="length cap: max_len_a * source pieces + max_len_b")
-    max_len_b: Optional[StrictInt] = Field(None, description="see max_len_a")
-    top_k: Optional[StrictInt] = Field(None, description="tokens tried at each position (CTC prefix beam)")
     attention: StrictBool = Field(False, description="also return cross-attention and word alignments")
+
+
+TranslateRequest = create_model(
+    "TranslateRequest", __base__=_TranslateOptions, __module__=__name__,
+    __doc__="Sentences to translate, with optional decoding overrides within the server's limits.",
+    **_decode_fields(REQUEST_DECODE_KEYS),
+)
 
 
 class TagRequest(Request):
