@@ -4,7 +4,6 @@ experiment file shows its whole recipe."""
 
 from __future__ import annotations
 
-import inspect
 import platform
 from pathlib import Path
 
@@ -19,6 +18,7 @@ from omegaconf import OmegaConf, open_dict
 from transformer.cli.train import check_config, emulated_bf16, task_settings
 from transformer.data.core.sources import multi30k_relpath
 from transformer.tasks.build import build_model
+from transformer.tasks.checkpoint import task_parameters
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
@@ -43,8 +43,8 @@ DATA_FACTS = {"vocab_size": 120, "piece_vocab_size": 120, "pad_id": 0, "n_tags":
 
 
 def facts_for(cls) -> dict:
-    """The data facts ``cls``'s constructor takes."""
-    accepted = inspect.signature(cls).parameters
+    """The data facts ``cls``'s constructor takes (with what it passes on to its base)."""
+    accepted = task_parameters(cls)
     return {k: v for k, v in DATA_FACTS.items() if k in accepted}
 
 
@@ -60,7 +60,7 @@ def task_from(cfg):
     cls, task_cfg = task_settings(cfg)
     data = {k: cfg.data[k] for k in ("src_lang", "tgt_lang", "tagset") if k in cfg.data}
     facts = {**facts_for(cls), **data, "data": {"name": cfg.data.get("dataset", "multi30k"), **data}}
-    accepted = inspect.signature(cls).parameters
+    accepted = task_parameters(cls)
     return cls(model=OmegaConf.to_container(cfg.model, resolve=True), **task_cfg,
                **{k: v for k, v in facts.items() if k in accepted})
 

@@ -205,7 +205,7 @@ def test_compiled_decoding_refuses_an_int8_model():
 
 def test_decode_compile_is_a_boolean_for_autoregressive_checkpoints_only():
     from transformer.cli.validate import check_decode_settings
-    from transformer.tasks.translation import refuse_compile
+    from transformer.tasks.seq2seq import refuse_compile
 
     with pytest.raises(ValueError, match=r"decode\.compile='yes'"):
         check_decode_settings({"compile": "yes"})

@@ -108,7 +108,7 @@ def test_mask_mode_loss_covers_masked_positions_only_and_copy_mode_all():
 
 
 @pytest.mark.parametrize("strategy", [{"strategy": "nat_one_pass"}, {"strategy": "nat_length_beam", "length_beam": 1},
-                                      {"strategy": "mask_predict", "iterations": 3}])
+                                      {"strategy": "mask_predict", "iterations": 3, "length_beam": 1}])
 def test_decoding_uses_the_predicted_length(strategy):
     task = make_task()
     task.hparams.eos_id = PAD  # PAD is never predicted: no EOS cut, outputs keep their full length
@@ -141,7 +141,7 @@ def test_mask_predict_keeps_unmasked_tokens_and_one_iteration_is_one_pass():
     force_length_offset(task, 2)  # lengths 8 and 6
     src = make_batch()["src"]
     one_pass = task.search_fn({"strategy": "nat_one_pass"})(src)
-    assert task.search_fn({"strategy": "mask_predict", "iterations": 1})(src) == one_pass
+    assert task.search_fn({"strategy": "mask_predict", "iterations": 1, "length_beam": 1})(src) == one_pass
 
     calls: list[torch.Tensor] = []
     decode = task.model.decode
@@ -152,7 +152,7 @@ def test_mask_predict_keeps_unmasked_tokens_and_one_iteration_is_one_pass():
 
     task.model.decode = recording_decode
     iterations = 4
-    hyps = task.search_fn({"strategy": "mask_predict", "iterations": iterations})(src)
+    hyps = task.search_fn({"strategy": "mask_predict", "iterations": iterations, "length_beam": 1})(src)
     final = [h[0][0] for h in hyps]
     assert len(calls) == iterations
     lengths = torch.tensor([8, 6])

@@ -2,7 +2,7 @@
 
 import torch
 
-from transformer.tasks.translation import fused_adam
+from transformer.tasks.seq2seq import fused_adam
 
 
 def test_adam_is_fused_on_cuda_only_without_gradient_clipping():

@@ -33,7 +33,7 @@ from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.files import write_text
 from transformer.models.transformer import count_parameters
 from transformer.tasks.build import check_config_types, check_model_config, show
-from transformer.tasks.checkpoint import TASK_KEY, CheckpointError, load_weights, read_checkpoint
+from transformer.tasks.checkpoint import TASK_KEY, CheckpointError, check_task_config, load_weights, read_checkpoint
 from transformer.tasks.transfer import check_init_from, copy_encoder, encoder_settings_to_take, pretrained_tokenizer
 
 log = logging.getLogger(__name__)
@@ -140,6 +140,7 @@ def check_config(cfg: DictConfig) -> None:
     check_model_config(cfg.get("model"), "model", complete=False)
     for group in ("trainer", "data", "task"):
         check_config_types(cfg.get(group), group)
+    check_task_config(cfg.get("task"))  # a translation task's shared settings and its optimizer node too
     from transformer.data.core.checks import check_data_config
 
     check_data_config(cfg.get("data"), "data")  # languages, column maps, splits, hub: before any file is read

@@ -2,12 +2,18 @@
 tokenizers travel with the weights, so evaluation and decoding need only the path.
 
 A checkpoint is data: it is read with ``torch.load(weights_only=True)``, its task is one of
-:data:`TASKS`, its model is rebuilt from the registry in ``tasks/build.py``, and every
-hyperparameter is checked against the signature it is passed to before anything is built."""
+:data:`TASKS`, its model is rebuilt from the registry in ``tasks/build.py``, its optimizer node
+names one of ``tasks/optimizers.py``'s, and every other setting is checked against the
+constructor it is passed to before anything is built.
+
+Settings a checkpoint keeps in an earlier form are brought to the current one on reading
+(:func:`current_hyper_parameters`): flat ``betas``/``eps``/``weight_decay`` become the
+``optimizer`` node, and a non-autoregressive task drops the ``compile`` switch it recorded off."""
 
 from __future__ import annotations
 
 import importlib
+import inspect
 import pickle
 from pathlib import Path
 from typing import Any, Sequence
@@ -16,6 +22,7 @@ import torch
 from tokenizers import Tokenizer
 
 from transformer.tasks.build import HyperparameterError, check_arguments, check_model_config, find_hydra_keys, show
+from transformer.tasks.optimizers import check_optimizer, optimizer_from_flat
 
 # Which LightningModule a checkpoint belongs to, by the "transformer_task" key it carries.
 TASKS = {
@@ -56,7 +63,8 @@ class OneTokenizerCheckpoint:
     def from_checkpoint_dict(cls, ckpt: dict, **extra: Any):
         """Rebuild from a checkpoint dict: its hyperparameters, its tokenizer, ``extra``
         constructor arguments, then its weights."""
-        task = cls(**ckpt["hyper_parameters"], tokenizer=(ckpt.get("tokenizers") or {}).get("src"), **extra)
+        hp = current_hyper_parameters(cls, ckpt["hyper_parameters"])
+        task = cls(**hp, tokenizer=(ckpt.get("tokenizers") or {}).get("src"), **extra)
         task.load_state_dict(ckpt["state_dict"])
         return task
 
@@ -99,16 +107,17 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
 
 def check_hyper_parameters(ckpt: dict[str, Any]) -> None:
     """Check a checkpoint's settings as data before anything is built from them: the model
-    config against the model registry (``tasks/build.py``), the task's other settings against
-    its class's signature, no key naming code to run anywhere, tokenizers as strings. A
-    violation is a :class:`HyperparameterError` naming the key."""
+    config against the model registry (``tasks/build.py``), the optimizer node against the
+    optimizer registry, the task's other settings against its constructor, no key naming code to
+    run anywhere, tokenizers as strings. A violation is a :class:`HyperparameterError` naming the
+    key."""
     hp = ckpt["hyper_parameters"]
     if not isinstance(hp, dict):
         raise HyperparameterError(f"hyper_parameters={show(hp)}: expected a mapping")
+    cls = task_class(ckpt[TASK_KEY])
+    hp = current_hyper_parameters(cls, hp)
     check_model_config(hp.get("model"), "hyper_parameters.model", complete=False)
-    rest = {k: v for k, v in hp.items() if k != "model"}
-    find_hydra_keys(rest, "hyper_parameters")
-    check_arguments("hyper_parameters", rest, task_class(ckpt[TASK_KEY]).__init__, skip={"self"}, complete=False)
+    check_task_settings(cls, {k: v for k, v in hp.items() if k != "model"}, "hyper_parameters")
     tokenizers = ckpt.get("tokenizers")
     if tokenizers is not None and not (isinstance(tokenizers, dict)
                                        and all(isinstance(v, str) for v in tokenizers.values())):
@@ -118,6 +127,76 @@ def check_hyper_parameters(ckpt: dict[str, Any]) -> None:
             Tokenizer.from_str(text)
         except Exception as exc:  # the tokenizers library raises a bare Exception
             raise HyperparameterError(f"tokenizers.{name}: not a tokenizer ({one_line(exc)})") from None
+
+
+def constructor_chain(cls: type) -> list:
+    """The ``__init__`` functions that take ``cls``'s settings: its own, and while one passes
+    ``**kwargs`` on to its base class, the base's (a translation task names its own settings and
+    passes the shared ones to ``Seq2SeqTask``)."""
+    chain = []
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        chain.append(init)
+        if not any(p.kind is p.VAR_KEYWORD for p in inspect.signature(init).parameters.values()):
+            break
+    return chain
+
+
+def task_parameters(cls: type) -> list[str]:
+    """Every setting ``cls(...)`` takes by name (:func:`constructor_chain`)."""
+    names: list[str] = []
+    for init in constructor_chain(cls):
+        names += [k for k, p in inspect.signature(init).parameters.items()
+                  if k != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and k not in names]
+    return names
+
+
+def check_task_settings(cls: type, settings: dict[str, Any], where: str) -> None:
+    """A task's settings (a checkpoint's ``hyper_parameters`` or a config's ``task`` block, each
+    without its model and ``_target_``): the optimizer node against ``tasks/optimizers.py``, every
+    other key a parameter of the task's constructors (:func:`constructor_chain`) whose value fits
+    its annotation and range, and nothing anywhere that names code to run."""
+    known = task_parameters(cls)
+    unknown = [k for k in settings if k not in known]
+    if unknown:
+        raise HyperparameterError(f"{where}.{unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
+    rest = {k: v for k, v in settings.items() if k != "optimizer"}
+    find_hydra_keys(rest, where)
+    if settings.get("optimizer") is not None:
+        check_optimizer(settings["optimizer"], f"{where}.optimizer")
+    for init in constructor_chain(cls):
+        params = inspect.signature(init).parameters
+        own = {k: v for k, v in rest.items() if k in params and params[k].kind is not params[k].VAR_KEYWORD}
+        check_arguments(where, own, init, skip={"self"}, complete=False)
+        rest = {k: v for k, v in rest.items() if k not in own}
+
+
+def check_task_config(node: Any, where: str = "task") -> None:
+    """A config's ``task`` block, before any data is read: for a task of :data:`TASKS` (named by
+    its ``_target_``), :func:`check_task_settings` over every key but ``_target_``; vocabulary
+    sizes, special ids and tokenizers come from the data later."""
+    from omegaconf import DictConfig, OmegaConf
+
+    if not isinstance(node, DictConfig):
+        return
+    names = {path.replace(":", "."): name for name, path in TASKS.items()}
+    name = names.get(node.get("_target_"))
+    if name is None:
+        return
+    settings = OmegaConf.to_container(node, resolve=True)
+    settings.pop("_target_")
+    check_task_settings(task_class(name), settings, where)
+
+
+def current_hyper_parameters(cls: type, hp: dict[str, Any]) -> dict[str, Any]:
+    """A checkpoint's settings in the form ``cls`` takes today (see the module docstring); the
+    current form is returned as it is."""
+    hp = optimizer_from_flat(hp, cls.default_optimizer)
+    if "compile" not in task_parameters(cls) and not hp.get("compile"):
+        hp = {k: v for k, v in hp.items() if k not in ("compile", "compile_mode")}
+    return hp
 
 
 def _refusal_reason(exc: BaseException) -> str:

@@ -32,7 +32,7 @@ from transformer.models.classifier import ClassifierEnsemble
 from transformer.tasks.adversarial import InputCapture, adversarial_shift, check_eps
 from transformer.tasks.build import build_model
 from transformer.tasks.checkpoint import CheckpointError, OneTokenizerCheckpoint, load_task, read_checkpoint
-from transformer.tasks.schedules import adamw_with_warmup
+from transformer.tasks.schedules import ADAMW, optimizer_with_warmup
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +107,9 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         labels: label strings; id ``i`` is ``labels[i]``.
         data: the data module's ``settings()``: name, split files, format, columns.
         label_smoothing: as in ``F.cross_entropy`` (Szegedy et al. 2016).
-        lr, betas, eps, weight_decay: AdamW settings; warmup_steps: linear warm-up updates.
+        lr: peak learning rate; warmup_steps: linear warm-up updates.
+        optimizer: a ``_partial_`` node of ``tasks.optimizers.OPTIMIZERS``; None: AdamW,
+            betas (0.9, 0.98), eps 1e-8, weight decay 0.01 (:data:`default_optimizer`).
         schedule: ``"linear"`` (decay to 0 at the trainer's last step) or ``"inverse_sqrt"``.
         token_dropout: in training, the probability that a piece is replaced by ``<unk>``: the
             label must then come from more than one telling word (word dropout, Iyyer et al. 2015).
@@ -125,6 +127,7 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
     """
 
     task_name = "classification"
+    default_optimizer = ADAMW
 
     def __init__(
         self,
@@ -135,9 +138,7 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         data: dict,
         label_smoothing: float = 0.0,
         lr: float = 5e-4,
-        betas: Sequence[float] = (0.9, 0.98),
-        eps: float = 1e-8,
-        weight_decay: float = 0.01,
+        optimizer: dict | None = None,
         warmup_steps: int = 200,
         schedule: str = "linear",
         token_dropout: float = 0.0,
@@ -267,7 +268,7 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         self.log("val/f1", classification_metrics(confusion.cpu(), self.labels)["macro_f1"], prog_bar=True)
 
     def configure_optimizers(self):
-        return adamw_with_warmup(self, self.hparams, getattr(self, "_trainer", None))
+        return optimizer_with_warmup(self, self.hparams, getattr(self, "_trainer", None))
 
     # ----------------------------------------------------------------- inference
     def classifier(self, max_tokens: int = 4096, device: str | torch.device | None = None) -> SentenceClassifier:

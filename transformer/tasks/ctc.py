@@ -32,14 +32,15 @@ V vocabulary.
 from __future__ import annotations
 
 import logging
-from typing import Sequence
+from typing import Any, Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from transformer.decoding.ctc import ctc_beam, ctc_one_pass
-from transformer.inference import SearchFn, Translator
+from transformer.decoding.settings import DecodeSettings
+from transformer.inference import SearchFn
 from transformer.inference.shortlist import restrict_output, shortlist_ids
 from transformer.tasks.build import build_model
 from transformer.tasks.glancing import (
@@ -49,8 +50,8 @@ from transformer.tasks.glancing import (
     reveal_counts,
     reveal_positions,
 )
-from transformer.tasks.nat import NATTranslationTask, nat_targets
-from transformer.tasks.translation import TranslationTask, refuse_compile
+from transformer.tasks.nat import nat_targets
+from transformer.tasks.seq2seq import Seq2SeqTask, refuse_compile
 
 log = logging.getLogger(__name__)
 
@@ -78,10 +79,10 @@ def ctc_losses(log_probs: Tensor, in_lengths: Tensor, target: Tensor, tgt_length
     return losses.sum(), (tgt_lengths * feasible).sum(), (~feasible).sum()
 
 
-class CTCTranslationTask(TranslationTask):
+class CTCTranslationTask(Seq2SeqTask):
     """Training and decoding of a ``CTCNonAutoregressiveModel`` (see module docstring).
 
-    Args beyond ``TranslationTask``'s:
+    Args beyond ``Seq2SeqTask``'s:
         mask_id: the tokenizer's ``[MASK]`` id, the model's CTC blank.
         glancing: ``{"ratio_start", "ratio_end", "anneal_steps"}`` (``GlancingSchedule``);
             None or both ratios 0 disable glancing.
@@ -90,45 +91,12 @@ class CTCTranslationTask(TranslationTask):
 
     task_name = "nat_ctc"
 
-    def __init__(
-        self,
-        model: dict,
-        vocab_size: int,
-        pad_id: int,
-        bos_id: int,
-        eos_id: int,
-        src_lang: str,
-        tgt_lang: str,
-        mask_id: int | None = None,
-        tgt_vocab_size: int | None = None,
-        glancing: dict | None = None,
-        label_smoothing: float = 0.0,
-        lr: float = 5e-4,
-        betas: Sequence[float] = (0.9, 0.98),
-        eps: float = 1e-9,
-        weight_decay: float = 0.0,
-        warmup_steps: int = 4000,
-        val_bleu: bool = True,
-        val_bleu_every: int = 1,
-        val_decode: dict | None = None,
-        compile: bool = False,
-        compile_mode: str = "default",
-        data: dict | None = None,
-        tokenizers: dict | None = None,
-    ) -> None:
-        if compile:
-            raise ValueError("task.compile is available for autoregressive translation only; "
-                             "set task.compile=false for a CTC model")
+    def __init__(self, mask_id: int | None = None, glancing: dict | None = None, label_smoothing: float = 0.0,
+                 **shared: Any) -> None:
         if mask_id is None:
             raise ValueError("a CTC model needs the tokenizer's mask_id (its blank)")
         schedule = GlancingSchedule.from_config(glancing)  # a bad schedule fails before the model is built
-        super().__init__(
-            model=model, vocab_size=vocab_size, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id,
-            src_lang=src_lang, tgt_lang=tgt_lang, tgt_vocab_size=tgt_vocab_size,
-            label_smoothing=label_smoothing, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-            warmup_steps=warmup_steps, val_bleu=val_bleu, val_bleu_every=val_bleu_every,
-            val_decode=val_decode, compile=compile, compile_mode=compile_mode, data=data, tokenizers=tokenizers,
-        )
+        super().__init__(label_smoothing=label_smoothing, **shared)
         self.glancing = schedule
         # The training targets' distinct token ids, recorded at the start of training and kept
         # in the checkpoint (OUTPUT_VOCAB_KEY): decode.shortlist=train scores only these.
@@ -143,7 +111,10 @@ class CTCTranslationTask(TranslationTask):
         return build_model(hp.model, vocab_size=hp.vocab_size, tgt_vocab_size=hp.tgt_vocab_size,
                            pad_id=hp.pad_id, blank_id=hp.mask_id)
 
-    kwargs_from_datamodule = staticmethod(NATTranslationTask.kwargs_from_datamodule)
+    @staticmethod
+    def kwargs_from_datamodule(dm) -> dict:
+        """``Seq2SeqTask``'s, plus the target tokenizer's ``[MASK]`` id (the blank)."""
+        return {**Seq2SeqTask.kwargs_from_datamodule(dm), "mask_id": dm.tgt_tokenizer.mask_id}
 
     # ----------------------------------------------------------------- the output vocabulary
     def on_fit_start(self) -> None:
@@ -260,47 +231,34 @@ class CTCTranslationTask(TranslationTask):
             self._add_bleu_stats(batch)
 
     # ----------------------------------------------------------------- inference
-    def search_fn(self, decode_cfg: dict | None, stats: dict | None = None) -> SearchFn:
+    def search_fn(self, decode_cfg: Mapping[str, Any] | None, stats: dict | None = None) -> SearchFn:
         """Best-path decoding (``ctc_one_pass``; ``nat_one_pass`` and ``greedy`` are aliases) or
         prefix beam search (``ctc_beam``: ``beam_size``, ``top_k`` tokens tried a position);
         ``shortlist`` (``ctc_*`` strategies only): ``train`` or a target-side text file, whose
         tokens (and the blank) are the only ones scored (``inference.shortlist``).
         ``stats["avg_iterations"]`` (always 1.0) is kept for the NAT reports."""
-        cfg = dict(decode_cfg or {"strategy": "ctc_one_pass"})
-        refuse_compile(cfg, "a CTC")
-        strategy = cfg.get("strategy", "ctc_one_pass")
+        cfg = DecodeSettings.of(decode_cfg)
+        refuse_compile(cfg.to_dict(), "a CTC")
+        strategy = cfg.strategy
         if strategy not in CTC_STRATEGIES:
             raise ValueError(f"decode.strategy={strategy!r} is not available for a non-autoregressive CTC "
                              f"checkpoint; use one of {', '.join(CTC_STRATEGIES)}")
         hp = self.hparams
         model = self.model
-        penalty = float(cfg.get("blank_penalty", 0.0))
         # The shortlist belongs to the CTC strategies' names; the aliases greedy and nat_one_pass
         # score every id, whatever the decoding block's shortlist says.
-        ids = self.shortlist(str(cfg["shortlist"])) if cfg.get("shortlist") and strategy.startswith("ctc_") else None
+        ids = self.shortlist(cfg.shortlist) if cfg.shortlist and strategy.startswith("ctc_") else None
         if ids is not None:
             model = restrict_output(model, ids)
+        common = dict(pad_id=hp.pad_id, eos_id=hp.eos_id, ban_ids=(hp.bos_id,), blank_penalty=float(cfg.blank_penalty))
 
         def run(src: Tensor) -> list[list[tuple[list[int], float]]]:
             if strategy == "ctc_beam":
-                ids, nat_stats = ctc_beam(model, src, pad_id=hp.pad_id, beam_size=int(cfg.get("beam_size", 5)),
-                                          top_k=int(cfg.get("top_k", 8)), eos_id=hp.eos_id, ban_ids=(hp.bos_id,),
-                                          blank_penalty=penalty)
+                ids, nat_stats = ctc_beam(model, src, beam_size=cfg.beam_size, top_k=cfg.top_k, **common)
             else:
-                ids, nat_stats = ctc_one_pass(model, src, pad_id=hp.pad_id, eos_id=hp.eos_id,
-                                              ban_ids=(hp.bos_id,), return_stats=True, blank_penalty=penalty)
+                ids, nat_stats = ctc_one_pass(model, src, return_stats=True, **common)
             if stats is not None:
                 stats["avg_iterations"] = 1.0
             return [[(list(toks), float(score))] for toks, score in zip(ids, nat_stats.scores)]
 
         return run
-
-    def translator(self, decode_cfg: dict | None, device: str | torch.device = "cpu") -> Translator:
-        """A :class:`Translator` whose sources are cut to ``max_len // λ`` tokens."""
-        cfg = dict(decode_cfg or {})
-        stats: dict[str, float] = {}
-        translator = Translator(self.search_fn(cfg, stats), self.src_tokenizer, self.tgt_tokenizer,
-                                max_tokens=int(cfg.get("max_tokens", 4096)), max_src_len=self.max_len,
-                                device=device)
-        translator.stats = stats
-        return translator

@@ -41,7 +41,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Iterable, Sequence
+from typing import Iterable
 
 import lightning as L
 import torch
@@ -57,7 +57,7 @@ from transformer.inference.tagger import model_max_len
 from transformer.models.mlm import ElectraModel
 from transformer.tasks.build import build_model
 from transformer.tasks.checkpoint import OneTokenizerCheckpoint
-from transformer.tasks.schedules import adamw_with_warmup
+from transformer.tasks.schedules import ADAMW, optimizer_with_warmup
 
 IGNORE_INDEX = -100
 #: Ids below this are special tokens, never chosen (the tokenizer gives them the first ids).
@@ -132,12 +132,15 @@ class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
         whole_word: choose whole words (all pieces of a word together).
         seed: seeds every batch's masking (with the epoch and the batch's key).
         rtd_weight: ELECTRA's weight of the discriminator's loss (unused by a masked LM).
-        lr, betas, eps, weight_decay: AdamW; warmup_steps, schedule: ``"linear"`` (decay to 0
+        lr: peak learning rate; optimizer: a ``_partial_`` node of ``tasks.optimizers.OPTIMIZERS``
+            (None: AdamW, betas (0.9, 0.98), eps 1e-8, weight decay 0.01, :data:`default_optimizer`);
+            warmup_steps, schedule: ``"linear"`` (decay to 0
             at the last step) or ``"inverse_sqrt"``.
         tokenizer: the tokenizer JSON; kept out of hparams.
     """
 
     task_name = "mlm"
+    default_optimizer = ADAMW
 
     def __init__(
         self,
@@ -152,9 +155,7 @@ class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
         seed: int = 0,
         rtd_weight: float = 50.0,
         lr: float = 5e-4,
-        betas: Sequence[float] = (0.9, 0.98),
-        eps: float = 1e-8,
-        weight_decay: float = 0.01,
+        optimizer: dict | None = None,
         warmup_steps: int = 1000,
         schedule: str = "linear",
         tokenizer: str | None = None,
@@ -265,7 +266,7 @@ class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
             self.log(f"val/{name}", value, prog_bar=name in ("loss", "acc"))
 
     def configure_optimizers(self):
-        return adamw_with_warmup(self, self.hparams, getattr(self, "_trainer", None))
+        return optimizer_with_warmup(self, self.hparams, getattr(self, "_trainer", None))
 
     # ----------------------------------------------------------------- inference
     def _passages(self, split: str, data_dir, mirror_root) -> Iterable[str]:

@@ -35,17 +35,19 @@ Shape legend: B sentences, S source tokens, T target tokens, V vocabulary, L len
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Mapping
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor
 
 from transformer.decoding.nat import mask_predict, nat_length_beam, nat_one_pass
-from transformer.tasks.glancing import GlancingSchedule, reveal_counts, reveal_positions
-from transformer.inference import SearchFn, Translator
+from transformer.decoding.settings import DecodeSettings
+from transformer.inference import SearchFn
 from transformer.tasks.build import build_model
-from transformer.tasks.translation import TranslationTask, label_smoothed_nll, refuse_compile
+from transformer.tasks.glancing import GlancingSchedule, reveal_counts, reveal_positions
+from transformer.tasks.seq2seq import Seq2SeqTask, refuse_compile
+from transformer.tasks.translation import label_smoothed_nll
 
 # decode.strategy values this task understands; "greedy" (the train/eval default) is the NAT
 # analogue of greedy search: argmax at every position in one pass.
@@ -87,10 +89,10 @@ def random_mask(real: Tensor, generator: torch.Generator | None = None) -> Tenso
     return ranks < n_mask.unsqueeze(1)  # (B, T) < (B, 1) -> (B, T)
 
 
-class NATTranslationTask(TranslationTask):
+class NATTranslationTask(Seq2SeqTask):
     """Training and decoding of a ``NonAutoregressiveModel`` (see module docstring).
 
-    Args beyond ``TranslationTask``'s:
+    Args beyond ``Seq2SeqTask``'s:
         mask_id: the tokenizer's ``[MASK]`` id, given to the model in ``mask`` input mode.
         length_loss_weight: weight of the length cross-entropy in the total loss
             (Mask-Predict and fairseq's CMLM use 0.1).
@@ -100,46 +102,10 @@ class NATTranslationTask(TranslationTask):
 
     task_name = "nat"
 
-    def __init__(
-        self,
-        model: dict,
-        vocab_size: int,
-        pad_id: int,
-        bos_id: int,
-        eos_id: int,
-        src_lang: str,
-        tgt_lang: str,
-        mask_id: int | None = None,
-        tgt_vocab_size: int | None = None,
-        label_smoothing: float = 0.1,
-        length_loss_weight: float = 0.1,
-        glancing: dict | None = None,
-        lr: float = 5e-4,
-        betas: Sequence[float] = (0.9, 0.98),
-        eps: float = 1e-9,
-        weight_decay: float = 0.0,
-        warmup_steps: int = 4000,
-        val_bleu: bool = True,
-        val_bleu_every: int = 1,
-        val_decode: dict | None = None,
-        compile: bool = False,
-        compile_mode: str = "default",
-        data: dict | None = None,
-        tokenizers: dict | None = None,
-    ) -> None:
-        if compile:
-            raise ValueError("task.compile is available for autoregressive translation only; "
-                             "set task.compile=false for a NAT model")
+    def __init__(self, mask_id: int | None = None, length_loss_weight: float = 0.1, glancing: dict | None = None,
+                 **shared: Any) -> None:
         schedule = GlancingSchedule.from_config(glancing)  # a bad schedule fails before the model is built
-        # TranslationTask.__init__ saves every argument of this __init__ as hyperparameters
-        # (Lightning collects the arguments of each __init__ frame in the call chain).
-        super().__init__(
-            model=model, vocab_size=vocab_size, pad_id=pad_id, bos_id=bos_id, eos_id=eos_id,
-            src_lang=src_lang, tgt_lang=tgt_lang, tgt_vocab_size=tgt_vocab_size,
-            label_smoothing=label_smoothing, lr=lr, betas=betas, eps=eps, weight_decay=weight_decay,
-            warmup_steps=warmup_steps, val_bleu=val_bleu, val_bleu_every=val_bleu_every,
-            val_decode=val_decode, compile=compile, compile_mode=compile_mode, data=data, tokenizers=tokenizers,
-        )
+        super().__init__(**shared)
         self.glancing = schedule
 
     # ----------------------------------------------------------------- construction
@@ -159,10 +125,8 @@ class NATTranslationTask(TranslationTask):
 
     @staticmethod
     def kwargs_from_datamodule(dm) -> dict:
-        """``TranslationTask``'s, plus the target tokenizer's ``[MASK]`` id."""
-        kwargs = TranslationTask.kwargs_from_datamodule(dm)
-        kwargs["mask_id"] = dm.tgt_tokenizer.mask_id
-        return kwargs
+        """``Seq2SeqTask``'s, plus the target tokenizer's ``[MASK]`` id."""
+        return {**Seq2SeqTask.kwargs_from_datamodule(dm), "mask_id": dm.tgt_tokenizer.mask_id}
 
     # ----------------------------------------------------------------- training
     def forward(self, src: Tensor, tgt_tokens: Tensor, tgt_pad_mask: Tensor | None = None) -> tuple[Tensor, Tensor]:
@@ -257,33 +221,30 @@ class NATTranslationTask(TranslationTask):
             self._add_bleu_stats(batch)
 
     # ----------------------------------------------------------------- inference
-    def search_fn(self, decode_cfg: dict | None, stats: dict | None = None) -> SearchFn:
+    def search_fn(self, decode_cfg: Mapping[str, Any] | None, stats: dict | None = None) -> SearchFn:
         """Bind one-pass, length-beam or Mask-Predict decoding to this model.
 
-        ``decode_cfg["strategy"]``: ``nat_one_pass`` (alias ``greedy``), ``nat_length_beam``
-        (``length_beam``), ``mask_predict`` (``iterations``, ``length_beam``); any of them
-        with ``collapse_repeats`` (one copy of a token repeated at neighbouring positions,
-        default off; see ``decoding.nat.nat_one_pass``). If ``stats`` is
-        given, ``stats["avg_iterations"]`` is kept up to date: decoder passes per sentence
-        over everything decoded so far.
+        ``decode_cfg["strategy"]`` (``DecodeSettings``): ``nat_one_pass`` (alias ``greedy``),
+        ``nat_length_beam`` (``length_beam``), ``mask_predict`` (``iterations``,
+        ``length_beam``); any of them with ``collapse_repeats`` (one copy of a token repeated at
+        neighbouring positions; see ``decoding.nat.nat_one_pass``). If ``stats`` is given,
+        ``stats["avg_iterations"]`` is kept up to date: decoder passes per sentence over
+        everything decoded so far.
         """
-        cfg = dict(decode_cfg or {"strategy": "nat_one_pass"})
-        refuse_compile(cfg, "a non-autoregressive")
-        strategy = cfg.get("strategy", "nat_one_pass")
+        cfg = DecodeSettings.of(decode_cfg)
+        refuse_compile(cfg.to_dict(), "a non-autoregressive")
+        strategy = cfg.strategy
         hp = self.hparams
         common = dict(pad_id=hp.pad_id, eos_id=hp.eos_id, ban_ids=(hp.bos_id,), return_stats=True,
-                      collapse_repeats=bool(cfg.get("collapse_repeats", False)))
+                      collapse_repeats=cfg.collapse_repeats)
         if strategy in ONE_PASS_ALIASES:
             def search(model, src):
                 return nat_one_pass(model, src, **common)
         elif strategy == "nat_length_beam":
-            beam = int(cfg.get("length_beam", 3))
-
             def search(model, src):
-                return nat_length_beam(model, src, length_beam=beam, **common)
+                return nat_length_beam(model, src, length_beam=cfg.length_beam, **common)
         elif strategy == "mask_predict":
-            iterations, beam = int(cfg.get("iterations", 10)), int(cfg.get("length_beam", 1))
-            if iterations > 1 and self.decoder_input != "mask":
+            if cfg.iterations > 1 and self.decoder_input != "mask":
                 raise ValueError(
                     "decode.strategy=mask_predict with iterations > 1 needs a model trained with "
                     "decoder_input=mask; this checkpoint copies source embeddings "
@@ -291,7 +252,7 @@ class NATTranslationTask(TranslationTask):
                 )
 
             def search(model, src):
-                return mask_predict(model, src, iterations=iterations, length_beam=beam, **common)
+                return mask_predict(model, src, iterations=cfg.iterations, length_beam=cfg.length_beam, **common)
         else:
             raise ValueError(
                 f"decode.strategy={strategy!r} is not available for a non-autoregressive "
@@ -308,15 +269,3 @@ class NATTranslationTask(TranslationTask):
             return [[(list(toks), float(score))] for toks, score in zip(ids, nat_stats.scores)]
 
         return run
-
-    def translator(self, decode_cfg: dict | None, device: str | torch.device = "cpu") -> Translator:
-        """A :class:`Translator` whose ``extra_stats()`` report the average decoder passes."""
-        cfg = dict(decode_cfg or {})
-        stats: dict[str, float] = {}
-        translator = Translator(
-            self.search_fn(cfg, stats), self.src_tokenizer, self.tgt_tokenizer,
-            max_tokens=int(cfg.get("max_tokens", 4096)),
-            max_src_len=self.hparams.model.get("max_len"), device=device,
-        )
-        translator.stats = stats
-        return translator

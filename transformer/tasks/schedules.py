@@ -1,10 +1,17 @@
-"""Learning-rate schedules, stepped once per optimizer update."""
+"""Learning-rate schedules, stepped once per optimizer update, and the optimizer they drive
+for the encoder tasks (tagging, classification, masked LM)."""
 
 from __future__ import annotations
 
 import math
 
 import torch
+
+from transformer.tasks.optimizers import build_optimizer, optimizer_node
+
+# The encoder tasks' optimizer when their config names none: AdamW (Loshchilov & Hutter 2019),
+# as BERT fine-tuning uses it.
+ADAMW = optimizer_node("AdamW", betas=(0.9, 0.98), eps=1e-8, weight_decay=0.01)
 
 
 def inverse_sqrt_factor(step: int, warmup_steps: int) -> float:
@@ -94,15 +101,14 @@ def layer_decay_groups(module: torch.nn.Module, lr: float, decay: float) -> list
     return groups
 
 
-def adamw_with_warmup(module: torch.nn.Module, hp, trainer) -> dict:
-    """AdamW over ``module``'s parameters with a per-step schedule, as ``configure_optimizers``
-    returns it: ``hp.schedule`` ``"linear"`` (warm-up, then linear decay to zero at the run's
-    last step) or else the inverse square root after ``hp.warmup_steps``; ``hp.layer_decay``
-    (where the task has it) below 1 gives lower encoder layers smaller rates
-    (:func:`layer_decay_groups`)."""
+def optimizer_with_warmup(module: torch.nn.Module, hp, trainer) -> dict:
+    """The optimizer ``hp.optimizer`` names (``module.default_optimizer`` when None) over
+    ``module``'s parameters with a per-step schedule, as ``configure_optimizers`` returns it:
+    ``hp.schedule`` ``"linear"`` (warm-up, then linear decay to zero at the run's last step) or
+    else the inverse square root after ``hp.warmup_steps``; ``hp.layer_decay`` (where the task
+    has it) below 1 gives lower encoder layers smaller rates (:func:`layer_decay_groups`)."""
     groups = layer_decay_groups(module, hp.lr, float(hp.get("layer_decay", 1.0)))
-    optimizer = torch.optim.AdamW(groups, lr=hp.lr, betas=tuple(hp.betas), eps=hp.eps,
-                                  weight_decay=hp.weight_decay)
+    optimizer = build_optimizer(groups, hp.optimizer or module.default_optimizer, hp.lr)
     if hp.schedule == "linear":
         total = RunLength(trainer, hp.warmup_steps)
         fn = lambda step: warmup_linear_factor(step, hp.warmup_steps, total(step))  # noqa: E731

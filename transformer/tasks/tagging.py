@@ -29,7 +29,7 @@ from transformer.models.tagger_ensemble import TaggerEnsemble, TaggerSpec, check
 from transformer.tasks.adversarial import InputCapture, adversarial_shift, check_eps
 from transformer.tasks.build import build_model
 from transformer.tasks.checkpoint import OneTokenizerCheckpoint
-from transformer.tasks.schedules import adamw_with_warmup
+from transformer.tasks.schedules import ADAMW, optimizer_with_warmup
 
 IGNORE_INDEX = -100
 
@@ -108,7 +108,9 @@ class TaggingTask(OneTokenizerCheckpoint, L.LightningModule):
         tags: tag strings; id ``i`` is ``tags[i]``.
         data: the corpus (``TaggingDataModule.corpus``: ``{"name", "format", "files",
             "dev_size", "tagset", "aux_tagset"}``); a preset's name alone finds its files.
-        label_smoothing, lr, betas, eps, weight_decay: loss and AdamW settings.
+        label_smoothing, lr: loss and peak learning rate.
+        optimizer: a ``_partial_`` node of ``tasks.optimizers.OPTIMIZERS``; None: AdamW,
+            betas (0.9, 0.98), eps 1e-8, weight decay 0.01 (:data:`default_optimizer`).
         warmup_steps: linear warm-up length in updates.
         schedule: ``"linear"`` (decay to 0 at the trainer's last step) or ``"inverse_sqrt"``.
         word_dropout: in training, the probability that all pieces of a word are replaced
@@ -137,6 +139,7 @@ class TaggingTask(OneTokenizerCheckpoint, L.LightningModule):
     """
 
     task_name = "tagging"
+    default_optimizer = ADAMW
 
     def __init__(
         self,
@@ -147,9 +150,7 @@ class TaggingTask(OneTokenizerCheckpoint, L.LightningModule):
         data: dict,
         label_smoothing: float = 0.0,
         lr: float = 5e-4,
-        betas: Sequence[float] = (0.9, 0.98),
-        eps: float = 1e-8,
-        weight_decay: float = 0.01,
+        optimizer: dict | None = None,
         warmup_steps: int = 500,
         schedule: str = "linear",
         word_dropout: float = 0.0,
@@ -317,7 +318,7 @@ class TaggingTask(OneTokenizerCheckpoint, L.LightningModule):
         self.log("val/acc", correct.float() / n, prog_bar=True, batch_size=n, sync_dist=True)
 
     def configure_optimizers(self):
-        return adamw_with_warmup(self, self.hparams, getattr(self, "_trainer", None))
+        return optimizer_with_warmup(self, self.hparams, getattr(self, "_trainer", None))
 
     # ----------------------------------------------------------------- inference
     def encoder_max_len(self) -> int:

@@ -1,0 +1,222 @@
+"""What every translation task shares, whatever its objective: the vocabulary and special ids,
+the tokenizers and the corpus in the checkpoint, the optimizer and its schedule, validation BLEU,
+and translating raw text. The autoregressive (``tasks.translation``), Mask-Predict
+(``tasks.nat``) and CTC (``tasks.ctc``) tasks are its subclasses, siblings that each add their
+own settings, loss and search.
+
+Shape legend: B sentences, S source tokens, T target tokens.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Mapping
+
+import lightning as L
+import torch
+
+from transformer.data.core.tokenizer import SubwordTokenizer
+from transformer.decoding.settings import DecodeSettings
+from transformer.evaluation import CorpusBLEU
+from transformer.evaluation.translation import bleu_tokenizer, evaluate_split
+from transformer.inference import SearchFn, Translator
+from transformer.tasks.build import build_model
+from transformer.tasks.checkpoint import TASK_KEY, current_hyper_parameters
+from transformer.tasks.optimizers import build_optimizer, optimizer_node
+from transformer.tasks.schedules import inverse_sqrt_schedule
+
+
+class Seq2SeqTask(L.LightningModule):
+    """A translation LightningModule without its objective: subclasses give ``training_step``,
+    ``validation_step`` (calling :meth:`_add_bleu_stats` when :meth:`_bleu_due`) and
+    :meth:`search_fn`, and take their own settings as keyword arguments before ``**shared``.
+
+    Args:
+        model: the resolved model config (``tasks.build``); vocab_size, tgt_vocab_size (None:
+            one joint vocabulary), pad_id, bos_id, eos_id: what the data's tokenizers give.
+        src_lang, tgt_lang: the language pair (validation BLEU tokenizes by the target).
+        label_smoothing: ε of the token loss.
+        lr: the peak learning rate, reached after ``warmup_steps`` updates, then decayed as
+            the inverse square root (Vaswani et al. 2017).
+        optimizer: a ``_partial_`` node of ``tasks.optimizers.OPTIMIZERS``; None: Adam,
+            betas (0.9, 0.98), eps 1e-9 (:data:`default_optimizer`).
+        val_bleu, val_bleu_every: greedy BLEU on validation, every N epochs (NaN in between).
+        val_decode: the decoding settings of validation BLEU (``DecodeSettings``).
+        data: the corpus (files, columns, splits), so evaluation can read a split by name.
+        tokenizers: ``{"src": json, "tgt": json}``, kept as a checkpoint entry of its own.
+    """
+
+    task_name: str
+    default_optimizer = optimizer_node("Adam", betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0)
+
+    def __init__(
+        self,
+        model: dict,
+        vocab_size: int,
+        pad_id: int,
+        bos_id: int,
+        eos_id: int,
+        src_lang: str,
+        tgt_lang: str,
+        tgt_vocab_size: int | None = None,
+        label_smoothing: float = 0.1,
+        lr: float = 5e-4,
+        optimizer: dict | None = None,
+        warmup_steps: int = 4000,
+        val_bleu: bool = True,
+        val_bleu_every: int = 1,
+        val_decode: dict | None = None,
+        data: dict | None = None,
+        tokenizers: dict | None = None,
+    ) -> None:
+        super().__init__()
+        if val_bleu_every < 1:
+            raise ValueError(f"task.val_bleu_every must be >= 1, got {val_bleu_every}")
+        DecodeSettings.check(val_decode or {}, "task.val_decode")
+        # Lightning records the settings of every __init__ in the call chain: this one's and the
+        # subclass's own. Tokenizers go into the checkpoint as an entry of their own.
+        self.save_hyperparameters(ignore=["tokenizers"])
+        self.model = self._build_model()
+        # longest sequence the model takes (positions); an ensemble takes its members' minimum
+        self.max_len: int | None = self.hparams.model.get("max_len")
+        self.src_tokenizer: SubwordTokenizer | None = None
+        self.tgt_tokenizer: SubwordTokenizer | None = None
+        if tokenizers is not None:
+            self.set_tokenizers(tokenizers)
+        # Validation BLEU tokenizes like evaluation: by the target language, or as the corpus says.
+        self._bleu = CorpusBLEU(bleu_tokenizer(tgt_lang, (data or {}).get("bleu_tokenize")))
+
+    # ----------------------------------------------------------------- construction
+    def _build_model(self) -> torch.nn.Module:
+        hp = self.hparams
+        return build_model(hp.model, vocab_size=hp.vocab_size, tgt_vocab_size=hp.tgt_vocab_size, pad_id=hp.pad_id)
+
+    def set_tokenizers(self, tokenizers: dict) -> None:
+        """Attach tokenizers given as ``{"src": json, "tgt": json}`` strings."""
+        self.src_tokenizer = SubwordTokenizer.from_str(tokenizers["src"])
+        self.tgt_tokenizer = SubwordTokenizer.from_str(tokenizers["tgt"])
+
+    @staticmethod
+    def kwargs_from_datamodule(dm) -> dict:
+        """What the task needs from a set-up ``TranslationDataModule``: vocabulary, special ids,
+        languages, tokenizers and the corpus it reads."""
+        src_tok, tgt_tok = dm.src_tokenizer, dm.tgt_tokenizer
+        joint = src_tok is tgt_tok or src_tok.to_str() == tgt_tok.to_str()
+        return dict(
+            vocab_size=src_tok.vocab_size,
+            tgt_vocab_size=None if joint else tgt_tok.vocab_size,
+            pad_id=tgt_tok.pad_id,
+            bos_id=tgt_tok.bos_id,
+            eos_id=tgt_tok.eos_id,
+            src_lang=dm.src_lang,
+            tgt_lang=dm.tgt_lang,
+            tokenizers={"src": src_tok.to_str(), "tgt": tgt_tok.to_str()},
+            data=dm.corpus,
+        )
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        checkpoint[TASK_KEY] = self.task_name
+        if self.src_tokenizer is not None:
+            checkpoint["tokenizers"] = {"src": self.src_tokenizer.to_str(), "tgt": self.tgt_tokenizer.to_str()}
+
+    def on_load_checkpoint(self, checkpoint: dict) -> None:
+        if "tokenizers" in checkpoint:
+            self.set_tokenizers(checkpoint["tokenizers"])
+
+    @classmethod
+    def from_checkpoint_dict(cls, ckpt: dict) -> "Seq2SeqTask":
+        """Rebuild from a checkpoint dict (see ``transformer.tasks.checkpoint``), in the settings'
+        current form whatever form the file keeps them in."""
+        task = cls(**current_hyper_parameters(cls, ckpt["hyper_parameters"]), tokenizers=ckpt.get("tokenizers"))
+        task.load_state_dict(ckpt["state_dict"])
+        return task
+
+    # ----------------------------------------------------------------- training
+    def configure_optimizers(self):
+        hp = self.hparams
+        clip = self._trainer.gradient_clip_val if self._trainer is not None else None
+        optimizer = build_optimizer(self.parameters(), hp.optimizer or self.default_optimizer, hp.lr,
+                                    fused=fused_adam(self.device, clip) or None)
+        scheduler = inverse_sqrt_schedule(optimizer, hp.warmup_steps)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
+
+    def _add_bleu_stats(self, batch: dict) -> None:
+        """Decode the batch with ``val_decode`` and add its BLEU statistics."""
+        # Eager always: a compiled step reads the weights once, and training changes them.
+        val_decode = {**(self.hparams.val_decode or {}), "compile": False}
+        hyps = [h[0][0] for h in self.search_fn(val_decode)(batch["src"])]
+        refs = [self._strip(r) for r in batch["tgt_out"].tolist()]
+        decode = self.tgt_tokenizer.decode
+        self._bleu.update([decode(h) for h in hyps], [decode(r) for r in refs])
+
+    def _strip(self, ids: list[int]) -> list[int]:
+        hp = self.hparams
+        return [i for i in ids if i not in (hp.pad_id, hp.eos_id, hp.bos_id)]
+
+    def _bleu_due(self) -> bool:
+        """Greedy BLEU this validation: asked for, tokenizers known, and an epoch it is due
+        (every ``val_bleu_every``-th; the sanity check before training counts as due)."""
+        hp = self.hparams
+        if not (hp.val_bleu and self.tgt_tokenizer is not None):
+            return False
+        trainer = self._trainer
+        if trainer is None or trainer.sanity_checking:
+            return True
+        return (self.current_epoch + 1) % hp.val_bleu_every == 0
+
+    def on_validation_epoch_end(self) -> None:
+        if not (self.hparams.val_bleu and self.tgt_tokenizer is not None):
+            return
+        if not self._bleu_due():
+            # Not measured this epoch: NaN, which checkpointing ranks last and early stopping skips.
+            self.log("val/bleu", float("nan"), prog_bar=True, sync_dist=False)
+            return
+        # Corpus BLEU: sum the sufficient statistics over ranks, then score once.
+        stats = self.all_gather(torch.tensor(self._bleu.stats, dtype=torch.long, device=self.device))
+        if stats.dim() > 1:
+            stats = stats.sum(0)
+        self.log("val/bleu", CorpusBLEU.score(stats.tolist()), prog_bar=True, sync_dist=False)
+        self._bleu.reset()
+
+    # ----------------------------------------------------------------- inference
+    def search_fn(self, decode_cfg: Mapping[str, Any] | None, stats: dict | None = None) -> SearchFn:
+        """The search ``decode_cfg`` (``DecodeSettings``) names, bound to this model; a search
+        with statistics of its own keeps them up to date in ``stats``."""
+        raise NotImplementedError
+
+    def translator(self, decode_cfg: Mapping[str, Any] | None, device: str | torch.device = "cpu") -> Translator:
+        """A :class:`Translator` for raw sentences with this model and its tokenizers, whose
+        ``extra_stats()`` are the search's statistics."""
+        stats: dict[str, float] = {}
+        translator = Translator(self.search_fn(decode_cfg, stats), self.src_tokenizer, self.tgt_tokenizer,
+                                max_tokens=DecodeSettings.of(decode_cfg).max_tokens, max_src_len=self.max_len,
+                                device=device)
+        translator.stats = stats
+        return translator
+
+    def evaluate(self, split: str, decode_cfg: dict, output_dir: Path, data_dir: str = "data/cache",
+                 mirror_root: str | None = None, device: str = "cpu", bleu_tokenize: str | None = None) -> dict:
+        """Translate a split of the training corpus, score with sacreBLEU, write hypotheses and
+        metrics (``evaluation.translation.evaluate_split``)."""
+        extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
+        return evaluate_split(self, split, decode_cfg, output_dir, data_dir, mirror_root, device, **extra)
+
+
+def fused_adam(device: torch.device, gradient_clip_val: float | None) -> bool:
+    """Whether Adam runs as the fused CUDA kernel: on CUDA, and only without gradient clipping.
+
+    A fused optimizer unscales the gradients inside its own step, so Lightning's mixed-precision
+    plugin refuses to clip them first (``RuntimeError: ... does not allow for gradient
+    clipping``); the GPU recipes clip at 1.0 and take the default (multi-tensor) Adam.
+    """
+    return device.type == "cuda" and not gradient_clip_val
+
+
+def refuse_compile(decode_cfg: Mapping[str, Any], kind: str) -> None:
+    """``decode.compile=true`` compiles autoregressive search only: other kinds say so."""
+    if decode_cfg.get("compile"):
+        raise ValueError(f"decode.compile=true applies to greedy and beam search of an autoregressive "
+                         f"checkpoint; this is {kind} checkpoint (set decode.compile=false)")
+
+
+__all__ = ["Seq2SeqTask", "fused_adam", "refuse_compile"]
