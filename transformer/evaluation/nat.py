@@ -25,13 +25,13 @@ SYSTEMS = [
     ("NAT length beam 3", "nat", {"strategy": "nat_length_beam", "length_beam": 3}),
     ("Mask-Predict T=4", "nat", {"strategy": "mask_predict", "iterations": 4, "length_beam": 1}),
     ("Mask-Predict T=10", "nat", {"strategy": "mask_predict", "iterations": 10, "length_beam": 1}),
-    ("CTC one pass", "ctc", {"strategy": "ctc_one_pass"}),
+    ("CTC one pass", "ctc", {"strategy": "ctc_one_pass", "shortlist": None}),
     # The same pass with int8 linear layers (accel.quantize), and with the output projection cut
     # to a target-side shortlist (inference.shortlist; run when a shortlist file is given).
-    ("CTC one pass int8", "ctc", {"strategy": "ctc_one_pass", "quantize": "int8"}),
+    ("CTC one pass int8", "ctc", {"strategy": "ctc_one_pass", "shortlist": None, "quantize": "int8"}),
     ("CTC one pass shortlist", "ctc", {"strategy": "ctc_one_pass", "shortlist": True}),
     ("CTC one pass shortlist int8", "ctc", {"strategy": "ctc_one_pass", "shortlist": True, "quantize": "int8"}),
-    ("CTC prefix beam 5", "ctc", {"strategy": "ctc_beam", "beam_size": 5, "top_k": 8}),
+    ("CTC prefix beam 5", "ctc", {"strategy": "ctc_beam", "beam_size": 5, "top_k": 8, "shortlist": None}),
     ("AT greedy int8", "at", {"strategy": "greedy", "max_len_a": 1.2, "max_len_b": 10, "quantize": "int8"}),
 ]
 
