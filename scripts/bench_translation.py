@@ -88,13 +88,13 @@ def pad_to(rows, pad, multiple=1):
 
 def build_models(tok, args):
     """Ours and the MarianMT peer of the same size (None with ``--no-peer``)."""
-    from transformer.models import EncoderDecoder
+    from transformer.models import EncoderDecoder, TransformerConfig
 
-    ours = EncoderDecoder(
+    ours = EncoderDecoder(TransformerConfig(
         vocab_size=tok.vocab_size, pad_id=tok.pad_id, d_model=args.d_model, n_heads=args.heads,
         n_encoder_layers=args.layers, n_decoder_layers=args.layers, d_ff=args.d_ff, dropout=0.1, norm_first=False, activation="relu",
         max_len=512, share_embeddings=True, tie_output=True,
-    )
+    ))
     if args.no_peer:
         return ours, None
     from transformers import MarianConfig, MarianMTModel

@@ -11,7 +11,7 @@ from torch import nn
 from transformer import accel
 from transformer.accel.attention import CPUMultiHeadAttention, MIN_MATMUL_HEADS, single_query_matmul
 from transformer.decoding import beam_search, greedy_search
-from transformer.models import EncoderDecoder
+from transformer.models import EncoderDecoder, TransformerConfig
 from transformer.models.transformer import VocabProjection
 from transformer.modules.attention import MultiHeadAttention
 
@@ -21,7 +21,7 @@ def _model(seed=0, **kw):
     cfg = dict(vocab_size=40, pad_id=0, d_model=16, n_heads=4, n_encoder_layers=2, n_decoder_layers=2,
                d_ff=32, dropout=0.0, max_len=64)
     cfg.update(kw)
-    return EncoderDecoder(**cfg).eval()
+    return EncoderDecoder(TransformerConfig(**cfg)).eval()
 
 
 def _batch():

@@ -9,13 +9,13 @@ from torch import nn
 
 from transformer import accel
 from transformer.accel.quantize import apply_quantize, check_quantize, float_weight, int8_dynamic, is_quantized
-from transformer.models.ctc import CTCNonAutoregressiveModel
+from transformer.models.ctc import CTCConfig, CTCNonAutoregressiveModel
 
 
 def tiny_ctc(seed: int = 0) -> CTCNonAutoregressiveModel:
     torch.manual_seed(seed)
-    return CTCNonAutoregressiveModel(vocab_size=40, pad_id=0, blank_id=4, d_model=32, n_heads=4,
-                                     n_encoder_layers=2, n_decoder_layers=1, d_ff=64, dropout=0.0).eval()
+    return CTCNonAutoregressiveModel(CTCConfig(vocab_size=40, pad_id=0, blank_id=4, d_model=32, n_heads=4,
+                                               n_encoder_layers=2, n_decoder_layers=1, d_ff=64, dropout=0.0)).eval()
 
 
 def linears(model: nn.Module) -> list[nn.Module]:

@@ -17,7 +17,7 @@ from omegaconf import OmegaConf, open_dict
 
 from transformer.cli.train import check_config, emulated_bf16, task_settings
 from transformer.data.core.sources import multi30k_relpath
-from transformer.tasks.build import build_model
+from transformer.tasks.build import build_model, model_fields
 from transformer.tasks.checkpoint import task_parameters
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -51,7 +51,8 @@ def facts_for(cls) -> dict:
 def model_from(model_cfg):
     """The model a (resolved) model config describes, with a 120-piece vocabulary."""
     cfg = OmegaConf.to_container(model_cfg, resolve=True)
-    return build_model(cfg, **facts_for(get_class(cfg["_target_"])))
+    fields = model_fields(get_class(cfg["_target_"]))
+    return build_model(cfg, **{k: v for k, v in DATA_FACTS.items() if k in fields})
 
 
 def task_from(cfg):

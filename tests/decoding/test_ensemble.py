@@ -6,7 +6,7 @@ import pytest
 import torch
 
 from transformer.decoding import EnsembleModel, beam_search, greedy_search
-from transformer.models import EncoderDecoder
+from transformer.models import EncoderDecoder, TransformerConfig
 
 TINY = dict(d_model=16, n_heads=2, d_ff=32, dropout=0.0, max_len=64)  # as tests/models/tiny_models.py
 
@@ -16,7 +16,7 @@ IDS = dict(bos_id=1, eos_id=2, pad_id=0)
 def _model(seed: int, **kw) -> EncoderDecoder:
     torch.manual_seed(seed)
     args = dict(vocab_size=24, pad_id=0, n_encoder_layers=2, n_decoder_layers=2)
-    return EncoderDecoder(**{**args, **TINY, **kw}).eval()
+    return EncoderDecoder(TransformerConfig(**{**args, **TINY, **kw})).eval()
 
 
 @torch.no_grad()

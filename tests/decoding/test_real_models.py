@@ -27,7 +27,7 @@ TINY = dict(d_model=16, n_heads=2, n_encoder_layers=2, n_decoder_layers=2, d_ff=
 
 def _encoder_decoder(seed: int, **kw) -> torch.nn.Module:
     torch.manual_seed(seed)
-    model = models.EncoderDecoder(vocab_size=V, pad_id=PAD, **TINY, **kw).eval()
+    model = models.EncoderDecoder(models.TransformerConfig(vocab_size=V, pad_id=PAD, **TINY, **kw)).eval()
     with torch.no_grad():  # a larger EOS row (tied embedding): some outputs end before the cap
         model.decoder.output_proj.weight[EOS] *= 2.0
     return model
@@ -104,7 +104,7 @@ def test_beam_logprobs_equal_teacher_forced_sums(positional):
 
 def _nat(**kw) -> torch.nn.Module:
     torch.manual_seed(0)
-    return models.NonAutoregressiveModel(vocab_size=V, pad_id=PAD, **TINY, max_length=12, **kw).eval()
+    return models.NonAutoregressiveModel(models.NATConfig(vocab_size=V, pad_id=PAD, **TINY, max_length=12, **kw)).eval()
 
 
 @pytest.mark.parametrize("length_mode", ["absolute", "offset"])

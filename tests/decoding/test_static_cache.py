@@ -13,7 +13,7 @@ import torch
 
 from transformer.decoding import EnsembleModel, beam_search, greedy_search
 from transformer.decoding.compiled import compiled_decoding
-from transformer.models import EncoderDecoder
+from transformer.models import EncoderDecoder, TransformerConfig
 from transformer.modules.kv_cache import KVCache, StaticKVCache, bucket
 from transformer.modules.positional import LearnedPositionalEncoding, RelativePositionBias
 
@@ -24,7 +24,7 @@ TINY = dict(d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=2, d_ff=
 
 def _model(seed: int, **kw) -> EncoderDecoder:
     torch.manual_seed(seed)
-    model = EncoderDecoder(vocab_size=V, pad_id=PAD, **TINY, **kw).eval()
+    model = EncoderDecoder(TransformerConfig(vocab_size=V, pad_id=PAD, **TINY, **kw)).eval()
     with torch.no_grad():  # a larger EOS row (tied embedding): outputs end at varied lengths
         model.decoder.output_proj.weight[EOS] *= 3.0
     return model

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from transformer.models import EncoderDecoder
+from transformer.models import EncoderDecoder, TransformerConfig
 from transformer.modules.attention import MultiHeadAttention
 
 pytestmark = pytest.mark.gpu
@@ -41,8 +41,8 @@ def test_fused_attention_matches_explicit_path(dtype):
 
 def test_cached_decoding_matches_full_recompute_on_cuda():
     torch.manual_seed(0)
-    model = EncoderDecoder(vocab_size=100, pad_id=0, d_model=64, n_heads=4, n_encoder_layers=2,
-                           n_decoder_layers=2, d_ff=128, dropout=0.0).cuda().eval()
+    model = EncoderDecoder(TransformerConfig(vocab_size=100, pad_id=0, d_model=64, n_heads=4, n_encoder_layers=2,
+                                             n_decoder_layers=2, d_ff=128, dropout=0.0)).cuda().eval()
     src = torch.randint(5, 100, (3, 9), device="cuda")
     tgt = torch.randint(5, 100, (3, 7), device="cuda")
     full = torch.log_softmax(model(src, tgt), -1)  # (B, T, V)
@@ -58,8 +58,8 @@ def test_compiled_decoding_matches_eager_on_cuda():
     from transformer.decoding.compiled import compiled_decoding
 
     torch.manual_seed(0)
-    model = EncoderDecoder(vocab_size=50, pad_id=0, d_model=64, n_heads=4, n_encoder_layers=2,
-                           n_decoder_layers=2, d_ff=128, dropout=0.0).cuda().eval()
+    model = EncoderDecoder(TransformerConfig(vocab_size=50, pad_id=0, d_model=64, n_heads=4, n_encoder_layers=2,
+                                             n_decoder_layers=2, d_ff=128, dropout=0.0)).cuda().eval()
     src = torch.randint(3, 50, (16, 12), device="cuda")
     src[3:, 8:] = 0
     kw = dict(bos_id=1, eos_id=2, pad_id=0, max_len_a=1.0, max_len_b=4, return_scores=True)

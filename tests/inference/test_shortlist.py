@@ -9,15 +9,15 @@ import torch
 from transformer.accel.quantize import int8_dynamic, is_quantized
 from transformer.decoding.ctc import ctc_one_pass
 from transformer.inference.shortlist import restrict_output, shortlist_ids
-from transformer.models.ctc import CTCNonAutoregressiveModel
+from transformer.models.ctc import CTCConfig, CTCNonAutoregressiveModel
 
 PAD, BOS, EOS, BLANK, V = 0, 1, 2, 4, 40
 
 
 def tiny_ctc(seed: int = 0) -> CTCNonAutoregressiveModel:
     torch.manual_seed(seed)
-    return CTCNonAutoregressiveModel(vocab_size=V, pad_id=PAD, blank_id=BLANK, d_model=32, n_heads=4,
-                                     n_encoder_layers=1, n_decoder_layers=1, d_ff=64, dropout=0.0).eval()
+    return CTCNonAutoregressiveModel(CTCConfig(vocab_size=V, pad_id=PAD, blank_id=BLANK, d_model=32, n_heads=4,
+                                               n_encoder_layers=1, n_decoder_layers=1, d_ff=64, dropout=0.0)).eval()
 
 
 def decode(model, src, ban=()):

@@ -15,7 +15,7 @@ from transformer.inspect.attention import (
     translation_attention,
     with_alignments,
 )
-from transformer.models import EncoderDecoder, Tagger
+from transformer.models import EncoderDecoder, Tagger, TaggerConfig, TransformerConfig
 from transformer.modules.attention import MultiHeadAttention
 from transformer.modules.positional import RelativePositionBias
 
@@ -24,8 +24,8 @@ PAD, BOS, EOS = 0, 1, 2
 
 def tiny_model(**kw) -> EncoderDecoder:
     torch.manual_seed(0)
-    return EncoderDecoder(vocab_size=20, pad_id=PAD, d_model=16, n_heads=2, n_encoder_layers=2,
-                          n_decoder_layers=2, d_ff=32, dropout=0.0, **kw).eval()
+    return EncoderDecoder(TransformerConfig(vocab_size=20, pad_id=PAD, d_model=16, n_heads=2, n_encoder_layers=2,
+                                            n_decoder_layers=2, d_ff=32, dropout=0.0, **kw)).eval()
 
 
 SRC = torch.tensor([[5, 6, 7, 8, EOS], [9, 10, EOS, PAD, PAD]])  # (B, S): second sentence padded
@@ -119,8 +119,8 @@ def test_alignment_helpers():
 
 def test_encoder_capture_records_tagger_attention_without_changing_outputs():
     torch.manual_seed(0)
-    tagger = Tagger(vocab_size=30, n_tags=4, pad_id=PAD, d_model=16, n_heads=2, n_layers=2, d_ff=32,
-                    dropout=0.0, window=1).eval()
+    tagger = Tagger(TaggerConfig(vocab_size=30, n_tags=4, pad_id=PAD, d_model=16, n_heads=2, n_layers=2, d_ff=32,
+                                 dropout=0.0, window=1)).eval()
     src = torch.tensor([[5, 6, 7, 8]])
     word_ids = torch.tensor([[0, 0, 1, 2]])
     plain = tagger(src, word_ids)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from transformer.models.classifier import SequenceClassifier
+from transformer.models.classifier import ClassifierConfig, SequenceClassifier
 from transformer.models.pooling import AttentionPooling, ClsPooling, MeanPooling
 from transformer.tasks.build import build_model
 
@@ -17,8 +17,8 @@ POOLINGS = [ClsPooling, MeanPooling, AttentionPooling]
 
 def tiny(pooling, n_classes: int = 3) -> SequenceClassifier:
     torch.manual_seed(0)
-    model = SequenceClassifier(vocab_size=50, n_classes=n_classes, pad_id=PAD, d_model=16, n_heads=2, n_layers=2,
-                               d_ff=32, dropout=0.0, pooling=pooling)
+    model = SequenceClassifier(ClassifierConfig(vocab_size=50, n_classes=n_classes, pad_id=PAD, d_model=16, n_heads=2,
+                                                n_layers=2, d_ff=32, dropout=0.0, pooling=pooling))
     return model.eval()
 
 
@@ -85,4 +85,5 @@ def test_pooling_is_chosen_by_config_target(pooling):
 
 def test_one_label_is_refused():
     with pytest.raises(ValueError, match="at least 2"):
-        SequenceClassifier(vocab_size=10, n_classes=1, pad_id=PAD, d_model=8, n_heads=2, n_layers=1, d_ff=8)
+        SequenceClassifier(ClassifierConfig(vocab_size=10, n_classes=1, pad_id=PAD, d_model=8, n_heads=2, n_layers=1,
+                                            d_ff=8))

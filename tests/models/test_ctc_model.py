@@ -69,9 +69,10 @@ def test_a_fractional_ratio_reads_every_source_token_once_or_twice_in_order():
 
 
 def test_bad_settings_are_refused():
-    from transformer.models import CTCNonAutoregressiveModel
+    from transformer.models import CTCConfig, CTCNonAutoregressiveModel
 
+    sizes = dict(vocab_size=30, pad_id=PAD, blank_id=MASK, d_model=8, n_heads=2)
     with pytest.raises(ValueError, match="upsample_ratio"):
-        CTCNonAutoregressiveModel(30, PAD, MASK, d_model=8, n_heads=2, upsample_ratio=0)
+        CTCNonAutoregressiveModel(CTCConfig(**sizes, upsample_ratio=0))
     with pytest.raises(ValueError, match="upsample_mode"):
-        CTCNonAutoregressiveModel(30, PAD, MASK, d_model=8, n_heads=2, upsample_mode="nearest")
+        CTCNonAutoregressiveModel(CTCConfig(**sizes, upsample_mode="nearest"))

@@ -4,11 +4,11 @@ import pytest
 import torch
 from tiny_models import POSITIONALS, TINY
 
-from transformer.models.transformer import TransformerEncoder
+from transformer.models.transformer import StackConfig, TransformerEncoder
 
 
 def _encoder(positional, **kw):
-    return TransformerEncoder(20, n_layers=2, pad_id=0, positional=positional, **{**TINY, **kw}).eval()
+    return TransformerEncoder(StackConfig(vocab_size=20, pad_id=0, positional=positional, **{**TINY, **kw}), 2).eval()
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

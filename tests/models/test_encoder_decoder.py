@@ -4,13 +4,14 @@ import pytest
 import torch
 from tiny_models import POSITIONALS, TINY
 
-from transformer.models import EncoderDecoder, EncoderOut
+from transformer.models import EncoderDecoder, EncoderOut, TransformerConfig
 from transformer.models.transformer import count_parameters
+from transformer.tasks.build import build_model
 
 
 def _model(positional=None, **kw):
     args = dict(vocab_size=24, pad_id=0, n_encoder_layers=2, n_decoder_layers=2, positional=positional)
-    return EncoderDecoder(**{**args, **TINY, **kw}).eval()
+    return EncoderDecoder(TransformerConfig(**{**args, **TINY, **kw})).eval()
 
 
 def test_forward_shape_and_attributes():
@@ -126,15 +127,15 @@ def test_pre_and_post_norm_both_build_and_differ():
     assert isinstance(post.encoder.final_norm, torch.nn.Identity)
 
 
-def test_builds_from_a_hydra_style_config():
-    hydra_utils = pytest.importorskip("hydra.utils")
+def test_builds_from_a_flat_config():
     cfg = {
         "_target_": "transformer.models.EncoderDecoder",
         "vocab_size": 24, "pad_id": 0, "d_model": 16, "n_heads": 2, "n_encoder_layers": 1,
         "n_decoder_layers": 1, "d_ff": 32, "dropout": 0.0, "norm_first": True,
         "positional": {"_target_": "transformer.modules.positional.RelativePositionBias", "_partial_": True},
     }
-    m = hydra_utils.instantiate(cfg)
+    m = build_model(cfg)
+    assert type(m) is EncoderDecoder and type(m.cfg) is TransformerConfig and m.cfg.norm_first
     assert type(m.encoder.positional).__name__ == "RelativePositionBias"
     assert m.encoder.positional.causal is False and m.decoder.positional.causal is True
     assert _model(None).encoder.positional.__class__.__name__ == "SinusoidalPositionalEncoding"
@@ -142,8 +143,9 @@ def test_builds_from_a_hydra_style_config():
 
 def test_state_dict_keys_are_the_checkpoint_format():
     """Checkpoints and the CTranslate2 export read the weights by these names, in this order."""
-    m = EncoderDecoder(20, 0, d_model=8, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=16,
-                       positional=POSITIONALS["learned"], norm_first=True, max_len=8)
+    m = EncoderDecoder(TransformerConfig(vocab_size=20, pad_id=0, d_model=8, n_heads=2, n_encoder_layers=1,
+                                         n_decoder_layers=1, d_ff=16, positional=POSITIONALS["learned"],
+                                         norm_first=True, max_len=8))
     attn = [f"{name}.w_{w}.{p}" for name in ("{a}",) for w in "qkvo" for p in ("weight", "bias")]
     ffn = [f"ffn.w_{i}.{p}" for i in (1, 2) for p in ("weight", "bias")]
 

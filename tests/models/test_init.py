@@ -4,12 +4,12 @@ import torch
 from torch import nn
 from tiny_models import POSITIONALS
 
-from transformer.models import EncoderDecoder, TransformerEncoder
+from transformer.models import EncoderDecoder, StackConfig, TransformerConfig, TransformerEncoder
 from transformer.models.transformer import count_parameters, init_weights
 
 
 def test_count_parameters_equals_hand_count():
-    enc = TransformerEncoder(10, d_model=4, n_heads=2, n_layers=1, d_ff=8, pad_id=0)
+    enc = TransformerEncoder(StackConfig(vocab_size=10, pad_id=0, d_model=4, n_heads=2, d_ff=8), n_layers=1)
     embedding = 10 * 4
     attention = 4 * (4 * 4 + 4)  # W_q, W_k, W_v, W_o with biases
     ffn = (4 * 8 + 8) + (8 * 4 + 4)
@@ -21,8 +21,8 @@ def test_count_parameters_equals_hand_count():
 
 
 def test_tied_model_counts_shared_matrix_once():
-    m = EncoderDecoder(10, 0, d_model=4, n_heads=2, n_encoder_layers=1, n_decoder_layers=1, d_ff=8,
-                       positional=POSITIONALS["learned"], max_len=6)
+    m = EncoderDecoder(TransformerConfig(vocab_size=10, pad_id=0, d_model=4, n_heads=2, n_encoder_layers=1,
+                                         n_decoder_layers=1, d_ff=8, positional=POSITIONALS["learned"], max_len=6))
     enc_layer = 4 * 20 + 76 + 16  # attention + FFN + 2 LayerNorms
     dec_layer = 2 * 4 * 20 + 76 + 24  # self + cross attention, FFN, 3 LayerNorms
     # One 10x4 matrix serves source, target and output; two 6x4 learned position tables.
@@ -30,7 +30,8 @@ def test_tied_model_counts_shared_matrix_once():
 
 
 def test_init_weights_rules():
-    m = EncoderDecoder(50, 1, d_model=64, n_heads=4, n_encoder_layers=1, n_decoder_layers=1, d_ff=128)
+    m = EncoderDecoder(TransformerConfig(vocab_size=50, pad_id=1, d_model=64, n_heads=4, n_encoder_layers=1,
+                                         n_decoder_layers=1, d_ff=128))
     emb = m.encoder.embedding.weight
     assert torch.equal(emb[1], torch.zeros(64))  # pad row
     assert abs(emb.std().item() - 64**-0.5) < 0.03

@@ -12,11 +12,11 @@ EXTRA = {EncoderDecoder: {}, NonAutoregressiveModel: {"mask_id": 4}, CTCNonAutor
 @pytest.mark.parametrize("cls", list(EXTRA))
 def test_shared_embeddings_need_one_vocabulary(cls):
     with pytest.raises(ValueError, match="share_embeddings needs one joint vocabulary.*30 source vs 40 target"):
-        cls(vocab_size=30, tgt_vocab_size=40, pad_id=0, share_embeddings=True, **SIZES, **EXTRA[cls])
+        cls(cls.config_class(vocab_size=30, tgt_vocab_size=40, pad_id=0, share_embeddings=True, **SIZES, **EXTRA[cls]))
 
 
 @pytest.mark.parametrize("cls", list(EXTRA))
 def test_separate_vocabularies_without_sharing(cls):
-    model = cls(vocab_size=30, tgt_vocab_size=40, pad_id=0, share_embeddings=False, tie_output=False,
-                **SIZES, **EXTRA[cls])
+    model = cls(cls.config_class(vocab_size=30, tgt_vocab_size=40, pad_id=0, share_embeddings=False,
+                                 tie_output=False, **SIZES, **EXTRA[cls]))
     assert (model.src_vocab_size, model.vocab_size) == (30, 40)

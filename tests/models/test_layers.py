@@ -1,45 +1,94 @@
-"""Layers: both norm arrangements, cached decoder layer, feed-forward activations."""
+"""Layers: the norm_first switch (each placement against its formula), the stacks' final norm,
+cached decoder layer, feed-forward activations."""
 
 import pytest
 import torch
+import torch.nn.functional as F
 from torch import nn
 
-from transformer.models.transformer import (
-    FeedForward,
-    PostNorm,
-    PostNormDecoderLayer,
-    PostNormEncoderLayer,
-    PreNorm,
-    PreNormDecoderLayer,
-    PreNormEncoderLayer,
-)
+from transformer.models.transformer import DecoderLayer, EncoderLayer, FeedForward, StackConfig, TransformerEncoder
 from transformer.modules.attention import causal_mask, merge_masks
 from transformer.modules.kv_cache import KVCache
 
 
-def test_pre_and_post_norm_encoder_layers_differ_with_same_weights():
+def _layer(cls, norm_first: bool):
+    """A layer without dropout whose LayerNorms have distinct random weights, so that using one
+    norm in another's place shows."""
     torch.manual_seed(0)
-    post = PostNormEncoderLayer(16, 2, 32, dropout=0.0).eval()
-    pre = PreNormEncoderLayer(16, 2, 32, dropout=0.0).eval()
+    layer = cls(16, 2, 32, dropout=0.0, norm_first=norm_first).eval()
+    with torch.no_grad():
+        for m in layer.modules():
+            if isinstance(m, nn.LayerNorm):
+                m.weight.normal_(1.0, 0.3)
+                m.bias.normal_(0.0, 0.3)
+    return layer
+
+
+def _ln(norm: nn.LayerNorm, x):
+    return F.layer_norm(x, x.shape[-1:], norm.weight, norm.bias, norm.eps)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_encoder_layer_matches_its_formula(norm_first):
+    layer = _layer(EncoderLayer, norm_first)
+    x = torch.randn(2, 5, 16)
+
+    def attn(h):
+        return layer.self_attn(h, h, h)[0]
+
+    if norm_first:  # x + Sublayer(LN(x)) (Xiong et al. 2020)
+        h = x + attn(_ln(layer.norm_1, x))
+        want = h + layer.ffn(_ln(layer.norm_2, h))
+    else:  # LN(x + Sublayer(x)) (Vaswani et al. 2017)
+        h = _ln(layer.norm_1, x + attn(x))
+        want = _ln(layer.norm_2, h + layer.ffn(h))
+    torch.testing.assert_close(layer(x)[0], want)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_layer_matches_its_formula(norm_first):
+    layer = _layer(DecoderLayer, norm_first)
+    x, memory = torch.randn(2, 4, 16), torch.randn(2, 6, 16)
+    causal = merge_masks(None, causal_mask(4))
+
+    def self_attn(h):
+        return layer.self_attn(h, h, h, causal)[0]
+
+    def cross_attn(h):
+        return layer.cross_attn(h, memory, memory)[0]
+
+    if norm_first:
+        h = x + self_attn(_ln(layer.norm_1, x))
+        h = h + cross_attn(_ln(layer.norm_2, h))
+        want = h + layer.ffn(_ln(layer.norm_3, h))
+    else:
+        h = _ln(layer.norm_1, x + self_attn(x))
+        h = _ln(layer.norm_2, h + cross_attn(h))
+        want = _ln(layer.norm_3, h + layer.ffn(h))
+    torch.testing.assert_close(layer(x, memory, causal)[0], want)
+
+
+@pytest.mark.parametrize("cls", [EncoderLayer, DecoderLayer])
+def test_pre_and_post_norm_share_weights_and_differ(cls):
+    post, pre = _layer(cls, False), _layer(cls, True)
+    assert list(post.state_dict()) == list(pre.state_dict())  # checkpoints load either way
     pre.load_state_dict(post.state_dict())
     x = torch.randn(2, 5, 16)
-    out_post, _ = post(x)
-    out_pre, _ = pre(x)
-    assert not torch.allclose(out_post, out_pre, atol=1e-3)
-    # Post-norm ends in a LayerNorm: zero mean, unit variance per position.
-    torch.testing.assert_close(out_post.mean(-1), torch.zeros(2, 5), atol=1e-5, rtol=0)
+    args = (x,) if cls is EncoderLayer else (x, torch.randn(2, 3, 16))
+    assert not torch.allclose(post(*args)[0], pre(*args)[0], atol=1e-3)
 
 
-def test_arrangements_build_their_layers_and_final_norm():
-    assert isinstance(PostNorm().encoder_layer(8, 2, 16, 0.0, "relu"), PostNormEncoderLayer)
-    assert isinstance(PreNorm().decoder_layer(8, 2, 16, 0.0, "relu"), PreNormDecoderLayer)
-    assert isinstance(PostNorm().final_norm(8), nn.Identity)
-    assert isinstance(PreNorm().final_norm(8), nn.LayerNorm)
+def test_only_a_pre_norm_stack_ends_in_a_layer_norm():
+    stacks = {nf: TransformerEncoder(StackConfig(vocab_size=10, pad_id=0, d_model=8, n_heads=2, d_ff=16,
+                                                 norm_first=nf), 1) for nf in (False, True)}
+    assert isinstance(stacks[True].final_norm, nn.LayerNorm) and isinstance(stacks[False].final_norm, nn.Identity)
+    extra = set(stacks[True].state_dict()) - set(stacks[False].state_dict())
+    assert extra == {"final_norm.weight", "final_norm.bias"}
 
 
-@pytest.mark.parametrize("cls", [PostNormDecoderLayer, PreNormDecoderLayer])
-def test_decoder_layer_incremental_with_cache_equals_full(cls):
-    layer = cls(16, 4, 32, dropout=0.0).eval()
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_decoder_layer_incremental_with_cache_equals_full(norm_first):
+    layer = DecoderLayer(16, 4, 32, dropout=0.0, norm_first=norm_first).eval()
     x, memory = torch.randn(2, 6, 16), torch.randn(2, 4, 16)
     src_real = torch.tensor([[True] * 4, [True, True, False, False]])
     cross = merge_masks(src_real)

@@ -4,7 +4,7 @@ import pytest
 import torch
 from tiny_models import POSITIONALS, TINY
 
-from transformer.models import NonAutoregressiveModel
+from transformer.models import NATConfig, NonAutoregressiveModel
 from transformer.models.nat import LengthPredictor, uniform_copy, uniform_copy_indices
 
 MASK = 3
@@ -12,7 +12,7 @@ MASK = 3
 
 def _model(**kw):
     args = dict(vocab_size=24, pad_id=0, n_encoder_layers=1, n_decoder_layers=2, mask_id=MASK)
-    return NonAutoregressiveModel(**{**args, **TINY, **kw}).eval()
+    return NonAutoregressiveModel(NATConfig(**{**args, **TINY, **kw})).eval()
 
 
 @pytest.mark.parametrize("name", ["sinusoidal", "relative"])

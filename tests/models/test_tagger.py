@@ -4,10 +4,15 @@ import pytest
 import torch
 from tiny_models import TINY
 
-from transformer.models import Tagger
+from transformer.models import Tagger, TaggerConfig
 from transformer.models.tagger import pool_words
 
 WORD_IDS = torch.tensor([[0, 0, 1, -1, -1], [-1, 0, 1, 1, 2]])  # -1: pad / specials
+
+
+def tagger(vocab_size: int, n_tags: int, **kw) -> Tagger:
+    """A tagger over ``vocab_size`` pieces (0 = padding) with ``n_tags`` tags."""
+    return Tagger(TaggerConfig(vocab_size=vocab_size, n_tags=n_tags, pad_id=0, **kw))
 
 
 def test_pool_first_and_mean_on_crafted_word_ids():
@@ -21,7 +26,7 @@ def test_pool_first_and_mean_on_crafted_word_ids():
 
 @pytest.mark.parametrize("pooling", ["first", "mean"])
 def test_tagger_output_shape(pooling):
-    m = Tagger(vocab_size=20, n_tags=7, pad_id=0, n_layers=1, pooling=pooling, **TINY).eval()
+    m = tagger(20, 7, n_layers=1, pooling=pooling, **TINY).eval()
     src = torch.tensor([[2, 5, 6, 3, 0], [2, 5, 6, 7, 8]])
     logits = m(src, WORD_IDS)
     assert logits.shape == (2, 3, 7)
@@ -29,8 +34,8 @@ def test_tagger_output_shape(pooling):
 
 def test_pooling_choice_changes_multi_piece_words_only():
     torch.manual_seed(0)
-    first = Tagger(20, 7, 0, n_layers=1, pooling="first", **TINY).eval()
-    mean = Tagger(20, 7, 0, n_layers=1, pooling="mean", **TINY).eval()
+    first = tagger(20, 7, n_layers=1, pooling="first", **TINY).eval()
+    mean = tagger(20, 7, n_layers=1, pooling="mean", **TINY).eval()
     mean.load_state_dict(first.state_dict())
     src = torch.tensor([[2, 5, 6, 3, 0], [2, 5, 6, 7, 8]])
     a, b = first(src, WORD_IDS), mean(src, WORD_IDS)
@@ -67,7 +72,7 @@ def test_words_are_spelled_from_their_pieces_in_order():
 
 def test_tagger_reads_the_spelling_and_ignores_padding():
     torch.manual_seed(0)
-    m = Tagger(len(PIECES), 5, 0, n_layers=1, pooling="mean", char_channels=6, char_dim=4, **TINY).eval()
+    m = tagger(len(PIECES), 5, n_layers=1, pooling="mean", char_channels=6, char_dim=4, **TINY).eval()
     m.set_pieces(PIECES, {0, 1, 2, 3})
     src = torch.tensor([[4, 5, 6]])
     word_ids = torch.tensor([[0, 0, 1]])
@@ -78,7 +83,7 @@ def test_tagger_reads_the_spelling_and_ignores_padding():
     m.set_pieces(PIECES[:6] + ["Ġxyw", "Q"], {0, 1, 2, 3})
     assert not torch.allclose(m(src, word_ids)[0, 1], base[0, 1], atol=1e-4)
     # The table is part of the weights, so a checkpoint restores it.
-    again = Tagger(len(PIECES), 5, 0, n_layers=1, pooling="mean", char_channels=6, char_dim=4, **TINY).eval()
+    again = tagger(len(PIECES), 5, n_layers=1, pooling="mean", char_channels=6, char_dim=4, **TINY).eval()
     again.load_state_dict(m.state_dict())
     torch.testing.assert_close(again(src, word_ids), m(src, word_ids))
 
@@ -88,8 +93,8 @@ def _pair(window):
     """The same weights with the encoder over pieces and over words."""
     torch.manual_seed(0)
     kw = dict(n_layers=1, pooling="mean", window=window, **TINY)
-    piece = Tagger(20, 5, 0, context="piece", **kw).eval()
-    word = Tagger(20, 5, 0, context="word", **kw).eval()
+    piece = tagger(20, 5, context="piece", **kw).eval()
+    word = tagger(20, 5, context="word", **kw).eval()
     word.load_state_dict(piece.state_dict())
     return piece, word
 
@@ -110,7 +115,7 @@ def test_word_context_windows_and_positions_count_words():
 
 def test_word_context_ignores_padding_and_specials():
     torch.manual_seed(0)
-    m = Tagger(len(PIECES), 5, 0, n_layers=2, pooling="mean", context="word", char_channels=6, char_dim=4,
+    m = tagger(len(PIECES), 5, n_layers=2, pooling="mean", context="word", char_channels=6, char_dim=4,
                **TINY).eval()
     m.set_pieces(PIECES, {0, 1, 2, 3})
     base = m(torch.tensor([[4, 5, 6]]), torch.tensor([[0, 0, 1]]))
@@ -122,7 +127,7 @@ def test_word_context_ignores_padding_and_specials():
 
 def test_unknown_context_is_refused():
     with pytest.raises(ValueError, match="context"):
-        Tagger(20, 5, 0, context="sentence", **TINY)
+        tagger(20, 5, context="sentence", **TINY)
 
 
 def test_boundaries_frame_each_spelling_and_leave_padding_empty():
@@ -242,7 +247,7 @@ def test_spelling_can_come_from_other_pieces_than_the_embedded_ones(context):
     # ``spell`` feeds only the character encoder: hiding a word's pieces (<unk> = 3) but
     # spelling the real ones differs from hiding both, and spell=src is the default.
     torch.manual_seed(0)
-    m = Tagger(len(PIECES), 5, 0, n_layers=1, pooling="mean", char_channels=6, char_dim=4, context=context,
+    m = tagger(len(PIECES), 5, n_layers=1, pooling="mean", char_channels=6, char_dim=4, context=context,
                **TINY).eval()
     m.set_pieces(PIECES, {0, 1, 2, 3})
     src, word_ids = torch.tensor([[4, 5, 6]]), torch.tensor([[0, 0, 1]])
@@ -250,5 +255,5 @@ def test_spelling_can_come_from_other_pieces_than_the_embedded_ones(context):
     torch.testing.assert_close(m(src, word_ids, src), m(src, word_ids))
     assert not torch.allclose(m(hidden, word_ids, src)[0, 1], m(hidden, word_ids)[0, 1], atol=1e-4)
     # a model without a character encoder has nothing to spell with
-    plain = Tagger(len(PIECES), 5, 0, n_layers=1, context=context, **TINY).eval()
+    plain = tagger(len(PIECES), 5, n_layers=1, context=context, **TINY).eval()
     torch.testing.assert_close(plain(hidden, word_ids, src), plain(hidden, word_ids))

@@ -3,14 +3,14 @@
 import pytest
 import torch
 
-from transformer.models import EncoderDecoder
+from transformer.models import EncoderDecoder, TransformerConfig
 from transformer.tasks.translation import all_positions_loss
 
 
 def _model_and_batch():
     torch.manual_seed(0)
-    model = EncoderDecoder(vocab_size=50, pad_id=0, d_model=32, n_heads=4, n_encoder_layers=2,
-                           n_decoder_layers=2, d_ff=64, dropout=0.0, max_len=64)
+    model = EncoderDecoder(TransformerConfig(vocab_size=50, pad_id=0, d_model=32, n_heads=4, n_encoder_layers=2,
+                                             n_decoder_layers=2, d_ff=64, dropout=0.0, max_len=64))
     src = torch.randint(3, 50, (4, 8))
     src[2:, 6:] = 0
     tgt_in = torch.randint(3, 50, (4, 8))

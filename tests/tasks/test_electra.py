@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from transformer.data.core.tokenizer import SubwordTokenizer
-from transformer.models.mlm import ElectraModel, MaskedLanguageModel
+from transformer.models.mlm import ElectraConfig, ElectraModel, MaskedLanguageModel, MLMConfig
 from transformer.tasks.mlm import N_SPECIAL, MaskedLMTask, electra_corrupt
 
 TINY = {"d_model": 32, "n_heads": 4, "n_layers": 2, "d_ff": 64, "dropout": 0.0, "max_len": 64}
@@ -20,17 +20,18 @@ ELECTRA = {"_target_": "transformer.models.mlm.ElectraModel", **TINY, "generator
 
 
 def test_the_generator_is_a_share_of_the_heads_and_the_encoder_is_named_as_the_masked_lms():
-    model = ElectraModel(300, 0, **TINY, generator_fraction=0.5)
+    model = ElectraModel(ElectraConfig(vocab_size=300, pad_id=0, **TINY, generator_fraction=0.5))
     gen = model.generator
     assert isinstance(gen, MaskedLanguageModel)
     assert gen.encoder.embedding.embedding_dim == 16 and len(gen.encoder.layers) == 2  # 2 of 4 heads, 8 wide each
-    assert ElectraModel(300, 0, **TINY, generator_fraction=0.1).generator.encoder.embedding.embedding_dim == 8
-    mlm = MaskedLanguageModel(300, 0, **TINY)
+    tenth = ElectraModel(ElectraConfig(vocab_size=300, pad_id=0, **TINY, generator_fraction=0.1))
+    assert tenth.generator.encoder.embedding.embedding_dim == 8
+    mlm = MaskedLanguageModel(MLMConfig(vocab_size=300, pad_id=0, **TINY))
     ours = {k: v.shape for k, v in model.encoder.state_dict().items()}
     assert ours == {k: v.shape for k, v in mlm.encoder.state_dict().items()}
     assert model.discriminate(torch.randint(N_SPECIAL, 300, (3, 7))).shape == (3, 7)
     with pytest.raises(ValueError, match="generator_fraction=0"):
-        ElectraModel(300, 0, **TINY, generator_fraction=0)
+        ElectraModel(ElectraConfig(vocab_size=300, pad_id=0, **TINY, generator_fraction=0))
 
 
 def test_corruption_replaces_only_the_chosen_pieces_and_never_with_a_special_token():

@@ -64,12 +64,12 @@ def test_inverse_sqrt_warms_up_linearly_then_decays():
 
 
 def test_real_positions_loss_equals_the_all_positions_loss_and_its_gradients():
-    from transformer.models import EncoderDecoder
+    from transformer.models import EncoderDecoder, TransformerConfig
     from transformer.tasks.translation import all_positions_loss, real_positions_loss
 
     torch.manual_seed(0)
-    model = EncoderDecoder(vocab_size=30, pad_id=0, d_model=16, n_heads=2, n_encoder_layers=1,
-                           n_decoder_layers=1, d_ff=32, dropout=0.0)
+    model = EncoderDecoder(TransformerConfig(vocab_size=30, pad_id=0, d_model=16, n_heads=2, n_encoder_layers=1,
+                                             n_decoder_layers=1, d_ff=32, dropout=0.0))
     src = torch.tensor([[5, 6, 7, 2, 0, 0], [8, 9, 2, 0, 0, 0]])
     tgt_in = torch.tensor([[1, 10, 11, 12, 0, 0], [1, 13, 0, 0, 0, 0]])
     tgt_out = torch.tensor([[10, 11, 12, 2, 0, 0], [13, 2, 0, 0, 0, 0]])

@@ -32,7 +32,7 @@ import torch
 from torch import nn
 
 from transformer.files import disk_full
-from transformer.models.transformer import EncoderDecoder, PreNormDecoderLayer
+from transformer.models.transformer import EncoderDecoder
 from transformer.modules.positional import (
     LearnedPositionalEncoding,
     NoPositionalEncoding,
@@ -182,7 +182,7 @@ def build_ctranslate2_spec(task):
     relative = isinstance(enc.positional, RelativePositionBias)
     if relative != isinstance(dec.positional, RelativePositionBias):
         raise ExportError("CTranslate2 needs relative positions in both stacks or in neither")
-    pre_norm = isinstance(dec.layers[0], PreNormDecoderLayer)
+    pre_norm = dec.layers[0].norm_first
     spec = transformer_spec.TransformerSpec.from_config(
         (len(enc.layers), len(dec.layers)), dec.layers[0].self_attn.n_heads,
         pre_norm=pre_norm, activation=_activation(model), relative_attention_bias=relative,

@@ -1,14 +1,17 @@
-"""Models: the Transformer (``models.transformer``: encoder, decoder, their layers, the
-encoder-decoder) and the models built on its stacks (NAT, CTC, tagger, classifier, masked LM). Plain
-``torch.nn``, no Lightning or Hydra."""
+"""Models: the Transformer (``models.transformer``: its config, encoder, decoder, their layers, the
+encoder-decoder) and the models built on its stacks (NAT, CTC, tagger, classifier, masked LM), each
+built from one config dataclass. Plain ``torch.nn``, no Lightning or Hydra."""
 
-from transformer.models.ctc import CTCNonAutoregressiveModel
-from transformer.models.nat import LengthPredictor, NonAutoregressiveDecoder, NonAutoregressiveModel
-from transformer.models.tagger import Tagger
+from transformer.models.ctc import CTCConfig, CTCNonAutoregressiveModel
+from transformer.models.nat import LengthPredictor, NATConfig, NonAutoregressiveDecoder, NonAutoregressiveModel
+from transformer.models.tagger import Tagger, TaggerConfig
 from transformer.models.transformer import (
     AutoregressiveDecoder,
+    EncoderConfig,
     EncoderDecoder,
     EncoderOut,
+    StackConfig,
+    TransformerConfig,
     TransformerEncoder,
     VocabProjection,
     count_parameters,
@@ -17,13 +20,19 @@ from transformer.models.transformer import (
 
 __all__ = [
     "AutoregressiveDecoder",
+    "CTCConfig",
     "CTCNonAutoregressiveModel",
+    "EncoderConfig",
     "EncoderDecoder",
     "EncoderOut",
     "LengthPredictor",
+    "NATConfig",
     "NonAutoregressiveDecoder",
     "NonAutoregressiveModel",
+    "StackConfig",
     "Tagger",
+    "TaggerConfig",
+    "TransformerConfig",
     "TransformerEncoder",
     "VocabProjection",
     "count_parameters",

@@ -9,11 +9,12 @@ Shape legend: B sentences, T pieces, D = d_model, H heads, C labels.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable
 
 from torch import Tensor, nn
 
 from transformer.models.pooling import AttentionPooling
-from transformer.models.transformer import InputHook, TransformerEncoder, init_weights
+from transformer.models.transformer import EncoderConfig, InputHook, TransformerEncoder, hp, init_weights
 from transformer.modules.attention import pad_mask
 
 
@@ -28,6 +29,20 @@ class Pooled:
     offset: int
 
 
+@dataclass(kw_only=True)
+class ClassifierConfig(EncoderConfig):
+    """``EncoderConfig`` plus the labels and the pooling.
+
+    Fields:
+        n_classes: number of labels C (from the data).
+        pooling: a factory called with ``d_model, n_heads`` (a ``_partial_`` config of
+            ``ClsPooling``, ``MeanPooling`` or ``AttentionPooling``); ``None`` = attention.
+    """
+
+    n_classes: int = hp(bounds=(1, 2**20))
+    pooling: Callable[..., nn.Module] | None = hp(None, factory=True)
+
+
 class SequenceClassifier(nn.Module):
     """Transformer encoder + pooling + linear classifier.
 
@@ -35,42 +50,24 @@ class SequenceClassifier(nn.Module):
     pooling weights (what ``transformer-inspect`` draws).
 
     Args:
-        n_classes: number of labels C.
-        pooling: a factory called with ``d_model, n_heads`` (a ``_partial_`` config of
-            ``ClsPooling``, ``MeanPooling`` or ``AttentionPooling``); ``None`` = attention.
-        Others as in ``TransformerEncoder``.
+        cfg: the sizes, labels and pooling (``ClassifierConfig``).
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        n_classes: int,
-        pad_id: int,
-        d_model: int = 256,
-        n_heads: int = 4,
-        n_layers: int = 4,
-        d_ff: int = 1024,
-        dropout: float = 0.1,
-        positional=None,
-        norm_first: bool = False,
-        activation: str = "relu",
-        max_len: int = 512,
-        pooling=None,
-    ):
+    config_class = ClassifierConfig
+
+    def __init__(self, cfg: ClassifierConfig):
         super().__init__()
-        if n_classes < 2:
-            raise ValueError(f"a classifier needs at least 2 labels, got {n_classes}")
-        self.pad_id = pad_id
-        self.vocab_size = vocab_size
-        self.n_classes = n_classes
-        self.encoder = TransformerEncoder(
-            vocab_size, d_model, n_heads, n_layers, d_ff, dropout, pad_id,
-            positional=positional, norm_first=norm_first, activation=activation, max_len=max_len,
-        )
-        self.pooling = (pooling or AttentionPooling)(d_model=d_model, n_heads=n_heads)
-        self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(d_model, n_classes)
-        init_weights(self, d_model)
+        if cfg.n_classes < 2:
+            raise ValueError(f"a classifier needs at least 2 labels, got {cfg.n_classes}")
+        self.cfg = cfg
+        self.pad_id = cfg.pad_id
+        self.vocab_size = cfg.vocab_size
+        self.n_classes = cfg.n_classes
+        self.encoder = TransformerEncoder(cfg, cfg.n_layers)
+        self.pooling = (cfg.pooling or AttentionPooling)(d_model=cfg.d_model, n_heads=cfg.n_heads)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.classifier = nn.Linear(cfg.d_model, cfg.n_classes)
+        init_weights(self, cfg.d_model)
 
     def pool(self, src: Tensor, input_hook: InputHook | None = None) -> Pooled:
         """The sequence vector of ``src (B, T)`` and the pooling weights; ``input_hook``
@@ -110,4 +107,4 @@ class ClassifierEnsemble(nn.Module):
         raise TypeError("an ensemble has no single forward: classify through SentenceClassifier")
 
 
-__all__ = ["ClassifierEnsemble", "Pooled", "SequenceClassifier"]
+__all__ = ["ClassifierConfig", "ClassifierEnsemble", "Pooled", "SequenceClassifier"]

@@ -17,12 +17,13 @@ V vocabulary (blank included).
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from transformer.models.nat import NonAutoregressiveDecoder
-from transformer.models.transformer import EncoderOut, TransformerEncoder, init_weights, target_vocab_size
+from transformer.models.transformer import EncoderOut, TransformerConfig, TransformerEncoder, hp, init_weights
 from transformer.modules.attention import pad_mask
 
 UPSAMPLE_MODES = ("copy", "interpolate")
@@ -90,6 +91,22 @@ def upsample(src_embed: Tensor, src_pad_mask: Tensor, ratio: float, mode: str = 
     return x, real
 
 
+@dataclass(kw_only=True)
+class CTCConfig(TransformerConfig):
+    """``TransformerConfig`` plus the blank and the upsampling.
+
+    Fields:
+        blank_id: the CTC blank (the tokenizer's ``[MASK]`` id; see the module docstring).
+        upsample_ratio: λ >= 1, decoder positions per source token, whole or not (Gu & Kong 2021
+            use 2 or 3); a target longer than ``ceil(λ S)`` (with its repeats) has no alignment.
+        upsample_mode: ``copy`` (each source embedding λ times) or ``interpolate``.
+    """
+
+    blank_id: int | None = hp(None, bounds=(0, 2**24))
+    upsample_ratio: float = hp(2, bounds=(1, 64))
+    upsample_mode: str = "copy"
+
+
 class CTCNonAutoregressiveModel(nn.Module):
     """Encoder + ``NonAutoregressiveDecoder`` over the upsampled source, scored with CTC.
 
@@ -99,60 +116,33 @@ class CTCNonAutoregressiveModel(nn.Module):
         ``decode(enc, glance_tokens (B, U) | None, reveal (B, U) | None) -> logits (B, U, V)``;
         ``forward(src) -> (logits (B, U, V), decoder_mask (B, U))``.
 
-    Args (beyond ``EncoderDecoder``'s):
-        blank_id: the CTC blank (the tokenizer's ``[MASK]`` id; see the module docstring).
-        upsample_ratio: λ >= 1, decoder positions per source token, whole or not (Gu & Kong 2021
-            use 2 or 3); a target longer than ``ceil(λ S)`` (with its repeats) has no alignment.
-        upsample_mode: ``copy`` (each source embedding λ times) or ``interpolate``.
+    Args:
+        cfg: the sizes and switches (``CTCConfig``).
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        pad_id: int,
-        blank_id: int | None = None,
-        d_model: int = 512,
-        n_heads: int = 8,
-        n_encoder_layers: int = 6,
-        n_decoder_layers: int = 6,
-        d_ff: int = 2048,
-        dropout: float = 0.1,
-        positional=None,
-        norm_first: bool = False,
-        activation: str = "relu",
-        window: int | None = None,
-        max_len: int = 1024,
-        tgt_vocab_size: int | None = None,
-        share_embeddings: bool = True,
-        tie_output: bool = True,
-        upsample_ratio: float = 2,
-        upsample_mode: str = "copy",
-    ):
+    config_class = CTCConfig
+
+    def __init__(self, cfg: CTCConfig):
         super().__init__()
-        tgt_vocab_size = target_vocab_size(vocab_size, tgt_vocab_size, share_embeddings)
-        if blank_id is None:
+        tgt_vocab_size = cfg.target_vocab_size()
+        if cfg.blank_id is None:
             raise ValueError("a CTC model needs blank_id (the tokenizer's [MASK] id)")
-        if not upsample_ratio >= 1:
-            raise ValueError(f"upsample_ratio must be >= 1, got {upsample_ratio}")
-        check_upsample_mode(upsample_mode)
-        self.pad_id, self.blank_id = pad_id, blank_id
+        if not cfg.upsample_ratio >= 1:
+            raise ValueError(f"upsample_ratio must be >= 1, got {cfg.upsample_ratio}")
+        check_upsample_mode(cfg.upsample_mode)
+        self.cfg = cfg
+        self.pad_id, self.blank_id = cfg.pad_id, cfg.blank_id
         self.mask_id = None  # decoding.api.NATModel: this model reads no target tokens
         # Vocabulary id of each output column when the projection is cut to a shortlist
         # (inference.shortlist.restrict_output); None: column i is id i.
         self.output_ids: Tensor | None = None
-        self.src_vocab_size, self.vocab_size = vocab_size, tgt_vocab_size
-        self.upsample_ratio, self.upsample_mode = upsample_ratio, upsample_mode
-        self.encoder = TransformerEncoder(
-            vocab_size, d_model, n_heads, n_encoder_layers, d_ff, dropout, pad_id,
-            positional=positional, norm_first=norm_first, activation=activation, window=window, max_len=max_len,
-        )
+        self.src_vocab_size, self.vocab_size = cfg.vocab_size, tgt_vocab_size
+        self.upsample_ratio, self.upsample_mode = cfg.upsample_ratio, cfg.upsample_mode
+        self.encoder = TransformerEncoder(cfg, cfg.n_encoder_layers)
         self.decoder = NonAutoregressiveDecoder(
-            tgt_vocab_size, d_model, n_heads, n_decoder_layers, d_ff, dropout, pad_id,
-            positional=positional, norm_first=norm_first, activation=activation, max_len=max_len,
-            decoder_input="copy", embedding=self.encoder.embedding if share_embeddings else None,
-            tie_output=tie_output,
+            cfg, tgt_vocab_size, "copy", embedding=self.encoder.embedding if cfg.share_embeddings else None,
         )
-        init_weights(self, d_model)
+        init_weights(self, cfg.d_model)
 
     def encode(self, src: Tensor) -> EncoderOut:
         """``src (B, S)`` -> ``EncoderOut`` with the scaled source embeddings kept."""

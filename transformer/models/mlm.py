@@ -19,12 +19,30 @@ Shape legend: B batch, T pieces, N chosen positions, D = d_model, V vocabulary.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, fields
+
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer.models.transformer import TransformerEncoder, VocabProjection, init_weights
+from transformer.models.transformer import EncoderConfig, TransformerEncoder, VocabProjection, init_weights
 from transformer.modules.attention import head_width, pad_mask
+
+
+@dataclass(kw_only=True)
+class MLMConfig(EncoderConfig):
+    """``EncoderConfig`` with BERT's choices as defaults: pre-norm layers, GELU."""
+
+    norm_first: bool = True
+    activation: str = "gelu"
+
+
+@dataclass(kw_only=True)
+class ElectraConfig(MLMConfig):
+    """``MLMConfig`` (the discriminator's) plus ``generator_fraction``: the generator's share of
+    the heads (at least one), its width and feed-forward size scaled with it."""
+
+    generator_fraction: float = 0.25
 
 
 class MaskedLanguageModel(nn.Module):
@@ -34,31 +52,19 @@ class MaskedLanguageModel(nn.Module):
     ``predict(states (..., D)) -> logits (..., V)``, so training can score only the chosen
     positions: ``predict(encode(src)[chosen])``, ``(N, D) -> (N, V)``.
 
-    Args: as ``TransformerEncoder`` (``vocab_size`` and ``pad_id`` come from the tokenizer).
+    Args:
+        cfg: the encoder's sizes (``MLMConfig``; ``vocab_size`` and ``pad_id`` come from the tokenizer).
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        pad_id: int,
-        d_model: int = 256,
-        n_heads: int = 4,
-        n_layers: int = 4,
-        d_ff: int = 1024,
-        dropout: float = 0.1,
-        positional=None,
-        norm_first: bool = True,
-        activation: str = "gelu",
-        window: int | None = None,
-        max_len: int = 512,
-    ):
+    config_class = MLMConfig
+
+    def __init__(self, cfg: MLMConfig):
         super().__init__()
-        self.pad_id = pad_id
-        self.vocab_size = vocab_size
-        self.encoder = TransformerEncoder(
-            vocab_size, d_model, n_heads, n_layers, d_ff, dropout, pad_id,
-            positional=positional, norm_first=norm_first, activation=activation, window=window, max_len=max_len,
-        )
+        d_model = cfg.d_model
+        self.cfg = cfg
+        self.pad_id = cfg.pad_id
+        self.vocab_size = vocab_size = cfg.vocab_size
+        self.encoder = TransformerEncoder(cfg, cfg.n_layers)
         self.head_dense = nn.Linear(d_model, d_model)
         self.head_norm = nn.LayerNorm(d_model)
         self.output_proj = VocabProjection(d_model, vocab_size)
@@ -86,43 +92,30 @@ class ElectraModel(nn.Module):
     ``discriminate(src (B, T)) -> logits (B, T)``, the score that each piece is a replacement
     (``forward`` is the same); ``encode(src) -> states (B, T, D)`` of the discriminator.
 
-    Args: as ``MaskedLanguageModel``, for the discriminator; ``generator_fraction``: the
-    generator's share of the heads (at least one), its width and feed-forward size scaled with it.
+    Args:
+        cfg: the discriminator's sizes and the generator's share (``ElectraConfig``).
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        pad_id: int,
-        d_model: int = 256,
-        n_heads: int = 4,
-        n_layers: int = 4,
-        d_ff: int = 1024,
-        dropout: float = 0.1,
-        positional=None,
-        norm_first: bool = True,
-        activation: str = "gelu",
-        window: int | None = None,
-        max_len: int = 512,
-        generator_fraction: float = 0.25,
-    ):
+    config_class = ElectraConfig
+
+    def __init__(self, cfg: ElectraConfig):
         super().__init__()
-        if not 0 < generator_fraction <= 1:
-            raise ValueError(f"generator_fraction={generator_fraction!r}: expected a share in (0, 1]")
-        self.pad_id = pad_id
-        self.vocab_size = vocab_size
-        self.encoder = TransformerEncoder(
-            vocab_size, d_model, n_heads, n_layers, d_ff, dropout, pad_id,
-            positional=positional, norm_first=norm_first, activation=activation, window=window, max_len=max_len,
-        )
+        if not 0 < cfg.generator_fraction <= 1:
+            raise ValueError(f"generator_fraction={cfg.generator_fraction!r}: expected a share in (0, 1]")
+        d_model, n_heads = cfg.d_model, cfg.n_heads
+        self.cfg = cfg
+        self.pad_id = cfg.pad_id
+        self.vocab_size = cfg.vocab_size
+        self.encoder = TransformerEncoder(cfg, cfg.n_layers)
         self.rtd_dense = nn.Linear(d_model, d_model)
         self.rtd_out = nn.Linear(d_model, 1)
         init_weights(self, d_model)  # the discriminator; the generator below initialises itself
-        g_heads = max(1, round(n_heads * generator_fraction))
-        self.generator = MaskedLanguageModel(
-            vocab_size, pad_id, g_heads * head_width(d_model, n_heads), g_heads, n_layers,
-            max(1, round(d_ff * g_heads / n_heads)), dropout, positional, norm_first, activation, window, max_len,
-        )
+        g_heads = max(1, round(n_heads * cfg.generator_fraction))
+        shared = {f.name: getattr(cfg, f.name) for f in fields(MLMConfig)}
+        self.generator = MaskedLanguageModel(MLMConfig(**{
+            **shared, "d_model": g_heads * head_width(d_model, n_heads), "n_heads": g_heads,
+            "d_ff": max(1, round(cfg.d_ff * g_heads / n_heads)),
+        }))
 
     def encode(self, src: Tensor) -> Tensor:
         """``src (B, T)`` -> the discriminator's states ``(B, T, D)``."""
@@ -136,4 +129,4 @@ class ElectraModel(nn.Module):
         return self.discriminate(src)  # (B, T)
 
 
-__all__ = ["ElectraModel", "MaskedLanguageModel"]
+__all__ = ["ElectraConfig", "ElectraModel", "MLMConfig", "MaskedLanguageModel"]

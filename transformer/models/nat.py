@@ -11,17 +11,20 @@ V target vocabulary, L length classes, k candidates.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from transformer.models.transformer import (
+    DecoderLayer,
     EncoderOut,
+    TransformerConfig,
     TransformerEncoder,
     VocabProjection,
+    final_norm,
+    hp,
     init_weights,
-    norm_arrangement,
-    target_vocab_size,
 )
 from transformer.modules.attention import merge_masks, pad_mask
 from transformer.modules.positional import build_positional
@@ -57,6 +60,23 @@ def uniform_copy(src_embed: Tensor, src_pad_mask: Tensor, tgt_pad_mask: Tensor) 
     return src_embed.gather(1, idx.unsqueeze(-1).expand(-1, -1, d))  # (B, T) -> (B, T, D)
 
 
+@dataclass(kw_only=True)
+class NATConfig(TransformerConfig):
+    """``TransformerConfig`` plus the NAT decoder's inputs and the length predictor.
+
+    Fields:
+        decoder_input: ``"mask"`` (Mask-Predict; needs ``mask_id``) or ``"copy"`` (NAT uniform copy).
+        mask_id: the ``[MASK]`` token id (None in copy mode).
+        length_mode, max_length, max_offset: see ``LengthPredictor``.
+    """
+
+    decoder_input: str = "mask"
+    mask_id: int | None = hp(None, bounds=(0, 2**24))
+    length_mode: str = "absolute"
+    max_length: int = hp(256, bounds=(1, 2**20))
+    max_offset: int = hp(64, bounds=(0, 2**20))
+
+
 class NonAutoregressiveDecoder(nn.Module):
     """Decoder layers without a causal mask: every position sees every other.
 
@@ -67,47 +87,34 @@ class NonAutoregressiveDecoder(nn.Module):
     the caller built (the CTC model's upsampled source).
 
     Args:
+        cfg: sizes and switches (``TransformerConfig``: ``n_decoder_layers`` deep, the positional
+            factory built with ``causal=False``, ``tie_output`` as in ``AutoregressiveDecoder``).
+        vocab_size: the target vocabulary V.
         decoder_input: ``"copy"`` — inputs are uniformly copied source embeddings
             (``src_embed`` required, ``tgt_tokens`` ignored); ``"mask"`` — inputs are the
             embeddings of ``tgt_tokens``, whose masked positions hold the mask id.
-        positional: factory as in the encoder, built with ``causal=False``.
-        embedding, tie_output: as in ``AutoregressiveDecoder``.
+        embedding: an existing ``nn.Embedding`` to share (joint vocabulary).
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        d_model: int = 512,
-        n_heads: int = 8,
-        n_layers: int = 6,
-        d_ff: int = 2048,
-        dropout: float = 0.1,
-        pad_id: int = 0,
-        positional=None,
-        norm_first: bool = False,
-        activation: str = "relu",
-        max_len: int = 1024,
-        decoder_input: str = "mask",
-        embedding: nn.Embedding | None = None,
-        tie_output: bool = True,
-    ):
+    def __init__(self, cfg: TransformerConfig, vocab_size: int, decoder_input: str = "mask",
+                 embedding: nn.Embedding | None = None):
         super().__init__()
         if decoder_input not in DECODER_INPUTS:
             raise ValueError(f"decoder_input must be one of {DECODER_INPUTS}, got {decoder_input!r}")
-        self.d_model = d_model
+        self.d_model = d_model = cfg.d_model
         self.decoder_input = decoder_input
-        if embedding is None and (decoder_input == "mask" or tie_output):
-            embedding = nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
+        if embedding is None and (decoder_input == "mask" or cfg.tie_output):
+            embedding = nn.Embedding(vocab_size, d_model, padding_idx=cfg.pad_id)
         self.embedding = embedding
-        self.positional = build_positional(positional, d_model, n_heads, max_len, causal=False)
-        self.dropout = nn.Dropout(dropout)
-        arrangement = norm_arrangement(norm_first)
+        self.positional = build_positional(cfg.positional, d_model, cfg.n_heads, cfg.max_len, causal=False)
+        self.dropout = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(
-            arrangement.decoder_layer(d_model, n_heads, d_ff, dropout, activation) for _ in range(n_layers)
+            DecoderLayer(d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.activation, cfg.norm_first)
+            for _ in range(cfg.n_decoder_layers)
         )
-        self.final_norm = arrangement.final_norm(d_model)
+        self.final_norm = final_norm(d_model, cfg.norm_first)
         self.output_proj = VocabProjection(d_model, vocab_size)
-        if tie_output:
+        if cfg.tie_output:
             self.output_proj.weight = self.embedding.weight
 
     def embed_tokens(self, tokens: Tensor) -> Tensor:
@@ -219,57 +226,30 @@ class NonAutoregressiveModel(nn.Module):
         ``forward(src, tgt_tokens, tgt_pad_mask) -> (logits (B, T, V), length_logits (B, L))``;
         ``top_k_lengths(length_logits, k, enc=None) -> (B, k)``; ``length_targets(tgt_lengths (B,), enc) -> (B,)``.
 
-    Args (beyond ``EncoderDecoder``'s):
-        decoder_input: ``"mask"`` (Mask-Predict; needs ``mask_id``) or ``"copy"`` (NAT uniform copy).
-        mask_id: the ``[MASK]`` token id (None in copy mode).
-        length_mode, max_length, max_offset: see ``LengthPredictor``.
+    Args:
+        cfg: the sizes and switches (``NATConfig``).
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        pad_id: int,
-        d_model: int = 512,
-        n_heads: int = 8,
-        n_encoder_layers: int = 6,
-        n_decoder_layers: int = 6,
-        d_ff: int = 2048,
-        dropout: float = 0.1,
-        positional=None,
-        norm_first: bool = False,
-        activation: str = "relu",
-        window: int | None = None,
-        max_len: int = 1024,
-        tgt_vocab_size: int | None = None,
-        share_embeddings: bool = True,
-        tie_output: bool = True,
-        decoder_input: str = "mask",
-        mask_id: int | None = None,
-        length_mode: str = "absolute",
-        max_length: int = 256,
-        max_offset: int = 64,
-    ):
+    config_class = NATConfig
+
+    def __init__(self, cfg: NATConfig):
         super().__init__()
-        tgt_vocab_size = target_vocab_size(vocab_size, tgt_vocab_size, share_embeddings)
-        if decoder_input == "mask" and mask_id is None:
+        tgt_vocab_size = cfg.target_vocab_size()
+        if cfg.decoder_input == "mask" and cfg.mask_id is None:
             raise ValueError("decoder_input='mask' needs mask_id")
-        self.pad_id = pad_id
-        self.mask_id = mask_id
-        self.src_vocab_size = vocab_size
+        self.cfg = cfg
+        self.pad_id = cfg.pad_id
+        self.mask_id = cfg.mask_id
+        self.src_vocab_size = cfg.vocab_size
         self.vocab_size = tgt_vocab_size
-        self.decoder_input = decoder_input
-        self.encoder = TransformerEncoder(
-            vocab_size, d_model, n_heads, n_encoder_layers, d_ff, dropout, pad_id,
-            positional=positional, norm_first=norm_first, activation=activation, window=window, max_len=max_len,
-        )
+        self.decoder_input = cfg.decoder_input
+        self.encoder = TransformerEncoder(cfg, cfg.n_encoder_layers)
         self.decoder = NonAutoregressiveDecoder(
-            tgt_vocab_size, d_model, n_heads, n_decoder_layers, d_ff, dropout, pad_id,
-            positional=positional, norm_first=norm_first, activation=activation, max_len=max_len,
-            decoder_input=decoder_input,
-            embedding=self.encoder.embedding if share_embeddings else None, tie_output=tie_output,
+            cfg, self.vocab_size, cfg.decoder_input,
+            embedding=self.encoder.embedding if cfg.share_embeddings else None,
         )
-        self.length_predictor = LengthPredictor(d_model, length_mode, max_length, max_offset)
-        init_weights(self, d_model)
+        self.length_predictor = LengthPredictor(cfg.d_model, cfg.length_mode, cfg.max_length, cfg.max_offset)
+        init_weights(self, cfg.d_model)
 
     def encode(self, src: Tensor) -> EncoderOut:
         """``src (B, S)`` -> ``EncoderOut``; keeps ``src_embed`` in copy mode."""

@@ -6,12 +6,13 @@ Shape legend: B batch, T pieces, W words (max in batch), D = d_model, C tags.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer.models.transformer import InputHook, TransformerEncoder, init_weights
+from transformer.models.transformer import EncoderConfig, InputHook, TransformerEncoder, hp, init_weights
 from transformer.modules.attention import pad_mask
 
 POOLINGS = ("first", "mean")
@@ -199,15 +200,11 @@ def pool_words(h: Tensor, word_ids: Tensor, pooling: str = "first") -> Tensor:
     return h_ext.gather(1, first.unsqueeze(-1).expand(-1, -1, d))  # (B, W) -> (B, W, D)
 
 
-class Tagger(nn.Module):
-    """Transformer encoder + per-word linear classifier.
+@dataclass(kw_only=True)
+class TaggerConfig(EncoderConfig):
+    """``EncoderConfig`` plus the tag sets, the word pooling and the character encoder.
 
-    ``forward(src (B, T), word_ids (B, T), spell=None) -> logits (B, W, C)``; ``spell`` (same
-    shape as ``src``) are the piece ids the character encoder spells words from, when they
-    differ from the embedded ones (``src`` with some words hidden, see
-    ``tasks.tagging.TaggingTask``'s ``piece_dropout``); default ``src``.
-
-    Args:
+    Fields:
         n_tags: number of tag classes C.
         n_aux_tags: if > 0, a second linear classifier over the same word vectors for an
             auxiliary tag set (e.g. XPOS beside UPOS: multi-task training, see
@@ -225,54 +222,55 @@ class Tagger(nn.Module):
             word; ``"word"`` — each word's piece embeddings are pooled (plus its spelling
             vector) and the encoder runs over words, so a local ``window`` and relative
             positions count words, and sequences are shorter.
-        Others as in ``TransformerEncoder``.
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        n_tags: int,
-        pad_id: int,
-        d_model: int = 256,
-        n_heads: int = 4,
-        n_layers: int = 4,
-        d_ff: int = 1024,
-        dropout: float = 0.1,
-        positional=None,
-        norm_first: bool = False,
-        activation: str = "relu",
-        window: int | None = None,
-        max_len: int = 1024,
-        pooling: str = "first",
-        char_channels: int = 0,
-        char_dim: int = 32,
-        char_kernel: int | Sequence[int] = 3,
-        char_boundaries: bool = False,
-        context: str = "piece",
-        n_aux_tags: int = 0,
-    ):
+    n_tags: int = hp(bounds=(1, 2**20))
+    max_len: int = 1024
+    pooling: str = "first"
+    char_channels: int = hp(0, bounds=(0, 2**14))
+    char_dim: int = hp(32, bounds=(1, 2**14))
+    char_kernel: int | Sequence[int] = hp(3, bounds=(1, 64))
+    char_boundaries: bool = False
+    context: str = "piece"
+    n_aux_tags: int = hp(0, bounds=(0, 2**20))
+
+
+class Tagger(nn.Module):
+    """Transformer encoder + per-word linear classifier.
+
+    ``forward(src (B, T), word_ids (B, T), spell=None) -> logits (B, W, C)``; ``spell`` (same
+    shape as ``src``) are the piece ids the character encoder spells words from, when they
+    differ from the embedded ones (``src`` with some words hidden, see
+    ``tasks.tagging.TaggingTask``'s ``piece_dropout``); default ``src``.
+
+    Args:
+        cfg: the sizes, tag sets and word encoding (``TaggerConfig``).
+    """
+
+    config_class = TaggerConfig
+
+    def __init__(self, cfg: TaggerConfig):
         super().__init__()
-        check_pooling(pooling)
-        if context not in CONTEXTS:
-            raise ValueError(f"context must be one of {CONTEXTS}, got {context!r}")
-        self.context = context
-        self.pad_id = pad_id
-        self.vocab_size = vocab_size
-        self.n_tags = n_tags
-        self.pooling = pooling
-        self.encoder = TransformerEncoder(
-            vocab_size, d_model, n_heads, n_layers, d_ff, dropout, pad_id,
-            positional=positional, norm_first=norm_first, activation=activation, window=window, max_len=max_len,
-        )
-        self.dropout = nn.Dropout(dropout)
-        self.classifier = nn.Linear(d_model, n_tags)
-        self.n_aux_tags = n_aux_tags
-        self.aux_classifier = nn.Linear(d_model, n_aux_tags) if n_aux_tags > 0 else None
-        init_weights(self, d_model)
+        check_pooling(cfg.pooling)
+        if cfg.context not in CONTEXTS:
+            raise ValueError(f"context must be one of {CONTEXTS}, got {cfg.context!r}")
+        self.cfg = cfg
+        self.context = cfg.context
+        self.pad_id = cfg.pad_id
+        self.vocab_size = cfg.vocab_size
+        self.n_tags = cfg.n_tags
+        self.pooling = cfg.pooling
+        self.encoder = TransformerEncoder(cfg, cfg.n_layers)
+        self.dropout = nn.Dropout(cfg.dropout)
+        self.classifier = nn.Linear(cfg.d_model, cfg.n_tags)
+        self.n_aux_tags = cfg.n_aux_tags
+        self.aux_classifier = nn.Linear(cfg.d_model, cfg.n_aux_tags) if cfg.n_aux_tags > 0 else None
+        init_weights(self, cfg.d_model)
         # Built after init_weights: the convolution keeps PyTorch's default initialisation.
         self.chars = (
-            CharWordEncoder(vocab_size, d_model, char_dim, char_channels, char_kernel, boundaries=char_boundaries)
-            if char_channels > 0
+            CharWordEncoder(cfg.vocab_size, cfg.d_model, cfg.char_dim, cfg.char_channels, cfg.char_kernel,
+                            boundaries=cfg.char_boundaries)
+            if cfg.char_channels > 0
             else None
         )
 

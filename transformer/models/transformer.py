@@ -1,20 +1,22 @@
 """The Transformer (Vaswani et al. 2017), top to bottom as the paper builds it.
 
+* ``TransformerConfig`` — every size and switch of the encoder and decoder, declared once with
+  its type and range (``StackConfig`` holds what every stack reads, ``EncoderConfig`` is the
+  encoder-only models'); the models take one config, ``tasks.build`` checks a flat dict of
+  these fields and builds the config.
 * ``EncoderDecoder`` — the whole translation model (sec. 3, Figure 1): encoder, decoder, the
   source and target embeddings (shared or not) and the decoding API that search uses.
 * ``TransformerEncoder`` and ``AutoregressiveDecoder`` — the two stacks (sec. 3.1): token
   embeddings ×√d_model (sec. 3.4), positions (``modules.positional``, sec. 3.5), N layers and,
   for the decoder, the output projection to the vocabulary (``VocabProjection``).
-* The layers (sec. 3.1) — self-attention (and for the decoder masked self-attention plus
-  cross-attention over the encoder output, ``modules.attention``) and the feed-forward block,
-  each wrapped in a residual connection and a LayerNorm, in one of two arrangements:
+* ``EncoderLayer`` and ``DecoderLayer`` (sec. 3.1) — self-attention (and for the decoder masked
+  self-attention plus cross-attention over the encoder output, ``modules.attention``) and the
+  feed-forward block, each wrapped in a residual connection and a LayerNorm placed by the
+  ``norm_first`` switch:
 
   - post-norm (the paper): ``x = LN(x + Dropout(Sublayer(x)))``;
   - pre-norm (Wang et al. 2019; Xiong et al. 2020): ``x = x + Dropout(Sublayer(LN(x)))``,
     stable without warm-up tricks; the stack then needs a final LayerNorm.
-
-  ``norm_first: bool`` picks one of the small objects ``PostNorm()`` / ``PreNorm()``, which
-  build the layers and the stack's final norm.
 * ``FeedForward`` — the position-wise feed-forward network (sec. 3.3).
 * ``init_weights`` and ``count_parameters`` — initialisation and parameter counting, for this
   file's ``EncoderDecoder`` and for the NAT, CTC, tagger and classifier models that build on
@@ -32,8 +34,8 @@ T target length, t new steps, D = d_model, H heads, V target vocabulary.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Callable
+from dataclasses import MISSING, dataclass, field
+from typing import Any, Callable
 
 import torch
 import torch.nn.functional as F
@@ -52,6 +54,96 @@ from transformer.modules.positional import build_positional
 # Maps an encoder's input vectors (token embeddings, before positions) to the ones to encode:
 # adversarial training perturbs them there (``tasks.adversarial``).
 InputHook = Callable[[Tensor], Tensor]
+# A ``_partial_`` positional-encoding class: the stack calls it with
+# ``d_model, n_heads, max_len, causal`` (``modules.positional.build_positional``).
+PositionalFactory = Callable[..., nn.Module]
+
+
+# ----------------------------------------------------------------------------- the config
+def hp(default: Any = MISSING, *, bounds: tuple[float, float] | None = None, probability: bool = False,
+       factory: bool = False) -> Any:
+    """A config field: its type is its annotation; ``bounds`` (smallest, largest) and
+    ``probability`` (0 <= p < 1) are the range ``tasks.build`` checks before a model is built;
+    ``factory``: the value is a ``_partial_`` class that the model calls. No ``default``: the
+    field is required (the data fills in vocabulary sizes and special ids)."""
+    metadata = {"bounds": bounds, "probability": probability, "factory": factory}
+    return field(default=default, metadata={k: v for k, v in metadata.items() if v})
+
+
+# Upper bounds keep a typo (d_model=10**9) from allocating the machine's memory before anything
+# is said; a subclass that only changes a default re-annotates the field and keeps these.
+@dataclass(kw_only=True)
+class StackConfig:
+    """What every stack reads: vocabulary, widths, depth-independent switches.
+
+    Fields:
+        vocab_size: source vocabulary (and target too unless ``tgt_vocab_size``); pad_id: the
+            padding id of every vocabulary (both from the tokenizer).
+        d_model, n_heads, d_ff: model width, attention heads (they divide ``d_model``) and the
+            feed-forward width.
+        dropout: on sublayer outputs, attention weights, the FFN's hidden units and the inputs.
+        positional: a factory ``(d_model, n_heads, max_len, causal) -> module``; ``None`` =
+            sinusoidal. In YAML: ``{_target_: transformer.modules.positional.RelativePositionBias,
+            _partial_: true}``. Each stack builds its own instance.
+        norm_first: False = post-norm layers (the paper); True = pre-norm layers plus a final
+            LayerNorm per stack (Xiong et al. 2020), stable at higher learning rates.
+        activation: ``"relu"`` or ``"gelu"`` in the FFN.
+        window: if set, each encoder position attends only to positions within ``window``
+            (restricted self-attention, Vaswani et al. 2017, Table 1); None = full attention.
+        max_len: longest sequence the positional encoding covers.
+    """
+
+    vocab_size: int = hp(bounds=(1, 2**24))
+    pad_id: int = hp(bounds=(0, 2**24))
+    d_model: int = hp(512, bounds=(1, 2**16))
+    n_heads: int = hp(8, bounds=(1, 2**12))
+    d_ff: int = hp(2048, bounds=(1, 2**18))
+    dropout: float = hp(0.1, probability=True)
+    positional: PositionalFactory | None = hp(None, factory=True)
+    norm_first: bool = False
+    activation: str = "relu"
+    window: int | None = hp(None, bounds=(0, 2**20))
+    max_len: int = hp(1024, bounds=(1, 2**20))
+
+
+@dataclass(kw_only=True)
+class TransformerConfig(StackConfig):
+    """The encoder-decoder's config: ``StackConfig`` plus the two depths and the vocabularies.
+
+    Fields:
+        n_encoder_layers, n_decoder_layers: the depth of each stack.
+        tgt_vocab_size: target vocabulary size when vocabularies are separate.
+        share_embeddings: one embedding matrix for source and target (joint vocabulary;
+            requires equal sizes).
+        tie_output: output projection = target embedding (Press & Wolf 2017).
+    """
+
+    n_encoder_layers: int = hp(6, bounds=(1, 256))
+    n_decoder_layers: int = hp(6, bounds=(1, 256))
+    tgt_vocab_size: int | None = hp(None, bounds=(1, 2**24))
+    share_embeddings: bool = True
+    tie_output: bool = True
+
+    def target_vocab_size(self) -> int:
+        """The target vocabulary size (the source's when not given); shared embeddings need one
+        joint vocabulary, else a ``ValueError`` says how to fix the config."""
+        size = self.vocab_size if self.tgt_vocab_size is None else self.tgt_vocab_size
+        if self.share_embeddings and size != self.vocab_size:
+            raise ValueError(f"share_embeddings needs one joint vocabulary, got {self.vocab_size} source vs "
+                             f"{size} target ids; set share_embeddings=false")
+        return size
+
+
+@dataclass(kw_only=True)
+class EncoderConfig(StackConfig):
+    """An encoder-only model's config (tagger, classifier, masked LM): ``StackConfig`` at a
+    smaller default size, plus ``n_layers``, the encoder's depth."""
+
+    n_layers: int = hp(4, bounds=(1, 256))
+    d_model: int = 256
+    n_heads: int = 4
+    d_ff: int = 1024
+    max_len: int = 512
 
 
 # ----------------------------------------------------------------------------- the model
@@ -65,59 +157,25 @@ class EncoderDecoder(nn.Module):
         ``decode_step(tokens (N, t), enc, cache) -> (log_probs (N, V), cache)``.
 
     Args:
-        vocab_size: source vocabulary (and target too unless ``tgt_vocab_size``).
-        pad_id: padding id, shared by source and target vocabularies.
-        positional: factory ``(d_model, n_heads, max_len, causal) -> module``; ``None``
-            = sinusoidal. In YAML: ``{_target_: transformer.modules.positional.RelativePositionBias,
-            _partial_: true}``. Encoder and decoder each get their own instance.
-        norm_first: False = post-norm layers (the paper); True = pre-norm layers plus a
-            final LayerNorm per stack (Xiong et al. 2020), stable at higher learning rates.
-        activation: ``"relu"`` or ``"gelu"`` in the FFN.
-        window: local self-attention window for the encoder (None = full).
-        max_len: longest sequence for learned positions.
-        tgt_vocab_size: target vocabulary size when vocabularies are separate.
-        share_embeddings: one embedding matrix for source and target (joint
-            vocabulary; requires equal sizes).
-        tie_output: output projection = target embedding (Press & Wolf 2017).
+        cfg: the sizes and switches (``TransformerConfig``).
 
-    Attributes: ``pad_id``; ``vocab_size`` (target, i.e. the logits' V);
+    Attributes: ``cfg``; ``pad_id``; ``vocab_size`` (target, i.e. the logits' V);
     ``src_vocab_size``.
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        pad_id: int,
-        d_model: int = 512,
-        n_heads: int = 8,
-        n_encoder_layers: int = 6,
-        n_decoder_layers: int = 6,
-        d_ff: int = 2048,
-        dropout: float = 0.1,
-        positional=None,
-        norm_first: bool = False,
-        activation: str = "relu",
-        window: int | None = None,
-        max_len: int = 1024,
-        tgt_vocab_size: int | None = None,
-        share_embeddings: bool = True,
-        tie_output: bool = True,
-    ):
+    config_class = TransformerConfig
+
+    def __init__(self, cfg: TransformerConfig):
         super().__init__()
-        tgt_vocab_size = target_vocab_size(vocab_size, tgt_vocab_size, share_embeddings)
-        self.pad_id = pad_id
-        self.src_vocab_size = vocab_size
-        self.vocab_size = tgt_vocab_size
-        self.encoder = TransformerEncoder(
-            vocab_size, d_model, n_heads, n_encoder_layers, d_ff, dropout, pad_id,
-            positional=positional, norm_first=norm_first, activation=activation, window=window, max_len=max_len,
-        )
+        self.cfg = cfg
+        self.pad_id = cfg.pad_id
+        self.src_vocab_size = cfg.vocab_size
+        self.vocab_size = cfg.target_vocab_size()
+        self.encoder = TransformerEncoder(cfg, cfg.n_encoder_layers)
         self.decoder = AutoregressiveDecoder(
-            tgt_vocab_size, d_model, n_heads, n_decoder_layers, d_ff, dropout, pad_id,
-            positional=positional, norm_first=norm_first, activation=activation, max_len=max_len,
-            embedding=self.encoder.embedding if share_embeddings else None, tie_output=tie_output,
+            cfg, self.vocab_size, embedding=self.encoder.embedding if cfg.share_embeddings else None,
         )
-        init_weights(self, d_model)
+        init_weights(self, cfg.d_model)
 
     def encode(self, src: Tensor) -> EncoderOut:
         """``src (B, S)`` -> ``EncoderOut(memory (B, S, D), src_pad_mask (B, S))``."""
@@ -195,43 +253,26 @@ class TransformerEncoder(nn.Module):
     ``forward_embeddings`` takes ``(B, S, D)`` vectors instead of ids.
 
     Args:
-        positional: factory called with ``d_model, n_heads, max_len, causal=False``
-            (``None`` = sinusoidal; ``NoPositionalEncoding`` for none at all).
-        norm_first: pre-norm layers and a final LayerNorm (Xiong et al. 2020) instead of
-            the paper's post-norm layers (``PreNorm*`` / ``PostNorm*`` classes below).
-        window: if set, each position attends only to positions within ``window``
-            (restricted self-attention, Vaswani et al. 2017, Table 1).
+        cfg: sizes and switches (``StackConfig``; the positional factory gets ``causal=False``,
+            ``NoPositionalEncoding`` for none at all).
+        n_layers: the depth (``cfg.n_encoder_layers`` or ``cfg.n_layers``).
         embedding: an existing ``nn.Embedding`` to share (joint vocabulary).
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        d_model: int = 512,
-        n_heads: int = 8,
-        n_layers: int = 6,
-        d_ff: int = 2048,
-        dropout: float = 0.1,
-        pad_id: int = 0,
-        positional=None,
-        norm_first: bool = False,
-        activation: str = "relu",
-        window: int | None = None,
-        max_len: int = 1024,
-        embedding: nn.Embedding | None = None,
-    ):
+    def __init__(self, cfg: StackConfig, n_layers: int, embedding: nn.Embedding | None = None):
         super().__init__()
-        self.d_model = d_model
-        self.pad_id = pad_id
-        self.window = window
-        self.embedding = embedding if embedding is not None else nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
-        self.positional = build_positional(positional, d_model, n_heads, max_len, causal=False)
-        self.dropout = nn.Dropout(dropout)
-        arrangement = norm_arrangement(norm_first)
+        self.d_model = d_model = cfg.d_model
+        self.pad_id = cfg.pad_id
+        self.window = cfg.window
+        self.embedding = embedding if embedding is not None else nn.Embedding(cfg.vocab_size, d_model,
+                                                                              padding_idx=cfg.pad_id)
+        self.positional = build_positional(cfg.positional, d_model, cfg.n_heads, cfg.max_len, causal=False)
+        self.dropout = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(
-            arrangement.encoder_layer(d_model, n_heads, d_ff, dropout, activation) for _ in range(n_layers)
+            EncoderLayer(d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.activation, cfg.norm_first)
+            for _ in range(n_layers)
         )
-        self.final_norm = arrangement.final_norm(d_model)
+        self.final_norm = final_norm(d_model, cfg.norm_first)
 
     def embed_tokens(self, src: Tensor) -> Tensor:
         """``(B, S)`` ids -> ``(B, S, D)``, scaled by √d_model (Vaswani et al. 2017, sec. 3.4)."""
@@ -271,42 +312,29 @@ class AutoregressiveDecoder(nn.Module):
         where the new tokens sit at positions ``cache.length ..``.
 
     Args:
+        cfg: sizes and switches (``TransformerConfig``: ``n_decoder_layers`` deep; the positional
+            factory gets ``causal=True``; ``tie_output``: the output projection uses the target
+            embedding matrix, Press & Wolf 2017; Vaswani et al. 2017, sec. 3.4).
+        vocab_size: the target vocabulary V.
         embedding: an existing ``nn.Embedding`` to share (joint vocabulary).
-        tie_output: output projection uses the target embedding matrix
-            (Press & Wolf 2017; Vaswani et al. 2017, sec. 3.4).
-        positional, norm_first: as in ``TransformerEncoder`` (the factory gets ``causal=True``).
     """
 
-    def __init__(
-        self,
-        vocab_size: int,
-        d_model: int = 512,
-        n_heads: int = 8,
-        n_layers: int = 6,
-        d_ff: int = 2048,
-        dropout: float = 0.1,
-        pad_id: int = 0,
-        positional=None,
-        norm_first: bool = False,
-        activation: str = "relu",
-        max_len: int = 1024,
-        embedding: nn.Embedding | None = None,
-        tie_output: bool = True,
-    ):
+    def __init__(self, cfg: TransformerConfig, vocab_size: int, embedding: nn.Embedding | None = None):
         super().__init__()
-        self.d_model = d_model
-        self.pad_id = pad_id
+        self.d_model = d_model = cfg.d_model
+        self.pad_id = cfg.pad_id
         self.vocab_size = vocab_size
-        self.embedding = embedding if embedding is not None else nn.Embedding(vocab_size, d_model, padding_idx=pad_id)
-        self.positional = build_positional(positional, d_model, n_heads, max_len, causal=True)
-        self.dropout = nn.Dropout(dropout)
-        arrangement = norm_arrangement(norm_first)
+        self.embedding = embedding if embedding is not None else nn.Embedding(vocab_size, d_model,
+                                                                              padding_idx=cfg.pad_id)
+        self.positional = build_positional(cfg.positional, d_model, cfg.n_heads, cfg.max_len, causal=True)
+        self.dropout = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(
-            arrangement.decoder_layer(d_model, n_heads, d_ff, dropout, activation) for _ in range(n_layers)
+            DecoderLayer(d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.activation, cfg.norm_first)
+            for _ in range(cfg.n_decoder_layers)
         )
-        self.final_norm = arrangement.final_norm(d_model)
+        self.final_norm = final_norm(d_model, cfg.norm_first)
         self.output_proj = VocabProjection(d_model, vocab_size)
-        if tie_output:
+        if cfg.tie_output:
             self.output_proj.weight = self.embedding.weight
 
     def _states(self, tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights):
@@ -389,9 +417,19 @@ class VocabProjection(nn.Linear):
 
 
 # ----------------------------------------------------------------------------- the layers
-class _EncoderLayerBase(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu"):
+class EncoderLayer(nn.Module):
+    """Self-attention + FFN, each in a residual connection with a LayerNorm: post-norm
+    ``LN(x + Dropout(sublayer(x)))`` (Vaswani et al. 2017) or, with ``norm_first``, pre-norm
+    ``x + Dropout(sublayer(LN(x)))`` (Xiong et al. 2020).
+
+    ``forward(x (B, S, D), mask (B, 1, S, S) bool | None, attn_bias (1, H, S, S) | None,
+    need_weights) -> (x (B, S, D), weights (B, H, S, S) | None)``.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu",
+                 norm_first: bool = False):
         super().__init__()
+        self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.ffn = FeedForward(d_model, d_ff, dropout, activation)
         self.norm_1 = nn.LayerNorm(d_model)
@@ -402,39 +440,33 @@ class _EncoderLayerBase(nn.Module):
         out, w = self.self_attn(h, h, h, mask, attn_bias, need_weights)
         return self.dropout(out), w
 
-
-class PostNormEncoderLayer(_EncoderLayerBase):
-    """Self-attention + FFN, each wrapped as ``LN(x + Dropout(sublayer(x)))`` (Vaswani et al. 2017).
-
-    ``forward(x (B, S, D), mask (B, 1, S, S) bool | None, attn_bias (1, H, S, S) | None,
-    need_weights) -> (x (B, S, D), weights (B, H, S, S) | None)``.
-    """
-
     def forward(self, x: Tensor, mask: Tensor | None = None, attn_bias: Tensor | None = None,
                 need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        a, w = self._self_attention(x, mask, attn_bias, need_weights)
-        x = self.norm_1(x + a)
-        x = self.norm_2(x + self.dropout(self.ffn(x)))
+        if self.norm_first:
+            a, w = self._self_attention(self.norm_1(x), mask, attn_bias, need_weights)
+            x = x + a
+            x = x + self.dropout(self.ffn(self.norm_2(x)))
+        else:
+            a, w = self._self_attention(x, mask, attn_bias, need_weights)
+            x = self.norm_1(x + a)
+            x = self.norm_2(x + self.dropout(self.ffn(x)))
         return x, w
 
 
-class PreNormEncoderLayer(_EncoderLayerBase):
-    """Self-attention + FFN, each wrapped as ``x + Dropout(sublayer(LN(x)))`` (Xiong et al. 2020).
+class DecoderLayer(nn.Module):
+    """Masked self-attention, cross-attention over ``memory``, FFN; residuals and LayerNorms
+    placed by ``norm_first`` as in ``EncoderLayer``.
 
-    Same signature as ``PostNormEncoderLayer``.
+    ``forward(x (B, t, D), memory (B, S, D) | None, self_mask (B|1, 1, t, T) bool,
+    cross_mask (B, 1, 1|t, S) bool, self_bias (1, H, t, T) | None, cache, layer_idx,
+    need_weights) -> (x (B, t, D), (self_w (B, H, t, T), cross_w (B, H, t, S)) | None)``.
+    ``T = t`` without a cache, ``T = cache.length + t`` with one.
     """
 
-    def forward(self, x: Tensor, mask: Tensor | None = None, attn_bias: Tensor | None = None,
-                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
-        a, w = self._self_attention(self.norm_1(x), mask, attn_bias, need_weights)
-        x = x + a
-        x = x + self.dropout(self.ffn(self.norm_2(x)))
-        return x, w
-
-
-class _DecoderLayerBase(nn.Module):
-    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu"):
+    def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu",
+                 norm_first: bool = False):
         super().__init__()
+        self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.ffn = FeedForward(d_model, d_ff, dropout, activation)
@@ -442,6 +474,23 @@ class _DecoderLayerBase(nn.Module):
         self.norm_2 = nn.LayerNorm(d_model)
         self.norm_3 = nn.LayerNorm(d_model)
         self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x: Tensor, memory: Tensor | None = None, self_mask: Tensor | None = None,
+                cross_mask: Tensor | None = None, self_bias: Tensor | None = None,
+                cache: KVCache | None = None, layer_idx: int = 0, need_weights: bool = False):
+        if self.norm_first:
+            a, sw = self._self_attention(self.norm_1(x), self_mask, self_bias, cache, layer_idx, need_weights)
+            x = x + a
+            c, cw = self._cross_attention(self.norm_2(x), memory, cross_mask, cache, layer_idx, need_weights)
+            x = x + c
+            x = x + self.dropout(self.ffn(self.norm_3(x)))
+        else:
+            a, sw = self._self_attention(x, self_mask, self_bias, cache, layer_idx, need_weights)
+            x = self.norm_1(x + a)
+            c, cw = self._cross_attention(x, memory, cross_mask, cache, layer_idx, need_weights)
+            x = self.norm_2(x + c)
+            x = self.norm_3(x + self.dropout(self.ffn(x)))
+        return x, ((sw, cw) if need_weights else None)
 
     def _self_attention(self, h, mask, attn_bias, cache: KVCache | None, layer_idx: int, need_weights):
         q = self.self_attn.project_q(h)  # (B, H, t, d_head)
@@ -483,75 +532,10 @@ class _DecoderLayerBase(nn.Module):
         return out.reshape(n, t, -1), w
 
 
-class PostNormDecoderLayer(_DecoderLayerBase):
-    """Masked self-attention, cross-attention, FFN; post-norm residuals (Vaswani et al. 2017).
-
-    ``forward(x (B, t, D), memory (B, S, D) | None, self_mask (B|1, 1, t, T) bool,
-    cross_mask (B, 1, 1|t, S) bool, self_bias (1, H, t, T) | None, cache, layer_idx,
-    need_weights) -> (x (B, t, D), (self_w (B, H, t, T), cross_w (B, H, t, S)) | None)``.
-    ``T = t`` without a cache, ``T = cache.length + t`` with one.
-    """
-
-    def forward(self, x: Tensor, memory: Tensor | None = None, self_mask: Tensor | None = None,
-                cross_mask: Tensor | None = None, self_bias: Tensor | None = None,
-                cache: KVCache | None = None, layer_idx: int = 0, need_weights: bool = False):
-        a, sw = self._self_attention(x, self_mask, self_bias, cache, layer_idx, need_weights)
-        x = self.norm_1(x + a)
-        c, cw = self._cross_attention(x, memory, cross_mask, cache, layer_idx, need_weights)
-        x = self.norm_2(x + c)
-        x = self.norm_3(x + self.dropout(self.ffn(x)))
-        return x, ((sw, cw) if need_weights else None)
-
-
-class PreNormDecoderLayer(_DecoderLayerBase):
-    """Masked self-attention, cross-attention, FFN; pre-norm residuals (Xiong et al. 2020).
-
-    Same signature as ``PostNormDecoderLayer``.
-    """
-
-    def forward(self, x: Tensor, memory: Tensor | None = None, self_mask: Tensor | None = None,
-                cross_mask: Tensor | None = None, self_bias: Tensor | None = None,
-                cache: KVCache | None = None, layer_idx: int = 0, need_weights: bool = False):
-        a, sw = self._self_attention(self.norm_1(x), self_mask, self_bias, cache, layer_idx, need_weights)
-        x = x + a
-        c, cw = self._cross_attention(self.norm_2(x), memory, cross_mask, cache, layer_idx, need_weights)
-        x = x + c
-        x = x + self.dropout(self.ffn(self.norm_3(x)))
-        return x, ((sw, cw) if need_weights else None)
-
-
-class PostNorm:
-    """Layer-norm arrangement of Vaswani et al. 2017: post-norm layers, no final norm."""
-
-    encoder_layer_cls = PostNormEncoderLayer
-    decoder_layer_cls = PostNormDecoderLayer
-
-    def encoder_layer(self, d_model: int, n_heads: int, d_ff: int, dropout: float, activation: str) -> nn.Module:
-        return self.encoder_layer_cls(d_model, n_heads, d_ff, dropout, activation)
-
-    def decoder_layer(self, d_model: int, n_heads: int, d_ff: int, dropout: float, activation: str) -> nn.Module:
-        return self.decoder_layer_cls(d_model, n_heads, d_ff, dropout, activation)
-
-    def final_norm(self, d_model: int) -> nn.Module:
-        return nn.Identity()
-
-    def __repr__(self) -> str:
-        return f"{type(self).__name__}()"
-
-
-class PreNorm(PostNorm):
-    """Pre-norm layers plus a final LayerNorm on the stack output (Xiong et al. 2020)."""
-
-    encoder_layer_cls = PreNormEncoderLayer
-    decoder_layer_cls = PreNormDecoderLayer
-
-    def final_norm(self, d_model: int) -> nn.Module:
-        return nn.LayerNorm(d_model)
-
-
-def norm_arrangement(norm_first: bool) -> PostNorm:
-    """``PreNorm()`` if ``norm_first`` else ``PostNorm()`` (the paper's arrangement)."""
-    return PreNorm() if norm_first else PostNorm()
+def final_norm(d_model: int, norm_first: bool) -> nn.Module:
+    """A stack's last step: a LayerNorm after pre-norm layers, whose output is not normalised
+    otherwise (Xiong et al. 2020); nothing (``nn.Identity``, no weights) after post-norm ones."""
+    return nn.LayerNorm(d_model) if norm_first else nn.Identity()
 
 
 # ----------------------------------------------------------------------------- the feed-forward block
@@ -620,33 +604,23 @@ def count_parameters(module: nn.Module, trainable_only: bool = True) -> int:
     return sum(p.numel() for p in module.parameters() if p.requires_grad or not trainable_only)
 
 
-def target_vocab_size(vocab_size: int, tgt_vocab_size: int | None, share_embeddings: bool) -> int:
-    """The target vocabulary size (the source's when not given); shared embeddings need one
-    joint vocabulary, else a ``ValueError`` says how to fix the config."""
-    tgt_vocab_size = vocab_size if tgt_vocab_size is None else tgt_vocab_size
-    if share_embeddings and tgt_vocab_size != vocab_size:
-        raise ValueError(f"share_embeddings needs one joint vocabulary, got {vocab_size} source vs "
-                         f"{tgt_vocab_size} target ids; set share_embeddings=false")
-    return tgt_vocab_size
-
-
 __all__ = [
     "ACTIVATIONS",
     "AutoregressiveDecoder",
+    "DecoderLayer",
+    "EncoderConfig",
     "EncoderDecoder",
+    "EncoderLayer",
     "EncoderOut",
     "FeedForward",
     "InputHook",
-    "PostNorm",
-    "PostNormDecoderLayer",
-    "PostNormEncoderLayer",
-    "PreNorm",
-    "PreNormDecoderLayer",
-    "PreNormEncoderLayer",
+    "PositionalFactory",
+    "StackConfig",
+    "TransformerConfig",
     "TransformerEncoder",
     "VocabProjection",
     "count_parameters",
+    "final_norm",
+    "hp",
     "init_weights",
-    "norm_arrangement",
-    "target_vocab_size",
 ]

@@ -1,23 +1,25 @@
 """Checking a config and building the model from it: the one place configs become modules.
 
 A model config is data, whether it comes from ``conf/model/`` or from a checkpoint's
-``hyper_parameters``: its ``_target_`` is looked up in :data:`MODELS`, a registry of the
-project's own model classes, and nothing it names is ever imported or called. Every
-hyperparameter is checked against the class's signature and the shared ranges before the class
-is called.
+``hyper_parameters``: a flat mapping whose ``_target_`` is looked up in :data:`MODELS`, a
+registry of the project's own model classes, and nothing it names is ever imported or called.
+Every other key is a field of the class's config dataclass (``config_class``:
+``models.transformer.TransformerConfig`` and its kin), checked against the type and range the
+field declares (``models.transformer.hp``) before the config is built and the class called.
 
 The checks treat a checkpoint's ``hyper_parameters`` and a config file alike, as untrusted
-input: every value must be of the type its constructor declares and inside its range
-(:data:`RANGES`, :data:`PROBABILITIES`), and no key may name something to import or call
-(``_target_`` outside the model registry, ``_args_``, ``_recursive_`` ...). A violation is a
-:class:`HyperparameterError` naming the key on one line. The task settings of a checkpoint
-(``tasks/checkpoint.py``) and the config groups of a training run (``cli/train.py``) are checked
-with the same functions.
+input: every value must be of its declared type and inside its range, and no key may name
+something to import or call (``_target_`` outside the model registry, ``_args_``,
+``_recursive_`` ...). A violation is a :class:`HyperparameterError` naming the key on one line.
+The task settings of a checkpoint (``tasks/checkpoint.py``) and the config groups of a training
+run (``cli/train.py``) are checked with the same functions, against the callee's signature and
+the ranges of :data:`RANGES` and :data:`PROBABILITIES`.
 """
 
 from __future__ import annotations
 
 import collections.abc
+import dataclasses
 import functools
 import inspect
 import math
@@ -42,22 +44,21 @@ from transformer.modules.positional import (
 
 
 # ----------------------------------------------------------------------------- checking hyperparameters as data
-# Sizes and counts by the project's naming vocabulary: (smallest, largest). The upper bounds
-# keep a typo (d_model=10**9) from allocating the machine's memory before anything is said.
+# Task, data and trainer settings by name: (smallest, largest). The upper bounds keep a typo
+# (max_tokens=10**12) from allocating the machine's memory before anything is said. A model
+# config's fields declare their own ranges (``models.transformer.hp``); the names here that a model
+# also has (vocabulary sizes, special ids, max_len) are the task's and the data's settings of them.
 RANGES: dict[str, tuple[float, float]] = {
-    "d_model": (1, 2**16), "n_heads": (1, 2**12), "d_ff": (1, 2**18), "n_layers": (1, 256),
-    "n_encoder_layers": (1, 256), "n_decoder_layers": (1, 256), "max_len": (1, 2**20),
-    "vocab_size": (1, 2**24), "tgt_vocab_size": (1, 2**24), "n_tags": (1, 2**20), "n_aux_tags": (0, 2**20),
-    "pad_id": (0, 2**24), "mask_id": (0, 2**24), "blank_id": (0, 2**24), "window": (0, 2**20),
-    "max_length": (1, 2**20), "max_offset": (0, 2**20), "upsample_ratio": (1, 64),
-    "char_channels": (0, 2**14), "char_dim": (1, 2**14), "char_kernel": (1, 64),
-    "num_buckets": (1, 2**16), "max_distance": (1, 2**20), "n_classes": (1, 2**20),
-    "piece_vocab_size": (1, 2**24), "warmup_steps": (0, 2**40), "val_bleu_every": (1, 2**40),
+    "max_len": (1, 2**20), "vocab_size": (1, 2**24), "tgt_vocab_size": (1, 2**24), "piece_vocab_size": (1, 2**24),
+    "pad_id": (0, 2**24), "mask_id": (0, 2**24), "blank_id": (0, 2**24),
+    # positional encodings' own arguments (``modules.positional``)
+    "num_buckets": (1, 2**16), "max_distance": (1, 2**20),
+    "warmup_steps": (0, 2**40), "val_bleu_every": (1, 2**40),
     "max_tokens": (1, 2**31), "pad_to_multiple": (1, 2**16), "num_workers": (0, 1024), "train_subset": (1, 2**40),
     "lr": (0, 10), "eps": (0, 1), "weight_decay": (0, 100),
 }
 # Probabilities: 0 <= p < 1 (a dropout of 1 zeroes every activation).
-PROBABILITIES = {"dropout", "word_dropout", "piece_dropout", "label_smoothing"}
+PROBABILITIES = {"word_dropout", "piece_dropout", "label_smoothing"}
 # Keys that make Hydra import or call something; never data.
 HYDRA_KEYS = {"_target_", "_partial_", "_args_", "_recursive_", "_convert_"}
 # At most this many weight and table elements (about 16 GB in float32): past it, a size is a typo.
@@ -113,15 +114,21 @@ def hint_name(hint: Any) -> str:
 
 
 def check_range(where: str, key: str, value: Any) -> None:
-    """The shared names' ranges (:data:`RANGES`, :data:`PROBABILITIES`); others are free."""
+    """The table's range for ``key`` (:data:`RANGES`, :data:`PROBABILITIES`); other names are free."""
+    check_bounds(where, key, value, RANGES.get(key), key in PROBABILITIES)
+
+
+def check_bounds(where: str, key: str, value: Any, bounds: tuple[float, float] | None, probability: bool) -> None:
+    """``value`` (a number, or a list of them) inside ``bounds`` (smallest, largest) and, with
+    ``probability``, in [0, 1)."""
     values = value if isinstance(value, (list, tuple)) else [value]
     numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    if key in RANGES:
-        lo, hi = RANGES[key]
+    if bounds is not None:
+        lo, hi = bounds
         bad = [v for v in numbers if not lo <= v <= hi]
         if bad:
             raise HyperparameterError(f"{where}.{key}={show(value)}: expected a value from {lo} to {hi}")
-    if key in PROBABILITIES and any(not 0 <= v < 1 for v in numbers):
+    if probability and any(not 0 <= v < 1 for v in numbers):
         raise HyperparameterError(f"{where}.{key}={show(value)}: expected 0 <= {key} < 1")
 
 
@@ -147,6 +154,45 @@ def check_arguments(where: str, values: Mapping[str, Any], fn: Callable, skip: s
     if complete:
         missing = [k for k, p in params.items() if p.default is inspect.Parameter.empty and k not in values
                    and k not in skip and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+        if missing:
+            raise HyperparameterError(f"{where}.{missing[0]}: required, but not given")
+
+
+def model_fields(cls: type) -> dict[str, dataclasses.Field]:
+    """The hyperparameters of a registered model class by name: its config dataclass's fields
+    (each with its ``default``, ``MISSING`` where the data must supply it)."""
+    return {f.name: f for f in dataclasses.fields(cls.config_class)}
+
+
+def declared(config_class: type, name: str) -> Mapping[str, Any]:
+    """What field ``name`` declares (``bounds``, ``probability``, ``factory``): its own
+    metadata, or that of the nearest base class's field when a subclass only changed its default."""
+    for klass in config_class.__mro__:
+        f = getattr(klass, "__dataclass_fields__", {}).get(name)
+        if f is not None and f.metadata:
+            return f.metadata
+    return {}
+
+
+def check_fields(where: str, values: Mapping[str, Any], config_class: type, skip: set[str] = frozenset(),
+                 complete: bool = True) -> None:
+    """Check ``values`` against the fields of ``config_class`` (a dataclass): every key is a
+    field, every value fits its annotation and declared range; with ``complete``, every field
+    without a default is given (``skip`` names keys checked elsewhere)."""
+    fields = {f.name: f for f in dataclasses.fields(config_class)}
+    hints = typing.get_type_hints(config_class)
+    for key, value in values.items():
+        if key in skip:
+            continue
+        if key not in fields:
+            raise HyperparameterError(f"{where}.{key}: unknown key (known: {', '.join(sorted(fields))})")
+        if not fits(value, hints[key]):
+            raise HyperparameterError(f"{where}.{key}={show(value)}: expected {hint_name(hints[key])}")
+        meta = declared(config_class, key)
+        check_bounds(where, key, value, meta.get("bounds"), meta.get("probability", False))
+    if complete:
+        missing = [k for k, f in fields.items() if f.default is dataclasses.MISSING
+                   and f.default_factory is dataclasses.MISSING and k not in values and k not in skip]
         if missing:
             raise HyperparameterError(f"{where}.{missing[0]}: required, but not given")
 
@@ -222,15 +268,13 @@ POOLINGS: dict[str, type[torch.nn.Module]] = {
     "AttentionPooling": AttentionPooling,
 }
 _POOLING_SUPPLIED = {"d_model", "n_heads"}
-# The keys of a model config that hold a factory, with what may fill them and what the model
-# supplies; a key is a factory only for classes that name it without a type (the tagger's
-# ``pooling`` is a string).
+# The model config fields that hold a factory (declared with ``hp(factory=True)``), with what
+# may fill them and what the model supplies (the tagger's ``pooling`` is a plain string field).
 _FACTORIES = {"positional": (POSITIONALS, _POSITIONAL_SUPPLIED), "pooling": (POOLINGS, _POOLING_SUPPLIED)}
 
 
 def _factory_keys(cls: type) -> list[str]:
-    params = inspect.signature(cls.__init__).parameters
-    return [k for k in _FACTORIES if k in params and params[k].annotation is inspect.Parameter.empty]
+    return [k for k in model_fields(cls) if declared(cls.config_class, k).get("factory")]
 
 
 def registered(target: Any, registry: Mapping[str, type], where: str) -> type:
@@ -294,7 +338,8 @@ def _cross_checks(cfg: Mapping[str, Any], where: str) -> None:
 
 
 def check_model_config(model_cfg: Any, where: str = "model", complete: bool = True) -> tuple[type, dict]:
-    """``(class, kwargs)`` for a model config, every key checked (see the module docstring).
+    """``(class, kwargs)`` for a model config, every key checked (see the module docstring);
+    ``class(class.config_class(**kwargs))`` is the model.
 
     ``complete=False`` checks what is there and leaves out the values that only the data
     knows (vocabulary sizes, special ids), as training does before the data is read.
@@ -307,19 +352,19 @@ def check_model_config(model_cfg: Any, where: str = "model", complete: bool = Tr
     keys = _factory_keys(cls)
     factories = {key: _factory(kwargs.pop(key, None), key, f"{where}.{key}") for key in keys}
     find_hydra_keys(kwargs, where)
-    check_arguments(where, kwargs, cls.__init__, skip={"self", *keys}, complete=complete)
+    check_fields(where, kwargs, cls.config_class, skip=set(keys), complete=complete)
     _cross_checks(kwargs, where)
     kwargs.update({key: f for key, f in factories.items() if f is not None})
     return cls, kwargs
 
 
 def build_model(model_cfg: Any, **injected: Any) -> torch.nn.Module:
-    """Build a model from its resolved config (``_target_`` + hyperparameters), adding what
-    only the data knows (vocabulary sizes, special ids): a registered class, called with
-    checked values only."""
+    """Build a model from its resolved flat config (``_target_`` + hyperparameters), adding
+    what only the data knows (vocabulary sizes, special ids): a registered class, called with
+    its config dataclass made of checked values only."""
     cfg = _plain(model_cfg)
     if isinstance(cfg, Mapping):
         cfg = {k: v for k, v in cfg.items() if v is not None or k not in injected}
         cfg.update({k: v for k, v in injected.items() if v is not None})
     cls, kwargs = check_model_config(cfg)
-    return cls(**kwargs)
+    return cls(cls.config_class(**kwargs))

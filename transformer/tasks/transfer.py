@@ -23,7 +23,7 @@ from typing import Any, Collection, Mapping
 
 import torch
 
-from transformer.tasks.build import POSITIONALS, check_model_config, show
+from transformer.tasks.build import POSITIONALS, check_model_config, model_fields, show
 
 #: Encoder settings a fine-tuned model must share with the pretrained one (the translation
 #: model's ``n_encoder_layers`` is its ``n_layers``).
@@ -36,7 +36,7 @@ def _settings(model_cfg: Mapping[str, Any], where: str) -> dict[str, tuple[str, 
     """``{key: (the config's own name for it, value)}`` of :data:`ENCODER_KEYS`, the model
     class's defaults filled in; a positional encoding as ``{class name, its arguments}``."""
     cls, kwargs = check_model_config(dict(model_cfg), where, complete=False)
-    params = inspect.signature(cls.__init__).parameters
+    params = model_fields(cls)
     out = {}
     for key in ENCODER_KEYS:
         name = next((n for n in _ALIASES.get(key, (key,)) if n in params), key)
