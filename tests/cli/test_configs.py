@@ -293,14 +293,20 @@ def test_the_gpu_recipe_records_its_model_and_beam():
 
 def test_conf_groups_mirror_the_package_and_group_files_are_complete():
     # conf/ holds the groups named after the package's parts, each option one complete file:
-    # no base files to chain, no per-experiment subtrees (an experiment file shows its recipe).
+    # no base files to chain (but the model sizes' shared keys), no per-experiment subtrees (an
+    # experiment file shows its recipe).
     groups = {p.name for p in CONF.iterdir() if p.is_dir()}
     assert groups == {"callbacks", "data", "debug", "decode", "experiment", "hydra", "logger", "model", "task",
                       "trainer"}
-    for group in ("model", "task", "decode", "trainer", "callbacks", "logger"):
+    for group in ("task", "decode", "trainer", "callbacks", "logger"):
         assert not [p for p in (CONF / group).iterdir() if p.is_dir()], group
         for path in (CONF / group).glob("*.yaml"):
             assert "defaults" not in OmegaConf.load(path), path
+    # The model sizes share their common keys through conf/model/base/ and chain nothing else
+    # (what they compose to is checked against the recorded run above).
+    assert [p.name for p in (CONF / "model").iterdir() if p.is_dir()] == ["base"]
+    for path in (CONF / "model").glob("*.yaml"):
+        assert all(e == "_self_" or e.startswith("base/") for e in OmegaConf.load(path).get("defaults", [])), path
 
 
 def test_bf16_training_on_a_cpu_without_bf16_instructions_is_flagged(monkeypatch):
