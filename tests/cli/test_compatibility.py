@@ -38,6 +38,16 @@ DATA_MODULES = {
 }
 CHANGED.update({f"{name}: data._target_": DATA_MODULES[config["data"]["_target_"]] for name, config in COMPOSED.items()
                 if config.get("data", {}).get("_target_") in DATA_MODULES})
+# The optimizer is a node of its own (task.optimizer), holding the settings that were task keys,
+# with the class each task built: Adam for translation, AdamW for the encoder tasks.
+MOVED = {f"task.{key}": f"task.optimizer.{key}" for key in ("betas", "eps", "weight_decay")}
+SEQ2SEQ_TASKS = ("TranslationTask", "NATTranslationTask", "CTCTranslationTask")
+for name, config in COMPOSED.items():
+    task = config.get("task") or {}
+    if "betas" in task:
+        CHANGED[f"{name}: task.optimizer._partial_"] = True
+        seq2seq = str(task.get("_target_", "")).endswith(SEQ2SEQ_TASKS)
+        CHANGED[f"{name}: task.optimizer._target_"] = "torch.optim.Adam" if seq2seq else "torch.optim.AdamW"
 
 
 def _load_make():
@@ -117,6 +127,9 @@ def test_every_composed_config_is_the_same_key_by_key():
     differences = []
     for name in sorted(COMPOSED):
         before, after = flatten(COMPOSED[name]), flatten(now[name])
+        for key, target in MOVED.items():
+            if key in before:
+                before[target] = before.pop(key)
         for key in sorted(set(before) | set(after)):
             old, new = before.get(key, MISSING), after.get(key, MISSING)
             if old == new:

@@ -60,7 +60,7 @@ def test_evaluate_split_scores_the_split_and_writes_both_files(mirror_root, tmp_
 
 
 def test_translation_task_evaluate_is_evaluate_split(monkeypatch, tmp_path):
-    from transformer.tasks import translation
+    from transformer.tasks import seq2seq, translation
 
     seen = {}
 
@@ -68,7 +68,7 @@ def test_translation_task_evaluate_is_evaluate_split(monkeypatch, tmp_path):
         seen["args"] = args
         return {"bleu": 1.0}
 
-    monkeypatch.setattr(translation, "evaluate_split", fake_evaluate_split)
+    monkeypatch.setattr(seq2seq, "evaluate_split", fake_evaluate_split)
     task = object.__new__(translation.TranslationTask)
     assert translation.TranslationTask.evaluate(task, "val", {"strategy": "greedy"}, tmp_path) == {"bleu": 1.0}
     assert seen["args"] == (task, "val", {"strategy": "greedy"}, tmp_path, "data/cache", None, "cpu")

@@ -331,24 +331,9 @@ def train(cfg: DictConfig, ckpt: dict | None) -> dict:
     dm.setup("fit")
     if hasattr(dm, "save_tokenizers"):
         dm.save_tokenizers(out)
-    task = build_task(cfg, dm)
-    log.info("model parameters: %d", count_parameters(task.model))
-    if pretrained is not None:
-        copied = copy_encoder(task.model, pretrained, cfg.init_from)
-        shape = ", ".join(f"{k}={show(cfg.model.get(k))}" for k in ("d_model", "n_heads", "n_layers", "d_ff")
-                          if k in cfg.model)
-        log.info("init_from: %d encoder tensors from %s (%s)", len(copied), cfg.init_from, shape)
-        del pretrained
-    resumed_step = None
-    if ckpt is not None:
-        load_weights(task, ckpt, cfg.ckpt_path)  # a hand-edited file fails here, in one line
-        resumed_step = ckpt["global_step"]
-        del ckpt
-    trainer = instantiate(
-        cfg.trainer, callbacks=[*_instantiate_group(cfg.get("callbacks")), RandomState(),
-                                 FinalLastCheckpoint()],
-        logger=build_loggers(cfg, resumed_step) or False, plugins=[AtomicCheckpointIO()],
-    )
+    task, resumed_step = start_task(cfg, dm, ckpt, pretrained)
+    del ckpt, pretrained
+    trainer = build_trainer(cfg, resumed_step)
     if emulated_bf16(trainer):
         log.warning("trainer.precision=%s: this CPU has no bf16 instructions (AVX512-BF16 or AMX), so its "
                     "products are emulated and train slower than with trainer.precision=32-true", trainer.precision)
@@ -376,6 +361,31 @@ def train(cfg: DictConfig, ckpt: dict | None) -> dict:
     write_text(out / "train_summary.json", json.dumps(summary, indent=2) + "\n")
     log.info("summary: %s", json.dumps(summary))
     return summary
+
+
+def start_task(cfg: DictConfig, dm, ckpt: dict | None, pretrained: dict | None):
+    """The task built for ``dm``, its encoder copied from ``init_from`` or its weights from the
+    checkpoint it resumes: ``(task, the step it resumes at or None)``."""
+    task = build_task(cfg, dm)
+    log.info("model parameters: %d", count_parameters(task.model))
+    if pretrained is not None:
+        copied = copy_encoder(task.model, pretrained, cfg.init_from)
+        shape = ", ".join(f"{k}={show(cfg.model.get(k))}" for k in ("d_model", "n_heads", "n_layers", "d_ff")
+                          if k in cfg.model)
+        log.info("init_from: %d encoder tensors from %s (%s)", len(copied), cfg.init_from, shape)
+    if ckpt is None:
+        return task, None
+    load_weights(task, ckpt, cfg.ckpt_path)  # a hand-edited file fails here, in one line
+    return task, ckpt["global_step"]
+
+
+def build_trainer(cfg: DictConfig, resumed_step: int | None):
+    """Lightning's Trainer from ``cfg.trainer``, with the configured callbacks and loggers."""
+    return instantiate(
+        cfg.trainer, callbacks=[*_instantiate_group(cfg.get("callbacks")), RandomState(),
+                                 FinalLastCheckpoint()],
+        logger=build_loggers(cfg, resumed_step) or False, plugins=[AtomicCheckpointIO()],
+    )
 
 
 main = hydra_entry("train", check=preflight)(train)
