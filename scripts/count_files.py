@@ -8,7 +8,7 @@ file of every Python function that runs, from the command's start to the end of 
 update (the first ``on_train_batch_end`` hook: forward, loss, backward and optimizer step are
 done), and separately those run inside ``training_step`` (forward and loss). Functions that
 run count; imports (a module's body and what it calls) do not. Only files of the ``transformer`` package count. The run writes to
-a temporary folder, removed afterwards. ``--json FILE`` also writes the lists.
+a temporary folder, removed afterwards. ``--json FILE`` also writes the lists, and the functions that ran in each file.
 """
 
 from __future__ import annotations
@@ -28,6 +28,7 @@ def count(overrides: list[str]) -> dict:
     from transformer.cli import train
 
     seen: dict[str, set[str]] = {"update": set(), "training_step": set()}
+    functions: dict[str, set[str]] = {}
     state = {"recording": True, "inside": None, "importing": 0}
 
     def project(frame) -> str | None:
@@ -51,6 +52,7 @@ def count(overrides: list[str]) -> dict:
             if where is None:
                 return
             seen["update"].add(where)
+            functions.setdefault(where, set()).add(frame.f_code.co_qualname)
             if state["inside"] is not None:
                 seen["training_step"].add(where)
             elif name == "training_step":
@@ -71,7 +73,8 @@ def count(overrides: list[str]) -> dict:
             threading.setprofile(None)
             sys.argv = argv
     return {"command": " ".join(["transformer-train", *overrides]),
-            "update_files": sorted(seen["update"]), "training_step_files": sorted(seen["training_step"])}
+            "update_files": sorted(seen["update"]), "training_step_files": sorted(seen["training_step"]),
+            "functions": {f: sorted(names) for f, names in sorted(functions.items())}}
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -8,6 +8,9 @@ one, never half of it; a full disk leaves the old file as it was and no temporar
 is reported as :class:`DiskFullError` naming the folder. Renaming also replaces a symbolic
 link planted at the destination instead of writing through it.
 
+Reading one back: :func:`sha256_file` fingerprints a file (the data cache's integrity records,
+downloads checked against their pinned checksums).
+
 Names that come from a checkpoint or a data config (a dataset name, a language code, a split)
 are untrusted: :func:`safe_name` turns one into a single path component, so that
 ``folder / safe_name(x)`` always lies inside ``folder``.
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import os
 import re
 import tempfile
@@ -149,3 +153,12 @@ def save_torch(obj: object, path: Path | str) -> Path:
 
 __all__ = ["DiskFullError", "atomic_open", "corpus_name", "disk_full", "full_disk_error", "inside", "safe_name", "save_torch", "write_bytes",
            "write_text"]
+
+
+def sha256_file(path: str | os.PathLike) -> str:
+    """Hex sha256 of a file, read in 1 MiB chunks."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()

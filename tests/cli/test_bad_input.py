@@ -20,7 +20,8 @@ from transformer.cli import average as average_cli
 from transformer.cli import decode as decode_cli
 from transformer.cli import train as train_cli
 from transformer.cli.lines import read_lines
-from transformer.cli.validate import check_decode_settings, resolve_device
+from transformer.cli.validate import resolve_device
+from transformer.decoding.settings import DecodeSettings
 from transformer.data.core.sources import DownloadError, fetch
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.tasks.checkpoint import TASK_KEY, CheckpointError, load_task, read_checkpoint
@@ -217,12 +218,12 @@ def test_command_lines_end_with_one_error_line_and_status_2(checkpoints, tmp_pat
 ])
 def test_decode_settings_that_cannot_mean_anything(checkpoints, settings, message):
     with pytest.raises(ValueError, match=message):
-        check_decode_settings({**GREEDY, **settings})
+        DecodeSettings.check({**GREEDY, **settings})
     overrides = [f"decode.{k}={v}" for k, v in settings.items()]
     with pytest.raises(ValueError, match=message):
         decode_cli.run(compose_cfg("decode", [f"ckpt_path={checkpoints['translation']}", "decode.strategy=beam",
                                               *overrides, "device=cpu"]))
-    assert check_decode_settings(dict(GREEDY)) == GREEDY  # a=0 with b>=1 is fine
+    assert DecodeSettings.check(dict(GREEDY)) == GREEDY  # a=0 with b>=1 is fine
 
 
 

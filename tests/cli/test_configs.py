@@ -18,7 +18,7 @@ from omegaconf import OmegaConf, open_dict
 from transformer.cli.train import check_config, emulated_bf16, task_settings
 from transformer.data.core.sources import multi30k_relpath
 from transformer.tasks.build import build_model, model_fields
-from transformer.tasks.checkpoint import task_parameters
+from transformer.tasks.build import task_parameters
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))

@@ -9,7 +9,6 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from transformer.cli.validate import check_decode_settings
 from transformer.decoding.settings import DecodeSettings
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
@@ -38,7 +37,7 @@ def test_the_yaml_preset_is_the_declaration_written_out():
 ])
 def test_the_command_line_check_is_the_declaration(settings, message):
     with pytest.raises(ValueError, match=message):
-        check_decode_settings(settings)
+        DecodeSettings.check(settings)
     with pytest.raises(ValueError, match=message):
         DecodeSettings.of(settings)
 
@@ -49,5 +48,5 @@ def test_a_partial_block_takes_the_declared_defaults():
     defaults = DecodeSettings()
     assert settings.n_best == defaults.n_best and settings.length_penalty == defaults.length_penalty
     assert DecodeSettings.of(None) == defaults
-    assert check_decode_settings({"alignment_layer": None, "shortlist": None}) == {"alignment_layer": None,
+    assert DecodeSettings.check({"alignment_layer": None, "shortlist": None}) == {"alignment_layer": None,
                                                                                 "shortlist": None}

@@ -204,12 +204,12 @@ def test_compiled_decoding_refuses_an_int8_model():
 
 
 def test_decode_compile_is_a_boolean_for_autoregressive_checkpoints_only():
-    from transformer.cli.validate import check_decode_settings
+    from transformer.decoding.settings import DecodeSettings
     from transformer.tasks.seq2seq import refuse_compile
 
     with pytest.raises(ValueError, match=r"decode\.compile='yes'"):
-        check_decode_settings({"compile": "yes"})
-    assert check_decode_settings({"compile": True})["compile"] is True
+        DecodeSettings.check({"compile": "yes"})
+    assert DecodeSettings.check({"compile": True})["compile"] is True
     with pytest.raises(ValueError, match="autoregressive"):
         refuse_compile({"compile": True}, "a CTC")
     refuse_compile({"compile": False}, "a CTC")  # the default says nothing

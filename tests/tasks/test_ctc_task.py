@@ -13,7 +13,8 @@ import torch
 from model_configs import model_config
 
 from transformer.decoding.ctc import ctc_collapse
-from transformer.tasks.checkpoint import TASK_KEY, task_class
+from transformer.tasks.build import task_class
+from transformer.tasks.checkpoint import TASK_KEY
 from transformer.tasks.ctc import CTCTranslationTask, ctc_losses
 from transformer.tasks.glancing import ctc_best_alignment, ctc_required_lengths
 

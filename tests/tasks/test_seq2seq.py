@@ -12,18 +12,10 @@ import pytest
 import torch
 from model_configs import model_config
 
-from transformer.tasks.build import HyperparameterError
-from transformer.tasks.checkpoint import (
-    TASK_KEY,
-    CheckpointError,
-    check_hyper_parameters,
-    load_task,
-    task_class,
-    task_parameters,
-)
+from transformer.tasks.build import HyperparameterError, check_optimizer, task_class, task_parameters
+from transformer.tasks.checkpoint import TASK_KEY, CheckpointError, check_hyper_parameters, load_task
 from transformer.tasks.ctc import CTCTranslationTask
 from transformer.tasks.nat import NATTranslationTask
-from transformer.tasks.optimizers import check_optimizer
 from transformer.tasks.seq2seq import Seq2SeqTask
 from transformer.tasks.translation import TranslationTask
 

@@ -16,7 +16,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli.common import hydra_entry, load_for_inference
 from transformer.cli.lines import read_lines, write_lines
-from transformer.cli.validate import check_decode_settings
+from transformer.decoding.settings import DecodeSettings
 
 
 def format_output(nbest: list[list[tuple[str, float]]], n_best: int) -> list[str]:
@@ -27,7 +27,7 @@ def format_output(nbest: list[list[tuple[str, float]]], n_best: int) -> list[str
 
 
 def run(cfg: DictConfig) -> list[str]:
-    decode_cfg = check_decode_settings(OmegaConf.to_container(cfg.decode, resolve=True))
+    decode_cfg = DecodeSettings.check(OmegaConf.to_container(cfg.decode, resolve=True))
     task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "none"), cfg.get("quantize"))
     if not hasattr(task, "translator"):
         raise ValueError(f"{cfg.ckpt_path} is a {getattr(task, 'task_name', '?')} checkpoint, not a translation "

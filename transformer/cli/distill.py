@@ -25,7 +25,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli.common import checkpoint_label, hydra_entry, load_for_inference
-from transformer.cli.validate import check_decode_settings
+from transformer.decoding.settings import DecodeSettings
 from transformer.evaluation import score_translations
 from transformer.evaluation.translation import translate_split
 from transformer.files import inside, write_text
@@ -42,7 +42,7 @@ def distill(ckpt_path: str | list[str], split: str, decode_cfg: dict, output_dir
             limit: int | None = None, accel: str = "none") -> dict:
     """Translate ``split`` with the checkpoint (or the ensemble of several, a list) and write
     the distilled corpus; returns the summary that is also written to ``distill.json``."""
-    check_decode_settings(dict(decode_cfg))
+    DecodeSettings.check(dict(decode_cfg))
     task, dev = load_for_inference(ckpt_path, device, accel)
     if not hasattr(task, "translator"):
         raise ValueError(f"ckpt_path={checkpoint_label(ckpt_path)}: a {getattr(task, 'task_name', '?')} checkpoint; "

@@ -24,7 +24,7 @@ from typing import Sequence
 from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli.common import checkpoint_label, checkpoint_paths, hydra_entry, load_for_inference
-from transformer.cli.validate import check_decode_settings
+from transformer.decoding.settings import DecodeSettings
 from transformer.files import write_text
 
 
@@ -34,7 +34,7 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: 
                         bleu_tokenize: str | None = None, quantize: str | None = None) -> dict:
     """Load the checkpoint (or the ensemble of several), evaluate ``split`` (or the ``src`` +
     ``ref`` file pair, translation only) and write outputs under ``output_dir``."""
-    check_decode_settings(dict(decode_cfg))
+    DecodeSettings.check(dict(decode_cfg))
     if (src is None) != (ref is None):
         raise ValueError("src= and ref= go together: a source file and its reference translations")
     task, dev = load_for_inference(ckpt_path, device, accel, quantize)

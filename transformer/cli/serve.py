@@ -21,6 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli import validate
 from transformer.cli.common import CONF_DIR, checkpoint_label, hydra_entry, load_for_inference
+from transformer.decoding.settings import DecodeSettings
 from transformer.tasks.build import show
 
 ENTRY_KEYS = ("id", "ckpt_path", "decode")
@@ -98,7 +99,7 @@ def translation_settings(entry: dict, key: str) -> dict:
     if unknown:
         raise ValueError(f"{key}.{unknown[0]}: not a decoding key; conf/decode/default.yaml has "
                          f"{', '.join(k for k in settings if k != 'strategy')}")
-    return validate.check_decode_settings({**settings, **extra}, where=key)
+    return DecodeSettings.check({**settings, **extra}, where=key)
 
 
 def other_settings(entry: dict, key: str, kind: str) -> dict:

@@ -28,12 +28,12 @@ from transformer.cli.callbacks import (
     quiet_library_noise,
 )
 from transformer.cli.common import StoppedBySignal, claimed, hydra_entry
-from transformer.cli.validate import check_decode_settings
+from transformer.decoding.settings import DecodeSettings
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.files import write_text
 from transformer.models.transformer import count_parameters
-from transformer.tasks.build import check_config_types, check_model_config, show
-from transformer.tasks.checkpoint import TASK_KEY, CheckpointError, check_task_config, load_weights, read_checkpoint
+from transformer.tasks.build import check_config_types, check_model_config, check_task_config, show
+from transformer.tasks.checkpoint import TASK_KEY, CheckpointError, load_weights, read_checkpoint
 from transformer.tasks.transfer import check_init_from, copy_encoder, encoder_settings_to_take, pretrained_tokenizer
 
 log = logging.getLogger(__name__)
@@ -149,7 +149,7 @@ def check_config(cfg: DictConfig) -> None:
             check_config_types(node, f"{group}.{name}")
     for key, node in (("task.val_decode", cfg.task.get("val_decode")), ("test_decode", cfg.get("test_decode"))):
         if node:
-            check_decode_settings(OmegaConf.to_container(node, resolve=True), key)
+            DecodeSettings.check(OmegaConf.to_container(node, resolve=True), key)
     backend = cfg.get("accel", "none")
     if backend != "none":  # the plain modules (the default) need nothing from the fast-path package
         from transformer import accel

@@ -22,13 +22,6 @@ from transformer.decoding.settings import DecodeSettings
 from transformer.tasks.build import show
 
 
-def check_decode_settings(cfg: dict, where: str = "decode") -> dict:
-    """A decode block checked against its declaration (``decoding.settings.DecodeSettings``):
-    known keys, each of its type and range, a length cap that allows a token. Returns ``cfg``;
-    a bad value is a ``ValueError`` naming the key."""
-    return DecodeSettings.check(cfg, where)
-
-
 def resolve_device(name: str) -> torch.device:
     """``auto`` picks CUDA when present, else CPU; a device this machine lacks, or a name
     torch does not know, is a ``ValueError``."""
@@ -134,7 +127,7 @@ def device(cfg: DictConfig) -> None:
 
 def decode_settings(cfg: DictConfig) -> None:
     if cfg.get("decode") is not None:
-        check_decode_settings(OmegaConf.to_container(cfg.decode, resolve=True))
+        DecodeSettings.check(OmegaConf.to_container(cfg.decode, resolve=True))
         if cfg.decode.get("shortlist") not in (None, "train"):
             input_file("decode.shortlist", cfg.decode.shortlist)
 

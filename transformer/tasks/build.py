@@ -1,4 +1,5 @@
-"""Checking a config and building the model from it: the one place configs become modules.
+"""Checking a config and building from it: the one place configs become modules (the model),
+optimizers and task classes.
 
 A model config is data, whether it comes from ``conf/model/`` or from a checkpoint's
 ``hyper_parameters``: a flat mapping whose ``_target_`` is looked up in :data:`MODELS`, a
@@ -21,11 +22,12 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import functools
+import importlib
 import inspect
 import math
 import types
 import typing
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
@@ -368,3 +370,165 @@ def build_model(model_cfg: Any, **injected: Any) -> torch.nn.Module:
         cfg.update({k: v for k, v in injected.items() if v is not None})
     cls, kwargs = check_model_config(cfg)
     return cls(cls.config_class(**kwargs))
+
+# ----------------------------------------------------------------------------- the optimizers
+# A task's ``optimizer`` setting is a ``_partial_`` node, as Hydra writes a factory::
+#
+#     optimizer: {_target_: torch.optim.Adam, _partial_: true, betas: [0.9, 0.98], eps: 1.0e-9, weight_decay: 0.0}
+#
+# The task calls it with its parameters and its learning rate (``task.lr``, which stays a task
+# setting beside ``task.warmup_steps``: the schedule and layer-wise decay read it too). The node
+# travels in the checkpoint's ``hyper_parameters``, so it is data like the model config: its
+# ``_target_`` is looked up by class name in :data:`OPTIMIZERS`, never imported, and every other key
+# is one of the optimizer's own settings, type- and range-checked (:data:`SETTINGS`).
+# The optimizer classes a config or checkpoint may name, by class name. Adding one is a line here
+# (and its settings below, if it takes others).
+OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"Adam": torch.optim.Adam, "AdamW": torch.optim.AdamW}
+
+# The settings a node may give besides _target_ and _partial_, each with (smallest, largest)
+# allowed value; the task supplies the parameters, ``lr`` and ``fused``.
+SETTINGS: dict[str, tuple[float, float]] = {"eps": (0.0, 1.0), "weight_decay": (0.0, 100.0)}
+BETA_RANGE = (0.0, 1.0)  # each of the two, 0 <= beta < 1
+
+
+def optimizer_node(name: str, betas: Iterable[float], eps: float, weight_decay: float) -> dict[str, Any]:
+    """The node for ``OPTIMIZERS[name]`` with these settings, as a config file writes it."""
+    return {"_target_": f"torch.optim.{name}", "_partial_": True, "betas": [float(b) for b in betas],
+            "eps": eps, "weight_decay": weight_decay}
+
+
+def _finite_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
+
+
+def check_optimizer(node: Any, where: str = "optimizer") -> tuple[type[torch.optim.Optimizer], dict[str, Any]]:
+    """``(class, settings)`` for an optimizer node; anything else is a :class:`HyperparameterError`
+    naming the key: a class outside :data:`OPTIMIZERS`, a missing ``_partial_: true``, an unknown
+    key, a value of the wrong type or out of range."""
+    if not isinstance(node, Mapping) or node.get("_partial_") is not True:
+        raise HyperparameterError(f"{where}={show(node)}: expected {{_target_: torch.optim.Adam or "
+                                  f"torch.optim.AdamW, _partial_: true, ...}}")
+    target = node.get("_target_")
+    module, _, name = target.rpartition(".") if isinstance(target, str) else ("", "", "")
+    cls = OPTIMIZERS.get(name)
+    if cls is None or module not in ("", "torch.optim", cls.__module__):
+        raise HyperparameterError(f"{where}._target_={show(target)}: not one of the optimizers a task trains with "
+                                  f"({', '.join('torch.optim.' + n for n in OPTIMIZERS)})")
+    settings = {k: v for k, v in node.items() if k not in ("_target_", "_partial_")}
+    for key, value in settings.items():
+        if key == "betas":
+            ok = (isinstance(value, (list, tuple)) and len(value) == 2
+                  and all(_finite_number(b) and BETA_RANGE[0] <= b < BETA_RANGE[1] for b in value))
+            if not ok:
+                raise HyperparameterError(f"{where}.betas={show(value)}: expected two numbers, each 0 <= beta < 1")
+        elif key == "amsgrad":
+            if not isinstance(value, bool):
+                raise HyperparameterError(f"{where}.amsgrad={show(value)}: expected true or false")
+        elif key in SETTINGS:
+            lo, hi = SETTINGS[key]
+            if not (_finite_number(value) and lo <= value <= hi):
+                raise HyperparameterError(f"{where}.{key}={show(value)}: expected a number from {lo} to {hi}")
+        else:
+            raise HyperparameterError(f"{where}.{key}: unknown key (known: amsgrad, betas, "
+                                      f"{', '.join(sorted(SETTINGS))})")
+    if "betas" in settings:
+        settings["betas"] = tuple(settings["betas"])
+    return cls, settings
+
+
+def build_optimizer(params: Any, node: Mapping, lr: float, **supplied: Any) -> torch.optim.Optimizer:
+    """The optimizer ``node`` names over ``params`` (parameters or parameter groups) at ``lr``;
+    ``supplied``: what the task decides itself (``fused``)."""
+    cls, settings = check_optimizer(node)
+    return cls(params, lr=lr, **settings, **supplied)
+
+
+def optimizer_from_flat(hp: Mapping[str, Any], default: Mapping[str, Any]) -> dict[str, Any]:
+    """Settings that give the optimizer's settings as flat ``betas``/``eps``/``weight_decay`` keys
+    (checkpoints of this format carry them) with those keys folded into an ``optimizer`` node of
+    the ``default`` class; settings that already have a node, or none of the keys, are returned as
+    they are."""
+    flat = {k: hp[k] for k in ("betas", "eps", "weight_decay") if k in hp}
+    if not flat or "optimizer" in hp:
+        return dict(hp)
+    rest = {k: v for k, v in hp.items() if k not in flat}
+    return {**rest, "optimizer": {**default, **flat}}
+
+
+# ----------------------------------------------------------------------------- the tasks
+# Which LightningModule a checkpoint belongs to, by the "transformer_task" key it carries.
+TASKS = {
+    "translation": "transformer.tasks.translation:TranslationTask",
+    "nat": "transformer.tasks.nat:NATTranslationTask",
+    "nat_ctc": "transformer.tasks.ctc:CTCTranslationTask",
+    "tagging": "transformer.tasks.tagging:TaggingTask",
+    "classification": "transformer.tasks.classification:ClassificationTask",
+    "mlm": "transformer.tasks.mlm:MaskedLMTask",
+}
+
+
+def task_class(name: str):
+    """The LightningModule class registered under ``name``."""
+    module, _, attr = TASKS[name].partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def constructor_chain(cls: type) -> list:
+    """The ``__init__`` functions that take ``cls``'s settings: its own, and while one passes
+    ``**kwargs`` on to its base class, the base's (a translation task names its own settings and
+    passes the shared ones to ``Seq2SeqTask``)."""
+    chain = []
+    for klass in cls.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is None:
+            continue
+        chain.append(init)
+        if not any(p.kind is p.VAR_KEYWORD for p in inspect.signature(init).parameters.values()):
+            break
+    return chain
+
+
+def task_parameters(cls: type) -> list[str]:
+    """Every setting ``cls(...)`` takes by name (:func:`constructor_chain`)."""
+    names: list[str] = []
+    for init in constructor_chain(cls):
+        names += [k for k, p in inspect.signature(init).parameters.items()
+                  if k != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and k not in names]
+    return names
+
+
+def check_task_settings(cls: type, settings: dict[str, Any], where: str) -> None:
+    """A task's settings (a checkpoint's ``hyper_parameters`` or a config's ``task`` block, each
+    without its model and ``_target_``): the optimizer node against :data:`OPTIMIZERS`, every
+    other key a parameter of the task's constructors (:func:`constructor_chain`) whose value fits
+    its annotation and range, and nothing anywhere that names code to run."""
+    known = task_parameters(cls)
+    unknown = [k for k in settings if k not in known]
+    if unknown:
+        raise HyperparameterError(f"{where}.{unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
+    rest = {k: v for k, v in settings.items() if k != "optimizer"}
+    find_hydra_keys(rest, where)
+    if settings.get("optimizer") is not None:
+        check_optimizer(settings["optimizer"], f"{where}.optimizer")
+    for init in constructor_chain(cls):
+        params = inspect.signature(init).parameters
+        own = {k: v for k, v in rest.items() if k in params and params[k].kind is not params[k].VAR_KEYWORD}
+        check_arguments(where, own, init, skip={"self"}, complete=False)
+        rest = {k: v for k, v in rest.items() if k not in own}
+
+
+def check_task_config(node: Any, where: str = "task") -> None:
+    """A config's ``task`` block, before any data is read: for a task of :data:`TASKS` (named by
+    its ``_target_``), :func:`check_task_settings` over every key but ``_target_``; vocabulary
+    sizes, special ids and tokenizers come from the data later."""
+    from omegaconf import DictConfig, OmegaConf
+
+    if not isinstance(node, DictConfig):
+        return
+    names = {path.replace(":", "."): name for name, path in TASKS.items()}
+    name = names.get(node.get("_target_"))
+    if name is None:
+        return
+    settings = OmegaConf.to_container(node, resolve=True)
+    settings.pop("_target_")
+    check_task_settings(task_class(name), settings, where)

@@ -2,8 +2,8 @@
 tokenizers travel with the weights, so evaluation and decoding need only the path.
 
 A checkpoint is data: it is read with ``torch.load(weights_only=True)``, its task is one of
-:data:`TASKS`, its model is rebuilt from the registry in ``tasks/build.py``, its optimizer node
-names one of ``tasks/optimizers.py``'s, and every other setting is checked against the
+:data:`tasks.build.TASKS`, its model is rebuilt from the registry in ``tasks/build.py``, its optimizer node
+names one of ``tasks/build.py``'s optimizers, and every other setting is checked against the
 constructor it is passed to before anything is built.
 
 Settings a checkpoint keeps in an earlier form are brought to the current one on reading
@@ -21,18 +21,17 @@ from typing import Any, Sequence
 import torch
 from tokenizers import Tokenizer
 
-from transformer.tasks.build import HyperparameterError, check_arguments, check_model_config, find_hydra_keys, show
-from transformer.tasks.optimizers import check_optimizer, optimizer_from_flat
+from transformer.tasks.build import (
+    TASKS,
+    HyperparameterError,
+    check_model_config,
+    check_task_settings,
+    optimizer_from_flat,
+    show,
+    task_class,
+    task_parameters,
+)
 
-# Which LightningModule a checkpoint belongs to, by the "transformer_task" key it carries.
-TASKS = {
-    "translation": "transformer.tasks.translation:TranslationTask",
-    "nat": "transformer.tasks.nat:NATTranslationTask",
-    "nat_ctc": "transformer.tasks.ctc:CTCTranslationTask",
-    "tagging": "transformer.tasks.tagging:TaggingTask",
-    "classification": "transformer.tasks.classification:ClassificationTask",
-    "mlm": "transformer.tasks.mlm:MaskedLMTask",
-}
 TASK_KEY = "transformer_task"
 
 
@@ -129,67 +128,6 @@ def check_hyper_parameters(ckpt: dict[str, Any]) -> None:
             raise HyperparameterError(f"tokenizers.{name}: not a tokenizer ({one_line(exc)})") from None
 
 
-def constructor_chain(cls: type) -> list:
-    """The ``__init__`` functions that take ``cls``'s settings: its own, and while one passes
-    ``**kwargs`` on to its base class, the base's (a translation task names its own settings and
-    passes the shared ones to ``Seq2SeqTask``)."""
-    chain = []
-    for klass in cls.__mro__:
-        init = klass.__dict__.get("__init__")
-        if init is None:
-            continue
-        chain.append(init)
-        if not any(p.kind is p.VAR_KEYWORD for p in inspect.signature(init).parameters.values()):
-            break
-    return chain
-
-
-def task_parameters(cls: type) -> list[str]:
-    """Every setting ``cls(...)`` takes by name (:func:`constructor_chain`)."""
-    names: list[str] = []
-    for init in constructor_chain(cls):
-        names += [k for k, p in inspect.signature(init).parameters.items()
-                  if k != "self" and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD) and k not in names]
-    return names
-
-
-def check_task_settings(cls: type, settings: dict[str, Any], where: str) -> None:
-    """A task's settings (a checkpoint's ``hyper_parameters`` or a config's ``task`` block, each
-    without its model and ``_target_``): the optimizer node against ``tasks/optimizers.py``, every
-    other key a parameter of the task's constructors (:func:`constructor_chain`) whose value fits
-    its annotation and range, and nothing anywhere that names code to run."""
-    known = task_parameters(cls)
-    unknown = [k for k in settings if k not in known]
-    if unknown:
-        raise HyperparameterError(f"{where}.{unknown[0]}: unknown key (known: {', '.join(sorted(known))})")
-    rest = {k: v for k, v in settings.items() if k != "optimizer"}
-    find_hydra_keys(rest, where)
-    if settings.get("optimizer") is not None:
-        check_optimizer(settings["optimizer"], f"{where}.optimizer")
-    for init in constructor_chain(cls):
-        params = inspect.signature(init).parameters
-        own = {k: v for k, v in rest.items() if k in params and params[k].kind is not params[k].VAR_KEYWORD}
-        check_arguments(where, own, init, skip={"self"}, complete=False)
-        rest = {k: v for k, v in rest.items() if k not in own}
-
-
-def check_task_config(node: Any, where: str = "task") -> None:
-    """A config's ``task`` block, before any data is read: for a task of :data:`TASKS` (named by
-    its ``_target_``), :func:`check_task_settings` over every key but ``_target_``; vocabulary
-    sizes, special ids and tokenizers come from the data later."""
-    from omegaconf import DictConfig, OmegaConf
-
-    if not isinstance(node, DictConfig):
-        return
-    names = {path.replace(":", "."): name for name, path in TASKS.items()}
-    name = names.get(node.get("_target_"))
-    if name is None:
-        return
-    settings = OmegaConf.to_container(node, resolve=True)
-    settings.pop("_target_")
-    check_task_settings(task_class(name), settings, where)
-
-
 def current_hyper_parameters(cls: type, hp: dict[str, Any]) -> dict[str, Any]:
     """A checkpoint's settings in the form ``cls`` takes today (see the module docstring); the
     current form is returned as it is."""
@@ -219,12 +157,6 @@ def load_weights(task, ckpt: dict[str, Any], path: str | Path) -> None:
         task.load_state_dict(ckpt["state_dict"])
     except RuntimeError as exc:
         raise CheckpointError(f"{path}: its weights do not fit the model it describes: {one_line(exc)}") from None
-
-
-def task_class(name: str):
-    """The LightningModule class registered under ``name``."""
-    module, _, attr = TASKS[name].partition(":")
-    return getattr(importlib.import_module(module), attr)
 
 
 def load_task(path: str | Path | Sequence[str | Path]):

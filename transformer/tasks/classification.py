@@ -22,7 +22,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
-from transformer.data.core.sources import sha256_file
+from transformer.files import sha256_file
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.evaluation.classification import classification_metrics, confusion_matrix, evaluate_classification
 from transformer.files import inside, save_torch
@@ -108,7 +108,7 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         data: the data module's ``settings()``: name, split files, format, columns.
         label_smoothing: as in ``F.cross_entropy`` (Szegedy et al. 2016).
         lr: peak learning rate; warmup_steps: linear warm-up updates.
-        optimizer: a ``_partial_`` node of ``tasks.optimizers.OPTIMIZERS``; None: AdamW,
+        optimizer: a ``_partial_`` node of ``tasks.build.OPTIMIZERS``; None: AdamW,
             betas (0.9, 0.98), eps 1e-8, weight decay 0.01 (:data:`default_optimizer`).
         schedule: ``"linear"`` (decay to 0 at the trainer's last step) or ``"inverse_sqrt"``.
         token_dropout: in training, the probability that a piece is replaced by ``<unk>``: the

@@ -132,7 +132,7 @@ class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
         whole_word: choose whole words (all pieces of a word together).
         seed: seeds every batch's masking (with the epoch and the batch's key).
         rtd_weight: ELECTRA's weight of the discriminator's loss (unused by a masked LM).
-        lr: peak learning rate; optimizer: a ``_partial_`` node of ``tasks.optimizers.OPTIMIZERS``
+        lr: peak learning rate; optimizer: a ``_partial_`` node of ``tasks.build.OPTIMIZERS``
             (None: AdamW, betas (0.9, 0.98), eps 1e-8, weight decay 0.01, :data:`default_optimizer`);
             warmup_steps, schedule: ``"linear"`` (decay to 0
             at the last step) or ``"inverse_sqrt"``.

@@ -7,7 +7,7 @@ import math
 
 import torch
 
-from transformer.tasks.optimizers import build_optimizer, optimizer_node
+from transformer.tasks.build import build_optimizer, optimizer_node
 
 # The encoder tasks' optimizer when their config names none: AdamW (Loshchilov & Hutter 2019),
 # as BERT fine-tuning uses it.

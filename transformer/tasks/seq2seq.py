@@ -22,7 +22,7 @@ from transformer.evaluation.translation import bleu_tokenizer, evaluate_split
 from transformer.inference import SearchFn, Translator
 from transformer.tasks.build import build_model
 from transformer.tasks.checkpoint import TASK_KEY, current_hyper_parameters
-from transformer.tasks.optimizers import build_optimizer, optimizer_node
+from transformer.tasks.build import build_optimizer, optimizer_node
 from transformer.tasks.schedules import inverse_sqrt_schedule
 
 
@@ -38,7 +38,7 @@ class Seq2SeqTask(L.LightningModule):
         label_smoothing: ε of the token loss.
         lr: the peak learning rate, reached after ``warmup_steps`` updates, then decayed as
             the inverse square root (Vaswani et al. 2017).
-        optimizer: a ``_partial_`` node of ``tasks.optimizers.OPTIMIZERS``; None: Adam,
+        optimizer: a ``_partial_`` node of ``tasks.build.OPTIMIZERS``; None: Adam,
             betas (0.9, 0.98), eps 1e-9 (:data:`default_optimizer`).
         val_bleu, val_bleu_every: greedy BLEU on validation, every N epochs (NaN in between).
         val_decode: the decoding settings of validation BLEU (``DecodeSettings``).

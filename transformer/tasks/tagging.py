@@ -109,7 +109,7 @@ class TaggingTask(OneTokenizerCheckpoint, L.LightningModule):
         data: the corpus (``TaggingDataModule.corpus``: ``{"name", "format", "files",
             "dev_size", "tagset", "aux_tagset"}``); a preset's name alone finds its files.
         label_smoothing, lr: loss and peak learning rate.
-        optimizer: a ``_partial_`` node of ``tasks.optimizers.OPTIMIZERS``; None: AdamW,
+        optimizer: a ``_partial_`` node of ``tasks.build.OPTIMIZERS``; None: AdamW,
             betas (0.9, 0.98), eps 1e-8, weight decay 0.01 (:data:`default_optimizer`).
         warmup_steps: linear warm-up length in updates.
         schedule: ``"linear"`` (decay to 0 at the trainer's last step) or ``"inverse_sqrt"``.

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from transformer.data.core.sources import DATASETS, ChecksumError, DownloadError, fetch, multi30k_relpath, sha256_file
+from transformer.data.core.sources import DATASETS, ChecksumError, DownloadError, fetch, multi30k_relpath
+from transformer.files import sha256_file
 
 SMALL = "multi30k/data/task1/raw/test_2017_mscoco.en.gz"
 

@@ -35,7 +35,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from filelock import FileLock
 
-from transformer.data.core.sources import sha256_file
+from transformer.files import sha256_file
 from transformer.files import write_text
 
 log = logging.getLogger(__name__)

@@ -5,8 +5,9 @@ What a data module would only find out while preparing (or never: a column map t
 language trains on one language twice) is a ``ValueError`` naming the key, printed by the
 command as one ``error:`` line. :func:`check_data_config` runs the checks every kind shares
 (the tokenizer settings), then the checks the config's data module names as its
-``check_config`` (each kind's ``checks.py``: :func:`transformer.data.parallel.checks.check_parallel`,
-:func:`transformer.data.labelled.checks.check_labelled`, :func:`transformer.data.text.checks.check_text`).
+``check_config`` (kept in each kind's ``corpus.py`` with the corpus it describes:
+:func:`transformer.data.parallel.corpus.check_parallel`, :func:`transformer.data.labelled.corpus.check_labelled`,
+:func:`transformer.data.text.corpus.check_text`).
 What those kinds share is here: held-out splits (:func:`check_holdout`), hub datasets
 (:func:`check_hub`) and the config as plain values (:func:`plain`).
 

@@ -24,6 +24,8 @@ import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
+from transformer.files import sha256_file
+
 log = logging.getLogger(__name__)
 
 MIRROR_ENV = "TRANSFORMER_DATA_MIRROR"
@@ -137,15 +139,6 @@ def gum_relpath(split: str) -> str:
 
 
 CONLL2000_RELPATH = "nltk-conll2000/conll2000.zip"
-
-
-def sha256_file(path: str | os.PathLike) -> str:
-    """Hex sha256 of a file, read in 1 MiB chunks."""
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            h.update(chunk)
-    return h.hexdigest()
 
 
 def resolve_mirror_root(mirror_root: str | os.PathLike | None = None) -> Path | None:

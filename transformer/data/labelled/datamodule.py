@@ -20,10 +20,9 @@ import torch
 from transformer.data.core.batching import pad_ids
 from transformer.data.core.cache import ID_LIST, cache_key, int_column, map_cached
 from transformer.data.core.datamodule import TokenBudgetDataModule, load_or_train_tokenizer
-from transformer.data.core.sources import sha256_file
+from transformer.files import sha256_file
 from transformer.data.core.tokenizer import SubwordTokenizer
-from transformer.data.labelled.checks import check_labelled
-from transformer.data.labelled.corpus import LabelledFile, carve, label_ids, label_vocab, read_split
+from transformer.data.labelled.corpus import LabelledFile, carve, check_labelled, label_ids, label_vocab, read_split
 from transformer.files import inside
 
 log = logging.getLogger(__name__)

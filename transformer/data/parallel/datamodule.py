@@ -34,9 +34,8 @@ from transformer.data.core.cache import (ID_LIST, TOKENIZER_TRAIN_ROWS, WRITE_RO
                                          list_column_ids, map_cached, publish_cache)
 from transformer.data.core.datamodule import TokenBudgetDataModule, load_or_train_tokenizer
 from transformer.data.core.tokenizer import SubwordTokenizer
-from transformer.data.parallel.checks import check_parallel
-from transformer.data.parallel.corpus import (MULTI30K, ParallelCorpus, available, config_sources, make_corpus,
-                                              split_names)
+from transformer.data.parallel.corpus import (MULTI30K, ParallelCorpus, available, check_parallel, config_sources,
+                                              make_corpus, split_names)
 from transformer.files import inside, write_text
 
 log = logging.getLogger(__name__)

@@ -20,7 +20,8 @@ from pathlib import Path
 from typing import Mapping, Sequence
 
 from transformer.data.core.readers import WORD_POS_CHUNK, TaggedSentence, read_columns, read_conllu
-from transformer.data.core.sources import CONLL2000_RELPATH, DATASETS, fetch, gum_relpath, sha256_file
+from transformer.data.core.sources import CONLL2000_RELPATH, DATASETS, fetch, gum_relpath
+from transformer.files import sha256_file
 
 # Which TaggedSentence field holds each tag set, by file format (``conll2000``: word-per-line
 # columns in CoNLL-2000's WORD POS CHUNK layout, whoever's file it is).
@@ -229,6 +230,40 @@ def read_extra_train(path: str | os.PathLike) -> list[TaggedSentence]:
             for s in read_conllu(path, missing_upos=True)]
 
 
-__all__ = ["FORMAT_FIELDS", "GUM_BRACKETS", "PRESETS", "SPLIT_ALIASES", "TAGGING_SPLITS", "TAG_FIELDS", "UposFromXpos",
-           "corpus_files", "corpus_of", "file_hash", "read_aux_corpus", "read_extra_train", "read_tagged_file",
-           "read_tagged_split", "read_tagged_splits", "tag_field", "unknown_tags"]
+# ----------------------------------------------------------------------------- checking the config
+# The checks of a tagging config (transformer.data.tagged.datamodule.TaggingDataModule):
+# its options against its corpus's file format and each other. The data module runs them when it
+# is built, as its reader names problems with the files themselves.
+
+
+def check_tagging_options(fmt: str, tagset: str, aux_tagset: str | None, aux_corpus: str | None,
+                          aux_corpus_upos: bool, extra_train: Sequence[Path]) -> tuple[str, str | None]:
+    """The ``TaggedSentence`` fields of the main and the auxiliary tags of a corpus in format
+    ``fmt`` (``conllu`` | ``conll2000``); a ``ValueError`` names any option that does not fit
+    the format or the other options."""
+    if fmt not in FORMAT_FIELDS:
+        raise ValueError(f"data.format must be one of {sorted(FORMAT_FIELDS)}, got {fmt!r}")
+    allowed = FORMAT_FIELDS[fmt]
+    for key, value in (("tagset", tagset), ("aux_tagset", aux_tagset)):
+        if value is not None and value not in allowed:
+            raise ValueError(f"data.{key} {value!r} not available for {fmt} files; choose from {sorted(allowed)}")
+    field, aux_field = allowed[tagset], (allowed[aux_tagset] if aux_tagset is not None else None)
+    if aux_field == field:
+        raise ValueError(f"aux_tagset {aux_tagset!r} is the same annotation as tagset {tagset!r}")
+    if aux_corpus is not None and (aux_corpus != "conll2000" or fmt != "conllu" or aux_field != "xpos"):
+        raise ValueError(f"aux_corpus {aux_corpus!r}: only 'conll2000', with a CoNLL-U corpus and aux_tagset 'xpos' "
+                         "(Penn Treebank tags, as GUM's)")
+    if aux_corpus_upos and (aux_corpus is None or field != "upos"):
+        raise ValueError("aux_corpus_upos needs an aux_corpus and tagset 'upos'")
+    for path in extra_train:
+        if not path.is_file():
+            raise FileNotFoundError(f"data.extra_train: file not found: {path}")
+    if extra_train and "chunk" in (field, aux_field):
+        raise ValueError("data.extra_train reads CoNLL-U files, which have no chunk tags")
+    return field, aux_field
+
+
+__all__ = ["FORMAT_FIELDS", "GUM_BRACKETS", "PRESETS", "SPLIT_ALIASES", "TAGGING_SPLITS", "TAG_FIELDS",
+           "UposFromXpos", "check_tagging_options", "corpus_files", "corpus_of", "file_hash",
+           "read_aux_corpus", "read_extra_train", "read_tagged_file", "read_tagged_split",
+           "read_tagged_splits", "tag_field", "unknown_tags"]

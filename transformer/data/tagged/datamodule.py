@@ -17,11 +17,11 @@ from transformer.data.core.batching import IGNORE_INDEX, TaggingCollator
 from transformer.data.core.cache import ID_LIST, cache_key, int_column, map_cached
 from transformer.data.core.datamodule import TokenBudgetDataModule, load_or_train_tokenizer
 from transformer.data.core.readers import TaggedSentence
-from transformer.data.core.sources import CONLL2000_RELPATH, DATASETS, sha256_file
+from transformer.data.core.sources import CONLL2000_RELPATH, DATASETS
+from transformer.files import sha256_file
 from transformer.data.core.tokenizer import SubwordTokenizer
-from transformer.data.tagged.checks import check_tagging_options
-from transformer.data.tagged.corpus import (corpus_files, file_hash, read_aux_corpus, read_extra_train,
-                                            read_tagged_splits, unknown_tags)
+from transformer.data.tagged.corpus import (check_tagging_options, corpus_files, file_hash, read_aux_corpus,
+                                            read_extra_train, read_tagged_splits, unknown_tags)
 from transformer.files import inside
 
 log = logging.getLogger(__name__)

@@ -32,10 +32,12 @@ import os
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
+from transformer.data.core.checks import check_hub
 from transformer.data.core.holdout import key_digest
 from transformer.data.core.readers import (FORMATS, WORD_POS_CHUNK, first_row, hub_fingerprint, infer_format,
                                            iter_columns, iter_conllu, iter_hub_rows, iter_lines, iter_rows)
-from transformer.data.core.sources import DATASETS, fetch, sha256_file
+from transformer.data.core.sources import DATASETS, fetch
+from transformer.files import sha256_file
 
 log = logging.getLogger(__name__)
 
@@ -234,5 +236,33 @@ class TextCorpus:
         return [split, *carve, *[source_fingerprint(s) for s in self.train]]
 
 
-__all__ = ["TEXT_FORMATS", "TextCorpus", "describe", "held_out", "iter_source", "local_file", "make_source",
-           "make_sources", "probe", "source_fingerprint", "source_format"]
+# ----------------------------------------------------------------------------- checking the config
+# The checks of an unlabelled-text config (transformer.data.text.datamodule.TextDataModule),
+# run by transformer.data.core.checks.check_data_config before any file is read: every
+# source a format can read, its local file there, a table's first row holding the column, a hub
+# dataset that can be loaded, and a held-out share when no validation source is given.
+
+
+def check_text(d: dict, where: str) -> None:
+    """An unlabelled-text config (:class:`~transformer.data.text.datamodule.TextDataModule`)."""
+    settings = (d.get("format"), d.get("column", 0), bool(d.get("header", False)))
+    train = make_sources(d.get("files"), *settings, f"{where}.files")
+    valid = make_sources(d.get("valid"), *settings, f"{where}.valid")
+    fraction = d.get("valid_fraction")
+    if train and not valid and (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
+                                or not 0 < fraction < 1):
+        raise ValueError(f"{where}.valid_fraction={fraction!r}: expected a share between 0 and 1 of the training "
+                         f"passages to validate on (or give {where}.valid=<file>)")
+    for key, sources in (("files", train), ("valid", valid)):
+        for i, source in enumerate(sources):
+            if "hub" in source:
+                check_hub({"name": source["hub"], "config": source.get("config")}, f"{where}.{key}[{i}].hub")
+                continue
+            try:
+                probe(source)
+            except (FileNotFoundError, IsADirectoryError) as exc:
+                raise type(exc)(f"{where}.{key}[{i}]: {exc}") from None
+
+
+__all__ = ["TEXT_FORMATS", "TextCorpus", "check_text", "describe", "held_out", "iter_source", "local_file",
+           "make_source", "make_sources", "probe", "source_fingerprint", "source_format"]

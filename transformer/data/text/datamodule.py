@@ -37,8 +37,7 @@ from transformer.data.core.cache import (ID_LIST, TOKENIZER_TRAIN_ROWS, WRITE_RO
 from transformer.data.core.datamodule import TokenBudgetDataModule, load_or_train_tokenizer
 from transformer.data.core.readers import DataFormatError
 from transformer.data.core.tokenizer import SubwordTokenizer
-from transformer.data.text.checks import check_text
-from transformer.data.text.corpus import TextCorpus, describe, make_sources
+from transformer.data.text.corpus import TextCorpus, check_text, describe, make_sources
 from transformer.files import inside
 
 log = logging.getLogger(__name__)
