@@ -18,10 +18,13 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from transformer.ranges import Range
 
-def setting(default: Any, help: str, lo: float | None = None, hi: float | None = None):
-    """A declared setting: its default, one line on what it does, and its range (inclusive)."""
-    return field(default=default, metadata={"help": help, "range": (lo, hi)})
+
+def setting(default: Any, help: str, within: Range | None = None):
+    """A declared setting: its default, one line on what it does, and its range
+    (``transformer.ranges``, both ends inclusive; None: any value of its type)."""
+    return field(default=default, metadata={"help": help, "range": within})
 
 
 @dataclass(frozen=True)
@@ -31,19 +34,19 @@ class DecodeSettings:
     strategy: str = setting("greedy", "the search: greedy | beam | nat_one_pass | nat_length_beam | mask_predict "
                                       "| ctc_one_pass | ctc_beam, as the checkpoint's kind allows")
     max_tokens: int = setting(2048, "source sentences are batched under this token budget (padding counted)",
-                              1, 2**31)
+                              Range(1, 2**31))
     compile: bool = setting(False, "autoregressive search with torch.compile and a static KV cache")
-    max_len_a: float = setting(1.2, "length cap: max_len_a * source pieces + max_len_b", 0, 10**4)
-    max_len_b: int = setting(10, "see max_len_a", 0, 10**6)
-    beam_size: int = setting(5, "beam search / CTC prefix beam width", 1, 1024)
+    max_len_a: float = setting(1.2, "length cap: max_len_a * source pieces + max_len_b", Range(0, 10**4))
+    max_len_b: int = setting(10, "see max_len_a", Range(0, 10**6))
+    beam_size: int = setting(5, "beam search / CTC prefix beam width", Range(1, 1024))
     length_penalty: float = setting(1.0, "beam: score = sum log p / length ** length_penalty")
-    n_best: int = setting(1, "hypotheses returned per sentence (beam search), at most beam_size", 1, 1024)
+    n_best: int = setting(1, "hypotheses returned per sentence (beam search), at most beam_size", Range(1, 1024))
     print_alignment: bool = setting(False, "append each target piece's most attended source piece to the output")
     alignment_layer: Optional[int] = setting(None, "the decoder layer whose cross-attention aligns; null = last")
-    length_beam: int = setting(3, "NAT: target lengths tried per sentence", 1, 1024)
-    iterations: int = setting(10, "Mask-Predict: refinement iterations", 1, 10_000)
+    length_beam: int = setting(3, "NAT: target lengths tried per sentence", Range(1, 1024))
+    iterations: int = setting(10, "Mask-Predict: refinement iterations", Range(1, 10_000))
     collapse_repeats: bool = setting(False, "NAT: one copy of a token repeated at neighbouring positions")
-    top_k: int = setting(8, "tokens tried at each position (CTC prefix beam)", 1, 2**24)
+    top_k: int = setting(8, "tokens tried at each position (CTC prefix beam)", Range(1, 2**24))
     shortlist: Optional[str] = setting("train", "CTC: score only these tokens: train, a target-side text file "
                                                 "or null (every token)")
     blank_penalty: float = setting(0.0, "CTC: subtracted from the blank's logit; > 0 lengthens outputs")
@@ -64,7 +67,7 @@ class DecodeSettings:
         for key, value in values.items():
             if key not in declared:
                 raise ValueError(f"{where}.{key}: not a decoding key (known: {', '.join(declared)})")
-            _check_value(f"{where}.{key}", value, hints[key], *declared[key].metadata["range"])
+            _check_value(f"{where}.{key}", value, hints[key], declared[key].metadata["range"])
         full = {**{k: f.default for k, f in declared.items()}, **values}
         a, b = full["max_len_a"], full["max_len_b"]
         if a == 0 and b < 1:
@@ -89,8 +92,9 @@ class DecodeSettings:
         return next(f.metadata["help"] for f in dataclasses.fields(cls) if f.name == key)
 
 
-def _check_value(name: str, value: Any, hint: Any, lo: float | None, hi: float | None) -> None:
+def _check_value(name: str, value: Any, hint: Any, within: Range | None) -> None:
     """One value against its declared type and range."""
+    lo, hi = (within.lo, within.hi) if within else (None, None)
     optional = typing.get_origin(hint) is typing.Union and type(None) in typing.get_args(hint)
     if optional:
         if value is None:

@@ -16,6 +16,7 @@ from torch import Tensor, nn
 from transformer.models.pooling import AttentionPooling
 from transformer.models.transformer import EncoderConfig, InputHook, TransformerEncoder, hp, init_weights
 from transformer.modules.attention import pad_mask
+from transformer.ranges import Range
 
 
 @dataclass
@@ -39,7 +40,7 @@ class ClassifierConfig(EncoderConfig):
             ``ClsPooling``, ``MeanPooling`` or ``AttentionPooling``); ``None`` = attention.
     """
 
-    n_classes: int = hp(bounds=(1, 2**20))
+    n_classes: int = hp(within=Range(1, 2**20))
     pooling: Callable[..., nn.Module] | None = hp(None, factory=True)
 
 

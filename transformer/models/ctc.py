@@ -25,6 +25,7 @@ from torch import Tensor, nn
 from transformer.models.nat import NonAutoregressiveDecoder
 from transformer.models.transformer import EncoderOut, TransformerConfig, TransformerEncoder, hp, init_weights
 from transformer.modules.attention import pad_mask
+from transformer.ranges import Range
 
 UPSAMPLE_MODES = ("copy", "interpolate")
 
@@ -102,8 +103,8 @@ class CTCConfig(TransformerConfig):
         upsample_mode: ``copy`` (each source embedding λ times) or ``interpolate``.
     """
 
-    blank_id: int | None = hp(None, bounds=(0, 2**24))
-    upsample_ratio: float = hp(2, bounds=(1, 64))
+    blank_id: int | None = hp(None, within=Range(0, 2**24))
+    upsample_ratio: float = hp(2, within=Range(1, 64))
     upsample_mode: str = "copy"
 
 

@@ -28,6 +28,7 @@ from transformer.models.transformer import (
 )
 from transformer.modules.attention import merge_masks, pad_mask
 from transformer.modules.positional import build_positional
+from transformer.ranges import Range
 
 DECODER_INPUTS = ("copy", "mask")
 LENGTH_MODES = ("absolute", "offset")
@@ -71,10 +72,10 @@ class NATConfig(TransformerConfig):
     """
 
     decoder_input: str = "mask"
-    mask_id: int | None = hp(None, bounds=(0, 2**24))
+    mask_id: int | None = hp(None, within=Range(0, 2**24))
     length_mode: str = "absolute"
-    max_length: int = hp(256, bounds=(1, 2**20))
-    max_offset: int = hp(64, bounds=(0, 2**20))
+    max_length: int = hp(256, within=Range(1, 2**20))
+    max_offset: int = hp(64, within=Range(0, 2**20))
 
 
 class NonAutoregressiveDecoder(nn.Module):

@@ -14,6 +14,7 @@ from torch import Tensor, nn
 
 from transformer.models.transformer import EncoderConfig, InputHook, TransformerEncoder, hp, init_weights
 from transformer.modules.attention import pad_mask
+from transformer.ranges import Range
 
 POOLINGS = ("first", "mean")
 # What the encoder attends over: subword pieces (then pooled per word) or words (pieces'
@@ -224,15 +225,15 @@ class TaggerConfig(EncoderConfig):
             positions count words, and sequences are shorter.
     """
 
-    n_tags: int = hp(bounds=(1, 2**20))
+    n_tags: int = hp(within=Range(1, 2**20))
     max_len: int = 1024
     pooling: str = "first"
-    char_channels: int = hp(0, bounds=(0, 2**14))
-    char_dim: int = hp(32, bounds=(1, 2**14))
-    char_kernel: int | Sequence[int] = hp(3, bounds=(1, 64))
+    char_channels: int = hp(0, within=Range(0, 2**14))
+    char_dim: int = hp(32, within=Range(1, 2**14))
+    char_kernel: int | Sequence[int] = hp(3, within=Range(1, 64))
     char_boundaries: bool = False
     context: str = "piece"
-    n_aux_tags: int = hp(0, bounds=(0, 2**20))
+    n_aux_tags: int = hp(0, within=Range(0, 2**20))
 
 
 class Tagger(nn.Module):

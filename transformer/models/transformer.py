@@ -50,6 +50,7 @@ from transformer.modules.attention import (
 )
 from transformer.modules.kv_cache import KVCache, StaticKVCache
 from transformer.modules.positional import build_positional
+from transformer.ranges import Probability, Range
 
 # Maps an encoder's input vectors (token embeddings, before positions) to the ones to encode:
 # adversarial training perturbs them there (``tasks.adversarial``).
@@ -60,13 +61,12 @@ PositionalFactory = Callable[..., nn.Module]
 
 
 # ----------------------------------------------------------------------------- the config
-def hp(default: Any = MISSING, *, bounds: tuple[float, float] | None = None, probability: bool = False,
-       factory: bool = False) -> Any:
-    """A config field: its type is its annotation; ``bounds`` (smallest, largest) and
-    ``probability`` (0 <= p < 1) are the range ``tasks.build`` checks before a model is built;
+def hp(default: Any = MISSING, *, within: Range | Probability | None = None, factory: bool = False) -> Any:
+    """A config field: its type is its annotation; ``within`` is the range ``tasks.build`` checks
+    before a model is built (``transformer.ranges``: the one way a setting declares its range);
     ``factory``: the value is a ``_partial_`` class that the model calls. No ``default``: the
     field is required (the data fills in vocabulary sizes and special ids)."""
-    metadata = {"bounds": bounds, "probability": probability, "factory": factory}
+    metadata = {"range": within, "factory": factory}
     return field(default=default, metadata={k: v for k, v in metadata.items() if v})
 
 
@@ -93,17 +93,17 @@ class StackConfig:
         max_len: longest sequence the positional encoding covers.
     """
 
-    vocab_size: int = hp(bounds=(1, 2**24))
-    pad_id: int = hp(bounds=(0, 2**24))
-    d_model: int = hp(512, bounds=(1, 2**16))
-    n_heads: int = hp(8, bounds=(1, 2**12))
-    d_ff: int = hp(2048, bounds=(1, 2**18))
-    dropout: float = hp(0.1, probability=True)
+    vocab_size: int = hp(within=Range(1, 2**24))
+    pad_id: int = hp(within=Range(0, 2**24))
+    d_model: int = hp(512, within=Range(1, 2**16))
+    n_heads: int = hp(8, within=Range(1, 2**12))
+    d_ff: int = hp(2048, within=Range(1, 2**18))
+    dropout: float = hp(0.1, within=Probability())
     positional: PositionalFactory | None = hp(None, factory=True)
     norm_first: bool = False
     activation: str = "relu"
-    window: int | None = hp(None, bounds=(0, 2**20))
-    max_len: int = hp(1024, bounds=(1, 2**20))
+    window: int | None = hp(None, within=Range(0, 2**20))
+    max_len: int = hp(1024, within=Range(1, 2**20))
 
 
 @dataclass(kw_only=True)
@@ -118,9 +118,9 @@ class TransformerConfig(StackConfig):
         tie_output: output projection = target embedding (Press & Wolf 2017).
     """
 
-    n_encoder_layers: int = hp(6, bounds=(1, 256))
-    n_decoder_layers: int = hp(6, bounds=(1, 256))
-    tgt_vocab_size: int | None = hp(None, bounds=(1, 2**24))
+    n_encoder_layers: int = hp(6, within=Range(1, 256))
+    n_decoder_layers: int = hp(6, within=Range(1, 256))
+    tgt_vocab_size: int | None = hp(None, within=Range(1, 2**24))
     share_embeddings: bool = True
     tie_output: bool = True
 
@@ -139,7 +139,7 @@ class EncoderConfig(StackConfig):
     """An encoder-only model's config (tagger, classifier, masked LM): ``StackConfig`` at a
     smaller default size, plus ``n_layers``, the encoder's depth."""
 
-    n_layers: int = hp(4, bounds=(1, 256))
+    n_layers: int = hp(4, within=Range(1, 256))
     d_model: int = 256
     n_heads: int = 4
     d_ff: int = 1024

@@ -17,9 +17,12 @@ Dropout after adding positions belongs to the model.
 from __future__ import annotations
 
 import math
+from typing import Annotated
 
 import torch
 from torch import Tensor, nn
+
+from transformer.ranges import Range
 
 
 def sinusoid_table(n_positions: int, d_model: int) -> Tensor:
@@ -135,8 +138,8 @@ class RelativePositionBias(nn.Module):
         n_heads: int = 8,
         max_len: int | None = None,
         causal: bool = False,
-        num_buckets: int = 32,
-        max_distance: int = 128,
+        num_buckets: Annotated[int, Range(1, 2**16)] = 32,
+        max_distance: Annotated[int, Range(1, 2**20)] = 128,
     ):
         super().__init__()
         self.n_heads = n_heads

@@ -13,22 +13,25 @@ input: every value must be of its declared type and inside its range, and no key
 something to import or call (``_target_`` outside the model registry, ``_args_``,
 ``_recursive_`` ...). A violation is a :class:`HyperparameterError` naming the key on one line.
 The task settings of a checkpoint (``tasks/checkpoint.py``) and the config groups of a training
-run (``cli/train.py``) are checked with the same functions, against the callee's signature and
-the ranges of :data:`RANGES` and :data:`PROBABILITIES`.
+run (``cli/train.py``) are checked with the same functions, against the callee's signature: each
+parameter's type, and the range it declares beside it (``Annotated[int, Range(0, 2**40)]``,
+``transformer.ranges``). Types are validated by pydantic, strictly, as the data a YAML file or a
+checkpoint holds.
 """
 
 from __future__ import annotations
 
-import collections.abc
 import dataclasses
 import functools
 import importlib
 import inspect
+import json
 import math
 import types
 import typing
 from typing import Any, Callable, Iterable, Mapping
 
+import pydantic
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
@@ -43,28 +46,21 @@ from transformer.modules.positional import (
     RelativePositionBias,
     SinusoidalPositionalEncoding,
 )
+from transformer.ranges import Declared, Probability, Range, range_of, unannotated
 
 
 # ----------------------------------------------------------------------------- checking hyperparameters as data
-# Task, data and trainer settings by name: (smallest, largest). The upper bounds keep a typo
-# (max_tokens=10**12) from allocating the machine's memory before anything is said. A model
-# config's fields declare their own ranges (``models.transformer.hp``); the names here that a model
-# also has (vocabulary sizes, special ids, max_len) are the task's and the data's settings of them.
-RANGES: dict[str, tuple[float, float]] = {
-    "max_len": (1, 2**20), "vocab_size": (1, 2**24), "tgt_vocab_size": (1, 2**24), "piece_vocab_size": (1, 2**24),
-    "pad_id": (0, 2**24), "mask_id": (0, 2**24), "blank_id": (0, 2**24),
-    # positional encodings' own arguments (``modules.positional``)
-    "num_buckets": (1, 2**16), "max_distance": (1, 2**20),
-    "warmup_steps": (0, 2**40), "val_bleu_every": (1, 2**40),
-    "max_tokens": (1, 2**31), "pad_to_multiple": (1, 2**16), "num_workers": (0, 1024), "train_subset": (1, 2**40),
-    "lr": (0, 10), "eps": (0, 1), "weight_decay": (0, 100),
-}
-# Probabilities: 0 <= p < 1 (a dropout of 1 zeroes every activation).
-PROBABILITIES = {"word_dropout", "piece_dropout", "label_smoothing"}
+# A setting declares its type and range once, where it is taken (``transformer.ranges``): a task's
+# or a data module's constructor parameter as ``Annotated[int, Range(0, 2**40)]``, a model config
+# field as ``hp(512, within=Range(1, 2**16))``. The checks below read that declaration.
 # Keys that make Hydra import or call something; never data.
 HYDRA_KEYS = {"_target_", "_partial_", "_args_", "_recursive_", "_convert_"}
 # At most this many weight and table elements (about 16 GB in float32): past it, a size is a typo.
 MAX_ELEMENTS = 4 * 10**9
+# A config or checkpoint holds data, as YAML and JSON write it: a value is validated as that data
+# against its declared type, strictly (a bool is not an int, a string not a number, a float must
+# be finite; an int is a float) and with lists where a tuple or a sequence is declared.
+_STRICT = pydantic.ConfigDict(strict=True, allow_inf_nan=False)
 
 
 class HyperparameterError(ValueError):
@@ -77,61 +73,56 @@ def show(value: Any, limit: int = 80) -> str:
     return text if len(text) <= limit else text[: limit - 3] + "..."
 
 
+@functools.lru_cache(maxsize=None)
+def _adapter(hint: Any) -> pydantic.TypeAdapter:
+    return pydantic.TypeAdapter(hint, config=_STRICT)
+
+
 def fits(value: Any, hint: Any) -> bool:
-    """Whether ``value`` (plain data: numbers, strings, lists, dicts, None) is of the
-    annotated type ``hint``. Classes other than the plain types (a module, a tensor) never
-    fit: a config or checkpoint holds data, not objects."""
+    """Whether ``value`` (plain data: numbers, strings, lists, dicts, None) is of the declared
+    type ``hint`` (its ``Annotated`` range aside). Objects other than plain data (a module, a
+    tensor, a path) never fit a declared type: a config or checkpoint holds data, not objects."""
+    hint = unannotated(hint)
     if hint is inspect.Parameter.empty or hint is Any:
         return True
-    if hint is None or hint is type(None):
-        return value is None
-    origin, args = typing.get_origin(hint), typing.get_args(hint)
-    if origin in (typing.Union, types.UnionType):
-        return any(fits(value, a) for a in args)
-    if hint is bool:
-        return isinstance(value, bool)
-    if hint is int:
-        return isinstance(value, int) and not isinstance(value, bool)
-    if hint is float:
-        return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value)
-    if hint is str:
-        return isinstance(value, str)
-    if hint in (dict, Mapping) or origin in (dict, collections.abc.Mapping):
-        return isinstance(value, Mapping)
-    if hint in (list, tuple) or origin in (list, tuple, collections.abc.Sequence):
-        if not isinstance(value, (list, tuple)):
-            return False
-        item = args[0] if args else Any
-        return all(fits(v, item) for v in value)
-    return False
+    try:
+        text = json.dumps(value, allow_nan=True)
+    except (TypeError, ValueError):
+        return False
+    try:
+        _adapter(hint).validate_json(text)
+    except pydantic.ValidationError:
+        return False
+    return True
 
 
-def hint_name(hint: Any) -> str:
-    """A short name for an annotation in messages: ``int``, ``float or null`` ..."""
+def type_name(hint: Any) -> str:
+    """A short name for a declared type in messages: ``int``, ``float or null`` ..."""
+    hint = unannotated(hint)
+    if typing.get_origin(hint) in (typing.Union, types.UnionType):
+        return " or ".join(type_name(a) for a in typing.get_args(hint))
     if hint is None or hint is type(None):
         return "null"
-    if typing.get_origin(hint) in (typing.Union, types.UnionType):
-        return " or ".join(hint_name(a) for a in typing.get_args(hint))
     return getattr(hint, "__name__", None) or str(hint).replace("typing.", "")
 
 
-def check_range(where: str, key: str, value: Any) -> None:
-    """The table's range for ``key`` (:data:`RANGES`, :data:`PROBABILITIES`); other names are free."""
-    check_bounds(where, key, value, RANGES.get(key), key in PROBABILITIES)
-
-
-def check_bounds(where: str, key: str, value: Any, bounds: tuple[float, float] | None, probability: bool) -> None:
-    """``value`` (a number, or a list of them) inside ``bounds`` (smallest, largest) and, with
-    ``probability``, in [0, 1)."""
+def check_bounds(where: str, key: str, value: Any, declared: Declared | None) -> None:
+    """``value`` (a number, or a list of them) inside its ``declared`` range (``transformer.ranges``);
+    None: any value."""
+    if declared is None:
+        return
     values = value if isinstance(value, (list, tuple)) else [value]
     numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    if bounds is not None:
-        lo, hi = bounds
-        bad = [v for v in numbers if not lo <= v <= hi]
-        if bad:
-            raise HyperparameterError(f"{where}.{key}={show(value)}: expected a value from {lo} to {hi}")
-    if probability and any(not 0 <= v < 1 for v in numbers):
-        raise HyperparameterError(f"{where}.{key}={show(value)}: expected 0 <= {key} < 1")
+    if any(not declared.holds(v) for v in numbers):
+        raise HyperparameterError(f"{where}.{key}={show(value)}: expected {declared.expected(key)}")
+
+
+def check_value(where: str, key: str, value: Any, hint: Any) -> None:
+    """One value against its declaration: the type ``hint`` names, and the range it carries
+    (``Annotated[int, Range(0, 2**40)]``)."""
+    if not fits(value, hint):
+        raise HyperparameterError(f"{where}.{key}={show(value)}: expected {type_name(hint)}")
+    check_bounds(where, key, value, range_of(hint))
 
 
 def check_arguments(where: str, values: Mapping[str, Any], fn: Callable, skip: set[str] = frozenset(),
@@ -141,18 +132,15 @@ def check_arguments(where: str, values: Mapping[str, Any], fn: Callable, skip: s
     (``skip`` names those supplied by the caller, which are not checked)."""
     params = inspect.signature(fn).parameters
     try:
-        hints = typing.get_type_hints(fn)
-    except Exception:  # an annotation that cannot be evaluated: check names and ranges only
+        hints = typing.get_type_hints(fn, include_extras=True)
+    except Exception:  # an annotation that cannot be evaluated: check names only
         hints = {}
     for key, value in values.items():
         if key in skip:
             continue
         if key not in params or params[key].kind in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD):
             raise HyperparameterError(f"{where}.{key}: unknown key (known: {', '.join(sorted(params))})")
-        hint = hints.get(key, params[key].annotation)
-        if not fits(value, hint):
-            raise HyperparameterError(f"{where}.{key}={show(value)}: expected {hint_name(hint)}")
-        check_range(where, key, value)
+        check_value(where, key, value, hints.get(key, inspect.Parameter.empty))
     if complete:
         missing = [k for k, p in params.items() if p.default is inspect.Parameter.empty and k not in values
                    and k not in skip and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
@@ -167,7 +155,7 @@ def model_fields(cls: type) -> dict[str, dataclasses.Field]:
 
 
 def declared(config_class: type, name: str) -> Mapping[str, Any]:
-    """What field ``name`` declares (``bounds``, ``probability``, ``factory``): its own
+    """What field ``name`` declares (``range``, ``factory``): its own
     metadata, or that of the nearest base class's field when a subclass only changed its default."""
     for klass in config_class.__mro__:
         f = getattr(klass, "__dataclass_fields__", {}).get(name)
@@ -188,10 +176,8 @@ def check_fields(where: str, values: Mapping[str, Any], config_class: type, skip
             continue
         if key not in fields:
             raise HyperparameterError(f"{where}.{key}: unknown key (known: {', '.join(sorted(fields))})")
-        if not fits(value, hints[key]):
-            raise HyperparameterError(f"{where}.{key}={show(value)}: expected {hint_name(hints[key])}")
-        meta = declared(config_class, key)
-        check_bounds(where, key, value, meta.get("bounds"), meta.get("probability", False))
+        check_value(where, key, value, hints[key])
+        check_bounds(where, key, value, declared(config_class, key).get("range"))
     if complete:
         missing = [k for k, f in fields.items() if f.default is dataclasses.MISSING
                    and f.default_factory is dataclasses.MISSING and k not in values and k not in skip]
@@ -201,9 +187,10 @@ def check_fields(where: str, values: Mapping[str, Any], config_class: type, skip
 
 def check_config_types(node: Any, where: str) -> None:
     """A config node with a ``_target_`` (before instantiation) against the target's annotated
-    signature: the keys annotated with plain scalar types (``int``, ``float | None`` ...) must
-    fit them, and the shared names their ranges. Interpolations and richer annotations are left
-    to the target. This runs before any data is prepared, so a typo costs no time."""
+    signature: a number inside the range its parameter declares, and a key annotated with plain
+    scalar types (``int``, ``float | None`` ...) of those types. Interpolations and richer
+    annotations are left to the target (a task's settings to :func:`check_task_config`). This runs
+    before any data is prepared, so a typo costs no time."""
     from omegaconf import DictConfig, OmegaConf
 
     if not isinstance(node, DictConfig) or "_target_" not in node:
@@ -212,19 +199,19 @@ def check_config_types(node: Any, where: str) -> None:
         import hydra.utils
 
         target = hydra.utils.get_object(node._target_)
-        hints = typing.get_type_hints(target.__init__ if isinstance(target, type) else target)
+        hints = typing.get_type_hints(target.__init__ if isinstance(target, type) else target, include_extras=True)
     except Exception:  # an unknown target is reported by instantiate itself
         return
     scalars = (int, float, bool, str, type(None))
     for key in node:
         if key.startswith("_") or OmegaConf.is_interpolation(node, key):
             continue
-        check_range(where, key, node[key])
-        hint = hints.get(key)
+        check_bounds(where, key, node[key], range_of(hints.get(key)))
+        hint = unannotated(hints.get(key))
         plain = hint in scalars or (typing.get_origin(hint) in (typing.Union, types.UnionType)
                                     and all(a in scalars for a in typing.get_args(hint)))
         if plain and not fits(node[key], hint):
-            raise HyperparameterError(f"{where}.{key}={node[key]!r}: expected {hint_name(hint)}")
+            raise HyperparameterError(f"{where}.{key}={node[key]!r}: expected {type_name(hint)}")
 
 
 def find_hydra_keys(node: Any, where: str) -> None:
@@ -385,10 +372,10 @@ def build_model(model_cfg: Any, **injected: Any) -> torch.nn.Module:
 # (and its settings below, if it takes others).
 OPTIMIZERS: dict[str, type[torch.optim.Optimizer]] = {"Adam": torch.optim.Adam, "AdamW": torch.optim.AdamW}
 
-# The settings a node may give besides _target_ and _partial_, each with (smallest, largest)
-# allowed value; the task supplies the parameters, ``lr`` and ``fused``.
-SETTINGS: dict[str, tuple[float, float]] = {"eps": (0.0, 1.0), "weight_decay": (0.0, 100.0)}
-BETA_RANGE = (0.0, 1.0)  # each of the two, 0 <= beta < 1
+# The settings a node may give besides _target_ and _partial_, each with its range (torch's own
+# classes, so declared here); the task supplies the parameters, ``lr`` and ``fused``.
+SETTINGS: dict[str, Range] = {"eps": Range(0.0, 1.0), "weight_decay": Range(0.0, 100.0)}
+BETA_RANGE = Probability()  # each of the two, 0 <= beta < 1
 
 
 def optimizer_node(name: str, betas: Iterable[float], eps: float, weight_decay: float) -> dict[str, Any]:
@@ -418,16 +405,17 @@ def check_optimizer(node: Any, where: str = "optimizer") -> tuple[type[torch.opt
     for key, value in settings.items():
         if key == "betas":
             ok = (isinstance(value, (list, tuple)) and len(value) == 2
-                  and all(_finite_number(b) and BETA_RANGE[0] <= b < BETA_RANGE[1] for b in value))
+                  and all(_finite_number(b) and BETA_RANGE.holds(b) for b in value))
             if not ok:
                 raise HyperparameterError(f"{where}.betas={show(value)}: expected two numbers, each 0 <= beta < 1")
         elif key == "amsgrad":
             if not isinstance(value, bool):
                 raise HyperparameterError(f"{where}.amsgrad={show(value)}: expected true or false")
         elif key in SETTINGS:
-            lo, hi = SETTINGS[key]
-            if not (_finite_number(value) and lo <= value <= hi):
-                raise HyperparameterError(f"{where}.{key}={show(value)}: expected a number from {lo} to {hi}")
+            declared = SETTINGS[key]
+            if not (_finite_number(value) and declared.holds(value)):
+                raise HyperparameterError(f"{where}.{key}={show(value)}: expected a number from {declared.lo} to "
+                                          f"{declared.hi}")
         else:
             raise HyperparameterError(f"{where}.{key}: unknown key (known: amsgrad, betas, "
                                       f"{', '.join(sorted(SETTINGS))})")

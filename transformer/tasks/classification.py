@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import logging
 from pathlib import Path
-from typing import Sequence
+from typing import Annotated, Sequence
 
 import lightning as L
 import torch
@@ -33,6 +33,7 @@ from transformer.tasks.adversarial import InputCapture, adversarial_shift, check
 from transformer.tasks.build import build_model
 from transformer.tasks.checkpoint import CheckpointError, OneTokenizerCheckpoint, load_task, read_checkpoint
 from transformer.tasks.schedules import ADAMW, optimizer_with_warmup
+from transformer.ranges import Probability, Range
 
 log = logging.getLogger(__name__)
 
@@ -132,14 +133,14 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
     def __init__(
         self,
         model: dict,
-        piece_vocab_size: int,
-        pad_id: int,
+        piece_vocab_size: Annotated[int, Range(1, 2**24)],
+        pad_id: Annotated[int, Range(0, 2**24)],
         labels: Sequence[str],
         data: dict,
-        label_smoothing: float = 0.0,
-        lr: float = 5e-4,
+        label_smoothing: Annotated[float, Probability()] = 0.0,
+        lr: Annotated[float, Range(0, 10)] = 5e-4,
         optimizer: dict | None = None,
-        warmup_steps: int = 200,
+        warmup_steps: Annotated[int, Range(0, 2**40)] = 200,
         schedule: str = "linear",
         token_dropout: float = 0.0,
         layer_decay: float = 1.0,

@@ -32,7 +32,7 @@ V vocabulary.
 from __future__ import annotations
 
 import logging
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -52,6 +52,7 @@ from transformer.tasks.glancing import (
 )
 from transformer.tasks.nat import nat_targets
 from transformer.tasks.seq2seq import Seq2SeqTask, refuse_compile
+from transformer.ranges import Probability, Range
 
 log = logging.getLogger(__name__)
 
@@ -91,8 +92,8 @@ class CTCTranslationTask(Seq2SeqTask):
 
     task_name = "nat_ctc"
 
-    def __init__(self, mask_id: int | None = None, glancing: dict | None = None, label_smoothing: float = 0.0,
-                 **shared: Any) -> None:
+    def __init__(self, mask_id: Annotated[int | None, Range(0, 2**24)] = None, glancing: dict | None = None,
+                 label_smoothing: Annotated[float, Probability()] = 0.0, **shared: Any) -> None:
         if mask_id is None:
             raise ValueError("a CTC model needs the tokenizer's mask_id (its blank)")
         schedule = GlancingSchedule.from_config(glancing)  # a bad schedule fails before the model is built

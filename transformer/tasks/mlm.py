@@ -41,7 +41,7 @@ import hashlib
 import json
 import math
 from pathlib import Path
-from typing import Iterable
+from typing import Annotated, Iterable
 
 import lightning as L
 import torch
@@ -58,6 +58,7 @@ from transformer.models.mlm import ElectraModel
 from transformer.tasks.build import build_model
 from transformer.tasks.checkpoint import OneTokenizerCheckpoint
 from transformer.tasks.schedules import ADAMW, optimizer_with_warmup
+from transformer.ranges import Range
 
 IGNORE_INDEX = -100
 #: Ids below this are special tokens, never chosen (the tokenizer gives them the first ids).
@@ -145,8 +146,8 @@ class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
     def __init__(
         self,
         model: dict,
-        piece_vocab_size: int,
-        pad_id: int,
+        piece_vocab_size: Annotated[int, Range(1, 2**24)],
+        pad_id: Annotated[int, Range(0, 2**24)],
         data: dict,
         mask_rate: float = 0.15,
         mask_share: float = 0.8,
@@ -154,9 +155,9 @@ class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
         whole_word: bool = False,
         seed: int = 0,
         rtd_weight: float = 50.0,
-        lr: float = 5e-4,
+        lr: Annotated[float, Range(0, 10)] = 5e-4,
         optimizer: dict | None = None,
-        warmup_steps: int = 1000,
+        warmup_steps: Annotated[int, Range(0, 2**40)] = 1000,
         schedule: str = "linear",
         tokenizer: str | None = None,
     ) -> None:

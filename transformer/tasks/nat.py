@@ -35,7 +35,7 @@ Shape legend: B sentences, S source tokens, T target tokens, V vocabulary, L len
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping
 
 import torch
 import torch.nn.functional as F
@@ -48,6 +48,7 @@ from transformer.tasks.build import build_model
 from transformer.tasks.glancing import GlancingSchedule, reveal_counts, reveal_positions
 from transformer.tasks.seq2seq import Seq2SeqTask, refuse_compile
 from transformer.tasks.translation import label_smoothed_nll
+from transformer.ranges import Range
 
 # decode.strategy values this task understands; "greedy" (the train/eval default) is the NAT
 # analogue of greedy search: argmax at every position in one pass.
@@ -102,8 +103,8 @@ class NATTranslationTask(Seq2SeqTask):
 
     task_name = "nat"
 
-    def __init__(self, mask_id: int | None = None, length_loss_weight: float = 0.1, glancing: dict | None = None,
-                 **shared: Any) -> None:
+    def __init__(self, mask_id: Annotated[int | None, Range(0, 2**24)] = None, length_loss_weight: float = 0.1,
+                 glancing: dict | None = None, **shared: Any) -> None:
         schedule = GlancingSchedule.from_config(glancing)  # a bad schedule fails before the model is built
         super().__init__(**shared)
         self.glancing = schedule

@@ -10,7 +10,7 @@ Shape legend: B sentences, S source tokens, T target tokens.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Annotated, Any, Mapping
 
 import lightning as L
 import torch
@@ -24,6 +24,7 @@ from transformer.tasks.build import build_model
 from transformer.tasks.checkpoint import TASK_KEY, current_hyper_parameters
 from transformer.tasks.build import build_optimizer, optimizer_node
 from transformer.tasks.schedules import inverse_sqrt_schedule
+from transformer.ranges import Probability, Range
 
 
 class Seq2SeqTask(L.LightningModule):
@@ -52,19 +53,19 @@ class Seq2SeqTask(L.LightningModule):
     def __init__(
         self,
         model: dict,
-        vocab_size: int,
-        pad_id: int,
+        vocab_size: Annotated[int, Range(1, 2**24)],
+        pad_id: Annotated[int, Range(0, 2**24)],
         bos_id: int,
         eos_id: int,
         src_lang: str,
         tgt_lang: str,
-        tgt_vocab_size: int | None = None,
-        label_smoothing: float = 0.1,
-        lr: float = 5e-4,
+        tgt_vocab_size: Annotated[int | None, Range(1, 2**24)] = None,
+        label_smoothing: Annotated[float, Probability()] = 0.1,
+        lr: Annotated[float, Range(0, 10)] = 5e-4,
         optimizer: dict | None = None,
-        warmup_steps: int = 4000,
+        warmup_steps: Annotated[int, Range(0, 2**40)] = 4000,
         val_bleu: bool = True,
-        val_bleu_every: int = 1,
+        val_bleu_every: Annotated[int, Range(1, 2**40)] = 1,
         val_decode: dict | None = None,
         data: dict | None = None,
         tokenizers: dict | None = None,

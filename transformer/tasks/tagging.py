@@ -15,7 +15,7 @@ is :meth:`TaggingTask.tagger` (``inference.tagger``), scoring a split ``evaluati
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Sequence
+from typing import Annotated, Sequence
 
 import lightning as L
 import torch
@@ -30,6 +30,7 @@ from transformer.tasks.adversarial import InputCapture, adversarial_shift, check
 from transformer.tasks.build import build_model
 from transformer.tasks.checkpoint import OneTokenizerCheckpoint
 from transformer.tasks.schedules import ADAMW, optimizer_with_warmup
+from transformer.ranges import Probability, Range
 
 IGNORE_INDEX = -100
 
@@ -144,17 +145,17 @@ class TaggingTask(OneTokenizerCheckpoint, L.LightningModule):
     def __init__(
         self,
         model: dict,
-        piece_vocab_size: int,
-        pad_id: int,
+        piece_vocab_size: Annotated[int, Range(1, 2**24)],
+        pad_id: Annotated[int, Range(0, 2**24)],
         tags: Sequence[str],
         data: dict,
-        label_smoothing: float = 0.0,
-        lr: float = 5e-4,
+        label_smoothing: Annotated[float, Probability()] = 0.0,
+        lr: Annotated[float, Range(0, 10)] = 5e-4,
         optimizer: dict | None = None,
-        warmup_steps: int = 500,
+        warmup_steps: Annotated[int, Range(0, 2**40)] = 500,
         schedule: str = "linear",
-        word_dropout: float = 0.0,
-        piece_dropout: float = 0.0,
+        word_dropout: Annotated[float, Probability()] = 0.0,
+        piece_dropout: Annotated[float, Probability()] = 0.0,
         aux_tags: Sequence[str] | None = None,
         aux_weight: float = 0.5,
         adversarial_eps: float = 0.0,

@@ -23,7 +23,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Annotated, Any, Sequence
 
 import lightning as L
 import numpy as np
@@ -33,6 +33,7 @@ from torch.utils.data import DataLoader
 from transformer.data.core.batching import TokenBudgetBatchSampler
 from transformer.data.core.cache import cache_lock, check_cache, publish_cache
 from transformer.data.core.tokenizer import SubwordTokenizer
+from transformer.ranges import Range
 
 log = logging.getLogger(__name__)
 
@@ -81,7 +82,8 @@ class TokenBudgetDataModule(L.LightningDataModule):
     # real vocabulary is then worth a warning, not when a recipe's generous default was used.
     vocab_size_chosen = True
 
-    def __init__(self, max_tokens: int, num_workers: int, seed: int):
+    def __init__(self, max_tokens: Annotated[int, Range(1, 2**31)], num_workers: Annotated[int, Range(0, 1024)],
+                 seed: int):
         super().__init__()
         self.max_tokens = max_tokens
         self.pad_to_multiple = 1  # batch widths rounded up to multiples of this (see batching.py)

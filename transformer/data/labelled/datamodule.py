@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Annotated, Sequence
 
 import datasets
 import torch
@@ -24,6 +24,7 @@ from transformer.files import sha256_file
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.labelled.corpus import LabelledFile, carve, check_labelled, label_ids, label_vocab, read_split
 from transformer.files import inside
+from transformer.ranges import Range
 
 log = logging.getLogger(__name__)
 
@@ -104,14 +105,14 @@ class ClassificationDataModule(TokenBudgetDataModule):
         label_column: int | str = 1,
         header: bool = False,
         data_dir: str | os.PathLike = "data/cache",
-        vocab_size: int = 8000,
+        vocab_size: Annotated[int, Range(1, 2**24)] = 8000,
         tokenizer_model: str = "bpe",
-        max_tokens: int = 2048,
-        max_len: int = 256,
-        num_workers: int = 0,
+        max_tokens: Annotated[int, Range(1, 2**31)] = 2048,
+        max_len: Annotated[int, Range(1, 2**20)] = 256,
+        num_workers: Annotated[int, Range(0, 1024)] = 0,
         seed: int = 0,
         tokenizer_path: str | os.PathLike | None = None,
-        train_subset: int | None = None,
+        train_subset: Annotated[int | None, Range(1, 2**40)] = None,
         holdout: dict[str, float] | None = None,
         holdout_seed: int = 0,
     ):

@@ -21,7 +21,7 @@ import logging
 import os
 from pathlib import Path
 from collections.abc import Sequence
-from typing import Any, Callable, Iterable, Iterator
+from typing import Annotated, Any, Callable, Iterable, Iterator
 
 import datasets
 import numpy as np
@@ -37,6 +37,7 @@ from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.parallel.corpus import (MULTI30K, ParallelCorpus, available, check_parallel, config_sources,
                                               make_corpus, split_names)
 from transformer.files import inside, write_text
+from transformer.ranges import Range
 
 log = logging.getLogger(__name__)
 
@@ -252,18 +253,18 @@ class TranslationDataModule(TokenBudgetDataModule):
         tgt_lang: str | None,
         data_dir: str | os.PathLike = "data/cache",
         mirror_root: str | os.PathLike | None = None,
-        vocab_size: int = 8000,
+        vocab_size: Annotated[int, Range(1, 2**24)] = 8000,
         joint_vocab: bool = True,
         tokenizer_model: str = "bpe",
-        max_tokens: int = 4096,
-        max_len: int = 256,
-        num_workers: int = 0,
+        max_tokens: Annotated[int, Range(1, 2**31)] = 4096,
+        max_len: Annotated[int, Range(1, 2**20)] = 256,
+        num_workers: Annotated[int, Range(0, 1024)] = 0,
         seed: int = 0,
         train_files: dict[str, str] | None = None,
         eval_splits: Sequence[str] | None = None,
         tokenizer_path: str | os.PathLike | dict[str, str] | None = None,
-        train_subset: int | None = None,
-        pad_to_multiple: int = 1,
+        train_subset: Annotated[int | None, Range(1, 2**40)] = None,
+        pad_to_multiple: Annotated[int, Range(1, 2**16)] = 1,
         train: Any = None,
         valid: Any = None,
         test: Any = None,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import os
 from pathlib import Path
-from typing import Mapping, Sequence
+from typing import Annotated, Mapping, Sequence
 
 import datasets
 
@@ -23,6 +23,7 @@ from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.tagged.corpus import (check_tagging_options, corpus_files, file_hash, read_aux_corpus,
                                             read_extra_train, read_tagged_splits, unknown_tags)
 from transformer.files import inside
+from transformer.ranges import Range
 
 log = logging.getLogger(__name__)
 
@@ -139,14 +140,14 @@ class TaggingDataModule(TokenBudgetDataModule):
         tagset: str = "upos",
         data_dir: str | os.PathLike = "data/cache",
         mirror_root: str | os.PathLike | None = None,
-        vocab_size: int = 4000,
+        vocab_size: Annotated[int, Range(1, 2**24)] = 4000,
         tokenizer_model: str = "bpe",
-        max_tokens: int = 4096,
-        max_len: int = 256,
-        num_workers: int = 0,
+        max_tokens: Annotated[int, Range(1, 2**31)] = 4096,
+        max_len: Annotated[int, Range(1, 2**20)] = 256,
+        num_workers: Annotated[int, Range(0, 1024)] = 0,
         seed: int = 0,
         tokenizer_path: str | os.PathLike | None = None,
-        train_subset: int | None = None,
+        train_subset: Annotated[int | None, Range(1, 2**40)] = None,
         dev_size: int = 500,
         aux_tagset: str | None = None,
         aux_corpus: str | None = None,

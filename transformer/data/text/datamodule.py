@@ -22,7 +22,7 @@ import logging
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator
+from typing import Annotated, Any, Callable, Iterable, Iterator
 
 import datasets
 import numpy as np
@@ -39,6 +39,7 @@ from transformer.data.core.readers import DataFormatError
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.text.corpus import TextCorpus, check_text, describe, make_sources
 from transformer.files import inside
+from transformer.ranges import Range
 
 log = logging.getLogger(__name__)
 
@@ -183,15 +184,15 @@ class TextDataModule(TokenBudgetDataModule):
         valid_seed: int = 0,
         data_dir: str | os.PathLike = "data/cache",
         mirror_root: str | os.PathLike | None = None,
-        vocab_size: int = 8000,
+        vocab_size: Annotated[int, Range(1, 2**24)] = 8000,
         tokenizer_model: str = "bpe",
-        max_tokens: int = 4096,
-        max_len: int = 128,
-        pad_to_multiple: int = 1,
-        num_workers: int = 0,
+        max_tokens: Annotated[int, Range(1, 2**31)] = 4096,
+        max_len: Annotated[int, Range(1, 2**20)] = 128,
+        pad_to_multiple: Annotated[int, Range(1, 2**16)] = 1,
+        num_workers: Annotated[int, Range(0, 1024)] = 0,
         seed: int = 0,
         tokenizer_path: str | os.PathLike | None = None,
-        train_subset: int | None = None,
+        train_subset: Annotated[int | None, Range(1, 2**40)] = None,
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
