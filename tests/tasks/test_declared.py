@@ -64,7 +64,8 @@ def test_positional_arguments_declare_their_ranges():
     assert range_of(hints["num_buckets"]) == Range(1, 2**16)
     node = {"_target_": "EncoderDecoder", "vocab_size": 100, "pad_id": 0,
             "positional": {"_target_": "RelativePositionBias", "_partial_": True, "num_buckets": 0}}
-    with pytest.raises(HyperparameterError, match=r"^model\.positional\.num_buckets=0: expected a value from 1 to 65536$"):
+    expected = r"^model\.positional\.num_buckets=0: expected a value from 1 to 65536$"
+    with pytest.raises(HyperparameterError, match=expected):
         check_model_config(node)
 
 

@@ -91,7 +91,7 @@ def fits(value: Any, hint: Any) -> bool:
         return False
     try:
         _adapter(hint).validate_json(text)
-    except pydantic.ValidationError:
+    except (pydantic.ValidationError, pydantic.PydanticUserError):  # a class pydantic cannot take: not data
         return False
     return True
 
