@@ -25,16 +25,30 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer.models.transformer import EncoderConfig, TransformerEncoder, VocabProjection, init_weights
+from transformer.models.transformer import ACTIVATIONS, EncoderConfig, TransformerEncoder, VocabProjection, init_weights
 from transformer.modules.attention import head_width, pad_mask
 
 
 @dataclass(kw_only=True)
 class MLMConfig(EncoderConfig):
-    """``EncoderConfig`` with BERT's choices as defaults: pre-norm layers, GELU."""
+    """``EncoderConfig`` with BERT's choices as defaults: pre-norm layers, GELU; plus the head's
+    switches.
+
+    Fields:
+        head_transform: the head's dense layer, activation and LayerNorm before the projection
+            to the vocabulary (BERT's ``transform``); off: the projection reads the states.
+        head_activation: that activation, ``"gelu"`` or ``"relu"``.
+        tie_output: the projection to the vocabulary is the token embedding (Press & Wolf 2017);
+            off: a matrix of its own.
+        output_bias: a learned bias per piece added to the vocabulary scores.
+    """
 
     norm_first: bool = True
     activation: str = "gelu"
+    head_transform: bool = True
+    head_activation: str = "gelu"
+    tie_output: bool = True
+    output_bias: bool = True
 
 
 @dataclass(kw_only=True)
@@ -65,11 +79,15 @@ class MaskedLanguageModel(nn.Module):
         self.pad_id = cfg.pad_id
         self.vocab_size = vocab_size = cfg.vocab_size
         self.encoder = TransformerEncoder(cfg, cfg.n_layers)
-        self.head_dense = nn.Linear(d_model, d_model)
-        self.head_norm = nn.LayerNorm(d_model)
+        if cfg.head_activation not in ACTIVATIONS:
+            raise ValueError(f"head_activation must be one of {sorted(ACTIVATIONS)}, got {cfg.head_activation!r}")
+        self.head_activation = ACTIVATIONS[cfg.head_activation]
+        self.head_dense = nn.Linear(d_model, d_model) if cfg.head_transform else None
+        self.head_norm = nn.LayerNorm(d_model, eps=cfg.norm_eps) if cfg.head_transform else None
         self.output_proj = VocabProjection(d_model, vocab_size)
-        self.output_proj.weight = self.encoder.embedding.weight  # tied (Press & Wolf 2017)
-        self.output_bias = nn.Parameter(torch.zeros(vocab_size))
+        if cfg.tie_output:
+            self.output_proj.weight = self.encoder.embedding.weight  # tied (Press & Wolf 2017)
+        self.output_bias = nn.Parameter(torch.zeros(vocab_size)) if cfg.output_bias else None
         init_weights(self, d_model)
 
     def encode(self, src: Tensor) -> Tensor:
@@ -78,8 +96,11 @@ class MaskedLanguageModel(nn.Module):
 
     def predict(self, states: Tensor) -> Tensor:
         """Vocabulary scores of encoder states: ``(..., D) -> (..., V)``."""
-        h = self.head_norm(F.gelu(self.head_dense(states)))  # (..., D)
-        return self.output_proj(h) + self.output_bias  # (..., V)
+        h = states
+        if self.head_dense is not None:
+            h = self.head_norm(self.head_activation(self.head_dense(h)))  # (..., D)
+        logits = self.output_proj(h)  # (..., V)
+        return logits if self.output_bias is None else logits + self.output_bias
 
     def forward(self, src: Tensor) -> Tensor:
         return self.predict(self.encode(src))  # (B, T, V)

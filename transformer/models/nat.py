@@ -22,6 +22,7 @@ from transformer.models.transformer import (
     TransformerConfig,
     TransformerEncoder,
     VocabProjection,
+    embedding_norm,
     final_norm,
     hp,
     init_weights,
@@ -107,13 +108,15 @@ class NonAutoregressiveDecoder(nn.Module):
         if embedding is None and (decoder_input == "mask" or cfg.tie_output):
             embedding = nn.Embedding(vocab_size, d_model, padding_idx=cfg.pad_id)
         self.embedding = embedding
+        self.embed_scale = math.sqrt(d_model) if cfg.scale_embeddings else 1.0
         self.positional = build_positional(cfg.positional, d_model, cfg.n_heads, cfg.max_len, causal=False)
+        self.embedding_norm = embedding_norm(d_model, cfg)
         self.dropout = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(
-            DecoderLayer(d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.activation, cfg.norm_first)
+            DecoderLayer(d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.activation, cfg.norm_first, cfg.norm_eps)
             for _ in range(cfg.n_decoder_layers)
         )
-        self.final_norm = final_norm(d_model, cfg.norm_first)
+        self.final_norm = final_norm(d_model, cfg.norm_first, cfg.norm_eps)
         self.output_proj = VocabProjection(d_model, vocab_size)
         if cfg.tie_output:
             self.output_proj.weight = self.embedding.weight
@@ -123,7 +126,7 @@ class NonAutoregressiveDecoder(nn.Module):
         if self.embedding is None:
             raise ValueError("this decoder has no token embedding (copy inputs, untied, unshared): "
                              "it cannot read target tokens")
-        return self.embedding(tokens) * math.sqrt(self.d_model)  # (B, T, D)
+        return self.embedding(tokens) * self.embed_scale  # (B, T, D)
 
     def inputs(self, tgt_tokens: Tensor, tgt_pad_mask: Tensor, src_embed: Tensor | None,
                src_pad_mask: Tensor, reveal: Tensor | None = None) -> Tensor:
@@ -143,7 +146,7 @@ class NonAutoregressiveDecoder(nn.Module):
                            positions: Tensor | None = None) -> Tensor:
         """The decoder stack on given inputs ``x (B, T, D)`` -> logits ``(B, T, V)`` or ``(N, V)``."""
         t = x.size(1)
-        x = self.dropout(self.positional(x))
+        x = self.dropout(self.embedding_norm(self.positional(x)))
         self_mask = merge_masks(tgt_pad_mask)  # (B, 1, 1, T): padding only, no causal mask
         cross_mask = merge_masks(src_pad_mask)  # (B, 1, 1, S)
         bias = self.positional.attention_bias(t, t)

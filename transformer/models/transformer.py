@@ -87,10 +87,17 @@ class StackConfig:
             _partial_: true}``. Each stack builds its own instance.
         norm_first: False = post-norm layers (the paper); True = pre-norm layers plus a final
             LayerNorm per stack (Xiong et al. 2020), stable at higher learning rates.
-        activation: ``"relu"`` or ``"gelu"`` in the FFN.
+        activation: ``"relu"`` or ``"gelu"`` in the FFN (``"gelu"`` is the exact erf form, BERT's).
         window: if set, each encoder position attends only to positions within ``window``
             (restricted self-attention, Vaswani et al. 2017, Table 1); None = full attention.
         max_len: longest sequence the positional encoding covers.
+        norm_eps: the epsilon of every LayerNorm of the stacks (BERT's is 1e-12).
+        scale_embeddings: multiply token embeddings by √d_model (Vaswani et al. 2017, sec. 3.4);
+            BERT and RoBERTa do not.
+        embedding_norm: a LayerNorm over the summed input embeddings (tokens, positions, token
+            types), before the input dropout (BERT, RoBERTa, DistilBERT).
+        type_vocab_size: the encoder adds a learned token-type (segment) embedding; every piece
+            is of type 0, one text per input (BERT; RoBERTa's table has one row). 0 = none.
     """
 
     vocab_size: int = hp(within=Range(1, 2**24))
@@ -104,6 +111,10 @@ class StackConfig:
     activation: str = "relu"
     window: int | None = hp(None, within=Range(0, 2**20))
     max_len: int = hp(1024, within=Range(1, 2**20))
+    norm_eps: float = hp(1e-5, within=Range(0.0, 1.0))
+    scale_embeddings: bool = True
+    embedding_norm: bool = False
+    type_vocab_size: int = hp(0, within=Range(0, 2**16))
 
 
 @dataclass(kw_only=True)
@@ -246,7 +257,9 @@ class EncoderOut:
 
 
 class TransformerEncoder(nn.Module):
-    """Token embedding ×√d_model, positional encoding, dropout, N self-attention layers.
+    """Token embedding ×√d_model, positional encoding, dropout, N self-attention layers; the
+    config's switches add a token-type embedding and a LayerNorm before the dropout and drop the
+    scaling (BERT's input: ``Dropout(LN(token + position + type))``).
 
     Shapes: ``forward(src (B, S), src_pad_mask (B, S) | None) -> memory (B, S, D)``,
     or ``(memory, [weights (B, H, S, S)] * n_layers)`` with ``need_weights=True``.
@@ -266,22 +279,29 @@ class TransformerEncoder(nn.Module):
         self.window = cfg.window
         self.embedding = embedding if embedding is not None else nn.Embedding(cfg.vocab_size, d_model,
                                                                               padding_idx=cfg.pad_id)
+        self.embed_scale = math.sqrt(d_model) if cfg.scale_embeddings else 1.0
         self.positional = build_positional(cfg.positional, d_model, cfg.n_heads, cfg.max_len, causal=False)
+        self.type_embedding = nn.Embedding(cfg.type_vocab_size, d_model) if cfg.type_vocab_size else None
+        self.embedding_norm = embedding_norm(d_model, cfg)
         self.dropout = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(
-            EncoderLayer(d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.activation, cfg.norm_first)
+            EncoderLayer(d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.activation, cfg.norm_first, cfg.norm_eps)
             for _ in range(n_layers)
         )
-        self.final_norm = final_norm(d_model, cfg.norm_first)
+        self.final_norm = final_norm(d_model, cfg.norm_first, cfg.norm_eps)
 
     def embed_tokens(self, src: Tensor) -> Tensor:
-        """``(B, S)`` ids -> ``(B, S, D)``, scaled by √d_model (Vaswani et al. 2017, sec. 3.4)."""
-        return self.embedding(src) * math.sqrt(self.d_model)
+        """``(B, S)`` ids -> ``(B, S, D)``, scaled by √d_model (Vaswani et al. 2017, sec. 3.4)
+        unless ``scale_embeddings`` is off."""
+        return self.embedding(src) * self.embed_scale
 
     def forward_embeddings(self, x: Tensor, src_pad_mask: Tensor | None = None, need_weights: bool = False):
         """Encode ``(B, S, D)`` vectors (positions are added here) -> memory ``(B, S, D)``."""
         s = x.size(1)
-        x = self.dropout(self.positional(x))
+        x = self.positional(x)
+        if self.type_embedding is not None:
+            x = x + self.type_embedding.weight[0]  # every piece is of type 0: (B, S, D) + (D,)
+        x = self.dropout(self.embedding_norm(x))
         window = None if self.window is None else local_window_mask(s, s, self.window, device=x.device)
         mask = merge_masks(src_pad_mask, window)  # (B, 1, 1|S, S) or None
         bias = self.positional.attention_bias(s, s)  # (1, H, S, S) or None
@@ -326,13 +346,15 @@ class AutoregressiveDecoder(nn.Module):
         self.vocab_size = vocab_size
         self.embedding = embedding if embedding is not None else nn.Embedding(vocab_size, d_model,
                                                                               padding_idx=cfg.pad_id)
+        self.embed_scale = math.sqrt(d_model) if cfg.scale_embeddings else 1.0
         self.positional = build_positional(cfg.positional, d_model, cfg.n_heads, cfg.max_len, causal=True)
+        self.embedding_norm = embedding_norm(d_model, cfg)
         self.dropout = nn.Dropout(cfg.dropout)
         self.layers = nn.ModuleList(
-            DecoderLayer(d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.activation, cfg.norm_first)
+            DecoderLayer(d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.activation, cfg.norm_first, cfg.norm_eps)
             for _ in range(cfg.n_decoder_layers)
         )
-        self.final_norm = final_norm(d_model, cfg.norm_first)
+        self.final_norm = final_norm(d_model, cfg.norm_first, cfg.norm_eps)
         self.output_proj = VocabProjection(d_model, vocab_size)
         if cfg.tie_output:
             self.output_proj.weight = self.embedding.weight
@@ -341,8 +363,8 @@ class AutoregressiveDecoder(nn.Module):
         """Decoder output states ``(B, t, D)`` (after the final norm) and per-layer weights."""
         offset = cache.offset if cache is not None else 0  # an int, or a static cache's tensor
         t = tokens.size(1)
-        x = self.embedding(tokens) * math.sqrt(self.d_model)  # (B, t, D)
-        x = self.dropout(self.positional(x, offset))
+        x = self.embedding(tokens) * self.embed_scale  # (B, t, D)
+        x = self.dropout(self.embedding_norm(self.positional(x, offset)))
         if cache is None:
             t_k, self_mask = t, causal_mask(t, t, device=x.device)
         else:
@@ -427,13 +449,13 @@ class EncoderLayer(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu",
-                 norm_first: bool = False):
+                 norm_first: bool = False, norm_eps: float = 1e-5):
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.ffn = FeedForward(d_model, d_ff, dropout, activation)
-        self.norm_1 = nn.LayerNorm(d_model)
-        self.norm_2 = nn.LayerNorm(d_model)
+        self.norm_1 = nn.LayerNorm(d_model, eps=norm_eps)
+        self.norm_2 = nn.LayerNorm(d_model, eps=norm_eps)
         self.dropout = nn.Dropout(dropout)
 
     def _self_attention(self, h: Tensor, mask, attn_bias, need_weights) -> tuple[Tensor, Tensor | None]:
@@ -464,15 +486,15 @@ class DecoderLayer(nn.Module):
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu",
-                 norm_first: bool = False):
+                 norm_first: bool = False, norm_eps: float = 1e-5):
         super().__init__()
         self.norm_first = norm_first
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.cross_attn = MultiHeadAttention(d_model, n_heads, dropout)
         self.ffn = FeedForward(d_model, d_ff, dropout, activation)
-        self.norm_1 = nn.LayerNorm(d_model)
-        self.norm_2 = nn.LayerNorm(d_model)
-        self.norm_3 = nn.LayerNorm(d_model)
+        self.norm_1 = nn.LayerNorm(d_model, eps=norm_eps)
+        self.norm_2 = nn.LayerNorm(d_model, eps=norm_eps)
+        self.norm_3 = nn.LayerNorm(d_model, eps=norm_eps)
         self.dropout = nn.Dropout(dropout)
 
     def forward(self, x: Tensor, memory: Tensor | None = None, self_mask: Tensor | None = None,
@@ -532,10 +554,16 @@ class DecoderLayer(nn.Module):
         return out.reshape(n, t, -1), w
 
 
-def final_norm(d_model: int, norm_first: bool) -> nn.Module:
+def final_norm(d_model: int, norm_first: bool, eps: float = 1e-5) -> nn.Module:
     """A stack's last step: a LayerNorm after pre-norm layers, whose output is not normalised
     otherwise (Xiong et al. 2020); nothing (``nn.Identity``, no weights) after post-norm ones."""
-    return nn.LayerNorm(d_model) if norm_first else nn.Identity()
+    return nn.LayerNorm(d_model, eps=eps) if norm_first else nn.Identity()
+
+
+def embedding_norm(d_model: int, cfg: StackConfig) -> nn.Module:
+    """A stack's LayerNorm over its summed input embeddings when ``cfg.embedding_norm`` is on
+    (BERT normalises its inputs, since they are not scaled); else ``nn.Identity`` (no weights)."""
+    return nn.LayerNorm(d_model, eps=cfg.norm_eps) if cfg.embedding_norm else nn.Identity()
 
 
 # ----------------------------------------------------------------------------- the feed-forward block
@@ -620,6 +648,7 @@ __all__ = [
     "TransformerEncoder",
     "VocabProjection",
     "count_parameters",
+    "embedding_norm",
     "final_norm",
     "hp",
     "init_weights",

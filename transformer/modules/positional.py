@@ -67,18 +67,26 @@ class SinusoidalPositionalEncoding(nn.Module):
 class LearnedPositionalEncoding(nn.Module):
     """A trained embedding per absolute position (Gehring et al. 2017; Vaswani et al. 2017, Table 3 (E)).
 
-    Shapes: ``x (B, T, D) -> (B, T, D)``; at most ``max_len`` positions.
+    Shapes: ``x (B, T, D) -> (B, T, D)``; the table has ``max_len`` rows.
+
+    ``first_position``: the table row of the first piece. RoBERTa's (and fairseq's) tables keep
+    rows ``0 .. padding_idx`` for padding, so its pieces start at row ``padding_idx + 1`` = 2 and
+    a sequence has ``max_len - first_position`` positions.
     """
 
-    def __init__(self, d_model: int, n_heads: int | None = None, max_len: int = 1024, causal: bool = False):
+    def __init__(self, d_model: int, n_heads: int | None = None, max_len: int = 1024, causal: bool = False,
+                 first_position: Annotated[int, Range(0, 2**20)] = 0):
         super().__init__()
         self.max_len = max_len
+        self.first_position = first_position
         self.embedding = nn.Embedding(max_len, d_model)
 
     def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
         t = x.size(1)
+        offset = offset + self.first_position
         if not isinstance(offset, Tensor) and offset + t > self.max_len:
-            raise ValueError(f"position {offset + t - 1} exceeds max_len={self.max_len} of the learned table")
+            raise ValueError(f"position {offset + t - 1 - self.first_position} exceeds the "
+                             f"{self.max_len - self.first_position} positions of the learned table")
         pos = offset + torch.arange(t, device=x.device)
         return x + self.embedding(pos).to(x.dtype)  # (B, T, D) + (T, D)
 
