@@ -16,7 +16,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "transformer"
 LAYERS = {
     "modules": 0, "data": 0,
     "models": 1,
-    "decoding": 2, "accel": 2, "inspect": 2,
+    "decoding": 2, "accel": 2, "inspect": 2, "hub": 2,
     "inference": 3, "export": 3,
     "evaluation": 4,
     "tasks": 5,

@@ -103,6 +103,8 @@ def checkpoints(key: str, value: Any) -> None:
     if not paths or any(not isinstance(p, str) or not p for p in paths):
         raise ValueError(f"{key}={show(value)}: give a checkpoint file ({key}=path/to/last.ckpt) or a list of them")
     for p in paths:
+        if p.startswith("hf:"):  # a Hugging Face folder or hub id, read by transformer.hub
+            continue
         if not Path(p).is_file():
             raise FileNotFoundError(f"{key}={p}: checkpoint not found" + (" (a folder)" if Path(p).is_dir() else ""))
 

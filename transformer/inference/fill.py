@@ -7,7 +7,9 @@ A sentence is read as the model was trained on it: the text between the markers 
 as one sentence (the text after a marker continues it, with no space added), the whitespace
 before a marker is left to the filler (a byte-level piece carries its own leading space, as
 ``Ġgreat`` does), and each marker becomes one ``<mask>`` piece: a filler is one piece, as in
-Hugging Face's ``pipeline("fill-mask")``. Special tokens are never proposed.
+Hugging Face's ``pipeline("fill-mask")``. A pretrained family's tokenizer frames the sentence as
+its model was trained (``[CLS] … [SEP]``, ``SubwordTokenizer.frame``). Probabilities are of the
+whole vocabulary, as the pipeline reports them; special tokens are never proposed.
 """
 
 from __future__ import annotations
@@ -20,7 +22,6 @@ import torch
 from torch import nn
 
 from transformer.data.core.batching import pad_ids, token_budget_batches
-from transformer.data.core.tokenizer import SPECIAL_TOKENS
 
 #: What marks a piece to fill in the input: BERT's spelling, or the tokenizer's own.
 MASK_MARKERS = ("[MASK]", "<mask>")
@@ -73,7 +74,8 @@ class MaskFiller:
             if i < len(segments) - 1:
                 positions.append(len(ids))
                 ids.append(self.mask_id)
-        return ids, positions
+        prefix, _ = self.tokenizer.framing
+        return self.tokenizer.frame(ids), [p + len(prefix) for p in positions]
 
     def _raw_piece(self, token: int) -> str:
         """A piece's text with its own leading space (``Ġgreat`` -> `` great``)."""
@@ -98,21 +100,24 @@ class MaskFiller:
                 raise ValueError(f"line {n}: no {' or '.join(MASK_MARKERS)} to fill in {text!r}")
             if len(ids) > self.max_len:
                 self.truncated += 1
-                if positions[-1] >= self.max_len:
+                if positions[-1] >= self.max_len - len(self.tokenizer.framing[1]):
                     raise ValueError(f"line {n}: a mask at piece {positions[-1] + 1}, past the {self.max_len} pieces "
                                      f"the model reads")
-                ids = ids[: self.max_len]
+                suffix = self.tokenizer.framing[1]
+                ids = ids[: self.max_len - len(suffix)] + suffix
             encoded.append((ids, positions))
         self.model.eval()
-        k = min(top_k, self.tokenizer.vocab_size - len(SPECIAL_TOKENS))
+        special = torch.tensor(sorted(self.tokenizer.special_ids), device=self.device)
+        k = min(top_k, self.tokenizer.vocab_size - len(special))
         out: list[list[list[Filler]]] = [[] for _ in texts]
         for batch in token_budget_batches([len(ids) for ids, _ in encoded], self.max_tokens):
             src = pad_ids([encoded[i][0] for i in batch], self.tokenizer.pad_id).to(self.device)  # (B, T)
             rows = torch.tensor([r for r, i in enumerate(batch) for _ in encoded[i][1]], device=self.device)  # (M,)
             cols = torch.tensor([p for i in batch for p in encoded[i][1]], device=self.device)  # (M,)
             logits = self.model(src)[rows, cols].float()  # (B, T, V) -> (M, V)
-            logits[:, : len(SPECIAL_TOKENS)] = float("-inf")  # never propose a special token
-            probs, ids = torch.softmax(logits, dim=-1).topk(k, dim=-1)  # (M, k)
+            probs = torch.softmax(logits, dim=-1)  # (M, V)
+            probs[:, special] = -1.0  # never propose a special token
+            probs, ids = probs.topk(k, dim=-1)  # (M, k)
             probs, ids = probs.tolist(), ids.tolist()
             m = 0
             for i in batch:

@@ -77,17 +77,17 @@ class LearnedPositionalEncoding(nn.Module):
     def __init__(self, d_model: int, n_heads: int | None = None, max_len: int = 1024, causal: bool = False,
                  first_position: Annotated[int, Range(0, 2**20)] = 0):
         super().__init__()
-        self.max_len = max_len
+        if first_position >= max_len:
+            raise ValueError(f"first_position={first_position} leaves no row of a {max_len}-row table")
+        self.max_len = max_len - first_position  # the most pieces a sequence has
         self.first_position = first_position
         self.embedding = nn.Embedding(max_len, d_model)
 
     def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
         t = x.size(1)
-        offset = offset + self.first_position
         if not isinstance(offset, Tensor) and offset + t > self.max_len:
-            raise ValueError(f"position {offset + t - 1 - self.first_position} exceeds the "
-                             f"{self.max_len - self.first_position} positions of the learned table")
-        pos = offset + torch.arange(t, device=x.device)
+            raise ValueError(f"position {offset + t - 1} exceeds max_len={self.max_len} of the learned table")
+        pos = self.first_position + offset + torch.arange(t, device=x.device)
         return x + self.embedding(pos).to(x.dtype)  # (B, T, D) + (T, D)
 
     def attention_bias(self, t_q: int, t_k: int, offset: int = 0) -> None:

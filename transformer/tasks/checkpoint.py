@@ -21,6 +21,7 @@ from typing import Any, Sequence
 import torch
 from tokenizers import Tokenizer
 
+from transformer.hub import is_hub_path, mlm_checkpoint
 from transformer.tasks.build import (
     TASKS,
     HyperparameterError,
@@ -69,7 +70,16 @@ class OneTokenizerCheckpoint:
 
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
-    """Load a checkpoint dict on the CPU, with errors that name the file."""
+    """Load a checkpoint dict on the CPU, with errors that name the file. ``hf:<folder>`` or
+    ``hf:<hub id>``: a Hugging Face masked LM read onto ours (``transformer.hub``), checked as a
+    checkpoint is."""
+    if is_hub_path(path):
+        ckpt = mlm_checkpoint(str(path))
+        try:
+            check_hyper_parameters(ckpt)
+        except HyperparameterError as exc:
+            raise CheckpointError(f"{path}: {exc}") from None
+        return ckpt
     path = Path(path)
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}")

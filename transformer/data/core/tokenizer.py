@@ -1,9 +1,16 @@
 """Subword tokenizer: a thin wrapper over a Hugging Face ``tokenizers.Tokenizer``.
 
 Models: byte-level BPE (default), byte-level Unigram, or a word-level vocabulary (for
-tagging baselines). Special tokens always take the first ids, in this order:
-``<pad>``=0, ``<s>``=1 (BOS), ``</s>``=2 (EOS), ``<unk>``=3, ``<mask>``=4 (the
+tagging baselines). Special tokens of a tokenizer trained here take the first ids, in this
+order: ``<pad>``=0, ``<s>``=1 (BOS), ``</s>``=2 (EOS), ``<unk>``=3, ``<mask>``=4 (the
 mask-predict NAT decoder needs a mask token).
+
+A pretrained family's tokenizer (``transformer.hub``: BERT's WordPiece, RoBERTa's byte-level
+BPE) keeps its own ids and names: ``[PAD]``/``[CLS]``/``[SEP]``/``[UNK]``/``[MASK]`` or
+``<pad>``/``<s>``/``</s>``/``<unk>``/``<mask>`` wherever its vocabulary puts them (``[CLS]`` and
+``[SEP]`` serve as BOS and EOS), and its post-processor's framing of a text (``[CLS] … [SEP]``,
+``<s> … </s>``) is what :meth:`SubwordTokenizer.frame` adds; its normalizer and pre-tokenizer
+are its own, so the ``decode(encode(text)) == text`` identity below holds for ours only.
 
 Why byte-level pre-tokenization without a normalizer: the GPT-2 byte-level mapping
 (Radford et al. 2019) is lossless, so ``decode(encode(text)) == text`` for every input
@@ -35,6 +42,9 @@ from transformer.files import write_text
 
 PAD, BOS, EOS, UNK, MASK = "<pad>", "<s>", "</s>", "<unk>", "<mask>"
 SPECIAL_TOKENS = [PAD, BOS, EOS, UNK, MASK]
+#: The roles of the special tokens, in the order of ``SPECIAL_TOKENS``, with BERT's names for them.
+ROLES = ("pad", "bos", "eos", "unk", "mask")
+BERT_NAMES = ("[PAD]", "[CLS]", "[SEP]", "[UNK]", "[MASK]")
 MODELS = ("bpe", "unigram", "word")
 
 
@@ -58,14 +68,17 @@ class SubwordTokenizer:
         # tokenizers, hence set on every construction.)
         tokenizer.encode_special_tokens = True
         self._tok = tokenizer
-        ids = [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS]
-        if ids != list(range(len(SPECIAL_TOKENS))):
-            raise ValueError(f"special tokens {SPECIAL_TOKENS} must have ids 0..4, found {ids}")
         self._hash: str | None = None
         state = json.loads(tokenizer.to_str())
+        self._ids = special_ids_of(tokenizer)
+        self._special_ids = frozenset(self._ids.values()) | {
+            t["id"] for t in state.get("added_tokens") or [] if t.get("special")}
+        self._framing = framing_of(tokenizer)
         pre = state.get("pre_tokenizer") or {}
         self._prefix_space = bool(pre.get("type") == "ByteLevel" and pre.get("add_prefix_space"))
-        self._word_level = (state.get("model") or {}).get("type") == "WordLevel"
+        model = state.get("model") or {}
+        self._word_level = model.get("type") == "WordLevel"
+        self._continuing_prefix = model.get("continuing_subword_prefix") if model.get("type") == "WordPiece" else None
         self._inner: Tokenizer | None = None  # the same tokenizer adding no space (encode_continuation)
 
     # ------------------------------------------------------------------ building
@@ -192,8 +205,27 @@ class SubwordTokenizer:
         space (``Ġ``), every piece of a word-level vocabulary, and the special tokens. What
         whole-word masking groups pieces by; punctuation written against a word (``great.``)
         stays with it, as in the text."""
-        return [self._word_level or i < len(SPECIAL_TOKENS) or (self.id_to_token(i) or "").startswith("\u0120")
+        if self._continuing_prefix:  # WordPiece: every piece but the "##" continuations
+            return [not (self.id_to_token(i) or "").startswith(self._continuing_prefix) for i in range(self.vocab_size)]
+        return [self._word_level or i in self._special_ids or (self.id_to_token(i) or "").startswith("\u0120")
                 for i in range(self.vocab_size)]
+
+    def frame(self, ids: Sequence[int]) -> list[int]:
+        """``ids`` with the tokenizer's own framing of one text around them (BERT's ``[CLS] …
+        [SEP]``, RoBERTa's ``<s> … </s>``); a tokenizer trained here has none."""
+        prefix, suffix = self._framing
+        return prefix + list(ids) + suffix
+
+    @property
+    def framing(self) -> tuple[list[int], list[int]]:
+        """The ids :meth:`frame` puts before and after a text's pieces."""
+        return list(self._framing[0]), list(self._framing[1])
+
+    @property
+    def special_ids(self) -> frozenset[int]:
+        """The ids of every special token: the five roles and any other the tokenizer marks
+        special (BERT's ``[unused…]`` are ordinary pieces)."""
+        return self._special_ids
 
     def encode_words(self, words: Sequence[str]) -> tuple[list[int], list[int]]:
         """Pieces of pre-split words and, for each piece, the index of its word.
@@ -236,23 +268,23 @@ class SubwordTokenizer:
 
     @property
     def pad_id(self) -> int:
-        return 0
+        return self._ids["pad"]
 
     @property
     def bos_id(self) -> int:
-        return 1
+        return self._ids["bos"]
 
     @property
     def eos_id(self) -> int:
-        return 2
+        return self._ids["eos"]
 
     @property
     def unk_id(self) -> int:
-        return 3
+        return self._ids["unk"]
 
     @property
     def mask_id(self) -> int:
-        return 4
+        return self._ids["mask"]
 
     @property
     def prefix_space(self) -> bool:
@@ -270,6 +302,34 @@ class SubwordTokenizer:
         return isinstance(other, SubwordTokenizer) and other.to_str() == self.to_str()
 
     __hash__ = None  # type: ignore[assignment]
+
+
+def special_ids_of(tokenizer: Tokenizer) -> dict[str, int]:
+    """The id of each special role (``ROLES``): ids 0..4 of a tokenizer trained here, else the
+    token of either name (``<pad>`` or ``[PAD]`` ...) wherever the vocabulary has it; a
+    ``ValueError`` names the role it lacks."""
+    ids = [tokenizer.token_to_id(t) for t in SPECIAL_TOKENS]
+    if ids == list(range(len(SPECIAL_TOKENS))):
+        return dict(zip(ROLES, ids))
+    found = {}
+    for role, ours, bert in zip(ROLES, SPECIAL_TOKENS, BERT_NAMES):
+        found[role] = next((i for i in (tokenizer.token_to_id(ours), tokenizer.token_to_id(bert)) if i is not None),
+                           None)
+        if found[role] is None:
+            raise ValueError(f"the tokenizer has no {role} token ({ours} or {bert}); special tokens are "
+                             f"{SPECIAL_TOKENS} at ids 0..4 or a family's own names")
+    return found
+
+
+def framing_of(tokenizer: Tokenizer) -> tuple[list[int], list[int]]:
+    """The ids a tokenizer's post-processor puts before and after one text: what encoding a
+    word with special tokens adds to it without."""
+    bare = tokenizer.encode("a", add_special_tokens=False).ids
+    full = tokenizer.encode("a", add_special_tokens=True).ids
+    for start in range(len(full) - len(bare) + 1):
+        if full[start:start + len(bare)] == bare:
+            return full[:start], full[start + len(bare):]
+    return [], []
 
 
 def roundtrip_exactness(tokenizer: SubwordTokenizer, texts: Sequence[str]) -> tuple[float, list[str]]:

@@ -1,0 +1,246 @@
+"""The pretrained families read from Hugging Face folders: for each, a translation of its
+``config.json`` into our flat masked-LM config and a key map from its tensor names onto our
+modules' (nanoGPT's ``from_pretrained`` pattern).
+
+What each family does differently is a switch of our modules (``models.transformer.StackConfig``,
+``models.mlm.MLMConfig``, ``modules.positional.LearnedPositionalEncoding``):
+
+=================  ======================  =========================  ============================
+switch             BERT                    RoBERTa                    DistilBERT
+=================  ======================  =========================  ============================
+norm_first         false (post-norm)       false                      false
+embedding_norm     true                    true                       true
+scale_embeddings   false                   false                      false
+type_vocab_size    ``type_vocab_size``     ``type_vocab_size`` (1)    0
+first_position     0                       ``pad_token_id + 1``       0
+norm_eps           ``layer_norm_eps``      ``layer_norm_eps``         1e-12 (fixed in its code)
+head_activation    ``hidden_act``          gelu (fixed in its code)   ``activation``
+=================  ======================  =========================  ============================
+
+A config key that changes what the model computes and has no switch here is refused by name
+(:class:`HubError`); the keys in :data:`BOOKKEEPING` describe the file, the initialisation or
+heads we do not build, and change nothing the masked LM computes.
+
+Shape legend: V vocabulary, D = d_model, F = d_ff, P position rows, Y token types.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+
+class HubError(ValueError):
+    """A Hugging Face folder, config key or tensor we cannot read, named on one line."""
+
+
+#: Keys of a ``config.json`` that do not change what the masked LM computes: the file's own
+#: bookkeeping, the initialisation, the run-time switches of ``transformers``, the dropout of heads
+#: we do not build, and special ids the tokenizer gives.
+BOOKKEEPING = frozenset({
+    "architectures", "model_type", "transformers_version", "dtype", "torch_dtype", "_name_or_path",
+    "initializer_range", "use_cache", "gradient_checkpointing", "output_past", "return_dict",
+    "output_hidden_states", "output_attentions", "torchscript", "chunk_size_feed_forward", "id2label",
+    "label2id", "problem_type", "finetuning_task", "tokenizer_class", "prefix", "task_specific_params",
+    "classifier_dropout", "qa_dropout", "seq_classif_dropout", "bos_token_id", "eos_token_id",
+    "sep_token_id", "cls_token_id", "mask_token_id", "unk_token_id", "decoder_start_token_id",
+})
+#: Keys accepted only at the value our model computes with; any other value is refused.
+MUST_BE = {
+    "is_decoder": False, "add_cross_attention": False, "is_encoder_decoder": False, "tie_encoder_decoder": False,
+    "position_embedding_type": "absolute", "sinusoidal_pos_embds": False, "pruned_heads": {},
+}
+#: HF activation names -> ours (``models.transformer.ACTIVATIONS``); HF's "gelu" is the exact erf form.
+ACTIVATION_NAMES = {"gelu": "gelu", "relu": "relu"}
+
+
+def _activation(key: str, value: Any) -> str:
+    if value not in ACTIVATION_NAMES:
+        raise HubError(f"config.json: {key}={value!r} has no place in our model (activations: "
+                       f"{', '.join(ACTIVATION_NAMES)})")
+    return ACTIVATION_NAMES[value]
+
+
+class ConfigReader:
+    """Takes keys out of a ``config.json`` mapping; :meth:`finish` refuses what is left."""
+
+    def __init__(self, config: dict[str, Any]):
+        self.left = dict(config)
+
+    def take(self, key: str, default: Any = None, required: bool = True) -> Any:
+        if key not in self.left:
+            if required and default is None:
+                raise HubError(f"config.json: lacks {key}")
+            return default
+        return self.left.pop(key)
+
+    def finish(self) -> None:
+        for key, value in self.left.items():
+            if key in BOOKKEEPING:
+                continue
+            if key in MUST_BE:
+                if value != MUST_BE[key] and value is not None:
+                    raise HubError(f"config.json: {key}={value!r} has no place in our model (we read "
+                                   f"{MUST_BE[key]!r})")
+                continue
+            raise HubError(f"config.json: key {key!r} has no place in our model")
+
+
+def _one_dropout(hidden: float, attention: float, attention_key: str) -> float:
+    if attention != hidden:
+        raise HubError(f"config.json: {attention_key}={attention} differs from the hidden dropout {hidden}: our "
+                       f"model has one dropout rate")
+    return float(hidden)
+
+
+def _positional(first_position: int) -> dict[str, Any]:
+    return {"_target_": "LearnedPositionalEncoding", "_partial_": True, "first_position": first_position}
+
+
+def _common(pad_id: int | None) -> dict[str, Any]:
+    """What every family here shares: post-norm layers, a LayerNorm over unscaled input
+    embeddings, BERT's head (dense, activation, LayerNorm, projection plus bias)."""
+    return {"_target_": "MaskedLanguageModel", "norm_first": False, "embedding_norm": True,
+            "scale_embeddings": False, "head_transform": True, "output_bias": True, "pad_id": pad_id}
+
+
+def bert_config(config: dict[str, Any], roberta: bool = False) -> dict[str, Any]:
+    """BERT's (and RoBERTa's) ``config.json`` -> our flat ``MaskedLanguageModel`` config."""
+    r = ConfigReader(config)
+    pad_id = r.take("pad_token_id", 1 if roberta else 0, required=False)
+    act = _activation("hidden_act", r.take("hidden_act", "gelu", required=False))
+    out = {
+        **_common(pad_id),
+        "vocab_size": r.take("vocab_size"), "d_model": r.take("hidden_size"), "n_layers": r.take("num_hidden_layers"),
+        "n_heads": r.take("num_attention_heads"), "d_ff": r.take("intermediate_size"),
+        "max_len": r.take("max_position_embeddings"), "activation": act,
+        "head_activation": "gelu" if roberta else act,  # RobertaLMHead calls gelu whatever hidden_act says
+        "norm_eps": float(r.take("layer_norm_eps", 1e-12, required=False)),
+        "type_vocab_size": r.take("type_vocab_size", 2, required=False),
+        "tie_output": bool(r.take("tie_word_embeddings", True, required=False)),
+        "positional": _positional(pad_id + 1 if roberta else 0),  # RoBERTa's rows 0..pad are padding's
+    }
+    hidden = r.take("hidden_dropout_prob", 0.1, required=False)
+    out["dropout"] = _one_dropout(hidden, r.take("attention_probs_dropout_prob", hidden, required=False),
+                                  "attention_probs_dropout_prob")
+    r.finish()
+    return out
+
+
+def distilbert_config(config: dict[str, Any]) -> dict[str, Any]:
+    """DistilBERT's ``config.json`` -> our flat ``MaskedLanguageModel`` config."""
+    r = ConfigReader(config)
+    act = _activation("activation", r.take("activation", "gelu", required=False))
+    tie = r.take("tie_word_embeddings", None, required=False)
+    tie_ = r.take("tie_weights_", None, required=False)
+    out = {
+        **_common(r.take("pad_token_id", 0, required=False)),
+        "vocab_size": r.take("vocab_size"), "d_model": r.take("dim"), "n_layers": r.take("n_layers"),
+        "n_heads": r.take("n_heads"), "d_ff": r.take("hidden_dim"), "max_len": r.take("max_position_embeddings"),
+        "activation": act, "head_activation": act, "norm_eps": 1e-12, "type_vocab_size": 0,
+        "tie_output": bool(True if tie is None and tie_ is None else (tie if tie is not None else tie_)),
+        "positional": _positional(0),
+    }
+    hidden = r.take("dropout", 0.1, required=False)
+    out["dropout"] = _one_dropout(hidden, r.take("attention_dropout", hidden, required=False), "attention_dropout")
+    r.finish()
+    return out
+
+
+# ----------------------------------------------------------------------------- key maps
+# (pattern on the HF name without the family's prefix, our name under the masked LM). A pattern's
+# groups fill the numbered fields of the name.
+_BERT_ENCODER = [
+    (r"embeddings\.word_embeddings\.weight", "encoder.embedding.weight"),
+    (r"embeddings\.position_embeddings\.weight", "encoder.positional.embedding.weight"),
+    (r"embeddings\.token_type_embeddings\.weight", "encoder.type_embedding.weight"),
+    (r"embeddings\.LayerNorm\.(weight|bias)", "encoder.embedding_norm.{0}"),
+    (r"encoder\.layer\.(\d+)\.attention\.self\.query\.(weight|bias)", "encoder.layers.{0}.self_attn.w_q.{1}"),
+    (r"encoder\.layer\.(\d+)\.attention\.self\.key\.(weight|bias)", "encoder.layers.{0}.self_attn.w_k.{1}"),
+    (r"encoder\.layer\.(\d+)\.attention\.self\.value\.(weight|bias)", "encoder.layers.{0}.self_attn.w_v.{1}"),
+    (r"encoder\.layer\.(\d+)\.attention\.output\.dense\.(weight|bias)", "encoder.layers.{0}.self_attn.w_o.{1}"),
+    (r"encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.(weight|bias)", "encoder.layers.{0}.norm_1.{1}"),
+    (r"encoder\.layer\.(\d+)\.intermediate\.dense\.(weight|bias)", "encoder.layers.{0}.ffn.w_1.{1}"),
+    (r"encoder\.layer\.(\d+)\.output\.dense\.(weight|bias)", "encoder.layers.{0}.ffn.w_2.{1}"),
+    (r"encoder\.layer\.(\d+)\.output\.LayerNorm\.(weight|bias)", "encoder.layers.{0}.norm_2.{1}"),
+]
+_BERT_HEAD = [
+    (r"cls\.predictions\.transform\.dense\.(weight|bias)", "head_dense.{0}"),
+    (r"cls\.predictions\.transform\.LayerNorm\.(weight|bias)", "head_norm.{0}"),
+    (r"cls\.predictions\.decoder\.weight", "output_proj.weight"),
+    (r"cls\.predictions\.(?:decoder\.)?bias", "output_bias"),
+]
+_ROBERTA_HEAD = [
+    (r"lm_head\.dense\.(weight|bias)", "head_dense.{0}"),
+    (r"lm_head\.layer_norm\.(weight|bias)", "head_norm.{0}"),
+    (r"lm_head\.decoder\.weight", "output_proj.weight"),
+    (r"lm_head\.(?:decoder\.)?bias", "output_bias"),
+]
+_DISTILBERT = [
+    (r"embeddings\.word_embeddings\.weight", "encoder.embedding.weight"),
+    (r"embeddings\.position_embeddings\.weight", "encoder.positional.embedding.weight"),
+    (r"embeddings\.LayerNorm\.(weight|bias)", "encoder.embedding_norm.{0}"),
+    (r"transformer\.layer\.(\d+)\.attention\.q_lin\.(weight|bias)", "encoder.layers.{0}.self_attn.w_q.{1}"),
+    (r"transformer\.layer\.(\d+)\.attention\.k_lin\.(weight|bias)", "encoder.layers.{0}.self_attn.w_k.{1}"),
+    (r"transformer\.layer\.(\d+)\.attention\.v_lin\.(weight|bias)", "encoder.layers.{0}.self_attn.w_v.{1}"),
+    (r"transformer\.layer\.(\d+)\.attention\.out_lin\.(weight|bias)", "encoder.layers.{0}.self_attn.w_o.{1}"),
+    (r"transformer\.layer\.(\d+)\.sa_layer_norm\.(weight|bias)", "encoder.layers.{0}.norm_1.{1}"),
+    (r"transformer\.layer\.(\d+)\.ffn\.lin1\.(weight|bias)", "encoder.layers.{0}.ffn.w_1.{1}"),
+    (r"transformer\.layer\.(\d+)\.ffn\.lin2\.(weight|bias)", "encoder.layers.{0}.ffn.w_2.{1}"),
+    (r"transformer\.layer\.(\d+)\.output_layer_norm\.(weight|bias)", "encoder.layers.{0}.norm_2.{1}"),
+    (r"vocab_transform\.(weight|bias)", "head_dense.{0}"),
+    (r"vocab_layer_norm\.(weight|bias)", "head_norm.{0}"),
+    (r"vocab_projector\.weight", "output_proj.weight"),
+    (r"vocab_projector\.bias", "output_bias"),
+]
+
+
+@dataclass(frozen=True)
+class Family:
+    """One pretrained family: its ``model_type``, the prefix of its encoder's tensor names, its
+    config translation, its key map, and the tensors of parts we do not build (the pooler and
+    next-sentence head of a pretraining checkpoint; the ``position_ids`` buffer, checked to be
+    ``0..P-1``), which are named in a warning, never silently dropped."""
+
+    model_type: str
+    prefix: str
+    translate: Callable[[dict[str, Any]], dict[str, Any]]
+    key_map: list[tuple[str, str]]
+    not_built: tuple[str, ...] = ()
+
+    def our_name(self, name: str) -> str | None:
+        """Our masked LM's parameter name for the HF tensor ``name``; None: no place for it."""
+        bare = name[len(self.prefix):] if name.startswith(self.prefix) else name
+        bare = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", bare))
+        for pattern, ours in self.key_map:
+            m = re.fullmatch(pattern, bare)
+            if m:
+                return ours.format(*m.groups())
+        return None
+
+    def is_not_built(self, name: str) -> bool:
+        bare = name[len(self.prefix):] if name.startswith(self.prefix) else name
+        return any(re.fullmatch(p, bare) for p in self.not_built)
+
+
+FAMILIES: dict[str, Family] = {
+    "bert": Family("bert", "bert.", bert_config, _BERT_ENCODER + _BERT_HEAD,
+                   (r"pooler\.dense\.(weight|bias)", r"cls\.seq_relationship\.(weight|bias)",
+                    r"embeddings\.position_ids")),
+    "roberta": Family("roberta", "roberta.", lambda c: bert_config(c, roberta=True), _BERT_ENCODER + _ROBERTA_HEAD,
+                      (r"pooler\.dense\.(weight|bias)", r"embeddings\.position_ids")),
+    "distilbert": Family("distilbert", "distilbert.", distilbert_config, _DISTILBERT, (r"embeddings\.position_ids",)),
+}
+
+
+def family_of(config: dict[str, Any]) -> Family:
+    """The family a ``config.json`` names by ``model_type``; another is a :class:`HubError`."""
+    model_type = config.get("model_type")
+    if model_type not in FAMILIES:
+        raise HubError(f"config.json: model_type={model_type!r} has no place in our model (we read "
+                       f"{', '.join(FAMILIES)})")
+    return FAMILIES[model_type]
+
+
+__all__ = ["BOOKKEEPING", "FAMILIES", "Family", "HubError", "bert_config", "distilbert_config", "family_of"]

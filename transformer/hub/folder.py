@@ -1,0 +1,195 @@
+"""Reading a Hugging Face folder (``config.json``, ``model.safetensors`` or ``pytorch_model.bin``,
+``tokenizer.json``) into what our own checkpoints hold: a flat model config, a state dict of our
+modules' names, the tokenizer's JSON. ``hf:<folder>`` names a folder; ``hf:<hub id>``
+(``bert-base-uncased``, ``FacebookAI/roberta-base``) is downloaded with
+``huggingface_hub.snapshot_download`` first, never when the hub is offline.
+
+Every tensor of the file is accounted for: each is placed on one of our parameters, checked
+equal to the one it duplicates (a tied decoder saved twice), or named in a warning as a part we
+do not build (``families.Family.not_built``); any other is a :class:`HubError` naming it, and so
+is a parameter of ours that no tensor fills.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from transformer.data.core.tokenizer import SubwordTokenizer
+from transformer.hub.families import Family, HubError, family_of
+
+log = logging.getLogger(__name__)
+
+PREFIX = "hf:"
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+#: What a download fetches: the config, the tokenizer and one weights file.
+_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]
+
+
+def is_hub_path(path: Any) -> bool:
+    """Whether a ``ckpt_path`` names a Hugging Face folder or hub id (``hf:...``)."""
+    return isinstance(path, (str, os.PathLike)) and str(path).startswith(PREFIX)
+
+
+def _offline() -> bool:
+    return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def resolve(spec: str) -> Path:
+    """The local folder of ``hf:<folder>`` or ``hf:<hub id>`` (downloaded when not cached here)."""
+    name = str(spec)[len(PREFIX):] if is_hub_path(spec) else str(spec)
+    if not name:
+        raise HubError("hf: names nothing: give hf:<folder> or hf:<hub id>")
+    path = Path(name).expanduser()
+    if path.is_dir():
+        return path
+    if path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1:
+        raise HubError(f"hf:{name}: no such folder")
+    hint = f"download {name} where there is a network and give its folder: ckpt_path=hf:/path/to/folder"
+    if _offline():
+        raise HubError(f"hf:{name}: not a folder, and the hub is offline (HF_HUB_OFFLINE=1); {hint}")
+    try:
+        from huggingface_hub import snapshot_download
+
+        folder = Path(snapshot_download(name, allow_patterns=_FILES + [WEIGHT_FILES[0]]))
+        if not (folder / WEIGHT_FILES[0]).is_file():
+            folder = Path(snapshot_download(name, allow_patterns=_FILES + [WEIGHT_FILES[1]]))
+    except Exception as exc:  # no network, unknown id, refused: all one line to the user
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        raise HubError(f"hf:{name}: not a folder, and the download failed ({first}); {hint}") from None
+    return folder
+
+
+def read_config(folder: Path) -> dict[str, Any]:
+    """``config.json`` of ``folder`` as a mapping."""
+    path = folder / "config.json"
+    if not path.is_file():
+        raise HubError(f"{folder}: no config.json")
+    try:
+        config = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise HubError(f"{path}: not JSON ({exc})") from None
+    if not isinstance(config, dict):
+        raise HubError(f"{path}: not a JSON object")
+    return config
+
+
+def read_weights(folder: Path) -> dict[str, torch.Tensor]:
+    """The tensors of ``model.safetensors`` (preferred) or ``pytorch_model.bin`` (read with
+    ``weights_only=True``: tensors and plain containers only)."""
+    safetensors_path, bin_path = (folder / f for f in WEIGHT_FILES)
+    if safetensors_path.is_file():
+        from safetensors.torch import load_file
+
+        return load_file(str(safetensors_path), device="cpu")
+    if bin_path.is_file():
+        state = torch.load(bin_path, map_location="cpu", weights_only=True)
+        if not isinstance(state, dict):
+            raise HubError(f"{bin_path}: not a state dict")
+        return state
+    raise HubError(f"{folder}: no {' or '.join(WEIGHT_FILES)}")
+
+
+def read_tokenizer(folder: Path) -> SubwordTokenizer:
+    """The folder's ``tokenizer.json`` (the ``tokenizers`` library's file), its special tokens
+    and framing its own."""
+    path = folder / "tokenizer.json"
+    if not path.is_file():
+        raise HubError(f"{folder}: no tokenizer.json (a fast tokenizer's file; save it with "
+                       f"PreTrainedTokenizerFast.save_pretrained)")
+    try:
+        return SubwordTokenizer.load(path)
+    except ValueError as exc:
+        raise HubError(f"{path}: {exc}") from None
+
+
+def map_weights(family: Family, weights: dict[str, torch.Tensor], expected: dict[str, torch.Tensor],
+                tied: dict[str, str]) -> dict[str, torch.Tensor]:
+    """Our state dict from the family's ``weights``: ``expected`` is our model's own state dict
+    (names and shapes), ``tied`` maps a parameter to the one it shares (the output projection to
+    the token embedding). A tensor with no place, a shape that differs, a duplicate that differs,
+    or a parameter left unfilled is a :class:`HubError` naming it."""
+    ours: dict[str, torch.Tensor] = {}
+    source: dict[str, str] = {}
+    skipped = []
+    for name, tensor in weights.items():
+        target = family.our_name(name)
+        if target is None:
+            if family.is_not_built(name):
+                if name.endswith("position_ids") and not torch.equal(tensor.flatten(), torch.arange(tensor.numel())):
+                    raise HubError(f"weights: {name} is not 0..{tensor.numel() - 1}: positions our model does not use")
+                skipped.append(name)
+                continue
+            raise HubError(f"weights: {name} has no place in our model")
+        target = tied.get(target, target)
+        if target not in expected:
+            raise HubError(f"weights: {name} has no place in our model (it would be {target}, which this config "
+                           f"does not build)")
+        if tuple(tensor.shape) != tuple(expected[target].shape):
+            raise HubError(f"weights: {name} has shape {tuple(tensor.shape)}, our {target} "
+                           f"{tuple(expected[target].shape)}")
+        if target in ours:  # the same tensor saved twice (a tied decoder, a decoder's bias)
+            if not torch.equal(ours[target], tensor.to(ours[target].dtype)):
+                raise HubError(f"weights: {name} differs from {source[target]}, which fill the same parameter "
+                               f"{target}")
+            continue
+        ours[target] = tensor.float()
+        source[target] = name
+    for name, shared in tied.items():
+        if shared in ours:
+            ours[name] = ours[shared]
+    missing = [k for k in expected if k not in ours]
+    if missing:
+        raise HubError(f"weights: nothing fills our {missing[0]}" + (f" (and {len(missing) - 1} more)"
+                                                                    if len(missing) > 1 else ""))
+    if skipped:
+        log.warning("weights not used (parts the masked LM does not build): %s", ", ".join(skipped))
+    return ours
+
+
+def mlm_checkpoint(spec: str) -> dict[str, Any]:
+    """A masked-LM checkpoint dict (``tasks.checkpoint``'s form: task name, hyperparameters, state
+    dict, tokenizer) from ``hf:<folder>`` or ``hf:<hub id>``."""
+    from transformer.models.mlm import MaskedLanguageModel, MLMConfig
+
+    folder = resolve(spec)
+    config = read_config(folder)
+    family = family_of(config)
+    model_cfg = family.translate(config)
+    tokenizer = read_tokenizer(folder)
+    if model_cfg["pad_id"] is None:
+        model_cfg["pad_id"] = tokenizer.pad_id
+    if model_cfg["pad_id"] != tokenizer.pad_id:
+        raise HubError(f"config.json: pad_token_id={model_cfg['pad_id']} but the tokenizer's pad is "
+                       f"{tokenizer.pad_id}")
+    if tokenizer.vocab_size > model_cfg["vocab_size"]:
+        raise HubError(f"tokenizer.json: {tokenizer.vocab_size} pieces, more than the model's vocab_size="
+                       f"{model_cfg['vocab_size']}")
+    # The shapes and names to fill: a model of this config on the meta device (no memory).
+    kwargs = {k: v for k, v in model_cfg.items() if k not in ("_target_", "positional")}
+    with torch.device("meta"):
+        from transformer.modules.positional import LearnedPositionalEncoding
+
+        cfg = MLMConfig(**kwargs, positional=lambda **kw: LearnedPositionalEncoding(
+            **kw, first_position=model_cfg["positional"]["first_position"]))
+        expected = MaskedLanguageModel(cfg).state_dict()
+    tied = {"output_proj.weight": "encoder.embedding.weight"} if model_cfg["tie_output"] else {}
+    state = map_weights(family, read_weights(folder), expected, tied)
+    vocab_size = model_cfg.pop("vocab_size")
+    pad_id = model_cfg.pop("pad_id")
+    return {
+        "transformer_task": "mlm",
+        "hyper_parameters": {"model": model_cfg, "piece_vocab_size": vocab_size, "pad_id": pad_id,
+                             "data": {"name": folder.name}},
+        "state_dict": {f"model.{k}": v for k, v in state.items()},
+        "tokenizers": {"src": tokenizer.to_str()},
+    }
+
+
+__all__ = ["PREFIX", "is_hub_path", "map_weights", "mlm_checkpoint", "read_config", "read_tokenizer",
+           "read_weights", "resolve"]
