@@ -5,6 +5,10 @@ command line.
     echo "the movie was [MASK] ." | transformer-fill ckpt_path=pretrain.ckpt top_k=5
     transformer-fill ckpt_path=pretrain.ckpt input=masked.txt output=fillers.tsv
     transformer-fill ckpt_path=pretrain.ckpt input=masked.txt format=json
+    echo "the movie was [MASK] ." | transformer-fill ckpt_path=hf:bert-base-uncased
+
+``ckpt_path=hf:<folder>`` or ``hf:<hub id>``: a BERT, RoBERTa or DistilBERT masked LM from Hugging
+Face (``transformer.hub``), read onto our own model.
 
 Input: one sentence a line, with one or more ``[MASK]`` (``<mask>`` too); each mask stands for one
 piece of the model's vocabulary. A line without a mask is an error naming it.

@@ -8,8 +8,9 @@ as one sentence (the text after a marker continues it, with no space added), the
 before a marker is left to the filler (a byte-level piece carries its own leading space, as
 ``Ġgreat`` does), and each marker becomes one ``<mask>`` piece: a filler is one piece, as in
 Hugging Face's ``pipeline("fill-mask")``. A pretrained family's tokenizer frames the sentence as
-its model was trained (``[CLS] … [SEP]``, ``SubwordTokenizer.frame``). Probabilities are of the
-whole vocabulary, as the pipeline reports them; special tokens are never proposed.
+its model was trained (``[CLS] … [SEP]``, ``SubwordTokenizer.frame``). Special tokens are never
+proposed; the probabilities are a softmax over the pieces that may be proposed, or, for a
+pretrained family's model, over its whole vocabulary, as the pipeline reports them.
 """
 
 from __future__ import annotations
@@ -115,8 +116,12 @@ class MaskFiller:
             rows = torch.tensor([r for r, i in enumerate(batch) for _ in encoded[i][1]], device=self.device)  # (M,)
             cols = torch.tensor([p for i in batch for p in encoded[i][1]], device=self.device)  # (M,)
             logits = self.model(src)[rows, cols].float()  # (B, T, V) -> (M, V)
-            probs = torch.softmax(logits, dim=-1)  # (M, V)
-            probs[:, special] = -1.0  # never propose a special token
+            if self.tokenizer.trained_here:
+                logits[:, special] = float("-inf")  # never propose a special token
+                probs = torch.softmax(logits, dim=-1)  # (M, V)
+            else:
+                probs = torch.softmax(logits, dim=-1)  # (M, V), the pipeline's probabilities
+                probs[:, special] = -1.0  # never propose a special token
             probs, ids = probs.topk(k, dim=-1)  # (M, k)
             probs, ids = probs.tolist(), ids.tolist()
             m = 0

@@ -222,6 +222,12 @@ class SubwordTokenizer:
         return list(self._framing[0]), list(self._framing[1])
 
     @property
+    def trained_here(self) -> bool:
+        """Whether the special tokens are ours at ids 0..4 (``train``), not a pretrained family's."""
+        return self._ids == dict(zip(ROLES, range(len(ROLES)))) and self._ids["pad"] == 0 and \
+            self.token_to_id(PAD) == 0
+
+    @property
     def special_ids(self) -> frozenset[int]:
         """The ids of every special token: the five roles and any other the tokenizer marks
         special (BERT's ``[unused…]`` are ordinary pieces)."""
