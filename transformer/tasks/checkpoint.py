@@ -12,8 +12,6 @@ Settings a checkpoint keeps in an earlier form are brought to the current one on
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import pickle
 from pathlib import Path
 from typing import Any, Sequence
