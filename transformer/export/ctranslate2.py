@@ -81,6 +81,15 @@ def check_exportable(model: nn.Module) -> None:
         known = (SinusoidalPositionalEncoding, LearnedPositionalEncoding, NoPositionalEncoding, RelativePositionBias)
         if type(pos) not in known:
             raise ExportError(f"the {name}'s positional encoding {type(pos).__name__} has no CTranslate2 equivalent")
+        if getattr(pos, "layout", "interleaved") != "interleaved":
+            raise ExportError(f"the {name}'s sinusoids are laid out as {pos.layout!r} (Marian's); this export "
+                              f"writes the interleaved table only")
+    if model.decoder.output_bias is not None:
+        raise ExportError("the decoder adds a bias to its vocabulary scores (output_bias, Marian's "
+                          "final_logits_bias); this export writes the projection without one")
+    if not model.cfg.scale_embeddings:
+        raise ExportError("the token embeddings are not scaled by sqrt(d_model) (scale_embeddings=false); this "
+                          "export writes scaled embeddings only")
     eps = {m.eps for m in model.modules() if isinstance(m, nn.LayerNorm)}
     if len(eps) > 1:
         raise ExportError(f"LayerNorms use different epsilons {sorted(eps)}; CTranslate2 takes one for the model")

@@ -1,9 +1,10 @@
 """Hugging Face folders read onto our own modules: a config translation and a key map per family
-(``hub.families``: BERT, RoBERTa, DistilBERT), and the folder's files, the tokenizer included
+(``hub.families``: BERT, RoBERTa, DistilBERT; Marian onto the encoder-decoder), and the folder's files, the tokenizer included
 (``hub.folder``). No model classes of its own: what a family does differently is a switch of
-``models.transformer`` and ``models.mlm``."""
+``models.transformer``, ``models.mlm`` and ``modules.positional``."""
 
 from transformer.hub.families import FAMILIES, HubError
-from transformer.hub.folder import PREFIX, is_hub_path, mlm_checkpoint, resolve
+from transformer.hub.folder import PREFIX, checkpoint, is_hub_path, mlm_checkpoint, resolve, translation_checkpoint
 
-__all__ = ["FAMILIES", "HubError", "PREFIX", "is_hub_path", "mlm_checkpoint", "resolve"]
+__all__ = ["FAMILIES", "HubError", "PREFIX", "checkpoint", "is_hub_path", "mlm_checkpoint", "resolve",
+           "translation_checkpoint"]

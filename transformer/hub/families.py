@@ -17,6 +17,25 @@ norm_eps           ``layer_norm_eps``      ``layer_norm_eps``         1e-12 (fix
 head_activation    ``hidden_act``          gelu (fixed in its code)   ``activation``
 =================  ======================  =========================  ============================
 
+Marian (the Helsinki-NLP opus-mt translation models) is read onto our ``EncoderDecoder``
+(``models.transformer.TransformerConfig``), its two SentencePiece vocabularies onto
+``data.core.sentencepiece_tokenizer``:
+
+=====================  ==========================================================================
+switch                 Marian
+=====================  ==========================================================================
+norm_first             false (post-norm; ``normalize_before`` must be false)
+scale_embeddings       ``scale_embedding`` (true in the opus-mt models: ×√d_model)
+positional             ``SinusoidalPositionalEncoding(layout="halves")``: [sin | cos], from 0
+activation             ``activation_function``: swish -> silu, gelu, relu
+norm_eps               1e-5 (fixed in its code)
+output_bias            true: ``final_logits_bias`` added to the vocabulary scores
+mask_target_padding    false: the decoder starts from the padding id
+share_embeddings       ``share_encoder_decoder_embeddings``
+tie_output             ``tie_word_embeddings``
+bos_id (the task's)    ``decoder_start_token_id``, which must be ``pad_token_id``
+=====================  ==========================================================================
+
 A config key that changes what the model computes and has no switch here is refused by name
 (:class:`HubError`); the keys in :data:`BOOKKEEPING` describe the file, the initialisation or
 heads we do not build, and change nothing the masked LM computes.
@@ -53,13 +72,15 @@ MUST_BE = {
 }
 #: HF activation names -> ours (``models.transformer.ACTIVATIONS``); HF's "gelu" is the exact erf form.
 ACTIVATION_NAMES = {"gelu": "gelu", "relu": "relu"}
+#: Marian's activations -> ours: HF's "swish" and "silu" are both x·sigmoid(x).
+MARIAN_ACTIVATIONS = {**ACTIVATION_NAMES, "swish": "silu", "silu": "silu"}
 
 
-def _activation(key: str, value: Any) -> str:
-    if value not in ACTIVATION_NAMES:
+def _activation(key: str, value: Any, names: dict[str, str] = ACTIVATION_NAMES) -> str:
+    if value not in names:
         raise HubError(f"config.json: {key}={value!r} has no place in our model (activations: "
-                       f"{', '.join(ACTIVATION_NAMES)})")
-    return ACTIVATION_NAMES[value]
+                       f"{', '.join(names)})")
+    return names[value]
 
 
 class ConfigReader:
@@ -148,6 +169,77 @@ def distilbert_config(config: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+#: Marian keys that only ``generate`` reads (defaults of its search, which ours takes from the
+#: decode settings) or that only training with ``transformers`` reads.
+MARIAN_BOOKKEEPING = frozenset({
+    "forced_eos_token_id", "bad_words_ids", "num_beams", "max_length", "num_hidden_layers", "init_std",
+    "classif_dropout", "classifier_dropout", "num_labels", "output_past", "gradient_checkpointing", "use_cache",
+})
+#: Marian keys accepted only at the value its model computes with here.
+MARIAN_MUST_BE = {
+    "is_encoder_decoder": True, "normalize_before": False, "add_final_layer_norm": False,
+    "normalize_embedding": False, "static_position_embeddings": True, "add_bias_logits": False,
+    "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0, "extra_pos_embeddings": None, "is_decoder": False,
+    "add_cross_attention": False, "tie_encoder_decoder": False, "pruned_heads": {},
+}
+
+
+def _same(r: ConfigReader, key: str, other: str, default: Any = None) -> Any:
+    """The value of ``key``, which must equal ``other``'s (one setting of ours for both stacks)."""
+    value = r.take(key, default)
+    second = r.take(other, value, required=False)
+    if second is not None and second != value:
+        raise HubError(f"config.json: {other}={second!r} differs from {key}={value!r}: our encoder and decoder "
+                       f"share one value")
+    return value
+
+
+def marian_config(config: dict[str, Any]) -> dict[str, Any]:
+    """Marian's ``config.json`` -> our flat ``EncoderDecoder`` config plus the task's special ids
+    (``pad_id``, ``bos_id`` = the decoder's start, ``eos_id``) and ``tgt_vocab_size``."""
+    r = ConfigReader(config)
+    for key, value in MARIAN_MUST_BE.items():
+        got = r.take(key, None, required=False)
+        if got is not None and got != value and not (value is None and got == 0):
+            raise HubError(f"config.json: {key}={got!r} has no place in our model (we read {value!r})")
+    for key in MARIAN_BOOKKEEPING:
+        r.take(key, None, required=False)
+    pad_id = r.take("pad_token_id")
+    start = r.take("decoder_start_token_id", pad_id, required=False)
+    if start != pad_id:
+        raise HubError(f"config.json: decoder_start_token_id={start!r} differs from pad_token_id={pad_id}: our "
+                       f"decoder starts from the padding id")
+    vocab = r.take("vocab_size")
+    tgt_vocab = r.take("decoder_vocab_size", vocab, required=False)
+    share = bool(r.take("share_encoder_decoder_embeddings", True, required=False))
+    if share and tgt_vocab != vocab:
+        raise HubError(f"config.json: decoder_vocab_size={tgt_vocab} differs from vocab_size={vocab} with shared "
+                       f"embeddings")
+    dropout = float(r.take("dropout", 0.1, required=False))
+    out = {
+        "_target_": "EncoderDecoder", "norm_first": False, "embedding_norm": False, "norm_eps": 1e-5,
+        "output_bias": True, "mask_target_padding": False, "share_embeddings": share,
+        "tie_output": bool(r.take("tie_word_embeddings", True, required=False)),
+        "scale_embeddings": bool(r.take("scale_embedding", False, required=False)),
+        "d_model": r.take("d_model"), "n_encoder_layers": r.take("encoder_layers"),
+        "n_decoder_layers": r.take("decoder_layers"),
+        "n_heads": _same(r, "encoder_attention_heads", "decoder_attention_heads"),
+        "d_ff": _same(r, "encoder_ffn_dim", "decoder_ffn_dim"),
+        "max_len": r.take("max_position_embeddings"),
+        "activation": _activation("activation_function", r.take("activation_function", "gelu", required=False),
+                                  MARIAN_ACTIVATIONS),
+        # Training here has one dropout rate: Marian's attention and activation dropouts become it.
+        "dropout": dropout,
+        "positional": {"_target_": "SinusoidalPositionalEncoding", "_partial_": True, "layout": "halves"},
+        "vocab_size": vocab, "tgt_vocab_size": None if share or tgt_vocab == vocab else tgt_vocab,
+        "pad_id": pad_id, "bos_id": start, "eos_id": r.take("eos_token_id"),
+    }
+    for key in ("attention_dropout", "activation_dropout"):
+        r.take(key, None, required=False)
+    r.finish()
+    return out
+
+
 # ----------------------------------------------------------------------------- key maps
 # (pattern on the HF name without the family's prefix, our name under the masked LM). A pattern's
 # groups fill the numbered fields of the name.
@@ -196,6 +288,31 @@ _DISTILBERT = [
 ]
 
 
+_MARIAN_ATTENTION = {"q_proj": "w_q", "k_proj": "w_k", "v_proj": "w_v", "out_proj": "w_o"}
+_MARIAN = [
+    (r"model\.shared\.weight", "encoder.embedding.weight"),
+    (r"model\.encoder\.embed_tokens\.weight", "encoder.embedding.weight"),
+    (r"model\.decoder\.embed_tokens\.weight", "decoder.embedding.weight"),
+    *[(rf"model\.encoder\.layers\.(\d+)\.self_attn\.{hf}\.(weight|bias)", f"encoder.layers.{{0}}.self_attn.{ours}.{{1}}")
+      for hf, ours in _MARIAN_ATTENTION.items()],
+    (r"model\.encoder\.layers\.(\d+)\.self_attn_layer_norm\.(weight|bias)", "encoder.layers.{0}.norm_1.{1}"),
+    (r"model\.encoder\.layers\.(\d+)\.fc1\.(weight|bias)", "encoder.layers.{0}.ffn.w_1.{1}"),
+    (r"model\.encoder\.layers\.(\d+)\.fc2\.(weight|bias)", "encoder.layers.{0}.ffn.w_2.{1}"),
+    (r"model\.encoder\.layers\.(\d+)\.final_layer_norm\.(weight|bias)", "encoder.layers.{0}.norm_2.{1}"),
+    *[(rf"model\.decoder\.layers\.(\d+)\.self_attn\.{hf}\.(weight|bias)", f"decoder.layers.{{0}}.self_attn.{ours}.{{1}}")
+      for hf, ours in _MARIAN_ATTENTION.items()],
+    *[(rf"model\.decoder\.layers\.(\d+)\.encoder_attn\.{hf}\.(weight|bias)",
+       f"decoder.layers.{{0}}.cross_attn.{ours}.{{1}}") for hf, ours in _MARIAN_ATTENTION.items()],
+    (r"model\.decoder\.layers\.(\d+)\.self_attn_layer_norm\.(weight|bias)", "decoder.layers.{0}.norm_1.{1}"),
+    (r"model\.decoder\.layers\.(\d+)\.encoder_attn_layer_norm\.(weight|bias)", "decoder.layers.{0}.norm_2.{1}"),
+    (r"model\.decoder\.layers\.(\d+)\.fc1\.(weight|bias)", "decoder.layers.{0}.ffn.w_1.{1}"),
+    (r"model\.decoder\.layers\.(\d+)\.fc2\.(weight|bias)", "decoder.layers.{0}.ffn.w_2.{1}"),
+    (r"model\.decoder\.layers\.(\d+)\.final_layer_norm\.(weight|bias)", "decoder.layers.{0}.norm_3.{1}"),
+    (r"final_logits_bias", "decoder.output_bias"),  # saved (1, V), ours (V,)
+    (r"lm_head\.weight", "decoder.output_proj.weight"),
+]
+
+
 @dataclass(frozen=True)
 class Family:
     """One pretrained family: its ``model_type``, the prefix of its encoder's tensor names, its
@@ -208,6 +325,7 @@ class Family:
     translate: Callable[[dict[str, Any]], dict[str, Any]]
     key_map: list[tuple[str, str]]
     not_built: tuple[str, ...] = ()
+    task: str = "mlm"
 
     def our_name(self, name: str) -> str | None:
         """Our masked LM's parameter name for the HF tensor ``name``; None: no place for it."""
@@ -231,6 +349,9 @@ FAMILIES: dict[str, Family] = {
     "roberta": Family("roberta", "roberta.", lambda c: bert_config(c, roberta=True), _BERT_ENCODER + _ROBERTA_HEAD,
                       (r"pooler\.dense\.(weight|bias)", r"embeddings\.position_ids")),
     "distilbert": Family("distilbert", "distilbert.", distilbert_config, _DISTILBERT, (r"embeddings\.position_ids",)),
+    # Older files keep the fixed sinusoid tables; they are checked equal to ours, then not used.
+    "marian": Family("marian", "", marian_config, _MARIAN,
+                     (r"model\.(encoder|decoder)\.embed_positions\.weight",), task="translation"),
 }
 
 
@@ -243,4 +364,5 @@ def family_of(config: dict[str, Any]) -> Family:
     return FAMILIES[model_type]
 
 
-__all__ = ["BOOKKEEPING", "FAMILIES", "Family", "HubError", "bert_config", "distilbert_config", "family_of"]
+__all__ = ["BOOKKEEPING", "FAMILIES", "Family", "HubError", "bert_config", "distilbert_config", "family_of",
+           "marian_config"]

@@ -28,7 +28,8 @@ log = logging.getLogger(__name__)
 PREFIX = "hf:"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 #: What a download fetches: the config, the tokenizer and one weights file.
-_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"]
+_FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
+          "source.spm", "target.spm", "vocab.json", "target_vocab.json"]
 
 
 def is_hub_path(path: Any) -> bool:
@@ -123,6 +124,8 @@ def map_weights(family: Family, weights: dict[str, torch.Tensor], expected: dict
             if family.is_not_built(name):
                 if name.endswith("position_ids") and not torch.equal(tensor.flatten(), torch.arange(tensor.numel())):
                     raise HubError(f"weights: {name} is not 0..{tensor.numel() - 1}: positions our model does not use")
+                if name.endswith("embed_positions.weight"):
+                    _check_sinusoids(name, tensor)
                 skipped.append(name)
                 continue
             raise HubError(f"weights: {name} has no place in our model")
@@ -130,6 +133,8 @@ def map_weights(family: Family, weights: dict[str, torch.Tensor], expected: dict
         if target not in expected:
             raise HubError(f"weights: {name} has no place in our model (it would be {target}, which this config "
                            f"does not build)")
+        if tensor.dim() == 2 and tensor.size(0) == 1 and expected[target].dim() == 1:
+            tensor = tensor[0]  # a bias saved as one row (Marian's final_logits_bias (1, V))
         if tuple(tensor.shape) != tuple(expected[target].shape):
             raise HubError(f"weights: {name} has shape {tuple(tensor.shape)}, our {target} "
                            f"{tuple(expected[target].shape)}")
@@ -152,15 +157,95 @@ def map_weights(family: Family, weights: dict[str, torch.Tensor], expected: dict
     return ours
 
 
+def _check_sinusoids(name: str, tensor: torch.Tensor) -> None:
+    """A saved fixed position table (Marian's) must be the one our ``layout="halves"`` sinusoids
+    compute, or the model would see other positions."""
+    from transformer.modules.positional import sinusoid_table
+
+    if tensor.dim() != 2 or (tensor.float() - sinusoid_table(*tensor.shape, "halves")).abs().max().item() > 1e-5:
+        raise HubError(f"weights: {name} is not the [sin | cos] sinusoid table our positions compute")
+
+
+#: What each task's reader calls the models it reads, for the refusal of another family's folder.
+_TASK_NAMES = {"mlm": "a masked LM", "translation": "a translation model"}
+
+
+def _read_family(spec: str, task: str) -> tuple[Path, Family, dict[str, Any]]:
+    """The folder of ``spec``, its family (which must be one of ``task``'s) and its config
+    translated to ours."""
+    folder = resolve(spec)
+    config = read_config(folder)
+    family = family_of(config)
+    if family.task != task:
+        raise HubError(f"config.json: model_type={family.model_type!r} is {_TASK_NAMES[family.task]}, not "
+                       f"{_TASK_NAMES[task]}")
+    return folder, family, family.translate(config)
+
+
+def checkpoint(spec: str) -> dict[str, Any]:
+    """The checkpoint dict of ``hf:<folder>`` or ``hf:<hub id>``, by its family: a masked LM
+    (:func:`mlm_checkpoint`) or a translation model (:func:`translation_checkpoint`)."""
+    folder = resolve(spec)
+    family = family_of(read_config(folder))
+    return translation_checkpoint(spec) if family.task == "translation" else mlm_checkpoint(spec)
+
+
+def translation_checkpoint(spec: str) -> dict[str, Any]:
+    """A translation checkpoint dict (task ``translation``: an ``EncoderDecoder``, its special ids,
+    both tokenizers) from a Marian ``hf:<folder>`` or ``hf:<hub id>``."""
+    import functools
+
+    from transformer.data.core.sentencepiece_tokenizer import marian_tokenizers
+    from transformer.models.transformer import EncoderDecoder, TransformerConfig
+    from transformer.modules.positional import SinusoidalPositionalEncoding
+
+    folder, family, model_cfg = _read_family(spec, "translation")
+    tok_config_path = folder / "tokenizer_config.json"
+    tok_config = json.loads(tok_config_path.read_text(encoding="utf-8")) if tok_config_path.is_file() else {}
+    missing = [f for f in ("source.spm", "target.spm", "vocab.json") if not (folder / f).is_file()]
+    if missing:
+        raise HubError(f"{folder}: no {missing[0]} (Marian's tokenizer files: source.spm, target.spm, vocab.json)")
+    try:
+        src_tok, tgt_tok = marian_tokenizers(folder, tok_config)
+    except (ValueError, OSError) as exc:
+        raise HubError(f"{folder}: {exc}") from None
+    ids = {k: model_cfg.pop(k) for k in ("pad_id", "bos_id", "eos_id")}
+    for role, tok in (("pad", tgt_tok.pad_id), ("eos", tgt_tok.eos_id)):
+        if ids[f"{role}_id"] != tok:
+            raise HubError(f"config.json: {role}_token_id={ids[f'{role}_id']} but the vocabulary's {role} is {tok}")
+    vocab_size, tgt_vocab_size = model_cfg.pop("vocab_size"), model_cfg.pop("tgt_vocab_size")
+    for name, tok, size in (("source", src_tok, vocab_size), ("target", tgt_tok, tgt_vocab_size or vocab_size)):
+        if tok.vocab_size > size:
+            raise HubError(f"vocab.json: {tok.vocab_size} {name} pieces, more than the model's {size}")
+    # The shapes and names to fill: a model of this config on the meta device (no memory).
+    kwargs = {k: v for k, v in model_cfg.items() if k not in ("_target_", "positional")}
+    with torch.device("meta"):
+        cfg = TransformerConfig(**kwargs, vocab_size=vocab_size, tgt_vocab_size=tgt_vocab_size, pad_id=ids["pad_id"],
+                                positional=functools.partial(SinusoidalPositionalEncoding, layout="halves"))
+        expected = EncoderDecoder(cfg).state_dict()
+    tied = {}
+    if model_cfg["share_embeddings"]:
+        tied["decoder.embedding.weight"] = "encoder.embedding.weight"
+    if model_cfg["tie_output"]:
+        tied["decoder.output_proj.weight"] = tied.get("decoder.embedding.weight", "decoder.embedding.weight")
+    state = map_weights(family, read_weights(folder), expected, tied)
+    langs = {k: str(tok_config.get(f"{k}_lang") or k) for k in ("source", "target")}
+    return {
+        "transformer_task": "translation",
+        "hyper_parameters": {"model": model_cfg, "vocab_size": vocab_size, "tgt_vocab_size": tgt_vocab_size,
+                             **ids, "src_lang": langs["source"], "tgt_lang": langs["target"],
+                             "data": {"name": folder.name}},
+        "state_dict": {f"model.{k}": v for k, v in state.items()},
+        "tokenizers": {"src": src_tok.to_str(), "tgt": tgt_tok.to_str()},
+    }
+
+
 def mlm_checkpoint(spec: str) -> dict[str, Any]:
     """A masked-LM checkpoint dict (``tasks.checkpoint``'s form: task name, hyperparameters, state
     dict, tokenizer) from ``hf:<folder>`` or ``hf:<hub id>``."""
     from transformer.models.mlm import MaskedLanguageModel, MLMConfig
 
-    folder = resolve(spec)
-    config = read_config(folder)
-    family = family_of(config)
-    model_cfg = family.translate(config)
+    folder, family, model_cfg = _read_family(spec, "mlm")
     tokenizer = read_tokenizer(folder)
     if model_cfg["pad_id"] is None:
         model_cfg["pad_id"] = tokenizer.pad_id
@@ -191,5 +276,5 @@ def mlm_checkpoint(spec: str) -> dict[str, Any]:
     }
 
 
-__all__ = ["PREFIX", "is_hub_path", "map_weights", "mlm_checkpoint", "read_config", "read_tokenizer",
+__all__ = ["PREFIX", "checkpoint", "is_hub_path", "map_weights", "mlm_checkpoint", "translation_checkpoint", "read_config", "read_tokenizer",
            "read_weights", "resolve"]

@@ -87,7 +87,8 @@ class StackConfig:
             _partial_: true}``. Each stack builds its own instance.
         norm_first: False = post-norm layers (the paper); True = pre-norm layers plus a final
             LayerNorm per stack (Xiong et al. 2020), stable at higher learning rates.
-        activation: ``"relu"`` or ``"gelu"`` in the FFN (``"gelu"`` is the exact erf form, BERT's).
+        activation: ``"relu"``, ``"gelu"`` or ``"silu"`` in the FFN (``"gelu"`` is the exact erf form,
+            BERT's; ``"silu"`` is x·sigmoid(x), Marian's ``swish``).
         window: if set, each encoder position attends only to positions within ``window``
             (restricted self-attention, Vaswani et al. 2017, Table 1); None = full attention.
         max_len: longest sequence the positional encoding covers.
@@ -127,6 +128,11 @@ class TransformerConfig(StackConfig):
         share_embeddings: one embedding matrix for source and target (joint vocabulary;
             requires equal sizes).
         tie_output: output projection = target embedding (Press & Wolf 2017).
+        output_bias: a learned bias per target piece added to the decoder's vocabulary scores
+            (Marian's ``final_logits_bias``); off: the projection alone, as the paper.
+        mask_target_padding: teacher forcing hides target padding from the decoder's
+            self-attention; off: only the future is hidden (Marian, whose decoder starts from the
+            padding id). Right-padded targets give the same scores at every real position either way.
     """
 
     n_encoder_layers: int = hp(6, within=Range(1, 256))
@@ -134,6 +140,8 @@ class TransformerConfig(StackConfig):
     tgt_vocab_size: int | None = hp(None, within=Range(1, 2**24))
     share_embeddings: bool = True
     tie_output: bool = True
+    output_bias: bool = False
+    mask_target_padding: bool = True
 
     def target_vocab_size(self) -> int:
         """The target vocabulary size (the source's when not given); shared embeddings need one
@@ -196,12 +204,17 @@ class EncoderDecoder(nn.Module):
     def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher-forced logits ``(B, T, V)``."""
         enc = self.encode(src)
-        return self.decoder(tgt_in, enc.memory, enc.src_pad_mask, pad_mask(tgt_in, self.pad_id))
+        return self.decoder(tgt_in, enc.memory, enc.src_pad_mask, self._target_mask(tgt_in))
 
     def decoder_states(self, src: Tensor, tgt_in: Tensor) -> Tensor:
         """Teacher-forced decoder output states ``(B, T, D)``, before the vocabulary projection."""
         enc = self.encode(src)
-        return self.decoder.states(tgt_in, enc.memory, enc.src_pad_mask, pad_mask(tgt_in, self.pad_id))
+        return self.decoder.states(tgt_in, enc.memory, enc.src_pad_mask, self._target_mask(tgt_in))
+
+    def _target_mask(self, tgt_in: Tensor) -> Tensor | None:
+        """The target padding mask ``(B, T)`` of teacher forcing, None when
+        ``mask_target_padding`` is off."""
+        return pad_mask(tgt_in, self.pad_id) if self.cfg.mask_target_padding else None
 
     def project(self, states: Tensor) -> Tensor:
         """Vocabulary scores of decoder output states: ``(..., D) -> (..., V)``; ``forward`` is
@@ -358,6 +371,7 @@ class AutoregressiveDecoder(nn.Module):
         self.output_proj = VocabProjection(d_model, vocab_size)
         if cfg.tie_output:
             self.output_proj.weight = self.embedding.weight
+        self.output_bias = nn.Parameter(torch.zeros(vocab_size)) if getattr(cfg, "output_bias", False) else None
 
     def _states(self, tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights):
         """Decoder output states ``(B, t, D)`` (after the final norm) and per-layer weights."""
@@ -385,11 +399,13 @@ class AutoregressiveDecoder(nn.Module):
 
     def _run(self, tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights):
         x, weights = self._states(tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights)
-        return self.output_proj(x), weights  # (B, t, D) -> (B, t, V)
+        return self.project(x), weights  # (B, t, D) -> (B, t, V)
 
     def project(self, states: Tensor) -> Tensor:
-        """Vocabulary scores of output states: ``(..., D) -> (..., V)``."""
-        return self.output_proj(states)
+        """Vocabulary scores of output states: ``(..., D) -> (..., V)``, plus ``output_bias``
+        when the config has one."""
+        logits = self.output_proj(states)
+        return logits if self.output_bias is None else logits + self.output_bias
 
     def states(self, tgt_in: Tensor, memory: Tensor, src_pad_mask: Tensor | None = None,
                tgt_pad_mask: Tensor | None = None) -> Tensor:
@@ -567,14 +583,15 @@ def embedding_norm(d_model: int, cfg: StackConfig) -> nn.Module:
 
 
 # ----------------------------------------------------------------------------- the feed-forward block
-ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu}
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}
 
 
 class FeedForward(nn.Module):
     """FFN(x) = W_2 act(W_1 x + b_1) + b_2, applied to each position alike (Vaswani et al. 2017, sec. 3.3).
 
     Shapes: ``(B, T, D) -> (B, T, D)`` through ``(B, T, d_ff)``.
-    ``activation`` is ``"relu"`` (the paper) or ``"gelu"`` (Hendrycks & Gimpel 2016, used by BERT/GPT).
+    ``activation`` is ``"relu"`` (the paper), ``"gelu"`` (Hendrycks & Gimpel 2016, used by BERT/GPT) or
+    ``"silu"`` (x·sigmoid(x), Elfwing et al. 2018; Marian's ``swish``).
     Dropout after the activation follows tensor2tensor's ``relu_dropout``.
     """
 

@@ -25,18 +25,33 @@ from torch import Tensor, nn
 from transformer.ranges import Range
 
 
-def sinusoid_table(n_positions: int, d_model: int) -> Tensor:
-    """``(n_positions, d_model)`` with PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...).
+#: Where a sinusoid table puts its sines and cosines: ``interleaved`` (the paper, tensor2tensor's
+#: ``sin, cos, sin, cos, ...``) or ``halves`` (all sines, then all cosines: Marian's and
+#: Hugging Face's ``MarianSinusoidalPositionalEmbedding``).
+SINUSOID_LAYOUTS = ("interleaved", "halves")
+
+
+def sinusoid_table(n_positions: int, d_model: int, layout: str = "interleaved") -> Tensor:
+    """``(n_positions, d_model)`` with PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...)
+    (``layout="interleaved"``), or the same ceil(D/2) sines in columns ``0 .. ceil(D/2) - 1`` and
+    the floor(D/2) cosines after them (``layout="halves"``, Marian's).
 
     Each (sin, cos) pair rotates by a fixed angle per step, so PE(pos + k) is a
     linear function of PE(pos) (Vaswani et al. 2017, sec. 3.5).
     """
+    if layout not in SINUSOID_LAYOUTS:
+        raise ValueError(f"sinusoid layout must be one of {SINUSOID_LAYOUTS}, got {layout!r}")
     pos = torch.arange(n_positions, dtype=torch.float64).unsqueeze(1)  # (P, 1)
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(D/2),)
     angle = pos / torch.pow(10000.0, two_i / d_model)  # (P, 1) / (ceil(D/2),) -> (P, ceil(D/2))
     table = torch.zeros(n_positions, d_model, dtype=torch.float64)
-    table[:, 0::2] = torch.sin(angle)
-    table[:, 1::2] = torch.cos(angle[:, : d_model // 2])
+    half = angle.size(1)
+    if layout == "halves":
+        table[:, :half] = torch.sin(angle)
+        table[:, half:] = torch.cos(angle[:, : d_model // 2])
+    else:
+        table[:, 0::2] = torch.sin(angle)
+        table[:, 1::2] = torch.cos(angle[:, : d_model // 2])
     return table.float()
 
 
@@ -45,19 +60,27 @@ class SinusoidalPositionalEncoding(nn.Module):
 
     Shapes: ``x (B, T, D) -> (B, T, D)``. Positions past ``max_len`` are computed
     on the fly, since the formula extrapolates.
+
+    ``layout``: ``"interleaved"`` (the paper) or ``"halves"`` (Marian's), see :func:`sinusoid_table`;
+    either way the first piece is at position 0 and padding gets its position like any piece.
     """
 
-    def __init__(self, d_model: int, n_heads: int | None = None, max_len: int = 1024, causal: bool = False):
+    def __init__(self, d_model: int, n_heads: int | None = None, max_len: int = 1024, causal: bool = False,
+                 layout: str = "interleaved"):
         super().__init__()
+        if layout not in SINUSOID_LAYOUTS:
+            raise ValueError(f"sinusoid layout must be one of {SINUSOID_LAYOUTS}, got {layout!r}")
         self.d_model = d_model
+        self.layout = layout
         # Not persistent: it is a function of d_model, no need to store it in checkpoints.
-        self.register_buffer("pe", sinusoid_table(max_len, d_model), persistent=False)
+        self.register_buffer("pe", sinusoid_table(max_len, d_model, layout), persistent=False)
 
     def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
         t = x.size(1)
         if isinstance(offset, Tensor):  # a static cache's position, inside the table by its size
             return x + self.pe[offset + torch.arange(t, device=x.device)].to(x.dtype)
-        pe = self.pe if offset + t <= self.pe.size(0) else sinusoid_table(offset + t, self.d_model).to(x.device)
+        pe = self.pe if offset + t <= self.pe.size(0) else sinusoid_table(offset + t, self.d_model,
+                                                                          self.layout).to(x.device)
         return x + pe[offset : offset + t].to(x.dtype)  # (B, T, D) + (T, D)
 
     def attention_bias(self, t_q: int, t_k: int, offset: int = 0) -> None:

@@ -19,7 +19,8 @@ from typing import Any, Sequence
 import torch
 from tokenizers import Tokenizer
 
-from transformer.hub import is_hub_path, mlm_checkpoint
+from transformer.hub import checkpoint as hub_checkpoint, is_hub_path
+from transformer.data.core.sentencepiece_tokenizer import KIND as SPM_KIND
 from transformer.tasks.build import (
     TASKS,
     HyperparameterError,
@@ -69,10 +70,10 @@ class OneTokenizerCheckpoint:
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """Load a checkpoint dict on the CPU, with errors that name the file. ``hf:<folder>`` or
-    ``hf:<hub id>``: a Hugging Face masked LM read onto ours (``transformer.hub``), checked as a
-    checkpoint is."""
+    ``hf:<hub id>``: a Hugging Face masked LM or Marian translation model read onto ours
+    (``transformer.hub``), checked as a checkpoint is."""
     if is_hub_path(path):
-        ckpt = mlm_checkpoint(str(path))
+        ckpt = hub_checkpoint(str(path))
         try:
             check_hyper_parameters(ckpt)
         except HyperparameterError as exc:
@@ -131,6 +132,8 @@ def check_hyper_parameters(ckpt: dict[str, Any]) -> None:
         raise HyperparameterError(f"tokenizers={show(tokenizers)}: expected a mapping of JSON strings")
     for name, text in (tokenizers or {}).items():
         try:
+            if text.lstrip().startswith("{") and f'"type": "{SPM_KIND}"' in text[:40]:
+                continue  # a SentencePiece tokenizer's JSON (Marian's), read when the task is built
             Tokenizer.from_str(text)
         except Exception as exc:  # the tokenizers library raises a bare Exception
             raise HyperparameterError(f"tokenizers.{name}: not a tokenizer ({one_line(exc)})") from None

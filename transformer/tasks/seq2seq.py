@@ -15,6 +15,7 @@ from typing import Annotated, Any, Mapping
 import lightning as L
 import torch
 
+from transformer.data.core.sentencepiece_tokenizer import tokenizer_from_str
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.decoding.settings import DecodeSettings
 from transformer.evaluation import CorpusBLEU
@@ -93,9 +94,10 @@ class Seq2SeqTask(L.LightningModule):
         return build_model(hp.model, vocab_size=hp.vocab_size, tgt_vocab_size=hp.tgt_vocab_size, pad_id=hp.pad_id)
 
     def set_tokenizers(self, tokenizers: dict) -> None:
-        """Attach tokenizers given as ``{"src": json, "tgt": json}`` strings."""
-        self.src_tokenizer = SubwordTokenizer.from_str(tokenizers["src"])
-        self.tgt_tokenizer = SubwordTokenizer.from_str(tokenizers["tgt"])
+        """Attach tokenizers given as ``{"src": json, "tgt": json}`` strings (a ``tokenizer.json``,
+        or a SentencePiece tokenizer's JSON: ``data.core.sentencepiece_tokenizer``)."""
+        self.src_tokenizer = tokenizer_from_str(tokenizers["src"])
+        self.tgt_tokenizer = tokenizer_from_str(tokenizers["tgt"])
 
     @staticmethod
     def kwargs_from_datamodule(dm) -> dict:

@@ -1,0 +1,204 @@
+"""A SentencePiece model read through a vocabulary of its own: Marian's tokenizers (the
+Helsinki-NLP opus-mt models), with :class:`~transformer.data.core.tokenizer.SubwordTokenizer`'s
+interface, so that a translation task, its ``Translator`` and its checkpoint use it as they use ours.
+
+Marian splits text with a SentencePiece model (``source.spm`` for the source side,
+``target.spm`` for the target) and numbers the pieces by ``vocab.json``, not by the model's own
+ids; a piece the vocabulary lacks is ``<unk>``. A text's framing is its pieces then ``</s>``;
+there is no BOS: the decoder starts from the padding id, which :attr:`bos_id` therefore gives.
+Decoding drops the special tokens and joins the pieces with ``decode_model`` (Hugging Face's
+``MarianTokenizer`` decodes targets with the *source* model unless the vocabularies are separate,
+and so does :func:`marian_tokenizers`). A leading ``>>xx<<`` language code is one piece of its own.
+``MarianTokenizer`` also runs sacremoses' punctuation normaliser where that package is installed;
+this class does not.
+
+The whole state (both SentencePiece models as base64, the vocabulary, the special tokens) is one
+JSON string (:meth:`to_str`), which a checkpoint carries as it carries a ``tokenizer.json``;
+:func:`tokenizer_from_str` reads either. ``sentencepiece`` is the optional ``hub`` extra.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from pathlib import Path
+from typing import Any, Sequence
+
+#: The ``type`` of :meth:`SentencePieceTokenizer.to_str`'s JSON.
+KIND = "sentencepiece-vocab"
+#: SentencePiece's word-boundary mark.
+SPIECE_UNDERLINE = "\u2581"
+
+
+def _processor(model: bytes):
+    try:
+        import sentencepiece
+    except ImportError:
+        raise ImportError("a SentencePiece tokenizer (Marian's) needs the sentencepiece package: "
+                          "pip install 'transformer[hub]'") from None
+    return sentencepiece.SentencePieceProcessor(model_proto=model)
+
+
+class SentencePieceTokenizer:
+    """Encode with ``model``, number pieces by ``vocab``, decode with ``decode_model``.
+
+    Args:
+        model: the serialized SentencePiece model that splits text.
+        vocab: piece -> id (Marian's ``vocab.json``).
+        decode_model: the model that joins pieces back into text (``model`` when None).
+        unk, eos, pad: the special tokens' names in ``vocab``.
+    """
+
+    def __init__(self, model: bytes, vocab: dict[str, int], decode_model: bytes | None = None,
+                 unk: str = "<unk>", eos: str = "</s>", pad: str = "<pad>"):
+        for token in (unk, eos, pad):
+            if token not in vocab:
+                raise ValueError(f"the vocabulary has no {token}")
+        self._model, self._decode_model = model, decode_model if decode_model is not None else model
+        self._vocab = dict(vocab)
+        self._pieces = {i: p for p, i in self._vocab.items()}
+        self._names = {"unk": unk, "eos": eos, "pad": pad}
+        self._sp = _processor(self._model)
+        self._sp_decode = self._sp if decode_model is None or decode_model == model else _processor(decode_model)
+        self._special_ids = frozenset(self._vocab[t] for t in (unk, eos, pad))
+        self._hash: str | None = None
+
+    # ------------------------------------------------------------------ building
+
+    @classmethod
+    def from_str(cls, s: str) -> "SentencePieceTokenizer":
+        """Rebuild from :meth:`to_str` output."""
+        state = json.loads(s)
+        if state.get("type") != KIND:
+            raise ValueError(f"not a {KIND} tokenizer")
+        decode = state.get("decode_model")
+        return cls(base64.b64decode(state["model"]), state["vocab"],
+                   None if decode is None else base64.b64decode(decode), **state["specials"])
+
+    def to_str(self) -> str:
+        """The whole tokenizer as one JSON string."""
+        decode = None if self._decode_model == self._model else base64.b64encode(self._decode_model).decode()
+        return json.dumps({"type": KIND, "model": base64.b64encode(self._model).decode(), "decode_model": decode,
+                           "vocab": self._vocab, "specials": self._names}, ensure_ascii=False)
+
+    # ------------------------------------------------------------------ use
+
+    def encode(self, text: str) -> list[int]:
+        """Piece ids of ``text`` (a leading ``>>xx<<`` is one piece), without ``</s>``."""
+        code: list[str] = []
+        if text.startswith(">>") and (end := text.find("<<")) != -1:
+            code, text = [text[: end + 2]], text[end + 2:]
+        unk = self._vocab[self._names["unk"]]
+        return [self._vocab.get(p, unk) for p in code + self._sp.encode(text, out_type=str)]
+
+    def encode_batch(self, texts: Sequence[str]) -> list[list[int]]:
+        return [self.encode(t) for t in texts]
+
+    def decode(self, ids: Sequence[int]) -> str:
+        """Detokenized text; special tokens (``<unk>``, ``</s>``, ``<pad>``) are skipped."""
+        pieces = [self._piece(i) for i in ids if int(i) not in self._special_ids]
+        return self._sp_decode.decode_pieces(pieces).replace(SPIECE_UNDERLINE, " ").strip()
+
+    def decode_batch(self, batch: Sequence[Sequence[int]]) -> list[str]:
+        return [self.decode(ids) for ids in batch]
+
+    def _piece(self, i: int) -> str:
+        i = int(i)
+        if i in self._pieces:
+            return self._pieces[i]
+        piece = self._sp_decode.id_to_piece(i) if 0 <= i < self._sp_decode.get_piece_size() else ""
+        return piece or self._names["unk"]
+
+    def frame(self, ids: Sequence[int]) -> list[int]:
+        """``ids`` then ``</s>``: Marian's framing of one text."""
+        return list(ids) + [self.eos_id]
+
+    @property
+    def framing(self) -> tuple[list[int], list[int]]:
+        return [], [self.eos_id]
+
+    def token_to_id(self, token: str) -> int | None:
+        return self._vocab.get(token)
+
+    def id_to_token(self, i: int) -> str | None:
+        return self._pieces.get(i)
+
+    @property
+    def trained_here(self) -> bool:
+        return False
+
+    @property
+    def prefix_space(self) -> bool:
+        return False
+
+    @property
+    def special_ids(self) -> frozenset[int]:
+        return self._special_ids
+
+    @property
+    def content_hash(self) -> str:
+        if self._hash is None:
+            self._hash = hashlib.sha256(self.to_str().encode("utf-8")).hexdigest()
+        return self._hash
+
+    @property
+    def pad_id(self) -> int:
+        return self._vocab[self._names["pad"]]
+
+    @property
+    def bos_id(self) -> int:
+        """The decoder's first input: Marian has no BOS and starts from the padding id."""
+        return self.pad_id
+
+    @property
+    def eos_id(self) -> int:
+        return self._vocab[self._names["eos"]]
+
+    @property
+    def unk_id(self) -> int:
+        return self._vocab[self._names["unk"]]
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._vocab)
+
+    def __len__(self) -> int:
+        return self.vocab_size
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, SentencePieceTokenizer) and other.to_str() == self.to_str()
+
+    __hash__ = None  # type: ignore[assignment]
+
+
+def tokenizer_from_str(s: str) -> Any:
+    """A tokenizer from its JSON: a :class:`SentencePieceTokenizer`'s, or a ``tokenizer.json``
+    (:class:`~transformer.data.core.tokenizer.SubwordTokenizer`)."""
+    if s.lstrip().startswith("{") and f'"type": "{KIND}"' in s[:40]:
+        return SentencePieceTokenizer.from_str(s)
+    from transformer.data.core.tokenizer import SubwordTokenizer
+
+    return SubwordTokenizer.from_str(s)
+
+
+def marian_tokenizers(folder: str | Path, config: dict[str, Any] | None = None) -> tuple[
+        SentencePieceTokenizer, SentencePieceTokenizer]:
+    """The source and target tokenizers of a Marian folder (``source.spm``, ``target.spm``,
+    ``vocab.json`` and, with ``separate_vocabs``, ``target_vocab.json``), as Hugging Face's
+    ``MarianTokenizer`` reads them; ``config`` is its ``tokenizer_config.json``."""
+    folder = Path(folder)
+    config = dict(config or {})
+    specials = {k: str(config.get(f"{k}_token") or d) if not isinstance(config.get(f"{k}_token"), dict)
+                else config[f"{k}_token"]["content"] for k, d in (("unk", "<unk>"), ("eos", "</s>"), ("pad", "<pad>"))}
+    source, target = (folder / "source.spm").read_bytes(), (folder / "target.spm").read_bytes()
+    vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
+    if config.get("separate_vocabs"):
+        tgt_vocab = json.loads((folder / config.get("target_vocab_file", "target_vocab.json")).read_text(encoding="utf-8"))
+        return (SentencePieceTokenizer(source, vocab, **specials),
+                SentencePieceTokenizer(target, tgt_vocab, **specials))
+    return (SentencePieceTokenizer(source, vocab, **specials),
+            SentencePieceTokenizer(target, vocab, decode_model=source, **specials))
+
+
+__all__ = ["KIND", "SentencePieceTokenizer", "marian_tokenizers", "tokenizer_from_str"]
