@@ -148,3 +148,17 @@ def test_fill_refuses_a_translation_folder(folder):
 
     with pytest.raises(HubError, match="model_type=.marian. is a translation model, not a masked LM"):
         mlm_checkpoint(f"hf:{folder}")
+
+
+def test_the_decode_command_reads_a_marian_folder(folder, tmp_path):
+    import os
+    import subprocess
+    import sys
+
+    inp = tmp_path / "src.txt"
+    inp.write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
+    out = subprocess.run([sys.executable, "-m", "transformer.cli.decode", f"ckpt_path=hf:{folder}", f"input={inp}",
+                          "decode.strategy=beam", "decode.beam_size=5", "device=cpu"],
+                         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert len(out.stdout.splitlines()) == len(SOURCES)
