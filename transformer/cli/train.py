@@ -3,6 +3,7 @@
     transformer-train experiment=multi30k trainer.max_epochs=30 model.d_model=512
     transformer-train experiment=multi30k ckpt_path=outputs/.../checkpoints/last.ckpt  # resume
     transformer-train experiment=gum_upos init_from=outputs/pretrain/.../best.ckpt  # fine-tune
+    transformer-train experiment=sst2 init_from=hf:bert-base-uncased  # fine-tune a BERT-family model
 """
 
 from __future__ import annotations
@@ -224,15 +225,18 @@ def preflight(cfg: DictConfig) -> dict | None:
 
 
 def read_init_from(cfg: DictConfig) -> dict:
-    """The pretrained checkpoint ``init_from`` names, checked against the configured model and
+    """The pretrained checkpoint ``init_from`` names (a masked-LM checkpoint of ours, or
+    ``hf:<folder>``: a BERT-family folder read as one, ``hub.mlm_checkpoint``), checked against the configured model and
     any tokenizer the data config names (``tasks.transfer.check_init_from``): every problem one
     ``init_from: ...`` error."""
+    from transformer.hub import HubError, is_hub_path, mlm_checkpoint
+
     path = cfg.init_from
     if not isinstance(path, str) or not path:
-        raise ValueError(f"init_from={path!r}: expected a masked-LM checkpoint file")
+        raise ValueError(f"init_from={path!r}: expected a masked-LM checkpoint file or hf:<folder>")
     try:
-        ckpt = read_checkpoint(path)
-    except CheckpointError as exc:
+        ckpt = mlm_checkpoint(path) if is_hub_path(path) else read_checkpoint(path)
+    except (CheckpointError, HubError) as exc:
         raise ValueError(f"init_from: {exc}") from None
     tokenizer_path = cfg.get("data", {}).get("tokenizer_path")
     vocab = SubwordTokenizer.load(tokenizer_path).vocab_size if isinstance(tokenizer_path, str) else None

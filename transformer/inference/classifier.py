@@ -45,9 +45,10 @@ class SentenceClassifier:
     def _member_probs(self, model: nn.Module, tokenizer, max_len: int, texts: Sequence[str]) -> torch.Tensor:
         """``(N, C)`` one member's probabilities, rows in input order."""
         ids = tokenizer.encode_batch(list(texts))
-        room = max_len - 1  # a [CLS] pooling adds one position
+        prefix, suffix = tokenizer.framing  # a pretrained family's [CLS] … [SEP]
+        room = max_len - 1 - len(prefix) - len(suffix)  # a [CLS] pooling adds one position
         self.truncated += sum(len(x) > room for x in ids)
-        ids = [x[:room] for x in ids]
+        ids = [tokenizer.frame(x[:room]) for x in ids]
         out = torch.zeros(len(ids), len(self.labels))  # (N, C)
         for batch in token_budget_batches([max(len(x), 1) for x in ids], self.max_tokens):
             src = pad_ids([ids[i] for i in batch], tokenizer.pad_id).to(self.device)  # (B, T)

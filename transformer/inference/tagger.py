@@ -76,9 +76,10 @@ def _units(tokenizer, sentences: Sequence[Sequence[str]], max_len: int) -> list[
         if not words:
             continue
         ids, wids = tokenizer.encode_words(list(words))
-        for a, b in chunk_sentence(wids, max_len):
+        prefix, suffix = tokenizer.framing  # a pretrained family's [CLS] … [SEP] around each chunk
+        for a, b in chunk_sentence(wids, max_len - len(prefix) - len(suffix)):
             first = wids[a]
-            units.append((i, first, ids[a:b], [w - first for w in wids[a:b]]))
+            units.append((i, first, *tokenizer.frame_words(ids[a:b], [w - first for w in wids[a:b]])))
     return units
 
 
@@ -109,7 +110,7 @@ def word_probabilities(member: Member, sentences: Sequence[Sequence[str]], max_t
         for head, head_logits in zip(out, logits):
             probs = torch.softmax(head_logits.float(), dim=-1).cpu()  # (B, W, C)
             for (i, first, _, wids), p in zip(rows, probs):
-                n = wids[-1] + 1
+                n = max(wids) + 1  # framing pieces (word -1) come after the last word's
                 head[i][first: first + n] = p[:n]
     model.train(was_training)
     return out[0], (out[1] if len(out) > 1 else None)

@@ -83,16 +83,21 @@ def word_ids_of(src: torch.Tensor, word_start: torch.Tensor) -> torch.Tensor:
 
 def bert_mask(src: torch.Tensor, generator: torch.Generator, mask_id: int, vocab_size: int,
               rate: float = 0.15, mask_share: float = 0.8, random_share: float = 0.1,
-              word_start: torch.Tensor | None = None, n_special: int = N_SPECIAL) -> tuple[torch.Tensor, torch.Tensor]:
+              word_start: torch.Tensor | None = None, n_special: int = N_SPECIAL,
+              ordinary_ids: torch.Tensor | None = None) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT's masking of ``src (B, T)`` (see the module docstring).
 
     Returns ``(inputs, targets)``, both ``(B, T)``: the pieces the model reads, and the
     original piece at each chosen position (``IGNORE_INDEX`` elsewhere). ``word_start``: a
     ``(V,)`` bool table of the pieces that begin a word, for whole-word masking. Random
-    replacements are ordinary pieces (ids ``n_special .. vocab_size - 1``).
+    replacements are ordinary pieces (ids ``n_special .. vocab_size - 1``; ``ordinary_ids (K,)``:
+    these pieces instead, where a pretrained family's specials lie elsewhere, BERT's ``[CLS]`` at 101).
     """
     device = src.device
-    eligible = src.ge(n_special)  # (B, T): padding and special tokens are never chosen
+    if ordinary_ids is None:
+        eligible = src.ge(n_special)  # (B, T): padding and special tokens are never chosen
+    else:
+        eligible = torch.isin(src, ordinary_ids)  # (B, T)
     if word_start is None:
         draw = torch.rand(src.shape, generator=generator, device=device)  # (B, T)
     else:
@@ -100,7 +105,11 @@ def bert_mask(src: torch.Tensor, generator: torch.Generator, mask_id: int, vocab
         draw = per_word.gather(1, word_ids_of(src, word_start.to(device)))  # (B, T): a word's draw on each piece
     chosen = eligible & draw.lt(rate)
     how = torch.rand(src.shape, generator=generator, device=device)  # (B, T)
-    random_ids = torch.randint(n_special, vocab_size, src.shape, generator=generator, device=device)
+    if ordinary_ids is None:
+        random_ids = torch.randint(n_special, vocab_size, src.shape, generator=generator, device=device)
+    else:
+        pick = torch.randint(0, ordinary_ids.numel(), src.shape, generator=generator, device=device)  # (B, T)
+        random_ids = ordinary_ids[pick]
     inputs = torch.where(chosen & how.lt(mask_share), torch.full_like(src, mask_id), src)
     inputs = torch.where(chosen & how.ge(mask_share) & how.lt(mask_share + random_share), random_ids, inputs)
     return inputs, src.masked_fill(~chosen, IGNORE_INDEX)
@@ -108,12 +117,17 @@ def bert_mask(src: torch.Tensor, generator: torch.Generator, mask_id: int, vocab
 
 @torch.no_grad()
 def electra_corrupt(src: torch.Tensor, chosen: torch.Tensor, logits: torch.Tensor,
-                    generator: torch.Generator, n_special: int = N_SPECIAL) -> torch.Tensor:
+                    generator: torch.Generator, n_special: int = N_SPECIAL,
+                    special_ids: torch.Tensor | None = None) -> torch.Tensor:
     """ELECTRA's corrupted text: ``src (B, T)`` with each ``chosen (B, T)`` piece replaced by a
     piece sampled from the generator's ``logits (N, V)`` for the chosen positions in row order
-    (never a special token); every other piece as it was."""
+    (never a special token: ids below ``n_special``, or ``special_ids`` where given); every other
+    piece as it was."""
     proposals = logits.detach().float().clone()
-    proposals[:, :n_special] = float("-inf")
+    if special_ids is None:
+        proposals[:, :n_special] = float("-inf")
+    else:
+        proposals[:, special_ids] = float("-inf")
     sampled = torch.multinomial(proposals.softmax(-1), 1, generator=generator).squeeze(1)  # (N,)
     return src.masked_scatter(chosen, sampled)
 
@@ -179,6 +193,14 @@ class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
         starts = self.tokenizer.word_starts() if self.tokenizer is not None else [True] * piece_vocab_size
         # Which pieces begin a word, for whole-word masking; derived from the tokenizer, not saved.
         self.register_buffer("word_start", torch.tensor(starts, dtype=torch.bool), persistent=False)
+        # A pretrained family's special tokens lie anywhere in its vocabulary (BERT's [CLS] is 101):
+        # masking reads them from its tokenizer; ours are ids 0..4, the defaults of bert_mask.
+        family = self.tokenizer is not None and not self.tokenizer.trained_here
+        specials = sorted(self.tokenizer.special_ids) if family else []
+        ordinary = [i for i in range(piece_vocab_size) if i not in set(specials)] if family else []
+        self.register_buffer("special_ids", torch.tensor(specials, dtype=torch.long), persistent=False)
+        self.register_buffer("ordinary_ids", torch.tensor(ordinary, dtype=torch.long), persistent=False)
+        self.mask_id = self.tokenizer.mask_id if family else SPECIAL_TOKENS.index(MASK)
         self._val_sums: torch.Tensor | None = None
 
     # ----------------------------------------------------------------- construction
@@ -203,8 +225,9 @@ class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
     def mask(self, src: torch.Tensor, generator: torch.Generator) -> tuple[torch.Tensor, torch.Tensor]:
         """``bert_mask`` of ``src (B, T)`` with this task's settings."""
         hp = self.hparams
-        return bert_mask(src, generator, SPECIAL_TOKENS.index(MASK), hp.piece_vocab_size, hp.mask_rate,
-                         hp.mask_share, hp.random_share, self.word_start if hp.whole_word else None)
+        return bert_mask(src, generator, self.mask_id, hp.piece_vocab_size, hp.mask_rate,
+                         hp.mask_share, hp.random_share, self.word_start if hp.whole_word else None,
+                         ordinary_ids=self.ordinary_ids if self.ordinary_ids.numel() else None)
 
     def _step(self, batch: dict, epoch: int) -> tuple[torch.Tensor, torch.Tensor]:
         """``(loss, sums)``: the batch's loss to train on, and ``sums (6,)``: the masked LM's loss
@@ -225,7 +248,8 @@ class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
         if not self.electra:
             return loss, torch.stack([lm_sum.detach(), logits.argmax(-1).eq(gold).sum().float(), n.float(),
                                       zero, zero, zero])
-        corrupted = electra_corrupt(src, chosen, logits, generator)  # (B, T)
+        corrupted = electra_corrupt(src, chosen, logits, generator,  # (B, T)
+                                    special_ids=self.special_ids if self.special_ids.numel() else None)
         scored = src.ne(self.hparams.pad_id)  # (B, T): every real piece
         replaced = corrupted.ne(src)[scored].float()  # (S,)
         rtd_logits = self.model.discriminate(corrupted)[scored].float()  # (S,)

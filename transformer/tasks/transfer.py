@@ -1,4 +1,6 @@
-"""Fine-tuning from a pretrained encoder: ``transformer-train ... init_from=<mlm checkpoint>``.
+"""Fine-tuning from a pretrained encoder: ``transformer-train ... init_from=<mlm checkpoint>``,
+or ``init_from=hf:<folder>``, a BERT-family folder read as a masked-LM checkpoint of ours
+(``hub.mlm_checkpoint``: its switches in the model config, its tokenizer beside the weights).
 
 The tagger, the classifier and the translation model name their encoder ``encoder``, as the
 masked language model does (``models.mlm``), so the pretrained weights move by name: the
@@ -26,8 +28,11 @@ import torch
 from transformer.tasks.build import POSITIONALS, check_model_config, model_fields, show
 
 #: Encoder settings a fine-tuned model must share with the pretrained one (the translation
-#: model's ``n_encoder_layers`` is its ``n_layers``).
-ENCODER_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "norm_first", "activation", "positional")
+#: model's ``n_encoder_layers`` is its ``n_layers``): its shape, and the switches a pretrained
+#: family reads with (``hub.families``: BERT's LayerNorm epsilon, its embedding LayerNorm, its
+#: unscaled embeddings, its token types, its learned position table's rows).
+ENCODER_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "norm_first", "activation", "positional",
+                "norm_eps", "scale_embeddings", "embedding_norm", "type_vocab_size", "max_len")
 _ALIASES = {"n_layers": ("n_layers", "n_encoder_layers")}
 PREFIX = "model.encoder."
 
@@ -59,6 +64,13 @@ def _positional(value: Mapping[str, Any] | None) -> dict[str, Any]:
     return {"_target_": name, **defaults, **value}
 
 
+def _keys(theirs: Mapping[str, tuple[str, Any]]) -> tuple[str, ...]:
+    """The :data:`ENCODER_KEYS` to match: ``max_len`` only where the pretrained positions are a
+    learned table (its rows); a computed one fits any length."""
+    learned = theirs["positional"][1]["_target_"] == "LearnedPositionalEncoding"
+    return tuple(k for k in ENCODER_KEYS if learned or k != "max_len")
+
+
 def encoder_settings_to_take(ckpt: dict, model_cfg: Mapping[str, Any], named: Collection[str]) -> dict[str, Any]:
     """The pretrained encoder's settings (:data:`ENCODER_KEYS`) that differ from ``model_cfg``'s
     and that the command line does not set (``named``: the ``model.<key>`` names it sets), as
@@ -67,7 +79,7 @@ def encoder_settings_to_take(ckpt: dict, model_cfg: Mapping[str, Any], named: Co
     theirs = _settings(raw, "init_from.model")
     ours = _settings(model_cfg, "model")
     return {ours[key][0]: raw.get(theirs[key][0]) if key == "positional" else theirs[key][1]
-            for key in ENCODER_KEYS if theirs[key][1] != ours[key][1] and ours[key][0] not in named}
+            for key in _keys(theirs) if theirs[key][1] != ours[key][1] and ours[key][0] not in named}
 
 
 def check_init_from(ckpt: dict, path: str | Path, model_cfg: Mapping[str, Any],
@@ -81,7 +93,7 @@ def check_init_from(ckpt: dict, path: str | Path, model_cfg: Mapping[str, Any],
                          f"checkpoint (transformer-train experiment=pretrain)")
     theirs = _settings(ckpt["hyper_parameters"]["model"], "init_from.model")
     ours = _settings(model_cfg, "model")
-    differ = [key for key in ENCODER_KEYS if theirs[key][1] != ours[key][1]]
+    differ = [key for key in _keys(theirs) if theirs[key][1] != ours[key][1]]
     if differ:
         pretrained = ", ".join(f"{theirs[k][0]}={show(theirs[k][1])}" for k in differ)
         configured = ", ".join(f"model.{ours[k][0]}={show(ours[k][1])}" for k in differ)

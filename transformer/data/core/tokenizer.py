@@ -216,6 +216,12 @@ class SubwordTokenizer:
         prefix, suffix = self._framing
         return prefix + list(ids) + suffix
 
+    def frame_words(self, ids: Sequence[int], word_ids: Sequence[int]) -> tuple[list[int], list[int]]:
+        """:meth:`encode_words`'s pieces framed by :meth:`frame`, the framing pieces of no word
+        (word index ``-1``)."""
+        prefix, suffix = self._framing
+        return self.frame(ids), [-1] * len(prefix) + list(word_ids) + [-1] * len(suffix)
+
     @property
     def framing(self) -> tuple[list[int], list[int]]:
         """The ids :meth:`frame` puts before and after a text's pieces."""

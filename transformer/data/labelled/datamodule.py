@@ -62,7 +62,8 @@ def tokenize_labelled(data: LabelledFile, labels: Sequence[str], tokenizer: Subw
     raw = datasets.Dataset.from_dict({"text": data.texts, "label": ids, "index": list(range(len(data)))})
 
     def fn(batch: dict[str, list]) -> dict[str, list]:
-        src = tokenizer.encode_batch(batch["text"])
+        # A pretrained family's tokenizer frames each sentence as its model read it ([CLS] … [SEP]).
+        src = [tokenizer.frame(ids) for ids in tokenizer.encode_batch(batch["text"])]
         return {"src": src, "label": batch["label"], "index": batch["index"], "n_pieces": [len(s) for s in src]}
 
     return map_cached(raw, fn, inside(Path(cache_dir) / "arrow", f"{name}-{key[:16]}.arrow"), key, FEATURES, ["text"])

@@ -71,7 +71,7 @@ def tokenize_tagging(
     def fn(batch: dict[str, list]) -> dict[str, list]:
         out: dict[str, list] = {"src": [], "word_ids": [], "tags": [], "index": batch["index"], "n_pieces": []}
         for words, names in zip(batch["words"], batch["tag_names"]):
-            ids, word_ids = tokenizer.encode_words(words)
+            ids, word_ids = tokenizer.frame_words(*tokenizer.encode_words(words))
             out["src"].append(ids)
             out["word_ids"].append(word_ids)
             out["tags"].append([tag_to_id[t] for t in names])
