@@ -23,14 +23,13 @@ exported as a different network.
 from __future__ import annotations
 
 import errno
-import shutil
-import tempfile
 from pathlib import Path
 
 import numpy as np
 import torch
 from torch import nn
 
+from transformer.export.folder import write_export_dir
 from transformer.files import disk_full
 from transformer.models.transformer import EncoderDecoder
 from transformer.modules.positional import (
@@ -233,33 +232,15 @@ def export_ctranslate2(task, output_dir: str | Path, quantization: str | None = 
         def _load(self):
             return build_ctranslate2_spec(task)
 
-    output_dir = Path(output_dir)
-    if output_dir.exists() and any(output_dir.iterdir()) and not force:
-        raise ExportError(f"output_dir {output_dir} exists and is not empty; pass force=true to replace it")
-    # Built in a temporary folder beside the target and renamed into place: a failed export
-    # (a full disk) leaves no half-written model directory.
-    output_dir.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{output_dir.name[:60]}.", suffix=".tmp", dir=output_dir.parent))
-    old = None
-    try:
+    def fill(tmp: Path) -> None:
         try:
             _TaskConverter().convert(str(tmp), quantization=quantization, force=True)
         except OSError as exc:
-            raise disk_full(exc, output_dir / "model.bin") if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc
+            raise disk_full(exc, Path(output_dir) / "model.bin") if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc
         task.src_tokenizer.save(tmp / SOURCE_TOKENIZER)
         task.tgt_tokenizer.save(tmp / TARGET_TOKENIZER)
-        if output_dir.exists():  # empty, or replaced with force=true
-            old = output_dir.with_name(f"{tmp.name}.old")
-            output_dir.rename(old)
-        tmp.rename(output_dir)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        if old is not None and not output_dir.exists():
-            old.rename(output_dir)
-        raise
-    if old is not None:
-        shutil.rmtree(old, ignore_errors=True)
-    return output_dir
+
+    return write_export_dir(output_dir, fill, force, ExportError)
 
 
 class CTranslate2Translator:
