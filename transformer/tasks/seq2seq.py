@@ -15,8 +15,7 @@ from typing import Annotated, Any, Mapping
 import lightning as L
 import torch
 
-from transformer.data.core.sentencepiece_tokenizer import tokenizer_from_str
-from transformer.data.core.tokenizer import SubwordTokenizer
+from transformer.data.core.tokenizer import SubwordTokenizer, tokenizer_from_str
 from transformer.decoding.settings import DecodeSettings
 from transformer.evaluation import CorpusBLEU
 from transformer.evaluation.translation import bleu_tokenizer, evaluate_split

@@ -14,7 +14,7 @@ this class does not.
 
 The whole state (both SentencePiece models as base64, the vocabulary, the special tokens) is one
 JSON string (:meth:`to_str`), which a checkpoint carries as it carries a ``tokenizer.json``;
-:func:`tokenizer_from_str` reads either. ``sentencepiece`` is the optional ``hub`` extra.
+:func:`transformer.data.core.tokenizer.tokenizer_from_str` reads either. ``sentencepiece`` is the optional ``hub`` extra.
 """
 
 from __future__ import annotations
@@ -172,16 +172,6 @@ class SentencePieceTokenizer:
     __hash__ = None  # type: ignore[assignment]
 
 
-def tokenizer_from_str(s: str) -> Any:
-    """A tokenizer from its JSON: a :class:`SentencePieceTokenizer`'s, or a ``tokenizer.json``
-    (:class:`~transformer.data.core.tokenizer.SubwordTokenizer`)."""
-    if s.lstrip().startswith("{") and f'"type": "{KIND}"' in s[:40]:
-        return SentencePieceTokenizer.from_str(s)
-    from transformer.data.core.tokenizer import SubwordTokenizer
-
-    return SubwordTokenizer.from_str(s)
-
-
 def marian_tokenizers(folder: str | Path, config: dict[str, Any] | None = None) -> tuple[
         SentencePieceTokenizer, SentencePieceTokenizer]:
     """The source and target tokenizers of a Marian folder (``source.spm``, ``target.spm``,
@@ -201,4 +191,4 @@ def marian_tokenizers(folder: str | Path, config: dict[str, Any] | None = None) 
             SentencePieceTokenizer(target, vocab, decode_model=source, **specials))
 
 
-__all__ = ["KIND", "SentencePieceTokenizer", "marian_tokenizers", "tokenizer_from_str"]
+__all__ = ["KIND", "SentencePieceTokenizer", "marian_tokenizers"]

@@ -38,6 +38,8 @@ from typing import Iterable, Sequence
 
 from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
+from transformer.data.core.sentencepiece_tokenizer import KIND as SENTENCEPIECE
+from transformer.data.core.sentencepiece_tokenizer import SentencePieceTokenizer
 from transformer.files import write_text
 
 PAD, BOS, EOS, UNK, MASK = "<pad>", "<s>", "</s>", "<unk>", "<mask>"
@@ -351,3 +353,12 @@ def roundtrip_exactness(tokenizer: SubwordTokenizer, texts: Sequence[str]) -> tu
     decoded = tokenizer.decode_batch(tokenizer.encode_batch(texts))
     bad = [t for t, d in zip(texts, decoded) if t != d]
     return 1.0 - len(bad) / len(texts), bad
+
+
+def tokenizer_from_str(s: str) -> "SubwordTokenizer | SentencePieceTokenizer":
+    """A tokenizer from the string a checkpoint carries: a SentencePiece model's
+    (:class:`~transformer.data.core.sentencepiece_tokenizer.SentencePieceTokenizer`, a MarianMT
+    vocabulary), or a ``tokenizer.json`` (:class:`SubwordTokenizer`)."""
+    if s.lstrip().startswith("{") and f'"type": "{SENTENCEPIECE}"' in s[:40]:
+        return SentencePieceTokenizer.from_str(s)
+    return SubwordTokenizer.from_str(s)
