@@ -7,17 +7,15 @@ A setting is typed once, with its range next to it:
 - a model config field (``models.transformer.hp``): ``d_model: int = hp(512, Range(1, 2**16))``;
 - a decoding setting (``decoding.settings.setting``): ``beam_size: int = setting(5, "...", Range(1, 1024))``.
 
-``tasks.build`` and ``decoding.settings`` read them back (:func:`range_of`) and refuse a value
-outside, naming the key. Upper bounds keep a typo (``max_tokens=10**12``) from allocating the
+They are data: ``tasks.build`` (``range_of``, ``within``) and ``decoding.settings`` read them back
+and refuse a value outside, naming the key. Upper bounds keep a typo (``max_tokens=10**12``) from allocating the
 machine's memory before anything is said. This module imports nothing of the project, so every
 layer may use it.
 """
 
 from __future__ import annotations
 
-import typing
 from dataclasses import dataclass
-from typing import Any
 
 
 @dataclass(frozen=True)
@@ -27,39 +25,13 @@ class Range:
     lo: float
     hi: float
 
-    def holds(self, value: float) -> bool:
-        """Whether ``value`` lies inside."""
-        return self.lo <= value <= self.hi
-
-    def expected(self, key: str) -> str:
-        """What a message says a value of ``key`` should be."""
-        return f"a value from {self.lo} to {self.hi}"
-
 
 @dataclass(frozen=True)
 class Probability:
     """``0 <= value < 1``: a rate that leaves something behind (a dropout of 1 zeroes every activation)."""
 
-    def holds(self, value: float) -> bool:
-        """Whether ``value`` lies inside."""
-        return 0 <= value < 1
-
-    def expected(self, key: str) -> str:
-        """What a message says a value of ``key`` should be."""
-        return f"0 <= {key} < 1"
-
 
 Declared = Range | Probability
 
 
-def range_of(hint: Any) -> Declared | None:
-    """The range an ``Annotated[type, Range(...)]`` hint declares, or None."""
-    return next((m for m in getattr(hint, "__metadata__", ()) if isinstance(m, (Range, Probability))), None)
-
-
-def unannotated(hint: Any) -> Any:
-    """``hint`` without its ``Annotated`` wrapper (the type alone)."""
-    return typing.get_args(hint)[0] if typing.get_origin(hint) is typing.Annotated else hint
-
-
-__all__ = ["Declared", "Probability", "Range", "range_of", "unannotated"]
+__all__ = ["Declared", "Probability", "Range"]

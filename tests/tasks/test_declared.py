@@ -10,9 +10,9 @@ from typing import Annotated, Sequence
 import pytest
 
 from transformer.decoding.settings import DecodeSettings
-from transformer.ranges import Probability, Range, range_of
+from transformer.ranges import Probability, Range
 from transformer.tasks.build import (MODELS, POSITIONALS, TASKS, HyperparameterError, check_arguments,
-                                     check_model_config, fits, task_class)
+                                     check_model_config, fits, range_of, task_class)
 
 
 @pytest.mark.parametrize("value, hint, ok", [

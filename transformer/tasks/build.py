@@ -46,7 +46,7 @@ from transformer.modules.positional import (
     RelativePositionBias,
     SinusoidalPositionalEncoding,
 )
-from transformer.ranges import Declared, Probability, Range, range_of, unannotated
+from transformer.ranges import Declared, Probability, Range
 
 
 # ----------------------------------------------------------------------------- checking hyperparameters as data
@@ -71,6 +71,30 @@ def show(value: Any, limit: int = 80) -> str:
     """``repr(value)`` on one line, cut to ``limit`` characters."""
     text = " ".join(repr(value).split())
     return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def range_of(hint: Any) -> Declared | None:
+    """The range an ``Annotated[type, Range(...)]`` hint declares, or None."""
+    return next((m for m in getattr(hint, "__metadata__", ()) if isinstance(m, (Range, Probability))), None)
+
+
+def unannotated(hint: Any) -> Any:
+    """``hint`` without its ``Annotated`` wrapper (the type alone)."""
+    return typing.get_args(hint)[0] if typing.get_origin(hint) is typing.Annotated else hint
+
+
+def within(declared: Declared, value: float) -> bool:
+    """Whether ``value`` lies inside the ``declared`` range."""
+    if isinstance(declared, Probability):
+        return 0 <= value < 1
+    return declared.lo <= value <= declared.hi
+
+
+def expected(declared: Declared, key: str) -> str:
+    """What a message says a value of ``key`` should be."""
+    if isinstance(declared, Probability):
+        return f"0 <= {key} < 1"
+    return f"a value from {declared.lo} to {declared.hi}"
 
 
 @functools.lru_cache(maxsize=None)
@@ -113,8 +137,8 @@ def check_bounds(where: str, key: str, value: Any, declared: Declared | None) ->
         return
     values = value if isinstance(value, (list, tuple)) else [value]
     numbers = [v for v in values if isinstance(v, (int, float)) and not isinstance(v, bool)]
-    if any(not declared.holds(v) for v in numbers):
-        raise HyperparameterError(f"{where}.{key}={show(value)}: expected {declared.expected(key)}")
+    if any(not within(declared, v) for v in numbers):
+        raise HyperparameterError(f"{where}.{key}={show(value)}: expected {expected(declared, key)}")
 
 
 def check_value(where: str, key: str, value: Any, hint: Any) -> None:
@@ -405,7 +429,7 @@ def check_optimizer(node: Any, where: str = "optimizer") -> tuple[type[torch.opt
     for key, value in settings.items():
         if key == "betas":
             ok = (isinstance(value, (list, tuple)) and len(value) == 2
-                  and all(_finite_number(b) and BETA_RANGE.holds(b) for b in value))
+                  and all(_finite_number(b) and within(BETA_RANGE, b) for b in value))
             if not ok:
                 raise HyperparameterError(f"{where}.betas={show(value)}: expected two numbers, each 0 <= beta < 1")
         elif key == "amsgrad":
@@ -413,7 +437,7 @@ def check_optimizer(node: Any, where: str = "optimizer") -> tuple[type[torch.opt
                 raise HyperparameterError(f"{where}.amsgrad={show(value)}: expected true or false")
         elif key in SETTINGS:
             declared = SETTINGS[key]
-            if not (_finite_number(value) and declared.holds(value)):
+            if not (_finite_number(value) and within(declared, value)):
                 raise HyperparameterError(f"{where}.{key}={show(value)}: expected a number from {declared.lo} to "
                                           f"{declared.hi}")
         else:
