@@ -36,7 +36,7 @@
 # Before the device call, here on the CPU, from the repo root (the data the recipe, the benchmark
 # and the GPU tests read, ~1.4 MiB, in the mirror's layout; and the packages the device image
 # lacks, for its Python 3.12: hydra-core, omegaconf, antlr4 (no wheel on PyPI: built here),
-# datasets, dill, multiprocess -- torch, lightning, tokenizers, sacrebleu, transformers, pyarrow
+# datasets, dill, multiprocess, pydantic with its core, annotated-types and typing-inspection -- torch, lightning, tokenizers, sacrebleu, transformers, pyarrow
 # and pytest are there):
 #
 #   mkdir -p .gpu_data/multi30k/data/task1/raw
@@ -44,9 +44,10 @@
 #     cp ../shared/datasets/multi30k/data/task1/raw/$s.$l.gz .gpu_data/multi30k/data/task1/raw/; done; done
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
-#     -d .whl hydra-core==1.3.8 omegaconf==2.3.1 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19
+#     -d .whl hydra-core==1.3.8 omegaconf==2.3.1 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 \
+#     pydantic==2.13.4 pydantic-core==2.46.4 annotated-types typing-inspection
 #   python3 -m pip wheel --no-deps -w .whl antlr4-python3-runtime==4.9.3
-#   du -sh .gpu_data .whl        # ~1.4 MiB + ~1.3 MiB; both are git-ignored
+#   du -sh .gpu_data .whl        # ~1.4 MiB + ~3.5 MiB; both are git-ignored
 #
 # then the device call: run(command="bash scripts/gpu_check.sh $OUT", carry=[".gpu_data", ".whl"],
 # timeout_s=540). At its start the script installs .whl/*.whl (when the folder is there) into
