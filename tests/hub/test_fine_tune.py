@@ -69,7 +69,7 @@ def corpus(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("hf")
-    return {family: write_folder(family, root / family) for family in ("bert", "roberta")}
+    return {family: write_folder(family, root / family) for family in ("bert", "roberta", "distilbert")}
 
 
 def fine_tune_args(kind: str, corpus: Path, folder: Path, run: Path) -> list[str]:
@@ -83,7 +83,19 @@ def fine_tune_args(kind: str, corpus: Path, folder: Path, run: Path) -> list[str
             "model.pooling=first", "model.char_channels=0", *common]
 
 
-@pytest.mark.parametrize("family", ["bert", "roberta"])
+# Two tensors of the family's own model, by its own names: layer 1's query projection and layer 0's
+# LayerNorm after the feed-forward block (DistilBERT, which has no layer_norm_eps, uses 1e-12).
+SPOT_CHECKS = {
+    "bert": lambda base: (base.encoder.layer[1].attention.self.query.weight,
+                          base.encoder.layer[0].output.LayerNorm.bias),
+    "roberta": lambda base: (base.encoder.layer[1].attention.self.query.weight,
+                             base.encoder.layer[0].output.LayerNorm.bias),
+    "distilbert": lambda base: (base.transformer.layer[1].attention.q_lin.weight,
+                                base.transformer.layer[0].output_layer_norm.bias),
+}
+
+
+@pytest.mark.parametrize("family", ["bert", "roberta", "distilbert"])
 @pytest.mark.parametrize("kind", ["classifier", "tagger"])
 def test_fine_tuning_starts_from_the_family_and_needs_nothing_of_it(kind, family, folders, corpus, tmp_path,
                                                                    capsys, monkeypatch):
@@ -99,15 +111,15 @@ def test_fine_tuning_starts_from_the_family_and_needs_nothing_of_it(kind, family
     state = tuned["state_dict"]
     assert torch.equal(state["model.encoder.embedding.weight"], base.embeddings.word_embeddings.weight)
     assert torch.equal(state["model.encoder.positional.embedding.weight"], base.embeddings.position_embeddings.weight)
-    assert torch.equal(state["model.encoder.layers.1.self_attn.w_q.weight"],
-                       base.encoder.layer[1].attention.self.query.weight)
-    assert torch.equal(state["model.encoder.layers.0.norm_2.bias"], base.encoder.layer[0].output.LayerNorm.bias)
+    query, ffn_norm = SPOT_CHECKS[family](base)
+    assert torch.equal(state["model.encoder.layers.1.self_attn.w_q.weight"], query)
+    assert torch.equal(state["model.encoder.layers.0.norm_2.bias"], ffn_norm)
     source = mlm_checkpoint(f"hf:{folder}")["state_dict"]
     encoder = [k for k in state if k.startswith("model.encoder.")]
     assert encoder and all(torch.equal(state[k], source[k]) for k in encoder)
     model = tuned["hyper_parameters"]["model"]
     assert (model["d_model"], model["n_layers"], model["norm_eps"], model["embedding_norm"],
-            model["scale_embeddings"]) == (32, 2, hf.config.layer_norm_eps, True, False)
+            model["scale_embeddings"]) == (32, 2, getattr(hf.config, "layer_norm_eps", 1e-12), True, False)
     # the data were read as the family reads them: the ids of transformers' own tokenizer
     hf_tok = transformers.AutoTokenizer.from_pretrained(folder)
     task = load_task(str(run / "checkpoints" / "last.ckpt"))
