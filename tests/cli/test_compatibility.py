@@ -2,25 +2,30 @@
 same answers through the commands a user runs, and every command's composed config is the same,
 key by key, except where a key is listed below as deliberately changed.
 
-The fixtures (tests/fixtures/v0_1/) were written by that version's code with
-``tests/fixtures/v0_1/make.py``: one checkpoint per task kind, the outputs of decode, tag,
-classify and fill on each, and every command's composed config (each experiment under train)."""
+``tests/fixtures/v0_1/make.py`` runs that version's own code, taken from the project's history
+(``git archive``), once per test session: it trains one tiny checkpoint per task kind and records
+the outputs of decode, tag, classify and fill on each. Every command's composed config at 0.1.0
+is kept as text (``tests/fixtures/v0_1/composed.json``)."""
 
 from __future__ import annotations
 
 import json
 import math
+import os
+import subprocess
+import sys
+import tarfile
 from pathlib import Path
 
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.global_hydra import GlobalHydra
+from filelock import FileLock
 from hydra_helpers import main_status
 from omegaconf import OmegaConf
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "v0_1"
 CONF = Path(__file__).resolve().parents[2] / "conf"
-EXPECTED = json.loads((FIXTURES / "expected.json").read_text(encoding="utf-8"))
 COMPOSED = json.loads((FIXTURES / "composed.json").read_text(encoding="utf-8"))
 
 # Composed keys whose value changed on purpose: dotted path -> the value it has now. A key that
@@ -62,6 +67,34 @@ def _load_make():
 MAKE = _load_make()
 
 
+REPO = Path(__file__).resolve().parents[2]
+
+
+@pytest.fixture(scope="session")
+def v0_1(tmp_path_factory, mirror_root) -> Path:
+    """A folder with 0.1.0's checkpoints and answers, made once per test session (the worker
+    processes of one session share it) by 0.1.0's own code from the project's history."""
+    shared = tmp_path_factory.getbasetemp().parent / "v0_1"
+    with FileLock(str(shared) + ".lock"):
+        if (shared / "expected.json").is_file():
+            return shared
+        code = shared.parent / "v0_1_code"
+        archive = subprocess.run(["git", "-C", str(REPO), "archive", MAKE.COMMIT, "transformer", "conf"],
+                                 capture_output=True)
+        if archive.returncode != 0:
+            pytest.skip(f"transformer 0.1.0 ({MAKE.COMMIT}) is not in this clone's history: "
+                        f"{archive.stderr.decode(errors='replace').strip()[:200]}")
+        code.mkdir(parents=True, exist_ok=True)
+        archive_path = code / "v0_1.tar"
+        archive_path.write_bytes(archive.stdout)
+        with tarfile.open(archive_path) as tar:
+            tar.extractall(code, filter="data")
+        env = {**os.environ, "PYTHONPATH": str(code), "TRANSFORMER_DATA_MIRROR": str(mirror_root)}
+        subprocess.run([sys.executable, str(FIXTURES / "make.py"), str(code), str(shared)], check=True, env=env,
+                       cwd=code, timeout=900)
+    return shared
+
+
 def same_output(got: str, want: str, tol: float = 1.5e-4) -> bool:
     """Equal text, except that printed probabilities may differ in their last digit."""
     got_lines, want_lines = got.splitlines(), want.splitlines()
@@ -83,18 +116,28 @@ def same_output(got: str, want: str, tol: float = 1.5e-4) -> bool:
 
 
 @pytest.mark.parametrize("query", sorted(MAKE.QUERIES))
-def test_a_0_1_checkpoint_gives_the_same_answers(query, tmp_path, capsys, monkeypatch):
+def test_a_0_1_checkpoint_gives_the_same_answers(query, v0_1, tmp_path, capsys, monkeypatch):
     import importlib
 
     command, kind, args = MAKE.QUERIES[query]
     lines = MAKE.INPUTS.get(kind, MAKE.INPUTS["translation"])
     (tmp_path / "in.txt").write_text("\n".join(lines) + "\n", encoding="utf-8")
     module = importlib.import_module(f"transformer.cli.{command}")
-    status, err = main_status(module, [f"ckpt_path={FIXTURES / (kind + '.ckpt')}", f"input={tmp_path / 'in.txt'}",
+    status, err = main_status(module, [f"ckpt_path={v0_1 / (kind + '.ckpt')}", f"input={tmp_path / 'in.txt'}",
                                        f"output={tmp_path / 'out.txt'}", "device=cpu", *args], capsys, monkeypatch)
     assert status == 0, err
     got = (tmp_path / "out.txt").read_text(encoding="utf-8")
-    assert same_output(got, EXPECTED[query]), f"{query}:\n{got!r}\nwanted\n{EXPECTED[query]!r}"
+    expected = json.loads((v0_1 / "expected.json").read_text(encoding="utf-8"))
+    assert same_output(got, expected[query]), f"{query}:\n{got!r}\nwanted\n{expected[query]!r}"
+
+
+@pytest.mark.parametrize("kind", ["translation", "nat"])
+def test_a_0_1_checkpoint_with_flat_optimizer_settings_reads_as_today(kind, v0_1):
+    from transformer.tasks.checkpoint import load_task
+
+    task = load_task(v0_1 / f"{kind}.ckpt")
+    assert type(task).task_name == kind and task.hparams.optimizer["_target_"] == "torch.optim.Adam"
+    assert "betas" not in task.hparams and ("compile" in task.hparams) == (kind == "translation")
 
 
 def flatten(node, prefix: str = "") -> dict[str, object]:

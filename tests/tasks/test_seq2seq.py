@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import copy
 import inspect
-from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -19,7 +18,6 @@ from transformer.tasks.nat import NATTranslationTask
 from transformer.tasks.seq2seq import Seq2SeqTask
 from transformer.tasks.translation import TranslationTask
 
-FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "v0_1"
 IDS = dict(vocab_size=40, pad_id=0, bos_id=1, eos_id=2, src_lang="de", tgt_lang="en")
 SHARED = set(task_parameters(Seq2SeqTask))
 
@@ -110,16 +108,6 @@ def test_a_checkpoint_with_flat_optimizer_settings_loads_and_trains_with_the_sam
     assert (group["betas"], group["eps"], group["weight_decay"]) == ((0.9, 0.98), 1e-9, 0.01)
     for name, value in task.state_dict().items():
         assert torch.equal(again.state_dict()[name], value), name
-
-
-@pytest.mark.parametrize("kind", ["translation", "nat"])
-def test_checkpoints_written_with_flat_settings_load_from_their_files(kind):
-    path = FIXTURES / f"{kind}.ckpt"
-    if not path.is_file():
-        pytest.skip(f"no {path}")
-    task = load_task(path)
-    assert type(task).task_name == kind and task.hparams.optimizer["_target_"] == "torch.optim.Adam"
-    assert "betas" not in task.hparams and ("compile" in task.hparams) == (kind == "translation")
 
 
 def test_a_task_without_a_compile_switch_refuses_one_that_is_on():
