@@ -35,7 +35,8 @@ from transformer.files import write_text
 from transformer.models.transformer import count_parameters
 from transformer.tasks.build import check_config_types, check_model_config, check_task_config, show
 from transformer.tasks.checkpoint import TASK_KEY, CheckpointError, load_weights, read_checkpoint
-from transformer.tasks.transfer import check_init_from, copy_encoder, encoder_settings_to_take, pretrained_tokenizer
+from transformer.tasks.transfer import (check_init_from, encoder_settings_to_take, pretrained_positions,
+                                        pretrained_tokenizer, start_from, whole_model)
 
 log = logging.getLogger(__name__)
 
@@ -257,6 +258,12 @@ def take_encoder_settings(cfg: DictConfig, ckpt: dict) -> None:
     taken = encoder_settings_to_take(ckpt, OmegaConf.to_container(cfg.model, resolve=True), named)
     for key, value in taken.items():
         OmegaConf.update(cfg, f"model.{key}", value, merge=False, force_add=True)
+    # Further pretraining cuts its rows at data.max_len: at most the pretrained position table.
+    positions = pretrained_positions(ckpt)
+    max_len = cfg.get("data", {}).get("max_len")
+    if (whole_model(OmegaConf.to_container(cfg.model, resolve=True), ckpt) and positions is not None
+            and isinstance(max_len, int) and max_len > positions and "data.max_len" not in {o.key_or_group for o in overrides}):
+        OmegaConf.update(cfg, "data.max_len", positions, merge=False)
 
 
 def check_resumed_model(cfg: DictConfig, ckpt: dict) -> None:
@@ -368,15 +375,16 @@ def train(cfg: DictConfig, ckpt: dict | None) -> dict:
 
 
 def start_task(cfg: DictConfig, dm, ckpt: dict | None, pretrained: dict | None):
-    """The task built for ``dm``, its encoder copied from ``init_from`` or its weights from the
+    """The task built for ``dm``, its encoder (a masked LM's whole model) copied from ``init_from`` or its weights from the
     checkpoint it resumes: ``(task, the step it resumes at or None)``."""
     task = build_task(cfg, dm)
     log.info("model parameters: %d", count_parameters(task.model))
     if pretrained is not None:
-        copied = copy_encoder(task.model, pretrained, cfg.init_from)
+        copied = start_from(task.model, OmegaConf.to_container(cfg.model, resolve=True), pretrained, cfg.init_from)
         shape = ", ".join(f"{k}={show(cfg.model.get(k))}" for k in ("d_model", "n_heads", "n_layers", "d_ff")
                           if k in cfg.model)
-        log.info("init_from: %d encoder tensors from %s (%s)", len(copied), cfg.init_from, shape)
+        part = "encoder" if all(k.startswith("encoder.") for k in copied) else "whole model"
+        log.info("init_from: %d %s tensors from %s (%s)", len(copied), part, cfg.init_from, shape)
     if ckpt is None:
         return task, None
     load_weights(task, ckpt, cfg.ckpt_path)  # a hand-edited file fails here, in one line

@@ -6,6 +6,10 @@ The tagger, the classifier and the translation model name their encoder ``encode
 masked language model does (``models.mlm``), so the pretrained weights move by name: the
 embedding, the positional encoding, the layers and the final norm (:func:`copy_encoder`);
 everything else (heads, pooling, the character encoder, a translation decoder) starts fresh.
+Further pretraining (``experiment=pretrain init_from=...``: a masked LM started from a masked
+LM) copies the whole model instead, the head included (:func:`copy_model`), so its first step
+predicts as the pretrained model does; the head's switches (:data:`HEAD_KEYS`) are then matched
+and taken like the encoder's.
 The pretrained tokenizer comes along (training's data module reads the text with it), so the
 fine-tuned checkpoint carries it like any other and needs nothing of the pretrained one.
 
@@ -33,17 +37,34 @@ from transformer.tasks.build import POSITIONALS, check_model_config, model_field
 #: unscaled embeddings, its token types, its learned position table's rows).
 ENCODER_KEYS = ("d_model", "n_heads", "n_layers", "d_ff", "norm_first", "activation", "positional",
                 "norm_eps", "scale_embeddings", "embedding_norm", "type_vocab_size", "max_len")
+#: The masked-LM head's switches (``models.mlm.MLMConfig``), matched too where a masked LM starts
+#: from a masked LM: BERT's transform, RoBERTa's GELU whatever ``hidden_act`` says, the tied
+#: projection and its bias.
+HEAD_KEYS = ("head_transform", "head_activation", "tie_output", "output_bias")
 _ALIASES = {"n_layers": ("n_layers", "n_encoder_layers")}
 PREFIX = "model.encoder."
 
 
-def _settings(model_cfg: Mapping[str, Any], where: str) -> dict[str, tuple[str, Any]]:
-    """``{key: (the config's own name for it, value)}`` of :data:`ENCODER_KEYS`, the model
-    class's defaults filled in; a positional encoding as ``{class name, its arguments}``."""
+def whole_model(model_cfg: Mapping[str, Any], ckpt: dict) -> bool:
+    """Whether ``init_from`` starts the whole model, not only its encoder: a masked LM from a
+    masked LM (:func:`copy_model`)."""
+    from transformer.models.mlm import MaskedLanguageModel
+
+    def cls(cfg: Mapping[str, Any], where: str) -> type:
+        return check_model_config(dict(cfg), where, complete=False)[0]
+
+    return (ckpt.get("transformer_task") == "mlm" and cls(model_cfg, "model") is MaskedLanguageModel
+            and cls(ckpt["hyper_parameters"]["model"], "init_from.model") is MaskedLanguageModel)
+
+
+def _settings(model_cfg: Mapping[str, Any], where: str, keys: tuple[str, ...] = ENCODER_KEYS
+              ) -> dict[str, tuple[str, Any]]:
+    """``{key: (the config's own name for it, value)}`` of ``keys``, the model class's defaults
+    filled in; a positional encoding as ``{class name, its arguments}``."""
     cls, kwargs = check_model_config(dict(model_cfg), where, complete=False)
     params = model_fields(cls)
     out = {}
-    for key in ENCODER_KEYS:
+    for key in keys:
         name = next((n for n in _ALIASES.get(key, (key,)) if n in params), key)
         value = model_cfg.get(name, params[name].default if name in params else None)
         if key == "positional":
@@ -64,20 +85,26 @@ def _positional(value: Mapping[str, Any] | None) -> dict[str, Any]:
     return {"_target_": name, **defaults, **value}
 
 
+def _matched(model_cfg: Mapping[str, Any], ckpt: dict) -> tuple[str, ...]:
+    """The settings ``init_from`` matches: the encoder's, and the head's for a whole masked LM."""
+    return ENCODER_KEYS + HEAD_KEYS if whole_model(model_cfg, ckpt) else ENCODER_KEYS
+
+
 def _keys(theirs: Mapping[str, tuple[str, Any]]) -> tuple[str, ...]:
-    """The :data:`ENCODER_KEYS` to match: ``max_len`` only where the pretrained positions are a
+    """The settings of ``theirs`` to match: ``max_len`` only where the pretrained positions are a
     learned table (its rows); a computed one fits any length."""
     learned = theirs["positional"][1]["_target_"] == "LearnedPositionalEncoding"
-    return tuple(k for k in ENCODER_KEYS if learned or k != "max_len")
+    return tuple(k for k in theirs if learned or k != "max_len")
 
 
 def encoder_settings_to_take(ckpt: dict, model_cfg: Mapping[str, Any], named: Collection[str]) -> dict[str, Any]:
-    """The pretrained encoder's settings (:data:`ENCODER_KEYS`) that differ from ``model_cfg``'s
-    and that the command line does not set (``named``: the ``model.<key>`` names it sets), as
-    ``{the model config's name for it: the pretrained value}``."""
+    """The pretrained encoder's settings (:data:`ENCODER_KEYS`, and :data:`HEAD_KEYS` for a whole
+    masked LM) that differ from ``model_cfg``'s and that the command line does not set (``named``:
+    the ``model.<key>`` names it sets), as ``{the model config's name for it: the pretrained value}``."""
     raw = ckpt["hyper_parameters"]["model"]
-    theirs = _settings(raw, "init_from.model")
-    ours = _settings(model_cfg, "model")
+    keys = _matched(model_cfg, ckpt)
+    theirs = _settings(raw, "init_from.model", keys)
+    ours = _settings(model_cfg, "model", keys)
     return {ours[key][0]: raw.get(theirs[key][0]) if key == "positional" else theirs[key][1]
             for key in _keys(theirs) if theirs[key][1] != ours[key][1] and ours[key][0] not in named}
 
@@ -91,8 +118,9 @@ def check_init_from(ckpt: dict, path: str | Path, model_cfg: Mapping[str, Any],
     if task != "mlm":
         raise ValueError(f"init_from: {path} is a {task!r} checkpoint; fine-tuning starts from a masked-LM "
                          f"checkpoint (transformer-train experiment=pretrain)")
-    theirs = _settings(ckpt["hyper_parameters"]["model"], "init_from.model")
-    ours = _settings(model_cfg, "model")
+    keys = _matched(model_cfg, ckpt)
+    theirs = _settings(ckpt["hyper_parameters"]["model"], "init_from.model", keys)
+    ours = _settings(model_cfg, "model", keys)
     differ = [key for key in _keys(theirs) if theirs[key][1] != ours[key][1]]
     if differ:
         pretrained = ", ".join(f"{theirs[k][0]}={show(theirs[k][1])}" for k in differ)
@@ -128,4 +156,37 @@ def copy_encoder(model: torch.nn.Module, ckpt: dict, path: str | Path) -> list[s
     return sorted(state)
 
 
-__all__ = ["ENCODER_KEYS", "check_init_from", "copy_encoder", "encoder_settings_to_take", "pretrained_tokenizer"]
+def copy_model(model: torch.nn.Module, ckpt: dict, path: str | Path) -> list[str]:
+    """Copy every tensor of a pretrained masked LM into ``model`` (a masked LM of the same
+    settings, :func:`check_init_from`): encoder and head alike; returns their names. A tensor
+    that does not fit is a ``ValueError`` starting ``init_from:``."""
+    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    rows, ours = state["encoder.embedding.weight"].shape[0], model.encoder.embedding.num_embeddings
+    if rows != ours:
+        raise ValueError(f"init_from: {path} has a {rows}-piece vocabulary, but the model reads {ours} pieces")
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        raise ValueError(f"init_from: {path}'s masked LM does not fit the model: {' '.join(str(exc).split())[:400]}") from None
+    return sorted(state)
+
+
+def pretrained_positions(ckpt: dict) -> int | None:
+    """How many pieces the pretrained model's learned position table holds (RoBERTa's less its
+    padding rows); None where positions are computed and fit any length."""
+    positional = _positional(ckpt["hyper_parameters"]["model"].get("positional"))
+    if positional["_target_"] != "LearnedPositionalEncoding":
+        return None
+    rows = ckpt["state_dict"][PREFIX + "positional.embedding.weight"].shape[0]
+    return rows - int(positional.get("first_position") or 0)
+
+
+def start_from(model: torch.nn.Module, model_cfg: Mapping[str, Any], ckpt: dict, path: str | Path) -> list[str]:
+    """Copy what ``init_from`` gives ``model``: the whole masked LM into a masked LM, else the
+    encoder; returns the names copied."""
+    if whole_model(model_cfg, ckpt):
+        return copy_model(model, ckpt, path)
+    return [f"encoder.{k}" for k in copy_encoder(model, ckpt, path)]
+
+
+__all__ = ["ENCODER_KEYS", "HEAD_KEYS", "copy_model", "pretrained_positions", "start_from", "whole_model", "check_init_from", "copy_encoder", "encoder_settings_to_take", "pretrained_tokenizer"]

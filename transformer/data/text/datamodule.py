@@ -9,7 +9,8 @@ each passage is tokenized into one row, or several of at most ``max_len`` pieces
 longer (:func:`tokenize_text`, cut between words by :func:`chunk_spans`). Both tables are cached
 (:mod:`transformer.data.core.cache`): :func:`raw_text_dataset`, then :func:`tokenize_text`.
 
-A batch is ``src (B, T)`` piece ids (right-padded, no special tokens), ``index (B,)``, and two
+A batch is ``src (B, T)`` piece ids (right-padded, no special tokens; a pretrained family's
+tokenizer frames each row as the family does, ``[CLS] … [SEP]``), ``index (B,)``, and two
 numbers counted on the host: ``key``, the smallest row index of the batch (batches of an epoch
 share no row, so it names the batch: the masking is drawn from it, see
 :func:`transformer.tasks.mlm.masking_seed`), and ``n_tokens``, its real pieces.
@@ -106,22 +107,26 @@ def chunk_spans(word_start: Sequence[bool], max_len: int) -> list[tuple[int, int
 
 def tokenize_text(raw: datasets.Dataset, tokenizer: SubwordTokenizer, cache_dir: str | os.PathLike, name: str,
                   key: Any, max_len: int, num_proc: int | None = None) -> datasets.Dataset:
-    """Dataset with columns ``src`` (piece ids, no specials), ``index`` (``passage index *
+    """Dataset with columns ``src`` (piece ids, no specials but a family tokenizer's framing), ``index`` (``passage index *
     CHUNKS_PER_PASSAGE + chunk number``) and ``n_pieces``, cached under
     ``cache_dir/arrow/{name}-{hash}.arrow`` (one file per worker with ``num_proc=n``; None:
     :func:`~transformer.data.core.cache.default_num_proc`). A passage of more than ``max_len``
     pieces becomes several rows (:func:`chunk_spans`, cut between words where it can), never
     dropped."""
-    key = cache_key("text", key, len(raw), tokenizer.content_hash, max_len)
+    framed = ["framed"] if any(tokenizer.framing) else []
+    key = cache_key("text", key, len(raw), tokenizer.content_hash, max_len, *framed)
     cache_file = inside(Path(cache_dir) / "arrow", f"{name}-{key[:16]}.arrow")
     starts = tokenizer.word_starts()
+    # A pretrained family's rows are framed as it was pretrained ([CLS] ... [SEP], <s> ... </s>),
+    # the frame counted in max_len; a tokenizer trained here frames nothing.
+    room = max(1, max_len - sum(len(part) for part in tokenizer.framing))
 
     def fn(batch: pa.Table) -> pa.Table:
         src: list[list[int]] = []
         index: list[int] = []
         for ids, i in zip(tokenizer.encode_batch(batch.column("text").to_pylist()), batch.column("index").to_pylist()):
-            for c, (s, e) in enumerate(chunk_spans([starts[t] for t in ids], max_len)):
-                src.append(ids[s:e])
+            for c, (s, e) in enumerate(chunk_spans([starts[t] for t in ids], room)):
+                src.append(tokenizer.frame(ids[s:e]))
                 index.append(i * CHUNKS_PER_PASSAGE + c % CHUNKS_PER_PASSAGE)
         column, lengths = ids_column(src)
         return pa.table({"src": column, "index": pa.array(index, pa.int64()), "n_pieces": pa.array(lengths)})
