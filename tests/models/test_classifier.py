@@ -8,11 +8,11 @@ import pytest
 import torch
 
 from transformer.models.classifier import ClassifierConfig, SequenceClassifier
-from transformer.models.pooling import AttentionPooling, ClsPooling, MeanPooling
+from transformer.models.pooling import AttentionPooling, ClsPooling, FirstPooling, MeanPooling
 from transformer.tasks.build import build_model
 
 PAD = 0
-POOLINGS = [ClsPooling, MeanPooling, AttentionPooling]
+POOLINGS = [ClsPooling, FirstPooling, MeanPooling, AttentionPooling]
 
 
 def tiny(pooling, n_classes: int = 3) -> SequenceClassifier:
@@ -71,6 +71,25 @@ def test_cls_pooling_reads_the_position_it_adds():
     model.train()
     model(padded([[3, 4]], 2)).sum().backward()
     assert model.pooling.cls.grad is not None and model.pooling.cls.grad.abs().sum() > 0
+
+
+def test_first_pooling_reads_position_0_whatever_the_padding():
+    """``FirstPooling`` is the encoder's state at position 0 (a family's ``[CLS]``/``<s>``): no
+    vector of its own, the same for a row alone and padded, and not any other position's."""
+    model = tiny(FirstPooling)
+    assert not list(model.pooling.parameters())
+    rows = [[2, 9, 4, 11, 3], [2, 7, 3], [2, 3]]
+    src = padded(rows, 8)  # (B, T), right-padded
+    with torch.no_grad():
+        pooled = model.pool(src)
+        states = model.encoder(src, src.ne(PAD))  # (B, T, D)
+        alone = [model.pool(padded([r], len(r))).vector[0] for r in rows]
+    assert pooled.offset == 0 and pooled.weights is None
+    assert torch.equal(pooled.vector, states[:, 0])
+    for i in range(len(rows)):
+        torch.testing.assert_close(pooled.vector[i], alone[i], atol=1e-5, rtol=1e-5)
+        assert not torch.allclose(pooled.vector[i], states[i, 1], atol=1e-3)
+        assert not torch.allclose(pooled.vector[i], states[i, :len(rows[i])].mean(0), atol=1e-3)
 
 
 @pytest.mark.parametrize("pooling", POOLINGS)

@@ -37,7 +37,7 @@ class ClassifierConfig(EncoderConfig):
     Fields:
         n_classes: number of labels C (from the data).
         pooling: a factory called with ``d_model, n_heads`` (a ``_partial_`` config of
-            ``ClsPooling``, ``MeanPooling`` or ``AttentionPooling``); ``None`` = attention.
+            ``ClsPooling``, ``FirstPooling``, ``MeanPooling`` or ``AttentionPooling``); ``None`` = attention.
     """
 
     n_classes: int = hp(within=Range(1, 2**20))

@@ -44,6 +44,24 @@ class ClsPooling(nn.Module):
         return h[:, 0], None  # (B, D): the [CLS] position
 
 
+class FirstPooling(nn.Module):
+    """The first position's final state: the ``[CLS]`` (``<s>``) piece a pretrained family's
+    tokenizer frames every sentence with, which its own sequence classifiers read
+    (``BertForSequenceClassification``). Unlike :class:`ClsPooling` nothing is added: the
+    vector comes from the tokenizer's framing and the pretrained embedding of that piece, so
+    use it with a family's tokenizer (``init_from=hf:...``). Padding is on the right, so
+    position 0 is a real piece whatever the row's length."""
+
+    def __init__(self, d_model: int, n_heads: int = 1):
+        super().__init__()
+
+    def prepare(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
+        return x, mask
+
+    def forward(self, h: Tensor, mask: Tensor) -> tuple[Tensor, None]:
+        return h[:, 0], None  # (B, T, D) -> (B, D): the first position
+
+
 class MeanPooling(nn.Module):
     """The mean of the encoder states over real tokens (padding excluded from sum and count)."""
 
@@ -93,4 +111,4 @@ class AttentionPooling(nn.Module):
         return self.out(pooled), w.squeeze(2)  # (B, D), (B, H, T)
 
 
-__all__ = ["AttentionPooling", "ClsPooling", "MeanPooling"]
+__all__ = ["AttentionPooling", "ClsPooling", "FirstPooling", "MeanPooling"]

@@ -38,7 +38,7 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from transformer.models import CTCNonAutoregressiveModel, EncoderDecoder, NonAutoregressiveModel, Tagger
 from transformer.models.classifier import SequenceClassifier
 from transformer.models.mlm import ElectraModel, MaskedLanguageModel
-from transformer.models.pooling import AttentionPooling, ClsPooling, MeanPooling
+from transformer.models.pooling import AttentionPooling, ClsPooling, FirstPooling, MeanPooling
 from transformer.modules.attention import head_width
 from transformer.modules.positional import (
     LearnedPositionalEncoding,
@@ -277,6 +277,7 @@ _POSITIONAL_SUPPLIED = {"d_model", "n_heads", "max_len", "causal"}
 # model calls with d_model and n_heads).
 POOLINGS: dict[str, type[torch.nn.Module]] = {
     "ClsPooling": ClsPooling,
+    "FirstPooling": FirstPooling,
     "MeanPooling": MeanPooling,
     "AttentionPooling": AttentionPooling,
 }
