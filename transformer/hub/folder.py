@@ -1,5 +1,5 @@
 """Reading a Hugging Face folder (``config.json``, ``model.safetensors`` or ``pytorch_model.bin``,
-``tokenizer.json``) into what our own checkpoints hold: a flat model config, a state dict of our
+``tokenizer.json`` or the vocabulary files it is built from) into what our own checkpoints hold: a flat model config, a state dict of our
 modules' names, the tokenizer's JSON. ``hf:<folder>`` names a folder; ``hf:<hub id>``
 (``bert-base-uncased``, ``FacebookAI/roberta-base``) is downloaded with
 ``huggingface_hub.snapshot_download`` first, never when the hub is offline.
@@ -29,7 +29,8 @@ PREFIX = "hf:"
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 #: What a download fetches: the config, the tokenizer and one weights file.
 _FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
-          "source.spm", "target.spm", "vocab.json", "target_vocab.json"]
+          "source.spm", "target.spm", "vocab.json", "target_vocab.json", "vocab.txt", "merges.txt",
+          "added_tokens.json"]
 
 
 def is_hub_path(path: Any) -> bool:
@@ -98,15 +99,21 @@ def read_weights(folder: Path) -> dict[str, torch.Tensor]:
 
 def read_tokenizer(folder: Path) -> SubwordTokenizer:
     """The folder's ``tokenizer.json`` (the ``tokenizers`` library's file), its special tokens
-    and framing its own."""
+    and framing its own; without one, the tokenizer its vocabulary files describe
+    (``hub.tokenizers``: BERT's ``vocab.txt``, RoBERTa's ``vocab.json`` and ``merges.txt``, with
+    ``tokenizer_config.json``), as older hub folders keep it."""
+    from transformer.hub.tokenizers import TOKENIZER_FILES, from_vocabulary_files
+
     path = folder / "tokenizer.json"
-    if not path.is_file():
-        raise HubError(f"{folder}: no tokenizer.json (a fast tokenizer's file; save it with "
-                       f"PreTrainedTokenizerFast.save_pretrained)")
     try:
-        return SubwordTokenizer.load(path)
-    except ValueError as exc:
-        raise HubError(f"{path}: {exc}") from None
+        if path.is_file():
+            return SubwordTokenizer.load(path)
+        built = from_vocabulary_files(folder)
+        if built is None:
+            raise HubError(f"{folder}: no tokenizer: looked for {', '.join(TOKENIZER_FILES)}")
+        return SubwordTokenizer(built)
+    except (ValueError, OSError) as exc:
+        raise HubError(f"{path if path.is_file() else folder}: {exc}") from None
 
 
 def map_weights(family: Family, weights: dict[str, torch.Tensor], expected: dict[str, torch.Tensor],

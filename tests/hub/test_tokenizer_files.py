@@ -1,0 +1,112 @@
+"""Folders without ``tokenizer.json``: BERT's and DistilBERT's ``vocab.txt``, RoBERTa's
+``vocab.json`` and ``merges.txt`` (with ``tokenizer_config.json``) give the ids of
+``transformers``' tokenizers read from the same files (the pure-Python ``BertTokenizerLegacy``
+too), framing included, on sentences with accents, CJK and emoji; the model then reads as it
+does from ``tokenizer.json``; a folder with neither is one error naming the files looked for."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from folders import FAMILIES, sentences, write_folder
+from transformer.hub import HubError, mlm_checkpoint
+from transformer.hub.folder import read_tokenizer
+from transformer.tasks.checkpoint import load_task
+
+transformers = pytest.importorskip("transformers")
+from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy  # noqa: E402
+
+CLASSES = {"bert": "BertTokenizer", "distilbert": "DistilBertTokenizer", "roberta": "RobertaTokenizer"}
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    root = tmp_path_factory.mktemp("hf")
+    return {family: write_folder(family, root / family) for family in FAMILIES}
+
+
+def vocabulary_files(folder: Path, out: Path, family: str, **config) -> Path:
+    """``folder`` with its ``tokenizer.json`` replaced by the files an older snapshot keeps:
+    ``vocab.txt`` (one piece a line, by id) or ``vocab.json`` + ``merges.txt``, and a
+    ``tokenizer_config.json`` of the slow tokenizer's settings."""
+    shutil.copytree(folder, out)
+    state = json.loads((out / "tokenizer.json").read_text(encoding="utf-8"))
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (out / name).unlink(missing_ok=True)
+    vocab = state["model"]["vocab"]
+    if family == "roberta":
+        (out / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+        merges = [m if isinstance(m, str) else " ".join(m) for m in state["model"]["merges"]]
+        (out / "merges.txt").write_text("#version: 0.2\n" + "".join(m + "\n" for m in merges), encoding="utf-8")
+    else:
+        (out / "vocab.txt").write_text("".join(t + "\n" for t in sorted(vocab, key=vocab.get)), encoding="utf-8")
+        config = {"do_lower_case": True, **config}
+    (out / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": CLASSES[family], **config}),
+                                               encoding="utf-8")
+    return out
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_ids_equal_the_tokenizers_of_transformers_from_the_same_files(family, folders, tmp_path):
+    folder = vocabulary_files(folders[family], tmp_path / family, family)
+    assert not (folder / "tokenizer.json").exists()
+    texts = sentences(300)
+    assert any(ord(c) > 0x3000 for t in texts for c in t) and any("é" in t for t in texts)
+    assert any(ord(c) > 0x1F000 for t in texts for c in t)
+    tok = read_tokenizer(folder)
+    ours = [tok.frame(ids) for ids in tok.encode_batch(texts)]
+    hf_tok = transformers.AutoTokenizer.from_pretrained(folder)
+    assert type(hf_tok).__name__ == CLASSES[family]
+    assert ours == hf_tok(texts)["input_ids"]
+    if family != "roberta":  # and the pure-Python tokenizer, which shares no code with ``tokenizers``
+        assert ours == BertTokenizerLegacy(vocab_file=str(folder / "vocab.txt"), do_lower_case=True)(texts)["input_ids"]
+    # the same ids as the folder's own tokenizer.json gave
+    assert ours == transformers.AutoTokenizer.from_pretrained(folders[family])(texts)["input_ids"]
+    assert {tok.pad_id, tok.mask_id} <= set(tok.special_ids) and tok.unk_id in tok.special_ids
+
+
+@pytest.mark.parametrize("config", [{"do_lower_case": False}, {"do_lower_case": True, "strip_accents": False}])
+def test_the_slow_tokenizers_settings_are_read(config, folders, tmp_path):
+    """``do_lower_case=false`` keeps case (unseen cased words become ``[UNK]``), ``strip_accents=false``
+    keeps accents while lowercasing: as ``BertTokenizerLegacy`` reads them."""
+    folder = vocabulary_files(folders["bert"], tmp_path / "bert", "bert", **config)
+    texts = sentences(300)
+    tok = read_tokenizer(folder)
+    ours = [tok.frame(ids) for ids in tok.encode_batch(texts)]
+    legacy = BertTokenizerLegacy(vocab_file=str(folder / "vocab.txt"), **config)(texts)["input_ids"]
+    assert ours == legacy
+    default = read_tokenizer(vocabulary_files(folders["bert"], tmp_path / "default", "bert"))
+    assert ours != [default.frame(ids) for ids in default.encode_batch(texts)]  # the setting changed something
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_a_folder_of_vocabulary_files_reads_as_with_tokenizer_json(family, folders, tmp_path):
+    folder = vocabulary_files(folders[family], tmp_path / family, family)
+    task = load_task(f"hf:{folder}")
+    reference = load_task(f"hf:{folders[family]}")
+    src = torch.tensor([reference.tokenizer.frame(reference.tokenizer.encode("café naïve 日本語 😀 the movie"))])
+    assert torch.equal(torch.tensor([task.tokenizer.frame(task.tokenizer.encode("café naïve 日本語 😀 the movie"))]), src)
+    with torch.no_grad():
+        assert torch.equal(task.model(src), reference.model(src))
+    assert mlm_checkpoint(f"hf:{folder}")["tokenizers"]["src"]
+
+
+def test_a_folder_with_no_tokenizer_is_one_error_naming_the_files(folders, tmp_path):
+    folder = tmp_path / "bare"
+    shutil.copytree(folders["bert"], folder)
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (folder / name).unlink(missing_ok=True)
+    with pytest.raises(HubError, match=r"no tokenizer: looked for tokenizer\.json, vocab\.txt, vocab\.json \+ merges\.txt"):
+        mlm_checkpoint(f"hf:{folder}")
+    proc = subprocess.run([sys.executable, "-m", "transformer.cli.fill", f"ckpt_path=hf:{folder}"],
+                          input="a [MASK]\n", capture_output=True, text=True)
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith("error:") and "vocab.txt" in lines[0] and "tokenizer.json" in lines[0]
