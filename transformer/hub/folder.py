@@ -2,7 +2,9 @@
 ``tokenizer.json`` or the vocabulary files it is built from) into what our own checkpoints hold: a flat model config, a state dict of our
 modules' names, the tokenizer's JSON. ``hf:<folder>`` names a folder; ``hf:<hub id>``
 (``bert-base-uncased``, ``FacebookAI/roberta-base``) is downloaded with
-``huggingface_hub.snapshot_download`` first, never when the hub is offline.
+``huggingface_hub.snapshot_download`` first (``HF_ENDPOINT`` and ``HF_HOME`` as the hub's own
+tools read them); with the hub offline (``HF_HUB_OFFLINE=1``) a snapshot already in the hub
+cache serves, as it does for ``transformers``, and nothing is fetched.
 
 Every tensor of the file is accounted for: each is placed on one of our parameters, checked
 equal to the one it duplicates (a tied decoder saved twice), or named in a warning as a part we
@@ -12,6 +14,7 @@ is a parameter of ours that no tensor fills.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import os
@@ -42,6 +45,21 @@ def _offline() -> bool:
     return os.environ.get("HF_HUB_OFFLINE", "").strip().lower() in ("1", "true", "yes", "on")
 
 
+@contextlib.contextmanager
+def _quiet_http():
+    """The HTTP client's line per request (INFO under the commands' logging) held back while the
+    hub is asked: a failed download is one error line, a good one the hub's progress bars."""
+    loggers = [logging.getLogger(n) for n in ("httpx", "httpx2", "httpcore")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
 def resolve(spec: str) -> Path:
     """The local folder of ``hf:<folder>`` or ``hf:<hub id>`` (downloaded when not cached here)."""
     name = str(spec)[len(PREFIX):] if is_hub_path(spec) else str(spec)
@@ -53,15 +71,21 @@ def resolve(spec: str) -> Path:
     if path.exists() or name.startswith((".", "/", "~")) or name.count("/") > 1:
         raise HubError(f"hf:{name}: no such folder")
     hint = f"download {name} where there is a network and give its folder: ckpt_path=hf:/path/to/folder"
-    if _offline():
-        raise HubError(f"hf:{name}: not a folder, and the hub is offline (HF_HUB_OFFLINE=1); {hint}")
-    try:
-        from huggingface_hub import snapshot_download
+    from huggingface_hub import snapshot_download
 
-        folder = Path(snapshot_download(name, allow_patterns=_FILES + [WEIGHT_FILES[0]]))
-        if not (folder / WEIGHT_FILES[0]).is_file():
-            folder = Path(snapshot_download(name, allow_patterns=_FILES + [WEIGHT_FILES[1]]))
-    except Exception as exc:  # no network, unknown id, refused: all one line to the user
+    offline = _offline()
+    try:
+        # One weights file: safetensors where the repository has it, else pytorch_model.bin. Offline
+        # (as transformers' from_pretrained does) a snapshot already in the hub cache serves.
+        with _quiet_http():
+            for weights in WEIGHT_FILES:
+                folder = Path(snapshot_download(name, allow_patterns=_FILES + [weights], local_files_only=offline))
+                if (folder / weights).is_file():
+                    break
+    except Exception as exc:  # no network, unknown id, refused, not cached: all one line to the user
+        if offline:
+            raise HubError(f"hf:{name}: not a folder nor in the hub cache, and the hub is offline "
+                           f"(HF_HUB_OFFLINE=1); {hint}") from None
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
         raise HubError(f"hf:{name}: not a folder, and the download failed ({first}); {hint}") from None
     return folder
