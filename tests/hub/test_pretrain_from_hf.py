@@ -19,7 +19,9 @@ from cli.hydra_helpers import main_status
 from folders import FAMILIES, sentences, write_folder
 from transformer.cli import fill as fill_cli
 from transformer.cli import train as train_cli
+from transformer.hub import mlm_checkpoint
 from transformer.tasks.checkpoint import load_task, read_checkpoint
+from transformer.tasks.transfer import HEAD_KEYS
 
 transformers = pytest.importorskip("transformers")
 
@@ -99,6 +101,8 @@ def test_pretraining_starts_from_the_whole_family_model(family, folders, corpus,
     assert torch.equal(ckpt["state_dict"]["model.output_bias"], head_bias)
     model = ckpt["hyper_parameters"]["model"]
     assert model["positional"]["_target_"].endswith("LearnedPositionalEncoding") and model["norm_first"] is False
+    folder_model = mlm_checkpoint(f"hf:{folder}")["hyper_parameters"]["model"]
+    assert {k: model[k] for k in HEAD_KEYS} == {k: folder_model[k] for k in HEAD_KEYS}
     # the text was read as the family reads it: transformers' own ids, framing included
     hf_tok = transformers.AutoTokenizer.from_pretrained(folder)
     lines = (corpus.read_text(encoding="utf-8")).splitlines()

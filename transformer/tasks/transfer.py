@@ -105,8 +105,11 @@ def encoder_settings_to_take(ckpt: dict, model_cfg: Mapping[str, Any], named: Co
     keys = _matched(model_cfg, ckpt)
     theirs = _settings(raw, "init_from.model", keys)
     ours = _settings(model_cfg, "model", keys)
+    # A whole masked LM's head switches are written out even where they equal the defaults: the
+    # checkpoint of further pretraining then names the family's head as it names its encoder.
     return {ours[key][0]: raw.get(theirs[key][0]) if key == "positional" else theirs[key][1]
-            for key in _keys(theirs) if theirs[key][1] != ours[key][1] and ours[key][0] not in named}
+            for key in _keys(theirs) if ours[key][0] not in named
+            and (theirs[key][1] != ours[key][1] or (key in HEAD_KEYS and key not in model_cfg))}
 
 
 def check_init_from(ckpt: dict, path: str | Path, model_cfg: Mapping[str, Any],
@@ -126,7 +129,8 @@ def check_init_from(ckpt: dict, path: str | Path, model_cfg: Mapping[str, Any],
         pretrained = ", ".join(f"{theirs[k][0]}={show(theirs[k][1])}" for k in differ)
         configured = ", ".join(f"model.{ours[k][0]}={show(ours[k][1])}" for k in differ)
         what = "it" if len(differ) == 1 else "them"
-        raise ValueError(f"init_from: {path} has {pretrained}, but {configured}: the encoder is copied as it is, "
+        part = "masked LM" if HEAD_KEYS[0] in keys else "encoder"
+        raise ValueError(f"init_from: {path} has {pretrained}, but {configured}: the {part} is copied as it is, "
                          f"so set {what} to match or leave {what} off the command line")
     rows = ckpt["state_dict"][PREFIX + "embedding.weight"].shape[0]
     if tokenizer_vocab is not None and tokenizer_vocab != rows:
