@@ -109,4 +109,12 @@ def test_a_folder_with_no_tokenizer_is_one_error_naming_the_files(folders, tmp_p
                           input="a [MASK]\n", capture_output=True, text=True)
     lines = [line for line in proc.stderr.splitlines() if line.strip()]
     assert proc.returncode == 2 and len(lines) == 1, proc.stderr
-    assert lines[0].startswith("error:") and "vocab.txt" in lines[0] and "tokenizer.json" in lines[0]
+    assert lines[0] == f"error: {folder}: no tokenizer: looked for tokenizer.json, vocab.txt, vocab.json + merges.txt"
+
+
+def test_a_vocabulary_without_a_special_token_is_refused(folders, tmp_path):
+    folder = vocabulary_files(folders["bert"], tmp_path / "bert", "bert")
+    lines = (folder / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    (folder / "vocab.txt").write_text("".join(t + "\n" for t in lines if t != "[MASK]"), encoding="utf-8")
+    with pytest.raises(HubError, match=r"vocab\.txt: no \[MASK\] \(the mask token\) in the vocabulary"):
+        read_tokenizer(folder)

@@ -133,11 +133,11 @@ def read_tokenizer(folder: Path) -> SubwordTokenizer:
         if path.is_file():
             return SubwordTokenizer.load(path)
         built = from_vocabulary_files(folder)
-        if built is None:
-            raise HubError(f"{folder}: no tokenizer: looked for {', '.join(TOKENIZER_FILES)}")
-        return SubwordTokenizer(built)
+        if built is not None:
+            return SubwordTokenizer(built)
     except (ValueError, OSError) as exc:
         raise HubError(f"{path if path.is_file() else folder}: {exc}") from None
+    raise HubError(f"{folder}: no tokenizer: looked for {', '.join(TOKENIZER_FILES)}")
 
 
 def map_weights(family: Family, weights: dict[str, torch.Tensor], expected: dict[str, torch.Tensor],

@@ -69,6 +69,14 @@ def _specials(config: dict[str, Any], defaults: dict[str, str]) -> dict[str, str
     return out
 
 
+def _check_in(vocab: dict[str, int], specials: dict[str, str], where: Path) -> None:
+    """Every special token must be a piece of the file: one it lacks would get an id the model
+    has no row for (or another piece's)."""
+    for key, token in specials.items():
+        if token not in vocab:
+            raise TokenizerFilesError(f"{where}: no {token} (the {key.removesuffix('_token')} token) in the vocabulary")
+
+
 def _id(tok: Tokenizer, token: str, where: str) -> int:
     i = tok.token_to_id(token)
     if i is None:
@@ -98,6 +106,7 @@ def wordpiece(folder: Path) -> Tokenizer:
     vocab = {token: i for i, token in enumerate(lines)}
     config = settings(folder)
     specials = _specials(config, _BERT_SPECIALS)
+    _check_in(vocab, specials, path)
     lower = bool(config.get("do_lower_case", True))
     strip = config.get("strip_accents")
     tok = Tokenizer(models.WordPiece(vocab, unk_token=specials["unk_token"], continuing_subword_prefix="##",
@@ -136,6 +145,7 @@ def byte_level_bpe(folder: Path) -> Tokenizer:
         raise TokenizerFilesError(f"{folder / 'vocab.json'}: expected a mapping of pieces to ids")
     config = settings(folder)
     specials = _specials(config, _ROBERTA_SPECIALS)
+    _check_in(vocab, specials, folder / "vocab.json")
     prefix_space = bool(config.get("add_prefix_space", False))
     tok = Tokenizer(models.BPE(vocab, _merges(folder / "merges.txt"), continuing_subword_prefix="",
                                end_of_word_suffix="", fuse_unk=False))
