@@ -361,7 +361,11 @@ def check_overrides(config_name: str, args: list[str]) -> DictConfig:
 def hydra_message(exc: BaseException, args: list[str]) -> str:
     """Hydra's several-line error as one line, with a hint where the command line names a
     group the configs do not have (:data:`GROUP_HINTS`)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = str(exc)
+    for arg in args:  # a typed control character (a newline in a path) shown escaped, not as a line break
+        if _CONTROL.search(arg):
+            text = text.replace(arg, escape_controls(arg))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     cause = exc.__cause__
     if cause is not None and str(cause).strip():
         lines.append(str(cause).strip().splitlines()[0])
