@@ -147,6 +147,18 @@ def test_serve_refuses_a_checkpoint_without_its_tokenizer_before_it_starts(ckpts
     assert f"{bare} carries no tokenizer" in one_error(code, err)
 
 
+def test_inspect_needs_the_tokenizer_for_text_only(ckpts, tmp_path, capsys, monkeypatch):
+    pytest.importorskip("matplotlib")
+    from transformer.cli import inspect as inspect_cli
+
+    monkeypatch.chdir(tmp_path)
+    bare = ckpts["translation-bare"]
+    code, err = main_status(inspect_cli, [f"ckpt_path={bare}", "text=ein hund .", "output_dir=out"], capsys, monkeypatch)
+    assert f"{bare} carries no tokenizer" in one_error(code, err) and files_in(tmp_path) == []
+    code, err = main_status(inspect_cli, [f"ckpt_path={bare}", "what=positions", "output_dir=out"], capsys, monkeypatch)
+    assert code == 0 and (tmp_path / "out" / "index.html").is_file(), err  # a position table reads no text
+
+
 def test_fill_in_a_subprocess_names_the_checkpoint_without_a_traceback(ckpts, tmp_path):
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_HUB_OFFLINE="1",
                PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))

@@ -201,13 +201,14 @@ def tokenizers_entry(ckpt: dict[str, Any], missing: Sequence[str]) -> str:
     return ", ".join(f"tokenizers.{side}" for side in missing) + " missing"
 
 
-def load_task(path: str | Path | Sequence[str | Path]):
+def load_task(path: str | Path | Sequence[str | Path], text: bool = True):
     """Rebuild a task (model + tokenizers) from a checkpoint alone, in eval mode on the CPU.
 
     Several paths (a list, or Hydra's ``ckpt_path=[a.ckpt,b.ckpt]``) give one task that
     decodes with the ensemble of their models: ``TranslationTask.ensemble``, or
     ``TaggingTask.ensemble`` / ``ClassificationTask.ensemble`` when the first checkpoint is a
-    tagger / a classifier.
+    tagger / a classifier. ``text``: the task will read text, so each checkpoint must carry its
+    tokenizers (:func:`check_tokenizers`); a model looked at alone (its position table) needs none.
     """
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     if not paths:
@@ -215,7 +216,8 @@ def load_task(path: str | Path | Sequence[str | Path]):
     tasks = []
     for p in paths:
         ckpt = read_checkpoint(p)
-        check_tokenizers(ckpt, p)
+        if text:
+            check_tokenizers(ckpt, p)
         try:
             task = task_class(ckpt[TASK_KEY]).from_checkpoint_dict(ckpt)
         except HyperparameterError as exc:
