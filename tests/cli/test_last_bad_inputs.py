@@ -153,9 +153,10 @@ def test_inspect_needs_the_tokenizer_for_text_only(ckpts, tmp_path, capsys, monk
 
     monkeypatch.chdir(tmp_path)
     bare = ckpts["translation-bare"]
-    code, err = main_status(inspect_cli, [f"ckpt_path={bare}", "text=ein hund .", "output_dir=out"], capsys, monkeypatch)
+    args = [f"ckpt_path={bare}", "output_dir=out"]
+    code, err = main_status(inspect_cli, [*args, "text=ein hund ."], capsys, monkeypatch)
     assert f"{bare} carries no tokenizer" in one_error(code, err) and files_in(tmp_path) == []
-    code, err = main_status(inspect_cli, [f"ckpt_path={bare}", "what=positions", "output_dir=out"], capsys, monkeypatch)
+    code, err = main_status(inspect_cli, [*args, "what=positions"], capsys, monkeypatch)
     assert code == 0 and (tmp_path / "out" / "index.html").is_file(), err  # a position table reads no text
 
 

@@ -405,7 +405,8 @@ def warn_fresh_decoder(model, copied: int, path: str) -> None:
         return
     ours = {id(p) for p in model.encoder.parameters()}
     shared = [name for name, p in model.decoder.named_parameters(remove_duplicate=False) if id(p) in ours]
-    but = f" but for the tensors they share with the encoder ({', '.join(f'decoder.{n}' for n in shared)})" if shared else ""
+    names = ", ".join(f"decoder.{name}" for name in shared)
+    but = f" but for the tensors they share with the encoder ({names})" if shared else ""
     log.warning("init_from: %d encoder tensors copied from %s; the decoder and the output layer start fresh%s",
                 copied, path, but)
 
