@@ -30,6 +30,7 @@ import dataclasses
 import functools
 import itertools
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Callable, Iterator
@@ -86,10 +87,35 @@ class StoppedBySignal(RuntimeError):
     exit_status = 128 + 15  # what a shell reports for a process ended by SIGTERM
 
 
+# Characters a terminal acts on or a reader splits lines at: C0 and C1 controls, DEL, and the
+# Unicode line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with every control character written as its escape (``\\n``, ``\\t``, ``\\x00``,
+    ``\\x1b``, ``\\u2028`` ...): a file name, key or checkpoint entry holding one is shown as it
+    is spelled, it cannot move the terminal's cursor or colour it, and the message stays one line."""
+    def escaped(match: re.Match) -> str:
+        char = match.group()
+        return _ESCAPES.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
+
+    return _CONTROL.sub(escaped, text)
+
+
+def error_line(exc: BaseException | str) -> str:
+    """The one ``error: ...`` line of a user error: its message with control characters escaped
+    (:func:`escape_controls`), runs of spaces (a library's indentation) made one, cut to 2000
+    characters."""
+    text = re.sub(" {2,}", " ", escape_controls(str(exc))).strip()
+    return f"error: {text[:2000]}"
+
+
 def fail(exc: BaseException | str, status: int = 2) -> None:
-    """Print one ``error: ...`` line on stderr and exit with ``status`` (2: bad input)."""
-    text = " ".join(str(exc).split())
-    print(f"error: {text[:2000]}", file=sys.stderr)
+    """Print one ``error: ...`` line (:func:`error_line`) on stderr and exit with ``status``
+    (2: bad input)."""
+    print(error_line(exc), file=sys.stderr)
     sys.exit(status)
 
 @dataclasses.dataclass
@@ -335,7 +361,11 @@ def check_overrides(config_name: str, args: list[str]) -> DictConfig:
 def hydra_message(exc: BaseException, args: list[str]) -> str:
     """Hydra's several-line error as one line, with a hint where the command line names a
     group the configs do not have (:data:`GROUP_HINTS`)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    text = str(exc)
+    for arg in args:  # a typed control character (a newline in a path) shown escaped, not as a line break
+        if _CONTROL.search(arg):
+            text = text.replace(arg, escape_controls(arg))
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
     cause = exc.__cause__
     if cause is not None and str(cause).strip():
         lines.append(str(cause).strip().splitlines()[0])

@@ -48,7 +48,7 @@ def run(cfg: DictConfig) -> list[Path]:
     if cfg.what not in WHAT:
         raise ValueError(f"what={cfg.what!r} unknown; choose from {', '.join(WHAT)}")
     plots.pyplot()  # fail early, with the install hint, when matplotlib is missing
-    task = load_task(cfg.ckpt_path)
+    task = load_task(cfg.ckpt_path, text=cfg.what != "positions")  # a position table needs no tokenizer
     name = getattr(task, "task_name", "")
     if cfg.what == "positions":
         written = report.inspect_positions(task.model, cfg.output_dir, int(cfg.positions))

@@ -122,10 +122,12 @@ def build_task(cfg: DictConfig, dm):
     return task
 
 
-def check_config(cfg: DictConfig) -> None:
+def check_config(cfg: DictConfig, complete: bool = False) -> None:
     """Type-check the instantiated groups (trainer, data, task, model, callbacks, loggers)
     against their targets' signatures, and the decode settings of validation and test,
-    before any data is prepared; a required top-level value (``???``) left unset is an error."""
+    before any data is prepared; a required top-level value (``???``) left unset is an error.
+    ``complete``: the config is a run's, so its data must name a training source too (a preset
+    alone may leave it to the user)."""
     missing = [key for key in cfg if OmegaConf.is_missing(cfg, key)]  # e.g. distill_dir
     if missing:
         raise ValueError(f"{', '.join(missing)}: required; set it on the command line ({missing[0]}=...)")
@@ -145,7 +147,7 @@ def check_config(cfg: DictConfig) -> None:
     check_task_config(cfg.get("task"))  # a translation task's shared settings and its optimizer node too
     from transformer.data.core.checks import check_data_config
 
-    check_data_config(cfg.get("data"), "data")  # languages, column maps, splits, hub: before any file is read
+    check_data_config(cfg.get("data"), "data", complete)  # languages, column maps, splits, hub: before any file is read
     for group in ("callbacks", "logger"):
         for name, node in (cfg.get(group) or {}).items():
             check_config_types(node, f"{group}.{name}")
@@ -207,7 +209,8 @@ def preflight(cfg: DictConfig) -> dict | None:
     the config, the trainer's settings, the pretrained checkpoint of ``init_from`` against the
     model, a classifier's teacher checkpoints, and the resumed checkpoint (returned) with its
     model."""
-    check_config(cfg)
+    check_starting_point(cfg)
+    check_config(cfg, complete=True)
     with quiet_lightning():
         trainer_settings(cfg)  # accelerator, precision, loop settings: before any data is read
     if cfg.get("init_from") is not None:
@@ -223,6 +226,17 @@ def preflight(cfg: DictConfig) -> dict | None:
     ckpt = read_checkpoint(cfg.ckpt_path)
     check_resumed_model(cfg, ckpt)
     return ckpt
+
+
+def check_starting_point(cfg: DictConfig) -> None:
+    """A run starts from one place: a resume (``ckpt_path``) takes its weights, tokenizer and
+    model settings from its checkpoint, and ``init_from`` starts a fresh run's encoder; both
+    given is refused rather than one silently overriding the other (Lightning resumes from
+    ``ckpt_path`` alone)."""
+    if cfg.get("init_from") is not None and cfg.get("ckpt_path"):
+        raise ValueError(f"init_from and ckpt_path both given: init_from={cfg.init_from} starts a fresh run from a "
+                         f"pretrained encoder, ckpt_path={cfg.ckpt_path} resumes a run with the weights and "
+                         f"tokenizer it holds; drop init_from to resume, or ckpt_path to fine-tune")
 
 
 def read_init_from(cfg: DictConfig) -> dict:
@@ -385,10 +399,25 @@ def start_task(cfg: DictConfig, dm, ckpt: dict | None, pretrained: dict | None):
                           if k in cfg.model)
         part = "encoder" if all(k.startswith("encoder.") for k in copied) else "whole model"
         log.info("init_from: %d %s tensors from %s (%s)", len(copied), part, cfg.init_from, shape)
+        if part == "encoder":
+            warn_fresh_decoder(task.model, len(copied), cfg.init_from)
     if ckpt is None:
         return task, None
     load_weights(task, ckpt, cfg.ckpt_path)  # a hand-edited file fails here, in one line
     return task, ckpt["global_step"]
+
+
+def warn_fresh_decoder(model, copied: int, path: str) -> None:
+    """One warning when a pretrained encoder starts a translation model: only half of the model
+    is pretrained, which a tagger's or classifier's small head does not make worth saying."""
+    if not hasattr(model, "decoder"):
+        return
+    ours = {id(p) for p in model.encoder.parameters()}
+    shared = [name for name, p in model.decoder.named_parameters(remove_duplicate=False) if id(p) in ours]
+    names = ", ".join(f"decoder.{name}" for name in shared)
+    but = f" but for the tensors they share with the encoder ({names})" if shared else ""
+    log.warning("init_from: %d encoder tensors copied from %s; the decoder and the output layer start fresh%s",
+                copied, path, but)
 
 
 def build_trainer(cfg: DictConfig, resumed_step: int | None):

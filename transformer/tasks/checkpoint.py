@@ -170,13 +170,45 @@ def load_weights(task, ckpt: dict[str, Any], path: str | Path) -> None:
         raise CheckpointError(f"{path}: its weights do not fit the model it describes: {one_line(exc)}") from None
 
 
-def load_task(path: str | Path | Sequence[str | Path]):
+def tokenizer_sides(task: str) -> tuple[str, ...]:
+    """The ``tokenizers`` entries a task reads text with: a translation task's source and
+    target, any other task's one (``src``)."""
+    return ("src", "tgt") if hasattr(task_class(task), "set_tokenizers") else ("src",)
+
+
+def missing_tokenizers(ckpt: dict[str, Any], sides: Sequence[str] | None = None) -> list[str]:
+    """The ``tokenizers.<side>`` entries (``sides``, default the task's) the checkpoint lacks."""
+    sides = tokenizer_sides(ckpt[TASK_KEY]) if sides is None else sides
+    tokenizers = ckpt.get("tokenizers") or {}
+    return [side for side in sides if not tokenizers.get(side)]
+
+
+def check_tokenizers(ckpt: dict[str, Any], path: str | Path) -> None:
+    """A checkpoint read for its text (decoding, tagging, filling, serving, exporting) must carry
+    its tokenizers: without one its ids mean nothing. transformer-train always writes them, so a
+    missing one is a hand-edited or foreign file: a :class:`CheckpointError` naming it."""
+    missing = missing_tokenizers(ckpt)
+    if missing:
+        raise CheckpointError(f"{path} carries no tokenizer ({tokenizers_entry(ckpt, missing)}): its ids cannot be "
+                              f"read as text; use a checkpoint as transformer-train wrote it, the tokenizer "
+                              f"beside the weights")
+
+
+def tokenizers_entry(ckpt: dict[str, Any], missing: Sequence[str]) -> str:
+    """What is missing, as the checkpoint's keys: its ``'tokenizers'`` entry, or some of its sides."""
+    if not ckpt.get("tokenizers"):
+        return "its 'tokenizers' entry is missing"
+    return ", ".join(f"tokenizers.{side}" for side in missing) + " missing"
+
+
+def load_task(path: str | Path | Sequence[str | Path], text: bool = True):
     """Rebuild a task (model + tokenizers) from a checkpoint alone, in eval mode on the CPU.
 
     Several paths (a list, or Hydra's ``ckpt_path=[a.ckpt,b.ckpt]``) give one task that
     decodes with the ensemble of their models: ``TranslationTask.ensemble``, or
     ``TaggingTask.ensemble`` / ``ClassificationTask.ensemble`` when the first checkpoint is a
-    tagger / a classifier.
+    tagger / a classifier. ``text``: the task will read text, so each checkpoint must carry its
+    tokenizers (:func:`check_tokenizers`); a model looked at alone (its position table) needs none.
     """
     paths = [path] if isinstance(path, (str, Path)) else list(path)
     if not paths:
@@ -184,6 +216,8 @@ def load_task(path: str | Path | Sequence[str | Path]):
     tasks = []
     for p in paths:
         ckpt = read_checkpoint(p)
+        if text:
+            check_tokenizers(ckpt, p)
         try:
             task = task_class(ckpt[TASK_KEY]).from_checkpoint_dict(ckpt)
         except HyperparameterError as exc:

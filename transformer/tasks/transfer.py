@@ -30,6 +30,7 @@ from typing import Any, Collection, Mapping
 import torch
 
 from transformer.tasks.build import POSITIONALS, check_model_config, model_fields, show
+from transformer.tasks.checkpoint import missing_tokenizers, tokenizers_entry
 
 #: Encoder settings a fine-tuned model must share with the pretrained one (the translation
 #: model's ``n_encoder_layers`` is its ``n_layers``): its shape, and the switches a pretrained
@@ -121,6 +122,7 @@ def check_init_from(ckpt: dict, path: str | Path, model_cfg: Mapping[str, Any],
     if task != "mlm":
         raise ValueError(f"init_from: {path} is a {task!r} checkpoint; fine-tuning starts from a masked-LM "
                          f"checkpoint (transformer-train experiment=pretrain)")
+    check_pretrained_tokenizer(ckpt, path)
     keys = _matched(model_cfg, ckpt)
     theirs = _settings(ckpt["hyper_parameters"]["model"], "init_from.model", keys)
     ours = _settings(model_cfg, "model", keys)
@@ -137,6 +139,15 @@ def check_init_from(ckpt: dict, path: str | Path, model_cfg: Mapping[str, Any],
         raise ValueError(f"init_from: {path} has a {rows}-piece vocabulary, but data.tokenizer_path names a "
                          f"{tokenizer_vocab}-piece tokenizer; leave data.tokenizer_path unset to read with "
                          f"the pretrained tokenizer")
+
+
+def check_pretrained_tokenizer(ckpt: dict, path: str | Path) -> None:
+    """The pretrained checkpoint must carry its tokenizer: fine-tuning reads its data with it, so
+    that the copied embedding rows mean the pieces they were trained on."""
+    if missing_tokenizers(ckpt, ("src",)):
+        raise ValueError(f"init_from: {path} carries no tokenizer ({tokenizers_entry(ckpt, ['src'])}); fine-tuning "
+                         f"reads the data with the pretrained tokenizer, so start from a checkpoint as "
+                         f"transformer-train experiment=pretrain wrote it")
 
 
 def pretrained_tokenizer(ckpt: dict) -> str:

@@ -7,12 +7,13 @@ command as one ``error:`` line. :func:`check_data_config` runs the checks every 
 (the tokenizer settings), then the checks the config's data module names as its
 ``check_config`` (kept in each kind's ``corpus.py`` with the corpus it describes:
 :func:`transformer.data.parallel.corpus.check_parallel`, :func:`transformer.data.labelled.corpus.check_labelled`,
-:func:`transformer.data.text.corpus.check_text`).
+:func:`transformer.data.text.corpus.check_text`, :func:`transformer.data.tagged.corpus.check_tagged`).
 What those kinds share is here: held-out splits (:func:`check_holdout`), hub datasets
 (:func:`check_hub`) and the config as plain values (:func:`plain`).
 
 A config without a training source is a preset waiting for the user's files: it is checked
-for what it says, and not yet asked for the files it lacks.
+for what it says, and asked for the files it lacks only as a run's config (``complete=True``,
+training's validation step), still before the run folder exists.
 """
 
 from __future__ import annotations
@@ -149,8 +150,8 @@ def check_tokenizer(d: dict, where: str) -> None:
 
 def data_module_checks(target: str):
     """The checks the data module ``target`` (a config's ``_target_``) names as its
-    ``check_config``, or None: a module without them (tagging: its reader names its own
-    problems), or a target that does not import (``instantiate`` reports that itself)."""
+    ``check_config`` (``check(d, where, complete=...)``), or None: a module without them, or a
+    target that does not import (``instantiate`` reports that itself)."""
     import hydra.utils
 
     try:
@@ -160,16 +161,18 @@ def data_module_checks(target: str):
     return getattr(cls, "check_config", None)
 
 
-def check_data_config(data_cfg: DictConfig | None, where: str = "data") -> None:
+def check_data_config(data_cfg: DictConfig | None, where: str = "data", complete: bool = False) -> None:
     """Check a composed ``data`` node (see the module docstring) before any data is read;
-    a data module without checks of its own still has its tokenizer settings checked."""
+    a data module without checks of its own still has its tokenizer settings checked.
+    ``complete``: a run's config, which must also name its training source (a preset alone
+    may leave it to the user)."""
     if not isinstance(data_cfg, DictConfig) or "_target_" not in data_cfg:
         return
     d = plain(data_cfg)
     check_tokenizer(d, where)
     check = data_module_checks(str(data_cfg._target_))
     if check is not None:
-        check(d, where)
+        check(d, where, complete=complete)
 
 
 __all__ = ["check_data_config", "check_holdout", "check_hub", "check_tokenizer", "data_module_checks", "offline",

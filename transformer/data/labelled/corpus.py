@@ -129,8 +129,9 @@ def read_split(settings: Mapping[str, Any], split: str) -> LabelledFile:
 # file a table whose first row has both columns.
 
 
-def check_labelled(d: dict, where: str) -> None:
-    """A labelled-text config (:class:`~transformer.data.labelled.datamodule.ClassificationDataModule`)."""
+def check_labelled(d: dict, where: str, complete: bool = False) -> None:
+    """A labelled-text config (:class:`~transformer.data.labelled.datamodule.ClassificationDataModule`);
+    ``complete``: a run's, which needs its training file."""
     fmt = d.get("file_format")
     if fmt not in (None, "tsv", "csv", "jsonl"):
         raise ValueError(f"{where}.file_format={fmt!r}: expected tsv, csv, jsonl or null (from each file's "
@@ -144,6 +145,9 @@ def check_labelled(d: dict, where: str) -> None:
     files = {split: (split, d[split]) for split in ("train", "dev", "test") if d.get(split) is not None}
     check_holdout(d.get("holdout"), files, where)
     if "train" not in files:
+        if complete:
+            raise ValueError(f"{where}.train: required (a labelled file: {where}.train=<file> {where}.dev=<file>, "
+                             f"or carve dev from it with {where}.holdout={{dev: 0.1}})")
         return
     if "dev" not in files and "dev" not in (d.get("holdout") or {}):
         raise ValueError(f"{where}.dev: training needs a validation split; set {where}.dev=<file>, or carve it "

@@ -385,8 +385,9 @@ def _check_languages(d: dict, where: str) -> None:
                          f"a pair needs two (e.g. {where}.src_lang=en {where}.tgt_lang=zh)")
 
 
-def check_parallel(d: dict, where: str) -> None:
-    """A translation data config (:class:`~transformer.data.parallel.datamodule.TranslationDataModule`)."""
+def check_parallel(d: dict, where: str, complete: bool = False) -> None:
+    """A translation data config (:class:`~transformer.data.parallel.datamodule.TranslationDataModule`);
+    ``complete``: a run's, which needs its training source."""
     _check_languages(d, where)
     src, tgt, hub = d.get("src_lang"), d.get("tgt_lang"), d.get("hub")
     if hub is not None:
@@ -404,6 +405,10 @@ def check_parallel(d: dict, where: str) -> None:
     holdout = d.get("holdout")
     check_holdout(holdout, files, where)
     if "train" not in sources:
+        if complete:
+            raise ValueError(f"{where}.train: required (the training file(s): {where}.train=corpus/train for "
+                             f"corpus/train.<lang>, a TSV/CSV/JSON-lines file, or a hub split with "
+                             f"{where}.hub.name=...; with {where}.src_lang and {where}.tgt_lang)")
         return
     if not src or not tgt:
         raise ValueError(f"{where}.src_lang and {where}.tgt_lang: required with {where}.train (language codes, "

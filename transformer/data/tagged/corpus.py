@@ -263,7 +263,20 @@ def check_tagging_options(fmt: str, tagset: str, aux_tagset: str | None, aux_cor
     return field, aux_field
 
 
+def check_tagged(d: dict, where: str, complete: bool = False) -> None:
+    """A tagging data config (:class:`~transformer.data.tagged.datamodule.TaggingDataModule`)
+    as training's validation step checks it: a run's (``complete``) names its training file, or
+    a preset (``gum``, ``conll2000``) that has one. Everything else its reader names itself."""
+    if not complete:
+        return
+    _, files = corpus_files(str(d.get("dataset") or ""), d.get("format"), d.get("train"), d.get("dev"),
+                            d.get("test"), d.get("tests"))
+    if files.get("train") is None:
+        raise ValueError(f"{where}.train: required (a CoNLL-U or CoNLL-2000 training file: {where}.train=<file>, "
+                         f"or a preset with its own files: {where}.dataset=gum or conll2000)")
+
+
 __all__ = ["FORMAT_FIELDS", "GUM_BRACKETS", "PRESETS", "SPLIT_ALIASES", "TAGGING_SPLITS", "TAG_FIELDS",
-           "UposFromXpos", "check_tagging_options", "corpus_files", "corpus_of", "file_hash",
+           "UposFromXpos", "check_tagged", "check_tagging_options", "corpus_files", "corpus_of", "file_hash",
            "read_aux_corpus", "read_extra_train", "read_tagged_file", "read_tagged_split",
            "read_tagged_splits", "tag_field", "unknown_tags"]

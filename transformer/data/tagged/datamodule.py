@@ -20,8 +20,8 @@ from transformer.data.core.readers import TaggedSentence
 from transformer.data.core.sources import CONLL2000_RELPATH, DATASETS
 from transformer.files import sha256_file
 from transformer.data.core.tokenizer import SubwordTokenizer
-from transformer.data.tagged.corpus import (check_tagging_options, corpus_files, file_hash, read_aux_corpus,
-                                            read_extra_train, read_tagged_splits, unknown_tags)
+from transformer.data.tagged.corpus import (check_tagged, check_tagging_options, corpus_files, file_hash,
+                                            read_aux_corpus, read_extra_train, read_tagged_splits, unknown_tags)
 from transformer.files import inside
 from transformer.ranges import Range
 
@@ -133,6 +133,7 @@ class TaggingDataModule(TokenBudgetDataModule):
     """
 
     val_split = "dev"
+    check_config = staticmethod(check_tagged)  # its config's checks, before any file is read
 
     def __init__(
         self,

@@ -243,10 +243,14 @@ class TextCorpus:
 # dataset that can be loaded, and a held-out share when no validation source is given.
 
 
-def check_text(d: dict, where: str) -> None:
-    """An unlabelled-text config (:class:`~transformer.data.text.datamodule.TextDataModule`)."""
+def check_text(d: dict, where: str, complete: bool = False) -> None:
+    """An unlabelled-text config (:class:`~transformer.data.text.datamodule.TextDataModule`);
+    ``complete``: a run's, which needs its training text."""
     settings = (d.get("format"), d.get("column", 0), bool(d.get("header", False)))
     train = make_sources(d.get("files"), *settings, f"{where}.files")
+    if complete and not train:
+        raise ValueError(f"{where}.files: required (the text to pretrain on: one or more files or hub splits, "
+                         f"e.g. {where}.files=[corpus.txt])")
     valid = make_sources(d.get("valid"), *settings, f"{where}.valid")
     fraction = d.get("valid_fraction")
     if train and not valid and (isinstance(fraction, bool) or not isinstance(fraction, (int, float))
