@@ -93,7 +93,8 @@ def test_metrics_count_each_endpoint_model_and_status_as_the_client_sent_them(se
     assert count(m, total, endpoint="/v1/tag", model="pos", status="200") == sent["tag_ok"]
     assert count(m, total, endpoint="/v1/translate", model="-", status="404") == sent["unknown"]
     assert count(m, total, endpoint="/v1/classify", model="-", status="400") == sent["bad_json"]
-    assert count(m, "transformer_serve_request_seconds_count", endpoint="/v1/translate", model="at") == 3
+    assert count(m, "transformer_serve_request_seconds_count", endpoint="/v1/translate", model="at",
+                 status="200") == 3
     # each translate request was its own call of two sentences
     assert count(m, "transformer_serve_batch_sentences_count", model="at") == 3
     assert count(m, "transformer_serve_batch_sentences_sum", model="at") == 6
@@ -111,9 +112,11 @@ def test_the_queue_gauge_shows_requests_waiting(gated):
 
     with TestClient(create_app([gated], ServeConfig(batch_wait_ms=0))) as client, ThreadPoolExecutor(3) as pool:
         gated.gate.clear()
-        futures = [pool.submit(client.post, "/v1/translate", json={"model": "echo", "inputs": [f"s {i}"]})
-                   for i in range(3)]
-        wait_until(lambda: len(gated.calls) == 1 and client.get("/health").json()["queued"]["echo"] == 2)
+        futures = [pool.submit(client.post, "/v1/translate", json={"model": "echo", "inputs": ["s 0"]})]
+        wait_until(lambda: len(gated.calls) == 1)
+        futures += [pool.submit(client.post, "/v1/translate", json={"model": "echo", "inputs": [f"s {i}"]})
+                    for i in (1, 2)]
+        wait_until(lambda: client.get("/health").json()["queued"]["echo"] == 2)
         assert count(samples(client), "transformer_serve_queue_requests", model="echo") == 2
         gated.gate.set()
         assert [f.result().status_code for f in futures] == [200] * 3
@@ -236,9 +239,11 @@ def test_a_full_queue_is_refused_at_once_with_a_bounded_retry_after(gated):
     config = ServeConfig(batch_wait_ms=0, max_queue=2)
     with TestClient(create_app([gated], config)) as client, ThreadPoolExecutor(3) as pool:
         gated.gate.clear()
-        held = [pool.submit(client.post, "/v1/translate", json={"model": "echo", "inputs": [f"s {i}"]})
-                for i in range(3)]
-        wait_until(lambda: len(gated.calls) == 1 and client.get("/health").json()["queued"]["echo"] == 2)
+        held = [pool.submit(client.post, "/v1/translate", json={"model": "echo", "inputs": ["s 0"]})]
+        wait_until(lambda: len(gated.calls) == 1)
+        held += [pool.submit(client.post, "/v1/translate", json={"model": "echo", "inputs": [f"s {i}"]})
+                 for i in (1, 2)]
+        wait_until(lambda: client.get("/health").json()["queued"]["echo"] == 2)
         # the model is still held: an answer now cannot have waited behind it
         refused = client.post("/v1/translate", json={"model": "echo", "inputs": ["one more"]})
         assert not gated.gate.is_set()

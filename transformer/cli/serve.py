@@ -23,6 +23,7 @@ import logging
 import os
 import re
 import socket
+import sys
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -44,6 +45,7 @@ INSTALL_HINT = 'transformer-serve needs FastAPI, uvicorn and prometheus-client: 
 EXPORT_FILES = ("config.json", "model.bin", "source_tokenizer.json", "target_tokenizer.json")
 ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
 LOG_LEVELS = ("debug", "info", "warning", "error")
+SWITCH_INTERVAL_S = 0.001
 
 log = logging.getLogger(__name__)
 
@@ -312,6 +314,10 @@ def run(cfg: DictConfig, models: list) -> None:
     from transformer.serve.app import create_app
 
     configure_logging(cfg)
+    # The models compute on their own threads and hand the GIL back only every switch interval
+    # (5 ms by default); a request needs it several times on the event loop, so a refusal or
+    # a health check would wait tens of milliseconds behind a busy model. 1 ms keeps them quick.
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     app = create_app(models, server_config(cfg))
     for model in models:
         log.info("%s", model_line(model))

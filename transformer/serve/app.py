@@ -22,10 +22,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -71,10 +72,12 @@ def error(status: int, message: str, headers: dict | None = None) -> JSONRespons
 
 class BodyGuard:
     """ASGI middleware that reads a POST body before the app: past ``max_bytes`` it is a 413,
-    and bytes that are not UTF-8 a 400, so the app only ever parses bounded text."""
+    and bytes that are not UTF-8 a 400, so the app only ever parses bounded text. ``admit``
+    may refuse the body at once (an overloaded model: 503), before the app's parsing and
+    checking, which under overload would make each refusal wait its turn on the event loop."""
 
-    def __init__(self, app, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app, max_bytes: int, admit: Callable[[bytes], Response | None] | None = None):
+        self.app, self.max_bytes, self.admit = app, max_bytes, admit
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -98,6 +101,9 @@ class BodyGuard:
             body.decode("utf-8")
         except UnicodeDecodeError as exc:
             return await error(400, f"the body is not UTF-8 text (byte {exc.start})")(scope, receive, send)
+        refusal = self.admit(body) if self.admit is not None else None
+        if refusal is not None:
+            return await refusal(scope, receive, send)
         replayed = False
 
         async def replay():
@@ -152,6 +158,26 @@ class Dispatcher:
             self.metrics.add_model(m.id, m.kind, lambda b=self.batchers[m.id]: b.queued)
         self.warmed: set[str] = set()
         self._warming: asyncio.Task | None = None
+
+    def admit(self, body: bytes) -> Response | None:
+        """A 503 for a body naming a model whose queue is full (read from the raw JSON, the
+        rest unchecked), or None: the request goes on to be parsed and checked."""
+        if not any(b.queued >= b.max_queue for b in self.batchers.values()):
+            return None
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            return None
+        batcher = self.batchers.get(parsed.get("model")) if isinstance(parsed, dict) else None
+        if batcher is None or not isinstance(parsed["model"], str):
+            return None
+        inputs = parsed.get("inputs")
+        note(model=parsed["model"], inputs=len(inputs) if isinstance(inputs, list) else 0)
+        try:
+            batcher.check_room()
+        except QueueFull as exc:
+            return error(503, str(exc), {"Retry-After": str(exc.retry_after)})
+        return None
 
     @property
     def ready(self) -> bool:
@@ -239,7 +265,7 @@ def create_app(models: Sequence[ServedModel], config: ServeConfig = ServeConfig(
     app.state.server = server
     # Middleware added last runs first: CORS (answers preflights), then ids, key, metrics and
     # the access line around everything else, then the body guard.
-    app.add_middleware(BodyGuard, max_bytes=config.max_body_bytes)
+    app.add_middleware(BodyGuard, max_bytes=config.max_body_bytes, admit=server.admit)
     app.add_middleware(Operations, metrics=server.metrics, endpoints=lambda: routes, models=set(server.by_id),
                        api_key=config.api_key, access=config.access_log)
     if config.cors_origins:

@@ -39,7 +39,7 @@ MAX_ID = 64
 PROTECTED_PREFIX = "/v1/"
 # What the access line says of a request that named no model (a malformed body, the page).
 NO_MODEL = "-"
-LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
+LATENCY_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0)
 SIZE_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
 
 # What the app learns of the request it is answering (the model, how many inputs), read back by
@@ -72,7 +72,7 @@ class Metrics:
         self.requests = Counter("transformer_serve_requests", "HTTP requests answered, by endpoint, model and status",
                                 ["endpoint", "model", "status"], registry=r)
         self.latency = Histogram("transformer_serve_request_seconds", "Seconds from a request's arrival to its answer",
-                                 ["endpoint", "model"], buckets=LATENCY_BUCKETS, registry=r)
+                                 ["endpoint", "model", "status"], buckets=LATENCY_BUCKETS, registry=r)
         self.queue = Gauge("transformer_serve_queue_requests", "Requests waiting for a model call", ["model"],
                            registry=r)
         self.batch_size = Histogram("transformer_serve_batch_sentences", "Sentences per model call", ["model"],
@@ -166,7 +166,7 @@ class Operations:
         endpoint = self.endpoint(scope["path"])
         model = info["model"] if info["model"] in self.models else NO_MODEL
         self.metrics.requests.labels(endpoint=endpoint, model=model, status=str(info["status"])).inc()
-        self.metrics.latency.labels(endpoint=endpoint, model=model).observe(seconds)
+        self.metrics.latency.labels(endpoint=endpoint, model=model, status=str(info["status"])).observe(seconds)
         if self.access:
             fields = {"method": scope["method"], "path": scope["path"], "model": model, "status": info["status"],
                       "inputs": info["inputs"], "ms": round(seconds * 1000, 1), "id": rid}
