@@ -36,8 +36,9 @@ Operations, on a third server as production runs it (batching on, a bounded queu
   and malformed ones answered other than 4xx;
 * the overload: ``--overload-clients`` clients (one asyncio loop, a connection each, loopback)
   send single sentences for ``--overload-seconds``, far more than the model drains, so that
-  the queue fills and the server refuses the rest (503); a refused client pauses
-  ``--overload-pause-ms`` and sends again. It reports valid requests answered other than 200 or
+  the queue fills and the server refuses the rest (503); a refused client waits as its
+  ``Retry-After`` says (times 1 to 1.5, at random, so that the refused do not come back all at
+  once), or ``--overload-pause-ms`` (a client that ignores it), and sends again. It reports valid requests answered other than 200 or
   503 (goal 0), the 503s' latency p95 (goal at most 50 ms: a refusal waits behind nothing), the
   Retry-After values (1 to 10 s), and the server's ``/metrics`` counts of the run against the
   client's own, status by status;
@@ -241,9 +242,10 @@ async def _post(reader, writer, body: bytes) -> tuple[int, dict]:
     return int(head[0].split()[1]), headers
 
 
-def overload(server: Server, sentences: list[str], clients: int, seconds: float, pause_s: float) -> dict:
+def overload(server: Server, sentences: list[str], clients: int, seconds: float, pause_s: float | None) -> dict:
     """``clients`` connections sending sentences as fast as they are answered for ``seconds``
-    (a refused one pauses ``pause_s``): statuses, latencies of 200s and 503s, Retry-After."""
+    (a refused one waits its Retry-After, or ``pause_s``): statuses, latencies of 200s and
+    503s, Retry-After."""
     tally: dict[str, int] = {}
     ok_latency, refused_latency, retry_after = [], [], []
 
@@ -266,7 +268,8 @@ def overload(server: Server, sentences: list[str], clients: int, seconds: float,
             elif status == 503:
                 refused_latency.append(took)
                 retry_after.append(int(headers.get("retry-after", -1)))
-                await asyncio.sleep(pause_s)
+                wait = pause_s if pause_s is not None else max(retry_after[-1], 0) * rng.uniform(1.0, 1.5)
+                await asyncio.sleep(min(wait, max(0.0, end - time.monotonic())))
         if conn is not None:
             conn[1].close()
 
@@ -286,7 +289,7 @@ def overload(server: Server, sentences: list[str], clients: int, seconds: float,
     # the server's own p95 of its 503s: the first histogram bucket holding 95% of them
     server_p95 = next((le for le, n in buckets.items() if total and n >= 0.95 * total), None)
     failed = sum(n for status, n in tally.items() if status not in ("200", "503"))
-    return {"clients": clients, "seconds": wall, "statuses": dict(sorted(tally.items())), "failed_valid": failed,
+    return {"clients": clients, "seconds": wall, "pause": "Retry-After" if pause_s is None else pause_s, "statuses": dict(sorted(tally.items())), "failed_valid": failed,
             "answered_per_s": tally.get("200", 0) / wall,
             "ok_p50_ms": percentile(ok_latency, 50) * 1000, "ok_p95_ms": percentile(ok_latency, 95) * 1000,
             "refused_p50_ms": percentile(refused_latency, 50) * 1000,
@@ -312,8 +315,8 @@ def operations(args, sentences: list[str], log: Path) -> dict:
         server.idle(3.0)
         result["rss_after_soak_mb"] = server.rss_mb()
         if args.overload_seconds > 0:
-            result["overload"] = overload(server, sentences, args.overload_clients, args.overload_seconds,
-                                          args.overload_pause_ms / 1000)
+            pause = None if args.overload_pause_ms is None else args.overload_pause_ms / 1000
+            result["overload"] = overload(server, sentences, args.overload_clients, args.overload_seconds, pause)
             result["rss_overload_end_mb"] = server.rss_mb()
             server.idle(3.0)
             result["rss_after_overload_mb"] = server.rss_mb()
@@ -332,7 +335,9 @@ def operations_table(ops: dict) -> str:
                      f"{'alive' if s['alive'] else 'DEAD'}")
     if "overload" in ops:
         o = ops["overload"]
-        lines += [f"overload: {o['clients']} clients for {o['seconds']:.1f} s, max_queue={ops['max_queue']}: "
+        pause = "their Retry-After" if o["pause"] == "Retry-After" else f"{o['pause'] * 1000:g} ms"
+        lines += [f"overload: {o['clients']} clients for {o['seconds']:.1f} s (refused ones wait {pause}), "
+                  f"max_queue={ops['max_queue']}: "
                   f"statuses {o['statuses']}; {o['answered_per_s']:.1f} answered/s",
                   f"  failed valid requests (not 200/503): {o['failed_valid']} (goal 0)",
                   f"  503 latency p50 {o['refused_p50_ms']:.1f} ms, p95 {o['refused_p95_ms']:.1f} ms (goal <= 50; "
@@ -463,7 +468,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--overload-clients", type=int, default=500)
     parser.add_argument("--overload-seconds", type=float, default=20.0)
     parser.add_argument("--overload-queue", type=int, default=64, help="the server's max_queue in the overload")
-    parser.add_argument("--overload-pause-ms", type=float, default=100.0, help="a refused client's pause")
+    parser.add_argument("--overload-pause-ms", type=float, default=None,
+                        help="a refused client's pause (default: its Retry-After)")
     parser.add_argument("--only-operations", action="store_true", help="only the soak, overload and memory run")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the model (server and in-process)")
     parser.add_argument("--compile", action="store_true", help="decode.compile=true in the server and in-process")
