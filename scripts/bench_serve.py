@@ -304,7 +304,9 @@ def overload(server: Server, sentences: list[str], clients: int, seconds: float,
     # the server's own p95 of its 503s: the first histogram bucket holding 95% of them
     server_p95 = next((le for le, n in buckets.items() if total and n >= 0.95 * total), None)
     failed = sum(n for status, n in tally.items() if status not in ("200", "503"))
-    return {"clients": clients, "seconds": wall, "errors": errors, "pause": "Retry-After" if pause_s is None else pause_s, "statuses": dict(sorted(tally.items())), "failed_valid": failed,
+    return {"clients": clients, "seconds": wall, "errors": errors,
+            "pause": "Retry-After" if pause_s is None else pause_s, "statuses": dict(sorted(tally.items())),
+            "failed_valid": failed,
             "answered_per_s": tally.get("200", 0) / wall,
             "ok_p50_ms": percentile(ok_latency, 50) * 1000, "ok_p95_ms": percentile(ok_latency, 95) * 1000,
             "refused_p50_ms": percentile(refused_latency, 50) * 1000,

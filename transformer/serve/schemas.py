@@ -175,5 +175,5 @@ class ErrorResponse(BaseModel):
 
 
 __all__ = ["ClassifyOutput", "ClassifyRequest", "ClassifyResponse", "ErrorResponse", "Health", "Hypothesis",
-           "ModelInfo", "ModelsResponse", "Ready", "Request", "TagOutput", "TagRequest", "TagResponse", "TranslateRequest",
-           "TranslateResponse", "TranslationAttention", "TranslationOutput"]
+           "ModelInfo", "ModelsResponse", "Ready", "Request", "TagOutput", "TagRequest", "TagResponse",
+           "TranslateRequest", "TranslateResponse", "TranslationAttention", "TranslationOutput"]
