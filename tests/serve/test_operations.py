@@ -312,3 +312,17 @@ def test_release_memory_calls_glibc_malloc_trim_where_there_is_glibc():
     import platform
 
     assert release_memory() is (platform.system() == "Linux" and platform.libc_ver()[0] == "glibc")
+
+
+def test_an_unexpected_failure_is_counted_and_logged_as_a_500(gated, caplog):
+    def broken(text: str) -> int:
+        raise RuntimeError("a bug")
+
+    gated.count_tokens = broken
+    with caplog.at_level(logging.INFO), TestClient(create_app([gated]), raise_server_exceptions=False) as client:
+        r = client.post("/v1/translate", json={"model": "echo", "inputs": ["hi"]})
+        m = samples(client)
+    assert r.status_code == 500
+    assert count(m, "transformer_serve_requests_total", endpoint="/v1/translate", model="echo", status="500") == 1
+    (line,) = [rec for rec in caplog.records if rec.name == "transformer.serve.access" and rec.fields["method"] == "POST"]
+    assert line.fields["status"] == 500 and line.fields["model"] == "echo"

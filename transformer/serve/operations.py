@@ -140,7 +140,8 @@ class Operations:
             return await self.app(scope, receive, send)
         start = time.perf_counter()
         rid = request_id(dict(scope["headers"]).get(b"x-request-id"))
-        info = {"model": NO_MODEL, "inputs": 0, "status": 500}
+        # 499 (nginx's "client closed request"): no answer began, the client went away
+        info = {"model": NO_MODEL, "inputs": 0, "status": 499}
         token = REQUEST.set(info)
         head = scope["method"] == "HEAD"
 
@@ -158,6 +159,10 @@ class Operations:
                 await unauthorized(answer)
             else:
                 await self.app(scope, receive, answer)
+        except Exception:
+            if info["status"] == 499:  # Starlette's outermost handler answers it with a 500
+                info["status"] = 500
+            raise
         finally:
             REQUEST.reset(token)
             self.record(scope, info, rid, time.perf_counter() - start)
