@@ -324,5 +324,6 @@ def test_an_unexpected_failure_is_counted_and_logged_as_a_500(gated, caplog):
         m = samples(client)
     assert r.status_code == 500
     assert count(m, "transformer_serve_requests_total", endpoint="/v1/translate", model="echo", status="500") == 1
-    (line,) = [rec for rec in caplog.records if rec.name == "transformer.serve.access" and rec.fields["method"] == "POST"]
+    (line,) = [rec for rec in caplog.records
+               if rec.name == "transformer.serve.access" and rec.fields["method"] == "POST"]
     assert line.fields["status"] == 500 and line.fields["model"] == "echo"
