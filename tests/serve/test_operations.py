@@ -327,3 +327,10 @@ def test_an_unexpected_failure_is_counted_and_logged_as_a_500(gated, caplog):
     (line,) = [rec for rec in caplog.records
                if rec.name == "transformer.serve.access" and rec.fields["method"] == "POST"]
     assert line.fields["status"] == 500 and line.fields["model"] == "echo"
+
+
+def test_the_request_text_is_logged_only_with_log_inputs_and_then_with_its_id(gated, caplog):
+    with caplog.at_level(logging.INFO), TestClient(create_app([gated], ServeConfig(log_inputs=True))) as client:
+        client.post("/v1/translate", json={"model": "echo", "inputs": ["geheimnis"]}, headers={"X-Request-ID": "t-7"})
+    (line,) = [r.getMessage() for r in caplog.records if "geheimnis" in r.getMessage()]
+    assert "id=t-7" in line

@@ -37,7 +37,7 @@ from starlette.exceptions import HTTPException
 
 from transformer.serve import schemas
 from transformer.serve.batcher import Batcher, QueueFull
-from transformer.serve.operations import Metrics, Operations, note, release_memory
+from transformer.serve.operations import Metrics, Operations, current_id, note, release_memory
 from transformer.serve.served import RequestError, ServedModel
 
 log = logging.getLogger(__name__)
@@ -207,7 +207,7 @@ class Dispatcher:
             raise RequestError(f"the inputs hold {tokens} pieces; at most max_request_tokens={limit} per request", 413)
         log.debug("%s: %d input(s), %d pieces", model.id, len(request.inputs), tokens)
         if self.config.log_inputs:
-            log.info("%s inputs: %r", model.id, request.inputs)
+            log.info("%s inputs: %r id=%s", model.id, request.inputs, current_id())
         timeout = self.config.request_timeout_s
         try:
             outputs = await self.batchers[model.id].submit(request.inputs, settings, tokens, timeout)
@@ -219,7 +219,7 @@ class Dispatcher:
         except Exception as exc:  # the model call failed: this request fails, the server goes on
             # the message may quote the input: logged only where request text may be
             detail = f": {' '.join(str(exc).split())[:500]}" if self.config.log_inputs else ""
-            log.error("%s: a model call failed (%s%s)", model.id, type(exc).__name__, detail)
+            log.error("%s: a model call failed (%s%s) id=%s", model.id, type(exc).__name__, detail, current_id())
             raise RequestError(f"the model failed on this request ({type(exc).__name__})", 500) from None
         return {"model": model.id, "outputs": outputs}
 

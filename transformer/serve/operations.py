@@ -54,6 +54,12 @@ def note(**fields) -> None:
         info.update(fields)
 
 
+def current_id() -> str:
+    """The id of the request being answered ("-" outside one), for log lines about it."""
+    info = REQUEST.get()
+    return info["id"] if info is not None else NO_MODEL
+
+
 def request_id(given: bytes | None) -> str:
     """The client's id made safe (letters, digits, ``._:-``; at most ``MAX_ID``), or a new one."""
     if given:
@@ -141,7 +147,7 @@ class Operations:
         start = time.perf_counter()
         rid = request_id(dict(scope["headers"]).get(b"x-request-id"))
         # 499 (nginx's "client closed request"): no answer began, the client went away
-        info = {"model": NO_MODEL, "inputs": 0, "status": 499}
+        info = {"model": NO_MODEL, "inputs": 0, "status": 499, "id": rid}
         token = REQUEST.set(info)
         head = scope["method"] == "HEAD"
 
@@ -219,4 +225,4 @@ def release_memory() -> bool:
     return True
 
 
-__all__ = ["JsonFormatter", "Metrics", "Operations", "REQUEST", "note", "release_memory", "request_id"]
+__all__ = ["JsonFormatter", "Metrics", "Operations", "REQUEST", "current_id", "note", "release_memory", "request_id"]
