@@ -26,15 +26,33 @@ In-process, for comparison: the whole file decoded at once by the same translato
 (``TranslationTask.translator``, the offline throughput), one sentence at a time (p50, beside
 the batching server's requests, as above), and the file in file order in calls of the size the batching server made (its mean requests per call):
 what calls of that size can give.
-``identical`` counts server outputs equal to the offline ones. The soak (batching on) sends
-valid and malformed requests (bad JSON, bad UTF-8, control characters, wrong types, unknown
-model, empty list) for ``--soak-seconds``, counts valid requests that failed and malformed ones
-answered other than 4xx, and reads the server's resident memory at its start and end.
+``identical`` counts server outputs equal to the offline ones.
+
+Operations, on a third server as production runs it (batching on, a bounded queue
+``--overload-queue``, warmed up: started once ``/ready`` answers 200):
+
+* the soak sends valid and malformed requests (bad JSON, bad UTF-8, control characters, wrong
+  types, unknown model, empty list) for ``--soak-seconds`` and counts valid requests that failed
+  and malformed ones answered other than 4xx;
+* the overload: ``--overload-clients`` clients (one asyncio loop, a connection each, loopback)
+  send single sentences for ``--overload-seconds``, far more than the model drains, so that
+  the queue fills and the server refuses the rest (503); a refused client waits as its
+  ``Retry-After`` says (times 1 to 1.5, at random, so that the refused do not come back all at
+  once), or ``--overload-pause-ms`` (a client that ignores it), and sends again. It reports valid requests answered other than 200 or
+  503 (goal 0), the 503s' latency p95 (goal at most 50 ms: a refusal waits behind nothing), the
+  Retry-After values (1 to 10 s), and the server's ``/metrics`` counts of the run against the
+  client's own, status by status;
+* the server's resident memory (VmRSS) before the soak, after it, and after the overload once
+  its queue has been idle a few seconds (the server trims freed memory then; goal: within 1.10×
+  of before).
+
+``--only-operations`` runs just that part (no throughput runs, no in-process decoding).
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import http.client
 import json
 import os
@@ -58,6 +76,9 @@ from transformer.inference.translator import one_line
 
 # Under the data mirror, where conf/data/multi30k.yaml names it (registry:multi30k/data/task1/raw/...).
 DEFAULT_INPUT = "multi30k/data/task1/raw/test_2016_flickr.de.gz"
+# uvicorn closes a connection idle this long (its timeout_keep_alive, 5 s): a client reconnects
+# rather than write into a closed one.
+KEEP_ALIVE_S = 4.0
 MALFORMED = [b'{"model": "bench", "inputs": ["Ein Hund', b'{"model": "bench", "inputs": ["\xff\xfe"]}',
              b'{"model": "bench", "inputs": ["Ein\\u0007Hund"]}', b'{"model": "bench", "inputs": [3]}',
              b'{"model": "nope", "inputs": ["Ein Hund."]}', b'{"model": "bench", "inputs": []}', b'[1, 2]']
@@ -77,14 +98,15 @@ def free_port() -> int:
 class Server:
     """``transformer-serve`` in a subprocess, serving ``ckpt`` as model ``bench`` (greedy)."""
 
-    def __init__(self, ckpt: str, batching: bool, threads: int, log: Path, compile: bool = False):
+    def __init__(self, ckpt: str, batching: bool, threads: int, log: Path, compile: bool = False, **keys):
         self.port = free_port()
         env = dict(os.environ, OMP_NUM_THREADS=str(threads))
         model = f"{{id:bench,ckpt_path:'{ckpt}'" + (",compile:true}" if compile else "}")
+        settings = {"port": self.port, "threads": threads, "batching": str(batching).lower(), "device": "cpu",
+                    "access_log": "false", "max_queue": 100000, "max_inputs": 100000, "max_request_tokens": 1000000,
+                    "request_timeout_s": 600, "log_level": "warning", **keys}
         args = [sys.executable, "-m", "transformer.cli.serve", f"models=[{model}]",
-                f"port={self.port}", f"threads={threads}", f"batching={str(batching).lower()}", "device=cpu",
-                "access_log=false", "max_queue=100000", "max_inputs=100000", "max_request_tokens=1000000",
-                "request_timeout_s=600", "hydra.job_logging.root.level=WARNING"]
+                *(f"{k}={v}" for k, v in settings.items())]
         self.log = open(log, "w")
         self.proc = subprocess.Popen(args, stdout=self.log, stderr=self.log, env=env)
         end = time.monotonic() + 600
@@ -94,10 +116,11 @@ class Server:
             if time.monotonic() > end:
                 raise RuntimeError("the server did not answer within 600 s")
             try:
-                if self.request("GET", "/health")[0] == 200:
+                if self.request("GET", "/ready")[0] == 200:  # loaded and warmed up
                     return
             except OSError:
-                time.sleep(0.3)
+                pass
+            time.sleep(0.3)
 
     def request(self, method: str, path: str, body: bytes | None = None, conn=None) -> tuple[int, bytes]:
         own = conn is None
@@ -115,6 +138,26 @@ class Server:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
         return float("nan")
+
+    def metrics(self) -> tuple[dict[str, float], dict[float, float]]:
+        """``/v1/translate`` requests of model ``bench`` answered so far, by status, and the
+        server's histogram of its 503s' seconds (upper bound -> count)."""
+        from prometheus_client.parser import text_string_to_metric_families
+
+        text = self.request("GET", "/metrics")[1].decode()
+        samples = [s for family in text_string_to_metric_families(text) for s in family.samples
+                   if s.labels.get("endpoint") == "/v1/translate" and s.labels.get("model") == "bench"]
+        counts = {s.labels["status"]: s.value for s in samples if s.name == "transformer_serve_requests_total"}
+        refused = {float(s.labels["le"]): s.value for s in samples
+                   if s.name == "transformer_serve_request_seconds_bucket" and s.labels["status"] == "503"}
+        return counts, refused
+
+    def idle(self, settle: float) -> None:
+        """Wait until nothing is queued, then ``settle`` seconds more (the server trims memory
+        once its queue has been idle a second)."""
+        while json.loads(self.request("GET", "/health")[1])["queued"]["bench"]:
+            time.sleep(0.1)
+        time.sleep(settle)
 
     def stop(self) -> None:
         self.proc.terminate()
@@ -189,6 +232,147 @@ def soak(server: Server, sentences: list[str], seconds: float, clients: int = 8)
             f.result()
     return {**counts, "seconds": seconds, "rss_start_mb": rss_start, "rss_end_mb": server.rss_mb(),
             "alive": server.proc.poll() is None}
+
+
+async def _post(reader, writer, body: bytes) -> tuple[int, dict]:
+    """One HTTP/1.1 POST /v1/translate on an open connection: the status and the headers."""
+    writer.write(b"POST /v1/translate HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                 b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+    await writer.drain()
+    head = (await reader.readuntil(b"\r\n\r\n")).decode("latin-1").split("\r\n")
+    headers = {k.strip().lower(): v.strip() for k, _, v in (line.partition(":") for line in head[1:] if line)}
+    await reader.readexactly(int(headers.get("content-length", 0)))
+    return int(head[0].split()[1]), headers
+
+
+def overload(server: Server, sentences: list[str], clients: int, seconds: float, pause_s: float | None) -> dict:
+    """``clients`` connections sending sentences as fast as they are answered for ``seconds``
+    (a refused one waits its Retry-After, or ``pause_s``): statuses, latencies of 200s and
+    503s, Retry-After."""
+    tally: dict[str, int] = {}
+    errors: dict[str, int] = {}  # exceptions behind status 0 (no answer)
+    ok_latency, refused_latency, retry_after, refused_steady = [], [], [], []
+    began = {"at": time.perf_counter()}  # set again as the clients start
+
+    async def send(conn, body: bytes) -> tuple[int, dict]:
+        try:
+            return await asyncio.wait_for(_post(*conn, body), 120)
+        except (OSError, asyncio.IncompleteReadError, asyncio.TimeoutError, ValueError) as exc:
+            errors[type(exc).__name__] = errors.get(type(exc).__name__, 0) + 1
+            conn[1].close()
+            return 0, {}
+
+    async def client(seed: int, end: float):
+        rng, conn, idle_since = random.Random(seed), None, None
+        while time.monotonic() < end:
+            if conn is not None and idle_since is not None and time.monotonic() - idle_since > KEEP_ALIVE_S:
+                conn[1].close()  # the server has closed it by now, as HTTP clients expect (keep-alive)
+                conn = None
+            if conn is None:
+                conn = await asyncio.open_connection("127.0.0.1", server.port)
+            start = time.perf_counter()
+            status, headers = await send(conn, translate_body(rng.choice(sentences)))
+            if status == 0:
+                conn = None
+            idle_since = time.monotonic()
+            took = time.perf_counter() - start
+            tally[str(status)] = tally.get(str(status), 0) + 1
+            if status == 200:
+                ok_latency.append(took)
+            elif status == 503:
+                refused_latency.append(took)
+                refused_steady.extend([took] if start - began["at"] >= 1.0 else [])
+                retry_after.append(int(headers.get("retry-after", -1)))
+                wait = pause_s if pause_s is not None else max(retry_after[-1], 0) * rng.uniform(1.0, 1.5)
+                await asyncio.sleep(min(wait, max(0.0, end - time.monotonic())))
+        if conn is not None:
+            conn[1].close()
+
+    async def run():
+        end, began["at"] = time.monotonic() + seconds, time.perf_counter()
+        await asyncio.gather(*(client(i, end) for i in range(clients)))
+
+    before, refused_before = server.metrics()
+    start = time.perf_counter()
+    asyncio.run(run())
+    wall = time.perf_counter() - start
+    after, refused_after = server.metrics()
+    counted = {k: int(after.get(k, 0) - before.get(k, 0)) for k in sorted(set(after) | set(before))}
+    counted = {k: v for k, v in counted.items() if v}
+    buckets = {le: n - refused_before.get(le, 0) for le, n in sorted(refused_after.items())}
+    total = buckets.get(float("inf"), 0)
+    # the server's own p95 of its 503s: the first histogram bucket holding 95% of them
+    server_p95 = next((le for le, n in buckets.items() if total and n >= 0.95 * total), None)
+    failed = sum(n for status, n in tally.items() if status not in ("200", "503"))
+    return {"clients": clients, "seconds": wall, "errors": errors,
+            "pause": "Retry-After" if pause_s is None else pause_s, "statuses": dict(sorted(tally.items())),
+            "failed_valid": failed,
+            "answered_per_s": tally.get("200", 0) / wall,
+            "ok_p50_ms": percentile(ok_latency, 50) * 1000, "ok_p95_ms": percentile(ok_latency, 95) * 1000,
+            "refused_p50_ms": percentile(refused_latency, 50) * 1000,
+            "refused_p95_ms": percentile(refused_latency, 95) * 1000,
+            "refused_p95_ms_after_1s": percentile(refused_steady, 95) * 1000,
+            "refused_server_p95_ms_at_most": None if server_p95 is None else server_p95 * 1000,
+            "retry_after_min": min(retry_after, default=None), "retry_after_max": max(retry_after, default=None),
+            "metrics_counts": counted, "metrics_match": counted == {k: v for k, v in tally.items() if k != "0"},
+            "alive": server.proc.poll() is None}
+
+
+def operations(args, sentences: list[str], log: Path) -> dict:
+    """The soak and the overload on one server with a bounded queue, with its memory between."""
+    server = Server(args.ckpt, True, args.threads, log, args.compile, max_queue=args.overload_queue,
+                    max_inputs=64, max_request_tokens=2048, request_timeout_s=120)
+    try:
+        conn = http.client.HTTPConnection("127.0.0.1", server.port, timeout=600)
+        for s in sentences[:8]:
+            one_request(server, conn, s)  # warm-up
+        conn.close()
+        result = {"max_queue": args.overload_queue, "rss_before_mb": server.rss_mb()}
+        if args.soak_seconds > 0:
+            result["soak"] = soak(server, sentences, args.soak_seconds)
+        server.idle(3.0)
+        result["rss_after_soak_mb"] = server.rss_mb()
+        if args.overload_seconds > 0:
+            pause = None if args.overload_pause_ms is None else args.overload_pause_ms / 1000
+            result["overload"] = overload(server, sentences, args.overload_clients, args.overload_seconds, pause)
+            result["rss_overload_end_mb"] = server.rss_mb()
+            server.idle(3.0)
+            result["rss_after_overload_mb"] = server.rss_mb()
+            result["rss_ratio"] = result["rss_after_overload_mb"] / result["rss_before_mb"]
+        return result
+    finally:
+        server.stop()
+
+
+def operations_table(ops: dict) -> str:
+    lines = []
+    if "soak" in ops:
+        s = ops["soak"]
+        lines.append(f"soak {s['seconds']:g} s: {s['valid']} valid requests, {s['valid_failed']} failed; "
+                     f"{s['malformed']} malformed, {s['malformed_not_4xx']} answered other than 4xx; server "
+                     f"{'alive' if s['alive'] else 'DEAD'}")
+    if "overload" in ops:
+        o = ops["overload"]
+        pause = "their Retry-After" if o["pause"] == "Retry-After" else f"{o['pause'] * 1000:g} ms"
+        lines += [f"overload: {o['clients']} clients for {o['seconds']:.1f} s (refused ones wait {pause}), "
+                  f"max_queue={ops['max_queue']}: "
+                  f"statuses {o['statuses']}; {o['answered_per_s']:.1f} answered/s",
+                  f"  failed valid requests (not 200/503): {o['failed_valid']} (goal 0){' ' if o['errors'] else ''}"
+                  f"{o['errors'] or ''}",
+                  f"  503 latency p50 {o['refused_p50_ms']:.1f} ms, p95 {o['refused_p95_ms']:.1f} ms (goal <= 50; "
+                  f"after the first second: p95 {o['refused_p95_ms_after_1s']:.1f} ms; "
+                  f"in the server, from its histogram: p95 <= {o['refused_server_p95_ms_at_most']} ms); "
+                  f"200 latency p50 {o['ok_p50_ms']:.0f} ms, p95 {o['ok_p95_ms']:.0f} ms",
+                  f"  Retry-After {o['retry_after_min']} to {o['retry_after_max']} s (goal within 1 to 10)",
+                  f"  /metrics counted {o['metrics_counts']}: "
+                  f"{'equal to' if o['metrics_match'] else 'DIFFERENT from'} the client's; server "
+                  f"{'alive' if o['alive'] else 'DEAD'}"]
+    rss = [f"{ops['rss_before_mb']:.0f} MB before", f"{ops['rss_after_soak_mb']:.0f} after the soak"]
+    if "rss_after_overload_mb" in ops:
+        rss += [f"{ops['rss_overload_end_mb']:.0f} at the overload's end",
+                f"{ops['rss_after_overload_mb']:.0f} idle after it ({ops['rss_ratio']:.2f}x before; goal <= 1.10)"]
+    lines.append("resident memory: " + ", ".join(rss))
+    return "\n".join(lines)
 
 
 class ExportTranslator:
@@ -266,8 +450,6 @@ def bench_server(args, batching: bool, sentences: list[str], sample: list[str], 
         result["requests_per_call"] = (after["requests"]["bench"] - before["requests"]["bench"]) / max(calls, 1)
         result["single_p50_ms"] = percentile(single, 50) * 1000
         result["direct_p50_ms"] = percentile(direct, 50) * 1000
-        if batching and args.soak_seconds > 0:
-            result["soak"] = soak(server, sentences, args.soak_seconds)
         return result
     finally:
         server.stop()
@@ -291,12 +473,6 @@ def table(results: dict) -> str:
                                                  for c in cells) + " |")
     lines.append(f"\nin-process in calls of {local['server_call_size']} sentences (the server's mean), in file "
                  f"order: {local['server_call_sentences_per_s']:.1f} sentences/s")
-    if "soak" in on:
-        s = on["soak"]
-        lines.append(f"\nsoak {s['seconds']:g} s: {s['valid']} valid requests, {s['valid_failed']} failed; "
-                     f"{s['malformed']} malformed, {s['malformed_not_4xx']} answered other than 4xx; server "
-                     f"{'alive' if s['alive'] else 'DEAD'}, resident memory {s['rss_start_mb']:.0f} MB at start, "
-                     f"{s['rss_end_mb']:.0f} MB at end")
     return "\n".join(lines)
 
 
@@ -309,6 +485,12 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--clients", type=int, default=32)
     parser.add_argument("--latency-requests", type=int, default=50, help="sentences sent one at a time")
     parser.add_argument("--soak-seconds", type=float, default=60.0)
+    parser.add_argument("--overload-clients", type=int, default=500)
+    parser.add_argument("--overload-seconds", type=float, default=20.0)
+    parser.add_argument("--overload-queue", type=int, default=64, help="the server's max_queue in the overload")
+    parser.add_argument("--overload-pause-ms", type=float, default=None,
+                        help="a refused client's pause (default: its Retry-After)")
+    parser.add_argument("--only-operations", action="store_true", help="only the soak, overload and memory run")
     parser.add_argument("--threads", type=int, default=1, help="torch threads of the model (server and in-process)")
     parser.add_argument("--compile", action="store_true", help="decode.compile=true in the server and in-process")
     parser.add_argument("--json", default=None, help="also write the results here")
@@ -319,6 +501,14 @@ def main(argv: list[str] | None = None) -> dict:
     torch.set_num_threads(args.threads)
     results: dict = {"ckpt": args.ckpt, "input": path, "sentences": len(sentences), "clients": args.clients,
                      "threads": args.threads, "decode": "greedy", "compile": args.compile}
+    if args.only_operations:
+        with tempfile.TemporaryDirectory() as tmp:
+            results["operations"] = operations(args, sentences, Path(tmp) / "operations.log")
+        print(f"{len(sentences)} sentences from {path}, greedy, {args.threads} thread(s)\n")
+        print(operations_table(results["operations"]))
+        if args.json:
+            Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
+        return results
     translator = offline_translator(args.ckpt, args.compile, args.threads)
     results["offline"] = offline(translator, sentences, args.compile)
     with tempfile.TemporaryDirectory() as tmp:
@@ -327,6 +517,7 @@ def main(argv: list[str] | None = None) -> dict:
             results[key] = bench_server(args, batching, sentences, sample, Path(tmp) / f"{key}.log", translator)
             outputs = results[key].pop("outputs")
             results[key]["identical"] = sum(a == b for a, b in zip(outputs, results["offline"]["outputs"]))
+        results["operations"] = operations(args, sentences, Path(tmp) / "operations.log")
     results["offline"].pop("outputs")
     results["offline"]["single_p50_ms"] = results["batching_on"]["direct_p50_ms"]
     size = max(1, round(results["batching_on"]["requests_per_call"]))
@@ -335,6 +526,7 @@ def main(argv: list[str] | None = None) -> dict:
     print(f"{len(sentences)} sentences from {path}, greedy{', compiled' if args.compile else ''}, "
           f"{args.threads} thread(s)\n")
     print(table(results))
+    print("\n" + operations_table(results["operations"]))
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2) + "\n", encoding="utf-8")
     return results

@@ -17,9 +17,11 @@ from transformer.cli import serve as serve_cli  # noqa: E402
 
 @pytest.fixture
 def started(monkeypatch) -> list[dict]:
-    """What ``uvicorn.run`` was called with (it is not run)."""
+    """What ``uvicorn.run`` was called with (it is not run, nor is the address tried: port 8000
+    may be taken on a test machine; tests/serve/test_serve_start.py tries it)."""
     calls: list[dict] = []
     monkeypatch.setattr(uvicorn, "run", lambda app, **kwargs: calls.append({"app": app, **kwargs}))
+    monkeypatch.setattr(serve_cli, "check_address", lambda host, port: None)
     return calls
 
 

@@ -9,12 +9,21 @@
 The config is checked whole and every checkpoint loaded before the server binds its port: a
 missing checkpoint, a key conf/decode/default.yaml lacks, a strategy the checkpoint
 cannot decode with or an id given twice is one ``error:`` line naming the key, exit status 2.
-Needs FastAPI and uvicorn (``pip install -e ".[serve]"``).
+So is an address the server could not listen on (a host that does not resolve or is not this
+machine's, a port in use), found by binding it before any model loads (minutes, for a big
+one), and an unset API key variable. At start the server logs one line per model (its kind,
+decoding settings, threads) and its URL.
+Needs FastAPI, uvicorn and prometheus-client (``pip install -e ".[serve]"``).
 """
 
 from __future__ import annotations
 
+import errno
+import logging
+import os
 import re
+import socket
+import sys
 from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
@@ -31,7 +40,14 @@ TRANSLATION_KINDS = ("translation", "nat", "nat_ctc")
 OTHER_KEYS = {"tagging": {"max_tokens": 4096}, "classification": {"max_tokens": 4096, "top_k": 1}}
 # Decoding keys a CTranslate2 export takes (its search is CTranslate2's: greedy or beam).
 EXPORT_KEYS = ("beam_size", "n_best", "length_penalty", "max_len_a", "max_len_b")
-INSTALL_HINT = 'transformer-serve needs FastAPI and uvicorn: pip install -e ".[serve]"'
+INSTALL_HINT = 'transformer-serve needs FastAPI, uvicorn and prometheus-client: pip install -e ".[serve]"'
+# What a CTranslate2 export folder holds (transformer-export format=ctranslate2).
+EXPORT_FILES = ("config.json", "model.bin", "source_tokenizer.json", "target_tokenizer.json")
+ENV_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+LOG_LEVELS = ("debug", "info", "warning", "error")
+SWITCH_INTERVAL_S = 0.001
+
+log = logging.getLogger(__name__)
 
 
 def decode_settings(strategy: str = "greedy") -> dict:
@@ -55,10 +71,64 @@ def check_server(cfg: DictConfig) -> None:
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= 86400:
             raise ValueError(f"{key}={show(value)}: expected a number of {'milliseconds' if 'ms' in key else 'seconds'}"
                              f"{' above 0' if low else ''}")
-    for key in ("batching", "log_inputs", "access_log"):
+    for key in ("batching", "log_inputs", "access_log", "warm_up"):
         if not isinstance(cfg.get(key), bool):
             raise ValueError(f"{key}={show(cfg.get(key))}: expected true or false")
+    if cfg.get("log_format") not in ("text", "json"):
+        raise ValueError(f"log_format={show(cfg.get('log_format'))}: expected text or json")
+    if not isinstance(cfg.get("log_level"), str) or cfg.log_level.lower() not in LOG_LEVELS:
+        raise ValueError(f"log_level={show(cfg.get('log_level'))}: expected {', '.join(LOG_LEVELS)}")
+    origins = cfg.get("cors_origins")
+    if not OmegaConf.is_list(origins) or not all(isinstance(o, str) and o for o in origins):
+        raise ValueError(f"cors_origins={show(origins)}: expected a list of origins, e.g. '[https://example.org]'")
+    api_key(cfg)
     validate.device(cfg)
+
+
+def api_key(cfg: DictConfig) -> str | None:
+    """The API key from the environment variable ``api_key_env`` names (None: no key)."""
+    name = cfg.get("api_key_env")
+    if name is None:
+        return None
+    if not isinstance(name, str) or not ENV_NAME.match(name):
+        raise ValueError(f"api_key_env={show(name)}: expected the name of an environment variable holding the key "
+                         f"(the key itself never goes on the command line)")
+    key = os.environ.get(name, "").strip()
+    if not key:
+        raise ValueError(f"api_key_env={name}: the environment variable {name} is unset or empty; export the key "
+                         f"there")
+    return key
+
+
+def check_address(host: str, port: int) -> None:
+    """Bind ``host:port`` as uvicorn will, and let it go: a host that does not resolve or is
+    not this machine's, or a port in use, is found here, before any model loads."""
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except (socket.gaierror, UnicodeError) as exc:
+        raise ValueError(f"host={host}: does not resolve to an address "
+                         f"({getattr(exc, 'strerror', None) or exc})") from None
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as uvicorn binds
+        try:
+            sock.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                raise ValueError(f"port={port}: in use on {host} (another server?); stop it or choose another "
+                                 f"port") from None
+            raise ValueError(f"host={host}: cannot listen on it ({exc.strerror or exc}); give an address of "
+                             f"this machine, such as 127.0.0.1 or 0.0.0.0") from None
+
+
+def check_export_folder(key: str, path) -> None:
+    """A folder given as ``ckpt_path`` is a CTranslate2 export: the file it lacks, named."""
+    if not isinstance(path, str) or path.startswith("hf:") or not Path(path).is_dir():
+        return
+    missing = [name for name in EXPORT_FILES if not (Path(path) / name).is_file()]
+    if missing:
+        raise FileNotFoundError(f"{key}={path}: a folder without {missing[0]}; a CTranslate2 export "
+                                f"(transformer-export format=ctranslate2) holds {', '.join(EXPORT_FILES)}")
 
 
 def check_entries(cfg: DictConfig) -> list[dict]:
@@ -80,6 +150,7 @@ def check_entries(cfg: DictConfig) -> list[dict]:
         if model_id in seen:
             raise ValueError(f"{key}.id={model_id}: models[{seen[model_id]}] has this id already; ids must differ")
         seen[model_id] = i
+        check_export_folder(f"{key}.ckpt_path", entry.get("ckpt_path"))
         if not _export_dir(entry.get("ckpt_path")):
             validate.checkpoints(f"{key}.ckpt_path", entry.get("ckpt_path"))
         decode = entry.get("decode")
@@ -182,11 +253,13 @@ def check(cfg: DictConfig) -> list:
     entries = check_entries(cfg)
     try:
         import fastapi  # noqa: F401
+        import prometheus_client  # noqa: F401
         import uvicorn  # noqa: F401
 
         from transformer.serve.served import Limits
     except ImportError:
         raise ValueError(INSTALL_HINT) from None
+    check_address(cfg.host, int(cfg.port))
     if cfg.threads is not None:
         import torch
 
@@ -203,7 +276,36 @@ def server_config(cfg: DictConfig):
                        max_batch_tokens=cfg.max_batch_tokens, max_queue=cfg.max_queue,
                        request_timeout_s=float(cfg.request_timeout_s), max_inputs=cfg.max_inputs,
                        max_request_tokens=cfg.max_request_tokens, max_body_bytes=cfg.max_body_bytes,
-                       log_inputs=cfg.log_inputs)
+                       log_inputs=cfg.log_inputs, access_log=cfg.access_log, cors_origins=tuple(cfg.cors_origins),
+                       api_key=api_key(cfg), warm_up=cfg.warm_up)
+
+
+def model_line(model) -> str:
+    """What the start-up log says of a served model: id, kind, checkpoint, the decoding
+    settings that differ from conf/decode/default.yaml, threads and device."""
+    import torch
+
+    parts = []
+    decode = getattr(model, "decode_cfg", None)
+    if decode is not None:
+        defaults = decode_settings(decode.get("strategy", "greedy"))
+        parts += [f"{k}={v}" for k, v in decode.items() if k != "strategy" and defaults.get(k) != v]
+    if getattr(model, "top_k", None) is not None and model.kind == "classification":
+        parts.append(f"top_k={model.top_k}")
+    device = getattr(model, "device", None)
+    parts += [f"threads={torch.get_num_threads()}"] + ([f"device={device}"] if device is not None else [])
+    return f"model {model.id}: {model.describe()} from {model.checkpoint}; " + ", ".join(parts)
+
+
+def configure_logging(cfg: DictConfig) -> None:
+    """``log_level`` on every logger; ``log_format=json``: every line one JSON object."""
+    from transformer.serve.operations import JsonFormatter
+
+    root = logging.getLogger()
+    root.setLevel(cfg.log_level.upper())
+    if cfg.log_format == "json":
+        for handler in root.handlers:
+            handler.setFormatter(JsonFormatter())
 
 
 def run(cfg: DictConfig, models: list) -> None:
@@ -211,9 +313,21 @@ def run(cfg: DictConfig, models: list) -> None:
 
     from transformer.serve.app import create_app
 
+    configure_logging(cfg)
+    # The models compute on their own threads and hand the GIL back only every switch interval
+    # (5 ms by default); a request needs it several times on the event loop, so a refusal or
+    # a health check would wait tens of milliseconds behind a busy model. 1 ms keeps them quick.
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     app = create_app(models, server_config(cfg))
-    # log_config=None: uvicorn's lines go through the command's logging (stderr), like every command's
-    uvicorn.run(app, host=cfg.host, port=int(cfg.port), log_config=None, access_log=cfg.access_log)
+    for model in models:
+        log.info("%s", model_line(model))
+    host = f"[{cfg.host}]" if ":" in cfg.host else cfg.host
+    log.info("serving %d model(s) at http://%s:%d/ (API /v1/, metrics /metrics, readiness /ready)", len(models),
+             host, int(cfg.port))
+    # log_config=None: uvicorn's lines go through the command's logging (stderr), like every
+    # command's; its own access line is off: the app writes one per request, with the model and id
+    uvicorn.run(app, host=cfg.host, port=int(cfg.port), log_config=None, access_log=False,
+                log_level=cfg.log_level.lower())
 
 
 main = hydra_entry("serve", check=check)(run)

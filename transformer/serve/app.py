@@ -1,33 +1,43 @@
 """The FastAPI application: the JSON endpoints, their errors, and the page.
 
     POST /v1/translate  /v1/tag  /v1/classify   {"model": id, "inputs": [...], overrides}
-    GET  /v1/models  /health  /  (the page)  /static/...  /openapi.json
+    GET  /v1/models  /health  /ready  /metrics  /  (the page)  /static/...  /openapi.json
 
 Every refusal is a 4xx whose body is ``{"error": "<one sentence>"}``: a body that is not UTF-8
 or not JSON (400), wrong types, unknown keys, an empty input list or a control character (422),
 an unknown model (404) or one of another kind (400), too many inputs, pieces or bytes (413,
-naming the limit). A full queue is 503 with ``Retry-After``, a request past its time limit 504.
-Nothing a request holds stops the server: a failed model call fails its own requests (500).
-Request text is logged only with ``log_inputs``.
+naming the limit). A full queue is 503 with ``Retry-After``, answered before the request is
+read further; a request past its time limit 504. Nothing a request holds stops the server: a
+failed model call fails its own requests (500). Request text is logged only with ``log_inputs``.
+
+Operations (``operations``): every answer carries ``X-Request-ID``; requests are counted and
+timed at ``/metrics`` (Prometheus); one access line per request; with an API key ``/v1/`` needs
+``Authorization: Bearer <key>`` (401 otherwise). ``/health`` says the process is up (cheap, for
+a liveness probe), ``/ready`` is 503 until every model has answered a warm-up call, then 200
+(a readiness probe: no traffic to a server still paying its first calls' set-up).
+``cors_origins`` lets pages of those origins call the API.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import FileResponse, JSONResponse
+from fastapi.middleware.cors import CORSMiddleware
+from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
 
 from transformer.serve import schemas
 from transformer.serve.batcher import Batcher, QueueFull
+from transformer.serve.operations import Metrics, Operations, current_id, note, release_memory
 from transformer.serve.served import RequestError, ServedModel
 
 log = logging.getLogger(__name__)
@@ -48,6 +58,11 @@ class ServeConfig:
     max_request_tokens: int = 2048
     max_body_bytes: int = 1_000_000
     log_inputs: bool = False
+    access_log: bool = True
+    cors_origins: tuple[str, ...] = ()
+    api_key: str | None = field(default=None, repr=False)  # never in a log line
+    warm_up: bool = False  # transformer-serve sets it: /ready waits for one call per model
+    idle_s: float = 1.0  # queue idle this long after work: freed memory goes back to the system
 
 
 def error(status: int, message: str, headers: dict | None = None) -> JSONResponse:
@@ -57,10 +72,12 @@ def error(status: int, message: str, headers: dict | None = None) -> JSONRespons
 
 class BodyGuard:
     """ASGI middleware that reads a POST body before the app: past ``max_bytes`` it is a 413,
-    and bytes that are not UTF-8 a 400, so the app only ever parses bounded text."""
+    and bytes that are not UTF-8 a 400, so the app only ever parses bounded text. ``admit``
+    may refuse the body at once (an overloaded model: 503), before the app's parsing and
+    checking, which under overload would make each refusal wait its turn on the event loop."""
 
-    def __init__(self, app, max_bytes: int):
-        self.app, self.max_bytes = app, max_bytes
+    def __init__(self, app, max_bytes: int, admit: Callable[[bytes], Response | None] | None = None):
+        self.app, self.max_bytes, self.admit = app, max_bytes, admit
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] != "POST":
@@ -84,6 +101,9 @@ class BodyGuard:
             body.decode("utf-8")
         except UnicodeDecodeError as exc:
             return await error(400, f"the body is not UTF-8 text (byte {exc.start})")(scope, receive, send)
+        refusal = self.admit(body) if self.admit is not None else None
+        if refusal is not None:
+            return await refusal(scope, receive, send)
         replayed = False
 
         async def replay():
@@ -129,8 +149,40 @@ class Dispatcher:
     def __init__(self, models: Sequence[ServedModel], config: ServeConfig):
         self.models, self.config = list(models), config
         self.by_id = {m.id: m for m in models}
+        self.metrics = Metrics()
         self.batchers = {m.id: Batcher(m.id, m.predict, config.batching, config.batch_wait_ms / 1000,
-                                       config.max_batch_tokens, config.max_queue) for m in models}
+                                       config.max_batch_tokens, config.max_queue,
+                                       observe=self.metrics.model_call(m.id), on_idle=release_memory,
+                                       idle_s=config.idle_s) for m in models}
+        for m in models:
+            self.metrics.add_model(m.id, m.kind, lambda b=self.batchers[m.id]: b.queued)
+        self.warmed: set[str] = set()
+        self._warming: asyncio.Task | None = None
+
+    def admit(self, body: bytes) -> Response | None:
+        """A 503 for a body naming a model whose queue is full (read from the raw JSON, the
+        rest unchecked), or None: the request goes on to be parsed and checked."""
+        if not any(b.queued >= b.max_queue for b in self.batchers.values()):
+            return None
+        try:
+            parsed = json.loads(body)
+        except ValueError:
+            return None
+        batcher = self.batchers.get(parsed.get("model")) if isinstance(parsed, dict) else None
+        if batcher is None or not isinstance(parsed["model"], str):
+            return None
+        inputs = parsed.get("inputs")
+        note(model=parsed["model"], inputs=len(inputs) if isinstance(inputs, list) else 0)
+        try:
+            batcher.check_room()
+        except QueueFull as exc:
+            return error(503, str(exc), {"Retry-After": str(exc.retry_after)})
+        return None
+
+    @property
+    def ready(self) -> bool:
+        """Every model loaded and past its warm-up call."""
+        return len(self.warmed) == len(self.models)
 
     def model(self, kind: str, request: schemas.Request) -> ServedModel:
         """The request's model, of the endpoint's ``kind``, with the request within the limits."""
@@ -146,14 +198,16 @@ class Dispatcher:
 
     async def answer(self, kind: str, request: schemas.Request) -> dict:
         """The response body of ``request`` to the endpoint of ``kind``."""
+        note(model=request.model, inputs=len(request.inputs))
         model, limit = self.model(kind, request), self.config.max_request_tokens
+        self.batchers[model.id].check_room()  # overloaded: refused before any work
         settings = model.settings(request.overrides())
         tokens = sum(model.count_tokens(t) for t in request.inputs)
         if tokens > limit:
             raise RequestError(f"the inputs hold {tokens} pieces; at most max_request_tokens={limit} per request", 413)
-        log.info("%s: %d input(s), %d pieces", model.id, len(request.inputs), tokens)
+        log.debug("%s: %d input(s), %d pieces", model.id, len(request.inputs), tokens)
         if self.config.log_inputs:
-            log.info("%s inputs: %r", model.id, request.inputs)
+            log.info("%s inputs: %r id=%s", model.id, request.inputs, current_id())
         timeout = self.config.request_timeout_s
         try:
             outputs = await self.batchers[model.id].submit(request.inputs, settings, tokens, timeout)
@@ -165,16 +219,39 @@ class Dispatcher:
         except Exception as exc:  # the model call failed: this request fails, the server goes on
             # the message may quote the input: logged only where request text may be
             detail = f": {' '.join(str(exc).split())[:500]}" if self.config.log_inputs else ""
-            log.error("%s: a model call failed (%s%s)", model.id, type(exc).__name__, detail)
+            log.error("%s: a model call failed (%s%s) id=%s", model.id, type(exc).__name__, detail, current_id())
             raise RequestError(f"the model failed on this request ({type(exc).__name__})", 500) from None
         return {"model": model.id, "outputs": outputs}
 
+    async def warm_up(self) -> None:
+        """One call per model on a short input with its default settings; a model whose call
+        fails keeps the server unready (logged)."""
+        for model in self.models:
+            try:
+                await self.batchers[model.id].warm_up(["warm up ."], model.settings({}))
+            except Exception as exc:  # noqa: BLE001 - the server stays up and says it is not ready
+                log.error("%s: the warm-up call failed (%s); /ready stays 503", model.id, type(exc).__name__)
+                continue
+            self.warmed.add(model.id)
+        self.metrics.ready.set(1 if self.ready else 0)
+        if self.ready:
+            log.info("ready: %d model(s) warmed up", len(self.models))
+
     @contextlib.asynccontextmanager
     async def running(self, app: FastAPI):
-        """The app's lifespan: every batcher's loop runs while the app does."""
+        """The app's lifespan: every batcher's loop runs while the app does, and the models are
+        warmed up in the background (``/ready`` says when)."""
         for batcher in self.batchers.values():
             batcher.start()
+        if self.config.warm_up:
+            self._warming = asyncio.get_running_loop().create_task(self.warm_up())
+        else:
+            self.warmed = {m.id for m in self.models}
+            self.metrics.ready.set(1)
         yield
+        if self._warming is not None:
+            self._warming.cancel()
+            await asyncio.gather(self._warming, return_exceptions=True)
         for batcher in self.batchers.values():
             await batcher.stop()
             batcher.close()
@@ -186,10 +263,20 @@ def create_app(models: Sequence[ServedModel], config: ServeConfig = ServeConfig(
     app = FastAPI(title="transformer-serve", version="1", lifespan=server.running,
                   description="Translation, tagging and classification with the project's checkpoints.")
     app.state.server = server
-    app.add_middleware(BodyGuard, max_bytes=config.max_body_bytes)
+    # Middleware added last runs first: CORS (answers preflights), then ids, key, metrics and
+    # the access line around everything else, then the body guard.
+    app.add_middleware(BodyGuard, max_bytes=config.max_body_bytes, admit=server.admit)
+    app.add_middleware(Operations, metrics=server.metrics, endpoints=lambda: routes, models=set(server.by_id),
+                       api_key=config.api_key, access=config.access_log)
+    if config.cors_origins:
+        app.add_middleware(CORSMiddleware, allow_origins=list(config.cors_origins),
+                           allow_methods=["GET", "HEAD", "POST"],
+                           allow_headers=["Authorization", "Content-Type", "X-Request-ID"],
+                           expose_headers=["X-Request-ID", "Retry-After"])
     add_error_handlers(app)
     add_routes(app, server)
     app.mount("/static", StaticFiles(directory=STATIC), name="static")
+    routes = {r.path for r in app.routes if hasattr(r, "methods")}
     return app
 
 
@@ -219,14 +306,29 @@ def add_routes(app: FastAPI, server: Dispatcher) -> None:
         """The models this server answers for, with the request keys each takes."""
         return {"models": [m.info() for m in server.models]}
 
+    @app.head("/health", include_in_schema=False)
     @app.get("/health", response_model=schemas.Health, tags=["server"])
     async def health():
-        """Up, with the requests waiting per model, and each model's calls and requests so far."""
+        """Up (a liveness probe), with the requests waiting per model, and each model's calls
+        and requests so far."""
         return {"status": "ok", "models": len(server.models),
                 "queued": {k: b.queued for k, b in server.batchers.items()},
                 "calls": {k: b.stats.batches for k, b in server.batchers.items()},
                 "requests": {k: b.stats.requests for k, b in server.batchers.items()}}
 
+    @app.head("/ready", include_in_schema=False)
+    @app.get("/ready", response_model=schemas.Ready, tags=["server"], responses={503: {"model": schemas.Ready}})
+    async def ready():
+        """200 once every model is loaded and warmed up, 503 before (a readiness probe)."""
+        body = {"ready": server.ready, "models": {m.id: m.id in server.warmed for m in server.models}}
+        return JSONResponse(body, status_code=200 if server.ready else 503)
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics():
+        """The server's metrics in Prometheus' text format."""
+        return Response(server.metrics.exposition(), media_type="text/plain; version=0.0.4; charset=utf-8")
+
+    @app.head("/", include_in_schema=False)
     @app.get("/", include_in_schema=False)
     async def page():
         return FileResponse(STATIC / "index.html", media_type="text/html")

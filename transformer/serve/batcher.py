@@ -14,9 +14,13 @@ and form one of their own, so that the clients split into groups taking turns, e
 large. A lone client is never held back: its next request is all the last call answered.
 
 ``batching=False`` takes one request per call: the baseline batching is measured against.
-A full queue refuses a request at once (:class:`QueueFull`, an HTTP 503 with ``Retry-After``);
-a request that waits past its time limit is dropped from the queue, or its result discarded
-when it was already running (``asyncio.TimeoutError``, an HTTP 504).
+A full queue refuses a request at once, before it is queued (:class:`QueueFull`, an HTTP 503):
+its ``Retry-After`` is the sentences waiting over the rate the model has been draining them
+(an exponential moving average of sentences per second of model call), 1 to 10 s. A request
+that waits past its time limit is dropped from the queue, or its result discarded when it was
+already running (``asyncio.TimeoutError``, an HTTP 504). When the queue has stayed empty for
+``idle_s`` after work, ``on_idle`` runs on the worker thread (the server gives freed memory
+back to the system there).
 """
 
 from __future__ import annotations
@@ -31,6 +35,11 @@ from typing import Callable, Hashable, Sequence
 
 # predict(texts, settings) -> one output per text
 Predict = Callable[[Sequence[str], Hashable], list]
+# Retry-After bounds (seconds): at least a second, and never so long a client gives up on a
+# server that drains in moments once the burst is over.
+RETRY_MIN, RETRY_MAX = 1, 10
+# Weight of the newest call in the drain rate's moving average.
+RATE_SMOOTHING = 0.2
 
 
 class QueueFull(RuntimeError):
@@ -63,6 +72,7 @@ class BatchStats:
     texts: int = 0
     largest: int = 0
     last_seconds: float = 0.0
+    rate: float = 0.0  # sentences per second of model call, moving average (0: none measured)
 
 
 class Batcher:
@@ -76,13 +86,20 @@ class Batcher:
             at most for the last call's clients to come back.
         max_batch_tokens: pieces one call takes (a request larger than it goes alone).
         max_queue: requests waiting, past which new ones are refused.
+        observe: called after each model call with its sentences and seconds (metrics).
+        on_idle: run on the worker thread once the queue has been empty ``idle_s`` after work.
     """
 
     def __init__(self, name: str, predict: Predict, batching: bool = True, wait_s: float = 0.005,
-                 max_batch_tokens: int = 4096, max_queue: int = 256):
+                 max_batch_tokens: int = 4096, max_queue: int = 256,
+                 observe: Callable[[int, float], None] | None = None,
+                 on_idle: Callable[[], object] | None = None, idle_s: float = 1.0):
         self.name, self.predict = name, predict
         self.batching, self.wait_s = batching, wait_s
         self.max_batch_tokens, self.max_queue = max_batch_tokens, max_queue
+        self.observe, self.on_idle, self.idle_s = observe, on_idle, idle_s
+        self.idle_runs = 0  # times on_idle ran
+        self._worked = False  # a call ran since on_idle last did
         self.stats = BatchStats()
         self._queue: deque[Job] = deque()
         self._running: list[Job] = []
@@ -124,25 +141,48 @@ class Batcher:
             self._executor.shutdown(wait=False, cancel_futures=True)
             self._executor = None
 
+    def check_room(self) -> None:
+        """:class:`QueueFull` when the queue holds ``max_queue`` requests: a refusal costs no
+        wait and no work (the request is not read further)."""
+        if self.queued >= self.max_queue:
+            raise QueueFull(f"model '{self.name}' has {self.max_queue} requests waiting (max_queue); "
+                            f"retry later", self.retry_after())
+
     async def submit(self, texts: Sequence[str], settings: Hashable, tokens: int, timeout: float) -> list:
         """The outputs of ``texts``, decoded in some batch; :class:`QueueFull` when the queue is
         full, ``asyncio.TimeoutError`` after ``timeout`` seconds."""
         self.start()
-        if self.queued >= self.max_queue:
-            raise QueueFull(f"model '{self.name}' has {self.max_queue} requests waiting (max_queue); "
-                            f"retry later", self._retry_after())
+        self.check_room()
         job = Job(texts, settings, tokens, self._loop.create_future())
         self._queue.append(job)
         self._wake.set()
         return await asyncio.wait_for(job.future, timeout)  # a timeout cancels the future: the loop skips it
 
-    def _retry_after(self) -> int:
-        per_call = max(self.stats.requests / max(self.stats.batches, 1), 1.0)
-        return max(1, math.ceil(self.stats.last_seconds * len(self._queue) / per_call))
+    async def warm_up(self, texts: Sequence[str], settings: Hashable) -> None:
+        """One model call outside the queue and the counts (the first call pays for lazy set-up:
+        allocator pools, compiled graphs), on the worker thread so requests stay answered."""
+        self.start()
+        await self._loop.run_in_executor(self._executor, self.predict, list(texts), settings)
+
+    def retry_after(self) -> int:
+        """Seconds until the waiting sentences are drained at the measured rate, 1 to 10."""
+        waiting = sum(len(job.texts) for job in self._queue if not job.future.done())
+        if self.stats.rate <= 0:
+            return RETRY_MIN
+        return min(RETRY_MAX, max(RETRY_MIN, math.ceil(waiting / self.stats.rate)))
 
     async def _run(self) -> None:
         while True:
-            await self._wake.wait()
+            if self._worked and self.on_idle is not None:
+                try:  # idle after work: on_idle once the queue stays empty idle_s
+                    await asyncio.wait_for(self._wake.wait(), self.idle_s)
+                except asyncio.TimeoutError:
+                    await self._loop.run_in_executor(self._executor, self.on_idle)
+                    self._worked = False
+                    self.idle_runs += 1
+                    continue
+            else:
+                await self._wake.wait()
             self._wake.clear()
             while self._queue:
                 await self._gather_time()
@@ -207,6 +247,14 @@ class Batcher:
             self._running = []
             self._last_end, self._last_size = time.monotonic(), len(jobs)
             self.stats.last_seconds = self._last_end - start
+            self._worked = True
+        seconds = self.stats.last_seconds
+        if seconds > 0:
+            rate = len(texts) / seconds
+            self.stats.rate = rate if self.stats.rate <= 0 else (
+                RATE_SMOOTHING * rate + (1 - RATE_SMOOTHING) * self.stats.rate)
+        if self.observe is not None:
+            self.observe(len(texts), seconds)
         self.stats.batches += 1
         self.stats.requests += len(jobs)
         self.stats.texts += len(texts)
@@ -218,4 +266,4 @@ class Batcher:
             offset += len(job.texts)
 
 
-__all__ = ["BatchStats", "Batcher", "Job", "QueueFull"]
+__all__ = ["BatchStats", "Batcher", "Job", "QueueFull", "RETRY_MAX", "RETRY_MIN"]

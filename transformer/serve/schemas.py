@@ -165,10 +165,15 @@ class Health(BaseModel):
     requests: dict[str, int] = Field(description="requests through those calls, per model")
 
 
+class Ready(BaseModel):
+    ready: bool = Field(description="every model loaded and warmed up")
+    models: dict[str, bool] = Field(description="per model: past its warm-up call")
+
+
 class ErrorResponse(BaseModel):
     error: str = Field(description="one sentence saying what was wrong")
 
 
 __all__ = ["ClassifyOutput", "ClassifyRequest", "ClassifyResponse", "ErrorResponse", "Health", "Hypothesis",
-           "ModelInfo", "ModelsResponse", "Request", "TagOutput", "TagRequest", "TagResponse", "TranslateRequest",
-           "TranslateResponse", "TranslationAttention", "TranslationOutput"]
+           "ModelInfo", "ModelsResponse", "Ready", "Request", "TagOutput", "TagRequest", "TagResponse",
+           "TranslateRequest", "TranslateResponse", "TranslationAttention", "TranslationOutput"]
