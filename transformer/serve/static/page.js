@@ -4,7 +4,8 @@
 // target word's averaged, as the server sends them; a switch shows the pieces), its colour scale
 // and the word alignment as a table. Tagging: each tag under its word. Classification: the label,
 // every label's probability and the pooling's weight on each word against an even share.
-// The attention is the data transformer-inspect draws. ?model=<id>&text=<line> runs at load.
+// The attention is the data transformer-inspect draws. ?model=<id>&text=<line> runs at load;
+// &pieces=1 starts with pieces shown instead of words.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -30,6 +31,8 @@ function el(tag, attrs = {}, ...children) {
   for (const child of children) node.append(child instanceof Node ? child : document.createTextNode(String(child)));
   return node;
 }
+
+function startWithPieces() { return new URLSearchParams(location.search).get("pieces") === "1"; }
 
 function current() { return models.find((m) => m.id === $("model").value); }
 
@@ -219,7 +222,7 @@ function translation(source, out) {
     ...att.cross.map((_, i) => el("option", { value: i }, `layer ${i}`)));
   const head = el("select", { "aria-label": "head" }, el("option", { value: "mean" }, "mean of heads"),
     ...att.cross[0].map((_, i) => el("option", { value: i }, `head ${i}`)));
-  const pieces = el("input", { type: "checkbox", class: "pieces" });
+  const pieces = el("input", { type: "checkbox", class: "pieces", checked: startWithPieces() });
   layer.value = att.alignment_layer;
   const about = el("p", { class: "about-grid" });
   const holder = el("div", { class: "heatmap-holder" });
@@ -269,7 +272,7 @@ function classification(source, out) {
   card.append(probs);
   const att = out.attention;
   if (att && att.pooling) {
-    const pieces = el("input", { type: "checkbox", class: "pieces" });
+    const pieces = el("input", { type: "checkbox", class: "pieces", checked: startWithPieces() });
     const holder = el("div");
     const draw = () => holder.replaceChildren(pooled(att, !pieces.checked));
     pieces.onchange = draw;
