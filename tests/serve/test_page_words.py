@@ -34,22 +34,26 @@ def test_byte_level_pieces_group_into_the_sentence_words(tok):
 class SentencePieceLike:
     """Pieces marked as SentencePiece marks them: ``▁`` starts a word; ``</s>`` special."""
 
+    unk_id = 8
+
     def __init__(self, pieces: list[str]):
         self.pieces = pieces
-        self.special_ids = frozenset({0})
+        self.special_ids = frozenset({0, self.unk_id})
 
     def id_to_token(self, i: int) -> str:
         return self.pieces[i]
 
     def decode(self, ids) -> str:
-        return "".join(self.pieces[i] for i in ids if i != 0).replace("\u2581", " ").strip()
+        return "".join(self.pieces[i] for i in ids if i not in self.special_ids).replace("\u2581", " ").strip()
 
 
 def test_sentencepiece_word_starts():
-    fake = SentencePieceLike(["</s>", "\u2581Ein", "\u2581Hund", "e", "\u2581", "lä", "uft", "\u2581."])
-    word_of, words = word_groups(fake, [1, 2, 3, 4, 5, 6, 7, 0])
-    assert words == ["Ein", "Hunde", "läuft", ".", "</s>"]  # the lone ▁ joins the word after it
-    assert word_of == [0, 1, 1, 2, 2, 2, 3, 4]
+    fake = SentencePieceLike(["</s>", "\u2581Ein", "\u2581Hund", "e", "\u2581", "lä", "uft", "\u2581.", "<unk>",
+                              "\u2581l"])
+    word_of, words = word_groups(fake, [1, 2, 3, 4, 5, 6, 7, 9, 8, 6, 0])
+    # the lone ▁ joins the word after it; <unk> stays inside its word
+    assert words == ["Ein", "Hunde", "läuft", ".", "l<unk>uft", "</s>"]
+    assert word_of == [0, 1, 1, 2, 2, 2, 3, 4, 4, 4, 5]
 
 
 def test_word_attention_sums_source_pieces_and_averages_target_pieces():
@@ -92,3 +96,30 @@ def test_a_classification_answer_sums_the_pooling_over_words(served):
     for w in range(len(att["words"])):
         pieces = [i for i, v in enumerate(att["word"]) if v == w]
         torch.testing.assert_close(words[:, w], pooling[:, pieces].sum(-1), atol=1e-3, rtol=0)
+
+
+def test_a_marian_folder_groups_its_sentencepiece_pieces_into_words(tmp_path):
+    """A SentencePiece tokenizer (a Marian folder served as ``hf:``) marks a word's start with
+    ``▁``: its pieces group into the sentence's words, ``</s>`` alone."""
+    pytest.importorskip("transformers")
+    pytest.importorskip("sentencepiece")
+    import sys
+    from pathlib import Path
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "hub"))
+    from marian_folder import write_marian_folder
+    from serve_models import serve_cfg
+
+    from transformer.cli import serve as serve_cli
+
+    folder = write_marian_folder(tmp_path / "marian")
+    (model,) = serve_cli.check(serve_cfg(f"models=[{{id:m,ckpt_path:'hf:{folder}',max_len_a:0,max_len_b:6}}]"))
+    text = "ein hund läuft über die wiese ."
+    (out,) = model.predict([text], model.settings({"attention": True}))
+    att = out["attention"]
+    tokenizer = model.task.src_tokenizer
+    assert type(tokenizer).__name__ == "SentencePieceTokenizer" and not hasattr(tokenizer, "word_starts")
+    # the tiny vocabulary lacks "ä": that word keeps an <unk> inside
+    assert att["source_words"] == [w.replace("ä", "<unk>") for w in text.split()] + ["</s>"]
+    assert len(att["source"]) > len(att["source_words"])
+    assert len(att["target_word"]) == len(att["target"]) and att["target_words"][-1] == "</s>"

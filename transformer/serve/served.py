@@ -118,19 +118,22 @@ def word_start_rule(tokenizer):
     if hasattr(tokenizer, "word_starts"):
         table = tokenizer.word_starts()
         return lambda i: i >= len(table) or table[i]
-    specials = tokenizer.special_ids
-    return lambda i: i in specials or (tokenizer.id_to_token(i) or SPIECE).startswith(SPIECE)
+    # ``<unk>`` stands for characters the vocabulary lacks, inside a word (``l<unk>uft``).
+    specials = tokenizer.special_ids - {tokenizer.unk_id}
+    return lambda i: i in specials or (i != tokenizer.unk_id and (tokenizer.id_to_token(i) or SPIECE).startswith(SPIECE))
 
 
 def word_groups(tokenizer, ids: Sequence[int], starts=None) -> tuple[list[int], list[str]]:
     """Each piece's word index and each word's text (special tokens by name, alone).
 
-    The first piece, a special token and the piece after one start a word; a word of only
-    whitespace (a lone byte-level ``Ġ``) joins the word after it, so no word reads as blank.
+    The first piece, a special token and the piece after one start a word (``<unk>`` is no
+    such token: it stands for characters within a word); a word of only whitespace (a lone
+    byte-level ``Ġ``) joins the word after it, so no word reads as blank.
     ``starts``: :func:`word_start_rule` of the tokenizer, when the caller keeps it.
     """
     starts = starts or word_start_rule(tokenizer)
-    specials = set(tokenizer.special_ids)
+    unk = tokenizer.unk_id
+    specials = set(tokenizer.special_ids) - {unk}
     groups: list[list[int]] = []  # piece positions of each word
     for pos, i in enumerate(ids):
         new = not groups or i in specials or ids[pos - 1] in specials or starts(int(i))
@@ -142,7 +145,13 @@ def word_groups(tokenizer, ids: Sequence[int], starts=None) -> tuple[list[int], 
     def text(group: list[int]) -> str:
         if len(group) == 1 and ids[group[0]] in specials:
             return tokenizer.id_to_token(int(ids[group[0]])) or ""
-        return tokenizer.decode([int(ids[p]) for p in group]).strip()
+        runs: list[list[int]] = [[]]  # the pieces between ``<unk>``s, decoded run by run
+        for p in group:
+            if ids[p] == unk:
+                runs.append([])
+            else:
+                runs[-1].append(int(ids[p]))
+        return (tokenizer.id_to_token(unk) or "<unk>").join(tokenizer.decode(r) if r else "" for r in runs).strip()
 
     def special(group: list[int]) -> bool:
         return len(group) == 1 and ids[group[0]] in specials
