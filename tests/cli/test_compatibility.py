@@ -43,6 +43,9 @@ DATA_MODULES = {
 }
 CHANGED.update({f"{name}: data._target_": DATA_MODULES[config["data"]["_target_"]] for name, config in COMPOSED.items()
                 if config.get("data", {}).get("_target_") in DATA_MODULES})
+# Labels a file writes as ids may be named (data.label_names): none by default; SST-2's 0/1 named.
+CHANGED.update({"train experiment=classify: data.label_names": None,
+                **{f"train experiment={exp}: data.label_names": ["negative", "positive"] for exp in ("sst2", "sst2_gpu")}})
 # The optimizer is a node of its own (task.optimizer), holding the settings that were task keys,
 # with the class each task built: Adam for translation, AdamW for the encoder tasks.
 MOVED = {f"task.{key}": f"task.optimizer.{key}" for key in ("betas", "eps", "weight_decay")}

@@ -44,30 +44,34 @@ def classification_metrics(confusion: torch.Tensor, labels: Sequence[str]) -> di
             "macro_f1": float(f1.mean()), "per_class": per_class}
 
 
-def evaluate_classification(classifier, data: dict, split: str, output_dir: Path | str = "eval") -> dict:
+def evaluate_classification(classifier, data: dict, split: str, output_dir: Path | str = "eval",
+                            data_labels: Sequence[str] | None = None) -> dict:
     """Classify a split with ``classifier`` (an ``inference.classifier.SentenceClassifier``)
-    and score it against its labels.
+    and score it against its labels. ``data_labels``: the labels as the files write them, in
+    the order of ``classifier.labels`` (their names, which the report and predictions show);
+    None: the same.
 
     Writes ``{name}.{split}.predictions.tsv`` (predicted label, its probability, gold label,
-    text; file order) and ``{name}.{split}.metrics.json`` into ``output_dir``; returns the
+    text; file order; labels by name) and ``{name}.{split}.metrics.json`` into ``output_dir``; returns the
     metrics. A row whose label the training file did not have is a ``DataFormatError``.
     """
     path = split_path(data, split)
     rows = read_split(data, split)
-    gold = torch.as_tensor(label_ids(rows, classifier.labels), dtype=torch.long)  # (N,)
+    names = classifier.labels
+    gold = torch.as_tensor(label_ids(rows, data_labels or names), dtype=torch.long)  # (N,)
     start = time.perf_counter()
     probs = classifier.probabilities(rows.texts)  # (N, C)
     seconds = time.perf_counter() - start
     best, pred = probs.max(dim=-1)  # (N,), (N,)
     metrics = {"split": split, "file": str(path), "dataset": data.get("name"),
-               **classification_metrics(confusion_matrix(gold, pred, len(classifier.labels)), classifier.labels),
+               **classification_metrics(confusion_matrix(gold, pred, len(names)), names),
                "truncated": classifier.truncated, "classify_seconds": round(seconds, 3)}
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     # The dataset's name comes from the checkpoint: it names a file in ``out``, nothing more.
     stem = f"{data.get('name') or 'classification'}.{Path(split).stem if split not in data.get('paths', {}) else split}"
-    lines = [f"{classifier.labels[p]}\t{b:.4f}\t{rows.labels[i]}\t{rows.texts[i]}"
-             for i, (p, b) in enumerate(zip(pred.tolist(), best.tolist()))]
+    lines = [f"{names[p]}\t{b:.4f}\t{names[g]}\t{rows.texts[i]}"
+             for i, (p, b, g) in enumerate(zip(pred.tolist(), best.tolist(), gold.tolist()))]
     write_text(inside(out, f"{stem}.predictions.tsv"), "".join(line + "\n" for line in lines))
     write_text(inside(out, f"{stem}.metrics.json"), json.dumps(metrics, indent=2, ensure_ascii=False) + "\n")
     return metrics

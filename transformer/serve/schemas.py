@@ -94,6 +94,13 @@ class TranslationAttention(BaseModel):
     target: list[str] = Field(description="output pieces, EOS last: row t is the step that predicted it")
     cross: list[list[list[list[float]]]] = Field(description="cross-attention (layer, head, target, source)")
     alignment_layer: int
+    source_words: list[str] = Field(description="source words (a special token is a word alone)")
+    source_word: list[int] = Field(description="the word of each source piece")
+    target_words: list[str] = Field(description="output words, EOS last")
+    target_word: list[int] = Field(description="the word of each output piece")
+    cross_words: list[list[list[list[float]]]] = Field(
+        description="cross-attention over words (layer, head, target word, source word): a source word's "
+                    "pieces summed, a target word's pieces averaged")
 
 
 class TranslationOutput(BaseModel):
@@ -127,6 +134,10 @@ class PoolingAttention(BaseModel):
     tokens: list[str]
     pooling: Optional[list[list[float]]] = Field(None, description="(head, token); null for a pooling without "
                                                                    "attention")
+    words: list[str] = Field(default_factory=list, description="the tokens' words ([CLS] a word alone)")
+    word: list[int] = Field(default_factory=list, description="the word of each token")
+    pooling_words: Optional[list[list[float]]] = Field(None, description="(head, word): each word's tokens "
+                                                                         "summed")
 
 
 class ClassifyOutput(BaseModel):

@@ -5,7 +5,9 @@ Each kind answers with the predictor its command uses: ``task.translator`` as
 words split as ``transformer-tag`` splits a text line, ``task.classifier`` as
 ``transformer-classify``; so a sentence gets the same answer from the server and the command.
 Attention for the page is what ``transformer-inspect`` draws: ``translation_attention`` (a
-teacher-forced pass over the model's own output) and ``classification_attention``.
+teacher-forced pass over the model's own output) and ``classification_attention``, over pieces
+and over words (:func:`word_groups`, :func:`word_attention`): a person reads words, and a word
+cut into pieces would otherwise spread its weight over columns nobody can read alone.
 
 A request's decoding overrides are checked against what the model's decoding takes and the
 server's limits, and become a hashable settings key: the batcher decodes together only requests
@@ -104,6 +106,90 @@ class ServedModel:
     def predict(self, texts: Sequence[str], settings: Hashable) -> list[dict]:
         """One output per text, in order (runs on the model's worker thread)."""
         raise NotImplementedError
+
+
+SPIECE = "\u2581"  # SentencePiece's word-start marker
+
+
+def word_start_rule(tokenizer):
+    """``starts(id) -> bool``: whether a piece begins a word, as the tokenizer marks it:
+    ``SubwordTokenizer.word_starts`` (byte-level ``Ġ``, not WordPiece's ``##``, every piece of a
+    word-level vocabulary), else SentencePiece's ``▁``; special tokens always."""
+    if hasattr(tokenizer, "word_starts"):
+        table = tokenizer.word_starts()
+        return lambda i: i >= len(table) or table[i]
+    # ``<unk>`` stands for characters the vocabulary lacks, inside a word (``l<unk>uft``).
+    specials = tokenizer.special_ids - {tokenizer.unk_id}
+    return lambda i: i in specials or (i != tokenizer.unk_id and (tokenizer.id_to_token(i) or SPIECE).startswith(SPIECE))
+
+
+def word_groups(tokenizer, ids: Sequence[int], starts=None) -> tuple[list[int], list[str]]:
+    """Each piece's word index and each word's text (special tokens by name, alone).
+
+    The first piece, a special token and the piece after one start a word (``<unk>`` is no
+    such token: it stands for characters within a word); a word of only whitespace (a lone
+    byte-level ``Ġ``) joins the word after it, so no word reads as blank.
+    ``starts``: :func:`word_start_rule` of the tokenizer, when the caller keeps it.
+    """
+    starts = starts or word_start_rule(tokenizer)
+    unk = tokenizer.unk_id
+    specials = set(tokenizer.special_ids) - {unk}
+    groups: list[list[int]] = []  # piece positions of each word
+    for pos, i in enumerate(ids):
+        new = not groups or i in specials or ids[pos - 1] in specials or starts(int(i))
+        if new:
+            groups.append([pos])
+        else:
+            groups[-1].append(pos)
+
+    def text(group: list[int]) -> str:
+        if len(group) == 1 and ids[group[0]] in specials:
+            return tokenizer.id_to_token(int(ids[group[0]])) or ""
+        runs: list[list[int]] = [[]]  # the pieces between ``<unk>``s, decoded run by run
+        for p in group:
+            if ids[p] == unk:
+                runs.append([])
+            else:
+                runs[-1].append(int(ids[p]))
+        return (tokenizer.id_to_token(unk) or "<unk>").join(tokenizer.decode(r) if r else "" for r in runs).strip()
+
+    def special(group: list[int]) -> bool:
+        return len(group) == 1 and ids[group[0]] in specials
+
+    merged: list[list[int]] = []
+    pending: list[int] = []  # blank pieces waiting for a word
+    for group in [*groups, None]:
+        if group is not None and not special(group) and not text(group):
+            pending += group
+            continue
+        if pending:
+            if group is not None and not special(group):
+                group = pending + group
+            elif merged and not special(merged[-1]):
+                merged[-1] += pending  # before a special token or the end: the word before takes it
+            else:
+                merged.append(pending)
+            pending = []
+        if group is not None:
+            merged.append(group)
+    word_of = [0] * len(ids)
+    for w, group in enumerate(merged):
+        for pos in group:
+            word_of[pos] = w
+    return word_of, [text(g) or "\u2423" for g in merged]
+
+
+def word_attention(att: torch.Tensor, tgt_word: Sequence[int], src_word: Sequence[int]) -> torch.Tensor:
+    """``att (..., T, S)`` over pieces as ``(..., T_w, S_w)`` over words: a source word gets the
+    sum of its pieces' weights (so a row still sums to 1) and a target word the mean of its
+    pieces' rows (each piece was one prediction). ``tgt_word``/``src_word``: each piece's word."""
+    n_t, n_s = max(tgt_word) + 1, max(src_word) + 1
+    src_sum = torch.zeros(len(src_word), n_s, dtype=att.dtype)  # (S, S_w): one-hot
+    src_sum[torch.arange(len(src_word)), torch.as_tensor(src_word)] = 1
+    tgt_mean = torch.zeros(n_t, len(tgt_word), dtype=att.dtype)  # (T_w, T): 1/k over a word's pieces
+    tgt_mean[torch.as_tensor(tgt_word), torch.arange(len(tgt_word))] = 1
+    tgt_mean /= tgt_mean.sum(-1, keepdim=True)
+    return tgt_mean @ att.to("cpu") @ src_sum  # (T_w, T) @ (..., T, S) @ (S, S_w) -> (..., T_w, S_w)
 
 
 def rounded(t: torch.Tensor, digits: int = 4) -> list:
@@ -260,10 +346,23 @@ class TranslationModel(ServedModel):
         src = torch.tensor([ids + [hp.eos_id]], dtype=torch.long, device=self.device)  # (1, S)
         att = translation_attention(self.task.model, src, [hyp], hp.bos_id, hp.pad_id)
         layer = self.decode_cfg.get("alignment_layer")
-        return {"source": piece_labels(self.task.src_tokenizer, src[0].tolist()),
-                "target": piece_labels(self.task.tgt_tokenizer, [*hyp, hp.eos_id]),
+        src_ids, tgt_ids = src[0].tolist(), [*hyp, hp.eos_id]
+        src_word, source_words = word_groups(self.task.src_tokenizer, src_ids, self._starts("src"))
+        tgt_word, target_words = word_groups(self.task.tgt_tokenizer, tgt_ids, self._starts("tgt"))
+        return {"source": piece_labels(self.task.src_tokenizer, src_ids),
+                "target": piece_labels(self.task.tgt_tokenizer, tgt_ids),
                 "cross": [rounded(w[0]) for w in att.cross],  # [(H, T, S)] * n_layers
-                "alignment_layer": len(att.cross) - 1 if layer is None else int(layer) % len(att.cross)}
+                "alignment_layer": len(att.cross) - 1 if layer is None else int(layer) % len(att.cross),
+                "source_words": source_words, "source_word": src_word,
+                "target_words": target_words, "target_word": tgt_word,
+                "cross_words": [rounded(word_attention(w[0], tgt_word, src_word)) for w in att.cross]}
+
+    def _starts(self, side: str):
+        """The word-start rule of the ``src`` or ``tgt`` tokenizer, built once."""
+        rules = self.__dict__.setdefault("_start_rules", {})
+        if side not in rules:
+            rules[side] = word_start_rule(getattr(self.task, f"{side}_tokenizer"))
+        return rules[side]
 
 
 class CTranslate2Model(TranslationModel):
@@ -369,13 +468,33 @@ class ClassificationModel(ServedModel):
                    "top": [{"label": label, "probability": p} for label, p in pairs[:k]],
                    "probabilities": {label: p for label, p in pairs}, "attention": None}
             if attention and text:
-                arrays = classification_attention(self.task, text)
-                pooling = arrays.get("pooling")
-                out["attention"] = {"tokens": [str(t) for t in arrays["tokens"]],
-                                    "pooling": rounded(torch.from_numpy(pooling)) if pooling is not None else None}
+                out["attention"] = self._attention_view(text)
             outputs.append(out)
         return outputs
 
 
+    def _attention_view(self, text: str) -> dict:
+        """The pooling's weights ``(H, T)`` on each token (``classification_attention``) and
+        summed over each word's pieces ``(H, W)``; a ``[CLS]`` the pooling adds is a word alone."""
+        arrays = classification_attention(self.task, text)
+        tokens = [str(t) for t in arrays["tokens"]]
+        tokenizer = self.task.tokenizer
+        if "_starts" not in self.__dict__:
+            self._starts = word_start_rule(tokenizer)
+        ids = tokenizer.encode(text)[: self.task.members()[0][2] - 1]  # as classification_attention reads it
+        offset = len(tokens) - len(ids)
+        word_of, words = word_groups(tokenizer, ids, self._starts)
+        word_of = [*range(offset), *(w + offset for w in word_of)]
+        words = ["[CLS]"] * offset + words
+        pooling = arrays.get("pooling")
+        view = {"tokens": tokens, "words": words, "word": word_of, "pooling": None, "pooling_words": None}
+        if pooling is not None:
+            weights = torch.from_numpy(pooling)  # (H, T)
+            view["pooling"] = rounded(weights)
+            # a word's weight is its pieces' sum; each head is a row of its own: (H, T) -> (H, W)
+            view["pooling_words"] = rounded(word_attention(weights, list(range(len(weights))), word_of))
+        return view
+
+
 __all__ = ["ClassificationModel", "CTranslate2Model", "Limits", "RequestError", "ServedModel", "TaggingModel", "TranslationModel",
-           "text_problem"]
+           "text_problem", "word_attention", "word_groups", "word_start_rule"]

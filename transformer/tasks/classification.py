@@ -4,8 +4,9 @@ evaluates on its own.
 
 Shape legend: B sentences, T pieces, C labels.
 
-The checkpoint carries the resolved model config, the label list and the data settings (the
-split files, format and columns) as hyperparameters, and the tokenizer as
+The checkpoint carries the resolved model config, the label list (as the data writes it), the
+labels' names (``label_names``, what every output shows) and the data settings (the split
+files, format and columns) as hyperparameters, and the tokenizer as
 ``checkpoint["tokenizers"]["src"]`` (the entry the other tasks use, so ``transformer-train
 ckpt_path=...`` resumes with it). Classifying raw text is :meth:`ClassificationTask.classifier`
 (``inference.classifier``), scoring a split ``evaluation.classification``.
@@ -24,6 +25,7 @@ import torch.nn.functional as F
 
 from transformer.files import sha256_file
 from transformer.data.core.tokenizer import SubwordTokenizer
+from transformer.data.labelled.corpus import check_label_names
 from transformer.evaluation.classification import classification_metrics, confusion_matrix, evaluate_classification
 from transformer.files import inside, save_torch
 from transformer.inference.classifier import SentenceClassifier
@@ -76,10 +78,11 @@ def teacher_probabilities(teacher: str | Sequence[str], labels: Sequence[str], t
         task = load_task(paths if len(paths) > 1 else paths[0])
     except (CheckpointError, ValueError) as exc:  # a member unreadable, or members that disagree on labels
         raise ValueError(f"task.teacher: {exc}") from None
-    if sorted(task.labels) != sorted(labels):
-        raise ValueError(f"task.teacher: {paths[0]} has the labels {task.labels}, the training file {list(labels)}")
+    if sorted(task.data_labels) != sorted(labels):
+        raise ValueError(f"task.teacher: {paths[0]} has the labels {task.data_labels}, the training file "
+                         f"{list(labels)}")
     probs = task.classifier(device=device).probabilities(list(texts))  # (N, C) in the teacher's order
-    probs = probs[:, [task.labels.index(label) for label in labels]].contiguous()
+    probs = probs[:, [task.data_labels.index(label) for label in labels]].contiguous()
     cached.parent.mkdir(parents=True, exist_ok=True)
     save_torch(probs, cached)
     return probs
@@ -105,7 +108,9 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
             (= ``piece_vocab_size``), ``pad_id`` and ``n_classes`` are injected here.
         piece_vocab_size: the tokenizer's real size (not ``vocab_size``: the data module's
             hyperparameter of that name is the requested size).
-        labels: label strings; id ``i`` is ``labels[i]``.
+        labels: label strings as the data writes them; id ``i`` is ``labels[i]``.
+        label_names: what id ``i`` is called in every output (``[negative, positive]``); None:
+            the labels themselves (and so for checkpoints made before names were kept).
         data: the data module's ``settings()``: name, split files, format, columns.
         label_smoothing: as in ``F.cross_entropy`` (Szegedy et al. 2016).
         lr: peak learning rate; warmup_steps: linear warm-up updates.
@@ -137,6 +142,7 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         pad_id: Annotated[int, Range(0, 2**24)],
         labels: Sequence[str],
         data: dict,
+        label_names: Sequence[str] | None = None,
         label_smoothing: Annotated[float, Probability()] = 0.0,
         lr: Annotated[float, Range(0, 10)] = 5e-4,
         optimizer: dict | None = None,
@@ -161,7 +167,9 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         if not distill_temperature > 0:
             raise ValueError(f"task.distill_temperature={distill_temperature!r}: expected a temperature above 0")
         self.save_hyperparameters(ignore=["tokenizer"])
-        self.labels = list(labels)
+        # ``data_labels`` match the files (gold labels, teachers); ``labels`` are what outputs show.
+        self.data_labels = list(labels)
+        self.labels = check_label_names(label_names, self.data_labels, "label_names") or list(labels)
         self.model = build_model(model, vocab_size=piece_vocab_size, pad_id=pad_id, n_classes=len(self.labels))
         self.tokenizer: SubwordTokenizer | None = SubwordTokenizer.from_str(tokenizer) if tokenizer else None
         self._val_confusion: torch.Tensor | None = None
@@ -172,8 +180,9 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
     def kwargs_from_datamodule(dm) -> dict:
         """What the task needs from a set-up ``ClassificationDataModule``."""
         tok = dm.tokenizer
+        names = getattr(dm, "label_names", None)
         return dict(piece_vocab_size=tok.vocab_size, pad_id=tok.pad_id, labels=list(dm.labels),
-                    data=dm.settings(), tokenizer=tok.to_str())
+                    label_names=list(names) if names else None, data=dm.settings(), tokenizer=tok.to_str())
 
     @classmethod
     def ensemble(cls, tasks: Sequence["ClassificationTask"]) -> "ClassificationTask":
@@ -187,8 +196,9 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
             if not isinstance(task, ClassificationTask):
                 raise ValueError(f"ensemble member {i} is a {getattr(task, 'task_name', '?')!r} checkpoint; "
                                  f"a classification ensemble takes classification checkpoints only")
-            if task.labels != first.labels:
-                raise ValueError(f"ensemble member {i} has the labels {task.labels}, member 1 {first.labels}")
+            if task.data_labels != first.data_labels:
+                raise ValueError(f"ensemble member {i} has the labels {task.data_labels}, member 1 "
+                                 f"{first.data_labels}")
         first.model = ClassifierEnsemble([m for t in tasks for m in t.members()])
         return first
 
@@ -210,7 +220,7 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
             dm = self.trainer.datamodule
             texts = dm.raw("train").texts  # the batch's ``index`` is the row's position here
             log.info("task.teacher: classifying %d training rows with %s", len(texts), self.hparams.teacher)
-            self._teacher_probs = teacher_probabilities(self.hparams.teacher, self.labels, texts,
+            self._teacher_probs = teacher_probabilities(self.hparams.teacher, self.data_labels, texts,
                                                         dm.data_dir, self.device).to(self.device)
 
     def _hide_tokens(self, src: torch.Tensor) -> torch.Tensor:
@@ -283,7 +293,8 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         """Classify a split (``train``/``dev``/``test`` of the checkpoint's data, or a file in
         the same format) and score it (``evaluation.classification``; ``decode_cfg``,
         ``data_dir`` and ``mirror_root`` are unused: the checkpoint names its files)."""
-        return evaluate_classification(self.classifier(device=device), self.hparams.data, split, output_dir)
+        return evaluate_classification(self.classifier(device=device), self.hparams.data, split, output_dir,
+                                       data_labels=self.data_labels)
 
 
 __all__ = ["ClassificationTask", "check_teacher", "distillation_loss", "teacher_probabilities"]

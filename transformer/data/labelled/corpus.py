@@ -69,6 +69,28 @@ def label_vocab(train: LabelledFile) -> list[str]:
     return labels
 
 
+def check_label_names(names: Sequence[str] | None, labels: Sequence[str] | None = None,
+                      where: str = "data.label_names") -> list[str] | None:
+    """``names`` as a list (None: none given), checked: non-empty, distinct strings and, when
+    the training file's ``labels`` are known, one name per label; else a ``ValueError``
+    naming ``where``."""
+    if names is None:
+        return None
+    if isinstance(names, str) or not isinstance(names, Sequence):
+        raise ValueError(f"{where}={names!r}: expected a list of names, one per label, e.g. [negative, positive]")
+    names = list(names)
+    for name in names:
+        if not isinstance(name, str) or not name.strip():
+            raise ValueError(f"{where}={names}: {name!r} is not a name (expected non-empty text)")
+    repeated = sorted({n for n in names if names.count(n) > 1})
+    if repeated:
+        raise ValueError(f"{where}={names}: {repeated[0]!r} names two labels; each label needs its own name")
+    if labels is not None and len(names) != len(labels):
+        raise ValueError(f"{where}={names}: {len(names)} name(s) for the training file's {len(labels)} labels "
+                         f"{list(labels)} (sorted); give one name per label, in that order")
+    return names
+
+
 def label_ids(data: LabelledFile, labels: Sequence[str]) -> list[int]:
     """Each row's label id in ``labels``; a label not there is a ``DataFormatError`` naming
     the row's file and line."""
@@ -158,7 +180,14 @@ def check_labelled(d: dict, where: str, complete: bool = False) -> None:
                 raise ValueError(f"{where}.{split}={path}: read as plain text, one column; labelled data needs "
                                  f"two (a .tsv, .csv or .jsonl file, or set {where}.file_format)")
             first_row(path, (text, label), fmt, bool(d.get("header", False)))
+    names = check_label_names(d.get("label_names"), where=f"{where}.label_names")
+    train = files["train"][1]
+    if names is not None and isinstance(train, str) and Path(train).is_file():
+        # One name per label is known only from the training file's labels: read them now, before
+        # any folder is made (a carved or cut training split is checked again on setup).
+        labels = sorted(set(read_labelled(train, text, label, fmt, bool(d.get("header", False))).labels))
+        check_label_names(names, labels, f"{where}.label_names")
 
 
-__all__ = ["LabelledFile", "carve", "check_labelled", "label_ids", "label_vocab", "read_labelled",
+__all__ = ["LabelledFile", "carve", "check_label_names", "check_labelled", "label_ids", "label_vocab", "read_labelled",
            "read_split", "split_path"]

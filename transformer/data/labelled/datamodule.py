@@ -22,7 +22,8 @@ from transformer.data.core.cache import ID_LIST, cache_key, int_column, map_cach
 from transformer.data.core.datamodule import TokenBudgetDataModule, load_or_train_tokenizer
 from transformer.files import sha256_file
 from transformer.data.core.tokenizer import SubwordTokenizer
-from transformer.data.labelled.corpus import LabelledFile, carve, check_labelled, label_ids, label_vocab, read_split
+from transformer.data.labelled.corpus import (LabelledFile, carve, check_label_names, check_labelled, label_ids,
+                                              label_vocab, read_split)
 from transformer.files import inside
 from transformer.ranges import Range
 
@@ -87,8 +88,11 @@ class ClassificationDataModule(TokenBudgetDataModule):
         holdout: ``{split: size}`` splits carved from the training file instead of read from
             their own (e.g. ``{dev: 0.1, test: 1000}``: a fraction or a row count each), seeded
             by ``holdout_seed``, every copy of a text in one split.
+        label_names: what to call the labels when the data writes ids (``[negative, positive]``
+            for SST-2's ``0``/``1``), one per label in sorted order; None: as the data writes them.
 
     After ``setup()``: ``tokenizer``, ``labels`` (the training file's labels, sorted),
+    ``label_names`` (``label_names`` checked against them, or None),
     ``raw(split)`` (a :class:`~transformer.data.labelled.corpus.LabelledFile`).
     """
 
@@ -116,6 +120,7 @@ class ClassificationDataModule(TokenBudgetDataModule):
         train_subset: Annotated[int | None, Range(1, 2**40)] = None,
         holdout: dict[str, float] | None = None,
         holdout_seed: int = 0,
+        label_names: Sequence[str] | None = None,
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
@@ -132,6 +137,7 @@ class ClassificationDataModule(TokenBudgetDataModule):
         self.test_splits = ["test"] if "test" in self.paths or "test" in self.holdout else []
         self.tokenizer: SubwordTokenizer | None = None
         self.labels: list[str] = []
+        self.label_names = check_label_names(label_names)
         self._raw: dict[str, LabelledFile] = {}
 
     def settings(self) -> dict:
@@ -172,6 +178,7 @@ class ClassificationDataModule(TokenBudgetDataModule):
             self._raw["train"] = LabelledFile(train.path, train.texts[:n], train.labels[:n], train.lines[:n])
             hashes["train"].append(n)
         self.labels = label_vocab(self._raw["train"])
+        check_label_names(self.label_names, self.labels)
         self.tokenizer = self._load_tokenizer(hashes["train"])
         self._record_vocab_size(self.tokenizer)
         for split, data in self._raw.items():
