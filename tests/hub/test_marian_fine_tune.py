@@ -1,0 +1,152 @@
+"""Fine-tuning a translation model from a Marian folder: ``transformer-train experiment=parallel
+init_from=hf:<folder>`` starts the whole encoder-decoder from the folder (its weights, its
+switches, both SentencePiece tokenizers and the decoder's start id), reads the pairs with the
+folder's tokenizers, and writes a checkpoint that decodes, evaluates, resumes, averages and
+serves with the folder deleted. Before any update the model computes ``MarianMTModel``'s
+teacher-forced logits on the batches training builds; ``transformer-evaluate ckpt_path=hf:<folder>``
+scores a corpus named on the command line; and a model of ours written as Marian (which starts
+from its own BOS) reads back with ``hf:`` and decodes as ``transformers``' ``generate`` does.
+Offline: the folders are written here (``marian_folder.py``)."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import datasets
+import pytest
+import torch
+from cli.hydra_helpers import compose_cfg, main_status
+
+pytest.importorskip("sentencepiece")
+transformers = pytest.importorskip("transformers")
+
+from folders import sentences  # noqa: E402
+from marian_folder import write_marian_folder  # noqa: E402
+from transformer.cli import decode as decode_cli  # noqa: E402
+from transformer.cli import train as train_cli  # noqa: E402
+from transformer.hub import translation_checkpoint  # noqa: E402
+from transformer.tasks.checkpoint import load_task, read_checkpoint  # noqa: E402
+from transformer.tasks.transfer import model_settings_to_take  # noqa: E402
+
+TOL = 1e-5
+QUIET = ["logger.tensorboard=null", "callbacks.progress_bar=null"]
+SHORT = ["decode.max_len_a=0", "decode.max_len_b=8"]
+
+
+def pairs(n: int, seed: int) -> list[tuple[str, str]]:
+    """``(source, target)``: varied sentences (accents, CJK, emoji) and the same words reversed."""
+    lines = sentences(n + seed)[seed:]
+    return [(line, " ".join(line.split()[::-1])) for line in lines]
+
+
+@pytest.fixture(scope="module")
+def folder(tmp_path_factory) -> Path:
+    return write_marian_folder(tmp_path_factory.mktemp("hf") / "marian")
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    root = tmp_path_factory.mktemp("corpus")
+    for name, rows in (("train", pairs(48, 0)), ("dev", pairs(8, 60)), ("test", pairs(10, 80))):
+        for side, lang in ((0, "en"), (1, "de")):
+            (root / f"{name}.{lang}").write_text("".join(p[side] + "\n" for p in rows), encoding="utf-8")
+    return root
+
+
+def data_args(corpus: Path) -> list[str]:
+    return ["experiment=parallel", "data.src_lang=en", "data.tgt_lang=de", f"data.train={corpus}/train",
+            f"data.valid={corpus}/dev", f"data.test={corpus}/test"]
+
+
+def train_args(corpus: Path, folder: Path, run: Path, *extra: str) -> list[str]:
+    return [*data_args(corpus), f"init_from=hf:{folder}", "data.max_tokens=400", "trainer.max_epochs=1",
+            "trainer.limit_train_batches=3", "trainer.limit_val_batches=1", "task.warmup_steps=2",
+            "task.val_decode.max_len_a=0", "task.val_decode.max_len_b=8", "test_splits=[]",
+            f"data.data_dir={run.parent / 'cache'}", *QUIET, f"hydra.run.dir={run}", *extra]
+
+
+def _hf(folder: Path):
+    return transformers.MarianMTModel.from_pretrained(folder).eval()
+
+
+def test_training_starts_from_the_folder_and_reads_with_its_tokenizers(folder, corpus, tmp_path, capsys,
+                                                                         monkeypatch):
+    run = tmp_path / "run"
+    code, err = main_status(train_cli, train_args(corpus, folder, run, "task.lr=0.0", "model.dropout=0.0"), capsys,
+                            monkeypatch)
+    assert code == 0, err
+    ckpt = read_checkpoint(run / "checkpoints" / "last.ckpt")
+    source = translation_checkpoint(f"hf:{folder}")
+    # the whole model, tensor by tensor (learning rate 0), and the folder's switches and ids
+    assert set(ckpt["state_dict"]) == set(source["state_dict"])
+    assert all(torch.equal(ckpt["state_dict"][k], v) for k, v in source["state_dict"].items())
+    hp, theirs = ckpt["hyper_parameters"], source["hyper_parameters"]
+    model = hp["model"]
+    assert model_settings_to_take(source, {**model, "dropout": theirs["model"]["dropout"]}, ()) == {}
+    assert model["dropout"] == 0.0  # typed: fine-tuning's own regularisation
+    assert (model["activation"], model["positional"]["layout"], model["output_bias"], model["mask_target_padding"],
+            model["norm_first"], model["n_decoder_layers"]) == ("silu", "halves", True, False, False, 2)
+    assert [hp[k] for k in ("vocab_size", "pad_id", "bos_id", "eos_id")] == \
+        [theirs[k] for k in ("vocab_size", "pad_id", "bos_id", "eos_id")]
+    assert ckpt["tokenizers"] == source["tokenizers"]
+    # the cached training ids are MarianTokenizer's, row by row
+    tok = transformers.MarianTokenizer.from_pretrained(folder)
+    train = pairs(48, 0)
+    theirs_src = tok([s for s, _ in train])["input_ids"]
+    theirs_tgt = tok(text_target=[t for _, t in train])["input_ids"]
+    cached = [p for p in (tmp_path / "cache" / "arrow").glob("*-en-de-train-*.arrow") if "-raw-" not in p.name]
+    assert cached
+    for path in cached:
+        rows = datasets.Dataset.from_file(str(path))
+        assert [theirs_src[i] for i in rows["index"]] == [r + [tok.eos_token_id] for r in rows["src"]]
+        assert [theirs_tgt[i] for i in rows["index"]] == [r + [tok.eos_token_id] for r in rows["tgt"]]
+    # teacher forcing on the batches training builds: MarianMTModel's logits, from its start id
+    from transformer.cli.train import build_datamodule
+
+    cfg = compose_cfg("train", train_args(corpus, folder, tmp_path / "dm")[:-1] + [f"output_dir={tmp_path / 'dm'}"])
+    dm = build_datamodule(cfg, ckpt)
+    dm.setup("fit")
+    batch = next(iter(dm.train_dataloader()))
+    hf = _hf(folder)
+    assert batch["tgt_in"][:, 0].eq(hf.config.decoder_start_token_id).all()
+    task = load_task(str(run / "checkpoints" / "last.ckpt"))
+    real = batch["tgt_out"].ne(tok.pad_token_id)
+    assert not real.all()  # padded targets
+    with torch.no_grad():
+        expected = hf(input_ids=batch["src"], attention_mask=batch["src_pad_mask"].long(),
+                      decoder_input_ids=batch["tgt_in"]).logits
+        ours = task.model(batch["src"], batch["tgt_in"])
+    assert (ours - expected)[real].abs().max().item() < TOL and expected.abs().max().item() > 1.0
+
+
+def test_a_fine_tuned_checkpoint_decodes_with_the_folder_deleted(folder, corpus, tmp_path, capsys, monkeypatch):
+    copy = tmp_path / "marian"
+    shutil.copytree(folder, copy)
+    run = tmp_path / "run"
+    code, err = main_status(train_cli, train_args(corpus, copy, run), capsys, monkeypatch)
+    assert code == 0, err
+    last = run / "checkpoints" / "last.ckpt"
+    tuned = read_checkpoint(last)
+    assert tuned["global_step"] == 3
+    start = translation_checkpoint(f"hf:{copy}")["state_dict"]
+    assert any(not torch.equal(tuned["state_dict"][k], v) for k, v in start.items())  # it trained
+    shutil.rmtree(copy)
+    src = tmp_path / "src.txt"
+    src.write_text("".join(s + "\n" for s, _ in pairs(6, 90)), encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    code, err = main_status(decode_cli, [f"ckpt_path={last}", f"input={src}", "output=out.txt", "device=cpu", *SHORT],
+                            capsys, monkeypatch)
+    assert code == 0, err
+    lines = (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 6 and any(lines)
+
+
+def test_a_model_setting_typed_against_the_folder_is_one_line(folder, corpus, tmp_path, capsys, monkeypatch):
+    run = tmp_path / "run"
+    code, err = main_status(train_cli, train_args(corpus, folder, run, "model.d_ff=128"), capsys, monkeypatch)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0].startswith("error: init_from: hf:") and "d_ff=64, but model.d_ff=128" in lines[0], lines[0]
+    assert not run.exists()
