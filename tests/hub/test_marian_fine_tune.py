@@ -150,3 +150,27 @@ def test_a_model_setting_typed_against_the_folder_is_one_line(folder, corpus, tm
     assert code == 2 and len(lines) == 1, err
     assert lines[0].startswith("error: init_from: hf:") and "d_ff=64, but model.d_ff=128" in lines[0], lines[0]
     assert not run.exists()
+
+
+def test_evaluate_scores_a_marian_folder_on_a_corpus_named_on_the_command_line(folder, corpus, tmp_path, capsys,
+                                                                               monkeypatch):
+    from transformer.cli import evaluate as evaluate_cli
+
+    monkeypatch.chdir(tmp_path)
+    args = [f"ckpt_path=hf:{folder}", "data=parallel", "data.src_lang=en", "data.tgt_lang=de",
+            f"data.test={corpus}/test", "split=test", f"output_dir={tmp_path / 'eval'}", "device=cpu",
+            "decode.strategy=greedy", *SHORT]
+    code, err = main_status(evaluate_cli, args, capsys, monkeypatch)
+    assert code == 0, err
+    metrics = json.loads((tmp_path / "eval" / "test.greedy.json").read_text(encoding="utf-8"))
+    assert (metrics["pair"], metrics["sentences"], metrics["split"]) == ("en-de", 10, "test")
+    assert 0.0 <= metrics["bleu"] <= 100.0 and "chrf" in metrics
+    # the hypotheses are the folder's translations of the test sources, as transformer-decode gives them
+    code, err = main_status(decode_cli, [f"ckpt_path=hf:{folder}", f"input={corpus}/test.en", "output=dec.txt",
+                                         "device=cpu", "decode.strategy=greedy", *SHORT], capsys, monkeypatch)
+    assert code == 0, err
+    hyps = (tmp_path / "eval" / "test.greedy.hyp.de").read_text(encoding="utf-8").splitlines()
+    assert hyps == (tmp_path / "dec.txt").read_text(encoding="utf-8").splitlines() and any(hyps)
+    # without a corpus named, a folder has none of its own to read a split from
+    code, err = main_status(evaluate_cli, args[:1] + ["split=test", "device=cpu"], capsys, monkeypatch)
+    assert code == 2 and err.strip().startswith(f"error: hf:{folder} carries no corpus"), err
