@@ -174,3 +174,62 @@ def test_evaluate_scores_a_marian_folder_on_a_corpus_named_on_the_command_line(f
     # without a corpus named, a folder has none of its own to read a split from
     code, err = main_status(evaluate_cli, args[:1] + ["split=test", "device=cpu"], capsys, monkeypatch)
     assert code == 2 and err.strip().startswith(f"error: hf:{folder} carries no corpus"), err
+
+
+# ----------------------------------------------------------------------------- a model of ours as Marian
+def _save(task, path: Path) -> str:
+    from transformer.tasks.checkpoint import TASK_KEY
+
+    ckpt = {"state_dict": task.state_dict(), "hyper_parameters": dict(task.hparams), TASK_KEY: "translation"}
+    task.on_save_checkpoint(ckpt)
+    torch.save(ckpt, path)
+    return str(path)
+
+
+@pytest.fixture(scope="module")
+def exported(mirror_root, tmp_path_factory):
+    """A tiny post-norm translation model trained here (interleaved sinusoids, its own BOS as the
+    decoder's start), its checkpoint and its ``transformer-export format=hf`` folder."""
+    from tiny_translation import multi30k_slice, tiny_task
+
+    from transformer.cli import export as export_cli
+
+    root = tmp_path_factory.mktemp("ours")
+    task = tiny_task(multi30k_slice(mirror_root, "train", 1000, root / "cache"), steps=150, norm_first=False)
+    ckpt = _save(task, root / "ours.ckpt")
+    out = export_cli.run(compose_cfg("export", [f"ckpt_path={ckpt}", "format=hf", f"output_dir={root / 'hf'}"]))
+    return task, ckpt, Path(out)
+
+
+@pytest.mark.parametrize("beams", [1, 4, 5])
+def test_a_model_of_ours_written_as_marian_reads_back_and_decodes_as_generate(exported, mirror_root, tmp_path,
+                                                                            beams):
+    from tiny_translation import multi30k_slice
+
+    task, ckpt, out = exported
+    config = json.loads((out / "config.json").read_text(encoding="utf-8"))
+    assert config["decoder_start_token_id"] == task.hparams.bos_id != task.hparams.pad_id
+    read = translation_checkpoint(f"hf:{out}")
+    assert read["hyper_parameters"]["bos_id"] == task.hparams.bos_id
+    sources = [s for s, _ in multi30k_slice(mirror_root, "val", 12, tmp_path / "cache")]
+    src = tmp_path / "src.txt"
+    src.write_text("".join(s + "\n" for s in sources), encoding="utf-8")
+    max_new = 20
+    decode = ["decode.strategy=greedy" if beams == 1 else "decode.strategy=beam", f"decode.beam_size={beams}",
+              "decode.length_penalty=1.0", "decode.max_len_a=0", f"decode.max_len_b={max_new}", "device=cpu"]
+
+    def lines(path: str) -> list[str]:
+        return decode_cli.run(compose_cfg("decode", [f"ckpt_path={path}", f"input={src}", "output=-", *decode]))
+
+    ours = lines(ckpt)
+    assert lines(f"hf:{out}") == ours
+    assert len(set(ours)) > 1 and any(ours)
+    hf = transformers.MarianMTModel.from_pretrained(out).eval()
+    tok = transformers.AutoTokenizer.from_pretrained(out)
+    batch = tok(sources, padding=True, return_tensors="pt")
+    with torch.no_grad():
+        generated = hf.generate(**batch, num_beams=beams, do_sample=False, max_length=max_new + 1, length_penalty=1.0,
+                                early_stopping=True, forced_eos_token_id=None,
+                                bad_words_ids=[[tok.pad_token_id], [task.hparams.bos_id]])
+    assert generated[:, 0].eq(task.hparams.bos_id).all()
+    assert tok.batch_decode(generated, skip_special_tokens=True) == ours
