@@ -238,17 +238,25 @@ def preflight(cfg: DictConfig) -> dict | None:
     check_config(cfg)
     with quiet_lightning():
         trainer_settings(cfg)  # accelerator, precision, loop settings: before any data is read
+    ckpt = None
+    if cfg.get("ckpt_path"):
+        if not isinstance(cfg.ckpt_path, str):
+            raise ValueError(f"ckpt_path={cfg.ckpt_path!r}: expected one checkpoint file to resume from")
+        ckpt = read_checkpoint(cfg.ckpt_path)
     if cfg.get("init_from") is not None:
-        read_init_from(cfg)
+        if ckpt is not None and ckpt.get(TASK_KEY) == "translation":
+            # A translation model resumes from its own checkpoint, which holds the whole model, its
+            # settings and tokenizers: the pretrained folder is needed no more.
+            if cfg.get("hydra") is not None:
+                take_model_settings(cfg, ckpt, model_settings_to_take)
+        else:
+            read_init_from(cfg)
     if cfg.task.get("teacher") is not None:
         from transformer.tasks.classification import check_teacher
 
         check_teacher(OmegaConf.to_container(cfg.task, resolve=True)["teacher"])
-    if not cfg.get("ckpt_path"):
+    if ckpt is None:
         return None
-    if not isinstance(cfg.ckpt_path, str):
-        raise ValueError(f"ckpt_path={cfg.ckpt_path!r}: expected one checkpoint file to resume from")
-    ckpt = read_checkpoint(cfg.ckpt_path)
     check_resumed_model(cfg, ckpt)
     return ckpt
 
