@@ -141,8 +141,9 @@ def build_task(cfg: DictConfig, dm, pretrained: dict | None = None):
     cls, task_cfg = task_settings(cfg)
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     data_settings = cls.kwargs_from_datamodule(dm)
-    if pretrained is not None and pretrained.get(TASK_KEY) == "translation":
-        data_settings.update(pretrained_task_settings(pretrained, data_settings, cfg.init_from))
+    if pretrained is not None and pretrained.get(TASK_KEY) == "translation" == getattr(cls, "task_name", None):
+        where = cfg.get("ckpt_path") or cfg.init_from
+        data_settings.update(pretrained_task_settings(pretrained, data_settings, where))
     task = cls(model=model_cfg, **task_cfg, **data_settings)
     if cfg.get("accel", "none") == "cpu":
         task.model = accel.apply(task.model, "cpu")
@@ -418,7 +419,9 @@ def train(cfg: DictConfig, ckpt: dict | None) -> dict:
 def start_task(cfg: DictConfig, dm, ckpt: dict | None, pretrained: dict | None):
     """The task built for ``dm``, its encoder copied from ``init_from`` or its weights from the
     checkpoint it resumes: ``(task, the step it resumes at or None)``."""
-    task = build_task(cfg, dm, pretrained)
+    # A translation model keeps the vocabulary sizes and ids it started with (a Marian model's may
+    # exceed its tokenizers' pieces), resumed or started from init_from.
+    task = build_task(cfg, dm, pretrained if pretrained is not None else ckpt)
     log.info("model parameters: %d", count_parameters(task.model))
     if pretrained is not None:
         copied = copy_pretrained(task.model, pretrained, cfg.init_from)
