@@ -143,12 +143,18 @@ def test_a_fine_tuned_checkpoint_decodes_with_the_folder_deleted(folder, corpus,
     assert len(lines) == 6 and any(lines)
 
 
-def test_a_model_setting_typed_against_the_folder_is_one_line(folder, corpus, tmp_path, capsys, monkeypatch):
+@pytest.mark.parametrize("typed,named", [
+    (["model.d_ff=128"], "d_ff=64, but model.d_ff=128"),
+    (["model.activation=relu"], "activation='silu', but model.activation='relu'"),
+    (["data.tokenizer_path=tok.json"], "leave data.tokenizer_path unset"),
+    (["task=nat", "~task.loss"], "starts a translation model (task: translation), not 'nat'"),
+])
+def test_what_the_folder_cannot_start_is_one_line(folder, corpus, tmp_path, capsys, monkeypatch, typed, named):
     run = tmp_path / "run"
-    code, err = main_status(train_cli, train_args(corpus, folder, run, "model.d_ff=128"), capsys, monkeypatch)
+    code, err = main_status(train_cli, train_args(corpus, folder, run, *typed), capsys, monkeypatch)
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and len(lines) == 1, err
-    assert lines[0].startswith("error: init_from: hf:") and "d_ff=64, but model.d_ff=128" in lines[0], lines[0]
+    assert lines[0].startswith("error: init_from: hf:") and named in lines[0], lines[0]
     assert not run.exists()
 
 
