@@ -4,6 +4,7 @@
     transformer-train experiment=multi30k ckpt_path=outputs/.../checkpoints/last.ckpt  # resume
     transformer-train experiment=gum_upos init_from=outputs/pretrain/.../best.ckpt  # fine-tune
     transformer-train experiment=sst2 init_from=hf:bert-base-uncased  # fine-tune a BERT-family model
+    transformer-train experiment=multi30k_cpu init_from=hf:Helsinki-NLP/opus-mt-de-en  # a whole Marian model
 """
 
 from __future__ import annotations
