@@ -109,7 +109,7 @@ def _edited(folder, tmp_path, edit):
     (lambda c: c.update(normalize_before=True), "normalize_before=True"),
     (lambda c: c.update(activation_function="tanh"), "activation_function='tanh'"),
     (lambda c: c.update(decoder_ffn_dim=128), "decoder_ffn_dim=128"),
-    (lambda c: c.update(decoder_start_token_id=0), "decoder_start_token_id=0"),
+    (lambda c: c.update(decoder_start_token_id=0), "decoder_start_token_id=0 but the target tokenizer's start is"),
     (lambda c: c.update(rope_theta=10000), "'rope_theta'"),
 ])
 def test_a_config_key_without_a_place_is_one_line_naming_it(folder, tmp_path, edit, named):

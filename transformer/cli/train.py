@@ -4,6 +4,7 @@
     transformer-train experiment=multi30k ckpt_path=outputs/.../checkpoints/last.ckpt  # resume
     transformer-train experiment=gum_upos init_from=outputs/pretrain/.../best.ckpt  # fine-tune
     transformer-train experiment=sst2 init_from=hf:bert-base-uncased  # fine-tune a BERT-family model
+    transformer-train experiment=multi30k_cpu init_from=hf:Helsinki-NLP/opus-mt-de-en  # a whole Marian model
 """
 
 from __future__ import annotations
@@ -35,8 +36,17 @@ from transformer.files import write_text
 from transformer.models.transformer import count_parameters
 from transformer.tasks.build import check_config_types, check_model_config, check_task_config, show
 from transformer.tasks.checkpoint import TASK_KEY, CheckpointError, load_weights, read_checkpoint
-from transformer.tasks.transfer import (check_init_from, encoder_settings_to_take, pretrained_positions,
-                                        pretrained_tokenizer, start_from, whole_model)
+from transformer.tasks.transfer import (
+    check_init_from,
+    check_translation_init,
+    encoder_settings_to_take,
+    model_settings_to_take,
+    pretrained_positions,
+    pretrained_task_settings,
+    pretrained_tokenizer,
+    start_from,
+    whole_model,
+)
 
 log = logging.getLogger(__name__)
 
@@ -68,19 +78,35 @@ def build_datamodule(cfg: DictConfig, ckpt: dict | None = None, pretrained: dict
         ckpt = read_checkpoint(cfg.ckpt_path)
     text, name = None, None
     if ckpt is not None and "tokenizers" in ckpt:
-        text, name = ckpt["tokenizers"].get("src") or ckpt["tokenizers"]["tgt"], "resumed_tokenizer.json"
+        text, name = ckpt["tokenizers"], "resumed_tokenizer"
     elif pretrained is not None:
-        text, name = pretrained_tokenizer(pretrained), "pretrained_tokenizer.json"
+        text = pretrained["tokenizers"] if pretrained.get(TASK_KEY) == "translation" else pretrained_tokenizer(pretrained)
+        name = "pretrained_tokenizer"
     if text is not None:
         out = Path(cfg.output_dir)
         out.mkdir(parents=True, exist_ok=True)
-        write_text(out / name, text)
-        overrides["tokenizer_path"] = str(out / name)
+        overrides["tokenizer_path"] = write_tokenizers(out, name, text)
     # Plain containers (not DictConfig) in the data module: its hyperparameters are saved in
     # checkpoints, and a DictConfig there stops torch.load(weights_only=True) on resume.
     dm = instantiate(cfg.data, _convert_="all", **overrides)
     dm.vocab_size_chosen = "data.vocab_size" in command_line_keys()
     return dm
+
+
+def write_tokenizers(out: Path, name: str, text: str | dict) -> str | dict[str, str]:
+    """Write a checkpoint's tokenizer(s) into ``out`` for the data module: one file (one tokenizer,
+    or a source and target that are the same) or ``{"src": path, "tgt": path}`` (two that differ,
+    such as a Marian model's two SentencePiece models)."""
+    if isinstance(text, dict):
+        src, tgt = text.get("src") or text["tgt"], text.get("tgt")
+        if tgt is not None and tgt != src:
+            paths = {side: out / f"{name}.{side}.json" for side in ("src", "tgt")}
+            write_text(paths["src"], src)
+            write_text(paths["tgt"], tgt)
+            return {side: str(p) for side, p in paths.items()}
+        text = src
+    write_text(out / f"{name}.json", text)
+    return str(out / f"{name}.json")
 
 
 def command_line_keys() -> set[str]:
@@ -107,15 +133,21 @@ def task_settings(cfg: DictConfig) -> tuple[type, dict]:
     return get_class(task_cfg.pop("_target_")), task_cfg
 
 
-def build_task(cfg: DictConfig, dm):
-    """The LightningModule: task settings + resolved model config + what the data knows. The
-    model is the plain modules unless the config asks for the CPU fast paths (``accel=cpu``),
-    applied here by :func:`transformer.accel.apply`, the one place they enter a model."""
+def build_task(cfg: DictConfig, dm, pretrained: dict | None = None):
+    """The LightningModule: task settings + resolved model config + what the data knows (and,
+    started from a translation checkpoint, the vocabulary sizes and special ids it was trained
+    with: ``tasks.transfer.pretrained_task_settings``). The model is the plain modules unless the
+    config asks for the CPU fast paths (``accel=cpu``), applied here by
+    :func:`transformer.accel.apply`, the one place they enter a model."""
     from transformer import accel
 
     cls, task_cfg = task_settings(cfg)
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
-    task = cls(model=model_cfg, **task_cfg, **cls.kwargs_from_datamodule(dm))
+    data_settings = cls.kwargs_from_datamodule(dm)
+    if pretrained is not None and pretrained.get(TASK_KEY) == "translation" == getattr(cls, "task_name", None):
+        where = cfg.get("ckpt_path") or cfg.init_from
+        data_settings.update(pretrained_task_settings(pretrained, data_settings, where))
+    task = cls(model=model_cfg, **task_cfg, **data_settings)
     if cfg.get("accel", "none") == "cpu":
         task.model = accel.apply(task.model, "cpu")
     log.info("accel=%s%s", cfg.get("accel", "none"), f", task.loss={task_cfg['loss']}" if "loss" in task_cfg else "")
@@ -209,67 +241,90 @@ def preflight(cfg: DictConfig) -> dict | None:
     the config, the trainer's settings, the pretrained checkpoint of ``init_from`` against the
     model, a classifier's teacher checkpoints, and the resumed checkpoint (returned) with its
     model."""
-    check_starting_point(cfg)
     check_config(cfg, complete=True)
     with quiet_lightning():
         trainer_settings(cfg)  # accelerator, precision, loop settings: before any data is read
-    if cfg.get("init_from") is not None:
+    ckpt = None
+    if cfg.get("ckpt_path"):
+        if not isinstance(cfg.ckpt_path, str):
+            raise ValueError(f"ckpt_path={cfg.ckpt_path!r}: expected one checkpoint file to resume from")
+        ckpt = read_checkpoint(cfg.ckpt_path)
+    if cfg.get("init_from") is not None and ckpt is not None:
+        check_same_start(cfg, ckpt)
+    elif cfg.get("init_from") is not None:
         read_init_from(cfg)
     if cfg.task.get("teacher") is not None:
         from transformer.tasks.classification import check_teacher
 
         check_teacher(OmegaConf.to_container(cfg.task, resolve=True)["teacher"])
-    if not cfg.get("ckpt_path"):
+    if ckpt is None:
         return None
-    if not isinstance(cfg.ckpt_path, str):
-        raise ValueError(f"ckpt_path={cfg.ckpt_path!r}: expected one checkpoint file to resume from")
-    ckpt = read_checkpoint(cfg.ckpt_path)
     check_resumed_model(cfg, ckpt)
     return ckpt
 
 
-def check_starting_point(cfg: DictConfig) -> None:
-    """A run starts from one place: a resume (``ckpt_path``) takes its weights, tokenizer and
-    model settings from its checkpoint, and ``init_from`` starts a fresh run's encoder; both
-    given is refused rather than one silently overriding the other (Lightning resumes from
-    ``ckpt_path`` alone)."""
-    if cfg.get("init_from") is not None and cfg.get("ckpt_path"):
-        raise ValueError(f"init_from and ckpt_path both given: init_from={cfg.init_from} starts a fresh run from a "
-                         f"pretrained encoder, ckpt_path={cfg.ckpt_path} resumes a run with the weights and "
-                         f"tokenizer it holds; drop init_from to resume, or ckpt_path to fine-tune")
+def check_same_start(cfg: DictConfig, ckpt: dict) -> None:
+    """``init_from`` beside ``ckpt_path``: the fine-tuning command repeated to resume it, as
+    Lightning and Hugging Face users resume. The resumed checkpoint holds the weights and the
+    tokenizer, so ``init_from`` copies nothing; it only fills the model settings the command line
+    leaves to the preset (from the resumed translation model itself, which holds every one, so a
+    Marian folder is needed no more). Anything that does not fit, a checkpoint not started from
+    that ``init_from``, is refused naming the clash rather than a key the user never typed."""
+    try:
+        if ckpt.get(TASK_KEY) == "translation":
+            if cfg.get("hydra") is not None:
+                take_model_settings(cfg, ckpt, model_settings_to_take)
+        else:
+            read_init_from(cfg)
+        check_resumed_model(cfg, ckpt)
+    except ValueError as exc:
+        raise ValueError(f"init_from and ckpt_path both given: init_from={cfg.init_from} starts a fresh run, "
+                         f"ckpt_path={cfg.ckpt_path} resumes one, and they do not agree ({exc}); drop init_from "
+                         f"to resume, or ckpt_path to fine-tune") from None
 
 
 def read_init_from(cfg: DictConfig) -> dict:
-    """The pretrained checkpoint ``init_from`` names (a masked-LM checkpoint of ours, or
-    ``hf:<folder>``: a BERT-family folder read as one, ``hub.mlm_checkpoint``), checked against the configured model and
-    any tokenizer the data config names (``tasks.transfer.check_init_from``): every problem one
-    ``init_from: ...`` error."""
-    from transformer.hub import HubError, is_hub_path, mlm_checkpoint
+    """The pretrained checkpoint ``init_from`` names, checked against the configured run (every
+    problem one ``init_from: ...`` error): a masked-LM checkpoint of ours or ``hf:<folder>`` of
+    the BERT family (``hub.mlm_checkpoint``), whose encoder starts the model
+    (``tasks.transfer.check_init_from``), or a translation checkpoint of ours or a Marian
+    ``hf:<folder>`` (``hub.translation_checkpoint``), which starts the whole translation model
+    (``tasks.transfer.check_translation_init``). What the command line leaves to the preset is
+    first taken from the checkpoint."""
+    from transformer.hub import HubError, checkpoint, is_hub_path
 
     path = cfg.init_from
     if not isinstance(path, str) or not path:
-        raise ValueError(f"init_from={path!r}: expected a masked-LM checkpoint file or hf:<folder>")
+        raise ValueError(f"init_from={path!r}: expected a masked-LM or translation checkpoint file, or hf:<folder>")
     try:
-        ckpt = mlm_checkpoint(path) if is_hub_path(path) else read_checkpoint(path)
+        ckpt = checkpoint(path) if is_hub_path(path) else read_checkpoint(path)
     except (CheckpointError, HubError) as exc:
         raise ValueError(f"init_from: {exc}") from None
     tokenizer_path = cfg.get("data", {}).get("tokenizer_path")
+    if ckpt.get(TASK_KEY) == "translation":
+        if cfg.get("hydra") is not None:
+            take_model_settings(cfg, ckpt, model_settings_to_take)
+        task_name = getattr(get_class(cfg.task._target_), "task_name", None) if "_target_" in cfg.task else None
+        check_translation_init(ckpt, path, OmegaConf.to_container(cfg.model, resolve=True), task_name,
+                               tokenizer_path is not None)
+        return ckpt
     vocab = SubwordTokenizer.load(tokenizer_path).vocab_size if isinstance(tokenizer_path, str) else None
     if ckpt.get(TASK_KEY) == "mlm" and cfg.get("hydra") is not None:
-        take_encoder_settings(cfg, ckpt)
+        take_model_settings(cfg, ckpt, encoder_settings_to_take)
     check_init_from(ckpt, path, OmegaConf.to_container(cfg.model, resolve=True), vocab)
     return ckpt
 
 
-def take_encoder_settings(cfg: DictConfig, ckpt: dict) -> None:
-    """Set the encoder's shape in ``cfg.model`` to the pretrained one's where the command line
-    (Hydra's record of it, ``hydra.overrides.task``) leaves it to the preset: fine-tuning needs
-    no ``model.d_model=...`` repeated, and a value typed that differs is still refused."""
+def take_model_settings(cfg: DictConfig, ckpt: dict, settings_to_take=encoder_settings_to_take) -> None:
+    """Set the pretrained model's settings in ``cfg.model`` (``settings_to_take``: the encoder's
+    shape, or a translation model's every setting) where the command line (Hydra's record of it,
+    ``hydra.overrides.task``) leaves them to the preset: fine-tuning needs no ``model.d_model=...``
+    repeated, and a value typed that differs is still refused."""
     from hydra.core.override_parser.overrides_parser import OverridesParser
 
     overrides = OverridesParser.create().parse_overrides(list(cfg.hydra.overrides.task))
     named = {o.key_or_group.split(".")[1] for o in overrides if o.key_or_group.startswith("model.")}
-    taken = encoder_settings_to_take(ckpt, OmegaConf.to_container(cfg.model, resolve=True), named)
+    taken = settings_to_take(ckpt, OmegaConf.to_container(cfg.model, resolve=True), named)
     for key, value in taken.items():
         OmegaConf.update(cfg, f"model.{key}", value, merge=False, force_add=True)
     # Further pretraining cuts its rows at data.max_len: at most the pretrained position table.
@@ -391,12 +446,14 @@ def train(cfg: DictConfig, ckpt: dict | None) -> dict:
 def start_task(cfg: DictConfig, dm, ckpt: dict | None, pretrained: dict | None):
     """The task built for ``dm``, its encoder (a masked LM's whole model) copied from ``init_from`` or its weights from the
     checkpoint it resumes: ``(task, the step it resumes at or None)``."""
-    task = build_task(cfg, dm)
+    # A translation model keeps the vocabulary sizes and ids it started with (a Marian model's may
+    # exceed its tokenizers' pieces), resumed or started from init_from.
+    task = build_task(cfg, dm, pretrained if pretrained is not None else ckpt)
     log.info("model parameters: %d", count_parameters(task.model))
     if pretrained is not None:
         copied = start_from(task.model, OmegaConf.to_container(cfg.model, resolve=True), pretrained, cfg.init_from)
-        shape = ", ".join(f"{k}={show(cfg.model.get(k))}" for k in ("d_model", "n_heads", "n_layers", "d_ff")
-                          if k in cfg.model)
+        shape = ", ".join(f"{k}={show(cfg.model.get(k))}" for k in ("d_model", "n_heads", "n_layers", "n_encoder_layers",
+                                                                    "n_decoder_layers", "d_ff") if k in cfg.model)
         part = "encoder" if all(k.startswith("encoder.") for k in copied) else "whole model"
         log.info("init_from: %d %s tensors from %s (%s)", len(copied), part, cfg.init_from, shape)
         if part == "encoder":

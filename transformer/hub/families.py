@@ -33,7 +33,7 @@ output_bias            true: ``final_logits_bias`` added to the vocabulary score
 mask_target_padding    false: the decoder starts from the padding id
 share_embeddings       ``share_encoder_decoder_embeddings``
 tie_output             ``tie_word_embeddings``
-bos_id (the task's)    ``decoder_start_token_id``, which must be ``pad_token_id``
+bos_id (the task's)    ``decoder_start_token_id`` (``pad_token_id`` in the opus-mt models)
 =====================  ==========================================================================
 
 A config key that changes what the model computes and has no switch here is refused by name
@@ -205,10 +205,11 @@ def marian_config(config: dict[str, Any]) -> dict[str, Any]:
     for key in MARIAN_BOOKKEEPING:
         r.take(key, None, required=False)
     pad_id = r.take("pad_token_id")
+    # The opus-mt models start from the padding id; a model of ours written as Marian starts from
+    # its own BOS. Either is the task's bos_id (the tokenizer's start must agree: hub.folder).
     start = r.take("decoder_start_token_id", pad_id, required=False)
-    if start != pad_id:
-        raise HubError(f"config.json: decoder_start_token_id={start!r} differs from pad_token_id={pad_id}: our "
-                       f"decoder starts from the padding id")
+    if not isinstance(start, int) or isinstance(start, bool) or start < 0:
+        raise HubError(f"config.json: decoder_start_token_id={start!r}: expected a token id")
     vocab = r.take("vocab_size")
     tgt_vocab = r.take("decoder_vocab_size", vocab, required=False)
     share = bool(r.take("share_encoder_decoder_embeddings", True, required=False))

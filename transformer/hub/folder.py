@@ -223,27 +223,29 @@ def checkpoint(spec: str) -> dict[str, Any]:
 
 def translation_checkpoint(spec: str) -> dict[str, Any]:
     """A translation checkpoint dict (task ``translation``: an ``EncoderDecoder``, its special ids,
-    both tokenizers) from a Marian ``hf:<folder>`` or ``hf:<hub id>``."""
+    both tokenizers) from a Marian ``hf:<folder>`` or ``hf:<hub id>``.
+
+    The tokenizers are Marian's SentencePiece files (``source.spm``, ``target.spm``,
+    ``vocab.json``: the opus-mt models) or, in a model of ours written as Marian
+    (``export.hf``), one ``tokenizer.json`` for both sides. The decoder starts from
+    ``decoder_start_token_id``, which must be the target tokenizer's start (``bos_id``: the
+    padding id of a SentencePiece vocabulary, the BOS of a ``tokenizer.json``), because training
+    frames its targets with the tokenizer's start and search starts from the task's ``bos_id``."""
     import functools
 
-    from transformer.data.core.sentencepiece_tokenizer import marian_tokenizers
     from transformer.models.transformer import EncoderDecoder, TransformerConfig
     from transformer.modules.positional import SinusoidalPositionalEncoding
 
     folder, family, model_cfg = _read_family(spec, "translation")
     tok_config_path = folder / "tokenizer_config.json"
     tok_config = json.loads(tok_config_path.read_text(encoding="utf-8")) if tok_config_path.is_file() else {}
-    missing = [f for f in ("source.spm", "target.spm", "vocab.json") if not (folder / f).is_file()]
-    if missing:
-        raise HubError(f"{folder}: no {missing[0]} (Marian's tokenizer files: source.spm, target.spm, vocab.json)")
-    try:
-        src_tok, tgt_tok = marian_tokenizers(folder, tok_config)
-    except (ValueError, OSError) as exc:
-        raise HubError(f"{folder}: {exc}") from None
+    src_tok, tgt_tok = _translation_tokenizers(folder, tok_config)
     ids = {k: model_cfg.pop(k) for k in ("pad_id", "bos_id", "eos_id")}
-    for role, tok in (("pad", tgt_tok.pad_id), ("eos", tgt_tok.eos_id)):
-        if ids[f"{role}_id"] != tok:
-            raise HubError(f"config.json: {role}_token_id={ids[f'{role}_id']} but the vocabulary's {role} is {tok}")
+    for role, key, tok in (("pad", "pad_token_id", tgt_tok.pad_id), ("eos", "eos_token_id", tgt_tok.eos_id),
+                           ("start", "decoder_start_token_id", tgt_tok.bos_id)):
+        got = ids["bos_id" if role == "start" else f"{role}_id"]
+        if got != tok:
+            raise HubError(f"config.json: {key}={got} but the target tokenizer's {role} is {tok}")
     vocab_size, tgt_vocab_size = model_cfg.pop("vocab_size"), model_cfg.pop("tgt_vocab_size")
     for name, tok, size in (("source", src_tok, vocab_size), ("target", tgt_tok, tgt_vocab_size or vocab_size)):
         if tok.vocab_size > size:
@@ -269,6 +271,25 @@ def translation_checkpoint(spec: str) -> dict[str, Any]:
         "state_dict": {f"model.{k}": v for k, v in state.items()},
         "tokenizers": {"src": src_tok.to_str(), "tgt": tgt_tok.to_str()},
     }
+
+
+def _translation_tokenizers(folder: Path, tok_config: dict[str, Any]):
+    """The source and target tokenizers of a translation folder: Marian's SentencePiece files, or
+    one ``tokenizer.json`` for both sides (a model of ours written by ``export.hf``)."""
+    from transformer.data.core.sentencepiece_tokenizer import marian_tokenizers
+
+    spm = [f for f in ("source.spm", "target.spm", "vocab.json") if (folder / f).is_file()]
+    if not spm and (folder / "tokenizer.json").is_file():
+        tok = read_tokenizer(folder)
+        return tok, tok
+    if len(spm) < 3:
+        missing = next(f for f in ("source.spm", "target.spm", "vocab.json") if f not in spm)
+        raise HubError(f"{folder}: no {missing} (Marian's tokenizer files: source.spm, target.spm, vocab.json; "
+                       f"or one tokenizer.json)")
+    try:
+        return marian_tokenizers(folder, tok_config)
+    except (ValueError, OSError) as exc:
+        raise HubError(f"{folder}: {exc}") from None
 
 
 def mlm_checkpoint(spec: str) -> dict[str, Any]:

@@ -19,6 +19,12 @@ checkpoint must be a masked-LM one, and the encoder settings that shape or drive
 line leaves to the preset are first taken from the checkpoint (:func:`encoder_settings_to_take`),
 as a model loaded "from pretrained" takes its configuration; one the command line sets to
 another value is a mismatch: one ``ValueError`` starting ``init_from:`` and naming both values.
+
+A translation checkpoint (ours, or ``init_from=hf:<folder>``: a Marian folder read by
+``hub.translation_checkpoint``) starts the whole encoder-decoder instead (:func:`copy_pretrained`):
+every setting of its model but the dropout (:func:`model_settings_to_take`), its vocabularies,
+special ids (the decoder's start among them) and both tokenizers, which training's data module
+reads the text with.
 """
 
 from __future__ import annotations
@@ -121,7 +127,7 @@ def check_init_from(ckpt: dict, path: str | Path, model_cfg: Mapping[str, Any],
     task = ckpt.get("transformer_task")
     if task != "mlm":
         raise ValueError(f"init_from: {path} is a {task!r} checkpoint; fine-tuning starts from a masked-LM "
-                         f"checkpoint (transformer-train experiment=pretrain)")
+                         f"checkpoint (transformer-train experiment=pretrain) or a translation one (its whole model)")
     check_pretrained_tokenizer(ckpt, path)
     keys = _matched(model_cfg, ckpt)
     theirs = _settings(ckpt["hyper_parameters"]["model"], "init_from.model", keys)
@@ -153,6 +159,92 @@ def check_pretrained_tokenizer(ckpt: dict, path: str | Path) -> None:
 def pretrained_tokenizer(ckpt: dict) -> str:
     """The tokenizer JSON a masked-LM checkpoint carries."""
     return ckpt["tokenizers"]["src"]
+
+
+# ----------------------------------------------------------------------------- a whole model
+#: Settings a model started from a translation checkpoint may set apart from it: regularisation,
+#: which shapes no weight and changes nothing a trained model computes.
+TRAINING_ONLY = ("dropout",)
+#: What the task's settings must share with the translation checkpoint it starts from.
+TASK_IDS = ("vocab_size", "tgt_vocab_size", "pad_id", "bos_id", "eos_id")
+
+
+def _full(model_cfg: Mapping[str, Any], where: str) -> tuple[type, dict[str, Any]]:
+    """The model class and every setting of ``model_cfg``, the class's defaults filled in; a
+    positional encoding as ``{class name, its arguments}`` (:func:`_positional`)."""
+    import dataclasses
+
+    cls, _ = check_model_config(dict(model_cfg), where, complete=False)
+    out = {}
+    for name, field in model_fields(cls).items():
+        default = None if field.default is dataclasses.MISSING else field.default
+        value = model_cfg.get(name, default)
+        out[name] = _positional(value) if name == "positional" else value
+    return cls, out
+
+
+def model_settings_to_take(ckpt: dict, model_cfg: Mapping[str, Any], named: Collection[str]) -> dict[str, Any]:
+    """A translation checkpoint's model settings (all but :data:`TRAINING_ONLY` and what the data
+    gives) that differ from ``model_cfg``'s and that the command line does not set (``named``),
+    as ``{key: the pretrained value}``; ``_target_`` included when the classes differ. The
+    dropout is taken too unless typed: the pretrained model's rate is where fine-tuning starts."""
+    raw = ckpt["hyper_parameters"]["model"]
+    theirs_cls, theirs = _full(raw, "init_from.model")
+    ours_cls, ours = _full(model_cfg, "model")
+    out: dict[str, Any] = {} if theirs_cls is ours_cls else {"_target_": raw.get("_target_")}
+    for key, value in theirs.items():
+        if value != ours.get(key) and key not in named:
+            out[key] = raw.get(key, value)
+    return out
+
+
+def check_translation_init(ckpt: dict, path: str | Path, model_cfg: Mapping[str, Any], task_name: str | None,
+                           tokenizer_set: bool) -> None:
+    """Refuse a translation checkpoint that cannot start this run: another task than the
+    autoregressive one, a model setting (:func:`model_settings_to_take`'s keys) that differs, or
+    a tokenizer the data config names (the checkpoint's are the ones its weights read)."""
+    if task_name != "translation":
+        raise ValueError(f"init_from: {path} is a 'translation' checkpoint, which starts a translation model "
+                         f"(task: translation), not {task_name!r}")
+    theirs_cls, theirs = _full(ckpt["hyper_parameters"]["model"], "init_from.model")
+    ours_cls, ours = _full(model_cfg, "model")
+    if theirs_cls is not ours_cls:
+        raise ValueError(f"init_from: {path} holds a {theirs_cls.__name__}, but model._target_ builds a "
+                         f"{ours_cls.__name__}")
+    differ = [k for k, v in theirs.items() if k not in TRAINING_ONLY and v != ours.get(k)]
+    if differ:
+        pretrained = ", ".join(f"{k}={show(theirs[k])}" for k in differ)
+        configured = ", ".join(f"model.{k}={show(ours.get(k))}" for k in differ)
+        what = "it" if len(differ) == 1 else "them"
+        raise ValueError(f"init_from: {path} has {pretrained}, but {configured}: the whole model is copied as it "
+                         f"is, so set {what} to match or leave {what} off the command line")
+    if tokenizer_set:
+        raise ValueError(f"init_from: {path} carries its own tokenizers, which its weights read; leave "
+                         f"data.tokenizer_path unset")
+
+
+def pretrained_task_settings(ckpt: dict, data_settings: Mapping[str, Any], path: str | Path) -> dict[str, Any]:
+    """The task settings a translation checkpoint fixes (:data:`TASK_IDS`: its vocabulary sizes,
+    which may exceed its tokenizers' pieces, and its special ids, the decoder's start among them),
+    checked against what training's data module found (``data_settings``): the special ids the
+    data frames its pairs with must be the ones the model was trained with."""
+    hp = ckpt["hyper_parameters"]
+    for key in ("pad_id", "bos_id", "eos_id"):
+        if data_settings.get(key) != hp[key]:
+            raise ValueError(f"init_from: {path} has {key}={hp[key]}, but its tokenizers frame the data with "
+                             f"{data_settings.get(key)}")
+    return {key: hp.get(key) for key in TASK_IDS}
+
+
+def copy_pretrained(model: torch.nn.Module, ckpt: dict, path: str | Path) -> list[str]:
+    """Start a translation ``model`` from a translation checkpoint's whole model (every tensor,
+    none left over); returns the names copied."""
+    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
+    try:
+        model.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        raise ValueError(f"init_from: {path} does not fit the model: {' '.join(str(exc).split())[:400]}") from None
+    return sorted(state)
 
 
 def copy_encoder(model: torch.nn.Module, ckpt: dict, path: str | Path) -> list[str]:
@@ -199,9 +291,13 @@ def pretrained_positions(ckpt: dict) -> int | None:
 def start_from(model: torch.nn.Module, model_cfg: Mapping[str, Any], ckpt: dict, path: str | Path) -> list[str]:
     """Copy what ``init_from`` gives ``model``: the whole masked LM into a masked LM, else the
     encoder; returns the names copied."""
+    if ckpt.get("transformer_task") == "translation":
+        return copy_pretrained(model, ckpt, path)
     if whole_model(model_cfg, ckpt):
         return copy_model(model, ckpt, path)
     return [f"encoder.{k}" for k in copy_encoder(model, ckpt, path)]
 
 
-__all__ = ["ENCODER_KEYS", "HEAD_KEYS", "copy_model", "pretrained_positions", "start_from", "whole_model", "check_init_from", "copy_encoder", "encoder_settings_to_take", "pretrained_tokenizer"]
+__all__ = ["ENCODER_KEYS", "HEAD_KEYS", "TASK_IDS", "TRAINING_ONLY", "check_init_from", "check_translation_init",
+           "copy_encoder", "copy_model", "copy_pretrained", "encoder_settings_to_take", "model_settings_to_take",
+           "pretrained_positions", "pretrained_task_settings", "pretrained_tokenizer", "start_from", "whole_model"]

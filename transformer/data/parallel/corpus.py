@@ -139,13 +139,15 @@ def make_corpus(src_lang: str | None, tgt_lang: str | None, sources: dict[str, A
                 hub=dict(hub) if hub else None, bleu_tokenize=bleu_tokenize)
 
 
-def check_complete(corpus: dict) -> None:
+def check_complete(corpus: dict, split: str | None = None) -> None:
     """A ``ValueError`` naming the setting when the corpus cannot be read: no language codes,
-    or no training source."""
+    or no training source (which reading ``split`` alone needs only when it is carved from the
+    training file: evaluation may name a test file and nothing else)."""
     if not corpus.get("src_lang") or not corpus.get("tgt_lang"):
         raise ValueError("data.src_lang and data.tgt_lang: required (language codes, e.g. data.src_lang=en "
                          "data.tgt_lang=zh)")
-    if "train" not in corpus["sources"]:
+    needs_train = split is None or split == "train" or split in (corpus.get("holdout") or {})
+    if needs_train and "train" not in corpus["sources"]:
         raise ValueError("data.train: required (the training file(s): data/train.{lang}, a TSV/CSV/JSON-lines "
                          "file, or a hub split name with data.hub.name=...)")
 
@@ -276,7 +278,8 @@ def describe(corpus: dict, split: str) -> str:
     if corpus.get("hub"):
         hub = corpus["hub"]
         return f"{hub['name']}{'/' + hub['config'] if hub.get('config') else ''} split {corpus['sources'][split]}"
-    source = corpus["sources"].get(split, corpus["sources"]["train"])
+    sources = corpus["sources"]
+    source = sources[split] if split in sources else sources["train"]  # a held-out split is the training file's
     sides = _side_paths(corpus, source)
     return " + ".join(sides) if sides else str(source)
 
@@ -313,7 +316,7 @@ class ParallelCorpus:
 
     def stream(self, split: str) -> Iterator[Pair]:
         """The pairs of ``split`` in file order; an unknown or empty split is an error."""
-        check_complete(self.corpus)
+        check_complete(self.corpus, split)
         if split not in self.splits:
             raise ValueError(f"split {split!r} unknown; the corpus has {self.splits}")
         holdout = self.corpus.get("holdout")

@@ -166,6 +166,18 @@ def tokenize_translation(
     return ds.with_format(None)
 
 
+def load_tokenizer(path: str | os.PathLike):
+    """A saved tokenizer (a file or its folder's ``tokenizer.json``): a ``tokenizer.json``, or the
+    JSON of a SentencePiece tokenizer a checkpoint carries (a Marian model's, which training
+    started from ``init_from=hf:<folder>`` reads its pairs with)."""
+    from transformer.data.core.tokenizer import tokenizer_from_str
+
+    path = Path(path)
+    if path.is_dir():
+        path = path / "tokenizer.json"
+    return tokenizer_from_str(path.read_text(encoding="utf-8"))
+
+
 class ArrowPairs(Sequence):
     """A raw pairs table (:func:`raw_pairs_dataset`) seen as a sequence of ``(src, tgt)``
     tuples, read from disk on access: ``len``, indexing (an int or 0-d tensor) and iteration
@@ -352,9 +364,9 @@ class TranslationDataModule(TokenBudgetDataModule):
         tp = self.tokenizer_path
         if tp is not None:
             if isinstance(tp, (str, os.PathLike)):
-                tok = SubwordTokenizer.load(tp)
+                tok = load_tokenizer(tp)
                 return tok, tok
-            return SubwordTokenizer.load(tp["src"]), SubwordTokenizer.load(tp["tgt"])
+            return load_tokenizer(tp["src"]), load_tokenizer(tp["tgt"])
         train = self._raw["train"]
         key = cache_key("tok", self._split_hashes("train"), len(train), self.tokenizer_model, self.vocab_size,
                         self.joint_vocab, self.src_lang, self.tgt_lang, min(len(train), TOKENIZER_TRAIN_ROWS))[:16]
@@ -406,4 +418,4 @@ class TranslationDataModule(TokenBudgetDataModule):
 
 
 __all__ = ["MULTI30K_EVAL_SPLITS", "RAW_PAIR_FEATURES", "TRANSLATION_FEATURES", "ArrowPairs", "TranslationDataModule",
-           "raw_pairs_dataset", "tokenize_translation"]
+           "load_tokenizer", "raw_pairs_dataset", "tokenize_translation"]
