@@ -48,6 +48,9 @@ CHANGED.update({"train experiment=classify: data.label_names": None,
                 **{f"train experiment={exp}: data.label_names": ["negative", "positive"] for exp in ("sst2", "sst2_gpu")}})
 # The optimizer is a node of its own (task.optimizer), holding the settings that were task keys,
 # with the class each task built: Adam for translation, AdamW for the encoder tasks.
+# The server's operating options, each off or at its plain default.
+CHANGED.update({"serve: api_key_env": None, "serve: cors_origins": [], "serve: log_format": "text",
+                "serve: log_level": "info", "serve: warm_up": True})
 MOVED = {f"task.{key}": f"task.optimizer.{key}" for key in ("betas", "eps", "weight_decay")}
 SEQ2SEQ_TASKS = ("TranslationTask", "NATTranslationTask", "CTCTranslationTask")
 for name, config in COMPOSED.items():

@@ -277,10 +277,9 @@ def check_same_start(cfg: DictConfig, ckpt: dict) -> None:
         else:
             read_init_from(cfg)
         check_resumed_model(cfg, ckpt)
-    except ValueError as exc:
+    except ValueError:
         raise ValueError(f"init_from and ckpt_path both given: init_from={cfg.init_from} starts a fresh run, "
-                         f"ckpt_path={cfg.ckpt_path} resumes one, and they do not agree ({exc}); drop init_from "
-                         f"to resume, or ckpt_path to fine-tune") from None
+                         f"ckpt_path={cfg.ckpt_path} resumes one that was not started from it; drop init_from to resume, or ckpt_path to fine-tune") from None
 
 
 def read_init_from(cfg: DictConfig) -> dict:
