@@ -1,8 +1,9 @@
-"""Speed on pretrained weights: our modules against `transformers` on the same random weights.
+"""Speed on pretrained weights: our modules against `transformers` (and against the CTranslate2
+export of the same Marian model) on the same random weights.
 
     python3 scripts/bench_hub.py [--threads 1] [--json FILE]
 
-Two rows, each on a random model written as a Hugging Face folder (the tokenizers come from the
+Rows, each on a random model written as a Hugging Face folder (the tokenizers come from the
 test helpers in tests/hub/, the models are built here at a mid size, weights drawn away from
 their initial values as the helpers draw them) and read with ``hf:<folder>``:
 
@@ -15,9 +16,15 @@ their initial values as the helpers draw them) and read with ``hf:<folder>``:
   ``MarianTokenizer`` + ``generate`` + ``batch_decode`` with the settings tests/hub/test_marian.py
   uses; greedy and beam 5, length cap N new tokens. The script asserts both sides give the same
   lines before it times them.
+* Marian on CTranslate2: the same model exported with ``transformer-export format=ctranslate2``
+  (float32) and run through ``export.ctranslate2.CTranslate2Translator`` (what ``transformer-serve``
+  runs for an export: ``ctranslate2.Translator``, ``--threads`` intra-op threads, the 64 sentences
+  in one call), text in, text out, against our ``translate`` as above; greedy must give the same
+  lines, beam 5 reports how many lines agree (CTranslate2 ranks finished hypotheses its own way).
 
 Each row: warm-up, then ``--repeats`` interleaved runs (ours, theirs, ours, theirs, ...), median.
-Needs ``transformers`` and ``sentencepiece`` (``pip install -e .[bench]`` or ``.[dev]``).
+Needs ``transformers`` and ``sentencepiece`` (``pip install -e .[bench]`` or ``.[dev]``); the
+CTranslate2 rows need ``ctranslate2`` (``.[export]``) and are skipped without it.
 """
 
 from __future__ import annotations
@@ -134,11 +141,12 @@ def marian_folder(path: Path) -> Path:
     return path
 
 
-def marian_rows(root: Path, repeats: int, max_new: int, n: int = 64) -> dict:
+def marian_rows(root: Path, repeats: int, max_new: int, threads: int, n: int = 64) -> dict:
     import transformers
 
     folder = marian_folder(root / "marian")
     task, device = load_for_inference(f"hf:{folder}", "cpu", "none")
+    ct2 = ct2_translator(task, root / "marian_ct2", max_new, threads)
     hf = transformers.MarianMTModel.from_pretrained(folder).eval()
     tok = transformers.MarianTokenizer.from_pretrained(folder)
     texts = sentences(n + 300)[300:]
@@ -166,7 +174,39 @@ def marian_rows(root: Path, repeats: int, max_new: int, n: int = 64) -> dict:
             "sentences": n, "same lines": True, "mean output pieces (lines re-encoded)": sum(out_pieces) / n,
             "ours s": t_ours, "transformers s": t_theirs, "ours sentences/s": n / t_ours,
             "transformers sentences/s": n / t_theirs, "ratio": t_theirs / t_ours}
+        if ct2 is not None:
+            rows[f"{'greedy' if beams == 1 else f'beam {beams}'} ctranslate2"] = ct2_row(ours, ct2, texts, beams, repeats)
     return rows
+
+
+# ----------------------------------------------------------------------------- CTranslate2
+def ct2_translator(task, out: Path, max_new: int, threads: int):
+    """The task's model exported to CTranslate2 (float32) and its translator, or None without
+    ``ctranslate2``."""
+    try:
+        import ctranslate2  # noqa: F401
+    except ImportError:
+        print("ctranslate2 is not installed: the CTranslate2 rows are skipped", file=sys.stderr)
+        return None
+    from transformer.export.ctranslate2 import CTranslate2Translator, export_ctranslate2
+
+    export_ctranslate2(task, out)
+    return CTranslate2Translator(out, threads=threads, max_len_a=0.0, max_len_b=max_new, max_batch_size=10**6)
+
+
+def ct2_row(ours, ct2, texts: list[str], beams: int, repeats: int) -> dict:
+    n = len(texts)
+
+    def theirs():
+        return ct2.translate(texts, beam_size=beams, length_penalty=1.0)
+
+    with torch.inference_mode():
+        same = sum(a == b for a, b in zip(ours(), theirs()))
+        if beams == 1:
+            assert same == n, f"greedy: CTranslate2 gives {n - same} other lines"
+        t_ours, t_theirs = interleaved(ours, theirs, repeats)
+    return {"sentences": n, "same lines": same, "ours s": t_ours, "ctranslate2 s": t_theirs,
+            "ours sentences/s": n / t_ours, "ctranslate2 sentences/s": n / t_theirs, "ratio": t_theirs / t_ours}
 
 
 def main() -> None:
@@ -181,7 +221,7 @@ def main() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         table = {"encoder": encoder_row(Path(tmp), args.repeats)}
-        table.update(marian_rows(Path(tmp), args.repeats, args.max_new))
+        table.update(marian_rows(Path(tmp), args.repeats, args.max_new, args.threads))
     meta = {"torch": torch.__version__, "transformers": transformers.__version__, "threads": args.threads,
             "repeats": args.repeats, "max_new": args.max_new, "bert": BERT, "marian": MARIAN}
     print(f"torch {torch.__version__}, transformers {transformers.__version__}, {args.threads} thread(s), fp32, "
@@ -195,6 +235,15 @@ def main() -> None:
         r = table[name]
         print(f"| Marian {name}, {r['sentences']} sentences, same lines | {r['ours sentences/s']:.1f} sentences/s "
               f"| {r['transformers sentences/s']:.1f} sentences/s | {r['ratio']:.2f}x |")
+    ct2_names = [name for name in ("greedy ctranslate2", "beam 5 ctranslate2") if name in table]
+    if ct2_names:
+        print("\n| row | ours | CTranslate2 (float32) | ratio (CTranslate2 time / ours) |")
+        print("|---|---|---|---|")
+    for name in ct2_names:
+        r = table[name]
+        print(f"| Marian {name.removesuffix(' ctranslate2')}, {r['sentences']} sentences, {r['same lines']} same lines "
+              f"| {r['ours sentences/s']:.1f} sentences/s | {r['ctranslate2 sentences/s']:.1f} sentences/s "
+              f"| {r['ratio']:.2f}x |")
     if args.json:
         Path(args.json).write_text(json.dumps({"meta": meta, **table}, indent=2) + "\n", encoding="utf-8")
 

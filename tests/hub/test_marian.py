@@ -136,13 +136,6 @@ def test_an_unplaced_or_missing_tensor_is_one_line_naming_it(folder, tmp_path):
         translation_checkpoint(f"hf:{path}")
 
 
-def test_ctranslate2_export_refuses_marians_switches_by_name(folder):
-    from transformer.export.ctranslate2 import ExportError, check_exportable
-
-    with pytest.raises(ExportError, match="laid out as 'halves'"):
-        check_exportable(load_task(f"hf:{folder}").model)
-
-
 def test_fill_refuses_a_translation_folder(folder):
     from transformer.hub import mlm_checkpoint
 

@@ -4,17 +4,20 @@ CTranslate2 (https://opennmt.net/CTranslate2) serves Transformer translation mod
 GPUs with int8/float16 weights and batched search. Its ``TransformerSpec`` describes the same
 network as ``models.EncoderDecoder``; this module fills one from our weights, tensor by tensor:
 
-* token embeddings, multiplied by √d_model in both (``scale_embeddings``);
-* positions: our own table (sinusoidal or learned) is written as ``position_encodings``, since
-  CTranslate2's built-in sinusoid puts all sines before all cosines while ours interleaves them
-  (``modules.positional.sinusoid_table``); T5 relative buckets map to its
+* token embeddings, multiplied by √d_model in both (``scale_embeddings``) or in neither;
+* positions: our own table (sinusoidal or learned) is written as ``position_encodings``, so the
+  export computes whichever sinusoid layout the model uses (``modules.positional.sinusoid_table``:
+  the paper's interleaved sin/cos or Marian's halves); T5 relative buckets map to its
   ``relative_attention_bias`` (one table per stack, shared by its layers as in T5);
 * pre-norm (with each stack's final LayerNorm) or post-norm layers, LayerNorm epsilon copied;
 * self-attention Q, K, V fused into one projection, cross-attention K and V into one;
-* ReLU or exact (erf) GELU; shared source/target embeddings and the tied output projection;
-* the vocabularies are the tokenizers' pieces, so our ``<s>``/``</s>``/``<unk>`` are the model's
-  start, end and unknown tokens, and the source gets ``</s>`` appended as our collator does.
+* ReLU, exact (erf) GELU or SiLU (CTranslate2's SWISH); shared source/target embeddings, the tied
+  output projection and its bias (``output_bias``, Marian's ``final_logits_bias``);
+* the vocabularies are the tokenizers' pieces, so our BOS (Marian's: the padding piece, which
+  starts its decoder), EOS and unknown pieces are the model's start, end and unknown tokens, and
+  the source gets EOS appended as our collator does.
 
+``mask_target_padding`` changes only teacher forcing, never a search, so it needs nothing here.
 What CTranslate2 cannot compute the same way is refused with an ``ExportError`` that names it
 (a local attention window, models other than the autoregressive encoder-decoder), rather than
 exported as a different network.
@@ -27,10 +30,11 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import torch.nn.functional as F
 from torch import nn
 
 from transformer.export.folder import write_export_dir
-from transformer.files import disk_full
+from transformer.files import disk_full, write_text
 from transformer.models.transformer import EncoderDecoder
 from transformer.modules.positional import (
     LearnedPositionalEncoding,
@@ -80,29 +84,29 @@ def check_exportable(model: nn.Module) -> None:
         known = (SinusoidalPositionalEncoding, LearnedPositionalEncoding, NoPositionalEncoding, RelativePositionBias)
         if type(pos) not in known:
             raise ExportError(f"the {name}'s positional encoding {type(pos).__name__} has no CTranslate2 equivalent")
-        if getattr(pos, "layout", "interleaved") != "interleaved":
-            raise ExportError(f"the {name}'s sinusoids are laid out as {pos.layout!r} (Marian's); this export "
-                              f"writes the interleaved table only")
-    if model.decoder.output_bias is not None:
-        raise ExportError("the decoder adds a bias to its vocabulary scores (output_bias, Marian's "
-                          "final_logits_bias); this export writes the projection without one")
-    if not model.cfg.scale_embeddings:
-        raise ExportError("the token embeddings are not scaled by sqrt(d_model) (scale_embeddings=false); this "
-                          "export writes scaled embeddings only")
+    if model.cfg.embedding_norm:
+        raise ExportError("the stacks normalise their input embeddings (embedding_norm=true); this export "
+                          "writes stacks without an embedding LayerNorm")
+    if model.cfg.type_vocab_size:
+        raise ExportError(f"the encoder adds a token-type embedding (type_vocab_size={model.cfg.type_vocab_size}); "
+                          "CTranslate2's Transformer has none")
     eps = {m.eps for m in model.modules() if isinstance(m, nn.LayerNorm)}
     if len(eps) > 1:
         raise ExportError(f"LayerNorms use different epsilons {sorted(eps)}; CTranslate2 takes one for the model")
     act = model.decoder.layers[0].ffn.activation
-    if act not in (torch.nn.functional.relu, torch.nn.functional.gelu):
+    if act not in _ACTIVATIONS:
         raise ExportError(f"feed-forward activation {act} has no CTranslate2 equivalent")
+
+
+# Our FFN activations -> CTranslate2's ``common_spec.Activation`` names: exact GELU (erf) is its
+# GELU (GELUTanh would be the approximation), x·sigmoid(x) its SWISH (Marian's).
+_ACTIVATIONS = {F.relu: "RELU", F.gelu: "GELU", F.silu: "SWISH"}
 
 
 def _activation(model: EncoderDecoder):
     from ctranslate2.specs import common_spec
 
-    # exact GELU (erf) is CTranslate2's GELU; GELUTanh would be the approximation
-    return common_spec.Activation.GELU if model.decoder.layers[0].ffn.activation is torch.nn.functional.gelu \
-        else common_spec.Activation.RELU
+    return common_spec.Activation[_ACTIVATIONS[model.decoder.layers[0].ffn.activation]]
 
 
 def _set_linear(spec, *linears: nn.Linear) -> None:
@@ -150,7 +154,7 @@ def _set_positions(spec, stack, max_len: int) -> None:
     if isinstance(pos, LearnedPositionalEncoding):
         table = _np(pos.embedding.weight)  # (max_len, D)
     elif isinstance(pos, SinusoidalPositionalEncoding):
-        table = _np(sinusoid_table(max_len, stack.d_model))  # (max_len, D), sin/cos interleaved
+        table = _np(sinusoid_table(max_len, stack.d_model, pos.layout))  # (max_len, D), interleaved or halves
     else:  # NoPositionalEncoding: nothing is added
         table = np.zeros((max_len, stack.d_model), dtype=np.float32)
     spec.position_encodings.encodings = table
@@ -158,8 +162,8 @@ def _set_positions(spec, stack, max_len: int) -> None:
 
 def _set_stack(spec, stack, max_len: int, decoder: bool) -> None:
     emb = spec.embeddings if decoder else spec.embeddings[0]
-    emb.weight = _np(stack.embedding.weight)  # (V, D); both multiply it by √d_model
-    spec.scale_embeddings = True
+    emb.weight = _np(stack.embedding.weight)  # (V, D)
+    spec.scale_embeddings = stack.embed_scale != 1.0  # True: both multiply it by √d_model
     _set_positions(spec, stack, max_len)
     for layer_spec, layer in zip(spec.layer, stack.layers):
         _set_self_attention(layer_spec.self_attention, layer.self_attn, layer.norm_1)
@@ -172,8 +176,18 @@ def _set_stack(spec, stack, max_len: int, decoder: bool) -> None:
         _set_norm(spec.layer_norm, stack.final_norm)
 
 
-def _vocabulary(tokenizer) -> list[str]:
-    return [tokenizer.id_to_token(i) for i in range(tokenizer.vocab_size)]
+def _vocabulary(tokenizer, size: int) -> list[str]:
+    """One token per embedding row. Rows the tokenizer never produces (a Marian ``vocab.json``
+    smaller than the model's table, or with gaps) get placeholder names, so that ids stay rows."""
+    tokens = [tokenizer.id_to_token(i) for i in range(size)]
+    taken = set(tokens)
+    for i, token in enumerate(tokens):
+        if token is None:
+            token = f"<unused{i}>"
+            while token in taken:
+                token = f"<{token}>"
+            tokens[i] = token
+    return tokens
 
 
 def build_ctranslate2_spec(task):
@@ -199,18 +213,22 @@ def build_ctranslate2_spec(task):
     _set_stack(spec.encoder, enc, max_len, decoder=False)
     _set_stack(spec.decoder, dec, max_len, decoder=True)
     spec.decoder.projection.weight = _np(dec.output_proj.weight)  # (V, D), tied or not
+    if dec.output_bias is not None:  # Marian's final_logits_bias
+        spec.decoder.projection.bias = _np(dec.output_bias)  # (V,)
 
     hp = task.hparams
     src_tok, tgt_tok = task.src_tokenizer, task.tgt_tokenizer
     if src_tok is None or tgt_tok is None:
         raise ExportError("the checkpoint carries no tokenizer, so it has no vocabulary to export")
-    spec.register_source_vocabulary(_vocabulary(src_tok))
-    spec.register_target_vocabulary(_vocabulary(tgt_tok))
+    spec.register_source_vocabulary(_vocabulary(src_tok, model.src_vocab_size))
+    spec.register_target_vocabulary(_vocabulary(tgt_tok, model.vocab_size))
     cfg = spec.config
     cfg.bos_token = tgt_tok.id_to_token(hp.bos_id)
     cfg.eos_token = tgt_tok.id_to_token(hp.eos_id)
     cfg.unk_token = tgt_tok.id_to_token(tgt_tok.unk_id)
-    cfg.decoder_start_token = cfg.bos_token  # decoding starts from our BOS, as in greedy_search
+    # decoding starts from our BOS, as in greedy_search (Marian's: the padding id, whose
+    # embedding row is the model's own, so no start_from_zero_embedding)
+    cfg.decoder_start_token = cfg.bos_token
     cfg.add_source_eos = True  # TranslationCollator appends EOS to every source
     cfg.layer_norm_epsilon = float(next(m.eps for m in model.modules() if isinstance(m, nn.LayerNorm)))
     spec.validate()
@@ -237,8 +255,10 @@ def export_ctranslate2(task, output_dir: str | Path, quantization: str | None = 
             _TaskConverter().convert(str(tmp), quantization=quantization, force=True)
         except OSError as exc:
             raise disk_full(exc, Path(output_dir) / "model.bin") if exc.errno in (errno.ENOSPC, errno.EDQUOT) else exc
-        task.src_tokenizer.save(tmp / SOURCE_TOKENIZER)
-        task.tgt_tokenizer.save(tmp / TARGET_TOKENIZER)
+        # to_str: a tokenizer.json, or a SentencePiece tokenizer's JSON (Marian's); read back by
+        # data.core.tokenizer.tokenizer_from_str
+        write_text(tmp / SOURCE_TOKENIZER, task.src_tokenizer.to_str())
+        write_text(tmp / TARGET_TOKENIZER, task.tgt_tokenizer.to_str())
 
     return write_export_dir(output_dir, fill, force, ExportError)
 
@@ -257,12 +277,12 @@ class CTranslate2Translator:
     def __init__(self, model_dir: str | Path, device: str = "cpu", compute_type: str = "default",
                  threads: int = 1, max_len_a: float = 1.2, max_len_b: int = 10, max_batch_size: int = 64,
                  batch_type: str = "examples"):
-        from transformer.data.core.tokenizer import SubwordTokenizer
+        from transformer.data.core.tokenizer import tokenizer_from_str
 
         ct2 = _ct2()
         model_dir = Path(model_dir)
-        self.src_tok = SubwordTokenizer.load(model_dir / SOURCE_TOKENIZER)
-        self.tgt_tok = SubwordTokenizer.load(model_dir / TARGET_TOKENIZER)
+        self.src_tok = tokenizer_from_str((model_dir / SOURCE_TOKENIZER).read_text(encoding="utf-8"))
+        self.tgt_tok = tokenizer_from_str((model_dir / TARGET_TOKENIZER).read_text(encoding="utf-8"))
         self.translator = ct2.Translator(str(model_dir), device=device, compute_type=compute_type,
                                          inter_threads=1, intra_threads=threads)
         self.max_len_a, self.max_len_b = max_len_a, max_len_b

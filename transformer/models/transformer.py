@@ -43,10 +43,12 @@ from torch import Tensor, nn
 
 from transformer.modules.attention import (
     MultiHeadAttention,
+    PackedRows,
     causal_mask,
     local_window_mask,
     merge_masks,
     pad_mask,
+    padding_bias,
 )
 from transformer.modules.kv_cache import KVCache, StaticKVCache
 from transformer.modules.positional import build_positional
@@ -318,11 +320,22 @@ class TransformerEncoder(nn.Module):
         window = None if self.window is None else local_window_mask(s, s, self.window, device=x.device)
         mask = merge_masks(src_pad_mask, window)  # (B, 1, 1|S, S) or None
         bias = self.positional.attention_bias(s, s)  # (1, H, S, S) or None
+        rows = None
+        if src_pad_mask is not None and not need_weights and _inference():
+            # Inference only computes the real positions: everything but attention is position-wise,
+            # and padding is often most of a batch of mixed lengths. States at padding are zeros.
+            # The mask becomes an additive bias once here rather than in every layer.
+            mask, pad_bias = padding_bias(mask, x.dtype)
+            bias = pad_bias if bias is None else bias if pad_bias is None else bias + pad_bias  # (B|1, H|1, S|1, S)
+            rows = PackedRows(src_pad_mask)
+            rows = None if rows.fraction == 1.0 else rows
+            x = x if rows is None else rows.pack(x)  # (B, S, D) -> (N, D)
         weights = []
         for layer in self.layers:
-            x, w = layer(x, mask, bias, need_weights)
+            x, w = layer(x, mask, bias, need_weights, rows)
             weights.append(w)
         x = self.final_norm(x)
+        x = x if rows is None else rows.unpack(x)  # (N, D) -> (B, S, D)
         return (x, weights) if need_weights else x
 
     def forward(self, src: Tensor, src_pad_mask: Tensor | None = None, need_weights: bool = False):
@@ -330,6 +343,12 @@ class TransformerEncoder(nn.Module):
         if src_pad_mask is None:
             src_pad_mask = pad_mask(src, self.pad_id)
         return self.forward_embeddings(self.embed_tokens(src), src_pad_mask, need_weights)
+
+
+def _inference() -> bool:
+    """No autograd and no compiler tracing: a stack may then look at its mask's values (one host
+    sync) and shape its work by them."""
+    return not torch.is_grad_enabled() and not torch.compiler.is_compiling()
 
 
 # ----------------------------------------------------------------------------- the decoder
@@ -432,8 +451,14 @@ class AutoregressiveDecoder(nn.Module):
         rows per source row (``N = B * beams``), which share its cross K/V."""
         cache = (StaticKVCache if static else KVCache).empty(len(self.layers), group=beams)
         cache.set_source_mask(src_pad_mask, memory.dtype)
+        rows = PackedRows(src_pad_mask) if src_pad_mask is not None and _inference() else None
+        if rows is None or rows.fraction == 1.0:
+            for i, layer in enumerate(self.layers):
+                cache.set_cross(i, *layer.cross_attn.project_kv(memory))
+            return cache
+        real = rows.pack(memory)  # (N_real, D): padded keys are masked, so only real ones are projected
         for i, layer in enumerate(self.layers):
-            cache.set_cross(i, *layer.cross_attn.project_kv(memory))
+            cache.set_cross(i, *layer.cross_attn.project_packed(real, rows, kv_only=True))
         return cache
 
     def forward_step(self, tokens: Tensor, src_pad_mask: Tensor | None, cache: KVCache) -> tuple[Tensor, KVCache]:
@@ -461,7 +486,8 @@ class EncoderLayer(nn.Module):
     ``x + Dropout(sublayer(LN(x)))`` (Xiong et al. 2020).
 
     ``forward(x (B, S, D), mask (B, 1, S, S) bool | None, attn_bias (1, H, S, S) | None,
-    need_weights) -> (x (B, S, D), weights (B, H, S, S) | None)``.
+    need_weights, rows) -> (x (B, S, D), weights (B, H, S, S) | None)``; given ``rows``
+    (``modules.attention.PackedRows``), ``x`` is ``(N, D)``, the batch's real positions only.
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu",
@@ -474,18 +500,24 @@ class EncoderLayer(nn.Module):
         self.norm_2 = nn.LayerNorm(d_model, eps=norm_eps)
         self.dropout = nn.Dropout(dropout)
 
-    def _self_attention(self, h: Tensor, mask, attn_bias, need_weights) -> tuple[Tensor, Tensor | None]:
-        out, w = self.self_attn(h, h, h, mask, attn_bias, need_weights)
+    def _self_attention(self, h: Tensor, mask, attn_bias, need_weights,
+                        rows: PackedRows | None = None) -> tuple[Tensor, Tensor | None]:
+        if rows is None:
+            out, w = self.self_attn(h, h, h, mask, attn_bias, need_weights)
+        else:
+            q, k, v = self.self_attn.project_packed(h, rows)  # (N, D) -> (B, H, S, d_head) each
+            out, w = self.self_attn.attend(q, k, v, mask, attn_bias, need_weights)
+            out = rows.pack(out)  # (B, S, D) -> (N, D)
         return self.dropout(out), w
 
     def forward(self, x: Tensor, mask: Tensor | None = None, attn_bias: Tensor | None = None,
-                need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+                need_weights: bool = False, rows: PackedRows | None = None) -> tuple[Tensor, Tensor | None]:
         if self.norm_first:
-            a, w = self._self_attention(self.norm_1(x), mask, attn_bias, need_weights)
+            a, w = self._self_attention(self.norm_1(x), mask, attn_bias, need_weights, rows)
             x = x + a
             x = x + self.dropout(self.ffn(self.norm_2(x)))
         else:
-            a, w = self._self_attention(x, mask, attn_bias, need_weights)
+            a, w = self._self_attention(x, mask, attn_bias, need_weights, rows)
             x = self.norm_1(x + a)
             x = self.norm_2(x + self.dropout(self.ffn(x)))
         return x, w

@@ -109,6 +109,50 @@ def merge_masks(key_pad_mask: Tensor | None = None, *masks: Tensor | None) -> Te
     return merged
 
 
+def padding_bias(mask: Tensor | None, dtype: torch.dtype) -> tuple[Tensor | None, Tensor | None]:
+    """A bool mask ``(B|1, 1, T_q, T_k)`` as ``(None, additive bias)`` (0 where True, -inf where
+    False; ``(None, None)`` when nothing is masked) if every query keeps a key, else ``(mask, None)``
+    unchanged: only the bool form carries the zero-output rule for queries with no key.
+
+    A stack that folds its mask once spares every attention call the conversion of the bool mask
+    and the search for fully masked rows (at inference: one host sync per stack, none per layer).
+    """
+    if mask is None:
+        return None, None
+    if not bool(mask.any(dim=-1).all()):
+        return mask, None
+    if bool(mask.all()):
+        return None, None
+    return None, torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
+
+
+class PackedRows:
+    """The real positions of a right- (or any-) padded batch, for computing position-wise layers
+    (linear projections, the FFN, LayerNorm, residuals) on them alone.
+
+    ``pack(x (B, T, ...)) -> (N, ...)`` keeps the ``N`` real positions in row-major order;
+    ``unpack(x (N, ...)) -> (B, T, ...)`` puts them back, zeros at padding (attention needs the
+    padded layout; padded keys are masked, so their zeros are never read).
+    """
+
+    def __init__(self, key_pad_mask: Tensor):
+        self.shape = tuple(key_pad_mask.shape)  # (B, T)
+        self.index = key_pad_mask.reshape(-1).nonzero().squeeze(1)  # (N,) flat positions of real tokens
+
+    @property
+    def fraction(self) -> float:
+        """Real positions / all positions."""
+        return self.index.numel() / max(1, self.shape[0] * self.shape[1])
+
+    def pack(self, x: Tensor) -> Tensor:
+        return x.reshape(-1, *x.shape[2:]).index_select(0, self.index)  # (B, T, ...) -> (B*T, ...) -> (N, ...)
+
+    def unpack(self, x: Tensor) -> Tensor:
+        out = x.new_zeros((self.shape[0] * self.shape[1], *x.shape[1:]))  # (B*T, ...)
+        out.index_copy_(0, self.index, x)
+        return out.view(*self.shape, *x.shape[1:])  # -> (B, T, ...)
+
+
 # ----------------------------------------------------------------------------- attention
 def head_width(d_model: int, n_heads: int) -> int:
     """``d_head = d_model / n_heads``, the width of one head; a ``ValueError`` unless
@@ -180,6 +224,20 @@ def scaled_dot_product(
     return out, weights
 
 
+def _one_query_attention(q: Tensor, k: Tensor, v: Tensor, attn_bias: Tensor | None) -> Tensor:
+    """``scaled_dot_product``'s output for one query per row and no mask, the same operations in
+    place on ``(N·H, ...)`` batches: ``q (N, H, 1, d)``, ``k, v (N, H, T, d)`` -> ``(N, H, 1, d)``.
+    A decoding step is this at every layer, twice, on tiny matrices, where each temporary counts."""
+    n, h, _, d = q.shape
+    t = k.size(2)
+    scores = torch.bmm(q.reshape(n * h, 1, d), k.reshape(n * h, t, d).transpose(1, 2))  # (N·H, 1, d) @ (N·H, d, T)
+    scores = scores.view(n, h, 1, t).div_(math.sqrt(d))  # -> (N, H, 1, T)
+    if attn_bias is not None:
+        scores.add_(attn_bias)
+    weights = torch.softmax(scores, dim=-1).view(n * h, 1, t)
+    return torch.bmm(weights, v.reshape(n * h, t, d)).view(n, h, 1, d)  # (N·H, 1, T) @ (N·H, T, d)
+
+
 class MultiHeadAttention(nn.Module):
     """Multi-head attention, one class for encoder self-, masked decoder self- and cross-attention.
 
@@ -215,6 +273,13 @@ class MultiHeadAttention(nn.Module):
         """``(B, T_q, D)`` -> queries ``(B, H, T_q, d_head)``."""
         return self._split_heads(self.w_q(query))
 
+    def project_packed(self, x: Tensor, rows: PackedRows, kv_only: bool = False) -> tuple[Tensor, ...]:
+        """``q, k, v`` (``kv_only``: ``k, v``) each ``(B, H, T, d_head)`` from the real positions
+        ``x (N, D)`` of a padded batch (``rows``): projected there, laid out padded for ``attend``
+        (zeros at padding, which a padding mask hides)."""
+        linears = (self.w_k, self.w_v) if kv_only else (self.w_q, self.w_k, self.w_v)
+        return tuple(self._split_heads(rows.unpack(lin(x))) for lin in linears)
+
     def project_kv(self, key: Tensor, value: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """``(B, T_k, D)`` (value defaults to key) -> ``(k, v)`` each ``(B, H, T_k, d_head)``."""
         value = key if value is None else value
@@ -244,9 +309,11 @@ class MultiHeadAttention(nn.Module):
             mask = mask.view((1,) * (4 - mask.dim()) + tuple(mask.shape))  # -> (B|1, H|1, T_q|1, T_k)
         empty = _empty_rows(mask)  # (B|1, 1|H, T_q, 1) or None
         weights = None
-        if need_weights or (q.size(2) == 1 and q.device.type == "cpu"):
+        if not need_weights and mask is None and p == 0.0 and q.size(2) == 1 and q.device.type == "cpu":
             # One query per row (a decoding step) on a CPU: the written-out product reads the
             # keys and values once and ran 1.5-2x faster than SDPA's CPU flash kernel.
+            ctx = _one_query_attention(q, k, v, attn_bias)
+        elif need_weights or (q.size(2) == 1 and q.device.type == "cpu"):
             ctx, w = scaled_dot_product(q, k, v, True, mask, attn_bias, p)
             weights = w if need_weights else None
         else:
