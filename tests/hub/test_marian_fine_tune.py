@@ -328,24 +328,14 @@ def test_a_fine_tuned_checkpoint_is_served_as_transformer_decode_reads_it(tuned,
         assert [o["translation"] for o in r.json()["outputs"]] == lines and any(lines)
 
 
-CT2_REFUSAL = ("the encoder's sinusoids are laid out as 'halves' (Marian's); this export writes the interleaved "
-               "table only")
-
-
-@pytest.mark.xfail(strict=True, raises=ValueError, reason=f"transformer-export format=ctranslate2 refuses Marian's "
-                                                          f"switches: {CT2_REFUSAL}")
 def test_a_fine_tuned_checkpoint_exports_to_ctranslate2_and_translates_as_we_do(tuned, tmp_path):
     pytest.importorskip("ctranslate2")
     from transformer.cli import export as export_cli
     from transformer.export.ctranslate2 import CTranslate2Translator
 
     last = tuned[0] / "checkpoints" / "last.ckpt"
-    try:
-        out = export_cli.run(compose_cfg("export", [f"ckpt_path={last}", "format=ctranslate2",
-                                                    f"output_dir={tmp_path / 'ct2'}"]))
-    except ValueError as exc:  # the refusal this test expects until the export writes Marian's switches
-        assert CT2_REFUSAL in str(exc), exc
-        raise
+    out = export_cli.run(compose_cfg("export", [f"ckpt_path={last}", "format=ctranslate2",
+                                                f"output_dir={tmp_path / 'ct2'}"]))
     ct2 = CTranslate2Translator(out, max_len_a=0, max_len_b=8)
     sources = [s for s, _ in pairs(8, 90)]
     for beams in (1, 4):
