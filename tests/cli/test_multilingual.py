@@ -230,3 +230,21 @@ def test_bad_pairs_are_one_error_before_any_folder(pairs, message, corpus, tmp_p
     assert not run.exists() and not (tmp_path / "cache").exists()
     with pytest.raises(user_errors()):
         train_cli.run(compose_cfg("train", [*args, f"output_dir={run}"]))
+
+
+def test_a_bilingual_checkpoint_takes_its_own_target_and_refuses_others(corpus, tmp_path, capsys, monkeypatch):
+    cfg = compose_cfg("train", [*_data_args(corpus), "data.src_lang=en", "data.tgt_lang=de", *TINY,
+                                f"data.data_dir={tmp_path / 'cache'}", f"output_dir={tmp_path / 'run'}"])
+    ckpt = train_cli.run(cfg)["best_checkpoint"]
+    hp = read_checkpoint(ckpt)["hyper_parameters"]
+    assert "directions" not in hp["data"] and (hp["src_lang"], hp["tgt_lang"]) == ("en", "de")
+    tok = SubwordTokenizer.from_str(read_checkpoint(ckpt)["tokenizers"]["src"])
+    assert tok.token_to_id("<2de>") is None  # no tags in a bilingual vocabulary
+    src = tmp_path / "in.en"
+    src.write_text("A dog runs.\nTwo men.\n", encoding="utf-8")
+    plain = decode_cli.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src}", *SHORT]))
+    assert decode_cli.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src}", "tgt_lang=de", *SHORT])) == plain
+    code, err = main_status(decode_cli, [f"ckpt_path={ckpt}", f"input={src}", "tgt_lang=fr", *SHORT], capsys,
+                            monkeypatch)
+    assert code == 2 and err.strip().splitlines()[-1] == ("error: tgt_lang=fr: this model translates into de "
+                                                         "(its directions: en-de)"), err
