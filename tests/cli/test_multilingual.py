@@ -213,6 +213,16 @@ def test_pairs_all_and_the_multi30k_preset(corpus):
                         "columns": {"en": 0, "fr": 2}}) == [("en", "fr"), ("fr", "en")]
 
 
+def test_a_split_missing_a_language_is_one_error(corpus, tmp_path):
+    partial = tmp_path / "partial"
+    partial.mkdir()
+    for lang in ("en", "de"):  # no dev.fr
+        (partial / f"dev.{lang}").write_text((corpus / f"dev.{lang}").read_text(encoding="utf-8"), encoding="utf-8")
+    with pytest.raises(ValueError, match=r"data.valid=.*/partial/dev: no file for fr \(expected .*dev.\{lang\}"):
+        check_pairs({"train": f"{corpus}/train", "valid": f"{partial}/dev", "pairs": ["en-de", "en-fr"],
+                     "corpus_name": "parallel"})
+
+
 @pytest.mark.parametrize("pairs, message", [
     ("[en-xx]", "data.pairs: en-xx: unknown language 'xx'; the files hold de, en, fr"),
     ("[en-cs]", "unknown language 'cs'"),  # no corpus/train.cs

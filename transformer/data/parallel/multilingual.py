@@ -102,11 +102,32 @@ def check_pairs(d: Mapping[str, Any], where: str = "data") -> list[Direction]:
         raise ValueError(f"{where}.train={sources['train']}: no file per language found (expected e.g. "
                          f"corpus/train.en, corpus/train.de)")
     try:
-        return parse_pairs(d.get("pairs"), langs, f"{where}.pairs")
+        directions = parse_pairs(d.get("pairs"), langs, f"{where}.pairs")
     except ValueError as e:
         if langs and "unknown language" in str(e):
             raise ValueError(f"{e} (no {where}.train file for it: {sources['train']})") from None
         raise
+    if langs is not None:
+        _check_split_files(d, sources, {lang for direction in directions for lang in direction}, where)
+    return directions
+
+
+def _check_split_files(d: Mapping[str, Any], sources: Mapping[str, Any], languages: set[str], where: str) -> None:
+    """Every local split given as one file per language has a file for each language of the
+    directions (a registry split a language lacks, as Multi30k's 2017 tests in Czech, is left
+    out of that language's directions instead)."""
+    keys = {"valid": None, "test": None, **{name: None for name in d.get("tests") or {}}}
+    for split, source in sources.items():
+        if split == "train" or not isinstance(source, str) or source.startswith(REGISTRY) or Path(source).is_file():
+            continue
+        held = source_languages(source)
+        missing = sorted(languages - set(held or []))
+        if missing:
+            key = "valid" if split == (d.get("valid_name") or "valid") else \
+                ("test" if split == "test" else f"tests.{split}" if split in keys else split)
+            raise ValueError(f"{where}.{key}={source}: no file for {', '.join(missing)} (expected "
+                             f"{source if '{lang}' in source else source + '.{lang}'} for each language of "
+                             f"{where}.pairs)")
 
 
 def temperature_shares(sizes: Sequence[int], temperature: float) -> np.ndarray:
