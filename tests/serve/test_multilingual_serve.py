@@ -1,0 +1,160 @@
+"""A multilingual checkpoint served: each request's ``tgt_lang`` translates as our own search
+does on the source tagged ``<2xx>``; requests into different languages share one model call;
+a language or direction the model lacks is one 4xx sentence naming the model's; ``/v1/models``
+lists each model's directions (a bilingual model's one pair, which it still takes by name)."""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("fastapi")
+pytest.importorskip("httpx")
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from serve_models import serve_cfg  # noqa: E402
+from tiny_multilingual import multilingual_task, save_checkpoint  # noqa: E402
+from fastapi.testclient import TestClient  # noqa: E402
+
+from transformer.cli import serve as serve_cli  # noqa: E402
+from transformer.data.core.batching import TranslationCollator  # noqa: E402
+from transformer.data.parallel.languages import tagged_source_ids  # noqa: E402
+from transformer.serve.app import ServeConfig, create_app  # noqa: E402
+from transformer.tasks.checkpoint import load_task  # noqa: E402
+
+SOURCES = ["ein hund läuft über die wiese .", "", "a dog runs across the meadow .", "zwei männer"]
+TARGETS = ["en", "de", "fr"]
+
+
+@pytest.fixture(scope="module")
+def ckpt(tmp_path_factory) -> str:
+    return save_checkpoint(multilingual_task(), tmp_path_factory.mktemp("mul") / "mul.ckpt")
+
+
+@pytest.fixture(scope="module")
+def served_models(ckpt, checkpoints):
+    models = (f"models=[{{id:mul,ckpt_path:{ckpt}}},{{id:mulbeam,ckpt_path:{ckpt},decode:beam,beam_size:3}},"
+              f"{{id:at,ckpt_path:{checkpoints['translation']}}}]")
+    return serve_cli.check(serve_cfg(models))
+
+
+@pytest.fixture(scope="module")
+def client(served_models):
+    with TestClient(create_app(served_models, ServeConfig(batch_wait_ms=20))) as c:
+        yield c
+
+
+def reference(ckpt: str, sentences: list[str], tgt_lang: str, **decode) -> list[list[tuple[str, float]]]:
+    """Our own search on each sentence tagged for ``tgt_lang``, one sentence at a time."""
+    task = load_task(ckpt)
+    tok = task.src_tokenizer
+    search = task.search_fn({"strategy": "greedy", **decode})
+    collate = TranslationCollator(tok.pad_id, tok.bos_id, tok.eos_id)
+    out = []
+    for text in sentences:
+        if not text.strip():
+            out.append([("", 0.0)])
+            continue
+        src = collate([{"src": tagged_source_ids(tok, text, tgt_lang), "index": 0}])["src"]  # (1, S)
+        out.append([(task.tgt_tokenizer.decode(ids), score) for ids, score in search(src)[0]])
+    return out
+
+
+def translate(client, **body):
+    r = client.post("/v1/translate", json=body)
+    assert r.status_code == 200, r.text
+    return r.json()["outputs"]
+
+
+@pytest.mark.parametrize("tgt", TARGETS)
+def test_each_target_language_translates_as_our_search_on_the_tagged_source(client, ckpt, tgt):
+    outputs = translate(client, model="mul", inputs=SOURCES, tgt_lang=tgt)
+    assert [o["translation"] for o in outputs] == [n[0][0] for n in reference(ckpt, SOURCES, tgt)]
+    beam = translate(client, model="mulbeam", inputs=SOURCES, tgt_lang=tgt, n_best=2)
+    expected = reference(ckpt, SOURCES, tgt, strategy="beam", beam_size=3, n_best=2)
+    assert [[h["text"] for h in o["hypotheses"]] for o in beam] == [[t for t, _ in n] for n in expected]
+    for o, n in zip(beam, expected):
+        assert [h["score"] for h in o["hypotheses"]] == pytest.approx([s for _, s in n], abs=1e-4)
+
+
+def test_the_tag_changes_the_translation(client):
+    by_lang = {t: [o["translation"] for o in translate(client, model="mul", inputs=SOURCES, tgt_lang=t)]
+               for t in TARGETS}
+    assert len({tuple(v) for v in by_lang.values()}) > 1  # without the tag, every language would read alike
+
+
+def test_src_lang_with_tgt_lang_names_a_direction(client, ckpt):
+    outputs = translate(client, model="mul", inputs=SOURCES, src_lang="de", tgt_lang="en")
+    assert [o["translation"] for o in outputs] == [n[0][0] for n in reference(ckpt, SOURCES, "en")]
+
+
+def test_attention_of_a_multilingual_model_shows_the_tag(client):
+    out = translate(client, model="mul", inputs=["a dog runs"], tgt_lang="fr", attention=True)[0]
+    assert out["attention"]["source"][0] == "<2fr>"
+    assert out["attention"]["source_words"][0] == "<2fr>"
+
+
+@pytest.mark.parametrize("body,status,words", [
+    ({"tgt_lang": "es"}, 422, ["tgt_lang=es", "en, de, fr", "de-en"]),
+    ({}, 422, ["tgt_lang", "required", "en, de, fr"]),
+    ({"src_lang": "de", "tgt_lang": "fr"}, 422, ["de-fr", "not trained", "en-fr"]),
+    ({"src_lang": "es", "tgt_lang": "en"}, 422, ["src_lang=es", "de, en, fr"]),
+    ({"tgt_lang": 3}, 422, ["tgt_lang"]),
+])
+def test_a_language_the_model_lacks_is_one_sentence_naming_its_languages(client, body, status, words):
+    r = client.post("/v1/translate", json={"model": "mul", "inputs": ["a dog"], **body})
+    assert r.status_code == status, r.text
+    message = r.json()["error"]
+    assert "\n" not in message and all(w in message for w in words), message
+
+
+def test_a_bilingual_model_takes_its_own_pair_and_refuses_another(client, served_models):
+    plain = translate(client, model="at", inputs=SOURCES)
+    assert translate(client, model="at", inputs=SOURCES, src_lang="de", tgt_lang="en") == plain
+    r = client.post("/v1/translate", json={"model": "at", "inputs": ["a dog"], "tgt_lang": "fr"})
+    assert r.status_code == 422 and "translates into en" in r.json()["error"] and "de-en" in r.json()["error"]
+
+
+def test_models_lists_directions(client):
+    listed = {m["id"]: m for m in client.get("/v1/models").json()["models"]}
+    assert listed["mul"]["directions"] == ["de-en", "en-de", "en-fr", "fr-en"]
+    assert listed["mul"]["target_languages"] == ["en", "de", "fr"] and listed["mul"]["multilingual"] is True
+    assert {"tgt_lang", "src_lang"} <= set(listed["mul"]["options"])
+    assert listed["at"]["directions"] == ["de-en"] and listed["at"]["multilingual"] is False
+    assert "tgt_lang" not in listed["at"]["options"]
+
+
+def test_requests_into_different_languages_share_one_model_call(served_models, ckpt):
+    model = next(m for m in served_models if m.id == "mul")
+    calls, gate = [], threading.Event()
+    predict = model.predict
+
+    def recording(texts, settings):
+        calls.append([(str(t), getattr(t, "tgt_lang", None)) for t in texts])
+        assert gate.wait(10)
+        return predict(texts, settings)
+
+    model.predict = recording
+    try:
+        with TestClient(create_app([model], ServeConfig(batch_wait_ms=20))) as c, ThreadPoolExecutor(4) as pool:
+            first = pool.submit(c.post, "/v1/translate", json={"model": "mul", "inputs": ["zwei"], "tgt_lang": "en"})
+            while not calls:
+                time.sleep(0.005)
+            rest = {t: pool.submit(c.post, "/v1/translate", json={"model": "mul", "inputs": SOURCES, "tgt_lang": t})
+                    for t in TARGETS}
+            while c.get("/health").json()["queued"]["mul"] < len(TARGETS):
+                time.sleep(0.005)
+            gate.set()
+            first.result()
+            answers = {t: f.result().json()["outputs"] for t, f in rest.items()}
+    finally:
+        model.predict = predict
+        gate.set()
+    assert len(calls) == 2 and {lang for _, lang in calls[1]} == set(TARGETS)  # one call, three languages
+    for t in TARGETS:
+        assert [o["translation"] for o in answers[t]] == [n[0][0] for n in reference(ckpt, SOURCES, t)]
