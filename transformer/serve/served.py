@@ -31,6 +31,7 @@ from typing import Hashable, Sequence
 import torch
 
 from transformer.data.parallel import languages
+from transformer.inference.pivot import tagging_encode, target_of
 from transformer.inference.tagger import split_tokens
 from transformer.inference.translator import one_line
 from transformer.inspect.attention import translate_with_alignments, translation_attention
@@ -136,29 +137,6 @@ class Source(str):
 
     def __hash__(self) -> int:
         return hash((str(self), self.tgt_lang))
-
-
-def target_of(text: str, default: str | None) -> str | None:
-    """The language ``text`` is to be translated into: its own (a :class:`Source`), else
-    ``default`` (a plain string: the server's warm-up call)."""
-    return text.tgt_lang if isinstance(text, Source) else default
-
-
-def tagging_encode(translator, tokenizer, default: str | None):
-    """``translator``'s ``encode`` putting each sentence's ``<2xx>`` tag in front of its pieces
-    (``languages.tag_ids``); a source cut to the model's length keeps its tag."""
-    encode = translator.encode
-
-    def tagged(text: str) -> list[int]:
-        ids = languages.tag_ids(tokenizer, encode(text), target_of(text, default))
-        limit = translator.max_src_len
-        if limit is not None and len(ids) + 1 > limit:
-            if len(ids) - 1 + 1 <= limit:  # encode itself did not cut it: the tag made it too long
-                translator.truncated += 1
-            ids = ids[: limit - 1]
-        return ids
-
-    return tagged
 
 
 def directions_info(hparams) -> dict:
@@ -598,5 +576,5 @@ class ClassificationModel(ServedModel):
 
 
 __all__ = ["ClassificationModel", "CTranslate2Model", "Limits", "RequestError", "ServedModel", "Source", "TaggingModel",
-           "TranslationModel", "directions_info", "tagging_encode", "target_of", "text_problem", "word_attention",
+           "TranslationModel", "directions_info", "text_problem", "word_attention",
            "word_groups", "word_start_rule"]
