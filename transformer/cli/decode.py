@@ -6,6 +6,12 @@ order and line count (an empty line gives an empty line).
 
 Several translation checkpoints, ``ckpt_path=[a.ckpt,b.ckpt]``, decode as an ensemble (their
 probabilities averaged at every step). With ``decode.n_best > 1`` each output line is ``<input line number> ||| <hypothesis> ||| <score>``.
+
+A multilingual checkpoint (trained with ``data.pairs``) translates into the language ``tgt_lang=``
+names, its sources tagged ``<2xx>`` (Johnson et al. 2017); ``src_lang=`` picks the source
+language where several translate into it. A bilingual checkpoint takes its own ``tgt_lang`` or none.
+
+    echo "A dog runs." | transformer-decode ckpt_path=multi.ckpt tgt_lang=fr
 """
 
 from __future__ import annotations
@@ -16,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli.common import hydra_entry, load_for_inference
 from transformer.cli.lines import read_lines, write_lines
+from transformer.data.parallel.languages import check_direction, check_target_language
 from transformer.decoding.settings import DecodeSettings
 
 
@@ -34,7 +41,10 @@ def run(cfg: DictConfig) -> list[str]:
                          "one (tag with transformer-tag)")
     if decode_cfg.get("pivot") is not None:  # src_lang -> pivot -> tgt_lang, one model
         return decode_through_pivot(cfg, task, decode_cfg, device)
+    # the language asked for, checked against the checkpoint's directions before any input is read
+    _, tgt_lang = check_direction(task.hparams, cfg.get("src_lang"), cfg.get("tgt_lang"))
     translator = task.translator(decode_cfg, device=device)
+    translator.set_target_language(check_target_language(task.hparams, tgt_lang))
     sources, _ = read_lines(cfg.input)
     n_best = int(decode_cfg.get("n_best", 1))
     if decode_cfg.get("print_alignment"):

@@ -19,6 +19,14 @@ models with their probabilities averaged at every step, taggers with each word's
 probabilities averaged (``TaggingTask.ensemble``). Outputs go to ``output_dir``, by default to
 ``eval/`` (``eval_ensemble/``) in the run folder of the (first) checkpoint, beside the scores
 training wrote there.
+
+A multilingual checkpoint (trained with ``data.pairs``) is scored in each of its directions on
+each test split of its corpus (``split=`` one or a list; ``src_lang=``/``tgt_lang=`` one
+direction, or those from/into a language): a table, a row per split and a column per direction
+(cased BLEU / chrF), on standard error; the JSON holds each evaluation.
+
+    transformer-evaluate ckpt_path=multi.ckpt                       # every direction, every test split
+    transformer-evaluate ckpt_path=multi.ckpt tgt_lang=fr split=test_2016_flickr
 """
 
 from __future__ import annotations
@@ -80,10 +88,12 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: 
                         data_dir: str = "data/cache", mirror_root: str | None = None,
                         device: str = "auto", accel: str = "none", src: str | None = None, ref: str | None = None,
                         bleu_tokenize: str | None = None, quantize: str | None = None,
-                        corpus: dict | None = None) -> dict:
+                        corpus: dict | None = None, direction: tuple[str, str] | None = None) -> dict:
     """Load the checkpoint (or the ensemble of several), evaluate ``split`` (of its own corpus, or
     of ``corpus``: :func:`corpus_from_config`) or the ``src`` + ``ref`` file pair (translation
-    only), and write outputs under ``output_dir``."""
+    only), and write outputs under ``output_dir``; of a multilingual checkpoint, ``direction``'s
+    pairs of the split; without ``direction``, every direction that has it, as a dict keyed
+    by direction (``en-de``) (:func:`evaluate_directions` scores several splits)."""
     DecodeSettings.check(dict(decode_cfg))
     if (src is None) != (ref is None):
         raise ValueError("src= and ref= go together: a source file and its reference translations")
@@ -99,6 +109,24 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: 
     task, dev = load_for_inference(ckpt_path, device, accel, quantize)
     if corpus is not None:
         use_corpus(task, corpus, checkpoint_label(ckpt_path))
+    if direction is not None and src is None:
+        metrics = task_evaluate_direction(task, split, dict(decode_cfg), Path(output_dir), data_dir, mirror_root, dev,
+                                          bleu_tokenize, direction)
+        metrics["checkpoint"] = checkpoint_label(ckpt_path)
+        return metrics
+    from transformer.data.parallel.languages import is_multilingual
+
+    if hasattr(task, "translator") and is_multilingual(task.hparams):
+        if src is not None:
+            raise ValueError("src= and ref= with a multilingual checkpoint: score its directions by split "
+                             "(split=..., tgt_lang=...)")
+        from transformer.evaluation.translation import evaluation_plan
+
+        # every direction that has the split, keyed by direction (what training's test_splits records)
+        return {metrics["pair"]: {**metrics, "checkpoint": checkpoint_label(ckpt_path)}
+                for metrics in (task_evaluate_direction(task, s, dict(decode_cfg), Path(output_dir), data_dir,
+                                                        mirror_root, dev, bleu_tokenize, d)
+                                for s, d in evaluation_plan(task.hparams, [split]))}
     extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
     if src is not None:
         if not hasattr(task, "translator"):
@@ -112,6 +140,54 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: 
                                 data_dir=data_dir, mirror_root=mirror_root, device=dev, **extra)
     metrics["checkpoint"] = checkpoint_label(ckpt_path)
     return metrics
+
+
+def task_evaluate_direction(task, split: str, decode_cfg: dict, output_dir: Path, data_dir, mirror_root, device,
+                            bleu_tokenize: str | None, direction: tuple[str, str]) -> dict:
+    """One direction of a multilingual translation checkpoint scored on ``split``."""
+    if not hasattr(task, "translator"):
+        raise ValueError(f"a direction scores translations; this is a {getattr(task, 'task_name', '?')} checkpoint")
+    from transformer.evaluation.translation import evaluate_split
+
+    extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
+    return evaluate_split(task, split, decode_cfg, output_dir, data_dir, mirror_root, device, direction=direction,
+                          **extra)
+
+
+def evaluate_directions(ckpt_path: str | Sequence[str], splits: Sequence[str] | None, decode_cfg: dict,
+                        output_dir: str | Path, src_lang: str | None = None, tgt_lang: str | None = None,
+                        device: str = "auto", accel: str = "none", quantize: str | None = None,
+                        data_dir: str = "data/cache", mirror_root: str | None = None,
+                        bleu_tokenize: str | None = None) -> list[dict]:
+    """A multilingual checkpoint scored on each split in each direction (or those ``src_lang``
+    and ``tgt_lang`` pick: ``evaluation.translation.evaluation_plan``), loaded once; the list
+    of metrics is also written to ``summary.json`` in ``output_dir``."""
+    from transformer.evaluation.translation import evaluation_plan
+
+    DecodeSettings.check(dict(decode_cfg))
+    task, dev = load_for_inference(ckpt_path, device, accel, quantize)
+    plan = evaluation_plan(task.hparams, splits, src_lang, tgt_lang)
+    results = []
+    for split, direction in plan:
+        metrics = task_evaluate_direction(task, split, dict(decode_cfg), Path(output_dir), data_dir, mirror_root, dev,
+                                          bleu_tokenize, direction)
+        metrics["checkpoint"] = checkpoint_label(ckpt_path)
+        results.append(metrics)
+    write_text(Path(output_dir) / "summary.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    return results
+
+
+def _multilingual(ckpt_path) -> bool:
+    """Whether the (first) checkpoint records several directions (read without building it)."""
+    from transformer.hub import is_hub_path
+
+    first = checkpoint_paths(ckpt_path)[0]
+    if is_hub_path(first):
+        return False
+    from transformer.data.parallel.languages import is_multilingual
+    from transformer.tasks.checkpoint import read_checkpoint
+
+    return is_multilingual(read_checkpoint(first).get("hyper_parameters") or {})
 
 
 def evaluate_grid(ckpt_path: str | Sequence[str], splits: Sequence[str], decodes: Sequence[dict],
@@ -136,10 +212,32 @@ def default_output_dir(ckpt_path: str | Sequence[str]) -> Path:
     return run / ("eval" if len(paths) == 1 else "eval_ensemble")
 
 
-def run(cfg: DictConfig) -> dict:
+def run(cfg: DictConfig) -> dict | list[dict]:
+    split = cfg.get("split")
+    splits = None if split is None else ([split] if isinstance(split, str) else list(split))
+    if cfg.get("src") is None and not cfg.get("data") and _multilingual(cfg.ckpt_path):
+        import sys
+
+        from transformer.evaluation.translation import direction_table
+
+        results = evaluate_directions(
+            cfg.ckpt_path, splits, OmegaConf.to_container(cfg.decode, resolve=True),
+            cfg.output_dir or default_output_dir(cfg.ckpt_path), cfg.get("src_lang"), cfg.get("tgt_lang"),
+            device=cfg.device, accel=cfg.get("accel", "none"), quantize=cfg.get("quantize"), data_dir=cfg.data_dir,
+            mirror_root=cfg.mirror_root, bleu_tokenize=cfg.get("bleu_tokenize"))
+        print(direction_table(results), file=sys.stderr)
+        print(json.dumps(results, indent=2, ensure_ascii=False))
+        return results
+    if splits is not None and len(splits) != 1:
+        raise ValueError(f"split={split}: one split for a bilingual checkpoint")
+    if cfg.get("src_lang") is not None or cfg.get("tgt_lang") is not None:
+        from transformer.data.parallel.languages import check_direction
+
+        task, _ = load_for_inference(cfg.ckpt_path, "cpu", "none", None)
+        check_direction(task.hparams, cfg.get("src_lang"), cfg.get("tgt_lang"))
     corpus = corpus_from_config(cfg.data) if cfg.get("data") else None
     metrics = evaluate_checkpoint(
-        cfg.ckpt_path, cfg.split, OmegaConf.to_container(cfg.decode, resolve=True),
+        cfg.ckpt_path, splits[0] if splits else "test_2016_flickr", OmegaConf.to_container(cfg.decode, resolve=True),
         cfg.output_dir or default_output_dir(cfg.ckpt_path),
         data_dir=cfg.data_dir, mirror_root=cfg.mirror_root, device=cfg.device, accel=cfg.get("accel", "none"),
         src=cfg.get("src"), ref=cfg.get("ref"), bleu_tokenize=cfg.get("bleu_tokenize"), quantize=cfg.get("quantize"),

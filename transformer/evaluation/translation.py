@@ -14,7 +14,9 @@ from typing import Protocol, Sequence
 from sacrebleu.metrics import BLEU, CHRF
 
 from transformer.data.core.readers import iter_lines
-from transformer.data.parallel.corpus import MULTI30K, ParallelCorpus, make_corpus
+from transformer.data.parallel.corpus import MULTI30K, ParallelCorpus, available, make_corpus, split_names
+from transformer.data.parallel.languages import Direction, check_direction, directions_of, direction_name
+from transformer.data.parallel.multilingual import direction_corpus
 from transformer.files import inside, write_text
 from transformer.inference import Translator
 
@@ -135,10 +137,18 @@ def corpus_of(hparams) -> dict:
                        valid_name=MULTI30K["valid_name"])
 
 
+def direction_hparams(hparams, direction: Direction) -> dict:
+    """A multilingual checkpoint's settings seen as one of its directions: that direction's
+    corpus and language pair (what scoring one direction reads)."""
+    src, tgt = direction
+    return {**dict(hparams), "data": direction_corpus(corpus_of(hparams), direction), "src_lang": src, "tgt_lang": tgt}
+
+
 def translate_sources(task: TranslationTaskLike, sources: list[str], refs: list[str], decode_cfg: dict,
-                      device: str = "cpu") -> "SplitTranslation":
-    """Translate ``sources`` with ``task`` (best hypothesis each, input order), timed."""
-    translator = task.translator(decode_cfg, device=device)
+                      device: str = "cpu", tgt_lang: str | None = None) -> "SplitTranslation":
+    """Translate ``sources`` with ``task`` (best hypothesis each, input order), timed; a
+    multilingual model into ``tgt_lang`` (its sources tagged, ``Translator.set_target_language``)."""
+    translator = task.translator(decode_cfg, device=device).set_target_language(tgt_lang)
     start = time.perf_counter()
     hyps = [n[0][0] if n else "" for n in translator.translate(sources)]
     seconds = time.perf_counter() - start
@@ -147,17 +157,20 @@ def translate_sources(task: TranslationTaskLike, sources: list[str], refs: list[
 
 def translate_split(task: TranslationTaskLike, split: str, decode_cfg: dict, data_dir: str = "data/cache",
                     mirror_root: str | None = None, device: str = "cpu",
-                    limit: int | None = None) -> SplitTranslation:
+                    limit: int | None = None, direction: Direction | None = None) -> SplitTranslation:
     """Translate a split (its first ``limit`` pairs, if given) of the corpus the checkpoint
-    was trained on, read by name (:func:`corpus_of`)."""
-    stream = ParallelCorpus(corpus_of(task.hparams), data_dir, mirror_root).stream(split)
+    was trained on, read by name (:func:`corpus_of`); of a multilingual checkpoint, one
+    ``direction``'s pairs."""
+    hp = task.hparams if direction is None else direction_hparams(task.hparams, direction)
+    stream = ParallelCorpus(corpus_of(hp), data_dir, mirror_root).stream(split)
     pairs = [p for _, p in zip(range(int(limit)), stream)] if limit is not None else list(stream)
-    return translate_sources(task, [s for s, _ in pairs], [t for _, t in pairs], decode_cfg, device)
+    return translate_sources(task, [s for s, _ in pairs], [t for _, t in pairs], decode_cfg, device,
+                             tgt_lang=None if direction is None else direction[1])
 
 
 def _report(task: TranslationTaskLike, translated: "SplitTranslation", split: str, decode_cfg: dict,
-            output_dir: Path, stem: str, bleu_tokenize: str | None) -> dict:
-    hp = task.hparams
+            output_dir: Path, stem: str, bleu_tokenize: str | None, hp=None) -> dict:
+    hp = task.hparams if hp is None else hp
     tokenize = bleu_tokenizer(hp["tgt_lang"], bleu_tokenize or corpus_of(hp).get("bleu_tokenize"))
     metrics = score_translations(translated.hyps, translated.refs, tokenize)
     metrics.update(split=split, pair=f"{hp['src_lang']}-{hp['tgt_lang']}", sentences=len(translated.hyps),
@@ -169,14 +182,50 @@ def _report(task: TranslationTaskLike, translated: "SplitTranslation", split: st
 
 def evaluate_split(task: TranslationTaskLike, split: str, decode_cfg: dict, output_dir: Path,
                    data_dir: str = "data/cache", mirror_root: str | None = None, device: str = "cpu",
-                   bleu_tokenize: str | None = None) -> dict:
+                   bleu_tokenize: str | None = None, direction: Direction | None = None) -> dict:
     """Translate a split with ``task`` and ``decode_cfg``, score it against the references,
     and write ``<split>.<strategy>.hyp.<tgt>`` and ``<split>.<strategy>.json`` to
     ``output_dir``. Returns the metrics: BLEU (tokenizer from the target language unless
     ``bleu_tokenize`` or the corpus says otherwise), lowercased BLEU and chrF with their
-    signatures, speed, truncated sources and the search's own statistics."""
-    translated = translate_split(task, split, decode_cfg, data_dir, mirror_root, device)
-    return _report(task, translated, split, decode_cfg, output_dir, split, bleu_tokenize)
+    signatures, speed, truncated sources and the search's own statistics. Of a multilingual
+    checkpoint, one ``direction`` (files ``<split>.<src>-<tgt>.<strategy>...``)."""
+    translated = translate_split(task, split, decode_cfg, data_dir, mirror_root, device, direction=direction)
+    if direction is None:
+        return _report(task, translated, split, decode_cfg, output_dir, split, bleu_tokenize)
+    return _report(task, translated, split, decode_cfg, output_dir, f"{split}.{direction_name(direction)}",
+                   bleu_tokenize, direction_hparams(task.hparams, direction))
+
+
+def evaluation_plan(hparams, splits: Sequence[str] | None, src_lang: str | None = None,
+                    tgt_lang: str | None = None) -> list[tuple[str, Direction | None]]:
+    """The ``(split, direction)`` pairs to score a checkpoint on. A bilingual checkpoint: each
+    split (default ``test_2016_flickr``) with direction None (``src_lang``/``tgt_lang`` must be
+    its own). A multilingual one: every direction, or the one ``src_lang``/``tgt_lang`` pick
+    (:func:`~transformer.data.parallel.languages.check_direction`), on each split (default:
+    every split of its corpus but train and validation), skipping a split a direction lacks
+    (Multi30k has no 2017 test sets in Czech)."""
+    directions = directions_of(hparams)
+    if directions is None:
+        if src_lang is not None or tgt_lang is not None:
+            check_direction(hparams, src_lang, tgt_lang)
+        return [(split, None) for split in (splits or ["test_2016_flickr"])]
+    if src_lang is not None or tgt_lang is not None:
+        if tgt_lang is None:  # every direction from src_lang
+            directions = [d for d in directions if d[0] == check_direction(hparams, src_lang, d[1])[0]]
+        else:
+            directions = [check_direction(hparams, src_lang, tgt_lang)]
+    corpus = corpus_of(hparams)
+    names = split_names(corpus)
+    if not splits:
+        splits = [s for s in names if s not in ("train", corpus.get("valid_name"))]
+    for split in splits:
+        if split not in names:
+            raise ValueError(f"split {split!r} unknown; the corpus has {names}")
+    plan = [(split, d) for split in splits for d in directions if available(direction_corpus(corpus, d), split)]
+    if not plan:
+        raise ValueError(f"split={','.join(splits)}: no direction of {', '.join(map(direction_name, directions))} "
+                         f"has it")
+    return plan
 
 
 def evaluate_files(task: TranslationTaskLike, src: str | Path, ref: str | Path, decode_cfg: dict,
@@ -195,6 +244,19 @@ def decoding_name(decode_cfg: dict) -> str:
     """A table label for a decoding configuration: ``greedy``, ``beam 5``, or the strategy."""
     strategy = decode_cfg.get("strategy", "greedy")
     return f"beam {decode_cfg.get('beam_size', 5)}" if strategy == "beam" else strategy
+
+
+def direction_table(results: Sequence[dict]) -> str:
+    """The scores of a multilingual checkpoint as a Markdown table, a row per split and a
+    column per direction, each cell ``BLEU / chrF`` (cased BLEU), then the BLEU signature."""
+    pairs = list(dict.fromkeys(m["pair"] for m in results))
+    splits = list(dict.fromkeys(m["split"] for m in results))
+    cell = {(m["split"], m["pair"]): f"{m['bleu']:.2f} / {m['chrf']:.2f}" for m in results}
+    lines = ["| split | " + " | ".join(pairs) + " |", "|---|" + "---|" * len(pairs)]
+    lines += [f"| {s} | " + " | ".join(cell.get((s, p), "-") for p in pairs) + " |" for s in splits]
+    if results:
+        lines += ["", f"cells: BLEU (cased) / chrF; signature: {results[0]['bleu_signature']}"]
+    return "\n".join(lines)
 
 
 def markdown_table(results: Sequence[dict]) -> str:

@@ -1,9 +1,10 @@
 """Translating into a chosen language with a multilingual model, directly or through a pivot.
 
 A multilingual checkpoint (Johnson et al. 2017) reads the target language as a ``<2xx>`` token
-in front of the source (``data.parallel.languages``). :func:`tagging_encode` gives a
-:class:`~transformer.inference.translator.Translator` that token per sentence, so every search
-and the batching stay as they are. A direction the model was not trained on can be reached
+in front of the source (``data.parallel.languages``): a
+:class:`~transformer.inference.translator.Translator` puts one language's tag on every source
+(``set_target_language``, :func:`translator_into`), :func:`tagging_encode` each sentence's own
+(the server batches sentences into several languages together); every search stays as it is. A direction the model was not trained on can be reached
 through a third language both legs know (pivot translation, as Johnson et al. compare with
 zero-shot): de→en with the model, then en→fr with the same model and the same decoding
 settings (:func:`pivot_translate`, ``transformer-decode src_lang=de tgt_lang=fr decode.pivot=en``).
@@ -44,9 +45,7 @@ def translator_into(task, decode_cfg: Mapping[str, Any] | None, tgt_lang: str, d
     """``task.translator(decode_cfg)`` translating every sentence into ``tgt_lang`` (checked
     against the checkpoint's languages: a ``ValueError`` naming them)."""
     target = languages.check_target_language(task.hparams, tgt_lang)
-    translator = task.translator(decode_cfg, device=device)
-    translator.encode = tagging_encode(translator, task.src_tokenizer, target)
-    return translator
+    return task.translator(decode_cfg, device=device).set_target_language(target)
 
 
 def check_pivot(hparams: Mapping[str, Any], src_lang: str | None, pivot: str, tgt_lang: str | None) -> tuple[str, str]:

@@ -10,6 +10,7 @@ from typing import Callable, Sequence
 import torch
 
 from transformer.data.core.batching import TranslationCollator, token_budget_batches
+from transformer.data.parallel.languages import tag_ids
 
 # A search function maps a padded source batch (B, S) to n-best (token ids, score) lists.
 SearchFn = Callable[[torch.Tensor], list[list[tuple[list[int], float]]]]
@@ -28,6 +29,10 @@ class Translator:
     output is a single line (see :func:`one_line`).
     Sources longer than the model's positional range are cut to ``max_src_len`` tokens; the
     count of such sentences is kept in ``truncated`` and reported by the CLIs.
+
+    A multilingual model (:mod:`transformer.data.parallel.languages`) is told the language to
+    translate into with :meth:`set_target_language`: every source then starts with its tag, and
+    whatever search ``search`` runs reads it as one more source token.
     """
 
     def __init__(self, search: SearchFn, src_tokenizer, tgt_tokenizer, max_tokens: int = 4096,
@@ -36,14 +41,21 @@ class Translator:
         self.max_tokens, self.max_src_len, self.device = max_tokens, max_src_len, torch.device(device)
         self.truncated = 0
         self.stats: dict[str, float] = {}
+        self.source_prefix: list[int] = []  # the target-language tag of a multilingual model
+
+    def set_target_language(self, tgt_lang: str | None) -> "Translator":
+        """Tag every source with ``<2tgt_lang>`` (None: untagged, a bilingual model); returns self."""
+        self.source_prefix = tag_ids(self.src_tok, [], tgt_lang)
+        return self
 
     def extra_stats(self) -> dict:
         """Strategy-specific statistics (e.g. NAT refinement iterations)."""
         return dict(self.stats)
 
     def encode(self, text: str) -> list[int]:
-        """Source pieces (the collator appends EOS, exactly as in training)."""
-        ids = self.src_tok.encode(text)
+        """Source pieces after the target tag, if any (the collator appends EOS, exactly as in
+        training)."""
+        ids = self.source_prefix + self.src_tok.encode(text)
         if self.max_src_len is not None and len(ids) + 1 > self.max_src_len:
             self.truncated += 1
             ids = ids[: self.max_src_len - 1]

@@ -95,3 +95,21 @@ def test_tagged_source_ids(tokenizer):
         tagged_source_ids(tokenizer, text, "cs")
     # adding the tags again keeps their ids
     assert add_tags(tokenizer, ["de", "fr"]).to_str() == tokenizer.to_str()
+
+
+def test_temperature_sampling():
+    from transformer.data.parallel.multilingual import sample_counts, sample_indices, temperature_shares
+
+    sizes = [9000, 1000]
+    assert temperature_shares(sizes, 1.0).tolist() == pytest.approx([0.9, 0.1])
+    flat = temperature_shares(sizes, 5.0)
+    assert 0.1 < flat[1] < 0.5 and temperature_shares(sizes, 1e6).tolist() == pytest.approx([0.5, 0.5], abs=1e-3)
+    assert sample_counts(sizes, 1.0) == sizes
+    counts = sample_counts(sizes, 5.0)
+    assert counts[1] > 1000 and abs(sum(counts) - 10000) <= 1
+    import numpy as np
+
+    idx = sample_indices(1000, counts[1], np.random.default_rng(0))
+    assert len(idx) == counts[1] and set(idx.tolist()) == set(range(1000))  # every row, some twice
+    down = sample_indices(9000, counts[0], np.random.default_rng(0))
+    assert len(set(down.tolist())) == counts[0]  # drawn without repeats

@@ -36,6 +36,9 @@ from transformer.data.core.datamodule import TokenBudgetDataModule, load_or_trai
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.parallel.corpus import (MULTI30K, ParallelCorpus, available, check_parallel, config_sources,
                                               make_corpus, split_names)
+from transformer.data.parallel.languages import MULTI, add_tags, direction_name
+from transformer.data.parallel.multilingual import (TaggedSource, check_pairs, describe_mix, direction_corpus,
+                                                    sample_counts, sample_indices)
 from transformer.files import inside, write_text
 from transformer.ranges import Range
 
@@ -251,7 +254,14 @@ class TranslationDataModule(TokenBudgetDataModule):
             otherwise; validation and test keep their references.
         tokenizer_path: reuse saved tokenizer(s): one ``tokenizer.json`` (both sides) or
             ``{"src": path, "tgt": path}``.
-        train_subset: use only the first N training pairs.
+        train_subset: use only the first N training pairs (of each direction).
+        pairs: several directions in one model (``["en-de", "en-fr"]``, or ``"all"``: every
+            direction between the languages the training files hold); each source is read
+            with its target language's tag in front (:mod:`transformer.data.parallel.languages`),
+            one joint tokenizer learns every language (each language's share of its training
+            text the same) plus the tags, and ``src_lang``/``tgt_lang`` are ignored. None: one pair.
+        temperature: how training mixes the directions, ``p_i ∝ n_i^(1/T)``
+            (:mod:`transformer.data.parallel.multilingual`); 1 keeps the corpus proportions.
 
     After ``setup()``: ``src_tokenizer``, ``tgt_tokenizer``, ``raw(split)``, ``test_splits``;
     ``corpus`` (the dictionary checkpoints record) from construction on.
@@ -291,9 +301,19 @@ class TranslationDataModule(TokenBudgetDataModule):
         bleu_tokenize: str | None = None,
         corpus_name: str = "multi30k",
         distill_dir: str | None = None,
+        pairs: Any = None,
+        temperature: Annotated[float, Range(0, 1e6)] = 1.0,
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
+        self.directions = check_pairs(dict(self.hparams)) if pairs is not None else None
+        self.temperature = float(temperature)
+        if self.directions:  # the languages a multilingual model records (languages.MULTI where several)
+            sources_, targets_ = ({d[i] for d in self.directions} for i in (0, 1))
+            src_lang = next(iter(sources_)) if len(sources_) == 1 else MULTI
+            tgt_lang = next(iter(targets_)) if len(targets_) == 1 else MULTI
+            # what the model records too (Lightning refuses two values of one hyperparameter)
+            self.save_hyperparameters({**self.hparams, "src_lang": src_lang, "tgt_lang": tgt_lang})
         self.pad_to_multiple = pad_to_multiple
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self.data_dir = Path(data_dir)
@@ -313,8 +333,18 @@ class TranslationDataModule(TokenBudgetDataModule):
                                   format=format, columns=columns, header=header, holdout=holdout,
                                   holdout_seed=holdout_seed, hub=hub, bleu_tokenize=bleu_tokenize)
         self.val_split = valid_name
-        self.eval_splits = self._choose_eval_splits(eval_splits)
-        self.test_splits = [s for s in self.eval_splits if s != self.val_split]
+        if self.directions:
+            self.corpus = {**make_corpus(None, None, sources, name=corpus_name, valid_name=valid_name, format=format,
+                                         columns=columns, header=header, holdout=holdout,
+                                         holdout_seed=holdout_seed, hub=hub, bleu_tokenize=bleu_tokenize),
+                           "src_lang": src_lang, "tgt_lang": tgt_lang,
+                           "directions": [direction_name(d) for d in self.directions]}
+            self.eval_splits = self._choose_direction_splits(eval_splits)
+            self.test_splits = [f"{s}.{direction_name(d)}" for s in self.eval_splits if s != self.val_split
+                                for d in self.directions if available(direction_corpus(self.corpus, d), s)]
+        else:
+            self.eval_splits = self._choose_eval_splits(eval_splits)
+            self.test_splits = [s for s in self.eval_splits if s != self.val_split]
         self.src_tokenizer: SubwordTokenizer | None = None
         self.tgt_tokenizer: SubwordTokenizer | None = None
         self._raw: dict[str, datasets.Dataset] = {}
@@ -329,6 +359,21 @@ class TranslationDataModule(TokenBudgetDataModule):
                 raise ValueError(f"split {s!r} unknown; the corpus has {names}")
             if not available(self.corpus, s):
                 raise ValueError(f"split {s!r} is not published for {self.src_lang}-{self.tgt_lang}")
+        return [s for s in dict.fromkeys(eval_splits) if s != "train"]
+
+    def _choose_direction_splits(self, eval_splits: Sequence[str] | None) -> list[str]:
+        """The evaluation splits of a multilingual corpus: those some direction has (Multi30k
+        has no 2017 test sets in Czech); validation must exist for every direction."""
+        names = split_names(self.corpus)
+        corpora = [direction_corpus(self.corpus, d) for d in self.directions]
+        if eval_splits is None:
+            eval_splits = [s for s in names if any(available(c, s) for c in corpora)]
+        for s in eval_splits:
+            if s not in names:
+                raise ValueError(f"split {s!r} unknown; the corpus has {names}")
+        for c in corpora:
+            if not available(c, self.val_split):
+                raise ValueError(f"split {self.val_split!r} is not published for {c['src_lang']}-{c['tgt_lang']}")
         return [s for s in dict.fromkeys(eval_splits) if s != "train"]
 
     @property
@@ -385,6 +430,8 @@ class TranslationDataModule(TokenBudgetDataModule):
         return src, tgt
 
     def _build(self) -> None:
+        if self.directions:
+            return self._build_multilingual()
         for split in ["train", *self.eval_splits]:
             self._raw[split] = self._raw_table(split)
         self.src_tokenizer, self.tgt_tokenizer = self._tokenizers()
@@ -395,6 +442,95 @@ class TranslationDataModule(TokenBudgetDataModule):
                                       self._split_hashes(split))
             sides = np.stack(column_arrays(ds, ["src_len", "tgt_len"]), axis=1)  # (N, 2)
             self._add_split(split, ds, sides.max(axis=1).astype(np.int64) + 1, sides, name)
+
+    # ------------------------------------------------------------------ several directions
+
+    def _direction_raw(self, direction, split: str) -> tuple[datasets.Dataset, list[str]]:
+        """One direction's raw pairs of a split, cached as for one pair, and what identifies them."""
+        corpus = direction_corpus(self.corpus, direction)
+        reader = ParallelCorpus(corpus, self.data_dir, self.mirror_root)
+        subset = self.train_subset if split == "train" else None
+
+        def stream():
+            pairs = reader.stream(split)
+            return _first(pairs, subset) if subset is not None else pairs
+
+        hashes = [*reader.fingerprint(split), *([f"subset={subset}"] if subset is not None else [])]
+        label = f"{self.corpus['name']} {direction_name(direction)} train" if split == "train" else None
+        return raw_pairs_dataset(stream, self.data_dir, self._direction_name(direction, split), hashes,
+                                 drop_one_sided=label), hashes
+
+    def _direction_name(self, direction, split: str) -> str:
+        return f"{self.corpus['name']}-{direction_name(direction)}-{split}"
+
+    def _joint_tokenizer(self, train: dict) -> SubwordTokenizer:
+        """One tokenizer for every language of the directions, plus the target tags. Each
+        language gives the same number of training sentences (the smallest language's, within
+        the trainer's sample), so a language that is the source of every direction does not
+        take the vocabulary over."""
+        targets = [t for _, t in self.directions]
+        if self.tokenizer_path is not None:
+            tp = self.tokenizer_path
+            return add_tags(load_tokenizer(tp if isinstance(tp, (str, os.PathLike)) else tp["src"]), targets)
+        texts: dict[str, tuple[datasets.Dataset, str]] = {}  # language -> (a table holding it, its column)
+        for d, (table, _) in train.items():
+            texts.setdefault(d[0], (table, "src_text"))
+            texts.setdefault(d[1], (table, "tgt_text"))
+        per_language = min(min(len(t) for t, _ in texts.values()), max(TOKENIZER_TRAIN_ROWS // len(texts), 1))
+        key = cache_key("tok-multi", [h for _, h in train.values()], sorted(texts), per_language, self.tokenizer_model,
+                        self.vocab_size)[:16]
+        langs = "-".join(sorted(texts))
+
+        def balanced():
+            for lang in sorted(texts):
+                table, column = texts[lang]
+                yield from iter_text_batches(table, [column], max_rows=per_language)
+
+        path = inside(self.data_dir / "tokenizers", f"{langs}-{self.tokenizer_model}{self.vocab_size}-joint-{key}.json")
+        return add_tags(load_or_train_tokenizer(path, balanced, self.vocab_size, self.tokenizer_model), targets)
+
+    def _build_multilingual(self) -> None:
+        """Every direction's splits read and tokenized (each source tagged with its target
+        language); training draws the directions by temperature, validation joins them, and
+        each direction's evaluation splits are kept apart as ``<split>.<src>-<tgt>``."""
+        train = {d: self._direction_raw(d, "train") for d in self.directions}
+        tok = self._joint_tokenizer(train)
+        self.src_tokenizer = self.tgt_tokenizer = tok
+        self._record_vocab_size(tok)
+        if tok.vocab_size > self.hparams["vocab_size"]:  # the pieces asked for, plus the target tags
+            self.save_hyperparameters({**self.hparams, "vocab_size": tok.vocab_size})
+
+        def tokenized(d, split, raw, hashes):
+            return tokenize_translation(raw, TaggedSource(tok, d[1]), tok, self.data_dir,
+                                        self._direction_name(d, split), hashes)
+
+        tables = {d: tokenized(d, "train", *train[d]) for d in self.directions}
+        sizes = [len(tables[d]) for d in self.directions]
+        counts = sample_counts(sizes, self.temperature)
+        rng = np.random.default_rng(self.seed)
+        mixed = datasets.concatenate_datasets(
+            [tables[d].select(sample_indices(n, c, rng)) for d, n, c in zip(self.directions, sizes, counts)])
+        log.info("data.pairs (temperature %g): %s", self.temperature, describe_mix(self.directions, sizes, counts))
+        self.mix = {direction_name(d): {"pairs": n, "per_epoch": c} for d, n, c in zip(self.directions, sizes, counts)}
+        self._raw["train"] = datasets.concatenate_datasets([raw for raw, _ in train.values()])
+        sides = np.stack(column_arrays(mixed, ["src_len", "tgt_len"]), axis=1)  # (N, 2)
+        self._add_split("train", mixed, sides.max(axis=1).astype(np.int64) + 1, sides, self.corpus["name"] + "-train")
+        for split in self.eval_splits:
+            parts, raws = [], []
+            for d in self.directions:
+                if not available(direction_corpus(self.corpus, d), split):
+                    continue
+                raw, hashes = self._direction_raw(d, split)
+                ds = tokenized(d, split, raw, hashes)
+                name = f"{split}.{direction_name(d)}"
+                self._raw[name] = raw
+                self._add_split(name, ds, self._lengths_of(ds), None, name)
+                parts.append(ds)
+                raws.append(raw)
+            if split == self.val_split:  # training validates on every direction at once
+                joined = datasets.concatenate_datasets(parts)
+                self._raw[split] = datasets.concatenate_datasets(raws)
+                self._add_split(split, joined, self._lengths_of(joined), None, split)
 
     def _lengths_of(self, ds) -> np.ndarray:
         """Each pair's padded width (:func:`~transformer.data.core.batching.translation_length`), as a column."""

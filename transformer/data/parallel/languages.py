@@ -78,8 +78,9 @@ def parse_pairs(value: Any, languages: Sequence[str] | None = None, where: str =
                                  f"{list(languages or [])}")
             return [(s, t) for s in languages for t in languages if s != t]
         value = [v for v in value.split(",")] if value.strip() else []
-    if not isinstance(value, (list, tuple)):
+    if isinstance(value, Mapping) or not isinstance(value, Iterable):  # a list, tuple or a config's ListConfig
         raise ValueError(f"{where}={value!r}: expected a list of directions, e.g. [en-de,en-fr], or all")
+    value = list(value)
     if not value:
         raise ValueError(f"{where}=[]: empty; name at least one direction, e.g. [en-de], or all")
     directions: list[Direction] = []

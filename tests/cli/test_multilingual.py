@@ -1,0 +1,232 @@
+"""One model for several directions (Johnson et al. 2017): ``data.pairs`` trains a model whose
+sources carry a ``<2xx>`` target-language tag; the checkpoint records its directions; decode
+takes ``tgt_lang=`` (every search, since the tag is in the source); evaluate scores each
+direction; bad ``data.pairs`` values are one ``error:`` line before any folder is made."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+import torch
+from hydra_helpers import compose_cfg, main_status
+
+from transformer.cli import decode as decode_cli
+from transformer.cli import evaluate as evaluate_cli
+from transformer.cli import train as train_cli
+from transformer.cli.common import user_errors
+from transformer.data.core.batching import TranslationCollator
+from transformer.data.core.tokenizer import SubwordTokenizer
+from transformer.data.parallel.languages import add_tags, tagged_source_ids
+from transformer.data.parallel.multilingual import check_pairs
+from transformer.tasks.checkpoint import load_task, read_checkpoint
+from transformer.tasks.translation import TranslationTask
+
+M30K = "multi30k/data/task1/raw"
+LANGS = ("en", "de", "fr")
+TINY = ["model=tiny", "data.vocab_size=400", "data.max_tokens=600", "trainer.max_epochs=1",
+        "trainer.limit_train_batches=4", "trainer.limit_val_batches=1", "trainer.log_every_n_steps=1",
+        "callbacks.progress_bar=null", "logger.tensorboard=null", "task.warmup_steps=5", "accel=none",
+        "task.val_decode.max_len_a=0", "task.val_decode.max_len_b=6", "trainer.max_time=null"]
+SHORT = ["decode.max_len_a=0", "decode.max_len_b=6", "device=cpu"]
+
+
+def _lines(mirror_root: Path, split: str, lang: str, n: int) -> list[str]:
+    with gzip.open(mirror_root / M30K / f"{split}.{lang}.gz", "rt", encoding="utf-8") as f:
+        return [line.rstrip("\n") for _, line in zip(range(n), f)]
+
+
+@pytest.fixture(scope="module")
+def corpus(mirror_root, tmp_path_factory) -> Path:
+    """A user's multi-way parallel files from slices of Multi30k: corpus/{train,dev,test}.{en,de,fr}."""
+    folder = tmp_path_factory.mktemp("corpus")
+    for split, name, n in (("train", "train", 300), ("val", "dev", 12), ("test_2016_flickr", "test", 16)):
+        for lang in LANGS:
+            (folder / f"{name}.{lang}").write_text("\n".join(_lines(mirror_root, split, lang, n)) + "\n",
+                                                   encoding="utf-8")
+    return folder
+
+
+def _data_args(corpus: Path) -> list[str]:
+    return ["experiment=parallel", f"data.train={corpus}/train", f"data.valid={corpus}/dev", f"data.test={corpus}/test"]
+
+
+@pytest.fixture(scope="module")
+def trained(corpus, tmp_path_factory) -> dict:
+    """A two-direction model (en→de, en→fr) trained a few steps, and its run summary."""
+    tmp = tmp_path_factory.mktemp("multi")
+    cfg = compose_cfg("train", [*_data_args(corpus), "data.pairs=[en-de,en-fr]", *TINY,
+                                f"data.data_dir={tmp / 'cache'}", f"output_dir={tmp / 'run'}", "test_splits=[test]",
+                                "test_decode.max_len_a=0", "test_decode.max_len_b=6"])
+    summary = train_cli.run(cfg)
+    return {"summary": summary, "ckpt": summary["best_checkpoint"], "tmp": tmp}
+
+
+def test_the_checkpoint_records_its_directions_and_tags(trained):
+    ckpt = read_checkpoint(trained["ckpt"])
+    hp = ckpt["hyper_parameters"]
+    assert hp["data"]["directions"] == ["en-de", "en-fr"]
+    assert (hp["src_lang"], hp["tgt_lang"]) == ("en", "mul")
+    tok = SubwordTokenizer.from_str(ckpt["tokenizers"]["src"])
+    assert tok.token_to_id("<2de>") is not None and tok.token_to_id("<2fr>") is not None
+    assert tok.token_to_id("<2en>") is None  # no direction writes English
+    assert hp["vocab_size"] == tok.vocab_size
+    # training's test split was scored in each direction
+    assert set(trained["summary"]["test"]["test"]) == {"en-de", "en-fr"}
+
+
+def test_each_training_source_starts_with_its_target_tag(corpus, tmp_path):
+    from hydra.utils import instantiate
+
+    cfg = compose_cfg("train", [*_data_args(corpus), "data.pairs=[en-de,en-fr]", "data.temperature=2", *TINY,
+                                f"data.data_dir={tmp_path / 'cache'}", f"output_dir={tmp_path / 'run'}"])
+    dm = instantiate(cfg.data, _recursive_=False)
+    dm.setup()
+    tok = dm.src_tokenizer
+    tags = {tok.token_to_id("<2de>"): "de", tok.token_to_id("<2fr>"): "fr"}
+    firsts = [row[0] for row in dm.dataset("train")["src"]]
+    assert set(firsts) == set(tags) and firsts.count(firsts[0]) < len(firsts)
+    assert dm.mix == {"en-de": {"pairs": 300, "per_epoch": 300}, "en-fr": {"pairs": 300, "per_epoch": 300}}
+    # each direction's evaluation splits apart, validation joined for training
+    assert {"test.en-de", "test.en-fr", "valid.en-de", "valid.en-fr", "valid"} <= set(dm.splits)
+    assert len(dm.dataset("valid")) == 24 and len(dm.dataset("test.en-fr")) == 16
+    fr = dm.raw("test.en-fr")
+    assert fr[0][1] == (corpus / "test.fr").read_text(encoding="utf-8").splitlines()[0]
+
+
+def test_decode_tags_the_source_for_every_search(trained, tmp_path, monkeypatch):
+    src = tmp_path / "in.en"
+    src.write_text("A dog runs in the park.\nTwo men are talking.\n", encoding="utf-8")
+    task = load_task(trained["ckpt"])
+    tok = task.src_tokenizer
+    seen: list[torch.Tensor] = []
+    original = task.model.encode if hasattr(task.model, "encode") else None
+    assert original is not None
+
+    def recording(src_ids, *args, **kwargs):
+        seen.append(src_ids.clone())
+        return original(src_ids, *args, **kwargs)
+
+    monkeypatch.setattr(task.model, "encode", recording)
+    monkeypatch.setattr(decode_cli, "load_for_inference", lambda *a, **k: (task, "cpu"))
+    outputs = {}
+    for strategy in (["decode.strategy=greedy"], ["decode.strategy=beam", "decode.beam_size=3"],
+                     ["decode.strategy=beam", "decode.beam_size=3", "decode.n_best=3"]):
+        for lang in ("de", "fr"):
+            seen.clear()
+            lines = decode_cli.run(compose_cfg("decode", [f"ckpt_path={trained['ckpt']}", f"input={src}",
+                                                          f"tgt_lang={lang}", *SHORT, *strategy]))
+            assert len(lines) == (6 if "decode.n_best=3" in strategy else 2)
+            # the encoder read every source with the tag of the language asked for
+            tag = tok.token_to_id(f"<2{lang}>")
+            assert seen and all((batch[:, 0] == tag).all() for batch in seen)
+            outputs[strategy[-1], lang] = lines
+    # the tag changes what the decoder sees: teacher-forced logits differ by target language
+    collate = TranslationCollator(tok.pad_id, tok.bos_id, tok.eos_id)
+    text = "A dog runs in the park."
+    batch = {lang: collate([{"src": tagged_source_ids(tok, text, lang), "tgt": tok.encode("Ein Hund"), "index": 0}])
+             for lang in ("de", "fr")}
+    with torch.no_grad():
+        de, fr = (task.model(batch[lang]["src"], batch[lang]["tgt_in"]) for lang in ("de", "fr"))
+    assert not torch.allclose(de, fr)
+
+
+def test_outputs_follow_the_tag_once_trained(mirror_root):
+    """A tiny model trained on en→de and en→fr with tags writes German after <2de> and French
+    after <2fr> for the same English sentences."""
+    from tiny_translation import TINY_MODEL, _train
+
+    en, de, fr = (_lines(mirror_root, "train", lang, 600) for lang in LANGS)
+    tok = add_tags(SubwordTokenizer.train(en + de + fr, 500), ["de", "fr"])
+    torch.manual_seed(0)
+    task = TranslationTask(model=dict(TINY_MODEL), vocab_size=tok.vocab_size, pad_id=tok.pad_id, bos_id=tok.bos_id,
+                           eos_id=tok.eos_id, src_lang="en", tgt_lang="mul",
+                           data={"directions": ["en-de", "en-fr"]},
+                           tokenizers={"src": tok.to_str(), "tgt": tok.to_str()})
+    data = [{"src": tagged_source_ids(tok, s, lang), "tgt": tok.encode(t), "index": i}
+            for i, (s, t, lang) in enumerate(x for pair in zip(zip(en, de, ["de"] * 600), zip(en, fr, ["fr"] * 600))
+                                             for x in pair)]
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        task.train()
+        _train(task, data, TranslationCollator(tok.pad_id, tok.bos_id, tok.eos_id),
+               torch.optim.Adam(task.model.parameters(), lr=3e-3), 150, tok.pad_id)
+    finally:
+        torch.set_num_threads(threads)
+    task.eval()
+    sentences = _lines(mirror_root, "val", "en", 20)
+    out = {lang: [n[0][0] for n in task.translator({"strategy": "greedy", "max_len_a": 0, "max_len_b": 8})
+                  .set_target_language(lang).translate(sentences)] for lang in ("de", "fr")}
+    differ = sum(a != b for a, b in zip(out["de"], out["fr"]))
+    assert differ >= 15, out
+    # German articles after <2de>, French after <2fr>
+    starts = {lang: [h.split(" ")[0] for h in out[lang]] for lang in out}
+    assert sum(w in ("Ein", "Eine", "Zwei", "Der", "Die", "Drei") for w in starts["de"]) >= 10, starts
+    assert sum(w in ("Un", "Une", "Deux", "Le", "La", "Des", "Trois") for w in starts["fr"]) >= 10, starts
+
+
+def test_decode_refuses_a_language_it_does_not_write(trained, tmp_path, capsys, monkeypatch):
+    src = tmp_path / "in.en"
+    src.write_text("A dog.\n", encoding="utf-8")
+    for args, message in (([], "error: tgt_lang: required, this model translates into de, fr"),
+                          (["tgt_lang=cs"], "error: tgt_lang=cs: this model translates into de, fr (its directions: "
+                                            "en-de, en-fr)"),
+                          (["tgt_lang=fr", "src_lang=de"], "error: src_lang=de: this model translates from en")):
+        code, err = main_status(decode_cli, [f"ckpt_path={trained['ckpt']}", f"input={src}", *SHORT, *args], capsys,
+                                monkeypatch)
+        lines = err.strip().splitlines()
+        assert code == 2 and lines[-1].startswith(message), err
+
+
+def test_evaluate_scores_every_direction(trained, tmp_path, capsys):
+    out = tmp_path / "eval"
+    results = evaluate_cli.run(compose_cfg("eval", [f"ckpt_path={trained['ckpt']}", f"output_dir={out}", *SHORT]))
+    assert [(m["split"], m["pair"]) for m in results] == [("test", "en-de"), ("test", "en-fr")]
+    assert all(m["sentences"] == 16 and "tok:13a" in m["bleu_signature"] and "chrf" in m for m in results)
+    assert [m["pair"] for m in json.loads((out / "summary.json").read_text())] == ["en-de", "en-fr"]
+    assert (out / "test.en-fr.greedy.hyp.fr").is_file()
+    table = capsys.readouterr().err
+    assert "| split | en-de | en-fr |" in table and "| test |" in table
+    # one direction, several splits
+    one = evaluate_cli.run(compose_cfg("eval", [f"ckpt_path={trained['ckpt']}", f"output_dir={out}", "tgt_lang=fr",
+                                                "split=[valid,test]", *SHORT]))
+    assert [(m["split"], m["pair"], m["sentences"]) for m in one] == [("valid", "en-fr", 12), ("test", "en-fr", 16)]
+    with pytest.raises(ValueError, match="tgt_lang=cs: this model translates into de, fr"):
+        evaluate_cli.run(compose_cfg("eval", [f"ckpt_path={trained['ckpt']}", "tgt_lang=cs", *SHORT]))
+
+
+def test_pairs_all_and_the_multi30k_preset(corpus):
+    assert check_pairs({"train": f"{corpus}/train", "pairs": "all", "corpus_name": "parallel"}) == [
+        ("de", "en"), ("de", "fr"), ("en", "de"), ("en", "fr"), ("fr", "de"), ("fr", "en")]
+    cfg = compose_cfg("train", ["experiment=multi30k_multi_cpu", "data.pairs=all"])
+    from omegaconf import OmegaConf
+
+    d = OmegaConf.to_container(cfg.data, resolve=True)
+    assert len(check_pairs(d)) == 12  # en, de, fr, cs: every ordered pair
+    cfg = compose_cfg("train", ["experiment=multi30k_multi_cpu"])
+    assert check_pairs(OmegaConf.to_container(cfg.data, resolve=True)) == [("en", "de"), ("en", "fr"), ("en", "cs")]
+    # a table with a column per language
+    assert check_pairs({"train": f"{corpus}/t.tsv", "pairs": "all", "corpus_name": "parallel",
+                        "columns": {"en": 0, "fr": 2}}) == [("en", "fr"), ("fr", "en")]
+
+
+@pytest.mark.parametrize("pairs, message", [
+    ("[en-xx]", "data.pairs: en-xx: unknown language 'xx'; the files hold de, en, fr"),
+    ("[en-cs]", "unknown language 'cs'"),  # no corpus/train.cs
+    ("[en-en]", "data.pairs: 'en-en' translates en into itself"),
+    ("[]", "data.pairs=[]: empty"),
+    ("[ende]", "data.pairs: 'ende' is not a direction"),
+    ("[en-de,en-de]", "en-de is given twice"),
+])
+def test_bad_pairs_are_one_error_before_any_folder(pairs, message, corpus, tmp_path, capsys, monkeypatch):
+    run = tmp_path / "run"
+    args = [*_data_args(corpus), f"data.pairs={pairs}", "model=tiny", f"data.data_dir={tmp_path / 'cache'}"]
+    code, err = main_status(train_cli, [*args, f"hydra.run.dir={run}"], capsys, monkeypatch)
+    lines = err.strip().splitlines()
+    assert code == 2 and lines[-1].startswith("error: ") and message in lines[-1], err
+    assert not run.exists() and not (tmp_path / "cache").exists()
+    with pytest.raises(user_errors()):
+        train_cli.run(compose_cfg("train", [*args, f"output_dir={run}"]))
