@@ -108,3 +108,12 @@ def test_a_bilingual_checkpoint_has_no_pivot(tmp_path, capsys, monkeypatch):
                                          "tgt_lang=fr", "decode.pivot=en"], capsys, monkeypatch, stdin=b"a\n")
     assert code == 2 and err.strip().startswith("error: decode.pivot=en") and "multilingual" in err, err
     assert len(err.strip().splitlines()) == 1
+
+
+def test_a_pivot_equals_two_transformer_decode_runs(ckpt, tmp_path):
+    pivoted, _ = decode(ckpt, tmp_path, "src_lang=de", "tgt_lang=fr", "decode.pivot=en")
+    (tmp_path / "leg1").mkdir()
+    _, english = decode(ckpt, tmp_path / "leg1", "src_lang=de", "tgt_lang=en")
+    cfg = compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={english}", f"output={tmp_path / 'fr'}",
+                                 "device=cpu", *CAP_ARGS, "src_lang=en", "tgt_lang=fr"])
+    assert pivoted == decode_cli.run(cfg)

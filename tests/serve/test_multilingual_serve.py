@@ -158,3 +158,16 @@ def test_requests_into_different_languages_share_one_model_call(served_models, c
     assert len(calls) == 2 and {lang for _, lang in calls[1]} == set(TARGETS)  # one call, three languages
     for t in TARGETS:
         assert [o["translation"] for o in answers[t]] == [n[0][0] for n in reference(ckpt, SOURCES, t)]
+
+
+@pytest.mark.parametrize("src,tgt", [("de", "en"), ("en", "fr")])
+def test_the_server_answers_as_transformer_decode_with_tgt_lang(client, ckpt, tmp_path, src, tgt):
+    from serve_models import cli_cfg
+
+    from transformer.cli import decode as decode_cli
+
+    path = tmp_path / "in.txt"
+    path.write_text("".join(s + "\n" for s in SOURCES), encoding="utf-8")
+    lines = decode_cli.run(cli_cfg("decode", f"ckpt_path={ckpt}", f"input={path}", f"output={tmp_path / 'out'}",
+                                   f"src_lang={src}", f"tgt_lang={tgt}"))
+    assert [o["translation"] for o in translate(client, model="mul", inputs=SOURCES, tgt_lang=tgt)] == lines
