@@ -171,3 +171,78 @@ def test_the_server_answers_as_transformer_decode_with_tgt_lang(client, ckpt, tm
     lines = decode_cli.run(cli_cfg("decode", f"ckpt_path={ckpt}", f"input={path}", f"output={tmp_path / 'out'}",
                                    f"src_lang={src}", f"tgt_lang={tgt}"))
     assert [o["translation"] for o in translate(client, model="mul", inputs=SOURCES, tgt_lang=tgt)] == lines
+
+
+# ----------------------------------------------------------------------------- the page (headless Chromium)
+@pytest.fixture(scope="module")
+def page_server(ckpt, tmp_path_factory):
+    """``transformer-serve`` serving the multilingual checkpoint on a free loopback port."""
+    import os
+    import subprocess
+    import urllib.request
+
+    from test_page_browser import REPO, browser, free_port
+
+    browser()
+    port, log = free_port(), tmp_path_factory.mktemp("mulserve") / "server.log"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
+    with open(log, "w") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "transformer.cli.serve", f"models=[{{id:mul,ckpt_path:{ckpt}}}]",
+                                 f"port={port}", "device=cpu", "access_log=false"], stdout=out, stderr=out, env=env,
+                                cwd=REPO)
+    url = f"http://127.0.0.1:{port}"
+    try:
+        end = time.monotonic() + 120
+        while True:
+            assert proc.poll() is None and time.monotonic() < end, log.read_text()[-2000:]
+            try:
+                urllib.request.urlopen(url + "/health", timeout=2).read()
+                break
+            except OSError:
+                time.sleep(0.3)
+        yield url
+    finally:
+        proc.terminate()
+        proc.wait(30)
+
+
+def page_outputs(dom: str) -> dict[str, str]:
+    """Each language's output in an "All languages" card, as the page drew it."""
+    import re
+    from html import unescape
+
+    return {lang: unescape(text) for lang, text in re.findall(
+        r'<div class="in-language" data-lang="(\w+)">.*?<div class="output">(.*?)</div>', dom, re.S)}
+
+
+@pytest.mark.browser
+def test_the_page_translates_into_the_chosen_language(page_server, ckpt):
+    import urllib.parse
+
+    from test_page_browser import chromium
+
+    text = "a dog runs across the meadow ."
+    dom = chromium(f"{page_server}/?{urllib.parse.urlencode({'model': 'mul', 'text': text, 'tgt_lang': 'fr'})}",
+                   "--dump-dom")
+    assert 'id="langs-row"' in dom and 'id="langs-row" hidden' not in dom
+    expected = reference(ckpt, [text], "fr")[0][0][0]
+    from html import unescape
+    import re
+
+    assert unescape(re.search(r'<div class="output">(.*?)</div>', dom, re.S).group(1)) == expected
+
+
+@pytest.mark.browser
+def test_all_languages_shows_each_translation_side_by_side(page_server, ckpt):
+    import urllib.parse
+
+    from test_page_browser import chromium
+
+    text = "a dog runs across the meadow ."
+    query = {"model": "mul", "text": text, "all": "1"}
+    shown = page_outputs(chromium(f"{page_server}/?{urllib.parse.urlencode(query)}", "--dump-dom"))
+    assert shown == {t: reference(ckpt, [text], t)[0][0][0] for t in TARGETS}
+    # from en: the model's en-de and en-fr only
+    shown = page_outputs(chromium(f"{page_server}/?{urllib.parse.urlencode({**query, 'src_lang': 'en'})}",
+                                  "--dump-dom"))
+    assert list(shown) == ["de", "fr"]
