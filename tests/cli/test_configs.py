@@ -23,13 +23,16 @@ from transformer.tasks.build import task_parameters
 CONF = Path(__file__).resolve().parents[2] / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
 # Multi30k experiments take any language pair (data.src_lang, data.tgt_lang); each has a GPU
-# recipe (multi30k, ...) and a CPU twin (multi30k_cpu, ...).
-MULTI30K = [e for e in EXPERIMENTS if e.startswith("multi30k")]
+# recipe (multi30k, ...) and a CPU twin (multi30k_cpu, ...). The multilingual ones (multi30k_multi,
+# data.pairs) name their directions instead.
+MULTILINGUAL = [e for e in EXPERIMENTS if e.startswith("multi30k_multi")]
+MULTI30K = [e for e in EXPERIMENTS if e.startswith("multi30k") and e not in MULTILINGUAL]
 OTHERS = [e for e in EXPERIMENTS if e not in MULTI30K]
 PAIRS = ["cs_en", "de_en", "en_cs", "en_de", "en_fr", "fr_en"]
 RECIPES = [(e, p) for e in MULTI30K for p in PAIRS] + [(e, None) for e in OTHERS]
 # The recipes on a GPU; every other one is pinned to the CPU (trainer.accelerator=cpu, accel=cpu).
-GPU_RECIPES = {e for e in EXPERIMENTS if e.endswith("_gpu") or (e in MULTI30K and not e.endswith("_cpu"))}
+GPU_RECIPES = {e for e in EXPERIMENTS
+               if e.endswith("_gpu") or (e in MULTI30K + MULTILINGUAL and not e.endswith("_cpu"))}
 # conf/model/ holds sizes; the task picks the model kind over it.
 TASKS_OF_SIZE = {"tiny": ["translation", "nat", "nat_ctc"], "small": ["translation", "nat", "nat_ctc"],
                  "medium": ["translation", "nat", "nat_ctc"], "encoder": ["tagging", "classification"]}

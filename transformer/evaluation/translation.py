@@ -148,7 +148,9 @@ def translate_sources(task: TranslationTaskLike, sources: list[str], refs: list[
                       device: str = "cpu", tgt_lang: str | None = None) -> "SplitTranslation":
     """Translate ``sources`` with ``task`` (best hypothesis each, input order), timed; a
     multilingual model into ``tgt_lang`` (its sources tagged, ``Translator.set_target_language``)."""
-    translator = task.translator(decode_cfg, device=device).set_target_language(tgt_lang)
+    translator = task.translator(decode_cfg, device=device)
+    if tgt_lang is not None:
+        translator.set_target_language(tgt_lang)
     start = time.perf_counter()
     hyps = [n[0][0] if n else "" for n in translator.translate(sources)]
     seconds = time.perf_counter() - start

@@ -390,13 +390,7 @@ def _check_languages(d: dict, where: str) -> None:
 
 def check_parallel(d: dict, where: str, complete: bool = False) -> None:
     """A translation data config (:class:`~transformer.data.parallel.datamodule.TranslationDataModule`);
-    ``complete``: a run's, which needs its training source. With ``pairs`` (several directions)
-    the checks are :func:`transformer.data.parallel.multilingual.check_pairs`."""
-    if d.get("pairs") is not None:
-        from transformer.data.parallel.multilingual import check_pairs  # it builds on this module
-
-        check_pairs(d, where)
-        return
+    ``complete``: a run's, which needs its training source."""
     _check_languages(d, where)
     src, tgt, hub = d.get("src_lang"), d.get("tgt_lang"), d.get("hub")
     if hub is not None:

@@ -204,6 +204,15 @@ class ArrowPairs(Sequence):
             yield from zip(src, next(texts))
 
 
+def check_translation(d: dict, where: str, complete: bool = False) -> None:
+    """A translation data config's checks: one pair's (:func:`~transformer.data.parallel.corpus.check_parallel`),
+    or with ``pairs`` several directions' (:func:`~transformer.data.parallel.multilingual.check_pairs`)."""
+    if d.get("pairs") is not None:
+        check_pairs(d, where)
+    else:
+        check_parallel(d, where, complete)
+
+
 MULTI30K_EVAL_SPLITS = tuple(s for s in MULTI30K["sources"] if s != "train")
 
 
@@ -267,7 +276,7 @@ class TranslationDataModule(TokenBudgetDataModule):
     ``corpus`` (the dictionary checkpoints record) from construction on.
     """
 
-    check_config = staticmethod(check_parallel)  # its config's checks, before any file is read
+    check_config = staticmethod(check_translation)  # its config's checks, before any file is read
 
     def __init__(
         self,
@@ -307,45 +316,21 @@ class TranslationDataModule(TokenBudgetDataModule):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
         self.directions = check_pairs(dict(self.hparams)) if pairs is not None else None
-        self.temperature = float(temperature)
-        if self.directions:  # the languages a multilingual model records (languages.MULTI where several)
-            sources_, targets_ = ({d[i] for d in self.directions} for i in (0, 1))
-            src_lang = next(iter(sources_)) if len(sources_) == 1 else MULTI
-            tgt_lang = next(iter(targets_)) if len(targets_) == 1 else MULTI
-            # what the model records too (Lightning refuses two values of one hyperparameter)
-            self.save_hyperparameters({**self.hparams, "src_lang": src_lang, "tgt_lang": tgt_lang})
-        self.pad_to_multiple = pad_to_multiple
+        self.temperature, self.pad_to_multiple, self.max_len = float(temperature), pad_to_multiple, max_len
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
-        self.data_dir = Path(data_dir)
-        self.mirror_root = mirror_root
-        self.vocab_size = vocab_size
-        self.joint_vocab = joint_vocab
-        self.tokenizer_model = tokenizer_model
-        self.max_len = max_len
+        self.data_dir, self.mirror_root = Path(data_dir), mirror_root
+        self.vocab_size, self.joint_vocab, self.tokenizer_model = vocab_size, joint_vocab, tokenizer_model
         if distill_dir:  # transformer-distill's output: its translations and the teacher's tokenizer
             train_files = train_files or {"src": f"{distill_dir}/train.{src_lang}", "tgt": f"{distill_dir}/train.{tgt_lang}"}
             tokenizer_path = tokenizer_path or f"{distill_dir}/tokenizer.json"
         self.train_files = dict(train_files) if train_files else None
-        self.tokenizer_path = tokenizer_path
-        self.train_subset = train_subset
+        self.tokenizer_path, self.train_subset = tokenizer_path, train_subset
         sources, valid_name = config_sources(corpus_name, train, valid, test, tests, valid_name, hub, self.train_files)
-        self.corpus = make_corpus(src_lang, tgt_lang, sources, name=corpus_name, valid_name=valid_name,
-                                  format=format, columns=columns, header=header, holdout=holdout,
-                                  holdout_seed=holdout_seed, hub=hub, bleu_tokenize=bleu_tokenize)
         self.val_split = valid_name
-        if self.directions:
-            self.corpus = {**make_corpus(None, None, sources, name=corpus_name, valid_name=valid_name, format=format,
-                                         columns=columns, header=header, holdout=holdout,
-                                         holdout_seed=holdout_seed, hub=hub, bleu_tokenize=bleu_tokenize),
-                           "src_lang": src_lang, "tgt_lang": tgt_lang,
-                           "directions": [direction_name(d) for d in self.directions]}
-            self.eval_splits = self._choose_direction_splits(eval_splits)
-            self.test_splits = [f"{s}.{direction_name(d)}" for s in self.eval_splits if s != self.val_split
-                                for d in self.directions if available(direction_corpus(self.corpus, d), s)]
-        else:
-            self.eval_splits = self._choose_eval_splits(eval_splits)
-            self.test_splits = [s for s in self.eval_splits if s != self.val_split]
-        self.src_tokenizer: SubwordTokenizer | None = None
+        corpus_args = dict(name=corpus_name, valid_name=valid_name, format=format, columns=columns, header=header,
+                           holdout=holdout, holdout_seed=holdout_seed, hub=hub, bleu_tokenize=bleu_tokenize)
+        (self._set_directions if self.directions else self._set_pair)(sources, corpus_args, eval_splits)
+        self.src_tokenizer: SubwordTokenizer | None = None  # both set up by setup()
         self.tgt_tokenizer: SubwordTokenizer | None = None
         self._raw: dict[str, datasets.Dataset] = {}
         self._reader: ParallelCorpus | None = None
@@ -360,6 +345,26 @@ class TranslationDataModule(TokenBudgetDataModule):
             if not available(self.corpus, s):
                 raise ValueError(f"split {s!r} is not published for {self.src_lang}-{self.tgt_lang}")
         return [s for s in dict.fromkeys(eval_splits) if s != "train"]
+
+    def _set_pair(self, sources: dict, corpus_args: dict, eval_splits: Sequence[str] | None) -> None:
+        """The corpus and splits of one language pair."""
+        self.corpus = make_corpus(self.src_lang, self.tgt_lang, sources, **corpus_args)
+        self.eval_splits = self._choose_eval_splits(eval_splits)
+        self.test_splits = [s for s in self.eval_splits if s != self.val_split]
+
+    def _set_directions(self, sources: dict, corpus_args: dict, eval_splits: Sequence[str] | None) -> None:
+        """The corpus, languages and splits of a multilingual data module: the languages it
+        records are the single source (target) language, or :data:`~transformer.data.parallel.languages.MULTI`."""
+        src_langs, tgt_langs = ({d[i] for d in self.directions} for i in (0, 1))
+        self.src_lang = next(iter(src_langs)) if len(src_langs) == 1 else MULTI
+        self.tgt_lang = next(iter(tgt_langs)) if len(tgt_langs) == 1 else MULTI
+        # what the model records too (Lightning refuses two values of one hyperparameter)
+        self.save_hyperparameters({**self.hparams, "src_lang": self.src_lang, "tgt_lang": self.tgt_lang})
+        self.corpus = {**make_corpus(None, None, sources, **corpus_args), "src_lang": self.src_lang,
+                       "tgt_lang": self.tgt_lang, "directions": [direction_name(d) for d in self.directions]}
+        self.eval_splits = self._choose_direction_splits(eval_splits)
+        self.test_splits = [f"{s}.{direction_name(d)}" for s in self.eval_splits if s != self.val_split
+                            for d in self.directions if available(direction_corpus(self.corpus, d), s)]
 
     def _choose_direction_splits(self, eval_splits: Sequence[str] | None) -> list[str]:
         """The evaluation splits of a multilingual corpus: those some direction has (Multi30k
@@ -554,4 +559,5 @@ class TranslationDataModule(TokenBudgetDataModule):
 
 
 __all__ = ["MULTI30K_EVAL_SPLITS", "RAW_PAIR_FEATURES", "TRANSLATION_FEATURES", "ArrowPairs", "TranslationDataModule",
+           "check_translation",
            "load_tokenizer", "raw_pairs_dataset", "tokenize_translation"]
