@@ -246,3 +246,14 @@ def test_all_languages_shows_each_translation_side_by_side(page_server, ckpt):
     shown = page_outputs(chromium(f"{page_server}/?{urllib.parse.urlencode({**query, 'src_lang': 'en'})}",
                                   "--dump-dom"))
     assert list(shown) == ["de", "fr"]
+
+
+def test_a_source_cut_to_the_model_length_keeps_its_tag(client, ckpt):
+    long = " ".join(["ein hund läuft über die wiese ."] * 12)
+    task = load_task(ckpt)
+    tok, limit = task.src_tokenizer, task.max_len
+    ids = tagged_source_ids(tok, long, "fr")
+    assert len(ids) + 1 > limit  # the test means something only if the source is cut
+    src = TranslationCollator(tok.pad_id, tok.bos_id, tok.eos_id)([{"src": ids[: limit - 1], "index": 0}])["src"]
+    expected = task.tgt_tokenizer.decode(task.search_fn({"strategy": "greedy"})(src)[0][0][0])
+    assert translate(client, model="mul", inputs=[long], tgt_lang="fr")[0]["translation"] == expected
