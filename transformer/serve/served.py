@@ -244,6 +244,8 @@ class TranslationModel(ServedModel):
     Requests may change the beam (``beam_size``, ``n_best``: beam search; ``beam_size``,
     ``top_k``: CTC prefix beam), the length cap of autoregressive search (``max_len``, or
     ``max_len_a`` and ``max_len_b``) and ask for ``attention`` (autoregressive, one model).
+    Any translation model takes ``tgt_lang``/``src_lang`` naming one of its directions (a
+    bilingual model its own pair); a multilingual one tags each sentence for its ``tgt_lang``.
     """
 
     kind, endpoint = "translation", "/v1/translate"
