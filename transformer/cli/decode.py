@@ -39,6 +39,8 @@ def run(cfg: DictConfig) -> list[str]:
     if not hasattr(task, "translator"):
         raise ValueError(f"{cfg.ckpt_path} is a {getattr(task, 'task_name', '?')} checkpoint, not a translation "
                          "one (tag with transformer-tag)")
+    if decode_cfg.get("pivot") is not None:  # src_lang -> pivot -> tgt_lang, one model
+        return decode_through_pivot(cfg, task, decode_cfg, device)
     # the language asked for, checked against the checkpoint's directions before any input is read
     _, tgt_lang = check_direction(task.hparams, cfg.get("src_lang"), cfg.get("tgt_lang"))
     translator = task.translator(decode_cfg, device=device)
@@ -58,6 +60,25 @@ def run(cfg: DictConfig) -> list[str]:
     if translator.truncated:
         print(f"warning: {translator.truncated} input(s) longer than the model's maximum source "
               f"length were truncated", file=sys.stderr)
+    return lines
+
+
+def decode_through_pivot(cfg: DictConfig, task, decode_cfg: dict, device) -> list[str]:
+    """The input lines through ``decode.pivot`` into ``tgt_lang`` (``inference.pivot``); both
+    legs are checked before anything is read or written."""
+    from transformer.inference.pivot import check_pivot, pivot_translate
+
+    check_pivot(task.hparams, cfg.get("src_lang"), decode_cfg["pivot"], cfg.get("tgt_lang"))
+    if decode_cfg.get("print_alignment"):
+        raise ValueError("decode.print_alignment=true: not with decode.pivot (an output would align to the "
+                         "pivot's text, not to the input)")
+    sources, _ = read_lines(cfg.input)
+    nbest, truncated = pivot_translate(task, decode_cfg, sources, cfg.get("src_lang"), cfg.get("tgt_lang"), device)
+    lines = format_output(nbest, int(decode_cfg.get("n_best", 1)))
+    write_lines(lines, cfg.output)
+    if truncated:
+        print(f"warning: {truncated} input(s) longer than the model's maximum source length were truncated",
+              file=sys.stderr)
     return lines
 
 

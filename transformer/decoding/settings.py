@@ -50,6 +50,8 @@ class DecodeSettings:
     shortlist: Optional[str] = setting("train", "CTC: score only these tokens: train, a target-side text file "
                                                 "or null (every token)")
     blank_penalty: float = setting(0.0, "CTC: subtracted from the blank's logit; > 0 lengthens outputs")
+    pivot: Optional[str] = setting(None, "multilingual model: translate src_lang into this language, then that "
+                                         "into tgt_lang (same model, same settings); null = directly")
 
     # ----------------------------------------------------------------- reading a block
     @classmethod

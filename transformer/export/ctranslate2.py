@@ -16,6 +16,9 @@ network as ``models.EncoderDecoder``; this module fills one from our weights, te
 * the vocabularies are the tokenizers' pieces, so our BOS (Marian's: the padding piece, which
   starts its decoder), EOS and unknown pieces are the model's start, end and unknown tokens, and
   the source gets EOS appended as our collator does.
+* a multilingual model's directions go to ``languages.json`` and its ``<2xx>`` target tags stay
+  special tokens of the source tokenizer, so the folder tags a source as the checkpoint does
+  (:func:`write_languages`, ``CTranslate2Translator``'s ``tgt_lang``).
 
 ``mask_target_padding`` changes only teacher forcing, never a search, so it needs nothing here.
 What CTranslate2 cannot compute the same way is refused with an ``ExportError`` that names it
@@ -47,6 +50,7 @@ from transformer.modules.positional import (
 INSTALL_HINT = 'CTranslate2 is not installed: pip install "transformer[export]" (or pip install ctranslate2)'
 # ``quantization=`` values CTranslate2's converter takes (weights stored in that type).
 SOURCE_TOKENIZER, TARGET_TOKENIZER = "source_tokenizer.json", "target_tokenizer.json"
+LANGUAGES = "languages.json"
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16",
                  "float16", "bfloat16")
 
@@ -259,8 +263,42 @@ def export_ctranslate2(task, output_dir: str | Path, quantization: str | None = 
         # data.core.tokenizer.tokenizer_from_str
         write_text(tmp / SOURCE_TOKENIZER, task.src_tokenizer.to_str())
         write_text(tmp / TARGET_TOKENIZER, task.tgt_tokenizer.to_str())
+        write_languages(task, tmp)
 
     return write_export_dir(output_dir, fill, force, ExportError)
+
+
+def write_languages(task, folder: Path) -> None:
+    """The checkpoint's languages as ``languages.json`` (``src_lang``, ``tgt_lang``, ``data``:
+    ``directions``, as ``data.parallel.languages`` reads them from a checkpoint). A multilingual
+    model's source tokenizer must hold each target's ``<2xx>`` tag, as a special token (one
+    id, never split): an ``ExportError`` otherwise."""
+    import json
+
+    from transformer.data.parallel import languages
+
+    hp = task.hparams
+    directions = languages.directions_of(hp)
+    if directions is not None:
+        for lang in languages.target_languages(hp):
+            i = task.src_tokenizer.token_to_id(languages.tag(lang))
+            if i is None or i not in task.src_tokenizer.special_ids:
+                raise ExportError(f"the model translates into {lang} but its source tokenizer has no special token "
+                                  f"{languages.tag(lang)}")
+    record = {"src_lang": hp.get("src_lang"), "tgt_lang": hp.get("tgt_lang"),
+              "data": {"directions": [languages.direction_name(d) for d in directions] if directions else None}}
+    (Path(folder) / LANGUAGES).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
+
+
+def read_languages(folder: Path) -> dict:
+    """``languages.json`` of an export folder; a folder written before it (a bilingual model
+    whose languages were not recorded) reads as ``src``/``tgt``."""
+    import json
+
+    path = Path(folder) / LANGUAGES
+    if not path.is_file():
+        return {"src_lang": "src", "tgt_lang": "tgt", "data": {"directions": None}}
+    return json.loads(path.read_text(encoding="utf-8"))
 
 
 class CTranslate2Translator:
@@ -288,6 +326,7 @@ class CTranslate2Translator:
         self.max_len_a, self.max_len_b = max_len_a, max_len_b
         self.banned = [[self.tgt_tok.id_to_token(self.tgt_tok.pad_id)], [self.tgt_tok.id_to_token(self.tgt_tok.bos_id)]]
         self.max_batch_size, self.batch_type = max_batch_size, batch_type
+        self.languages = read_languages(model_dir)  # the checkpoint's directions (hyper_parameters' shape)
 
     def translate_ids(self, sources: list[list[int]], beam_size: int = 1, length_penalty: float = 1.0) -> list[list[int]]:
         """Source piece ids (without EOS) -> output ids (without BOS/EOS), in input order."""
@@ -345,17 +384,29 @@ class CTranslate2Translator:
         return [[([self.tgt_tok.token_to_id(t) for t in hyp], float(score))
                  for hyp, score in zip(res.hypotheses, res.scores)] for res in results]
 
+    def source_ids(self, sentences: list[str], tgt_lang=None) -> list[list[int]]:
+        """Each sentence's source ids, with the ``<2xx>`` tag of its target language in front
+        (``tgt_lang``: one language for all, or one per sentence; None for a bilingual model),
+        as ``data.parallel.languages.tagged_source_ids`` frames them for our own search; a
+        blank line gets no ids."""
+        from transformer.data.parallel.languages import tagged_source_ids
+
+        targets = tgt_lang if isinstance(tgt_lang, (list, tuple)) else [tgt_lang] * len(sentences)
+        return [tagged_source_ids(self.src_tok, s, t) if s.strip() else [] for s, t in zip(sentences, targets)]
+
     def translate_nbest(self, sentences: list[str], beam_size: int = 1, length_penalty: float = 1.0,
-                        n_best: int = 1) -> list[list[tuple[str, float]]]:
-        """Detokenized n-best lists with their scores (``translate_nbest_ids``); an empty (or
-        blank) line translates to ``[("", 0.0)]``."""
-        sources = [self.src_tok.encode(s) if s.strip() else [] for s in sentences]
+                        n_best: int = 1, tgt_lang=None) -> list[list[tuple[str, float]]]:
+        """Detokenized n-best lists with their scores (``translate_nbest_ids``) of sentences
+        tagged for ``tgt_lang`` (``source_ids``); an empty (or blank) line translates to
+        ``[("", 0.0)]``."""
+        sources = self.source_ids(sentences, tgt_lang)
         return [[(self.tgt_tok.decode(ids), score) for ids, score in nbest]
                 for nbest in self.translate_nbest_ids(sources, beam_size, length_penalty, n_best)]
 
-    def translate(self, sentences: list[str], beam_size: int = 1, length_penalty: float = 1.0) -> list[str]:
-        """Detokenized translations; an empty (or blank) line translates to ""."""
-        return [nbest[0][0] for nbest in self.translate_nbest(sentences, beam_size, length_penalty)]
+    def translate(self, sentences: list[str], beam_size: int = 1, length_penalty: float = 1.0,
+                  tgt_lang=None) -> list[str]:
+        """Detokenized translations into ``tgt_lang``; an empty (or blank) line translates to ""."""
+        return [nbest[0][0] for nbest in self.translate_nbest(sentences, beam_size, length_penalty, 1, tgt_lang)]
 
 
 def is_export_dir(path) -> bool:

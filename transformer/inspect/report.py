@@ -19,8 +19,10 @@ from transformer.inspect.positions import position_arrays
 
 def piece_labels(tokenizer, ids: Sequence[int]) -> list[str]:
     """Readable axis labels: each piece's own text (byte-level markers decoded, edges stripped),
-    special tokens by name, ``·`` for a piece that is only whitespace."""
-    specials = {tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id, tokenizer.unk_id}
+    special tokens by name (a multilingual source's ``<2fr>`` too), ``·`` for a piece that is
+    only whitespace."""
+    specials = {tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id, tokenizer.unk_id,
+                *getattr(tokenizer, "special_ids", ())}
     labels = []
     for i in ids:
         if i in specials:

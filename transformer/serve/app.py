@@ -201,8 +201,10 @@ class Dispatcher:
         note(model=request.model, inputs=len(request.inputs))
         model, limit = self.model(kind, request), self.config.max_request_tokens
         self.batchers[model.id].check_room()  # overloaded: refused before any work
-        settings = model.settings(request.overrides())
-        tokens = sum(model.count_tokens(t) for t in request.inputs)
+        overrides = request.overrides()
+        settings = model.settings(overrides)
+        texts = model.texts(request.inputs, overrides)  # a multilingual model's sentences carry their language
+        tokens = sum(model.count_tokens(t) for t in texts)
         if tokens > limit:
             raise RequestError(f"the inputs hold {tokens} pieces; at most max_request_tokens={limit} per request", 413)
         log.debug("%s: %d input(s), %d pieces", model.id, len(request.inputs), tokens)
@@ -210,7 +212,7 @@ class Dispatcher:
             log.info("%s inputs: %r id=%s", model.id, request.inputs, current_id())
         timeout = self.config.request_timeout_s
         try:
-            outputs = await self.batchers[model.id].submit(request.inputs, settings, tokens, timeout)
+            outputs = await self.batchers[model.id].submit(texts, settings, tokens, timeout)
         except asyncio.TimeoutError:
             raise RequestError(f"the request took longer than request_timeout_s={timeout:g} s; retry with fewer or "
                                f"shorter inputs", 504) from None

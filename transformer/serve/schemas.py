@@ -63,6 +63,12 @@ class _TranslateOptions(Request):
 
     max_len: Optional[StrictInt] = Field(None, description="at most this many output pieces")
     attention: StrictBool = Field(False, description="also return cross-attention and word alignments")
+    tgt_lang: Optional[StrictStr] = Field(None, description="the language to translate into, one of the model's "
+                                                            "target_languages (required where it has several)",
+                                          examples=["fr"])
+    src_lang: Optional[StrictStr] = Field(None, description="the inputs' language, one of the model's "
+                                                            "source_languages: with tgt_lang, a direction it was "
+                                                            "trained on")
 
 
 TranslateRequest = create_model(
@@ -162,6 +168,12 @@ class ModelInfo(BaseModel):
     checkpoint: str
     options: list[str] = Field(description="request keys this model takes besides model and inputs")
     attention: bool
+    directions: Optional[list[str]] = Field(None, description="translation: the directions it translates, "
+                                                              "src-tgt")
+    source_languages: Optional[list[str]] = Field(None, description="translation: the src_lang values it takes")
+    target_languages: Optional[list[str]] = Field(None, description="translation: the tgt_lang values it takes")
+    multilingual: Optional[bool] = Field(None, description="translation: one model for several directions, "
+                                                           "tgt_lang chooses")
 
 
 class ModelsResponse(BaseModel):

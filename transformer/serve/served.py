@@ -12,6 +12,12 @@ cut into pieces would otherwise spread its weight over columns nobody can read a
 A request's decoding overrides are checked against what the model's decoding takes and the
 server's limits, and become a hashable settings key: the batcher decodes together only requests
 with equal settings. ``predict`` runs on the model's worker thread, one call at a time.
+
+A multilingual translation model (Johnson et al. 2017: the target language is a ``<2xx>`` token
+in front of the source, ``data.parallel.languages``) takes ``tgt_lang`` (and ``src_lang``) per
+request. The language is no decoding setting: it travels with each sentence (:class:`Source`,
+what :meth:`ServedModel.texts` makes of a request's inputs) and is tagged onto that sentence's
+source ids, so requests into different languages decode together in one batch.
 """
 
 from __future__ import annotations
@@ -24,6 +30,8 @@ from typing import Hashable, Sequence
 
 import torch
 
+from transformer.data.parallel import languages
+from transformer.inference.pivot import tagging_encode, target_of
 from transformer.inference.tagger import split_tokens
 from transformer.inference.translator import one_line
 from transformer.inspect.attention import translate_with_alignments, translation_attention
@@ -96,6 +104,10 @@ class ServedModel:
     def describe(self) -> str:
         return f"a {self.kind} model"
 
+    def texts(self, inputs: Sequence[str], overrides: dict) -> list:
+        """The request's ``inputs`` as ``predict`` takes them (checked against ``overrides``)."""
+        return list(inputs)
+
     def _settings(self, overrides: dict) -> Hashable:
         return bool(overrides.get("attention", False))
 
@@ -106,6 +118,34 @@ class ServedModel:
     def predict(self, texts: Sequence[str], settings: Hashable) -> list[dict]:
         """One output per text, in order (runs on the model's worker thread)."""
         raise NotImplementedError
+
+
+class Source(str):
+    """A sentence to translate into ``tgt_lang`` (None: a bilingual model's untagged source).
+    Equal only to the same sentence into the same language, so that the attention view and
+    the alignments, which key sources by text, keep a sentence asked in two languages apart."""
+
+    tgt_lang: str | None
+
+    def __new__(cls, text: str, tgt_lang: str | None):
+        source = super().__new__(cls, text)
+        source.tgt_lang = tgt_lang
+        return source
+
+    def __eq__(self, other: object) -> bool:
+        return str.__eq__(self, other) and getattr(other, "tgt_lang", None) == self.tgt_lang
+
+    def __hash__(self) -> int:
+        return hash((str(self), self.tgt_lang))
+
+
+def directions_info(hparams) -> dict:
+    """What ``GET /v1/models`` says of a translation model's languages."""
+    directions = languages.directions_of(hparams) or [(hparams["src_lang"], hparams["tgt_lang"])]
+    return {"directions": [languages.direction_name(d) for d in directions],
+            "source_languages": languages.source_languages(hparams),
+            "target_languages": languages.target_languages(hparams),
+            "multilingual": languages.is_multilingual(hparams)}
 
 
 SPIECE = "\u2581"  # SentencePiece's word-start marker
@@ -204,6 +244,8 @@ class TranslationModel(ServedModel):
     Requests may change the beam (``beam_size``, ``n_best``: beam search; ``beam_size``,
     ``top_k``: CTC prefix beam), the length cap of autoregressive search (``max_len``, or
     ``max_len_a`` and ``max_len_b``) and ask for ``attention`` (autoregressive, one model).
+    Any translation model takes ``tgt_lang``/``src_lang`` naming one of its directions (a
+    bilingual model its own pair); a multilingual one tags each sentence for its ``tgt_lang``.
     """
 
     kind, endpoint = "translation", "/v1/translate"
@@ -227,6 +269,7 @@ class TranslationModel(ServedModel):
         if self.strategy == "ctc_beam":
             options.append("top_k")
         self.options = tuple(options + (["attention"] if self.attends else []))
+        self._languages(task.hparams)
         self._translators: OrderedDict[tuple, object] = OrderedDict()
         translator = self._translator(())  # a strategy the checkpoint cannot decode with fails here, at start-up
         if self.decode_cfg.get("compile"):
@@ -241,7 +284,37 @@ class TranslationModel(ServedModel):
         return f"{kind} translation, decode={self.strategy}".strip()
 
     def info(self) -> dict:
-        return {**super().info(), "decode": self.decode_cfg}
+        return {**super().info(), "decode": self.decode_cfg, **directions_info(self.hparams)}
+
+    def _languages(self, hparams) -> None:
+        """The directions ``hparams`` record (``languages.directions_of``): a multilingual model
+        takes ``tgt_lang`` and ``src_lang`` per request and tags its sources."""
+        self.hparams = hparams
+        self.multilingual = languages.is_multilingual(hparams)
+        # a plain sentence (the warm-up call) goes into the first target language
+        self.default_tgt = languages.target_languages(hparams)[0] if self.multilingual else None
+        if self.multilingual:
+            self.options = (*self.options, "tgt_lang", "src_lang")
+
+    def settings(self, overrides: dict) -> Hashable:
+        # the languages are the sentences' own (``texts``), never a reason to decode apart; a
+        # bilingual model takes its own pair, so a client may name the languages to any model
+        return super().settings({k: v for k, v in overrides.items() if k not in ("tgt_lang", "src_lang")})
+
+    def texts(self, inputs: Sequence[str], overrides: dict) -> list:
+        """Each input as a :class:`Source` into the request's ``tgt_lang`` (a multilingual
+        model), or as it is (a bilingual one); a language or direction the model was not
+        trained on is a :class:`RequestError` naming the model's."""
+        src, tgt = overrides.get("src_lang"), overrides.get("tgt_lang")
+        try:
+            if src is not None:
+                target = languages.check_direction(self.hparams, src, tgt)[1]
+                target = target if self.multilingual else None
+            else:
+                target = languages.check_target_language(self.hparams, tgt)
+        except ValueError as exc:
+            raise RequestError(f"model '{self.id}': {exc}") from None
+        return [Source(text, target) for text in inputs] if target is not None else list(inputs)
 
     def _settings(self, overrides: dict) -> Hashable:
         cfg = {}
@@ -283,14 +356,19 @@ class TranslationModel(ServedModel):
     def _translator(self, decode: tuple):
         """The ``task.translator`` of the preset with ``decode`` over it, built once."""
         if decode not in self._translators:
-            self._translators[decode] = self.task.translator({**self.decode_cfg, **dict(decode)}, device=self.device)
+            translator = self.task.translator({**self.decode_cfg, **dict(decode)}, device=self.device)
+            if self.multilingual:
+                translator.encode = tagging_encode(translator, self.task.src_tokenizer, self.default_tgt)
+            self._translators[decode] = translator
             while len(self._translators) > TRANSLATORS_KEPT:
                 self._translators.popitem(last=False)
         self._translators.move_to_end(decode)
         return self._translators[decode]
 
     def count_tokens(self, text: str) -> int:
-        return len(self.task.src_tokenizer.encode(text)) + 1 if text.strip() else 0
+        """Pieces, EOS and the language tag of a multilingual model."""
+        tag = target_of(text, self.default_tgt) is not None
+        return len(self.task.src_tokenizer.encode(text)) + 1 + tag if text.strip() else 0
 
     def predict(self, texts: Sequence[str], settings: Hashable) -> list[dict]:
         decode, attention = settings
@@ -382,6 +460,7 @@ class CTranslate2Model(TranslationModel):
         self.translator = CTranslate2Translator(model_dir, device=device, threads=threads)
         beam = ("beam_size", "n_best") if self.strategy == "beam" else ()
         self.options = (*beam, "max_len", "max_len_a", "max_len_b")
+        self._languages(self.translator.languages)
 
     def describe(self) -> str:
         return f"CTranslate2 export, decode={self.strategy}"
@@ -390,7 +469,8 @@ class CTranslate2Model(TranslationModel):
         return {**super().info(), "backend": "ctranslate2"}
 
     def count_tokens(self, text: str) -> int:
-        return len(self.translator.src_tok.encode(text)) + 1 if text.strip() else 0
+        tag = target_of(text, self.default_tgt) is not None
+        return len(self.translator.src_tok.encode(text)) + 1 + tag if text.strip() else 0
 
     def predict(self, texts: Sequence[str], settings: Hashable) -> list[dict]:
         decode, _ = settings
@@ -398,7 +478,8 @@ class CTranslate2Model(TranslationModel):
         # one call at a time on the model's worker thread: the cap can be set for this call
         self.translator.max_len_a, self.translator.max_len_b = cfg["max_len_a"], cfg["max_len_b"]
         beam = int(cfg["beam_size"]) if self.strategy == "beam" else 1
-        nbest = self.translator.translate_nbest(list(texts), beam, cfg["length_penalty"], int(cfg["n_best"]))
+        targets = [target_of(t, self.default_tgt) for t in texts]  # each sentence its own tag
+        nbest = self.translator.translate_nbest(list(texts), beam, cfg["length_penalty"], int(cfg["n_best"]), targets)
         return [{"translation": one_line(hyps[0][0]), "hypotheses": [{"text": one_line(t), "score": v} for t, v in hyps],
                  "attention": None} for hyps in nbest]
 
@@ -496,5 +577,6 @@ class ClassificationModel(ServedModel):
         return view
 
 
-__all__ = ["ClassificationModel", "CTranslate2Model", "Limits", "RequestError", "ServedModel", "TaggingModel", "TranslationModel",
-           "text_problem", "word_attention", "word_groups", "word_start_rule"]
+__all__ = ["ClassificationModel", "CTranslate2Model", "Limits", "RequestError", "ServedModel", "Source", "TaggingModel",
+           "TranslationModel", "directions_info", "text_problem", "word_attention",
+           "word_groups", "word_start_rule"]

@@ -6,6 +6,11 @@
 // every label's probability and the pooling's weight on each word against an even share.
 // The attention is the data transformer-inspect draws. ?model=<id>&text=<line> runs at load;
 // &pieces=1 starts with pieces shown instead of words.
+// A multilingual model (one model, many directions: its target language is a tag in the source)
+// gets a language choice, "From" (any, or a source language) and "Into"; "All languages" sends
+// the sentences once per language the model writes (from the chosen source, where one is) and
+// shows each sentence's translations side by side. &src_lang=, &tgt_lang= preset the choice;
+// &all=1 runs "All languages" at load instead.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -48,6 +53,29 @@ function showModel() {
     $("nbest").value = m.decode.beam_size;  // a beam's whole list, unless asked for fewer
   }
   $("attention-box").hidden = !m.attention;
+  $("langs-row").hidden = !m.multilingual;
+  if (m.multilingual) {
+    const keep = { src: $("src-lang").value, tgt: $("tgt-lang").value };
+    $("src-lang").replaceChildren(el("option", { value: "" }, "any"),
+      ...m.source_languages.map((l) => el("option", { value: l }, l)));
+    $("tgt-lang").replaceChildren(...m.target_languages.map((l) => el("option", { value: l }, l)));
+    if (m.source_languages.includes(keep.src)) $("src-lang").value = keep.src;
+    if (m.target_languages.includes(keep.tgt)) $("tgt-lang").value = keep.tgt;
+  }
+}
+
+// The languages a multilingual model writes from the chosen source language (all it writes when
+// no source is chosen), in the model's order.
+function targetsFrom(m, src) {
+  if (!src) return m.target_languages;
+  return m.directions.map((d) => d.split("-")).filter(([s]) => s === src).map(([, t]) => t);
+}
+
+function languages(m, body, tgt) {
+  if (!m.multilingual) return body;
+  if ($("src-lang").value) body.src_lang = $("src-lang").value;
+  body.tgt_lang = tgt || $("tgt-lang").value;
+  return body;
 }
 
 async function load() {
@@ -57,51 +85,87 @@ async function load() {
   const query = new URLSearchParams(location.search);
   if (query.get("model")) $("model").value = query.get("model");
   showModel();
+  if (query.get("src_lang")) $("src-lang").value = query.get("src_lang");
+  if (query.get("tgt_lang")) $("tgt-lang").value = query.get("tgt_lang");
   fetch("/health").then((r) => r.json()).then((h) => { $("health").textContent = `${h.status} · ${h.models} model(s)`; });
   document.body.dataset.state = "ready";
   if (query.get("text")) {
     $("inputs").value = query.get("text");
-    $("form").requestSubmit();
+    if (query.get("all") === "1" && current().multilingual) allLanguages(); else $("form").requestSubmit();
   }
 }
 
 const BUSY = { translation: "translating…", tagging: "tagging…", classification: "classifying…" };
 
-async function run(event) {
-  event.preventDefault();
-  const m = current();
-  const inputs = $("inputs").value.split("\n").map((s) => s.trim()).filter((s) => s);
-  if (!m || !inputs.length) return;
-  const body = { model: m.id, inputs };
-  if (m.attention && $("attention").checked) body.attention = true;
-  let beam = m.decode && m.decode.beam_size;
-  if (m.options.includes("beam_size") && $("beam").value && +$("beam").value !== beam) {
-    beam = body.beam_size = +$("beam").value;
-  }
-  if (m.options.includes("n_best") && $("nbest").value) body.n_best = Math.min(+$("nbest").value, beam || 1);
+function inputLines() { return $("inputs").value.split("\n").map((s) => s.trim()).filter((s) => s); }
+
+// The page busy while ``work`` runs: the button off, the status line, stale results faded; an
+// error (the server's one sentence) shown in place of the results.
+async function busy(m, work) {
   $("error").hidden = true;
-  $("run").disabled = true;
+  $("run").disabled = $("all-langs").disabled = true;
   $("status").textContent = BUSY[m.kind] || "working…";
   $("results").classList.add("stale");
   document.body.dataset.state = "busy";
   try {
-    const response = await fetch(m.endpoint, {
-      method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body),
-    });
-    const answer = await response.json();
-    if (!response.ok) throw new Error(answer.error || response.statusText);
-    const render = { translation: translation, tagging: tagging, classification: classification }[m.kind];
-    $("results").replaceChildren(...answer.outputs.map((out, i) => render(inputs[i], out)));
+    await work();
     document.body.dataset.state = "done";
   } catch (err) {
     $("error").textContent = err.message;
     $("error").hidden = false;
     document.body.dataset.state = "error";
   } finally {
-    $("run").disabled = false;
+    $("run").disabled = $("all-langs").disabled = false;
     $("status").textContent = "";
     $("results").classList.remove("stale");
   }
+}
+
+async function post(m, body) {
+  const response = await fetch(m.endpoint, {
+    method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body),
+  });
+  const answer = await response.json();
+  if (!response.ok) throw new Error(answer.error || response.statusText);
+  return answer;
+}
+
+// Every language the model writes (from the chosen source), one request each, sent together (the
+// server batches them into one model call): per sentence, a card with its translations side by side.
+async function allLanguages() {
+  const m = current();
+  const inputs = inputLines();
+  if (!m || !m.multilingual || !inputs.length) return;
+  const targets = targetsFrom(m, $("src-lang").value);
+  await busy(m, async () => {
+    const answers = await Promise.all(targets.map((t) => post(m, languages(m, { model: m.id, inputs }, t))));
+    $("results").replaceChildren(...inputs.map((source, i) => el("div", { class: "card translation all-languages" },
+      el("div", { class: "source" }, source),
+      el("div", { class: "side-by-side" }, ...targets.map((t, k) => {
+        const text = answers[k].outputs[i].translation;
+        return el("div", { class: "in-language", "data-lang": t }, el("span", { class: "lang" }, t),
+          el("div", { class: "output-row" }, el("div", { class: "output" }, text), copyButton(text)));
+      })))));
+  });
+}
+
+async function run(event) {
+  event.preventDefault();
+  const m = current();
+  const inputs = inputLines();
+  if (!m || !inputs.length) return;
+  const body = languages(m, { model: m.id, inputs });
+  if (m.attention && $("attention").checked) body.attention = true;
+  let beam = m.decode && m.decode.beam_size;
+  if (m.options.includes("beam_size") && $("beam").value && +$("beam").value !== beam) {
+    beam = body.beam_size = +$("beam").value;
+  }
+  if (m.options.includes("n_best") && $("nbest").value) body.n_best = Math.min(+$("nbest").value, beam || 1);
+  await busy(m, async () => {
+    const answer = await post(m, body);
+    const render = { translation: translation, tagging: tagging, classification: classification }[m.kind];
+    $("results").replaceChildren(...answer.outputs.map((out, i) => render(inputs[i], out)));
+  });
 }
 
 function copyButton(text) {
@@ -307,5 +371,6 @@ function pooled(att, words) {
 }
 
 $("model").addEventListener("change", showModel);
+$("all-langs").addEventListener("click", allLanguages);
 $("form").addEventListener("submit", run);
 load().catch((err) => { $("error").textContent = `cannot reach the server: ${err.message}`; $("error").hidden = false; });

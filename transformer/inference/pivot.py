@@ -1,0 +1,89 @@
+"""Translating into a chosen language with a multilingual model, directly or through a pivot.
+
+A multilingual checkpoint (Johnson et al. 2017) reads the target language as a ``<2xx>`` token
+in front of the source (``data.parallel.languages``): a
+:class:`~transformer.inference.translator.Translator` puts one language's tag on every source
+(``set_target_language``, :func:`translator_into`), :func:`tagging_encode` each sentence's own
+(the server batches sentences into several languages together); every search stays as it is. A direction the model was not trained on can be reached
+through a third language both legs know (pivot translation, as Johnson et al. compare with
+zero-shot): de→en with the model, then en→fr with the same model and the same decoding
+settings (:func:`pivot_translate`, ``transformer-decode src_lang=de tgt_lang=fr decode.pivot=en``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping, Sequence
+
+from transformer.data.parallel import languages
+
+
+def target_of(text: str, default: str | None) -> str | None:
+    """The language ``text`` is to be translated into: its own ``tgt_lang`` attribute (the
+    server's per-sentence sources), else ``default``."""
+    return getattr(text, "tgt_lang", default)
+
+
+def tagging_encode(translator, tokenizer, default: str | None):
+    """``translator.encode`` with each sentence's ``<2xx>`` tag in front of its pieces
+    (``languages.tag_ids``; the language: :func:`target_of`, None leaves the pieces as they
+    are); a source cut to the model's length keeps its tag and loses its last piece."""
+    encode = translator.encode
+
+    def tagged(text: str) -> list[int]:
+        before = translator.truncated
+        ids = languages.tag_ids(tokenizer, encode(text), target_of(text, default))
+        limit = translator.max_src_len
+        if limit is not None and len(ids) + 1 > limit:
+            translator.truncated = before + 1  # counted once, whether encode cut it or the tag did
+            ids = ids[: limit - 1]
+        return ids
+
+    return tagged
+
+
+def translator_into(task, decode_cfg: Mapping[str, Any] | None, tgt_lang: str, device="cpu"):
+    """``task.translator(decode_cfg)`` translating every sentence into ``tgt_lang`` (checked
+    against the checkpoint's languages: a ``ValueError`` naming them)."""
+    target = languages.check_target_language(task.hparams, tgt_lang)
+    return task.translator(decode_cfg, device=device).set_target_language(target)
+
+
+def check_pivot(hparams: Mapping[str, Any], src_lang: str | None, pivot: str, tgt_lang: str | None) -> tuple[str, str]:
+    """The source and target of ``src_lang`` → ``pivot`` → ``tgt_lang`` (each defaulting as
+    ``languages.check_direction`` defaults it), both legs directions the checkpoint was trained
+    on; otherwise one ``ValueError`` line naming the missing leg and the model's directions."""
+    if not languages.is_multilingual(hparams):
+        raise ValueError(f"decode.pivot={pivot}: the checkpoint translates {hparams.get('src_lang')}-"
+                         f"{hparams.get('tgt_lang')} only; a pivot needs a multilingual model (data.pairs)")
+    if tgt_lang is None:
+        raise ValueError(f"decode.pivot={pivot}: give tgt_lang, the language to reach through {pivot}")
+    if pivot in (src_lang, tgt_lang):
+        raise ValueError(f"decode.pivot={pivot}: the pivot must differ from src_lang and tgt_lang")
+    try:
+        src, _ = languages.check_direction(hparams, src_lang, pivot)
+    except ValueError as exc:
+        raise ValueError(f"decode.pivot={pivot}: the first leg into {pivot}: {exc}") from None
+    if src == tgt_lang:
+        raise ValueError(f"decode.pivot={pivot}: src_lang={src} is tgt_lang; nothing to translate")
+    try:
+        languages.check_direction(hparams, pivot, tgt_lang)
+    except ValueError as exc:
+        raise ValueError(f"decode.pivot={pivot}: the second leg {pivot}-{tgt_lang}: {exc}") from None
+    return src, tgt_lang
+
+
+def pivot_translate(task, decode_cfg: Mapping[str, Any], sentences: Sequence[str], src_lang: str | None,
+                    tgt_lang: str | None, device="cpu") -> tuple[list[list[tuple[str, float]]], int]:
+    """``sentences`` translated into ``decode_cfg['pivot']``, the best of each then into
+    ``tgt_lang``, by the same checkpoint with the same decoding settings: the second leg's
+    n-best lists (its scores), and the inputs either leg cut to the model's length. An empty
+    line stays empty through both legs."""
+    pivot = decode_cfg["pivot"]
+    check_pivot(task.hparams, src_lang, pivot, tgt_lang)
+    first = translator_into(task, decode_cfg, pivot, device)
+    middle = [hyps[0][0] if hyps else "" for hyps in first.translate(sentences)]
+    second = translator_into(task, decode_cfg, tgt_lang, device)
+    return second.translate(middle), first.truncated + second.truncated
+
+
+__all__ = ["check_pivot", "pivot_translate", "tagging_encode", "target_of", "translator_into"]
