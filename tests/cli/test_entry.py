@@ -27,9 +27,9 @@ def counted(monkeypatch):
         calls["compose"] += 1
         return compose(*args, **kwargs)
 
-    def counting_check(cfg):
+    def counting_check(cfg, **kwargs):
         calls["check"] += 1
-        return check(cfg)
+        return check(cfg, **kwargs)
 
     monkeypatch.setattr(hydra, "compose", counting_compose)
     monkeypatch.setattr(train_cli, "check_config", counting_check)

@@ -65,7 +65,7 @@ def test_search_at_inference_equals_the_autograd_path(norm_first, monkeypatch):
     assert cross_rows == [int(src.ne(0).sum())]  # keys projected at the real source positions only
     import transformer.models.transformer as transformer_module
 
-    monkeypatch.setattr(transformer_module, "_inference", lambda: False)  # every position computed
+    monkeypatch.setattr(transformer_module, "packable", lambda: False)  # every position computed
     again = greedy_search(model, src, **ids, max_len_a=0, max_len_b=9, return_scores=True)
     assert [h for h, _ in again] == [h for h, _ in greedy] and any(h for h, _ in greedy)
     assert [s for _, s in again] == pytest.approx([s for _, s in greedy], abs=1e-6)

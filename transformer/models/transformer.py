@@ -45,6 +45,7 @@ from transformer.modules.attention import (
     MultiHeadAttention,
     PackedRows,
     causal_mask,
+    packable,
     local_window_mask,
     merge_masks,
     pad_mask,
@@ -321,7 +322,7 @@ class TransformerEncoder(nn.Module):
         mask = merge_masks(src_pad_mask, window)  # (B, 1, 1|S, S) or None
         bias = self.positional.attention_bias(s, s)  # (1, H, S, S) or None
         rows = None
-        if src_pad_mask is not None and not need_weights and _inference():
+        if src_pad_mask is not None and not need_weights and packable():
             # Inference only computes the real positions: everything but attention is position-wise,
             # and padding is often most of a batch of mixed lengths. States at padding are zeros.
             # The mask becomes an additive bias once here rather than in every layer.
@@ -343,12 +344,6 @@ class TransformerEncoder(nn.Module):
         if src_pad_mask is None:
             src_pad_mask = pad_mask(src, self.pad_id)
         return self.forward_embeddings(self.embed_tokens(src), src_pad_mask, need_weights)
-
-
-def _inference() -> bool:
-    """No autograd and no compiler tracing: a stack may then look at its mask's values (one host
-    sync) and shape its work by them."""
-    return not torch.is_grad_enabled() and not torch.compiler.is_compiling()
 
 
 # ----------------------------------------------------------------------------- the decoder
@@ -451,7 +446,7 @@ class AutoregressiveDecoder(nn.Module):
         rows per source row (``N = B * beams``), which share its cross K/V."""
         cache = (StaticKVCache if static else KVCache).empty(len(self.layers), group=beams)
         cache.set_source_mask(src_pad_mask, memory.dtype)
-        rows = PackedRows(src_pad_mask) if src_pad_mask is not None and _inference() else None
+        rows = PackedRows(src_pad_mask) if src_pad_mask is not None and packable() else None
         if rows is None or rows.fraction == 1.0:
             for i, layer in enumerate(self.layers):
                 cache.set_cross(i, *layer.cross_attn.project_kv(memory))

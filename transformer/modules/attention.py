@@ -126,6 +126,12 @@ def padding_bias(mask: Tensor | None, dtype: torch.dtype) -> tuple[Tensor | None
     return None, torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
 
 
+def packable() -> bool:
+    """No autograd and no compiler tracing: a stack may then look at its mask's values (one host
+    sync) and shape its work by them (:class:`PackedRows`)."""
+    return not torch.is_grad_enabled() and not torch.compiler.is_compiling()
+
+
 class PackedRows:
     """The real positions of a right- (or any-) padded batch, for computing position-wise layers
     (linear projections, the FFN, LayerNorm, residuals) on them alone.
