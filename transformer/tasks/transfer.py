@@ -236,46 +236,47 @@ def pretrained_task_settings(ckpt: dict, data_settings: Mapping[str, Any], path:
     return {key: hp.get(key) for key in TASK_IDS}
 
 
+def _load(module: torch.nn.Module, state: dict[str, torch.Tensor], path: str | Path, what: str,
+          rows: int | None = None) -> list[str]:
+    """Load ``state`` into ``module`` strictly (every tensor, none left over); returns the names.
+    ``rows``: the pretrained vocabulary, checked first against the module's token embedding.
+    Every failure is one ``ValueError`` starting ``init_from:`` (``what``: the part that does not fit)."""
+    embedding = module.embedding if hasattr(module, "embedding") else module.encoder.embedding
+    if rows is not None and rows != embedding.num_embeddings:
+        raise ValueError(f"init_from: {path} has a {rows}-piece vocabulary, but the model reads "
+                         f"{embedding.num_embeddings} pieces")
+    try:
+        module.load_state_dict(state, strict=True)
+    except RuntimeError as exc:
+        raise ValueError(f"init_from: {path}{what}: {' '.join(str(exc).split())[:400]}") from None
+    return sorted(state)
+
+
+def _state(ckpt: dict, prefix: str) -> dict[str, torch.Tensor]:
+    """The checkpoint's tensors under ``prefix``, named without it."""
+    return {k[len(prefix):]: v for k, v in ckpt["state_dict"].items() if k.startswith(prefix)}
+
+
 def copy_pretrained(model: torch.nn.Module, ckpt: dict, path: str | Path) -> list[str]:
     """Start a translation ``model`` from a translation checkpoint's whole model (every tensor,
     none left over); returns the names copied."""
-    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as exc:
-        raise ValueError(f"init_from: {path} does not fit the model: {' '.join(str(exc).split())[:400]}") from None
-    return sorted(state)
+    return _load(model, _state(ckpt, "model."), path, " does not fit the model")
 
 
 def copy_encoder(model: torch.nn.Module, ckpt: dict, path: str | Path) -> list[str]:
     """Copy the pretrained encoder's tensors into ``model.encoder`` (all of them, nothing else
     of ``model``); returns their names. A vocabulary or shape that differs is a ``ValueError``
     starting ``init_from:``."""
-    state = {k[len(PREFIX):]: v for k, v in ckpt["state_dict"].items() if k.startswith(PREFIX)}
-    encoder = model.encoder
-    rows, ours = state["embedding.weight"].shape[0], encoder.embedding.num_embeddings
-    if rows != ours:
-        raise ValueError(f"init_from: {path} has a {rows}-piece vocabulary, but the model reads {ours} pieces")
-    try:
-        encoder.load_state_dict(state, strict=True)
-    except RuntimeError as exc:
-        raise ValueError(f"init_from: {path}'s encoder does not fit model.encoder: {' '.join(str(exc).split())[:400]}") from None
-    return sorted(state)
+    state = _state(ckpt, PREFIX)
+    return _load(model.encoder, state, path, "'s encoder does not fit model.encoder", state["embedding.weight"].shape[0])
 
 
 def copy_model(model: torch.nn.Module, ckpt: dict, path: str | Path) -> list[str]:
     """Copy every tensor of a pretrained masked LM into ``model`` (a masked LM of the same
     settings, :func:`check_init_from`): encoder and head alike; returns their names. A tensor
     that does not fit is a ``ValueError`` starting ``init_from:``."""
-    state = {k[len("model."):]: v for k, v in ckpt["state_dict"].items() if k.startswith("model.")}
-    rows, ours = state["encoder.embedding.weight"].shape[0], model.encoder.embedding.num_embeddings
-    if rows != ours:
-        raise ValueError(f"init_from: {path} has a {rows}-piece vocabulary, but the model reads {ours} pieces")
-    try:
-        model.load_state_dict(state, strict=True)
-    except RuntimeError as exc:
-        raise ValueError(f"init_from: {path}'s masked LM does not fit the model: {' '.join(str(exc).split())[:400]}") from None
-    return sorted(state)
+    state = _state(ckpt, "model.")
+    return _load(model, state, path, "'s masked LM does not fit the model", state["encoder.embedding.weight"].shape[0])
 
 
 def pretrained_positions(ckpt: dict) -> int | None:
