@@ -1,0 +1,160 @@
+"""``decode.dtype=bf16``: search over a bf16 copy of the model, scores in fp32.
+
+bf16 greedy, beam, n-best and ensemble search give what the same search gives on the model cast
+with ``.to(torch.bfloat16)``; the compiled bf16 step gives eager bf16's tokens; the fp32 model
+is left as it is; a CPU without bf16 instructions refuses ``decode.dtype=bf16``.
+"""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+
+from transformer.decoding import EnsembleModel, beam_search, greedy_search
+from transformer.decoding import precision
+from transformer.decoding.compiled import compiled_decoding
+from transformer.decoding.precision import decoding_model
+from transformer.decoding.settings import DecodeSettings
+from transformer.models import EncoderDecoder, TransformerConfig
+from transformer.modules.positional import RelativePositionBias
+from transformer.tasks.translation import TranslationTask
+
+PAD, BOS, EOS, V = 0, 1, 2, 40
+SPECIALS = {"bos_id": BOS, "eos_id": EOS, "pad_id": PAD}
+TINY = dict(d_model=16, n_heads=2, n_encoder_layers=1, n_decoder_layers=2, d_ff=32, dropout=0.0, max_len=128)
+ARGS = dict(**SPECIALS, max_len_a=1.5, max_len_b=4)
+
+needs_bf16 = pytest.mark.skipif(not precision.cpu_has_bf16(), reason="this CPU has no bf16 instructions")
+
+
+def _model(seed: int, **kw) -> EncoderDecoder:
+    torch.manual_seed(seed)
+    model = EncoderDecoder(TransformerConfig(vocab_size=V, pad_id=PAD, **TINY, **kw)).eval()
+    with torch.no_grad():  # a larger EOS row (tied embedding): outputs end at varied lengths
+        model.decoder.output_proj.weight[EOS] *= 3.0
+    return model
+
+
+def _sources(n: int, seed: int = 0, max_len: int = 12) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, max_len + 1, (n,), generator=g)
+    src = torch.randint(3, V, (n, max_len), generator=g)
+    src[torch.arange(max_len) >= lengths[:, None]] = PAD
+    return src
+
+
+def _task(seed: int) -> TranslationTask:
+    torch.manual_seed(seed)
+    task = TranslationTask(model={"_target_": "transformer.models.EncoderDecoder", **TINY}, vocab_size=V,
+                           pad_id=PAD, bos_id=BOS, eos_id=EOS, src_lang="de", tgt_lang="en").eval()
+    with torch.no_grad():
+        task.model.decoder.output_proj.weight[EOS] *= 3.0
+    return task
+
+
+def _search(model, src, strategy: str):
+    if strategy == "greedy":
+        return [[(toks, s)] for toks, s in greedy_search(model, src, **ARGS, max_len=128, return_scores=True)]
+    return [[(h.tokens, h.score) for h in n]
+            for n in beam_search(model, src, **ARGS, max_len=128, beam_size=4, n_best=3 if strategy == "n_best" else 1)]
+
+
+STRATEGIES = {"greedy": {"strategy": "greedy"}, "beam": {"strategy": "beam", "beam_size": 4},
+              "n_best": {"strategy": "beam", "beam_size": 4, "n_best": 3}}
+
+
+@needs_bf16
+@pytest.mark.parametrize("strategy", list(STRATEGIES))
+def test_bf16_search_is_the_search_of_the_model_cast_to_bf16(strategy):
+    task, src = _task(1), _sources(8, seed=1)
+    settings = {**STRATEGIES[strategy], **{k: v for k, v in ARGS.items() if k.startswith("max_len")}}
+    bf16 = task.search_fn({**settings, "dtype": "bf16"})(src)
+    reference = _search(copy.deepcopy(task.model).to(torch.bfloat16), src, strategy)
+    assert bf16 == reference  # token ids and fp32 scores, exactly
+    fp32 = task.search_fn(settings)(src)
+    assert fp32 == _search(task.model, src, strategy)
+    # the bf16 copy is what searched (scores differ from fp32's), and the task's model stays fp32
+    assert [s for n in bf16 for _, s in n] != [s for n in fp32 for _, s in n]
+    assert {p.dtype for p in task.model.parameters()} == {torch.float32}
+
+
+@needs_bf16
+def test_a_bf16_ensemble_is_the_ensemble_of_bf16_members():
+    members = [_model(8), _model(9, positional=RelativePositionBias)]
+    src = _sources(5, seed=2)
+    bf16 = decoding_model(EnsembleModel(members), "bf16")
+    reference = EnsembleModel([copy.deepcopy(m).to(torch.bfloat16) for m in members])
+    assert greedy_search(bf16, src, **ARGS, return_scores=True) == greedy_search(reference, src, **ARGS,
+                                                                                 return_scores=True)
+    beams = [beam_search(e, src, **ARGS, beam_size=3, n_best=2) for e in (bf16, reference)]
+    assert beams[0] == beams[1]
+    assert {p.dtype for m in members for p in m.parameters()} == {torch.float32}
+
+
+@needs_bf16
+def test_bf16_weights_and_cache_with_fp32_log_probs():
+    model = decoding_model(_model(3), "bf16")
+    assert {p.dtype for p in model.parameters()} == {torch.bfloat16}
+    enc = model.encode(_sources(3, seed=3))
+    cache = model.init_cache(enc)
+    log_probs, cache = model.decode_step(torch.full((3, 1), BOS), enc, cache)
+    assert enc.memory.dtype == torch.bfloat16 and cache.cross(0)[0].dtype == torch.bfloat16
+    assert log_probs.dtype == torch.float32  # the log-softmax runs on fp32 logits
+    assert torch.allclose(log_probs.exp().sum(-1), torch.ones(3), atol=1e-5)
+
+
+def test_fp32_decoding_uses_the_model_itself():
+    model = _model(4)
+    assert decoding_model(model, "fp32") is model
+
+
+@needs_bf16
+@pytest.mark.slow  # compiling on a CPU: about a minute
+def test_compiled_bf16_gives_the_tokens_of_eager_bf16():
+    torch._dynamo.reset()
+    model = decoding_model(_model(5), "bf16")
+    compiled = compiled_decoding(model)
+    for batch in (_sources(1, seed=5), _sources(12, seed=6)):
+        assert greedy_search(compiled, batch, **ARGS) == greedy_search(model, batch, **ARGS)
+        beams = [beam_search(m, batch, **ARGS, beam_size=3, n_best=2) for m in (compiled, model)]
+        assert [[h.tokens for h in n] for n in beams[0]] == [[h.tokens for h in n] for n in beams[1]]
+
+
+def test_bf16_is_refused_on_a_cpu_that_would_emulate_it(monkeypatch):
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
+    task = _task(6)
+    with pytest.raises(ValueError, match=r"^decode\.dtype=bf16: this CPU has no bf16 instructions") as err:
+        task.search_fn({"strategy": "beam", "dtype": "bf16"})
+    assert "\n" not in str(err.value)
+    task.search_fn({"strategy": "beam", "dtype": "fp32"})  # fp32 is always there
+
+
+def test_the_cpu_check_reads_the_bf16_instructions(monkeypatch):
+    import platform
+
+    monkeypatch.setattr(platform, "machine", lambda: "x86_64")
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: False, raising=False)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: False, raising=False)
+    assert not precision.cpu_has_bf16()
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: True, raising=False)
+    assert precision.cpu_has_bf16()
+
+
+def test_decode_dtype_is_fp32_or_bf16_for_autoregressive_checkpoints_only():
+    from transformer.tasks.seq2seq import refuse_compile
+
+    assert DecodeSettings().dtype == "fp32"
+    with pytest.raises(ValueError, match=r"decode\.dtype='fp16': expected one of fp32, bf16"):
+        DecodeSettings.check({"dtype": "fp16"})
+    with pytest.raises(ValueError, match=r"decode\.dtype=bf16: applies to greedy and beam"):
+        refuse_compile({"dtype": "bf16"}, "a CTC")
+    refuse_compile({"dtype": "fp32"}, "a CTC")
+
+
+def test_bf16_and_int8_do_not_combine():
+    from transformer.accel.quantize import apply_quantize
+
+    with pytest.raises(ValueError, match="quantize=int8"):
+        decoding_model(apply_quantize(_model(7), "int8"), "bf16")
