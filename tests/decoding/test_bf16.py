@@ -206,3 +206,27 @@ def test_bf16_and_int8_do_not_combine():
 
     with pytest.raises(ValueError, match="quantize=int8"):
         decoding_model(apply_quantize(_model(7), "int8"), "bf16")
+
+
+@needs_bf16
+def test_the_server_decodes_in_the_dtype_of_its_settings():
+    pytest.importorskip("fastapi")
+    from transformer.cli.serve import load_export, translation_settings
+    from transformer.data.core.tokenizer import SubwordTokenizer
+    from transformer.serve.served import TranslationModel
+
+    sentences = ["ein hund läuft über die wiese .", "zwei männer spielen fußball ."] * 3
+    tok = SubwordTokenizer.train(sentences, vocab_size=300)
+    torch.manual_seed(0)
+    task = TranslationTask(model={"_target_": "transformer.models.EncoderDecoder", **TINY}, vocab_size=tok.vocab_size,
+                           pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id, src_lang="de", tgt_lang="en",
+                           tokenizers={"src": tok.to_str(), "tgt": tok.to_str()}).eval()
+    settings = translation_settings({"id": "m", "ckpt_path": "m.ckpt", "decode": "beam", "dtype": "bf16"}, "models[0]")
+    assert settings["dtype"] == "bf16"
+    served = TranslationModel("m", task, "m.ckpt", settings)
+    answers = [[(h["text"], h["score"]) for h in a["hypotheses"]] for a in served.predict(sentences, served._settings({}))]
+    assert answers == task.translator(settings).translate(sentences)
+    assert answers != task.translator({**settings, "dtype": "fp32"}).translate(sentences)  # the scores differ
+    # a CTranslate2 export decodes as CTranslate2 does: the key is not one of its own
+    with pytest.raises(ValueError, match=r"models\[0\]\.dtype: not a key of a CTranslate2 export"):
+        load_export({"id": "m", "ckpt_path": "export", "dtype": "bf16"}, "models[0]", None, None)
