@@ -230,3 +230,31 @@ def test_the_server_decodes_in_the_dtype_of_its_settings():
     # a CTranslate2 export decodes as CTranslate2 does: the key is not one of its own
     with pytest.raises(ValueError, match=r"models\[0\]\.dtype: not a key of a CTranslate2 export"):
         load_export({"id": "m", "ckpt_path": "export", "dtype": "bf16"}, "models[0]", None, None)
+
+
+def test_transformer_decode_refuses_bf16_in_one_error_line(monkeypatch, capsys, tmp_path):
+    import sys
+
+    from transformer.cli import decode as decode_cli
+    from transformer.data.core.tokenizer import SubwordTokenizer
+    from transformer.tasks.checkpoint import TASK_KEY
+
+    tok = SubwordTokenizer.train(["ein hund läuft .", "zwei männer ."] * 3, vocab_size=300)
+    task = TranslationTask(model={"_target_": "transformer.models.EncoderDecoder", **TINY}, vocab_size=tok.vocab_size,
+                           pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id, src_lang="de", tgt_lang="en",
+                           tokenizers={"src": tok.to_str(), "tgt": tok.to_str()})
+    ckpt = {"state_dict": task.state_dict(), "hyper_parameters": dict(task.hparams), TASK_KEY: "translation"}
+    task.on_save_checkpoint(ckpt)
+    torch.save(ckpt, tmp_path / "m.ckpt")
+    (tmp_path / "src.de").write_text("ein hund läuft .\n")
+    monkeypatch.setattr(precision, "cpu_has_bf16", lambda: False)
+    monkeypatch.setattr(sys, "argv", ["transformer-decode", f"ckpt_path={tmp_path / 'm.ckpt'}", "decode.dtype=bf16",
+                                      f"input={tmp_path / 'src.de'}", f"output={tmp_path / 'hyp.en'}"])
+    capsys.readouterr()
+    with pytest.raises(SystemExit) as exit_:
+        decode_cli.main()
+    assert exit_.value.code == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["error: decode.dtype=bf16: this CPU has no bf16 instructions (AVX512-BF16 or AMX), so bf16 "
+                   "products would be emulated, slower than fp32; set decode.dtype=fp32"]
+    assert not (tmp_path / "hyp.en").exists()
