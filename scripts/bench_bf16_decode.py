@@ -69,6 +69,10 @@ def main() -> None:
         for compiled in (False, True) if args.compile else (False,):
             for dtype in ("fp32", "bf16"):
                 cfg = {**strategy, "dtype": dtype, "compile": compiled, "max_tokens": args.max_tokens}
+                if compiled:
+                    # every configuration compiles the same decode_step afresh: dynamo's cache of
+                    # one function would otherwise fill up (8 graphs) and fall back to eager
+                    torch._dynamo.reset()
                 translator = task.translator(cfg)
                 key = f"{name} {'compiled' if compiled else 'eager'} {dtype}"
                 warm_up = None
