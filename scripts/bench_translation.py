@@ -28,7 +28,9 @@ timed batch once more under ``torch.utils.flop_counter.FlopCounterMode`` (matrix
 attention, forward and backward; the optimizer step and elementwise work are not counted).
 ``--d-model/--layers/--heads/--d-ff`` change both models' size alike, e.g. to the GPU recipe's
 512 / 4 / 8 / 2048. ``--no-peer`` measures ours alone (no ``transformers`` needed): the same
-numbers for ours, no Marian entries and no ratios.
+numbers for ours, no Marian entries and no ratios. On a CPU, ``--count-flops`` also measures the
+matrix-product limit of the model's shapes (``scripts/bench_limit.py``, fp32 and bf16) and prints
+each model's training GFLOP/s as a share of it.
 """
 
 from __future__ import annotations
@@ -341,6 +343,16 @@ def main():
             res["train_compiled_speedup_vs_marian"] = train["ours_compiled"] / train["marian"]
     if flops:
         res["train_flops"] = flops
+    if flops and device.type == "cpu":
+        # The counted GFLOP/s beside this machine's matrix-product limit (scripts/bench_limit.py:
+        # plain torch.mm on the model's shapes, as many threads as the timed steps).
+        from bench_limit import measure, model_shapes, share
+
+        limits = measure(shapes=model_shapes(args.d_model, args.d_ff, ours.vocab_size))
+        res["matmul_limit_gflops_per_s"] = {d: max(v.values()) for d, v in limits.items()}
+        res["train_share_of_limit"] = {k: share(v["tflops_per_s"] * 1e3, limits) for k, v in flops.items()}
+        for k, v in flops.items():
+            print(f"train {k}: {v['tflops_per_s'] * 1e3:.1f} GFLOP/s, {res['train_share_of_limit'][k]}")
     if flops and device.type == "cuda":
         # Counted FLOPs of the timed training steps over their time, as a share of the peak.
         res["mfu"] = {k: v["tflops_per_s"] / args.peak_tflops for k, v in flops.items()}

@@ -13,7 +13,6 @@ import contextlib
 import json
 import logging
 import os
-import platform
 from pathlib import Path
 
 import lightning as L
@@ -30,6 +29,7 @@ from transformer.cli.callbacks import (
     quiet_library_noise,
 )
 from transformer.cli.common import StoppedBySignal, claimed, hydra_entry
+from transformer.decoding.precision import cpu_has_bf16
 from transformer.decoding.settings import DecodeSettings
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.files import write_text
@@ -378,10 +378,7 @@ def emulated_bf16(trainer: L.Trainer) -> bool:
     (AVX512-BF16 or AMX): oneDNN then emulates them, and training runs slower than in fp32."""
     if "bf16" not in str(trainer.precision) or type(trainer.accelerator).__name__ != "CPUAccelerator":
         return False
-    if platform.machine().lower() not in ("x86_64", "amd64"):
-        return False
-    native = [getattr(torch.cpu, name, None) for name in ("_is_avx512_bf16_supported", "_is_amx_tile_supported")]
-    return not any(check() for check in native if check is not None)
+    return not cpu_has_bf16()
 
 
 def run(cfg: DictConfig) -> dict:

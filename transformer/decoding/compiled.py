@@ -21,7 +21,10 @@ freezing.
 The weights are read when the step is first compiled: a wrapper belongs to one trained model
 and is not for decoding inside a training loop (the validation decoding stays eager).
 Outputs are the eager model's up to floating-point summation order (tests compare them token
-for token with the eager cache on greedy and beam search).
+for token with the eager cache on greedy and beam search). A bf16 model (``decode.dtype=bf16``,
+``decoding.precision``) compiles the same way, its weights packed for oneDNN's bf16 products; the
+fused step rounds its intermediate results differently from eager bf16, so near-ties can go the
+other way (tests compare tokens on a model that has learned its task).
 """
 
 from __future__ import annotations

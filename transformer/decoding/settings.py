@@ -20,6 +20,9 @@ from typing import Any, Mapping, Optional
 
 from transformer.ranges import Range
 
+# The values of ``dtype`` (``decoding.precision.DTYPES`` maps them onto torch's).
+DTYPES = ("fp32", "bf16")
+
 
 def setting(default: Any, help: str, within: Range | None = None):
     """A declared setting: its default, one line on what it does, and its range
@@ -36,6 +39,8 @@ class DecodeSettings:
     max_tokens: int = setting(2048, "source sentences are batched under this token budget (padding counted)",
                               Range(1, 2**31))
     compile: bool = setting(False, "autoregressive search with torch.compile and a static KV cache")
+    dtype: str = setting("fp32", "autoregressive search's weights and KV cache: fp32 | bf16 (bf16 needs a GPU or a "
+                                 "CPU with AVX512-BF16 or AMX); scores stay fp32")
     max_len_a: float = setting(1.2, "length cap: max_len_a * source pieces + max_len_b", Range(0, 10**4))
     max_len_b: int = setting(10, "see max_len_a", Range(0, 10**6))
     beam_size: int = setting(5, "beam search / CTC prefix beam width", Range(1, 1024))
@@ -71,6 +76,8 @@ class DecodeSettings:
                 raise ValueError(f"{where}.{key}: not a decoding key (known: {', '.join(declared)})")
             _check_value(f"{where}.{key}", value, hints[key], declared[key].metadata["range"])
         full = {**{k: f.default for k, f in declared.items()}, **values}
+        if full["dtype"] not in DTYPES:
+            raise ValueError(f"{where}.dtype={full['dtype']!r}: expected one of {', '.join(DTYPES)}")
         a, b = full["max_len_a"], full["max_len_b"]
         if a == 0 and b < 1:
             raise ValueError(f"{where}.max_len_a={a!r} {where}.max_len_b={b!r}: the length cap "

@@ -215,10 +215,14 @@ def fused_adam(device: torch.device, gradient_clip_val: float | None) -> bool:
 
 
 def refuse_compile(decode_cfg: Mapping[str, Any], kind: str) -> None:
-    """``decode.compile=true`` compiles autoregressive search only: other kinds say so."""
+    """``decode.compile=true`` and ``decode.dtype=bf16`` apply to autoregressive search only:
+    other kinds say so."""
     if decode_cfg.get("compile"):
         raise ValueError(f"decode.compile=true applies to greedy and beam search of an autoregressive "
                          f"checkpoint; this is {kind} checkpoint (set decode.compile=false)")
+    if decode_cfg.get("dtype", "fp32") != "fp32":
+        raise ValueError(f"decode.dtype={decode_cfg['dtype']}: applies to greedy and beam search of an "
+                         f"autoregressive checkpoint; this is {kind} checkpoint (set decode.dtype=fp32)")
 
 
 __all__ = ["Seq2SeqTask", "fused_adam", "refuse_compile"]

@@ -16,6 +16,7 @@ import torch.nn.functional as F
 
 from transformer.decoding import EnsembleModel, beam_search, greedy_search
 from transformer.decoding.compiled import compiled_decoding
+from transformer.decoding.precision import decoding_model
 from transformer.decoding.settings import DecodeSettings
 from transformer.inference import SearchFn
 from transformer.tasks.seq2seq import Seq2SeqTask
@@ -184,9 +185,9 @@ class TranslationTask(Seq2SeqTask):
         hp = self.hparams
         ids = dict(bos_id=hp.bos_id, eos_id=hp.eos_id, pad_id=hp.pad_id)
         lengths = dict(max_len_a=cfg.max_len_a, max_len_b=cfg.max_len_b, max_len=self.max_len)
-        model = self.model
+        model = decoding_model(self.model, cfg.dtype)  # a bf16 copy for decode.dtype=bf16
         if cfg.compile:
-            model = compiled_decoding(self.model, next(self.model.parameters()).device)
+            model = compiled_decoding(model, next(model.parameters()).device)
         if cfg.strategy == "greedy":
             def greedy(src: torch.Tensor):
                 out = greedy_search(model, src, **ids, **lengths, return_scores=True)
