@@ -7,7 +7,7 @@ self-training a tagger.
         --split train --first 10000 --output runs/silver/m30k.words
     transformer-tag ckpt_path=[a.ckpt,b.ckpt,c.ckpt] input=runs/silver/m30k.words \
         format=conllu output=runs/silver/m30k.conllu      # silver tags from an ensemble
-    transformer-train experiment=gum_upos_wsj data.extra_train=[runs/silver/m30k.conllu]
+    transformer-train experiment=gum_upos_adv data.extra_train=[runs/silver/m30k.conllu]
 
 Splitting (GUM 2.5's conventions, checked on its training split): punctuation is its own word;
 the clitics ``n't 's 're 've 'll 'd 'm`` are split off (``don't`` -> ``do n't``, ``can't`` ->

@@ -1,4 +1,4 @@
-"""The checkpoint callbacks of `conf/callbacks/default.yaml`, on a toy module: `last.ckpt`
+"""The checkpoint callbacks of `conf/train.yaml`'s callbacks, on a toy module: `last.ckpt`
 must be the latest state even when the monitored score stops improving (Lightning 2.6
 refreshes ModelCheckpoint's own `save_last` file only when a top-k file is written), and
 a resumed run's `metrics.csv` must keep the rows logged before the resume."""

@@ -62,6 +62,8 @@ CHANGED.update({key: None for key in ("decode.pivot", "task.val_decode.pivot", "
 CHANGED.update({key: "fp32" for key in ("decode.dtype", "task.val_decode.dtype", "test_decode.dtype")})
 # Experiments added since 0.1.0: they have no composed config there to compare with.
 ADDED = {"train experiment=multi30k_multi", "train experiment=multi30k_multi_cpu"}
+# Experiments folded into another: gum_upos_wsj's multi-task settings are gum_upos_adv's own now.
+REMOVED = {"train experiment=gum_upos_wsj"}
 MOVED = {f"task.{key}": f"task.optimizer.{key}" for key in ("betas", "eps", "weight_decay")}
 SEQ2SEQ_TASKS = ("TranslationTask", "NATTranslationTask", "CTCTranslationTask")
 for name, config in COMPOSED.items():
@@ -183,9 +185,9 @@ def composed_now() -> dict[str, dict]:
 
 def test_every_composed_config_is_the_same_key_by_key():
     now = composed_now()
-    assert set(now) == set(COMPOSED) | ADDED, "commands or experiments were added or removed: record them in make.py"
+    assert set(now) == (set(COMPOSED) - REMOVED) | ADDED, "commands or experiments were added or removed: record them here"
     differences = []
-    for name in sorted(COMPOSED):
+    for name in sorted(set(COMPOSED) - REMOVED):
         before, after = flatten(COMPOSED[name]), flatten(now[name])
         for key, target in MOVED.items():
             if key in before:

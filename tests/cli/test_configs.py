@@ -259,15 +259,18 @@ def experiment_file(name: str) -> dict:
 
 @pytest.mark.parametrize("experiment", EXPERIMENTS)
 def test_recorded_choices_and_the_experiment_file_say_what_runs(experiment):
-    # What Hydra records in .hydra/ as the run's choices (data, model, task, trainer, callbacks,
-    # loggers, decodings, and the experiment) is what runs: each node is its chosen file plus what the experiment
+    # What Hydra records in .hydra/ as the run's choices (data, model, task, decodings, and the experiment) is what runs: each node is its chosen file plus what the experiment
     # file writes under it; nothing else changes it behind the choices' back.
     cfg = compose_cfg("train", [f"experiment={experiment}", "output_dir=x"], hydra_node=True)
     choices = cfg.hydra.runtime.choices
     assert choices.experiment == experiment
     written = experiment_file(experiment)
-    for key, group in (("data", "data"), ("model", "model"), ("task", "task"), ("trainer", "trainer"),
-                       ("callbacks", "callbacks"), ("logger", "logger"),
+    train = OmegaConf.load(CONF / "train.yaml")
+    for key in ("trainer", "callbacks", "logger"):  # train.yaml's own blocks, then the experiment's
+        block = OmegaConf.select(OmegaConf.create(written), key) or {}
+        assert OmegaConf.to_container(cfg[key], resolve=False) == OmegaConf.to_container(
+            OmegaConf.merge(train[key], block), resolve=False), key
+    for key, group in (("data", "data"), ("model", "model"), ("task", "task"),
                        ("test_decode", "decode@test_decode"), ("task.val_decode", "decode@task.val_decode")):
         node = OmegaConf.select(cfg, key)
         node = OmegaConf.to_container(node, resolve=False) if node is not None else None
@@ -296,20 +299,22 @@ def test_the_gpu_recipe_records_its_model_and_beam():
 
 def test_conf_groups_mirror_the_package_and_group_files_are_complete():
     # conf/ holds the groups named after the package's parts, each option one complete file:
-    # no base files to chain (but the model sizes' shared keys), no per-experiment subtrees (an
-    # experiment file shows its recipe).
+    # no base files to chain, no per-experiment subtrees (an experiment file shows its recipe).
     groups = {p.name for p in CONF.iterdir() if p.is_dir()}
-    assert groups == {"callbacks", "data", "debug", "decode", "experiment", "hydra", "logger", "model", "task",
-                      "trainer"}
-    for group in ("task", "decode", "trainer", "callbacks", "logger"):
+    assert groups == {"data", "debug", "decode", "experiment", "model", "task"}
+    for group in ("task", "decode", "model"):
         assert not [p for p in (CONF / group).iterdir() if p.is_dir()], group
         for path in (CONF / group).glob("*.yaml"):
             assert "defaults" not in OmegaConf.load(path), path
-    # The model sizes share their common keys through conf/model/base/ and chain nothing else
-    # (what they compose to is checked against the recorded run above).
-    assert [p.name for p in (CONF / "model").iterdir() if p.is_dir()] == ["base"]
-    for path in (CONF / "model").glob("*.yaml"):
-        assert all(e == "_self_" or e.startswith("base/") for e in OmegaConf.load(path).get("defaults", [])), path
+    # The trainer, its callbacks and loggers are train.yaml's own blocks; an experiment extends at
+    # most one other experiment's file.
+    assert {"trainer", "callbacks", "logger"} <= set(OmegaConf.load(CONF / "train.yaml"))
+    def chained(name: str) -> list[str]:  # the experiments a file extends (not its group overrides)
+        entries = OmegaConf.load(CONF / "experiment" / f"{name}.yaml").get("defaults", [])
+        return [e for e in entries if isinstance(e, str) and e != "_self_"]
+
+    for path in (CONF / "experiment").glob("*.yaml"):
+        assert len(chained(path.stem)) <= 1 and not any(chained(e) for e in chained(path.stem)), path
 
 
 def test_bf16_training_on_a_cpu_without_bf16_instructions_is_flagged(monkeypatch):

@@ -15,7 +15,7 @@ from transformer.tasks.tagging import TaggingTask
 from model_configs import TINY
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
-TAG_EXPERIMENTS = {"gum_upos": ("gum", "upos"), "gum_upos_wsj": ("gum", "upos"), "gum_upos_adv": ("gum", "upos"), "conll2000_pos": ("conll2000", "pos"), "ud_upos": ("conllu", "upos")}
+TAG_EXPERIMENTS = {"gum_upos": ("gum", "upos"), "gum_upos_adv": ("gum", "upos"), "conll2000_pos": ("conll2000", "pos"), "ud_upos": ("conllu", "upos")}
 # The tagger at the encoder's size (conf/model/encoder.yaml) and tiny.
 TAGGER_MODELS = {"encoder": ["model=encoder"], "tiny": TINY["tagger_tiny"]}
 
@@ -74,13 +74,15 @@ def test_gum_upos_recipe_takes_the_other_tag_set(tmp_path):
     assert upos == xpos
 
 
-def test_adversarial_experiment_extends_gum_upos_wsj(tmp_path):
-    base = compose_cfg("train", ["experiment=gum_upos_wsj", f"output_dir={tmp_path}"])
+def test_the_adversarial_recipe_is_gum_upos_with_xpos_multi_task_adversarial_steps_and_wider_chars(tmp_path):
+    base = compose_cfg("train", ["experiment=gum_upos", f"output_dir={tmp_path}"])
     adv = compose_cfg("train", ["experiment=gum_upos_adv", f"output_dir={tmp_path}"])
     assert base.task.adversarial_eps == 0.0 and adv.task.adversarial_eps > 0
     assert build_task(adv).hparams.adversarial_eps == adv.task.adversarial_eps
-    # The data and the model are gum_upos_wsj's, but for a wider character CNN.
-    assert adv.data == base.data
+    # A second head on Penn Treebank tags, from GUM's XPOS column and CoNLL-2000's WSJ file.
+    assert (adv.data.aux_tagset, adv.data.aux_corpus) == ("xpos", "conll2000") and adv.task.aux_weight > 0
+    assert base.data.aux_tagset is None
+    # The model is gum_upos's, but for a wider character CNN.
     wider = ("char_channels", "char_kernel")
     assert {k: v for k, v in adv.model.items() if k not in wider} == {
         k: v for k, v in base.model.items() if k not in wider}
@@ -89,7 +91,7 @@ def test_adversarial_experiment_extends_gum_upos_wsj(tmp_path):
     convs = build_task(adv).model.chars.convs
     assert [c.kernel_size[0] for c in convs] == list(adv.model.char_kernel)
     assert {c.out_channels for c in convs} == {adv.model.char_channels}
-    assert adv.trainer.max_epochs > base.trainer.max_epochs
+    assert adv.trainer.max_time > base.trainer.max_time  # the second head's text and steps cost time
 
 
 def test_experiments_with_debug_fast_compose(tmp_path):

@@ -1,7 +1,7 @@
 """What `transformer-train` hands its trainer besides the model and the data: the callbacks it
 always adds (not a config choice: exact resume, ``last.ckpt`` holding the final state), its
-checkpoint writer (whole or not at all), and the project's own classes that ``conf/callbacks/``
-and ``conf/logger/`` name (an early stopping that skips unmeasured epochs, the progress display,
+checkpoint writer (whole or not at all), and the project's own classes that ``conf/train.yaml``'s
+``callbacks`` and ``logger`` blocks name (an early stopping that skips unmeasured epochs, the progress display,
 a CSV logger that keeps its rows across a resume).
 
 Exact resume: Lightning's checkpoint holds the weights, optimizer, schedule, loop counters and

@@ -52,6 +52,16 @@ CONF_DIR = str(
 )
 # The command whose runs claim their folder.
 TRAIN = "train"
+#: Logging of every command but training (evaluate, decode, tag, serve, ...), which run in the
+#: user's folder: messages go to stderr only, so stdout stays the command's output and no log
+#: file is left behind. Training logs as Hydra does, to its run folder's train.log and stderr.
+TOOL_LOGGING = OmegaConf.create({
+    "version": 1,
+    "formatters": {"simple": {"format": "[%(asctime)s][%(name)s][%(levelname)s] - %(message)s"}},
+    "handlers": {"console": {"class": "logging.StreamHandler", "formatter": "simple", "stream": "ext://sys.stderr"}},
+    "root": {"level": "INFO", "handlers": ["console"]},
+    "disable_existing_loggers": False,
+})
 MULTIRUN_FLAGS = ("-m", "--multirun")
 
 
@@ -215,7 +225,7 @@ def run_job(job: Job, work: Callable[[DictConfig], object], claim: bool = False)
     try:
         with claimed(task_cfg) if claim else contextlib.nullcontext():
             Path(job.folder).mkdir(parents=True, exist_ok=True)
-            configure_log(cfg.hydra.job_logging, cfg.hydra.verbose)
+            configure_log(cfg.hydra.job_logging if cfg.hydra.job.name == TRAIN else TOOL_LOGGING, cfg.hydra.verbose)
             if cfg.hydra.output_subdir is not None:
                 record = Path(job.folder) / str(cfg.hydra.output_subdir)
                 record.mkdir(parents=True, exist_ok=True)

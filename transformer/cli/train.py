@@ -28,7 +28,7 @@ from transformer.cli.callbacks import (
     ResumableCSVLogger,
     quiet_library_noise,
 )
-from transformer.cli.common import StoppedBySignal, claimed, hydra_entry
+from transformer.cli.common import GROUP_HINTS, StoppedBySignal, claimed, hydra_entry
 from transformer.decoding.precision import cpu_has_bf16
 from transformer.decoding.settings import DecodeSettings
 from transformer.data.core.tokenizer import SubwordTokenizer
@@ -169,8 +169,10 @@ def check_config(cfg: DictConfig, complete: bool = False) -> None:
         expected = int if key == "seed" else str
         if key in cfg and (not isinstance(cfg[key], expected) or isinstance(cfg[key], bool)):
             raise ValueError(f"{key}={cfg[key]!r}: expected {expected.__name__}")
-    if not isinstance(cfg.get("trainer"), DictConfig):
-        raise ValueError("trainer: required; choose one of conf/trainer/ (trainer=default)")
+    for key in ("trainer", "callbacks", "logger"):  # train.yaml's blocks; null turns callbacks or loggers off
+        if not isinstance(cfg.get(key), DictConfig) and not (key != "trainer" and cfg.get(key) is None):
+            raise ValueError(f"{key}={cfg.get(key)!r}: expected its settings as keys, {key}.<name>=... "
+                             f"{GROUP_HINTS[key]}")
     # The model is checked against the model registry (tasks/build.py), never imported by name;
     # vocabulary sizes and special ids come from the data later.
     check_model_config(cfg.get("model"), "model", complete=False)
