@@ -15,6 +15,12 @@ Writes under ``output_dir``: ``<split>.<src_lang>`` (the sources, unchanged),
 (checkpoint, decoding settings, counts, timing, and BLEU of the distilled targets against
 the original references). ``ckpt_path=[a.ckpt,b.ckpt]`` distils with the ensemble of the
 checkpoints (their probabilities averaged at every step).
+
+A multilingual teacher (``data.pairs``) translates the split in each of its directions and
+writes one file per language: ``<split>.<src>`` unchanged and ``<split>.<tgt>`` its
+translations, so the student trains on every direction with the same ``data.pairs`` and
+``data.distill_dir``. Each target language must come from one source language, and no language
+may be both (en-de, en-fr: yes; de-en, en-de: refused in one line).
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ from pathlib import Path
 from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli.common import checkpoint_label, hydra_entry, load_for_inference
+from transformer.data.parallel.languages import Direction, direction_name, directions_of
 from transformer.decoding.settings import DecodeSettings
 from transformer.evaluation import score_translations
 from transformer.evaluation.translation import translate_split
@@ -48,21 +55,20 @@ def distill(ckpt_path: str | list[str], split: str, decode_cfg: dict, output_dir
         raise ValueError(f"ckpt_path={checkpoint_label(ckpt_path)}: a {getattr(task, 'task_name', '?')} checkpoint; "
                          f"transformer-distill needs a translation checkpoint (it writes translations)")
     hp = task.hparams
+    out = Path(output_dir)
+    directions = directions_of(hp)
+    if directions is not None:
+        return _distill_directions(task, ckpt_path, directions, split, decode_cfg, out, data_dir, mirror_root, dev,
+                                   limit)
     translated = translate_split(task, split, decode_cfg, data_dir, mirror_root, dev, limit)
     sources, hyps = translated.sources, translated.hyps
 
-    out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     # The split is the user's, the languages the checkpoint's: each file name stays in ``out``.
     src_path, tgt_path = inside(out, f"{split}.{hp.src_lang}"), inside(out, f"{split}.{hp.tgt_lang}")
     _write_lines(src_path, sources)
     _write_lines(tgt_path, hyps)
-    src_tok, tgt_tok = task.src_tokenizer.to_str(), task.tgt_tokenizer.to_str()
-    if src_tok == tgt_tok:
-        write_text(out / "tokenizer.json", src_tok)
-    else:
-        write_text(out / "tokenizer.src.json", src_tok)
-        write_text(out / "tokenizer.tgt.json", tgt_tok)
+    _write_tokenizers(task, out)
     summary = {
         "checkpoint": checkpoint_label(ckpt_path),
         "split": split,
@@ -73,6 +79,73 @@ def distill(ckpt_path: str | list[str], split: str, decode_cfg: dict, output_dir
         "files": {"src": str(src_path), "tgt": str(tgt_path)},
         # How far the distilled targets are from the references they replace.
         "bleu_vs_references": score_translations(hyps, translated.refs)["bleu"] if hyps else 0.0,
+    }
+    write_text(out / "distill.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
+    return summary
+
+
+def _write_tokenizers(task, out: Path) -> None:
+    """The teacher's tokenizer(s), for the student to share its vocabulary."""
+    src_tok, tgt_tok = task.src_tokenizer.to_str(), task.tgt_tokenizer.to_str()
+    if src_tok == tgt_tok:
+        write_text(out / "tokenizer.json", src_tok)
+    else:
+        write_text(out / "tokenizer.src.json", src_tok)
+        write_text(out / "tokenizer.tgt.json", tgt_tok)
+
+
+def check_distillable(directions: list[Direction], where: str) -> None:
+    """The directions of a multilingual teacher whose distilled corpus is one file per language:
+    each target language written from one source language, and no language both a source (kept
+    as it is) and a target (replaced by translations); else a ``ValueError`` naming them."""
+    sources = {s for s, _ in directions}
+    for s, t in directions:
+        if t in sources:
+            raise ValueError(f"ckpt_path={where}: {t} is a source and a target language of its directions "
+                             f"({', '.join(map(direction_name, directions))}); transformer-distill writes one file "
+                             f"per language, so it takes a model whose target languages are not also sources "
+                             f"(e.g. en-de, en-fr)")
+        others = [direction_name(d) for d in directions if d[1] == t and d[0] != s]
+        if others:
+            raise ValueError(f"ckpt_path={where}: {t} is written from several languages ({direction_name((s, t))}, "
+                             f"{', '.join(others)}); transformer-distill writes one file per target language")
+
+
+def _distill_directions(task, ckpt_path, directions: list[Direction], split: str, decode_cfg: dict, out: Path,
+                        data_dir: str, mirror_root: str | None, device, limit: int | None) -> dict:
+    """A multilingual teacher's distilled corpus: each direction's ``split`` translated into its
+    target language (sources tagged), written as one file per language, ``<split>.<src>`` the
+    sources as they are and ``<split>.<tgt>`` the translations, a multi-way parallel corpus the
+    student reads with the same ``data.pairs`` (``data.distill_dir``)."""
+    label = checkpoint_label(ckpt_path)
+    check_distillable(directions, label)
+    translated = {d: translate_split(task, split, decode_cfg, data_dir, mirror_root, device, limit, direction=d)
+                  for d in directions}
+    written: dict[str, list[str]] = {}
+    for (s, t), result in translated.items():
+        if written.setdefault(s, result.sources) != result.sources:
+            raise ValueError(f"ckpt_path={label}: the {split} sources of {s} differ between its directions; "
+                             f"transformer-distill needs a multi-way parallel corpus (line i of every language "
+                             f"the same sentence)")
+        written[t] = result.hyps
+    out.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for lang, lines in written.items():
+        files[lang] = str(inside(out, f"{split}.{lang}"))
+        _write_lines(Path(files[lang]), lines)
+    _write_tokenizers(task, out)
+    summary = {
+        "checkpoint": label,
+        "split": split,
+        "pairs": [direction_name(d) for d in directions],
+        "files": files,
+        "directions": {
+            direction_name(d): {
+                "sentences": len(r.sources),
+                "empty_outputs": sum(1 for src, h in zip(r.sources, r.hyps) if src.strip() and not h.strip()),
+                **r.decoding_stats(decode_cfg),
+                "bleu_vs_references": score_translations(r.hyps, r.refs)["bleu"] if r.hyps else 0.0,
+            } for d, r in translated.items()},
     }
     write_text(out / "distill.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return summary

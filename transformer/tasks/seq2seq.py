@@ -41,7 +41,9 @@ class Seq2SeqTask(L.LightningModule):
             the inverse square root (Vaswani et al. 2017).
         optimizer: a ``_partial_`` node of ``tasks.build.OPTIMIZERS``; None: Adam,
             betas (0.9, 0.98), eps 1e-9 (:data:`default_optimizer`).
-        val_bleu, val_bleu_every: greedy BLEU on validation, every N epochs (NaN in between).
+        val_bleu, val_bleu_every: greedy BLEU on validation, every N epochs (NaN in between); a
+            multilingual model's also per direction, ``val/bleu/<src>-<tgt>`` (``val/bleu`` is
+            the whole split's, the one checkpoints and early stopping follow).
         val_decode: the decoding settings of validation BLEU (``DecodeSettings``).
         data: the corpus (files, columns, splits), so evaluation can read a split by name.
         tokenizers: ``{"src": json, "tgt": json}``, kept as a checkpoint entry of its own.
@@ -86,6 +88,11 @@ class Seq2SeqTask(L.LightningModule):
             self.set_tokenizers(tokenizers)
         # Validation BLEU tokenizes like evaluation: by the target language, or as the corpus says.
         self._bleu = CorpusBLEU(bleu_tokenizer(tgt_lang, (data or {}).get("bleu_tokenize")))
+        # A multilingual model's validation BLEU of each direction too (``val/bleu/<src>-<tgt>``),
+        # each tokenized by its own target language.
+        self._directions = [str(name) for name in (data or {}).get("directions") or []]
+        self._direction_bleu = [CorpusBLEU(bleu_tokenizer(name.split("-")[1], (data or {}).get("bleu_tokenize")))
+                                for name in self._directions]
 
     # ----------------------------------------------------------------- construction
     def _build_model(self) -> torch.nn.Module:
@@ -149,7 +156,12 @@ class Seq2SeqTask(L.LightningModule):
         hyps = [h[0][0] for h in self.search_fn(val_decode)(batch["src"])]
         refs = [self._strip(r) for r in batch["tgt_out"].tolist()]
         decode = self.tgt_tokenizer.decode
-        self._bleu.update([decode(h) for h in hyps], [decode(r) for r in refs])
+        hyps, refs = [decode(h) for h in hyps], [decode(r) for r in refs]
+        self._bleu.update(hyps, refs)
+        if self._direction_bleu and "direction" in batch:  # the joined validation of several directions
+            which = batch["direction"].tolist()
+            for i, bleu in enumerate(self._direction_bleu):
+                bleu.update([h for h, w in zip(hyps, which) if w == i], [r for r, w in zip(refs, which) if w == i])
 
     def _strip(self, ids: list[int]) -> list[int]:
         hp = self.hparams
@@ -172,13 +184,23 @@ class Seq2SeqTask(L.LightningModule):
         if not self._bleu_due():
             # Not measured this epoch: NaN, which checkpointing ranks last and early stopping skips.
             self.log("val/bleu", float("nan"), prog_bar=True, sync_dist=False)
+            for name in self._directions:
+                self.log(f"val/bleu/{name}", float("nan"), sync_dist=False)
             return
-        # Corpus BLEU: sum the sufficient statistics over ranks, then score once.
-        stats = self.all_gather(torch.tensor(self._bleu.stats, dtype=torch.long, device=self.device))
-        if stats.dim() > 1:
+        # Corpus BLEU: sum the sufficient statistics over ranks, then score once; a row for the
+        # whole validation split, then one per direction.
+        rows = [self._bleu.stats, *(b.stats for b in self._direction_bleu)]
+        stats = self.all_gather(torch.tensor(rows, dtype=torch.long, device=self.device))  # (1 + n_dir, N_STATS)
+        if stats.dim() > 2:  # (world, 1 + n_dir, N_STATS)
             stats = stats.sum(0)
-        self.log("val/bleu", CorpusBLEU.score(stats.tolist()), prog_bar=True, sync_dist=False)
+        stats = stats.tolist()
+        self.log("val/bleu", CorpusBLEU.score(stats[0]), prog_bar=True, sync_dist=False)
+        for name, row in zip(self._directions, stats[1:]):
+            # NaN for a direction no validation sentence came from (trainer.limit_val_batches)
+            self.log(f"val/bleu/{name}", CorpusBLEU.score(row) if row[0] or row[1] else float("nan"), sync_dist=False)
         self._bleu.reset()
+        for bleu in self._direction_bleu:
+            bleu.reset()
 
     # ----------------------------------------------------------------- inference
     def search_fn(self, decode_cfg: Mapping[str, Any] | None, stats: dict | None = None) -> SearchFn:

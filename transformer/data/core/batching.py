@@ -11,6 +11,8 @@ Translation batch (``TranslationCollator``)::
     tgt_pad_mask (B, T) bool   True = real token (same for tgt_in and tgt_out)
     index        (B,)   long   position of each example in its split
     n_tokens     int           real target tokens (counted on the host: no device sync to log it)
+    direction    (B,)   long   each pair's direction, where the split has that column (a
+                               multilingual model's joined validation: position in ``data.directions``)
 
 With ``pad_to_multiple=m`` the widths S and T are rounded up to multiples of m, and the batch
 sampler budgets with lengths rounded the same way: a compiled training step then sees a few
@@ -28,7 +30,7 @@ Tagging batch (``TaggingCollator``)::
 from __future__ import annotations
 
 import logging
-from typing import Iterator, Sequence
+from typing import Callable, Iterator, Sequence
 
 import numpy as np
 import torch
@@ -69,6 +71,10 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
 
     ``pad_to_multiple=m`` budgets every example at its length rounded up to a multiple of m,
     the width the collator pads it to, so padded batches stay within ``max_tokens``.
+
+    ``draw``: ``epoch -> example indices`` (repeats allowed), the examples an epoch uses instead
+    of every one once (a multilingual corpus's temperature sample, drawn anew each epoch). The
+    batch count may then differ from one epoch to the next; ``len`` is the current epoch's.
     """
 
     def __init__(
@@ -81,6 +87,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         rank: int = 0,
         drop_last: bool = False,
         pad_to_multiple: int = 1,
+        draw: Callable[[int], np.ndarray] | None = None,
     ):
         if max_tokens <= 0:
             raise ValueError(f"max_tokens must be positive, got {max_tokens}")
@@ -96,6 +103,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         self.num_replicas = int(num_replicas)
         self.rank = int(rank)
         self.drop_last = drop_last
+        self.draw = draw
         self.epoch = 0
         self._resume: tuple[int, int] | None = None
         # Lightning calls set_epoch on ``loader.sampler`` and ``loader.batch_sampler.sampler``,
@@ -107,7 +115,7 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
                 "%d example(s) longer than max_tokens=%d get a batch of their own (first: index %d, length %d)",
                 len(self.oversized), self.max_tokens, self.oversized[0], int(self.lengths[self.oversized[0]]),
             )
-        self._len = len(self._rank_batches(0)[1])
+        self._lens: dict[int, int] = {}
 
     def set_epoch(self, epoch: int) -> None:
         """Choose the epoch whose order to produce (same seed + epoch → same batches)."""
@@ -143,13 +151,13 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
     def _all_batches(self, epoch: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The whole epoch's batches (all ranks), already balanced for the ranks: the
         example ``order`` and, per batch in batch order, its ``starts`` and ``ends`` in it."""
-        n = len(self.lengths)
+        pool = np.arange(len(self.lengths)) if self.draw is None else np.asarray(self.draw(epoch), dtype=np.int64)
         if self.shuffle:
             rng = np.random.default_rng([self.seed, epoch])
-            perm = rng.permutation(n)
+            perm = pool[rng.permutation(len(pool))]
             order = perm[np.argsort(self.lengths[perm], kind="stable")]
         else:
-            order = np.argsort(self.lengths, kind="stable")
+            order = pool[np.argsort(self.lengths[pool], kind="stable")]
         starts, ends = self._cut(order)
         if self.shuffle:
             shuffled = rng.permutation(len(starts))
@@ -186,10 +194,17 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
         for s, e in zip(starts[skip:].tolist(), ends[skip:].tolist()):
             yield order[s:e].tolist()
 
-    def __len__(self) -> int:
-        # The batch count is the same every epoch: cutting depends only on the sorted
+    def batches_in(self, epoch: int) -> int:
+        """This rank's batch count in ``epoch``."""
+        # Without ``draw`` it is the same every epoch: cutting depends only on the sorted
         # length sequence, which ties broken differently do not change.
-        return self._len
+        key = int(epoch) if self.draw is not None else 0
+        if key not in self._lens:
+            self._lens[key] = len(self._rank_batches(key)[1])
+        return self._lens[key]
+
+    def __len__(self) -> int:
+        return self.batches_in(self.epoch)
 
 
 class _EpochForwarder:
@@ -228,6 +243,8 @@ class TranslationCollator:
             "src_pad_mask": src != self.pad_id,
             "index": torch.as_tensor([int(e["index"]) for e in examples], dtype=torch.long),
         }
+        if "direction" in examples[0]:
+            batch["direction"] = torch.as_tensor([int(e["direction"]) for e in examples], dtype=torch.long)
         if "tgt" in examples[0]:
             tgt_in = pad_ids([[self.bos_id] + list(e["tgt"]) for e in examples], self.pad_id, m)  # (B, T)
             tgt_out = pad_ids([list(e["tgt"]) + [self.eos_id] for e in examples], self.pad_id, m)  # (B, T)

@@ -63,7 +63,7 @@ class ResumableLoader(DataLoader):
 
     def load_state_dict(self, state: dict[str, int]) -> None:
         epoch, batches = int(state["epoch"]), int(state["batches"])
-        if batches >= len(self.batch_sampler):  # saved after the epoch's last batch
+        if batches >= self.batch_sampler.batches_in(epoch):  # saved after the epoch's last batch
             epoch, batches = epoch + 1, 0
         self.batch_sampler.resume_at(epoch, batches)
 
@@ -144,9 +144,14 @@ class TokenBudgetDataModule(L.LightningDataModule):
         split = self.train_split
         sampler = TokenBudgetBatchSampler(
             self._lengths[split], self.max_tokens, shuffle=True, seed=self.seed, num_replicas=world, rank=rank,
-            pad_to_multiple=self.pad_to_multiple,
+            pad_to_multiple=self.pad_to_multiple, draw=self._epoch_draw(),
         )
         return self._loader(split, sampler)
+
+    def _epoch_draw(self):
+        """``epoch -> indices`` of the training examples an epoch uses (the batch sampler's
+        ``draw``), or None: every example once."""
+        return None
 
     def dataloader(self, split: str) -> DataLoader:
         """Length-sorted, unshuffled batches of a whole split (no filtering, no sharding)."""

@@ -38,7 +38,7 @@ from transformer.data.parallel.corpus import (MULTI30K, ParallelCorpus, availabl
                                               make_corpus, split_names)
 from transformer.data.parallel.languages import MULTI, add_tags, direction_name
 from transformer.data.parallel.multilingual import (TaggedSource, check_pairs, describe_mix, direction_corpus,
-                                                    sample_counts, sample_indices)
+                                                    distill_train, sample_counts, sample_indices)
 from transformer.files import inside, write_text
 from transformer.ranges import Range
 
@@ -260,7 +260,8 @@ class TranslationDataModule(TokenBudgetDataModule):
         distill_dir: the ``output_dir`` of ``transformer-distill`` (sequence-level knowledge
             distillation, Kim & Rush 2016): its ``train.<lang>`` files are the training split and
             its ``tokenizer.json`` the tokenizer, unless ``train_files``/``tokenizer_path`` say
-            otherwise; validation and test keep their references.
+            otherwise; validation and test keep their references. With ``pairs``: a multilingual
+            teacher's, one ``train.<lang>`` per language of the directions.
         tokenizer_path: reuse saved tokenizer(s): one ``tokenizer.json`` (both sides) or
             ``{"src": path, "tgt": path}``.
         train_subset: use only the first N training pairs (of each direction).
@@ -320,12 +321,15 @@ class TranslationDataModule(TokenBudgetDataModule):
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self.data_dir, self.mirror_root = Path(data_dir), mirror_root
         self.vocab_size, self.joint_vocab, self.tokenizer_model = vocab_size, joint_vocab, tokenizer_model
-        if distill_dir:  # transformer-distill's output: its translations and the teacher's tokenizer
+        if distill_dir and not self.directions:  # transformer-distill's output: its translations and the teacher's tokenizer
             train_files = train_files or {"src": f"{distill_dir}/train.{src_lang}", "tgt": f"{distill_dir}/train.{tgt_lang}"}
+        if distill_dir:
             tokenizer_path = tokenizer_path or f"{distill_dir}/tokenizer.json"
         self.train_files = dict(train_files) if train_files else None
         self.tokenizer_path, self.train_subset = tokenizer_path, train_subset
         sources, valid_name = config_sources(corpus_name, train, valid, test, tests, valid_name, hub, self.train_files)
+        if distill_dir and self.directions:  # a multilingual teacher's: train.<lang>, one file per language
+            sources["train"] = distill_train(distill_dir)
         self.val_split = valid_name
         corpus_args = dict(name=corpus_name, valid_name=valid_name, format=format, columns=columns, header=header,
                            holdout=holdout, holdout_seed=holdout_seed, hub=hub, bleu_tokenize=bleu_tokenize)
@@ -512,17 +516,17 @@ class TranslationDataModule(TokenBudgetDataModule):
         tables = {d: tokenized(d, "train", *train[d]) for d in self.directions}
         sizes = [len(tables[d]) for d in self.directions]
         counts = sample_counts(sizes, self.temperature)
-        rng = np.random.default_rng(self.seed)
-        mixed = datasets.concatenate_datasets(
-            [tables[d].select(sample_indices(n, c, rng)) for d, n, c in zip(self.directions, sizes, counts)])
         log.info("data.pairs (temperature %g): %s", self.temperature, describe_mix(self.directions, sizes, counts))
         self.mix = {direction_name(d): {"pairs": n, "per_epoch": c} for d, n, c in zip(self.directions, sizes, counts)}
         self._raw["train"] = datasets.concatenate_datasets([raw for raw, _ in train.values()])
-        sides = np.stack(column_arrays(mixed, ["src_len", "tgt_len"]), axis=1)  # (N, 2)
-        self._add_split("train", mixed, sides.max(axis=1).astype(np.int64) + 1, sides, self.corpus["name"] + "-train")
+        # Every direction's pairs once; each epoch draws its own temperature sample of them (_epoch_draw).
+        joined = datasets.concatenate_datasets([tables[d] for d in self.directions])
+        sides = np.stack(column_arrays(joined, ["src_len", "tgt_len"]), axis=1)  # (N, 2)
+        self._add_split("train", joined, sides.max(axis=1).astype(np.int64) + 1, sides, self.corpus["name"] + "-train")
+        self._mix_counts = (sizes, counts) if counts != sizes else None
         for split in self.eval_splits:
             parts, raws = [], []
-            for d in self.directions:
+            for i, d in enumerate(self.directions):
                 if not available(direction_corpus(self.corpus, d), split):
                     continue
                 raw, hashes = self._direction_raw(d, split)
@@ -530,12 +534,35 @@ class TranslationDataModule(TokenBudgetDataModule):
                 name = f"{split}.{direction_name(d)}"
                 self._raw[name] = raw
                 self._add_split(name, ds, self._lengths_of(ds), None, name)
-                parts.append(ds)
+                # the joined validation split says which direction each pair is (validation BLEU per direction)
+                parts.append(ds.add_column("direction", np.full(len(ds), i, dtype=np.int64)))
                 raws.append(raw)
             if split == self.val_split:  # training validates on every direction at once
                 joined = datasets.concatenate_datasets(parts)
                 self._raw[split] = datasets.concatenate_datasets(raws)
                 self._add_split(split, joined, self._lengths_of(joined), None, split)
+
+    def _epoch_draw(self):
+        """Training's temperature sample of the directions, drawn anew each epoch (seeded by
+        ``(seed, epoch)``, so a run is reproducible): direction ``i`` gives ``per_epoch`` of its
+        pairs, every pair as often as that count allows and the remainder drawn at random
+        (:func:`~transformer.data.parallel.multilingual.sample_indices`), so an up-sampled small
+        direction repeats a different part of itself each epoch and a down-sampled large one
+        shows a different part. Pairs the length filter dropped are left out of the draw. None
+        when every direction gives each pair once (``data.temperature=1``, or equal sizes)."""
+        if getattr(self, "_mix_counts", None) is None:
+            return None
+        sizes, counts = self._mix_counts
+        offsets = np.cumsum([0, *sizes[:-1]])
+        kept = self.filter_report[self.train_split].kept  # the joined table's rows after the length filter
+
+        def draw(epoch: int) -> np.ndarray:
+            rng = np.random.default_rng([self.seed, epoch])
+            rows = np.concatenate([o + sample_indices(n, c, rng) for o, n, c in zip(offsets, sizes, counts) if n])
+            at = np.searchsorted(kept, rows).clip(max=max(len(kept) - 1, 0))  # a row's position after the filter
+            return at[kept[at] == rows] if len(kept) else at[:0]
+
+        return draw
 
     def _lengths_of(self, ds) -> np.ndarray:
         """Each pair's padded width (:func:`~transformer.data.core.batching.translation_length`), as a column."""

@@ -81,15 +81,18 @@ def check_pairs(d: Mapping[str, Any], where: str = "data") -> list[Direction]:
     if d.get("joint_vocab") is False:
         raise ValueError(f"{where}.joint_vocab=false: a multilingual model ({where}.pairs) needs one joint "
                          f"vocabulary (every language's pieces, and the target tags, in one tokenizer)")
-    for key in ("train_files", "distill_dir"):
-        if d.get(key):
-            raise ValueError(f"{where}.{key}: not available with {where}.pairs (a single-pair setting)")
+    if d.get("train_files"):
+        raise ValueError(f"{where}.train_files: not available with {where}.pairs (a single-pair setting; "
+                         f"{where}.train=corpus/train reads corpus/train.<lang>)")
     temperature = d.get("temperature", 1.0)
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
         raise ValueError(f"{where}.temperature={temperature!r}: expected a number > 0 (1: proportional to each "
                          f"direction's size; larger: closer to uniform)")
     sources, _ = config_sources(d.get("corpus_name", "multi30k"), d.get("train"), d.get("valid"), d.get("test"),
                                 d.get("tests"), d.get("valid_name") or "valid", d.get("hub"), None)
+    train_key = "train"
+    if d.get("distill_dir"):
+        sources["train"], train_key = distill_train(d["distill_dir"]), "distill_dir"
     if "train" not in sources:
         raise ValueError(f"{where}.train: required with {where}.pairs (e.g. {where}.train=corpus/train for "
                          f"corpus/train.<lang>, one file per language)")
@@ -99,17 +102,25 @@ def check_pairs(d: Mapping[str, Any], where: str = "data") -> list[Direction]:
                          f"directions ({where}.pairs=[en-de,en-fr]) or name each language's column "
                          f"({where}.columns={{en: 0, de: 1, fr: 2}})")
     if langs is not None and not langs:
-        raise ValueError(f"{where}.train={sources['train']}: no file per language found (expected e.g. "
-                         f"corpus/train.en, corpus/train.de)")
+        expected = f"{sources['train']}.en, transformer-distill's output" if train_key == "distill_dir" else \
+            "corpus/train.en, corpus/train.de"
+        raise ValueError(f"{where}.{train_key}={d.get(train_key)}: no file per language found (expected e.g. "
+                         f"{expected})")
     try:
         directions = parse_pairs(d.get("pairs"), langs, f"{where}.pairs")
     except ValueError as e:
         if langs and "unknown language" in str(e):
-            raise ValueError(f"{e} (no {where}.train file for it: {sources['train']})") from None
+            raise ValueError(f"{e} (no {where}.{train_key} file for it: {sources['train']}.<lang>)") from None
         raise
     if langs is not None:
         _check_split_files(d, sources, {lang for direction in directions for lang in direction}, where)
     return directions
+
+
+def distill_train(distill_dir: str) -> str:
+    """The training source of a multilingual student: a multilingual teacher's
+    ``transformer-distill`` output, ``<distill_dir>/train.<lang>`` for each language."""
+    return f"{distill_dir}/train"
 
 
 def _check_split_files(d: Mapping[str, Any], sources: Mapping[str, Any], languages: set[str], where: str) -> None:
@@ -177,5 +188,5 @@ def describe_mix(directions: Sequence[Direction], sizes: Sequence[int], counts: 
                      for d, n, c in zip(directions, sizes, counts))
 
 
-__all__ = ["TaggedSource", "check_pairs", "describe_mix", "direction_corpus", "sample_counts", "sample_indices",
+__all__ = ["TaggedSource", "check_pairs", "describe_mix", "direction_corpus", "distill_train", "sample_counts", "sample_indices",
            "source_languages", "temperature_shares"]
