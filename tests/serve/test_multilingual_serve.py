@@ -257,3 +257,37 @@ def test_a_source_cut_to_the_model_length_keeps_its_tag(client, ckpt):
     src = TranslationCollator(tok.pad_id, tok.bos_id, tok.eos_id)([{"src": ids[: limit - 1], "index": 0}])["src"]
     expected = task.tgt_tokenizer.decode(task.search_fn({"strategy": "greedy"})(src)[0][0][0])
     assert translate(client, model="mul", inputs=[long], tgt_lang="fr")[0]["translation"] == expected
+
+
+def test_a_pivot_request_answers_as_transformer_decode_with_a_pivot(client, ckpt, tmp_path):
+    """de→fr, a direction the model was not trained on, through en: the server's two legs give
+    the command line's ``decode.pivot=en`` output (lengths capped, so no leg cuts a source)."""
+    from serve_models import cli_cfg
+
+    from transformer.cli import decode as decode_cli
+
+    path = tmp_path / "in.txt"
+    path.write_text("".join(s + "\n" for s in SOURCES), encoding="utf-8")
+    lines = decode_cli.run(cli_cfg("decode", f"ckpt_path={ckpt}", f"input={path}", f"output={tmp_path / 'out'}",
+                                   "src_lang=de", "tgt_lang=fr", "decode.pivot=en", "decode.max_len_a=0",
+                                   "decode.max_len_b=8"))
+    outputs = translate(client, model="mul", inputs=SOURCES, src_lang="de", tgt_lang="fr", pivot="en", max_len=8)
+    assert [o["translation"] for o in outputs] == lines
+    # and it is the second leg on the first's best outputs
+    first = translate(client, model="mul", inputs=SOURCES, src_lang="de", tgt_lang="en", max_len=8)
+    second = translate(client, model="mul", inputs=[o["translation"] for o in first], tgt_lang="fr", max_len=8)
+    assert outputs == second
+    assert outputs != translate(client, model="mul", inputs=SOURCES, tgt_lang="fr", max_len=8)
+
+
+@pytest.mark.parametrize("model,body,words", [
+    ("mul", {"src_lang": "de", "tgt_lang": "fr", "pivot": "es"}, ["pivot=es", "first leg", "de-en, en-de"]),
+    ("mul", {"src_lang": "de", "pivot": "en"}, ["pivot=en", "give tgt_lang"]),
+    ("mul", {"src_lang": "de", "tgt_lang": "fr", "pivot": "en", "attention": True}, ["attention", "pivot"]),
+    ("at", {"tgt_lang": "en", "pivot": "fr"}, ["pivot=fr", "a pivot needs a multilingual model"]),
+])
+def test_a_pivot_the_model_cannot_take_is_one_sentence(client, model, body, words):
+    r = client.post("/v1/translate", json={"model": model, "inputs": ["ein hund"], **body})
+    assert r.status_code == 422, r.text
+    message = r.json()["error"]
+    assert "\n" not in message and all(w in message for w in words), message

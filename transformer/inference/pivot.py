@@ -48,27 +48,29 @@ def translator_into(task, decode_cfg: Mapping[str, Any] | None, tgt_lang: str, d
     return task.translator(decode_cfg, device=device).set_target_language(target)
 
 
-def check_pivot(hparams: Mapping[str, Any], src_lang: str | None, pivot: str, tgt_lang: str | None) -> tuple[str, str]:
+def check_pivot(hparams: Mapping[str, Any], src_lang: str | None, pivot: str, tgt_lang: str | None,
+                key: str = "decode.pivot") -> tuple[str, str]:
     """The source and target of ``src_lang`` → ``pivot`` → ``tgt_lang`` (each defaulting as
     ``languages.check_direction`` defaults it), both legs directions the checkpoint was trained
-    on; otherwise one ``ValueError`` line naming the missing leg and the model's directions."""
+    on; otherwise one ``ValueError`` line, starting with ``key`` (the setting's name where it was
+    given), naming the missing leg and the model's directions."""
     if not languages.is_multilingual(hparams):
-        raise ValueError(f"decode.pivot={pivot}: the checkpoint translates {hparams.get('src_lang')}-"
+        raise ValueError(f"{key}={pivot}: the checkpoint translates {hparams.get('src_lang')}-"
                          f"{hparams.get('tgt_lang')} only; a pivot needs a multilingual model (data.pairs)")
     if tgt_lang is None:
-        raise ValueError(f"decode.pivot={pivot}: give tgt_lang, the language to reach through {pivot}")
+        raise ValueError(f"{key}={pivot}: give tgt_lang, the language to reach through {pivot}")
     if pivot in (src_lang, tgt_lang):
-        raise ValueError(f"decode.pivot={pivot}: the pivot must differ from src_lang and tgt_lang")
+        raise ValueError(f"{key}={pivot}: the pivot must differ from src_lang and tgt_lang")
     try:
         src, _ = languages.check_direction(hparams, src_lang, pivot)
     except ValueError as exc:
-        raise ValueError(f"decode.pivot={pivot}: the first leg into {pivot}: {exc}") from None
+        raise ValueError(f"{key}={pivot}: the first leg into {pivot}: {exc}") from None
     if src == tgt_lang:
-        raise ValueError(f"decode.pivot={pivot}: src_lang={src} is tgt_lang; nothing to translate")
+        raise ValueError(f"{key}={pivot}: src_lang={src} is tgt_lang; nothing to translate")
     try:
         languages.check_direction(hparams, pivot, tgt_lang)
     except ValueError as exc:
-        raise ValueError(f"decode.pivot={pivot}: the second leg {pivot}-{tgt_lang}: {exc}") from None
+        raise ValueError(f"{key}={pivot}: the second leg {pivot}-{tgt_lang}: {exc}") from None
     return src, tgt_lang
 
 

@@ -199,17 +199,26 @@ class Dispatcher:
     async def answer(self, kind: str, request: schemas.Request) -> dict:
         """The response body of ``request`` to the endpoint of ``kind``."""
         note(model=request.model, inputs=len(request.inputs))
-        model, limit = self.model(kind, request), self.config.max_request_tokens
+        model = self.model(kind, request)
         self.batchers[model.id].check_room()  # overloaded: refused before any work
         overrides = request.overrides()
         settings = model.settings(overrides)
         texts = model.texts(request.inputs, overrides)  # a multilingual model's sentences carry their language
+        if self.config.log_inputs:
+            log.info("%s inputs: %r id=%s", model.id, request.inputs, current_id())
+        outputs = await self._call(model, texts, settings)
+        second = model.next_leg(outputs, overrides)  # a pivot's second leg, on the first's translations
+        if second is not None:
+            outputs = await self._call(model, second, settings)
+        return {"model": model.id, "outputs": outputs}
+
+    async def _call(self, model, texts: list, settings) -> list[dict]:
+        """One model call on ``texts`` through the model's batcher, within the request limits."""
+        limit = self.config.max_request_tokens
         tokens = sum(model.count_tokens(t) for t in texts)
         if tokens > limit:
             raise RequestError(f"the inputs hold {tokens} pieces; at most max_request_tokens={limit} per request", 413)
-        log.debug("%s: %d input(s), %d pieces", model.id, len(request.inputs), tokens)
-        if self.config.log_inputs:
-            log.info("%s inputs: %r id=%s", model.id, request.inputs, current_id())
+        log.debug("%s: %d input(s), %d pieces", model.id, len(texts), tokens)
         timeout = self.config.request_timeout_s
         try:
             outputs = await self.batchers[model.id].submit(texts, settings, tokens, timeout)
@@ -223,7 +232,7 @@ class Dispatcher:
             detail = f": {' '.join(str(exc).split())[:500]}" if self.config.log_inputs else ""
             log.error("%s: a model call failed (%s%s) id=%s", model.id, type(exc).__name__, detail, current_id())
             raise RequestError(f"the model failed on this request ({type(exc).__name__})", 500) from None
-        return {"model": model.id, "outputs": outputs}
+        return outputs
 
     async def warm_up(self) -> None:
         """One call per model on a short input with its default settings; a model whose call

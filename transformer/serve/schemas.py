@@ -69,6 +69,9 @@ class _TranslateOptions(Request):
     src_lang: Optional[StrictStr] = Field(None, description="the inputs' language, one of the model's "
                                                             "source_languages: with tgt_lang, a direction it was "
                                                             "trained on")
+    pivot: Optional[StrictStr] = Field(None, description="a language to translate through: src_lang into pivot, "
+                                                         "then the best of each into tgt_lang, both legs directions "
+                                                         "the model was trained on", examples=["en"])
 
 
 TranslateRequest = create_model(

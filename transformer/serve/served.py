@@ -31,7 +31,7 @@ from typing import Hashable, Sequence
 import torch
 
 from transformer.data.parallel import languages
-from transformer.inference.pivot import tagging_encode, target_of
+from transformer.inference.pivot import check_pivot, tagging_encode, target_of
 from transformer.inference.tagger import split_tokens
 from transformer.inference.translator import one_line
 from transformer.inspect.attention import translate_with_alignments, translation_attention
@@ -107,6 +107,11 @@ class ServedModel:
     def texts(self, inputs: Sequence[str], overrides: dict) -> list:
         """The request's ``inputs`` as ``predict`` takes them (checked against ``overrides``)."""
         return list(inputs)
+
+    def next_leg(self, outputs: list[dict], overrides: dict) -> list | None:
+        """The texts a second model call takes after the first's ``outputs`` (a pivot's second
+        leg), or None: the outputs are the answer."""
+        return None
 
     def _settings(self, overrides: dict) -> Hashable:
         return bool(overrides.get("attention", False))
@@ -294,19 +299,27 @@ class TranslationModel(ServedModel):
         # a plain sentence (the warm-up call) goes into the first target language
         self.default_tgt = languages.target_languages(hparams)[0] if self.multilingual else None
         if self.multilingual:
-            self.options = (*self.options, "tgt_lang", "src_lang")
+            self.options = (*self.options, "tgt_lang", "src_lang", "pivot")
 
     def settings(self, overrides: dict) -> Hashable:
         # the languages are the sentences' own (``texts``), never a reason to decode apart; a
         # bilingual model takes its own pair, so a client may name the languages to any model
-        return super().settings({k: v for k, v in overrides.items() if k not in ("tgt_lang", "src_lang")})
+        # (a pivot it refuses in ``texts``, naming why)
+        return super().settings({k: v for k, v in overrides.items() if k not in ("tgt_lang", "src_lang", "pivot")})
 
     def texts(self, inputs: Sequence[str], overrides: dict) -> list:
         """Each input as a :class:`Source` into the request's ``tgt_lang`` (a multilingual
         model), or as it is (a bilingual one); a language or direction the model was not
-        trained on is a :class:`RequestError` naming the model's."""
+        trained on is a :class:`RequestError` naming the model's. With ``pivot``: the first
+        leg's sources, into the pivot language (:meth:`next_leg` gives the second's)."""
         src, tgt = overrides.get("src_lang"), overrides.get("tgt_lang")
         try:
+            if overrides.get("pivot") is not None:
+                check_pivot(self.hparams, src, overrides["pivot"], tgt, key="pivot")
+                if overrides.get("attention"):
+                    raise ValueError("attention: not available with pivot (the answer is the second leg's, "
+                                     "from a source the client did not send)")
+                return [Source(text, overrides["pivot"]) for text in inputs]
             if src is not None:
                 target = languages.check_direction(self.hparams, src, tgt)[1]
                 target = target if self.multilingual else None
@@ -315,6 +328,13 @@ class TranslationModel(ServedModel):
         except ValueError as exc:
             raise RequestError(f"model '{self.id}': {exc}") from None
         return [Source(text, target) for text in inputs] if target is not None else list(inputs)
+
+    def next_leg(self, outputs: list[dict], overrides: dict) -> list | None:
+        """A pivot's second leg: the best translation of each input into the pivot language,
+        into ``tgt_lang`` (``transformer-decode decode.pivot=``, :mod:`transformer.inference.pivot`)."""
+        if overrides.get("pivot") is None:
+            return None
+        return [Source(out["translation"], overrides["tgt_lang"]) for out in outputs]
 
     def _settings(self, overrides: dict) -> Hashable:
         cfg = {}

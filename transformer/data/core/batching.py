@@ -74,7 +74,9 @@ class TokenBudgetBatchSampler(Sampler[list[int]]):
 
     ``draw``: ``epoch -> example indices`` (repeats allowed), the examples an epoch uses instead
     of every one once (a multilingual corpus's temperature sample, drawn anew each epoch). The
-    batch count may then differ from one epoch to the next; ``len`` is the current epoch's.
+    batch count may then differ by a few from one epoch to the next; ``len`` is the current
+    epoch's (Lightning reads it once, when training starts: a later epoch with more batches ends
+    at that count, a shuffled few of its batches left out).
     """
 
     def __init__(

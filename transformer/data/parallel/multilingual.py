@@ -11,6 +11,9 @@ Training mixes the directions by temperature (Arivazhagan et al. 2019, "Massivel
 Neural Machine Translation in the Wild"): direction ``i`` of ``n_i`` pairs is drawn with
 probability ``p_i ∝ n_i^(1/T)``; ``T=1`` keeps the corpus proportions, a larger ``T``
 flattens them toward uniform, so small directions are seen more often (:func:`temperature_shares`).
+Each epoch draws its own sample of that mix, seeded by the run's seed and the epoch
+(``TranslationDataModule._epoch_draw``): an up-sampled direction repeats a different part of
+itself each epoch, a down-sampled one shows a different part.
 """
 
 from __future__ import annotations
