@@ -180,6 +180,20 @@ def test_each_epoch_draws_its_own_temperature_sample(corpus, tmp_path):
     assert _epochs(_dm(corpus, tmp_path, "data.temperature=5", "data.seed=7"))[0] != first
 
 
+def test_a_run_resumed_mid_epoch_continues_that_epoch_s_draw(corpus, tmp_path):
+    dm = _dm(corpus, tmp_path, "data.temperature=5", "data.max_tokens=300")
+    loader = dm.train_dataloader()
+    loader.batch_sampler.set_epoch(1)
+    whole = list(loader.batch_sampler)
+    resumed = dm.train_dataloader()
+    resumed.load_state_dict({"epoch": 1, "batches": 3})
+    assert list(resumed.batch_sampler) == whole[3:]
+    # saved after the epoch's last batch: the next epoch, whole
+    resumed.load_state_dict({"epoch": 1, "batches": len(whole)})
+    loader.batch_sampler.set_epoch(2)
+    assert resumed.batch_sampler.epoch == 2 and list(resumed.batch_sampler) == list(loader.batch_sampler)
+
+
 def test_temperature_one_uses_every_pair_once_each_epoch(corpus, tmp_path):
     dm = _dm(corpus, tmp_path)
     assert _epochs(dm) == [list(range(400))] * 2
