@@ -98,7 +98,8 @@ class TranslationTask(Seq2SeqTask):
     Decoder input is BOS + target and the gold output is target + EOS, both built by the data
     module (``tgt_in`` / ``tgt_out``). Logged: ``train/loss``, ``train/nll``, ``lr``,
     ``val/loss``, ``val/bleu`` (greedy, sacreBLEU statistics summed over all ranks; every
-    ``val_bleu_every`` epochs, NaN in between).
+    ``val_bleu_every`` epochs, NaN in between; a multilingual model's also ``val/bleu/<src>-<tgt>``
+    per direction).
 
     Args beyond ``Seq2SeqTask``'s:
         loss: the loss every training and validation step computes (:data:`TRANSLATION_LOSSES`):
