@@ -246,3 +246,25 @@ def test_a_distill_dir_without_a_language_is_one_error(corpus, tmp_path):
     with pytest.raises(ValueError, match=r"data.pairs: en-fr: unknown language 'fr'.*no data.distill_dir file"):
         check_pairs({"train": f"{corpus}/train", "pairs": ["en-de", "en-fr"], "corpus_name": "parallel",
                      "distill_dir": str(tmp_path)})
+
+
+def test_every_epoch_trains_every_batch_of_its_own_draw(corpus, tmp_path):
+    """An epoch's sample cuts into a batch count of its own; an epoch with more batches than the
+    first must not stop at the first one's count (Lightning reads a loader's length once, so the
+    trainer makes the loader again each epoch)."""
+    keys = ["data.temperature=5", "data.max_tokens=300"]
+    seed = next(s for s in range(40)
+                if (lambda n: max(n[1:]) > n[0])(_batch_counts(_dm(corpus, tmp_path / f"s{s}", *keys, f"seed={s}"))))
+    counts = _batch_counts(_dm(corpus, tmp_path / f"s{seed}", *keys, f"seed={seed}"))
+    cfg = compose_cfg("train", [*_data_args(corpus), PAIRS, *TINY, *keys, f"seed={seed}", "trainer.max_epochs=3",
+                                "trainer.limit_train_batches=null", "trainer.limit_val_batches=0",
+                                "trainer.num_sanity_val_steps=0", "test_splits=[]",
+                                f"data.data_dir={tmp_path / 'cache'}", f"output_dir={tmp_path / 'run'}"])
+    train_cli.run(cfg)
+    ckpt = read_checkpoint(tmp_path / "run" / "checkpoints" / "last.ckpt")
+    assert ckpt["global_step"] == sum(counts)
+
+
+def _batch_counts(dm, epochs: int = 3) -> list[int]:
+    sampler = dm.train_dataloader().batch_sampler
+    return [sampler.batches_in(epoch) for epoch in range(epochs)]

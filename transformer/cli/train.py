@@ -411,7 +411,7 @@ def train(cfg: DictConfig, ckpt: dict | None) -> dict:
         dm.save_tokenizers(out)
     task, resumed_step = start_task(cfg, dm, ckpt, pretrained)
     del ckpt, pretrained
-    trainer = build_trainer(cfg, resumed_step)
+    trainer = build_trainer(cfg, resumed_step, reload_each_epoch=getattr(dm, "draws_each_epoch", False))
     if emulated_bf16(trainer):
         log.warning("trainer.precision=%s: this CPU has no bf16 instructions (AVX512-BF16 or AMX), so its "
                     "products are emulated and train slower than with trainer.precision=32-true", trainer.precision)
@@ -475,12 +475,20 @@ def warn_fresh_decoder(model, copied: int, path: str) -> None:
                 copied, path, but)
 
 
-def build_trainer(cfg: DictConfig, resumed_step: int | None):
-    """Lightning's Trainer from ``cfg.trainer``, with the configured callbacks and loggers."""
+def build_trainer(cfg: DictConfig, resumed_step: int | None, reload_each_epoch: bool = False):
+    """Lightning's Trainer from ``cfg.trainer``, with the configured callbacks and loggers.
+
+    ``reload_each_epoch``: the data draws a sample of its own each epoch, whose batch count
+    varies; Lightning reads a loader's length once, so the loader is made again every epoch
+    (unless ``trainer.reload_dataloaders_every_n_epochs`` says otherwise), else an epoch longer
+    than the first would stop at the first one's count."""
+    extra = {}
+    if reload_each_epoch and "reload_dataloaders_every_n_epochs" not in cfg.trainer:
+        extra["reload_dataloaders_every_n_epochs"] = 1
     return instantiate(
         cfg.trainer, callbacks=[*_instantiate_group(cfg.get("callbacks")), RandomState(),
                                  FinalLastCheckpoint()],
-        logger=build_loggers(cfg, resumed_step) or False, plugins=[AtomicCheckpointIO()],
+        logger=build_loggers(cfg, resumed_step) or False, plugins=[AtomicCheckpointIO()], **extra,
     )
 
 

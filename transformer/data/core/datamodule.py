@@ -146,7 +146,19 @@ class TokenBudgetDataModule(L.LightningDataModule):
             self._lengths[split], self.max_tokens, shuffle=True, seed=self.seed, num_replicas=world, rank=rank,
             pad_to_multiple=self.pad_to_multiple, draw=self._epoch_draw(),
         )
+        trainer = getattr(self, "trainer", None)
+        if trainer is not None:
+            # A loader made again at an epoch's start (``draws_each_epoch``) counts that epoch's
+            # batches: Lightning reads its length before it calls ``set_epoch``.
+            sampler.set_epoch(trainer.current_epoch)
         return self._loader(split, sampler)
+
+    @property
+    def draws_each_epoch(self) -> bool:
+        """Whether each epoch trains on a sample of its own (so its batch count varies): the
+        trainer then makes the training loader again every epoch
+        (``reload_dataloaders_every_n_epochs=1``), which reads each epoch's count."""
+        return self._epoch_draw() is not None
 
     def _epoch_draw(self):
         """``epoch -> indices`` of the training examples an epoch uses (the batch sampler's
