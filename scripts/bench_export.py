@@ -15,7 +15,11 @@ CTranslate2's is ``transformer.export.ctranslate2.CTranslate2Translator`` (beam:
 length cap; greedy: one call to the longest cap and one per cap for the sentences theirs cuts;
 batches of at most as many tokens). Each timing covers tokenization, search and
 detokenization of the whole split. Batch-1 latency: the first ``--latency-sentences`` sentences
-one at a time, the systems taking turns sentence by sentence. ``identical`` counts outputs equal to ours, string for string.
+one at a time, the systems taking turns sentence by sentence; greedy's also per decoder step (the
+output's target pieces plus EOS, from our output re-tokenized, the same for every system: their
+outputs are equal) beside what one step's products alone cost on this machine
+(``scripts/bench_limit.py``'s ``step_floor``, the model's sizes). ``--latency-only`` skips the
+whole-file runs. ``identical`` counts outputs equal to ours, string for string.
 The process keeps the memory it frees (``transformer.inference.memory``), as the inference
 commands do; CTranslate2, in the same process, has its own caching allocator.
 """
@@ -62,6 +66,7 @@ def main(argv: list[str] | None = None) -> dict:
                         help="also decode the first N one at a time (batch-1 latency; 0: skip)")
     parser.add_argument("--max-tokens", type=int, default=2048,
                         help="source tokens per batch, both systems (decode.max_tokens's default)")
+    parser.add_argument("--latency-only", action="store_true", help="only the batch-1 latency runs")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
 
@@ -87,11 +92,14 @@ def main(argv: list[str] | None = None) -> dict:
         decode_cfg = ({"strategy": "greedy"} if beam == 1 else
                       {"strategy": "beam", "beam_size": beam, "length_penalty": 1.0}) | {"max_tokens": args.max_tokens}
         translator = task.translator(decode_cfg)
+        compiled = task.translator(decode_cfg | {"compile": True})
+        if args.latency_only:
+            latency += batch_one(args, name, beam, sources, translator, compiled, engines["float32"], task)
+            continue
         ours, seconds = timed(lambda: [n[0][0] for n in translator.translate(sources)])
         rows = [("ours (PyTorch)", ours, seconds)]
         # decode.compile=true: a first pass over the split compiles (timed apart), then the
         # timed pass runs the compiled step.
-        compiled = task.translator(decode_cfg | {"compile": True})
         _, compile_seconds = timed(lambda: compiled.translate(sources))
         hyps, seconds = timed(lambda: [n[0][0] for n in compiled.translate(sources)])
         rows.append(("ours compiled (decode.compile=true)", hyps, seconds))
@@ -116,20 +124,7 @@ def main(argv: list[str] | None = None) -> dict:
                 "bleu_signature": scores["bleu_signature"],
             } | ({"warm_up_seconds": round(compile_seconds, 1)} if "compiled" in system else {}))
             print(json.dumps(results[-1]), flush=True)
-        # Batch-1 latency: the first sentences one at a time, each system in turn per sentence.
-        one = {"ours (PyTorch)": lambda s: translator.translate([s]),
-               "ours compiled (decode.compile=true)": lambda s: compiled.translate([s]),
-               "CTranslate2 float32": lambda s: engines["float32"].translate([s], beam_size=beam, length_penalty=1.0)}
-        spent = dict.fromkeys(one, 0.0)
-        for fn in one.values() if args.latency_sentences else ():
-            fn(sources[0])  # a single row may need its own compiled graph: not timed
-        for sentence in sources[: args.latency_sentences]:
-            for system, fn in one.items():
-                spent[system] += timed(lambda: fn(sentence))[1]
-        for system, seconds in spent.items() if args.latency_sentences else ():
-            latency.append({"search": name, "system": system, "sentences": min(args.latency_sentences, len(sources)),
-                            "ms_per_sentence": round(1000 * seconds / min(args.latency_sentences, len(sources)), 2)})
-            print(json.dumps(latency[-1]), flush=True)
+        latency += batch_one(args, name, beam, sources, translator, compiled, engines["float32"], task)
 
     import ctranslate2
 
@@ -143,6 +138,38 @@ def main(argv: list[str] | None = None) -> dict:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report
+
+
+def batch_one(args, name: str, beam: int, sources: list[str], translator, compiled, engine, task) -> list[dict]:
+    """Batch-1 latency: the first ``--latency-sentences`` sentences one at a time, each system in
+    turn per sentence; greedy's also per decoder step, beside the products' floor."""
+    if not args.latency_sentences:
+        return []
+    one = {"ours (PyTorch)": lambda s: translator.translate([s]),
+           "ours compiled (decode.compile=true)": lambda s: compiled.translate([s]),
+           "CTranslate2 float32": lambda s: engine.translate([s], beam_size=beam, length_penalty=1.0)}
+    for fn in one.values():
+        fn(sources[0])  # a single row may need its own compiled graph: not timed
+    chosen = sources[: args.latency_sentences]
+    spent = dict.fromkeys(one, 0.0)
+    for sentence in chosen:
+        for system, fn in one.items():
+            spent[system] += timed(lambda: fn(sentence))[1]
+    steps = None
+    if beam == 1:  # a greedy step per target piece, and one for EOS
+        outputs = [n[0][0] for n in translator.translate(chosen)]
+        steps = sum(len(translator.tgt_tok.encode(out)) + 1 for out in outputs)
+        from bench_limit import step_floor
+        cfg = task.hparams.model
+        floor = step_floor(cfg["d_model"], cfg["d_ff"], task.model.vocab_size, cfg["n_decoder_layers"])
+    rows = []
+    for system, seconds in spent.items():
+        rows.append({"search": name, "system": system, "sentences": len(chosen),
+                     "ms_per_sentence": round(1000 * seconds / len(chosen), 2)}
+                    | ({"ms_per_step": round(1000 * seconds / steps, 3), "steps": steps,
+                        "products_floor_ms_per_step": round(floor, 3)} if steps else {}))
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
 
 
 if __name__ == "__main__":

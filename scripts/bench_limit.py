@@ -13,6 +13,14 @@ enough calls to last ``--min-time`` seconds; the median counts (2 * rows * in * 
 The limit of a dtype is its best shape (:func:`limit`); :func:`share` puts a measured GFLOP/s
 beside it (``scripts/bench_translation.py --count-flops`` does).
 
+One sentence at a time, a decoder step multiplies one row by every decoder weight once: its
+products are bound by how fast the weights stream from the caches, not by arithmetic.
+:func:`step_floor` times that alone (``--step-floor``): one row through each of a decoder's
+products in turn, every layer's weights its own tensors (``--layers``; the CPU recipe's decoder:
+per layer the self-attention's q, k, v and output, the cross-attention's q and output, the two
+feed-forward products; then the vocabulary projection), so that a batch-1 step of a search (ours
+or CTranslate2's) can be read against what its products alone cost.
+
 bf16 runs at its native rate only on a CPU with bf16 instructions (AVX512-BF16 or AMX, see
 ``transformer.decoding.precision.cpu_has_bf16``); elsewhere its figure is oneDNN's emulation.
 """
@@ -68,6 +76,38 @@ def measure(rows=ROWS, dtypes=tuple(DTYPES), repeats: int = 5, min_time: float =
             for name in dtypes}
 
 
+def step_floor(d_model: int = 256, d_ff: int = 1024, vocab: int = 8000, layers: int = 3,
+               dtype: torch.dtype = torch.float32, repeats: int = 20) -> float:
+    """Milliseconds of one batch-1 decoder step's products alone (see the module doc): the best
+    of ``repeats`` passes, each weight a distinct ``(in, out)`` tensor, as a compiled step's
+    packed weights are."""
+    g = torch.Generator().manual_seed(0)
+    per_layer = [(d_model, d_model)] * 6 + [(d_model, d_ff), (d_ff, d_model)]
+    weights = [torch.randn(i, o, generator=g).to(dtype) for _ in range(layers) for i, o in per_layer]
+    weights.append(torch.randn(d_model, vocab, generator=g).to(dtype))
+    rows = {i: torch.randn(1, i, generator=g).to(dtype) for i in (d_model, d_ff)}  # (1, in)
+    outs = [torch.empty(1, w.size(1), dtype=dtype) for w in weights]  # (1, out)
+
+    def one_step():
+        for w, out in zip(weights, outs):
+            torch.mm(rows[w.size(0)], w, out=out)  # (1, in) @ (in, out)
+
+    for _ in range(3):
+        one_step()
+    best = float("inf")
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        one_step()
+        best = min(best, time.perf_counter() - t0)
+    return best * 1000
+
+
+def weight_megabytes(d_model: int = 256, d_ff: int = 1024, vocab: int = 8000, layers: int = 3,
+                     bytes_per_value: int = 4) -> float:
+    """The weights one batch-1 decoder step reads (``step_floor``'s products), in MB."""
+    return (layers * (6 * d_model * d_model + 2 * d_model * d_ff) + d_model * vocab) * bytes_per_value / 1e6
+
+
 def limit(results: dict, dtype: str) -> float:
     """The best GFLOP/s ``measure`` found for ``dtype``: what a model's products could reach."""
     return max(results[dtype].values())
@@ -86,6 +126,9 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--repeats", type=int, default=5)
     ap.add_argument("--min-time", type=float, default=0.05, help="seconds one timing lasts at least")
+    ap.add_argument("--step-floor", action="store_true",
+                    help="also time one batch-1 decoder step's products alone (see the module doc)")
+    ap.add_argument("--layers", type=int, default=3, help="decoder layers for --step-floor")
     ap.add_argument("--json", default=None, help="also write the results here")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
@@ -98,10 +141,17 @@ def main() -> None:
         print(f"{key:34s} {results['fp32'][key]:8.1f} {results['bf16'][key]:8.1f}")
     print(f"limit: fp32 {limit(results, 'fp32'):.1f}, bf16 {limit(results, 'bf16'):.1f} GFLOP/s "
           f"(bf16 instructions: {'yes' if cpu_has_bf16() else 'no, emulated'})")
+    floors = {}
+    if args.step_floor:
+        for name, dtype in DTYPES.items():
+            floors[name] = step_floor(layers=args.layers, dtype=dtype)
+            mb = weight_megabytes(layers=args.layers, bytes_per_value=dtype.itemsize)
+            print(f"batch-1 decoder step, products alone ({args.layers} layers, {mb:.1f} MB of weights): "
+                  f"{name} {floors[name]:.3f} ms ({mb / floors[name]:.1f} GB/s)")
     if args.json:
         res = {"date": date.today().isoformat(), "cpu": cpu_name(), "threads": args.threads,
                "torch": torch.__version__, "bf16_native": cpu_has_bf16(), "gflops_per_s": results,
-               "limit": {d: limit(results, d) for d in results}}
+               "limit": {d: limit(results, d) for d in results}, "step_floor_ms": floors}
         with open(args.json, "w") as f:
             f.write(json.dumps(res, indent=2) + "\n")
 

@@ -33,6 +33,7 @@ import torch
 from torch import Tensor, nn
 
 from transformer.decoding.api import EncoderOutLike
+from transformer.decoding.common import ban_tokens
 from transformer.modules.kv_cache import StaticKVCache
 
 
@@ -51,6 +52,7 @@ class CompiledDecoding:
         self._encode = torch.compile(model.encode, dynamic=True)
         self._step = torch.compile(model.decode_step, dynamic=True)
         self._step_logits = torch.compile(model.decode_step_logits, dynamic=True)
+        self._choices: dict[tuple[tuple[int, ...], bool], object] = {}  # (banned, with_scores) -> compiled
 
     @property
     def vocab_size(self) -> int:
@@ -69,6 +71,17 @@ class CompiledDecoding:
     def decode_step_logits(self, tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache):
         return self._run(self._step_logits, tokens, enc, cache)
 
+    def next_token(self, tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache, banned: tuple[int, ...],
+                   with_scores: bool) -> tuple[Tensor | None, Tensor, StaticKVCache]:
+        """A decoder step and its choice, compiled as one graph: ``(log-prob (A,) of the choice
+        or None, choice (A,), cache)``, the most likely next token of each row with ``banned``
+        ids excluded (greedy search's ``_next_token_fn``; the first index on ties, as eager)."""
+        key = (tuple(i for i in banned if i is not None), bool(with_scores))
+        choose = self._choices.get(key)
+        if choose is None:
+            choose = self._choices[key] = torch.compile(_choice(self.model, *key), dynamic=True)
+        return self._run(choose, tokens, enc, cache)
+
     def _run(self, step, tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache):
         _ready(cache, tokens.size(0))
         # Freezing is inductor's switch for treating the weights as constants (and packing them
@@ -80,6 +93,17 @@ class CompiledDecoding:
                 return step(tokens, enc, cache)
         finally:
             cache.limit(None)
+
+
+def _choice(model: nn.Module, banned: tuple[int, ...], with_scores: bool):
+    """The step-and-choice function ``next_token`` compiles (unnormalised scores do for the
+    argmax alone: no log-softmax over the vocabulary then)."""
+    def choose(tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache):
+        step = model.decode_step if with_scores else model.decode_step_logits
+        scores, cache = step(tokens, enc, cache)  # (A, V)
+        best_score, best = ban_tokens(scores, banned, inplace=True).max(dim=-1)  # (A,), (A,)
+        return (best_score if with_scores else None), best, cache
+    return choose
 
 
 def _no_duck_shapes():

@@ -79,8 +79,13 @@ def _next_token_fn(model: Seq2SeqModel, banned: tuple[int, ...], with_scores: bo
     """One decoder step and the argmax over the vocabulary, ``banned`` ids excluded.
 
     Without scores only the argmax matters, and it is the same on unnormalised logits: a model
-    that offers them (``decode_step_logits``) saves a log-softmax over V per step.
+    that offers them (``decode_step_logits``) saves a log-softmax over V per step. A model that
+    makes the choice itself (``next_token``: the compiled step, ``decoding.compiled``) is asked
+    for it.
     """
+    next_token = getattr(model, "next_token", None)
+    if next_token is not None:
+        return lambda last, enc, cache: next_token(last, enc, cache, banned, with_scores)
     step_logits = None if with_scores else getattr(model, "decode_step_logits", None)
     if step_logits is not None:
         def argmax_of_logits(last: Tensor, enc: EncoderOutLike, cache: KVCacheLike):
