@@ -123,3 +123,18 @@ def test_a_marian_folder_groups_its_sentencepiece_pieces_into_words(tmp_path):
     assert att["source_words"] == [w.replace("ä", "<unk>") for w in text.split()] + ["</s>"]
     assert len(att["source"]) > len(att["source_words"])
     assert len(att["target_word"]) == len(att["target"]) and att["target_words"][-1] == "</s>"
+
+
+def test_the_hidden_attribute_wins_over_a_class_s_display():
+    """The page hides controls a model does not take with ``hidden`` (the language row of a
+    bilingual model); a class that sets ``display`` (``.row`` is a flex box) would show them again
+    unless the stylesheet gives ``[hidden]`` the last word."""
+    import re
+    from pathlib import Path
+
+    import transformer.serve
+
+    css = (Path(transformer.serve.__file__).parent / "static" / "page.css").read_text(encoding="utf-8")
+    html = (Path(transformer.serve.__file__).parent / "static" / "index.html").read_text(encoding="utf-8")
+    assert re.search(r'class="row" id="langs-row" hidden', html)  # the case this guards
+    assert re.search(r"\[hidden\]\s*\{\s*display:\s*none\s*!important;?\s*\}", css)
