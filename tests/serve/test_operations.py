@@ -261,7 +261,7 @@ def test_retry_after_is_the_waiting_sentences_over_the_drain_rate_within_1_to_10
     async def scenario():
         batcher = Batcher("m", lambda texts, s: list(texts), max_queue=1)
         batcher.stats.rate = rate
-        batcher._queue.append(Job(["x"] * waiting, None, waiting, asyncio.get_running_loop().create_future()))
+        batcher._enqueue(Job(["x"] * waiting, None, waiting, asyncio.get_running_loop().create_future()))
         with pytest.raises(QueueFull) as refused:
             batcher.check_room()
         return refused.value.retry_after
