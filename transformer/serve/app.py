@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 from dataclasses import dataclass, field
@@ -255,6 +256,12 @@ class Dispatcher:
                 log.error("%s: the warm-up call failed (%s); /ready stays 503", model.id, type(exc).__name__)
                 continue
             self.warmed.add(model.id)
+        # What is alive now (models, tokenizers, the app) lives as long as the server: out of the
+        # collector's sight, a full collection walks only what requests made. Otherwise the first
+        # burst of connections sets one off that walks it all, holding the event loop for
+        # hundreds of milliseconds (docs/experiments.md).
+        gc.collect()
+        gc.freeze()
         self.metrics.ready.set(1 if self.ready else 0)
         if self.ready:
             log.info("ready: %d model(s) warmed up", len(self.models))
