@@ -4,7 +4,7 @@ giving memory back.
 * :class:`Metrics`: Prometheus counters, histograms and gauges in a registry of the app's own
   (two apps in one process, as in the tests, never share or collide), served at ``/metrics``.
 * :class:`Operations`: ASGI middleware around the app. Each request gets an id (the client's
-  ``X-Request-ID``, reduced to safe characters and ``MAX_ID`` long, else a new uuid4 hex),
+  ``X-Request-ID``, reduced to safe characters and ``MAX_ID`` long, else 32 new random hex digits),
   returned in the response's ``X-Request-ID``; it is counted and timed by endpoint, model and
   status; it writes one access line (method, path, model, status, inputs, milliseconds, id;
   never the text); and with an API key, ``/v1/`` answers only ``Authorization: Bearer <key>``.
