@@ -233,26 +233,67 @@ def test_an_api_key_guards_the_api_and_leaves_probes_metrics_and_the_page_open(g
 
 
 # ----------------------------------------------------------------------------------- overload
-def test_a_full_queue_is_refused_at_once_with_a_bounded_retry_after(gated):
+def test_a_full_queue_is_refused_at_once_with_a_bounded_retry_after(gated, caplog):
     from concurrent.futures import ThreadPoolExecutor
 
     config = ServeConfig(batch_wait_ms=0, max_queue=2)
-    with TestClient(create_app([gated], config)) as client, ThreadPoolExecutor(3) as pool:
+    with caplog.at_level(logging.INFO), TestClient(create_app([gated], config)) as client, \
+            ThreadPoolExecutor(3) as pool:
         gated.gate.clear()
         held = [pool.submit(client.post, "/v1/translate", json={"model": "echo", "inputs": ["s 0"]})]
         wait_until(lambda: len(gated.calls) == 1)
         held += [pool.submit(client.post, "/v1/translate", json={"model": "echo", "inputs": [f"s {i}"]})
                  for i in (1, 2)]
         wait_until(lambda: client.get("/health").json()["queued"]["echo"] == 2)
+        caplog.clear()
         # the model is still held: an answer now cannot have waited behind it
-        refused = client.post("/v1/translate", json={"model": "echo", "inputs": ["one more"]})
+        refused = client.post("/v1/translate", json={"model": "echo", "inputs": ["one", "more"]},
+                              headers={"X-Request-ID": "busy-1"})
+        unnamed = client.post("/v1/translate", json={"model": "echo", "inputs": ["again"]})
         assert not gated.gate.is_set()
         gated.gate.set()
         assert [f.result().status_code for f in held] == [200] * 3
         m = samples(client)
     assert refused.status_code == 503 and "max_queue" in refused.json()["error"]
+    assert refused.json() == {"error": "model 'echo' has 2 requests waiting (max_queue); retry later"}
+    assert refused.headers["content-type"] == "application/json"
+    assert int(refused.headers["content-length"]) == len(refused.content)
     assert RETRY_MIN <= int(refused.headers["retry-after"]) <= RETRY_MAX
-    assert count(m, "transformer_serve_requests_total", endpoint="/v1/translate", model="echo", status="503") == 1
+    assert refused.headers["x-request-id"] == "busy-1" and len(unnamed.headers["x-request-id"]) == 32
+    assert count(m, "transformer_serve_requests_total", endpoint="/v1/translate", model="echo", status="503") == 2
+    assert count(m, "transformer_serve_request_seconds_count", endpoint="/v1/translate", model="echo",
+                 status="503") == 2
+    access = [r.fields for r in caplog.records if r.name == "transformer.serve.access" and r.fields["status"] == 503]
+    assert access == [{**access[0], "method": "POST", "path": "/v1/translate", "model": "echo", "status": 503,
+                       "inputs": 2, "id": "busy-1"},
+                      {**access[1], "model": "echo", "status": 503, "inputs": 1,
+                       "id": unnamed.headers["x-request-id"]}]
+
+
+def test_the_queue_counts_what_waits_and_forgets_requests_that_timed_out():
+    async def scenario():
+        gate = threading.Event()
+        batcher = Batcher("m", lambda texts, s: (gate.wait(20), list(texts))[1], wait_s=0.0, max_queue=3)
+        batcher.stats.rate = 1.0  # a sentence a second: Retry-After is the sentences waiting
+        running = asyncio.ensure_future(batcher.submit(["a"], None, 1, 10))
+        await asyncio.sleep(0.05)  # taken into a call: no longer waiting
+        counts = [(batcher.queued, batcher.retry_after())]
+        waiting = [asyncio.ensure_future(batcher.submit(["b"] * 3, "other", 3, 10)),
+                   asyncio.ensure_future(batcher.submit(["c"] * 2, "other", 2, 0.1))]
+        await asyncio.sleep(0.01)
+        counts.append((batcher.queued, batcher.retry_after()))
+        with pytest.raises(asyncio.TimeoutError):
+            await waiting[1]
+        await asyncio.sleep(0)
+        counts.append((batcher.queued, batcher.retry_after()))
+        gate.set()
+        await asyncio.gather(running, waiting[0])
+        counts.append((batcher.queued, batcher.full))
+        await batcher.stop()
+        batcher.close()
+        return counts
+
+    assert asyncio.run(scenario()) == [(0, RETRY_MIN), (2, 5), (1, 3), (0, False)]
 
 
 @pytest.mark.parametrize("rate,waiting,expected", [(2.0, 4, 2), (2.0, 3, 2), (2.0, 100, RETRY_MAX), (1000.0, 3, 1),
@@ -261,7 +302,7 @@ def test_retry_after_is_the_waiting_sentences_over_the_drain_rate_within_1_to_10
     async def scenario():
         batcher = Batcher("m", lambda texts, s: list(texts), max_queue=1)
         batcher.stats.rate = rate
-        batcher._queue.append(Job(["x"] * waiting, None, waiting, asyncio.get_running_loop().create_future()))
+        batcher._enqueue(Job(["x"] * waiting, None, waiting, asyncio.get_running_loop().create_future()))
         with pytest.raises(QueueFull) as refused:
             batcher.check_room()
         return refused.value.retry_after

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import gc
 import json
 import logging
 from dataclasses import dataclass, field
@@ -34,9 +35,10 @@ from fastapi.middleware.cors import CORSMiddleware
 from fastapi.responses import FileResponse, JSONResponse, Response
 from fastapi.staticfiles import StaticFiles
 from starlette.exceptions import HTTPException
+from starlette.types import ASGIApp
 
 from transformer.serve import schemas
-from transformer.serve.batcher import Batcher, QueueFull
+from transformer.serve.batcher import RETRY_MAX, RETRY_MIN, Batcher, QueueFull
 from transformer.serve.operations import Metrics, Operations, current_id, note, release_memory
 from transformer.serve.served import RequestError, ServedModel
 
@@ -76,16 +78,16 @@ class BodyGuard:
     may refuse the body at once (an overloaded model: 503), before the app's parsing and
     checking, which under overload would make each refusal wait its turn on the event loop."""
 
-    def __init__(self, app, max_bytes: int, admit: Callable[[bytes], Response | None] | None = None):
+    def __init__(self, app, max_bytes: int, admit: Callable[[bytes], ASGIApp | None] | None = None):
         self.app, self.max_bytes, self.admit = app, max_bytes, admit
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http" or scope["method"] != "POST":
             return await self.app(scope, receive, send)
-        too_big = error(413, f"the body is larger than max_body_bytes={self.max_bytes}")
+        too_big = f"the body is larger than max_body_bytes={self.max_bytes}"
         length = dict(scope["headers"]).get(b"content-length", b"0")
         if length.isdigit() and int(length) > self.max_bytes:
-            return await too_big(scope, receive, send)
+            return await error(413, too_big)(scope, receive, send)
         chunks, size, more = [], 0, True
         while more:
             message = await receive()
@@ -94,7 +96,7 @@ class BodyGuard:
             chunks.append(message.get("body", b""))
             size += len(chunks[-1])
             if size > self.max_bytes:
-                return await too_big(scope, receive, send)
+                return await error(413, too_big)(scope, receive, send)
             more = message.get("more_body", False)
         body = b"".join(chunks)
         try:
@@ -114,6 +116,26 @@ class BodyGuard:
             return {"type": "http.request", "body": body, "more_body": False}
 
         await self.app(scope, replay, send)
+
+
+class Overloaded:
+    """The 503 of one model's full queue as raw ASGI messages: the body and each ``Retry-After``
+    value's headers are built once. Under overload a server answers mostly these, so a refusal
+    costs two ``send`` calls and no Response object; it reads as :func:`error`'s would."""
+
+    def __init__(self, message: str):
+        self.body = json.dumps({"error": " ".join(message.split())}).encode()
+        head = [(b"content-length", str(len(self.body)).encode()), (b"content-type", b"application/json")]
+        self.heads = {s: [*head, (b"retry-after", str(s).encode())] for s in range(RETRY_MIN, RETRY_MAX + 1)}
+
+    def response(self, retry_after: int) -> ASGIApp:
+        """The refusal saying ``Retry-After: retry_after`` (an ASGI app, as a Response is)."""
+        head = self.heads[min(RETRY_MAX, max(RETRY_MIN, retry_after))]
+
+        async def respond(scope, receive, send):
+            await send({"type": "http.response.start", "status": 503, "headers": list(head)})
+            await send({"type": "http.response.body", "body": self.body})
+        return respond
 
 
 def validation_message(exc: RequestValidationError) -> tuple[int, str]:
@@ -156,13 +178,14 @@ class Dispatcher:
                                        idle_s=config.idle_s) for m in models}
         for m in models:
             self.metrics.add_model(m.id, m.kind, lambda b=self.batchers[m.id]: b.queued)
+        self.overloaded = {name: Overloaded(b.full_message) for name, b in self.batchers.items()}
         self.warmed: set[str] = set()
         self._warming: asyncio.Task | None = None
 
-    def admit(self, body: bytes) -> Response | None:
+    def admit(self, body: bytes) -> ASGIApp | None:
         """A 503 for a body naming a model whose queue is full (read from the raw JSON, the
         rest unchecked), or None: the request goes on to be parsed and checked."""
-        if not any(b.queued >= b.max_queue for b in self.batchers.values()):
+        if not any(b.full for b in self.batchers.values()):
             return None
         try:
             parsed = json.loads(body)
@@ -173,11 +196,9 @@ class Dispatcher:
             return None
         inputs = parsed.get("inputs")
         note(model=parsed["model"], inputs=len(inputs) if isinstance(inputs, list) else 0)
-        try:
-            batcher.check_room()
-        except QueueFull as exc:
-            return error(503, str(exc), {"Retry-After": str(exc.retry_after)})
-        return None
+        if not batcher.full:
+            return None
+        return self.overloaded[parsed["model"]].response(batcher.retry_after())
 
     @property
     def ready(self) -> bool:
@@ -244,6 +265,12 @@ class Dispatcher:
                 log.error("%s: the warm-up call failed (%s); /ready stays 503", model.id, type(exc).__name__)
                 continue
             self.warmed.add(model.id)
+        # What is alive now (models, tokenizers, the app) lives as long as the server: out of the
+        # collector's sight, a full collection walks only what requests made. Otherwise the first
+        # burst of connections sets one off that walks it all, holding the event loop for
+        # hundreds of milliseconds (docs/experiments.md).
+        gc.collect()
+        gc.freeze()
         self.metrics.ready.set(1 if self.ready else 0)
         if self.ready:
             log.info("ready: %d model(s) warmed up", len(self.models))

@@ -60,6 +60,7 @@ class Job:
     tokens: int
     future: asyncio.Future
     arrived: float = field(default_factory=time.monotonic)
+    waiting: bool = False  # counted in the queue's length (queued, not yet taken nor done)
 
 
 @dataclass
@@ -102,6 +103,9 @@ class Batcher:
         self._worked = False  # a call ran since on_idle last did
         self.stats = BatchStats()
         self._queue: deque[Job] = deque()
+        # Requests and sentences waiting, kept as counts: a refusal under overload reads them
+        # and must not walk a queue of max_queue requests each time.
+        self._waiting = self._waiting_texts = 0
         self._running: list[Job] = []
         self._last_end = float("-inf")  # when the last model call returned (time.monotonic)
         self._last_size = 0  # requests the last model call answered
@@ -113,7 +117,12 @@ class Batcher:
     @property
     def queued(self) -> int:
         """Requests waiting (not yet in a model call)."""
-        return sum(not job.future.done() for job in self._queue)
+        return self._waiting
+
+    @property
+    def full(self) -> bool:
+        """Whether the queue holds ``max_queue`` requests (a new one is refused)."""
+        return self._waiting >= self.max_queue
 
     def start(self) -> None:
         """Start the loop on the running event loop (again after a loop change, as tests do)."""
@@ -132,6 +141,7 @@ class Batcher:
             await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
         for job in [*self._queue, *self._running]:
+            self._leave(job)
             job.future.cancel()
         self._queue.clear()
 
@@ -144,9 +154,13 @@ class Batcher:
     def check_room(self) -> None:
         """:class:`QueueFull` when the queue holds ``max_queue`` requests: a refusal costs no
         wait and no work (the request is not read further)."""
-        if self.queued >= self.max_queue:
-            raise QueueFull(f"model '{self.name}' has {self.max_queue} requests waiting (max_queue); "
-                            f"retry later", self.retry_after())
+        if self.full:
+            raise QueueFull(self.full_message, self.retry_after())
+
+    @property
+    def full_message(self) -> str:
+        """What a refused request is told."""
+        return f"model '{self.name}' has {self.max_queue} requests waiting (max_queue); retry later"
 
     async def submit(self, texts: Sequence[str], settings: Hashable, tokens: int, timeout: float) -> list:
         """The outputs of ``texts``, decoded in some batch; :class:`QueueFull` when the queue is
@@ -154,7 +168,7 @@ class Batcher:
         self.start()
         self.check_room()
         job = Job(texts, settings, tokens, self._loop.create_future())
-        self._queue.append(job)
+        self._enqueue(job)
         self._wake.set()
         return await asyncio.wait_for(job.future, timeout)  # a timeout cancels the future: the loop skips it
 
@@ -166,10 +180,23 @@ class Batcher:
 
     def retry_after(self) -> int:
         """Seconds until the waiting sentences are drained at the measured rate, 1 to 10."""
-        waiting = sum(len(job.texts) for job in self._queue if not job.future.done())
         if self.stats.rate <= 0:
             return RETRY_MIN
-        return min(RETRY_MAX, max(RETRY_MIN, math.ceil(waiting / self.stats.rate)))
+        return min(RETRY_MAX, max(RETRY_MIN, math.ceil(self._waiting_texts / self.stats.rate)))
+
+    def _enqueue(self, job: Job) -> None:
+        """Queue ``job``, counted until it is taken into a call or its future is done (a timeout)."""
+        job.waiting = True
+        self._waiting += 1
+        self._waiting_texts += len(job.texts)
+        self._queue.append(job)
+        job.future.add_done_callback(lambda _: self._leave(job))
+
+    def _leave(self, job: Job) -> None:
+        if job.waiting:
+            job.waiting = False
+            self._waiting -= 1
+            self._waiting_texts -= len(job.texts)
 
     async def _run(self) -> None:
         while True:
@@ -228,6 +255,8 @@ class Batcher:
             else:
                 kept.append(job)
         self._queue = kept + self._queue
+        for job in jobs:
+            self._leave(job)
         return jobs
 
     async def _call(self, jobs: list[Job]) -> None:

@@ -4,7 +4,7 @@ giving memory back.
 * :class:`Metrics`: Prometheus counters, histograms and gauges in a registry of the app's own
   (two apps in one process, as in the tests, never share or collide), served at ``/metrics``.
 * :class:`Operations`: ASGI middleware around the app. Each request gets an id (the client's
-  ``X-Request-ID``, reduced to safe characters and ``MAX_ID`` long, else a new uuid4 hex),
+  ``X-Request-ID``, reduced to safe characters and ``MAX_ID`` long, else 32 new random hex digits),
   returned in the response's ``X-Request-ID``; it is counted and timed by endpoint, model and
   status; it writes one access line (method, path, model, status, inputs, milliseconds, id;
   never the text); and with an API key, ``/v1/`` answers only ``Authorization: Bearer <key>``.
@@ -22,9 +22,9 @@ import ctypes.util
 import hmac
 import json
 import logging
+import random
 import re
 import time
-import uuid
 from typing import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
@@ -60,13 +60,20 @@ def current_id() -> str:
     return info["id"] if info is not None else NO_MODEL
 
 
+# New ids come from a generator seeded once from the system's entropy, not from os.urandom per
+# request (as uuid4 does): that call lets go of the GIL, and a busy model thread then holds the
+# event loop up to a switch interval, per request. An id needs to be unique, not secret.
+IDS = random.Random()
+
+
 def request_id(given: bytes | None) -> str:
-    """The client's id made safe (letters, digits, ``._:-``; at most ``MAX_ID``), or a new one."""
+    """The client's id made safe (letters, digits, ``._:-``; at most ``MAX_ID``), or a new one
+    (32 hex digits)."""
     if given:
         cleaned = ID_CHARS.sub("", given.decode("latin-1"))[:MAX_ID]
         if cleaned:
             return cleaned
-    return uuid.uuid4().hex
+    return f"{IDS.getrandbits(128):032x}"
 
 
 class Metrics:
@@ -88,6 +95,19 @@ class Metrics:
         self.loaded = Gauge("transformer_serve_model_loaded", "1 for each model this server answers for",
                             ["model", "kind"], registry=r)
         self.ready = Gauge("transformer_serve_ready", "1 once every model is loaded and warmed up", registry=r)
+        # (endpoint, model, status) -> that request counter and latency histogram: labels()
+        # costs more than the count; the keys are bounded (routes, models, statuses)
+        self._answered: dict[tuple[str, str, int], tuple] = {}
+
+    def answered(self, endpoint: str, model: str, status: int, seconds: float) -> None:
+        """Count and time one request."""
+        key = (endpoint, model, status)
+        series = self._answered.get(key)
+        if series is None:
+            labels = {"endpoint": endpoint, "model": model, "status": str(status)}
+            series = self._answered[key] = (self.requests.labels(**labels), self.latency.labels(**labels))
+        series[0].inc()
+        series[1].observe(seconds)
 
     def add_model(self, model_id: str, kind: str, queued: Callable[[], int]) -> None:
         """A served model: its loaded gauge, and its queue read when scraped."""
@@ -176,9 +196,8 @@ class Operations:
     def record(self, scope, info: dict, rid: str, seconds: float) -> None:
         endpoint = self.endpoint(scope["path"])
         model = info["model"] if info["model"] in self.models else NO_MODEL
-        self.metrics.requests.labels(endpoint=endpoint, model=model, status=str(info["status"])).inc()
-        self.metrics.latency.labels(endpoint=endpoint, model=model, status=str(info["status"])).observe(seconds)
-        if self.access:
+        self.metrics.answered(endpoint, model, info["status"], seconds)
+        if self.access and access_log.isEnabledFor(logging.INFO):
             fields = {"method": scope["method"], "path": scope["path"], "model": model, "status": info["status"],
                       "inputs": info["inputs"], "ms": round(seconds * 1000, 1), "id": rid}
             access_log.info("%(method)s %(path)s model=%(model)s status=%(status)s inputs=%(inputs)s ms=%(ms)s "
