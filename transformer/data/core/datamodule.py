@@ -146,11 +146,11 @@ class TokenBudgetDataModule(L.LightningDataModule):
             self._lengths[split], self.max_tokens, shuffle=True, seed=self.seed, num_replicas=world, rank=rank,
             pad_to_multiple=self.pad_to_multiple, draw=self._epoch_draw(),
         )
-        trainer = getattr(self, "trainer", None)
-        if trainer is not None:
+        epoch = getattr(getattr(self, "trainer", None), "current_epoch", None)
+        if epoch is not None:
             # A loader made again at an epoch's start (``draws_each_epoch``) counts that epoch's
             # batches: Lightning reads its length before it calls ``set_epoch``.
-            sampler.set_epoch(trainer.current_epoch)
+            sampler.set_epoch(epoch)
         return self._loader(split, sampler)
 
     @property
