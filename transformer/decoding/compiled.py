@@ -12,7 +12,10 @@ source length and number of steps so far (the cache shows each step only its fil
 specialised); a warm-up over a few batches compiles them, and nothing recompiles after it
 (tested). On a CPU, inductor's
 ``freezing`` makes the weights constants, so every ``nn.Linear`` runs as a oneDNN product on
-weights packed once, and the step's small element-wise operations are fused.
+weights packed once, the step's small element-wise operations are fused, and the code that calls
+them in order is C++ (``cpp_wrapper``). What a call costs besides the step itself is the check
+that the inputs fit the graph: sizes, dtypes and devices, compiled to C++; the modules are not
+re-checked (their weights are constants of the graph).
 
 CUDA graphs (``mode="reduce-overhead"``) are not used: they need the row count fixed, while
 search drops finished rows from the batch; on a GPU the step is compiled as on a CPU, without
@@ -47,11 +50,11 @@ class CompiledDecoding:
         self.model = model
         # Built once and entered around every call (each patch is reusable): building them anew
         # cost a step 40-80 microseconds on a CPU, a few percent of a batch-1 step.
-        self._frozen = torch._inductor.config.patch(freezing=torch.device(device).type == "cpu")
-        self._no_duck_shapes = _no_duck_shapes()
-        self._encode = torch.compile(model.encode, dynamic=True)
-        self._step = torch.compile(model.decode_step, dynamic=True)
-        self._step_logits = torch.compile(model.decode_step_logits, dynamic=True)
+        self._inductor = _inductor_settings(torch.device(device).type == "cpu")
+        self._dynamo = _dynamo_settings()
+        self._encode = _compile(model.encode)
+        self._step = _compile(model.decode_step)
+        self._step_logits = _compile(model.decode_step_logits)
         self._choices: dict[tuple[tuple[int, ...], bool], object] = {}  # (banned, with_scores) -> compiled
 
     @property
@@ -59,7 +62,7 @@ class CompiledDecoding:
         return self.model.vocab_size
 
     def encode(self, src: Tensor) -> EncoderOutLike:
-        with self._frozen:
+        with self._inductor:
             return self._encode(src)
 
     def init_cache(self, enc: EncoderOutLike, beams: int = 1) -> StaticKVCache:
@@ -79,7 +82,7 @@ class CompiledDecoding:
         key = (tuple(i for i in banned if i is not None), bool(with_scores))
         choose = self._choices.get(key)
         if choose is None:
-            choose = self._choices[key] = torch.compile(_choice(self.model, *key), dynamic=True)
+            choose = self._choices[key] = _compile(_choice(self.model, *key))
         return self._run(choose, tokens, enc, cache)
 
     def _run(self, step, tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache):
@@ -89,7 +92,7 @@ class CompiledDecoding:
         # would freeze a compiled validation loss in the middle of training.
         cache.limit(tokens.size(1))
         try:
-            with self._frozen, self._no_duck_shapes:
+            with self._inductor, self._dynamo:
                 return step(tokens, enc, cache)
         finally:
             cache.limit(None)
@@ -106,11 +109,52 @@ def _choice(model: nn.Module, banned: tuple[int, ...], with_scores: bool):
     return choose
 
 
-def _no_duck_shapes():
+def _compile(fn):
+    """``fn`` compiled with symbolic sizes, with the guards on the modules it reads cut to the
+    identity of their weights (``_weights_and_inputs``)."""
+    return torch.compile(fn, dynamic=True, options={"guard_filter_fn": _weights_and_inputs})
+
+
+def _weights_and_inputs(guards) -> list[bool]:
+    """Which of dynamo's guards a compiled call checks: all those on its inputs (sizes, dtypes,
+    devices), and of those on the modules only that each weight is the very tensor the graph was
+    traced with. The weights are constants of the graph (see the module doc), so a second model
+    of the same class must fail these and get a graph of its own; the rest (each module's type,
+    attributes, every layer norm's eps and dropout's p) cost a batch-1 step more than a tenth of a
+    millisecond and can only change if the model is edited in place, which a wrapper does not
+    allow."""
+    return [g.guard_type == "ID_MATCH" or not g.orig_guard.source.is_unspecialized_nn_module() for g in guards]
+
+
+def _inductor_settings(cpu: bool):
+    """On a CPU: the weights frozen into the graph (packed once for oneDNN), and the graph's
+    wrapper, which calls its kernels and products in order, generated as C++ rather than Python
+    (a batch-1 step spends a few hundred microseconds in a Python wrapper)."""
+    return torch._inductor.config.patch(freezing=cpu, cpp_wrapper=cpu)
+
+
+def _dynamo_settings():
     """Tracing without "duck" shapes: two sizes equal in the first batch (the keys seen and the
     source length, say) would otherwise share one symbol, and a later batch where they differ
-    would recompile."""
-    return torch.fx.experimental._config.patch(use_duck_shape=False)
+    would recompile. The guards on those symbolic sizes are compiled to C++ rather than
+    evaluated as Python expressions at every call."""
+    return _Both(torch.fx.experimental._config.patch(use_duck_shape=False),
+                 torch._dynamo.config.patch(enable_cpp_symbolic_shape_guards=True))
+
+
+class _Both:
+    """Two reusable context managers entered as one."""
+
+    def __init__(self, first, second):
+        self.first, self.second = first, second
+
+    def __enter__(self):
+        self.first.__enter__()
+        self.second.__enter__()
+
+    def __exit__(self, *exc):
+        self.second.__exit__(*exc)
+        self.first.__exit__(*exc)
 
 
 def _ready(cache: StaticKVCache, rows: int) -> None:
