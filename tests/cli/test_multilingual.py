@@ -258,3 +258,44 @@ def test_a_bilingual_checkpoint_takes_its_own_target_and_refuses_others(corpus, 
                             monkeypatch)
     assert code == 2 and err.strip().splitlines()[-1] == ("error: tgt_lang=fr: this model translates into de "
                                                          "(its directions: en-de)"), err
+
+
+@pytest.fixture(scope="module")
+def english_centric(corpus, tmp_path_factory) -> str:
+    """A model trained a few steps on en↔de and en↔fr only: de→fr is a direction it never saw."""
+    tmp = tmp_path_factory.mktemp("centric")
+    cfg = compose_cfg("train", [*_data_args(corpus), "data.pairs=[en-de,de-en,en-fr,fr-en]", *TINY,
+                                f"data.data_dir={tmp / 'cache'}", f"output_dir={tmp / 'run'}", "test_splits=[]"])
+    return train_cli.run(cfg)["best_checkpoint"]
+
+
+def test_zero_shot_is_asked_for_and_scored_beside_the_pivot(english_centric, corpus, tmp_path, capsys,
+                                                             monkeypatch):
+    ckpt, src = english_centric, corpus / "test.de"
+    direct = ["src_lang=de", "tgt_lang=fr", *SHORT]
+    code, err = main_status(decode_cli, [f"ckpt_path={ckpt}", f"input={src}", f"output={tmp_path / 'no'}", *direct],
+                            capsys, monkeypatch)
+    assert code == 2 and len(err.strip().splitlines()) == 1 and "decode.zero_shot=true" in err, err
+    assert not (tmp_path / "no").exists()
+    # asked for, de→fr is the de source with the French tag
+    zero = decode_cli.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src}", *direct, "decode.zero_shot=true"]))
+    task = load_task(ckpt)
+    tok = task.src_tokenizer
+    collate = TranslationCollator(tok.pad_id, tok.bos_id, tok.eos_id)
+    search = task.search_fn({"strategy": "greedy", "max_len_a": 0, "max_len_b": 6})
+    first = src.read_text(encoding="utf-8").splitlines()[0]
+    batch = collate([{"src": tagged_source_ids(tok, first, "fr"), "index": 0}])["src"]
+    assert zero[0] == task.tgt_tokenizer.decode(search(batch)[0][0][0])
+    pivot = decode_cli.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src}", *direct, "decode.pivot=en"]))
+    # evaluate scores the same two ways on the test split's de→fr pairs, each with its own outputs
+    for setting, lines in (("decode.zero_shot=true", zero), ("decode.pivot=en", pivot)):
+        out = tmp_path / setting.split("=")[0]
+        results = evaluate_cli.run(compose_cfg("eval", [f"ckpt_path={ckpt}", f"output_dir={out}", "split=test",
+                                                        *direct, setting]))
+        assert [(m["split"], m["pair"], m["sentences"]) for m in results] == [("test", "de-fr", 16)]
+        assert (out / "test.de-fr.greedy.hyp.fr").read_text(encoding="utf-8").splitlines() == lines
+    with pytest.raises(ValueError, match="zero_shot=true"):
+        evaluate_cli.run(compose_cfg("eval", [f"ckpt_path={ckpt}", "split=test", *direct]))
+    with pytest.raises(ValueError, match="same language"):
+        evaluate_cli.run(compose_cfg("eval", [f"ckpt_path={ckpt}", "split=test", "src_lang=fr", "tgt_lang=fr",
+                                              "decode.zero_shot=true", *SHORT]))

@@ -291,3 +291,17 @@ def test_a_pivot_the_model_cannot_take_is_one_sentence(client, model, body, word
     assert r.status_code == 422, r.text
     message = r.json()["error"]
     assert "\n" not in message and all(w in message for w in words), message
+
+
+def test_zero_shot_is_a_direction_asked_for_by_name(client, ckpt):
+    """de→fr, which the model never saw: refused unless the request sets ``zero_shot``, and then
+    the de source tagged for French, as ``transformer-decode decode.zero_shot=true`` reads it."""
+    r = client.post("/v1/translate", json={"model": "mul", "inputs": SOURCES, "src_lang": "de", "tgt_lang": "fr"})
+    assert r.status_code == 422 and "zero_shot=true" in r.json()["error"] and "de-fr" in r.json()["error"], r.text
+    outputs = translate(client, model="mul", inputs=SOURCES, src_lang="de", tgt_lang="fr", zero_shot=True, max_len=8)
+    expected = reference(ckpt, SOURCES, "fr", max_len_a=0, max_len_b=8)
+    assert [o["translation"] for o in outputs] == [n[0][0] for n in expected]
+    # the languages it was trained on stay the only ones it takes
+    r = client.post("/v1/translate", json={"model": "mul", "inputs": SOURCES, "src_lang": "de", "tgt_lang": "de",
+                                           "zero_shot": True})
+    assert r.status_code == 422 and "same language" in r.json()["error"], r.text

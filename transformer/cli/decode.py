@@ -42,7 +42,8 @@ def run(cfg: DictConfig) -> list[str]:
     if decode_cfg.get("pivot") is not None:  # src_lang -> pivot -> tgt_lang, one model
         return decode_through_pivot(cfg, task, decode_cfg, device)
     # the language asked for, checked against the checkpoint's directions before any input is read
-    _, tgt_lang = check_direction(task.hparams, cfg.get("src_lang"), cfg.get("tgt_lang"))
+    _, tgt_lang = check_direction(task.hparams, cfg.get("src_lang"), cfg.get("tgt_lang"),
+                                  bool(decode_cfg.get("zero_shot")))
     translator = task.translator(decode_cfg, device=device)
     translator.set_target_language(check_target_language(task.hparams, tgt_lang))
     sources, _ = read_lines(cfg.input)

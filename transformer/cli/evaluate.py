@@ -166,7 +166,8 @@ def evaluate_directions(ckpt_path: str | Sequence[str], splits: Sequence[str] | 
 
     DecodeSettings.check(dict(decode_cfg))
     task, dev = load_for_inference(ckpt_path, device, accel, quantize)
-    plan = evaluation_plan(task.hparams, splits, src_lang, tgt_lang)
+    plan = evaluation_plan(task.hparams, splits, src_lang, tgt_lang, bool(decode_cfg.get("zero_shot")),
+                           decode_cfg.get("pivot"))
     results = []
     for split, direction in plan:
         metrics = task_evaluate_direction(task, split, dict(decode_cfg), Path(output_dir), data_dir, mirror_root, dev,

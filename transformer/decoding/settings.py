@@ -57,6 +57,8 @@ class DecodeSettings:
     blank_penalty: float = setting(0.0, "CTC: subtracted from the blank's logit; > 0 lengthens outputs")
     pivot: Optional[str] = setting(None, "multilingual model: translate src_lang into this language, then that "
                                          "into tgt_lang (same model, same settings); null = directly")
+    zero_shot: bool = setting(False, "multilingual model: also a direction it was not trained on, from a language it "
+                                     "reads into one it writes")
 
     # ----------------------------------------------------------------- reading a block
     @classmethod

@@ -145,14 +145,25 @@ def direction_hparams(hparams, direction: Direction) -> dict:
 
 
 def translate_sources(task: TranslationTaskLike, sources: list[str], refs: list[str], decode_cfg: dict,
-                      device: str = "cpu", tgt_lang: str | None = None) -> "SplitTranslation":
+                      device: str = "cpu", tgt_lang: str | None = None,
+                      src_lang: str | None = None) -> "SplitTranslation":
     """Translate ``sources`` with ``task`` (best hypothesis each, input order), timed; a
-    multilingual model into ``tgt_lang`` (its sources tagged, ``Translator.set_target_language``)."""
-    translator = task.translator(decode_cfg, device=device)
-    if tgt_lang is not None:
-        translator.set_target_language(tgt_lang)
-    start = time.perf_counter()
-    hyps = [n[0][0] if n else "" for n in translator.translate(sources)]
+    multilingual model into ``tgt_lang`` (its sources tagged, ``Translator.set_target_language``),
+    through ``decode_cfg['pivot']`` when it names one (from ``src_lang``, ``inference.pivot``: the
+    time and the truncated sources are both legs')."""
+    if decode_cfg.get("pivot") is not None:
+        from transformer.inference.pivot import pivot_translate, translator_into
+
+        translator = translator_into(task, decode_cfg, tgt_lang, device)  # the second leg's, for its statistics
+        start = time.perf_counter()
+        nbest, translator.truncated = pivot_translate(task, decode_cfg, sources, src_lang, tgt_lang, device)
+    else:
+        translator = task.translator(decode_cfg, device=device)
+        if tgt_lang is not None:
+            translator.set_target_language(tgt_lang)
+        start = time.perf_counter()
+        nbest = translator.translate(sources)
+    hyps = [n[0][0] if n else "" for n in nbest]
     seconds = time.perf_counter() - start
     return SplitTranslation(sources, refs, hyps, seconds, translator)
 
@@ -167,7 +178,8 @@ def translate_split(task: TranslationTaskLike, split: str, decode_cfg: dict, dat
     stream = ParallelCorpus(corpus_of(hp), data_dir, mirror_root).stream(split)
     pairs = [p for _, p in zip(range(int(limit)), stream)] if limit is not None else list(stream)
     return translate_sources(task, [s for s, _ in pairs], [t for _, t in pairs], decode_cfg, device,
-                             tgt_lang=None if direction is None else direction[1])
+                             tgt_lang=None if direction is None else direction[1],
+                             src_lang=None if direction is None else direction[0])
 
 
 def _report(task: TranslationTaskLike, translated: "SplitTranslation", split: str, decode_cfg: dict,
@@ -199,14 +211,22 @@ def evaluate_split(task: TranslationTaskLike, split: str, decode_cfg: dict, outp
 
 
 def evaluation_plan(hparams, splits: Sequence[str] | None, src_lang: str | None = None,
-                    tgt_lang: str | None = None) -> list[tuple[str, Direction | None]]:
+                    tgt_lang: str | None = None, zero_shot: bool = False,
+                    pivot: str | None = None) -> list[tuple[str, Direction | None]]:
     """The ``(split, direction)`` pairs to score a checkpoint on. A bilingual checkpoint: each
     split (default ``test_2016_flickr``) with direction None (``src_lang``/``tgt_lang`` must be
     its own). A multilingual one: every direction, or the one ``src_lang``/``tgt_lang`` pick
     (:func:`~transformer.data.parallel.languages.check_direction`), on each split (default:
     every split of its corpus but train and validation), skipping a split a direction lacks
-    (Multi30k has no 2017 test sets in Czech)."""
+    (Multi30k has no 2017 test sets in Czech). ``zero_shot`` admits a direction the model was
+    not trained on (``decode.zero_shot``); with ``pivot`` the one direction scored is
+    ``src_lang``→``tgt_lang`` through it (``inference.pivot.check_pivot``)."""
     directions = directions_of(hparams)
+    if pivot is not None:
+        from transformer.inference.pivot import check_pivot
+
+        directions = [check_pivot(hparams, src_lang, pivot, tgt_lang)]
+        src_lang = tgt_lang = None
     if directions is None:
         if src_lang is not None or tgt_lang is not None:
             check_direction(hparams, src_lang, tgt_lang)
@@ -215,7 +235,7 @@ def evaluation_plan(hparams, splits: Sequence[str] | None, src_lang: str | None 
         if tgt_lang is None:  # every direction from src_lang
             directions = [d for d in directions if d[0] == check_direction(hparams, src_lang, d[1])[0]]
         else:
-            directions = [check_direction(hparams, src_lang, tgt_lang)]
+            directions = [check_direction(hparams, src_lang, tgt_lang, zero_shot)]
     corpus = corpus_of(hparams)
     names = split_names(corpus)
     if not splits:

@@ -72,6 +72,8 @@ class _TranslateOptions(Request):
     pivot: Optional[StrictStr] = Field(None, description="a language to translate through: src_lang into pivot, "
                                                          "then the best of each into tgt_lang, both legs directions "
                                                          "the model was trained on", examples=["en"])
+    zero_shot: StrictBool = Field(False, description="with src_lang and tgt_lang: also a direction the model was "
+                                                     "not trained on, from a language it reads into one it writes")
 
 
 TranslateRequest = create_model(

@@ -299,13 +299,14 @@ class TranslationModel(ServedModel):
         # a plain sentence (the warm-up call) goes into the first target language
         self.default_tgt = languages.target_languages(hparams)[0] if self.multilingual else None
         if self.multilingual:
-            self.options = (*self.options, "tgt_lang", "src_lang", "pivot")
+            self.options = (*self.options, "tgt_lang", "src_lang", "pivot", "zero_shot")
 
     def settings(self, overrides: dict) -> Hashable:
         # the languages are the sentences' own (``texts``), never a reason to decode apart; a
         # bilingual model takes its own pair, so a client may name the languages to any model
         # (a pivot it refuses in ``texts``, naming why)
-        return super().settings({k: v for k, v in overrides.items() if k not in ("tgt_lang", "src_lang", "pivot")})
+        return super().settings({k: v for k, v in overrides.items()
+                                 if k not in ("tgt_lang", "src_lang", "pivot", "zero_shot")})
 
     def texts(self, inputs: Sequence[str], overrides: dict) -> list:
         """Each input as a :class:`Source` into the request's ``tgt_lang`` (a multilingual
@@ -321,7 +322,8 @@ class TranslationModel(ServedModel):
                                      "from a source the client did not send)")
                 return [Source(text, overrides["pivot"]) for text in inputs]
             if src is not None:
-                target = languages.check_direction(self.hparams, src, tgt)[1]
+                target = languages.check_direction(self.hparams, src, tgt, bool(overrides.get("zero_shot")),
+                                                    "zero_shot")[1]
                 target = target if self.multilingual else None
             else:
                 target = languages.check_target_language(self.hparams, tgt)

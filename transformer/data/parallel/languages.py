@@ -155,9 +155,13 @@ def check_target_language(hparams: Mapping[str, Any], tgt_lang: str | None) -> s
     return tgt_lang
 
 
-def check_direction(hparams: Mapping[str, Any], src_lang: str | None, tgt_lang: str | None) -> Direction:
+def check_direction(hparams: Mapping[str, Any], src_lang: str | None, tgt_lang: str | None,
+                    zero_shot: bool = False, zero_shot_key: str = "decode.zero_shot") -> Direction:
     """The direction ``(src, tgt)`` asked of a checkpoint, each side defaulting to the one
-    language it has there; a direction it was not trained on is a ``ValueError`` naming them."""
+    language it has there; a direction it was not trained on is a ``ValueError`` naming them.
+    With ``zero_shot`` a multilingual checkpoint is also asked for a direction it was not trained
+    on, between a language it reads and another it writes (de→fr from a model trained on en↔de
+    and en↔fr: the tag asks for French whatever the source, Johnson et al.'s zero-shot)."""
     sources = source_languages(hparams)
     if src_lang is not None and src_lang not in sources:
         raise ValueError(f"src_lang={src_lang}: this model translates from {', '.join(sources)} ({_known(hparams)})")
@@ -171,7 +175,11 @@ def check_direction(hparams: Mapping[str, Any], src_lang: str | None, tgt_lang: 
         src_lang = candidates[0]
     directions = directions_of(hparams)
     if directions is not None and (src_lang, target) not in directions:
-        raise ValueError(f"{src_lang}-{target}: this model was not trained on that direction ({_known(hparams)})")
+        if src_lang == target:
+            raise ValueError(f"{src_lang}-{target}: source and target are the same language ({_known(hparams)})")
+        if not zero_shot:
+            raise ValueError(f"{src_lang}-{target}: this model was not trained on that direction ({_known(hparams)}; "
+                             f"{zero_shot_key}=true asks for it anyway)")
     return src_lang, target
 
 
