@@ -213,3 +213,20 @@ def test_decode_compile_is_a_boolean_for_autoregressive_checkpoints_only():
     with pytest.raises(ValueError, match="autoregressive"):
         refuse_compile({"compile": True}, "a CTC")
     refuse_compile({"compile": False}, "a CTC")  # the default says nothing
+
+
+@pytest.mark.slow  # compiling on a CPU: about a minute
+def test_on_a_cpu_the_step_packs_its_weights_and_calls_them_from_cpp():
+    """The settings a batch-1 step's speed rests on take effect: inductor's freezing (the
+    products on oneDNN/MKL weights packed once) and the C++ wrapper (no Python between kernels)."""
+    from torch._inductor.utils import run_and_get_code
+
+    torch._dynamo.reset()
+    model = _model(7)
+    src = _sources(3, seed=8)
+    args = dict(**SPECIALS, max_len_a=1.0, max_len_b=2)
+    out, codes = run_and_get_code(lambda: greedy_search(compiled_decoding(model), src, **args))
+    assert out == greedy_search(model, src, **args)
+    code = "\n".join(codes)
+    assert "_mkl_linear" in code or "_linear_pointwise" in code  # weights frozen and packed
+    assert "RAIIAtenTensorHandle" in code  # the wrapper is C++

@@ -50,11 +50,12 @@ class CompiledDecoding:
         self.model = model
         # Built once and entered around every call (each patch is reusable): building them anew
         # cost a step 40-80 microseconds on a CPU, a few percent of a batch-1 step.
-        self._inductor = _inductor_settings(torch.device(device).type == "cpu")
+        self._cpu = torch.device(device).type == "cpu"
+        self._frozen = torch._inductor.config.patch(freezing=self._cpu)
         self._dynamo = _dynamo_settings()
-        self._encode = _compile(model.encode)
-        self._step = _compile(model.decode_step)
-        self._step_logits = _compile(model.decode_step_logits)
+        self._encode = _compile(model.encode, self._cpu)
+        self._step = _compile(model.decode_step, self._cpu)
+        self._step_logits = _compile(model.decode_step_logits, self._cpu)
         self._choices: dict[tuple[tuple[int, ...], bool], object] = {}  # (banned, with_scores) -> compiled
 
     @property
@@ -62,7 +63,7 @@ class CompiledDecoding:
         return self.model.vocab_size
 
     def encode(self, src: Tensor) -> EncoderOutLike:
-        with self._inductor:
+        with self._frozen:
             return self._encode(src)
 
     def init_cache(self, enc: EncoderOutLike, beams: int = 1) -> StaticKVCache:
@@ -82,17 +83,18 @@ class CompiledDecoding:
         key = (tuple(i for i in banned if i is not None), bool(with_scores))
         choose = self._choices.get(key)
         if choose is None:
-            choose = self._choices[key] = _compile(_choice(self.model, *key))
+            choose = self._choices[key] = _compile(_choice(self.model, *key), self._cpu)
         return self._run(choose, tokens, enc, cache)
 
     def _run(self, step, tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache):
         _ready(cache, tokens.size(0))
         # Freezing is inductor's switch for treating the weights as constants (and packing them
         # for oneDNN); it is set around these calls only, never for the whole process, where it
-        # would freeze a compiled validation loss in the middle of training.
+        # would freeze a compiled validation loss in the middle of training. (As an option of
+        # torch.compile it is read too late to take effect.)
         cache.limit(tokens.size(1))
         try:
-            with self._inductor, self._dynamo:
+            with self._frozen, self._dynamo:
                 return step(tokens, enc, cache)
         finally:
             cache.limit(None)
@@ -109,10 +111,12 @@ def _choice(model: nn.Module, banned: tuple[int, ...], with_scores: bool):
     return choose
 
 
-def _compile(fn):
+def _compile(fn, cpu: bool):
     """``fn`` compiled with symbolic sizes, with the guards on the modules it reads cut to the
-    identity of their weights (``_weights_and_inputs``)."""
-    return torch.compile(fn, dynamic=True, options={"guard_filter_fn": _weights_and_inputs})
+    identity of their weights (``_weights_and_inputs``). On a CPU, ``cpp_wrapper`` generates the
+    code that calls the graph's kernels and products in order as C++ rather than Python (a batch-1
+    step spent a few hundred microseconds in a Python wrapper)."""
+    return torch.compile(fn, dynamic=True, options={"guard_filter_fn": _weights_and_inputs, "cpp_wrapper": cpu})
 
 
 def _weights_and_inputs(guards) -> list[bool]:
@@ -124,13 +128,6 @@ def _weights_and_inputs(guards) -> list[bool]:
     millisecond and can only change if the model is edited in place, which a wrapper does not
     allow."""
     return [g.guard_type == "ID_MATCH" or not g.orig_guard.source.is_unspecialized_nn_module() for g in guards]
-
-
-def _inductor_settings(cpu: bool):
-    """On a CPU: the weights frozen into the graph (packed once for oneDNN), and the graph's
-    wrapper, which calls its kernels and products in order, generated as C++ rather than Python
-    (a batch-1 step spends a few hundred microseconds in a Python wrapper)."""
-    return torch._inductor.config.patch(freezing=cpu, cpp_wrapper=cpu)
 
 
 def _dynamo_settings():
