@@ -57,18 +57,20 @@ def greedy_search(
     out = _Outputs.empty(src.size(0), int(max_lens.max()), pad_id, src.device)
     last = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (A, 1)
     active = torch.arange(src.size(0), device=src.device)  # (A,) row in the input batch
+    caps = max_lens  # (A,) each active row's length cap
     next_token = _next_token_fn(model, (pad_id, bos_id), return_scores)
     for step in range(out.tokens.size(1)):
         best_lp, best, cache = next_token(last, enc, cache)  # (A,) or None, (A,)
-        finished = out.record(active, step, best, best_lp, eos_id, max_lens)  # (A,)
+        finished = out.record(active, step, best, best_lp, eos_id, caps)  # (A,)
         if bool(finished.all()):
             break
         last = best.unsqueeze(1)  # (A,) -> (A, 1)
-        if bool(finished.any()):
+        # one row that is not all finished is not finished (a sentence at a time: one check a step)
+        if active.size(0) > 1 and bool(finished.any()):
             keep = (~finished).nonzero().squeeze(1)  # (A',) rows that go on
-            active, last = active[keep], last[keep]
+            active, last, caps = active[keep], last[keep], caps[keep]
             enc, cache = enc.index_select(keep), cache.reorder(keep)
-    return out.results(return_scores)
+    return out.results(return_scores, eos_id, pad_id)
 
 
 # (last (A, 1), encoder output, cache) -> (log-prob of the choice (A,) or None, choice (A,), cache)
@@ -106,27 +108,31 @@ class _Outputs:
     """What every sentence generated so far, in input order."""
 
     tokens: Tensor  # (B, L) chosen ids, PAD past each sentence's end
-    lengths: Tensor  # (B,) tokens kept (an EOS is not part of the output)
     scores: Tensor  # (B,) float64 summed log-prob, EOS included
 
     @classmethod
     def empty(cls, batch: int, steps: int, pad_id: int, device: torch.device) -> "_Outputs":
         tokens = torch.full((batch, steps), pad_id, dtype=torch.long, device=device)  # (B, L)
-        lengths = torch.zeros(batch, dtype=torch.long, device=device)  # (B,)
-        return cls(tokens, lengths, torch.zeros(batch, dtype=torch.float64, device=device))
+        return cls(tokens, torch.zeros(batch, dtype=torch.float64, device=device))
 
     def record(self, rows: Tensor, step: int, best: Tensor, best_lp: Tensor | None, eos_id: int,
-               max_lens: Tensor) -> Tensor:
+               caps: Tensor) -> Tensor:
         """Write step ``step``'s choices ``best (A,)`` of sentences ``rows (A,)``; return which
-        of them are finished ``(A,)``: they chose EOS or reached their cap ``max_lens (B,)``."""
+        of them are finished ``(A,)``: they chose EOS or reached their length cap ``caps (A,)``."""
         if best_lp is not None:
             self.scores[rows] += best_lp.to(torch.float64)
         self.tokens[rows, step] = best
-        is_eos = best == eos_id  # (A,)
-        # a sentence cut at its cap keeps this token
-        self.lengths[rows] = torch.where(is_eos, step, step + 1)
-        return is_eos | (step + 1 >= max_lens[rows])
+        return (best == eos_id) | (step + 1 >= caps)
 
-    def results(self, with_scores: bool) -> list[list[int]] | list[tuple[list[int], float]]:
-        tokens = [row[:n] for row, n in zip(self.tokens.tolist(), self.lengths.tolist())]
+    def results(self, with_scores: bool, eos_id: int, pad_id: int) -> list[list[int]] | list[tuple[list[int], float]]:
+        """Each sentence's tokens up to its EOS (not kept) or its cap: PAD is never chosen, so
+        the first EOS or PAD of a row ends it."""
+        tokens = [row[:_end(row, eos_id, pad_id)] for row in self.tokens.tolist()]
         return list(zip(tokens, self.scores.tolist())) if with_scores else tokens
+
+
+def _end(row: list[int], eos_id: int, pad_id: int) -> int:
+    for i, token in enumerate(row):
+        if token == eos_id or token == pad_id:
+            return i
+    return len(row)
