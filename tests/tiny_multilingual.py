@@ -26,14 +26,15 @@ def tagged_tokenizer(languages=("de", "en", "fr")) -> SubwordTokenizer:
     return add_tags(SubwordTokenizer.train(SENTENCES, vocab_size=300), languages)
 
 
-def multilingual_task(seed: int = 0, directions=DIRECTIONS):
-    """An untrained ``TranslationTask`` over ``directions`` (eval mode)."""
+def multilingual_task(seed: int = 0, directions=DIRECTIONS, tag_side: str = "source"):
+    """An untrained ``TranslationTask`` over ``directions`` (eval mode) reading its target tag
+    on ``tag_side`` (``data.tag_side``)."""
     from transformer.tasks.translation import TranslationTask
 
     torch.manual_seed(seed)
     tok = tagged_tokenizer()
     return TranslationTask(model=TINY, vocab_size=tok.vocab_size, pad_id=tok.pad_id, bos_id=tok.bos_id,
-                           eos_id=tok.eos_id, src_lang=MULTI, tgt_lang=MULTI, data={"directions": list(directions)},
+                           eos_id=tok.eos_id, src_lang=MULTI, tgt_lang=MULTI, data={"directions": list(directions), "tag_side": tag_side},
                            tokenizers={"src": tok.to_str(), "tgt": tok.to_str()}).eval()
 
 

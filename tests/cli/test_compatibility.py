@@ -60,6 +60,9 @@ CHANGED.update({"data.pairs": None, "data.temperature": 1.0, "decode: tgt_lang":
 CHANGED.update({key: None for key in ("decode.pivot", "task.val_decode.pivot", "test_decode.pivot")})
 # A direction a multilingual checkpoint was not trained on (decode.zero_shot), refused by default.
 CHANGED.update({key: False for key in ("decode.zero_shot", "task.val_decode.zero_shot", "test_decode.zero_shot")})
+# Where a multilingual model reads its target tag (data.tag_side): in the source by default; the
+# language inspect translates a multilingual model's sentence into.
+CHANGED.update({"data.tag_side": "source", "inspect: tgt_lang": None})
 # The search's precision (decoding settings: decode.dtype), fp32 as before.
 CHANGED.update({key: "fp32" for key in ("decode.dtype", "task.val_decode.dtype", "test_decode.dtype")})
 # Experiments added since 0.1.0: they have no composed config there to compare with.

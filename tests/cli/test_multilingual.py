@@ -133,9 +133,11 @@ def test_decode_tags_the_source_for_every_search(trained, tmp_path, monkeypatch)
     assert not torch.allclose(de, fr)
 
 
-def test_outputs_follow_the_tag_once_trained(mirror_root):
+@pytest.mark.parametrize("tag_side", ["source", "decoder"])
+def test_outputs_follow_the_tag_once_trained(mirror_root, tag_side):
     """A tiny model trained on en→de and en→fr with tags writes German after <2de> and French
-    after <2fr> for the same English sentences."""
+    after <2fr> for the same English sentences, the tag read in front of the source or as the
+    decoder's first token."""
     from tiny_translation import TINY_MODEL, _train
 
     en, de, fr = (_lines(mirror_root, "train", lang, 600) for lang in LANGS)
@@ -143,7 +145,7 @@ def test_outputs_follow_the_tag_once_trained(mirror_root):
     torch.manual_seed(0)
     task = TranslationTask(model=dict(TINY_MODEL), vocab_size=tok.vocab_size, pad_id=tok.pad_id, bos_id=tok.bos_id,
                            eos_id=tok.eos_id, src_lang="en", tgt_lang="mul",
-                           data={"directions": ["en-de", "en-fr"]},
+                           data={"directions": ["en-de", "en-fr"], "tag_side": tag_side},
                            tokenizers={"src": tok.to_str(), "tgt": tok.to_str()})
     data = [{"src": tagged_source_ids(tok, s, lang), "tgt": tok.encode(t), "index": i}
             for i, (s, t, lang) in enumerate(x for pair in zip(zip(en, de, ["de"] * 600), zip(en, fr, ["fr"] * 600))
@@ -152,7 +154,7 @@ def test_outputs_follow_the_tag_once_trained(mirror_root):
     torch.set_num_threads(1)
     try:
         task.train()
-        _train(task, data, TranslationCollator(tok.pad_id, tok.bos_id, tok.eos_id),
+        _train(task, data, TranslationCollator(tok.pad_id, tok.bos_id, tok.eos_id, tag_to_decoder=tag_side == "decoder"),
                torch.optim.Adam(task.model.parameters(), lr=3e-3), 150, tok.pad_id)
     finally:
         torch.set_num_threads(threads)
@@ -299,3 +301,119 @@ def test_zero_shot_is_asked_for_and_scored_beside_the_pivot(english_centric, cor
     with pytest.raises(ValueError, match="same language"):
         evaluate_cli.run(compose_cfg("eval", [f"ckpt_path={ckpt}", "split=test", "src_lang=fr", "tgt_lang=fr",
                                               "decode.zero_shot=true", *SHORT]))
+
+
+# ---------------------------------------------------------------------------- the tag as the decoder's first token
+
+
+@pytest.fixture(scope="module")
+def decoder_tagged(corpus, tmp_path_factory) -> dict:
+    """A two-direction model trained a few steps with ``data.tag_side=decoder``."""
+    tmp = tmp_path_factory.mktemp("decoder_tag")
+    cfg = compose_cfg("train", [*_data_args(corpus), "data.pairs=[en-de,en-fr]", "data.tag_side=decoder", *TINY,
+                                f"data.data_dir={tmp / 'cache'}", f"output_dir={tmp / 'run'}", "test_splits=[test]",
+                                "test_decode.max_len_a=0", "test_decode.max_len_b=6"])
+    summary = train_cli.run(cfg)
+    return {"summary": summary, "ckpt": summary["best_checkpoint"], "tmp": tmp, "cfg": cfg}
+
+
+def test_with_tag_side_decoder_the_tag_starts_each_target(decoder_tagged):
+    from hydra.utils import instantiate
+
+    hp = read_checkpoint(decoder_tagged["ckpt"])["hyper_parameters"]
+    assert hp["data"]["tag_side"] == "decoder" and hp["data"]["directions"] == ["en-de", "en-fr"]
+    assert set(decoder_tagged["summary"]["test"]["test"]) == {"en-de", "en-fr"}
+    dm = instantiate(decoder_tagged["cfg"].data, _recursive_=False)
+    dm.setup()
+    tok = dm.src_tokenizer
+    tags = {tok.token_to_id("<2de>"), tok.token_to_id("<2fr>")}
+    for batch in dm.train_dataloader():
+        assert set(batch["tgt_in"][:, 0].tolist()) <= tags and torch.equal(batch["start"], batch["tgt_in"][:, 0])
+        assert not torch.isin(batch["src"], torch.tensor(sorted(tags))).any()  # the source carries no tag
+        assert batch["tgt_in"][:, 1:].ne(tok.bos_id).all()
+
+
+def test_every_search_starts_the_decoder_from_the_tag(decoder_tagged, tmp_path, monkeypatch):
+    src = tmp_path / "in.en"
+    src.write_text("A dog runs in the park.\nTwo men are talking.\n", encoding="utf-8")
+    task = load_task(decoder_tagged["ckpt"])
+    tok = task.src_tokenizer
+    tags = {lang: tok.token_to_id(f"<2{lang}>") for lang in ("de", "fr")}
+    firsts: list[torch.Tensor] = []
+    encoded: list[torch.Tensor] = []
+    step, encode = task.model.decode_step, task.model.encode
+
+    def recording_step(tokens, enc, cache, *args, **kwargs):
+        if cache.length == 0:
+            firsts.append(tokens[:, 0].clone())
+        return step(tokens, enc, cache, *args, **kwargs)
+
+    def recording_encode(src_ids, *args, **kwargs):
+        encoded.append(src_ids.clone())
+        return encode(src_ids, *args, **kwargs)
+
+    monkeypatch.setattr(task.model, "decode_step", recording_step)
+    monkeypatch.setattr(task.model, "encode", recording_encode)
+    monkeypatch.setattr(decode_cli, "load_for_inference", lambda *a, **k: (task, "cpu"))
+    outputs = {}
+    for strategy in (["decode.strategy=greedy"], ["decode.strategy=beam", "decode.beam_size=3", "decode.n_best=3"],
+                     ["decode.strategy=greedy", "decode.print_alignment=true"]):
+        for lang in ("de", "fr"):
+            firsts.clear(), encoded.clear()
+            lines = decode_cli.run(compose_cfg("decode", [f"ckpt_path={decoder_tagged['ckpt']}", f"input={src}",
+                                                          f"tgt_lang={lang}", *SHORT, *strategy]))
+            assert firsts and all((f == tags[lang]).all() for f in firsts), (strategy, firsts)
+            assert encoded and not any(torch.isin(e, torch.tensor(list(tags.values()))).any() for e in encoded)
+            if "decode.print_alignment=true" in strategy:
+                assert all(" ||| " in line for line in lines)
+            outputs[strategy[-1], lang] = lines
+    # the tag is what the decoder reads first: teacher-forced logits differ by target language
+    collate = TranslationCollator(tok.pad_id, tok.bos_id, tok.eos_id, tag_to_decoder=True)
+    batch = {lang: collate([{"src": tagged_source_ids(tok, "A dog runs.", lang), "tgt": tok.encode("Ein Hund"),
+                             "index": 0}]) for lang in ("de", "fr")}
+    assert torch.equal(batch["de"]["src"], batch["fr"]["src"])
+    with torch.no_grad():
+        de, fr = (task.model(batch[lang]["src"], batch[lang]["tgt_in"]) for lang in ("de", "fr"))
+    assert not torch.allclose(de, fr)
+
+
+def test_a_decoder_tagged_ensemble_and_its_attention_pictures(decoder_tagged, tmp_path):
+    pytest.importorskip("matplotlib")
+    import numpy as np
+
+    from transformer.cli import inspect as inspect_cli
+
+    ckpt, src = decoder_tagged["ckpt"], tmp_path / "in.en"
+    src.write_text("A dog runs in the park.\nTwo men are talking.\n", encoding="utf-8")
+    one = decode_cli.run(compose_cfg("decode", [f"ckpt_path={ckpt}", f"input={src}", "tgt_lang=fr", *SHORT]))
+    two = decode_cli.run(compose_cfg("decode", [f"ckpt_path=[{ckpt},{ckpt}]", f"input={src}", "tgt_lang=fr", *SHORT]))
+    assert two == one  # two copies average to the same probabilities, from the same start token
+    inspect_cli.run(compose_cfg("inspect", [f"ckpt_path={ckpt}", "text='A dog runs.'", "tgt_lang=fr",
+                                            f"output_dir={tmp_path / 'pictures'}", *SHORT[:2]]))
+    arrays = np.load(tmp_path / "pictures" / "sentence_0" / "attention.npz")
+    assert str(arrays["target_in"][0]) == "<2fr>" and "<2fr>" not in [str(x) for x in arrays["source"]]
+
+
+def test_tag_side_settings_are_one_error_each(corpus, tmp_path, capsys, monkeypatch):
+    run = tmp_path / "run"
+    base = [*_data_args(corpus), "model=tiny", f"data.data_dir={tmp_path / 'cache'}", f"hydra.run.dir={run}"]
+    for args, message in (
+        (["data.pairs=[en-de,en-fr]", "data.tag_side=target"], "data.tag_side='target': expected one of source, decoder"),
+        (["data.src_lang=en", "data.tgt_lang=de", "data.tag_side=decoder"],
+         "data.tag_side=decoder: a target-language tag needs several directions"),
+        (["experiment=multi30k_nat_cpu", "data.pairs=[en-de,en-fr]", "data.tag_side=decoder"],
+         "data.tag_side=decoder: a nat model has no decoder start token"),
+    ):
+        code, err = main_status(train_cli, [*base, *args], capsys, monkeypatch)
+        lines = err.strip().splitlines()
+        assert code == 2 and lines[-1].startswith("error: ") and message in lines[-1], err
+        assert not run.exists() and not (tmp_path / "cache").exists()
+
+
+def test_an_ensemble_of_both_tag_sides_is_refused():
+    from tiny_multilingual import multilingual_task
+
+    from transformer.tasks.translation import TranslationTask
+
+    with pytest.raises(ValueError, match="member 2 has data.tag_side=decoder, member 1 has source"):
+        TranslationTask.ensemble([multilingual_task(), multilingual_task(tag_side="decoder")])

@@ -1,6 +1,8 @@
 """A multilingual checkpoint exported to CTranslate2: the folder records the directions and
 keeps the ``<2xx>`` tags as source tokens, and the export translates each direction as our own
-search does on the tagged source (greedy and beam, n-best included), alone or served."""
+search does on the tagged source (greedy and beam, n-best included), alone or served; a model
+that reads the tag as its decoder's first token (``data.tag_side=decoder``) too, through
+CTranslate2's target prefix."""
 
 from __future__ import annotations
 
@@ -25,9 +27,9 @@ SOURCES = ["ein hund läuft über die wiese .", "", "a dog runs across the meado
 TARGETS = ["en", "de", "fr"]
 
 
-@pytest.fixture(scope="module")
-def task():
-    return multilingual_task()
+@pytest.fixture(scope="module", params=["source", "decoder"])
+def task(request):
+    return multilingual_task(tag_side=request.param)
 
 
 @pytest.fixture(scope="module")
@@ -50,20 +52,25 @@ _SEARCHED: dict = {}
 def _ours(task, tgt_lang: str, **decode) -> list[list[str]]:
     tok = task.src_tokenizer
     search = task.search_fn({"strategy": "greedy", **decode})
-    collate = TranslationCollator(tok.pad_id, tok.bos_id, tok.eos_id)
+    decoder = task.hparams["data"]["tag_side"] == "decoder"
+    collate = TranslationCollator(tok.pad_id, tok.bos_id, tok.eos_id, tag_to_decoder=decoder)
     out = []
     for text in SOURCES:
         if not text.strip():
             out.append([""])
             continue
-        src = collate([{"src": tagged_source_ids(tok, text, tgt_lang), "index": 0}])["src"]  # (1, S)
-        out.append([task.tgt_tokenizer.decode(ids) for ids, _ in search(src)[0]])
+        batch = collate([{"src": tagged_source_ids(tok, text, tgt_lang), "index": 0}])  # src (1, S)
+        start = {"start": batch["start"]} if decoder else {}  # the tag, each target's first token
+        out.append([task.tgt_tokenizer.decode(ids) for ids, _ in search(batch["src"], **start)[0]])
     return out
 
 
 def test_the_folder_records_directions_and_keeps_the_tags(export_dir, task):
     record = json.loads((export_dir / "languages.json").read_text())
     assert record["data"]["directions"] == DIRECTIONS
+    assert record["data"]["tag_side"] == task.hparams["data"]["tag_side"]
+    config = json.loads((export_dir / "config.json").read_text())
+    assert config["decoder_start_token"] == (None if record["data"]["tag_side"] == "decoder" else "<s>")
     src = SubwordTokenizer.load(export_dir / "source_tokenizer.json")
     for lang in TARGETS:
         i = src.token_to_id(f"<2{lang}>")

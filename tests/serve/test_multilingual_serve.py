@@ -37,9 +37,15 @@ def ckpt(tmp_path_factory) -> str:
 
 
 @pytest.fixture(scope="module")
-def served_models(ckpt, checkpoints):
+def decoder_ckpt(tmp_path_factory) -> str:
+    """A model reading its target tag as the decoder's first token (``data.tag_side=decoder``)."""
+    return save_checkpoint(multilingual_task(tag_side="decoder"), tmp_path_factory.mktemp("dec") / "dec.ckpt")
+
+
+@pytest.fixture(scope="module")
+def served_models(ckpt, decoder_ckpt, checkpoints):
     models = (f"models=[{{id:mul,ckpt_path:{ckpt}}},{{id:mulbeam,ckpt_path:{ckpt},decode:beam,beam_size:3}},"
-              f"{{id:at,ckpt_path:{checkpoints['translation']}}}]")
+              f"{{id:dec,ckpt_path:{decoder_ckpt}}},{{id:at,ckpt_path:{checkpoints['translation']}}}]")
     return serve_cli.check(serve_cfg(models))
 
 
@@ -54,14 +60,16 @@ def reference(ckpt: str, sentences: list[str], tgt_lang: str, **decode) -> list[
     task = load_task(ckpt)
     tok = task.src_tokenizer
     search = task.search_fn({"strategy": "greedy", **decode})
-    collate = TranslationCollator(tok.pad_id, tok.bos_id, tok.eos_id)
+    decoder = task.hparams["data"].get("tag_side") == "decoder"  # the tag starts the target instead
+    collate = TranslationCollator(tok.pad_id, tok.bos_id, tok.eos_id, tag_to_decoder=decoder)
     out = []
     for text in sentences:
         if not text.strip():
             out.append([("", 0.0)])
             continue
-        src = collate([{"src": tagged_source_ids(tok, text, tgt_lang), "index": 0}])["src"]  # (1, S)
-        out.append([(task.tgt_tokenizer.decode(ids), score) for ids, score in search(src)[0]])
+        batch = collate([{"src": tagged_source_ids(tok, text, tgt_lang), "index": 0}])  # src (1, S)
+        start = {"start": batch["start"]} if decoder else {}
+        out.append([(task.tgt_tokenizer.decode(ids), score) for ids, score in search(batch["src"], **start)[0]])
     return out
 
 
@@ -99,6 +107,14 @@ def test_attention_of_a_multilingual_model_shows_the_tag(client):
     assert out["attention"]["source_words"][0] == "<2fr>"
 
 
+def test_attention_of_a_decoder_tagged_model_leaves_the_tag_out_of_the_source(client, decoder_ckpt):
+    out = translate(client, model="dec", inputs=SOURCES, tgt_lang="fr", attention=True)
+    assert [o["translation"] for o in out] == [n[0][0] for n in reference(decoder_ckpt, SOURCES, "fr")]
+    view = out[0]["attention"]
+    assert "<2fr>" not in view["source"] and view["source"][-1] == "</s>"
+    assert len(view["cross"][0][0]) == len(view["target"])  # a row per predicted token, the tag not among them
+
+
 @pytest.mark.parametrize("body,status,words", [
     ({"tgt_lang": "es"}, 422, ["tgt_lang=es", "en, de, fr", "de-en"]),
     ({}, 422, ["tgt_lang", "required", "en, de, fr"]),
@@ -129,8 +145,12 @@ def test_models_lists_directions(client):
     assert "tgt_lang" not in listed["at"]["options"]
 
 
-def test_requests_into_different_languages_share_one_model_call(served_models, ckpt):
-    model = next(m for m in served_models if m.id == "mul")
+@pytest.mark.parametrize("model_id", ["mul", "dec"])
+def test_requests_into_different_languages_share_one_model_call(served_models, ckpt, decoder_ckpt, model_id):
+    """One batch holds sentences into three languages: tagged sources, or (``dec``) one start
+    token per row."""
+    model = next(m for m in served_models if m.id == model_id)
+    ckpt = decoder_ckpt if model_id == "dec" else ckpt
     calls, gate = [], threading.Event()
     predict = model.predict
 
@@ -142,12 +162,12 @@ def test_requests_into_different_languages_share_one_model_call(served_models, c
     model.predict = recording
     try:
         with TestClient(create_app([model], ServeConfig(batch_wait_ms=20))) as c, ThreadPoolExecutor(4) as pool:
-            first = pool.submit(c.post, "/v1/translate", json={"model": "mul", "inputs": ["zwei"], "tgt_lang": "en"})
+            first = pool.submit(c.post, "/v1/translate", json={"model": model_id, "inputs": ["zwei"], "tgt_lang": "en"})
             while not calls:
                 time.sleep(0.005)
-            rest = {t: pool.submit(c.post, "/v1/translate", json={"model": "mul", "inputs": SOURCES, "tgt_lang": t})
+            rest = {t: pool.submit(c.post, "/v1/translate", json={"model": model_id, "inputs": SOURCES, "tgt_lang": t})
                     for t in TARGETS}
-            while c.get("/health").json()["queued"]["mul"] < len(TARGETS):
+            while c.get("/health").json()["queued"][model_id] < len(TARGETS):
                 time.sleep(0.005)
             gate.set()
             first.result()

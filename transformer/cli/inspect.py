@@ -6,8 +6,9 @@
     transformer-inspect ckpt_path=sst2.ckpt text="a gorgeous , witty movie" output_dir=inspect_sst2
     transformer-inspect ckpt_path=pretrain.ckpt text="the movie was [MASK] ." output_dir=inspect_mlm
     transformer-inspect ckpt_path=best.ckpt what=positions output_dir=inspect_positions
+    transformer-inspect ckpt_path=multi.ckpt text="A dog runs." tgt_lang=fr output_dir=inspect_fr
 
-Writes PNGs (a panel per head, tokens on both axes), the raw weights as ``.npz`` beside them and
+A multilingual translation checkpoint takes ``tgt_lang=`` as ``transformer-decode`` does. Writes PNGs (a panel per head, tokens on both axes), the raw weights as ``.npz`` beside them and
 an ``index.html``; see ``transformer.inspect.report`` for the files. Needs matplotlib
 (``pip install "transformer[inspect]"``).
 """
@@ -21,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer.cli.common import hydra_entry
 from transformer.cli.tag import split_tokens
+from transformer.data.parallel.languages import check_target_language
 from transformer.inspect import plots, report
 from transformer.inspect.classification import inspect_classification
 from transformer.inspect.mlm import inspect_mlm
@@ -54,7 +56,9 @@ def run(cfg: DictConfig) -> list[Path]:
         written = report.inspect_positions(task.model, cfg.output_dir, int(cfg.positions))
     elif name == "translation":
         decode_cfg = OmegaConf.to_container(cfg.decode, resolve=True)
-        written = report.inspect_translation(task, _sentences(cfg), decode_cfg, cfg.output_dir, int(cfg.max_tokens))
+        tgt_lang = check_target_language(task.hparams, cfg.get("tgt_lang"))  # a multilingual model's tag
+        written = report.inspect_translation(task, _sentences(cfg), decode_cfg, cfg.output_dir, int(cfg.max_tokens),
+                                             tgt_lang)
     elif name == "tagging":
         written = report.inspect_tagging(task, [split_tokens(line) for line in _sentences(cfg)], cfg.output_dir,
                                          int(cfg.max_tokens))

@@ -182,6 +182,11 @@ def check_config(cfg: DictConfig, complete: bool = False) -> None:
     from transformer.data.core.checks import check_data_config
 
     check_data_config(cfg.get("data"), "data", complete)  # languages, column maps, splits, hub: before any file is read
+    if (cfg.data.get("tag_side") or "source") == "decoder":
+        task_cls, _ = task_settings(cfg)
+        if getattr(task_cls, "task_name", None) in ("nat", "nat_ctc"):  # no start token to carry it
+            raise ValueError(f"data.tag_side=decoder: a {task_cls.task_name} model has no decoder start token to "
+                             f"read the target tag from; use data.tag_side=source")
     for group in ("callbacks", "logger"):
         for name, node in (cfg.get(group) or {}).items():
             check_config_types(node, f"{group}.{name}")

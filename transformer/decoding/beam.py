@@ -83,6 +83,7 @@ def beam_search(
     src_lengths: Tensor | None = None,
     max_len: int | None = None,
     early_stopping: bool = True,
+    start: Tensor | None = None,
 ) -> list[list[Hypothesis]]:
     """Beam search over ``beam_size`` hypotheses per sentence (see the module docstring).
 
@@ -100,6 +101,8 @@ def beam_search(
         max_len: hard ceiling on generated tokens whatever the source length (the model's
             positional range).
         early_stopping: the stopping rule, see the module docstring.
+        start: ``(B,)`` each sentence's first decoder token (a multilingual model's target tag,
+            ``data.tag_side=decoder``); None: BOS.
 
     Returns:
         For each sentence in input order, ``n_best`` ``Hypothesis`` sorted by score, best first.
@@ -107,7 +110,7 @@ def beam_search(
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"need 1 <= n_best <= beam_size, got n_best={n_best}, beam_size={beam_size}")
     max_lens = max_target_lengths(src, pad_id, max_len_a, max_len_b, src_lengths, max_len).tolist()
-    enc, cache, beams, last = _start(model, src, beam_size, max_lens, bos_id)
+    enc, cache, beams, last = _start(model, src, beam_size, max_lens, bos_id, start)
     results: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
     sent_ids = list(range(src.size(0)))  # input position of each sentence still searched
     for _ in range(max(max_lens)):
@@ -132,15 +135,16 @@ def beam_search(
 
 
 def _start(model: Seq2SeqModel, src: Tensor, k: int, max_lens: list[int],
-           bos_id: int) -> tuple[EncoderOutLike, KVCacheLike, _Beams, Tensor]:
+           bos_id: int, start: Tensor | None = None) -> tuple[EncoderOutLike, KVCacheLike, _Beams, Tensor]:
     """Encode once, set up the cache for K beams a sentence (rows ``b * K + k``) and
-    ``max(max_lens)`` steps, the beams, and the first input ``(B, 1)`` (BOS): the first step
+    ``max(max_lens)`` steps, the beams, and the first input ``(B, 1)`` (BOS, or ``start``): the first step
     is decoded once per sentence, since all its beams start alike (CTranslate2 does the same;
     on a CPU that step was about 5 % of beam 5's products)."""
     batch = src.size(0)
     enc = model.encode(src)  # B rows: the beams of a sentence share it
     cache = reserve_steps(model.init_cache(enc, beams=k), max(max_lens))
-    last = torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device)  # (B, 1)
+    last = (torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device) if start is None
+            else start.to(src.device, torch.long).view(batch, 1).contiguous())  # (B, 1)
     return enc, cache, _init_beams(batch, k, max_lens, src.device), last
 
 

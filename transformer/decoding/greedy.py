@@ -32,6 +32,7 @@ def greedy_search(
     src_lengths: Tensor | None = None,
     max_len: int | None = None,
     return_scores: bool = False,
+    start: Tensor | None = None,
 ) -> list[list[int]] | list[tuple[list[int], float]]:
     """Pick the most likely next token at every step until EOS or the length cap.
 
@@ -46,6 +47,8 @@ def greedy_search(
         max_len: hard ceiling on generated tokens whatever the source length (the model's
             positional range).
         return_scores: also return each output's summed log-probability (EOS included).
+        start: ``(B,)`` each sentence's first decoder token (a multilingual model's target tag,
+            ``data.tag_side=decoder``); None: BOS.
 
     Returns:
         Per sentence, in input order, the generated ids without BOS/EOS; with ``return_scores``,
@@ -55,7 +58,8 @@ def greedy_search(
     enc = model.encode(src)
     cache = reserve_steps(model.init_cache(enc), int(max_lens.max()))
     out = _Outputs.empty(src.size(0), int(max_lens.max()), pad_id, src.device)
-    last = torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device)  # (A, 1)
+    last = (torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device) if start is None
+            else start.to(src.device, torch.long).view(-1, 1).contiguous())  # (A, 1)
     active = torch.arange(src.size(0), device=src.device)  # (A,) row in the input batch
     caps = max_lens  # (A,) each active row's length cap
     next_token = _next_token_fn(model, (pad_id, bos_id), return_scores)

@@ -36,6 +36,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from transformer.data.parallel import languages
 from transformer.export.folder import write_export_dir
 from transformer.files import disk_full, write_text
 from transformer.models.transformer import EncoderDecoder
@@ -233,6 +234,8 @@ def build_ctranslate2_spec(task):
     # decoding starts from our BOS, as in greedy_search (Marian's: the padding id, whose
     # embedding row is the model's own, so no start_from_zero_embedding)
     cfg.decoder_start_token = cfg.bos_token
+    if languages.tag_side(hp) == "decoder":  # each target starts with its language tag: a one-token prefix
+        cfg.decoder_start_token = None
     cfg.add_source_eos = True  # TranslationCollator appends EOS to every source
     cfg.layer_norm_epsilon = float(next(m.eps for m in model.modules() if isinstance(m, nn.LayerNorm)))
     spec.validate()
@@ -270,12 +273,10 @@ def export_ctranslate2(task, output_dir: str | Path, quantization: str | None = 
 
 def write_languages(task, folder: Path) -> None:
     """The checkpoint's languages as ``languages.json`` (``src_lang``, ``tgt_lang``, ``data``:
-    ``directions``, as ``data.parallel.languages`` reads them from a checkpoint). A multilingual
+    ``directions`` and ``tag_side``, as ``data.parallel.languages`` reads them from a checkpoint). A multilingual
     model's source tokenizer must hold each target's ``<2xx>`` tag, as a special token (one
     id, never split): an ``ExportError`` otherwise."""
     import json
-
-    from transformer.data.parallel import languages
 
     hp = task.hparams
     directions = languages.directions_of(hp)
@@ -286,7 +287,8 @@ def write_languages(task, folder: Path) -> None:
                 raise ExportError(f"the model translates into {lang} but its source tokenizer has no special token "
                                   f"{languages.tag(lang)}")
     record = {"src_lang": hp.get("src_lang"), "tgt_lang": hp.get("tgt_lang"),
-              "data": {"directions": [languages.direction_name(d) for d in directions] if directions else None}}
+              "data": {"directions": [languages.direction_name(d) for d in directions] if directions else None,
+                       "tag_side": languages.tag_side(hp)}}
     (Path(folder) / LANGUAGES).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
@@ -327,6 +329,8 @@ class CTranslate2Translator:
         self.banned = [[self.tgt_tok.id_to_token(self.tgt_tok.pad_id)], [self.tgt_tok.id_to_token(self.tgt_tok.bos_id)]]
         self.max_batch_size, self.batch_type = max_batch_size, batch_type
         self.languages = read_languages(model_dir)  # the checkpoint's directions (hyper_parameters' shape)
+        # data.tag_side=decoder: a source's tag goes to CTranslate2 as the target prefix it starts from
+        self.tag_to_decoder = languages.tag_side(self.languages) == "decoder"
 
     def translate_ids(self, sources: list[list[int]], beam_size: int = 1, length_penalty: float = 1.0) -> list[list[int]]:
         """Source piece ids (without EOS) -> output ids (without BOS/EOS), in input order."""
@@ -347,6 +351,11 @@ class CTranslate2Translator:
         its softmax), our search over all, so the scores agree where a model gives those two no
         probability (a trained one: to 1e-4). An empty source gets ``[([], 0.0)]``."""
         out: list[list[tuple[list[int], float]]] = [[([], 0.0)] for _ in sources]
+        starts: list[int | None] = [None] * len(sources)
+        if self.tag_to_decoder:  # each tag starts its target (Translator does the same for our search)
+            starts = [ids[0] if ids else None for ids in sources]
+            sources = [ids[1:] if ids else ids for ids in sources]
+        self._starts = starts
         caps = {i: int(self.max_len_a * (len(ids) + 1) + self.max_len_b) for i, ids in enumerate(sources) if ids}
         todo = list(caps)
         if beam_size == 1 and len(set(caps.values())) > 1:
@@ -374,13 +383,17 @@ class CTranslate2Translator:
         """One CTranslate2 call over ``sources[rows]`` at the output cap ``cap``: per row, its
         ``n_best`` outputs with their scores."""
         pieces = [[self.src_tok.id_to_token(t) for t in sources[i]] for i in rows]
+        prefix = {}
+        if self.tag_to_decoder:
+            prefix = {"target_prefix": [[self.tgt_tok.id_to_token(self._starts[i])] for i in rows]}
         results = self.translator.translate_batch(
             pieces, beam_size=beam_size, length_penalty=length_penalty if beam_size > 1 else 0.0,
             max_decoding_length=cap, max_batch_size=self.max_batch_size, batch_type=self.batch_type,
             # as our search: an empty output (EOS first) is allowed, PAD and BOS never chosen
             min_decoding_length=0, suppress_sequences=self.banned, return_scores=True,
-            num_hypotheses=min(n_best, beam_size),
+            num_hypotheses=min(n_best, beam_size), **prefix,
         )
+        # (with no decoder_start_token the prefix's first token is the start token, not returned)
         return [[([self.tgt_tok.token_to_id(t) for t in hyp], float(score))
                  for hyp, score in zip(res.hypotheses, res.scores)] for res in results]
 

@@ -32,12 +32,17 @@ class Translator:
 
     A multilingual model (:mod:`transformer.data.parallel.languages`) is told the language to
     translate into with :meth:`set_target_language`: every source then starts with its tag, and
-    whatever search ``search`` runs reads it as one more source token.
+    whatever search ``search`` runs reads it as one more source token. With ``tag_to_decoder``
+    (a model trained with ``data.tag_side=decoder``) each source's first id, its tag, is taken
+    off and given to the search as that sentence's first decoder token (``search(src, start=)``),
+    so sentences into different languages still share a batch.
     """
 
     def __init__(self, search: SearchFn, src_tokenizer, tgt_tokenizer, max_tokens: int = 4096,
-                 max_src_len: int | None = None, device: str | torch.device = "cpu") -> None:
+                 max_src_len: int | None = None, device: str | torch.device = "cpu",
+                 tag_to_decoder: bool = False) -> None:
         self.search, self.src_tok, self.tgt_tok = search, src_tokenizer, tgt_tokenizer
+        self.tag_to_decoder = tag_to_decoder
         self.max_tokens, self.max_src_len, self.device = max_tokens, max_src_len, torch.device(device)
         self.truncated = 0
         self.stats: dict[str, float] = {}
@@ -67,10 +72,12 @@ class Translator:
         todo = [i for i, s in enumerate(sentences) if s.strip()]
         encoded = {i: self.encode(sentences[i]) for i in todo}
         lengths = [len(encoded[i]) + 1 for i in todo]
-        collate = TranslationCollator(self.src_tok.pad_id, self.src_tok.bos_id, self.src_tok.eos_id)
+        collate = TranslationCollator(self.src_tok.pad_id, self.src_tok.bos_id, self.src_tok.eos_id,
+                                      tag_to_decoder=self.tag_to_decoder)
         for batch in token_budget_batches(lengths, self.max_tokens):
-            src = collate([{"src": encoded[todo[b]], "index": b} for b in batch])["src"]  # (B, S)
-            results = self.search(src.to(self.device))
+            ready = collate([{"src": encoded[todo[b]], "index": b} for b in batch])
+            start = {"start": ready["start"].to(self.device)} if "start" in ready else {}  # (B,) the tags
+            results = self.search(ready["src"].to(self.device), **start)  # src (B, S)
             for b, nbest in zip(batch, results):
                 out[todo[b]] = [(one_line(self.tgt_tok.decode(ids)), score) for ids, score in nbest]
         return out

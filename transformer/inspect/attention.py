@@ -18,6 +18,7 @@ from typing import Iterator, Sequence
 import torch
 from torch import Tensor, nn
 
+from transformer.data.parallel.languages import rejoin_tag
 from transformer.modules.attention import pad_mask
 
 
@@ -54,11 +55,12 @@ class TranslationAttention:
     tgt_in: Tensor = field(repr=False)
 
 
-def decoder_input(hyps: Sequence[Sequence[int]], bos_id: int, pad_id: int) -> Tensor:
-    """``(B, T)``: BOS + each hypothesis, right-padded (T = 1 + longest hypothesis)."""
+def decoder_input(hyps: Sequence[Sequence[int]], bos_id: int | Tensor, pad_id: int) -> Tensor:
+    """``(B, T)``: BOS + each hypothesis, right-padded (T = 1 + longest hypothesis); ``bos_id``
+    may be one start token per row ``(B,)`` (a decoder-side target tag, ``data.tag_side``)."""
     t = 1 + max((len(h) for h in hyps), default=0)
     tgt_in = torch.full((len(hyps), t), pad_id, dtype=torch.long)  # (B, T)
-    tgt_in[:, 0] = bos_id
+    tgt_in[:, 0] = bos_id.cpu() if isinstance(bos_id, Tensor) else bos_id
     for b, h in enumerate(hyps):
         tgt_in[b, 1: 1 + len(h)] = torch.tensor(list(h), dtype=torch.long)
     return tgt_in
@@ -66,7 +68,7 @@ def decoder_input(hyps: Sequence[Sequence[int]], bos_id: int, pad_id: int) -> Te
 
 @torch.no_grad()
 def translation_attention(model: nn.Module, src: Tensor, hyps: Sequence[Sequence[int]],
-                          bos_id: int, pad_id: int) -> TranslationAttention:
+                          bos_id: int | Tensor, pad_id: int) -> TranslationAttention:
     """Teacher-forced weights of an ``EncoderDecoder`` for ``src (B, S)`` (padded, EOS
     included) and its hypotheses (ids without BOS/EOS, as search returns them)."""
     if not hasattr(model, "decoder") or not hasattr(model, "encoder") or not hasattr(model.decoder, "init_cache"):
@@ -101,7 +103,7 @@ def format_alignment(pairs: Sequence[tuple[int, int]]) -> str:
     return " ".join(f"{i}-{j}" for i, j in pairs)
 
 
-def sentence_alignments(model: nn.Module, src: Tensor, hyps: Sequence[Sequence[int]], bos_id: int,
+def sentence_alignments(model: nn.Module, src: Tensor, hyps: Sequence[Sequence[int]], bos_id: int | Tensor,
                         eos_id: int, pad_id: int, layer: int | None = None) -> list[str]:
     """One Pharaoh line per (source row, hypothesis) from the head-averaged cross-attention of
     decoder layer ``layer`` (default: the last). Source positions count subword pieces."""
@@ -133,16 +135,19 @@ def translate_with_alignments(task, translator, sentences: Sequence[str],
         source_ids[text] = ids = encode(text)
         return ids
 
-    def aligning_search(src: Tensor):
-        results = search(src)  # per row: [(ids, score)] * n_best
+    def aligning_search(src: Tensor, start: Tensor | None = None):
+        results = search(src) if start is None else search(src, start=start)  # per row: [(ids, score)] * n_best
         counts = torch.tensor([len(nbest) for nbest in results], device=src.device)
         hyps = [ids for nbest in results for ids, _ in nbest]
+        first = hp.bos_id if start is None else start.repeat_interleave(counts, dim=0)  # each row's start token
         lines = sentence_alignments(task.model, src.repeat_interleave(counts, dim=0), hyps,
-                                    hp.bos_id, hp.eos_id, hp.pad_id, layer) if hyps else []
-        start = 0
-        for row, nbest in zip(src.tolist(), results):
-            by_source[tuple(t for t in row if t not in (hp.pad_id, hp.eos_id))] = lines[start: start + len(nbest)]
-            start += len(nbest)
+                                    first, hp.eos_id, hp.pad_id, layer) if hyps else []
+        at = 0
+        starts = [None] * len(results) if start is None else start.tolist()
+        for row, begin, nbest in zip(src.tolist(), starts, results):
+            key = rejoin_tag([t for t in row if t not in (hp.pad_id, hp.eos_id)], begin)
+            by_source[key] = lines[at: at + len(nbest)]
+            at += len(nbest)
         return results
 
     translator.search, translator.encode = aligning_search, recording_encode

@@ -12,6 +12,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from transformer.data.parallel.languages import split_tag
 from transformer.inspect import plots
 from transformer.inspect.attention import capture_encoder_attention, translation_attention
 from transformer.inspect.positions import position_arrays
@@ -39,7 +40,7 @@ def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
 
 
 def inspect_translation(task, sentences: Sequence[str], decode_cfg: dict, out_dir: str | Path,
-                        max_tokens: int = 80) -> list[Path]:
+                        max_tokens: int = 80, tgt_lang: str | None = None) -> list[Path]:
     """Attention of a translation checkpoint on its own translation of each sentence.
 
     Per sentence ``k`` a folder ``sentence_{k}/`` with ``encoder_layer{i}.png`` (source ×
@@ -47,22 +48,24 @@ def inspect_translation(task, sentences: Sequence[str], decode_cfg: dict, out_di
     ``cross_layer{i}.png`` (predicted token × source), one panel per head, and
     ``alignment.png`` (cross-attention of the last layer averaged over heads). ``attention.npz``
     holds ``encoder.layer{i} (H, S, S)``, ``decoder.layer{i} (H, T, T)``, ``cross.layer{i}
-    (H, T, S)`` and the token lists ``source``, ``target_in`` (BOS + hypothesis) and
-    ``target_out`` (hypothesis + EOS, what each row predicts).
+    (H, T, S)`` and the token lists ``source``, ``target_in`` (BOS, or a decoder-side target
+    tag, + hypothesis) and ``target_out`` (hypothesis + EOS, what each row predicts).
+    ``tgt_lang``: a multilingual model's target language, whose tag frames each sentence.
     """
     out_dir = Path(out_dir)
     hp = task.hparams
-    translator = task.translator(decode_cfg)
+    translator = task.translator(decode_cfg).set_target_language(tgt_lang)  # None: a bilingual model, untagged
     search = task.search_fn(decode_cfg)
     written: list[Path] = []
     sections: dict[str, list[str]] = {}
     for k, sentence in enumerate(sentences):
-        ids = translator.encode(sentence)
+        ids, start = split_tag(hp, translator.encode(sentence))  # a decoder-side tag starts the target
         src = torch.tensor([ids + [hp.eos_id]], dtype=torch.long)  # (1, S), as the collator builds it
-        hyp = search(src)[0][0][0]
-        att = translation_attention(task.model, src, [hyp], hp.bos_id, hp.pad_id)
+        first = hp.bos_id if start is None else start
+        hyp = (search(src) if start is None else search(src, start=torch.tensor([start])))[0][0][0]
+        att = translation_attention(task.model, src, [hyp], first, hp.pad_id)
         src_labels = piece_labels(task.src_tokenizer, src[0].tolist())
-        tgt_in = piece_labels(task.tgt_tokenizer, [hp.bos_id, *hyp])
+        tgt_in = piece_labels(task.tgt_tokenizer, [first, *hyp])
         tgt_out = piece_labels(task.tgt_tokenizer, [*hyp, hp.eos_id])
         folder = out_dir / f"sentence_{k}"
         arrays: dict[str, np.ndarray] = {"source": np.array(src_labels), "target_in": np.array(tgt_in),

@@ -420,10 +420,12 @@ class TranslationModel(ServedModel):
         sources: dict[str, list[int]] = {}
         search, encode = translator.search, translator.encode
 
-        def recording_search(src: torch.Tensor):
-            results = search(src)
-            for row, hyps in zip(src.tolist(), results):
-                best[tuple(t for t in row if t not in (hp.pad_id, hp.eos_id))] = list(hyps[0][0]) if hyps else []
+        def recording_search(src: torch.Tensor, start: torch.Tensor | None = None):
+            results = search(src) if start is None else search(src, start=start)
+            starts = [None] * len(results) if start is None else start.tolist()  # a decoder-side tag per row
+            for row, begin, hyps in zip(src.tolist(), starts, results):
+                key = languages.rejoin_tag([t for t in row if t not in (hp.pad_id, hp.eos_id)], begin)
+                best[key] = list(hyps[0][0]) if hyps else []
             return results
 
         def recording_encode(text: str) -> list[int]:
@@ -443,8 +445,9 @@ class TranslationModel(ServedModel):
     def _attention_view(self, ids: list[int], hyp: list[int]) -> dict:
         """Cross-attention ``(layer, head, T, S)`` of one sentence, with its axis labels."""
         hp = self.task.hparams
+        ids, start = languages.split_tag(hp, ids)  # a decoder-side tag starts the target instead
         src = torch.tensor([ids + [hp.eos_id]], dtype=torch.long, device=self.device)  # (1, S)
-        att = translation_attention(self.task.model, src, [hyp], hp.bos_id, hp.pad_id)
+        att = translation_attention(self.task.model, src, [hyp], hp.bos_id if start is None else start, hp.pad_id)
         layer = self.decode_cfg.get("alignment_layer")
         src_ids, tgt_ids = src[0].tolist(), [*hyp, hp.eos_id]
         src_word, source_words = word_groups(self.task.src_tokenizer, src_ids, self._starts("src"))

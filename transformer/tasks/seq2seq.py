@@ -16,6 +16,7 @@ import lightning as L
 import torch
 
 from transformer.data.core.tokenizer import SubwordTokenizer, tokenizer_from_str
+from transformer.data.parallel.languages import tag_side
 from transformer.decoding.settings import DecodeSettings
 from transformer.evaluation import CorpusBLEU
 from transformer.evaluation.translation import bleu_tokenizer, evaluate_split
@@ -153,7 +154,9 @@ class Seq2SeqTask(L.LightningModule):
         """Decode the batch with ``val_decode`` and add its BLEU statistics."""
         # Eager always: a compiled step reads the weights once, and training changes them.
         val_decode = {**(self.hparams.val_decode or {}), "compile": False}
-        hyps = [h[0][0] for h in self.search_fn(val_decode)(batch["src"])]
+        # a target tag read by the decoder (data.tag_side=decoder) starts each row as in training
+        start = {"start": batch["start"]} if "start" in batch else {}
+        hyps = [h[0][0] for h in self.search_fn(val_decode)(batch["src"], **start)]
         refs = [self._strip(r) for r in batch["tgt_out"].tolist()]
         decode = self.tgt_tokenizer.decode
         hyps, refs = [decode(h) for h in hyps], [decode(r) for r in refs]
@@ -214,7 +217,7 @@ class Seq2SeqTask(L.LightningModule):
         stats: dict[str, float] = {}
         translator = Translator(self.search_fn(decode_cfg, stats), self.src_tokenizer, self.tgt_tokenizer,
                                 max_tokens=DecodeSettings.of(decode_cfg).max_tokens, max_src_len=self.max_len,
-                                device=device)
+                                device=device, tag_to_decoder=tag_side(self.hparams) == "decoder")
         translator.stats = stats
         return translator
 

@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
+from transformer.data.parallel.languages import tag_side
 from transformer.decoding import EnsembleModel, beam_search, greedy_search
 from transformer.decoding.compiled import compiled_decoding
 from transformer.decoding.precision import decoding_model
@@ -127,7 +128,7 @@ class TranslationTask(Seq2SeqTask):
         (``decoding.ensemble.EnsembleModel``); it keeps the first task's settings.
 
         For decoding and evaluation only: the members must be autoregressive translation tasks
-        with the same language pair, tokenizers and special ids, else a ``ValueError`` names
+        with the same language pair, tokenizers, special ids and ``data.tag_side``, else a ``ValueError`` names
         the first difference.
         """
         first = tasks[0]
@@ -142,6 +143,9 @@ class TranslationTask(Seq2SeqTask):
                 if task.hparams[key] != first.hparams[key]:
                     raise ValueError(f"ensemble member {i} has {key}={task.hparams[key]!r}, "
                                      f"member 1 has {first.hparams[key]!r}")
+            if tag_side(task.hparams) != tag_side(first.hparams):  # where each reads its target tag
+                raise ValueError(f"ensemble member {i} has data.tag_side={tag_side(task.hparams)}, "
+                                 f"member 1 has {tag_side(first.hparams)}")
             for side in ("src", "tgt"):
                 if getattr(task, f"{side}_tokenizer").to_str() != getattr(first, f"{side}_tokenizer").to_str():
                     raise ValueError(f"ensemble member {i} has a different {side} tokenizer from member 1; "
@@ -190,14 +194,14 @@ class TranslationTask(Seq2SeqTask):
         if cfg.compile:
             model = compiled_decoding(model, next(model.parameters()).device)
         if cfg.strategy == "greedy":
-            def greedy(src: torch.Tensor):
-                out = greedy_search(model, src, **ids, **lengths, return_scores=True)
+            def greedy(src: torch.Tensor, start: torch.Tensor | None = None):
+                out = greedy_search(model, src, **ids, **lengths, return_scores=True, start=start)
                 return [[(list(toks), float(score))] for toks, score in out]
             return greedy
         if cfg.strategy == "beam":
-            def beam(src: torch.Tensor):
+            def beam(src: torch.Tensor, start: torch.Tensor | None = None):
                 out = beam_search(model, src, **ids, **lengths, beam_size=cfg.beam_size,
-                                  length_penalty=float(cfg.length_penalty), n_best=cfg.n_best)
+                                  length_penalty=float(cfg.length_penalty), n_best=cfg.n_best, start=start)
                 return [[(list(h.tokens), float(h.score)) for h in hyps] for hyps in out]
             return beam
         raise ValueError(

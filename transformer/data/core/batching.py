@@ -6,10 +6,12 @@ Translation batch (``TranslationCollator``)::
 
     src          (B, S) long   source pieces + EOS, right-padded with pad_id
     src_pad_mask (B, S) bool   True = real token
-    tgt_in       (B, T) long   BOS + target pieces
+    tgt_in       (B, T) long   BOS (or a multilingual model's target tag, ``tag_to_decoder``) + target pieces
     tgt_out      (B, T) long   target pieces + EOS
     tgt_pad_mask (B, T) bool   True = real token (same for tgt_in and tgt_out)
     index        (B,)   long   position of each example in its split
+    start        (B,)   long   with ``tag_to_decoder`` only: each source's first id, its target
+                               tag, moved to the front of ``tgt_in`` (not left in ``src``)
     n_tokens     int           real target tokens (counted on the host: no device sync to log it)
     direction    (B,)   long   each pair's direction, where the split has that column (a
                                multilingual model's joined validation: position in ``data.directions``)
@@ -233,22 +235,27 @@ class TranslationCollator:
     """Examples ``{"src": ids, "tgt": ids, "index": int}`` → translation batch (see module
     docstring). Without ``"tgt"`` (raw input to translate) only src keys and index."""
 
-    def __init__(self, pad_id: int, bos_id: int, eos_id: int, pad_to_multiple: int = 1):
+    def __init__(self, pad_id: int, bos_id: int, eos_id: int, pad_to_multiple: int = 1, tag_to_decoder: bool = False):
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
         self.multiple = pad_to_multiple
+        self.tag_to_decoder = tag_to_decoder
 
     def __call__(self, examples: Sequence[dict]) -> dict:
         m = self.multiple
+        if self.tag_to_decoder:  # a multilingual source's tag starts the target instead (``data.tag_side=decoder``)
+            examples = [{**e, "src": list(e["src"])[1:], "start": e["src"][0]} for e in examples]
         src = pad_ids([list(e["src"]) + [self.eos_id] for e in examples], self.pad_id, m)  # (B, S)
         batch = {
             "src": src,
             "src_pad_mask": src != self.pad_id,
             "index": torch.as_tensor([int(e["index"]) for e in examples], dtype=torch.long),
         }
+        if self.tag_to_decoder:
+            batch["start"] = torch.as_tensor([int(e["start"]) for e in examples], dtype=torch.long)
         if "direction" in examples[0]:
             batch["direction"] = torch.as_tensor([int(e["direction"]) for e in examples], dtype=torch.long)
         if "tgt" in examples[0]:
-            tgt_in = pad_ids([[self.bos_id] + list(e["tgt"]) for e in examples], self.pad_id, m)  # (B, T)
+            tgt_in = pad_ids([[e.get("start", self.bos_id)] + list(e["tgt"]) for e in examples], self.pad_id, m)  # (B, T)
             tgt_out = pad_ids([list(e["tgt"]) + [self.eos_id] for e in examples], self.pad_id, m)  # (B, T)
             batch.update(tgt_in=tgt_in, tgt_out=tgt_out, tgt_pad_mask=tgt_out != self.pad_id,
                          n_tokens=sum(len(e["tgt"]) + 1 for e in examples))

@@ -210,6 +210,9 @@ def check_translation(d: dict, where: str, complete: bool = False) -> None:
     if d.get("pairs") is not None:
         check_pairs(d, where)
     else:
+        if d.get("tag_side", "source") != "source":
+            raise ValueError(f"{where}.tag_side={d.get('tag_side')}: a target-language tag needs several "
+                             f"directions ({where}.pairs=[en-de,en-fr]); one pair is read untagged")
         check_parallel(d, where, complete)
 
 
@@ -272,6 +275,9 @@ class TranslationDataModule(TokenBudgetDataModule):
             text the same) plus the tags, and ``src_lang``/``tgt_lang`` are ignored. None: one pair.
         temperature: how training mixes the directions, ``p_i ∝ n_i^(1/T)``
             (:mod:`transformer.data.parallel.multilingual`); 1 keeps the corpus proportions.
+        tag_side: where a multilingual model reads its target-language tag: ``source``, in
+            front of the source (Johnson et al. 2017), or ``decoder``, as the decoder's first
+            token in place of BOS (as mBART); see :mod:`transformer.data.parallel.languages`.
 
     After ``setup()``: ``src_tokenizer``, ``tgt_tokenizer``, ``raw(split)``, ``test_splits``;
     ``corpus`` (the dictionary checkpoints record) from construction on.
@@ -313,6 +319,7 @@ class TranslationDataModule(TokenBudgetDataModule):
         distill_dir: str | None = None,
         pairs: Any = None,
         temperature: Annotated[float, Range(0, 1e6)] = 1.0,
+        tag_side: str = "source",
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
@@ -366,6 +373,8 @@ class TranslationDataModule(TokenBudgetDataModule):
         self.save_hyperparameters({**self.hparams, "src_lang": self.src_lang, "tgt_lang": self.tgt_lang})
         self.corpus = {**make_corpus(None, None, sources, **corpus_args), "src_lang": self.src_lang,
                        "tgt_lang": self.tgt_lang, "directions": [direction_name(d) for d in self.directions]}
+        if self.hparams.get("tag_side", "source") != "source":  # recorded where it differs from the default
+            self.corpus["tag_side"] = self.hparams["tag_side"]
         self.eval_splits = self._choose_direction_splits(eval_splits)
         self.test_splits = [f"{s}.{direction_name(d)}" for s in self.eval_splits if s != self.val_split
                             for d in self.directions if available(direction_corpus(self.corpus, d), s)]
@@ -572,7 +581,8 @@ class TranslationDataModule(TokenBudgetDataModule):
     def _collator(self) -> TranslationCollator:
         t = self.tgt_tokenizer
         return TranslationCollator(pad_id=t.pad_id, bos_id=t.bos_id, eos_id=t.eos_id,
-                                   pad_to_multiple=self.pad_to_multiple)
+                                   pad_to_multiple=self.pad_to_multiple,
+                                   tag_to_decoder=self.corpus.get("tag_side") == "decoder")
 
     def target_ids(self, split: str = "train") -> list[int]:
         """Every distinct target token id of a tokenized split, sorted (the ids a model trained

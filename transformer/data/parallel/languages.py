@@ -15,6 +15,17 @@ What a checkpoint records (``hyper_parameters``):
 - ``src_lang`` / ``tgt_lang``: for a multilingual model, the single source language (else
   ``mul``) and ``mul``; a bilingual model keeps its pair.
 
+Where the model reads the tag, ``data.tag_side`` (recorded as ``data.tag_side`` where it is not
+the default): ``source``, in front of the source as above; or ``decoder``, as the decoder's first
+token in place of BOS (as mBART does with its language codes): ``A dog runs.`` →
+``<2fr> Un chien court.``. Either way a source is *framed* the same, tag first
+(:func:`tagged_source_ids`), and with ``decoder`` the collator and the :class:`Translator
+<transformer.inference.translator.Translator>` move that first id to the start of the target, so
+every caller (pivoting, the server's mixed batches, evaluation) frames one way. Greedy and beam
+search (ensembles and the compiled path too) take the start token per row; the CTranslate2
+export passes it as a one-token target prefix; the non-autoregressive students, which have no
+start token, read the tag in the source only.
+
 The tag of language ``xx`` is :func:`tag` (``<2xx>``), a special token of the source tokenizer's
 vocabulary: it is never split, and it enters the ids only through :func:`tagged_source_ids`
 (the tokenizers read a literal ``<2fr>`` in a sentence as ordinary text).
@@ -30,6 +41,8 @@ from typing import Any, Iterable, Mapping, Sequence
 
 #: The ``src_lang``/``tgt_lang`` a multilingual checkpoint records where one code cannot name a side.
 MULTI = "mul"
+#: Where a multilingual model reads its target-language tag (``data.tag_side``).
+TAG_SIDES = ("source", "decoder")
 _CODE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 Direction = tuple[str, str]
@@ -112,6 +125,13 @@ def directions_of(hparams: Mapping[str, Any]) -> list[Direction] | None:
 def is_multilingual(hparams: Mapping[str, Any]) -> bool:
     """Whether the checkpoint was trained on several directions with target tags."""
     return directions_of(hparams) is not None
+
+
+def tag_side(hparams: Mapping[str, Any]) -> str:
+    """Where a checkpoint reads its target-language tag: ``source`` (also every bilingual
+    model's answer) or ``decoder``."""
+    data = hparams.get("data") or {}
+    return (data.get("tag_side") if isinstance(data, Mapping) else None) or "source"
 
 
 def source_languages(hparams: Mapping[str, Any]) -> list[str]:
@@ -213,6 +233,21 @@ def tag_ids(tokenizer, ids: Sequence[int], tgt_lang: str | None) -> list[int]:
     return list(ids) if tgt_lang is None else [tag_id(tokenizer, tgt_lang), *ids]
 
 
+def split_tag(hparams: Mapping[str, Any], ids: Sequence[int]) -> tuple[list[int], int | None]:
+    """A framed source (:func:`tagged_source_ids`) as the model reads it: with
+    ``data.tag_side=decoder`` the first id, the tag, comes off and is returned as the decoder's
+    start token; otherwise ``(ids, None)`` (the decoder starts from BOS)."""
+    if tag_side(hparams) == "decoder" and ids:
+        return list(ids[1:]), int(ids[0])
+    return list(ids), None
+
+
+def rejoin_tag(row: Sequence[int], start: int | None) -> tuple[int, ...]:
+    """:func:`split_tag` undone: the framed source of a source ``row`` and its start token (None:
+    BOS, the row is framed already), to match a searched row back to its sentence."""
+    return (*([] if start is None else [int(start)]), *row)
+
+
 def tagged_source_ids(tokenizer, text: str, tgt_lang: str | None) -> list[int]:
     """The source ids a model reads for ``text`` translated into ``tgt_lang``: ``<2xx>`` then
     the text's pieces (no BOS/EOS: the collator appends EOS as in training). ``tgt_lang`` None
@@ -220,6 +255,6 @@ def tagged_source_ids(tokenizer, text: str, tgt_lang: str | None) -> list[int]:
     return tag_ids(tokenizer, tokenizer.encode(text), tgt_lang)
 
 
-__all__ = ["MULTI", "Direction", "add_tags", "check_direction", "check_target_language", "direction_name", "directions_of",
-           "is_multilingual", "parse_direction", "parse_pairs", "source_languages", "tag", "tag_id", "tag_ids",
+__all__ = ["MULTI", "TAG_SIDES", "Direction", "add_tags", "check_direction", "check_target_language", "direction_name", "directions_of",
+           "is_multilingual", "parse_direction", "parse_pairs", "rejoin_tag", "source_languages", "split_tag", "tag", "tag_side", "tag_id", "tag_ids",
            "tagged_source_ids", "tags", "target_languages"]

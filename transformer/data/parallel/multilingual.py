@@ -29,7 +29,7 @@ import numpy as np
 from transformer.data.core.readers import infer_format, iter_lines
 from transformer.data.core.sources import DATASETS
 from transformer.data.parallel.corpus import REGISTRY, config_sources
-from transformer.data.parallel.languages import Direction, direction_name, parse_pairs, tag_id
+from transformer.data.parallel.languages import TAG_SIDES, Direction, direction_name, parse_pairs, tag_id
 
 
 def direction_corpus(corpus: Mapping[str, Any], direction: Direction) -> dict[str, Any]:
@@ -87,6 +87,9 @@ def check_pairs(d: Mapping[str, Any], where: str = "data") -> list[Direction]:
     if d.get("train_files"):
         raise ValueError(f"{where}.train_files: not available with {where}.pairs (a single-pair setting; "
                          f"{where}.train=corpus/train reads corpus/train.<lang>)")
+    if d.get("tag_side", "source") not in TAG_SIDES:
+        raise ValueError(f"{where}.tag_side={d.get('tag_side')!r}: expected one of {', '.join(TAG_SIDES)} (the "
+                         f"target-language tag in front of the source, or as the decoder's first token)")
     temperature = d.get("temperature", 1.0)
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
         raise ValueError(f"{where}.temperature={temperature!r}: expected a number > 0 (1: proportional to each "
