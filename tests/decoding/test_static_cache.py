@@ -216,9 +216,10 @@ def test_decode_compile_is_a_boolean_for_autoregressive_checkpoints_only():
 
 
 @pytest.mark.slow  # compiling on a CPU: about a minute
-def test_on_a_cpu_the_step_packs_its_weights_and_calls_them_from_cpp():
+def test_on_a_cpu_the_step_freezes_its_weights_and_calls_them_from_cpp():
     """The settings a batch-1 step's speed rests on take effect: inductor's freezing (the
-    products on oneDNN/MKL weights packed once) and the C++ wrapper (no Python between kernels)."""
+    weights constants of the graph, multiplied by MKL's plain products rather than oneDNN's
+    packed ones) and the C++ wrapper (no Python between kernels)."""
     from torch._inductor.utils import run_and_get_code
 
     torch._dynamo.reset()
@@ -228,5 +229,7 @@ def test_on_a_cpu_the_step_packs_its_weights_and_calls_them_from_cpp():
     out, codes = run_and_get_code(lambda: greedy_search(compiled_decoding(model), src, **args))
     assert out == greedy_search(model, src, **args)
     code = "\n".join(codes)
-    assert "_mkl_linear" in code or "_linear_pointwise" in code  # weights frozen and packed
+    assert "_frozen_param" in code  # the weights are constants of the graph
+    assert "aoti_torch_cpu_mm_out" in code or "aoti_torch_cpu_addmm_out" in code  # plain products on them
+    assert "_mkl_linear" not in code and "_linear_pointwise" not in code  # not packed for oneDNN
     assert "RAIIAtenTensorHandle" in code  # the wrapper is C++

@@ -11,9 +11,10 @@ source length and number of steps so far (the cache shows each step only its fil
 ``StaticKVCache.limit``), and a graph for a single row or a first step (sizes of 1 are always
 specialised); a warm-up over a few batches compiles them, and nothing recompiles after it
 (tested). On a CPU, inductor's
-``freezing`` makes the weights constants, so every ``nn.Linear`` runs as a oneDNN product on
-weights packed once, the step's small element-wise operations are fused, and the code that calls
-them in order is C++ (``cpp_wrapper``). What a call costs besides the step itself is the check
+``freezing`` makes the weights constants, so every ``nn.Linear`` runs as an MKL product on a
+weight transposed once (not packed for oneDNN: slower at these row counts, see
+``_frozen_settings``), the step's small element-wise operations are fused, and the code that
+calls them in order is C++ (``cpp_wrapper``). What a call costs besides the step itself is the check
 that the inputs fit the graph: sizes, dtypes and devices, compiled to C++; the modules are not
 re-checked (their weights are constants of the graph).
 
@@ -25,7 +26,7 @@ The weights are read when the step is first compiled: a wrapper belongs to one t
 and is not for decoding inside a training loop (the validation decoding stays eager).
 Outputs are the eager model's up to floating-point summation order (tests compare them token
 for token with the eager cache on greedy and beam search). A bf16 model (``decode.dtype=bf16``,
-``decoding.precision``) compiles the same way, its weights packed for oneDNN's bf16 products; the
+``decoding.precision``) compiles the same way; the
 fused step rounds its intermediate results differently from eager bf16, so near-ties can go the
 other way (tests compare tokens on a model that has learned its task).
 """
@@ -51,7 +52,7 @@ class CompiledDecoding:
         # Built once and entered around every call (each patch is reusable): building them anew
         # cost a step 40-80 microseconds on a CPU, a few percent of a batch-1 step.
         self._cpu = torch.device(device).type == "cpu"
-        self._frozen = torch._inductor.config.patch(freezing=self._cpu)
+        self._frozen = torch._inductor.config.patch(_frozen_settings(self._cpu))
         self._dynamo = _dynamo_settings()
         self._encode = _compile(model.encode, self._cpu)
         self._step = _compile(model.decode_step, self._cpu)
@@ -88,8 +89,8 @@ class CompiledDecoding:
 
     def _run(self, step, tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache):
         _ready(cache, tokens.size(0))
-        # Freezing is inductor's switch for treating the weights as constants (and packing them
-        # for oneDNN); it is set around these calls only, never for the whole process, where it
+        # Freezing is inductor's switch for treating the weights as constants; it is set around
+        # these calls only, never for the whole process, where it
         # would freeze a compiled validation loss in the middle of training. (As an option of
         # torch.compile it is read too late to take effect.)
         cache.limit(tokens.size(1))
@@ -128,6 +129,15 @@ def _weights_and_inputs(guards) -> list[bool]:
     millisecond and can only change if the model is edited in place, which a wrapper does not
     allow."""
     return [g.guard_type == "ID_MATCH" or not g.orig_guard.source.is_unspecialized_nn_module() for g in guards]
+
+
+def _frozen_settings(cpu: bool) -> dict:
+    """Inductor's settings for a compiled decoding call. On a CPU the weights are constants of
+    the graph (``freezing``), left in the layout they have rather than packed for oneDNN
+    (``cpp.weight_prepack``): a step's products have one to a few hundred rows, where MKL's
+    product on the frozen, transposed-once weights took two thirds of the time of oneDNN's
+    packed one (docs/experiments.md)."""
+    return {"freezing": True, "cpp.weight_prepack": False} if cpu else {"freezing": False}
 
 
 def _dynamo_settings():
