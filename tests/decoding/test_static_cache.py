@@ -233,3 +233,28 @@ def test_on_a_cpu_the_step_freezes_its_weights_and_calls_them_from_cpp():
     assert "aoti_torch_cpu_mm_out" in code or "aoti_torch_cpu_addmm_out" in code  # plain products on them
     assert "_mkl_linear" not in code and "_linear_pointwise" not in code  # not packed for oneDNN
     assert "RAIIAtenTensorHandle" in code  # the wrapper is C++
+
+
+@pytest.mark.slow  # compiling three models on a CPU: about a minute
+def test_each_compiled_model_keeps_its_own_graphs():
+    """Wrappers of models of one class do not share dynamo's graphs: the entries each wrapper's
+    step compiles are its own (a call never tries another model's first), so three compiled
+    models fit a list limit that one model fits."""
+    from torch._C._dynamo.eval_frame import _debug_get_cache_entry_list
+
+    torch._dynamo.reset()
+    src = _sources(3, seed=8)
+    args = dict(**SPECIALS, max_len_a=1.0, max_len_b=3)
+    wrappers = []
+    with torch._dynamo.config.patch(recompile_limit=3, fail_on_recompile_limit_hit=True):
+        for seed in (7, 8, 9):
+            model = _model(seed)
+            wrappers.append(compiled_decoding(model))
+            assert greedy_search(wrappers[-1], src, **args) == greedy_search(model, src, **args)
+            assert greedy_search(wrappers[-1], src[:1], **args) == greedy_search(model, src[:1], **args)
+    codes = []
+    for w in wrappers:
+        (choose,) = w._choices.values()  # greedy's step-and-choice graph
+        codes.append(choose._torchdynamo_orig_callable.__code__)
+        assert 1 <= len(_debug_get_cache_entry_list(codes[-1])) <= 3
+    assert len({id(c) for c in codes}) == 3
