@@ -141,3 +141,14 @@ def test_the_export_serves_each_direction_as_its_checkpoint(export_dir, task, tm
         r = client.post("/v1/translate", json={"model": "ct2", "inputs": ["a"], "tgt_lang": "es"})
         assert r.status_code == 422 and "en, de, fr" in r.json()["error"]
     assert load_task(ckpt).hparams["data"]["directions"] == DIRECTIONS
+
+
+def test_a_decoder_tagged_model_is_refused_as_a_hugging_face_folder(tmp_path):
+    from tiny_multilingual import multilingual_task
+
+    from transformer.export.hf import export_hf
+
+    with pytest.raises(ExportError, match=r"data.tag_side=decoder .* no counterpart in Marian"):
+        export_hf(multilingual_task(tag_side="decoder"), tmp_path / "hf")
+    assert not (tmp_path / "hf").exists()
+    assert (export_hf(multilingual_task(), tmp_path / "source") / "config.json").is_file()  # the tag in the source

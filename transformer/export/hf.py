@@ -39,6 +39,7 @@ from typing import Any
 
 import torch
 
+from transformer.data.parallel import languages
 from transformer.export.ctranslate2 import ExportError
 from transformer.export.folder import write_export_dir
 from transformer.hub.families import FAMILIES, Family, HubError
@@ -255,6 +256,10 @@ def hf_folder_contents(task) -> tuple[dict[str, Any], dict[str, torch.Tensor], A
         return config, _tensors(family, state), lambda folder: _write_fast_tokenizer(
             tokenizer, folder, model.encoder.positional.max_len)
     if type(model) is EncoderDecoder:
+        if languages.tag_side(task.hparams) == "decoder":
+            raise _refuse("data.tag_side=decoder (a target tag as the decoder's first token, one per "
+                          "sentence)", "Marian, whose decoder starts from one fixed token; format=ctranslate2 "
+                          "takes it")
         config = _marian_config(model, task.hparams)
         family = FAMILIES["marian"]
         _check_read_back(family, {**config, "decoder_start_token_id": config["pad_token_id"]}, model.cfg, checked)
