@@ -246,7 +246,7 @@ def test_each_compiled_model_keeps_its_own_graphs():
     src = _sources(3, seed=8)
     args = dict(**SPECIALS, max_len_a=1.0, max_len_b=3)
     def graphs(wrapper):  # the graphs dynamo keeps for a wrapper's greedy step-and-choice
-        (choose,) = wrapper._choices.values()
+        (choose,) = wrapper._steps.values()
         return [id(e) for e in _debug_get_cache_entry_list(choose._torchdynamo_orig_callable.__code__)]
 
     wrappers, own = [], []
@@ -260,3 +260,35 @@ def test_each_compiled_model_keeps_its_own_graphs():
     # the later models' graphs went to lists of their own: each wrapper's list is still its own
     assert [graphs(w) for w in wrappers] == own
     assert not set(own[0]) & set(own[1]) and not set(own[1]) & set(own[2])
+
+
+@pytest.mark.slow  # compiling on a CPU: about a minute
+def test_compiled_beam_search_decodes_each_later_step_as_one_graph(monkeypatch):
+    """Beam search's step after the first (the decoder step, its candidates over a vocabulary
+    large enough to be ranked in blocks, and the beams that survive) is one compiled call, and
+    the hypotheses are eager search's."""
+    from transformer.decoding.beam import MIN_BLOCKED_VOCAB
+    from transformer.decoding.compiled import CompiledDecoding
+
+    torch._dynamo.reset()
+    torch.manual_seed(5)
+    model = EncoderDecoder(TransformerConfig(vocab_size=2 * MIN_BLOCKED_VOCAB, pad_id=PAD, **TINY)).eval()
+    with torch.no_grad():
+        model.decoder.output_proj.weight[EOS] *= 3.0
+    compiled, src = compiled_decoding(model), _sources(6, seed=6)
+    args = dict(**SPECIALS, beam_size=3, n_best=2, max_len_a=1.0, max_len_b=3)
+    steps = []
+    monkeypatch.setattr(CompiledDecoding, "decode_step",
+                        lambda self, *a: steps.append("decoder step") or self._run(self._step, *a))
+    run = CompiledDecoding._run
+    monkeypatch.setattr(CompiledDecoding, "_run", lambda self, fn, *a: steps.append(fn) or run(self, fn, *a))
+    for batch in (src[:1], src[1:4], src[4:]):
+        steps.clear()
+        ours = beam_search(compiled, batch, **args)
+        ref = beam_search(model, batch, **args)
+        assert [[h.tokens for h in n] for n in ours] == [[h.tokens for h in n] for n in ref]
+        assert [h.score for n in ours for h in n] == pytest.approx([h.score for n in ref for h in n], abs=1e-4)
+        beam_step = compiled._steps[("beam", 3, (PAD, BOS), EOS)]
+        # the first step once per sentence (then copied to the beams), every later one a single graph
+        assert steps[:2] == ["decoder step", compiled._step] and len(steps) > 3
+        assert steps[2:] == [beam_step] * (len(steps) - 2)

@@ -25,6 +25,7 @@ Shape legend:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -110,10 +111,10 @@ def beam_search(
     enc, cache, beams, last = _start(model, src, beam_size, max_lens, bos_id, start)
     results: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
     sent_ids = list(range(src.size(0)))  # input position of each sentence still searched
-    for _ in range(max(max_lens)):
-        log_probs, cache = _decode(model, last, enc, cache, beams.scores.numel())  # (N, V)
-        cands = _top_candidates(beams.scores, _next_log_probs(log_probs, beam_size, (pad_id, bos_id)))
-        reorder = _extend(beams, cands, eos_id, length_penalty, early_stopping)  # (N,)
+    first_step, later_step = _step_fns(model, beam_size, (pad_id, bos_id), eos_id)
+    for step in range(max(max_lens)):
+        cands, survivors, cache = (later_step if step else first_step)(last, enc, cache, beams.scores)
+        reorder = _extend(beams, _Candidates(*cands), survivors, eos_id, length_penalty, early_stopping)  # (N,)
         if all(beams.done):
             break
         dropped = any(beams.done)
@@ -157,18 +158,49 @@ def _decode(model: Seq2SeqModel, last: Tensor, enc: EncoderOutLike, cache: KVCac
     return log_probs, cache
 
 
+# (last, encoder output, cache, live scores (B, K)) -> (candidates, survivors, cache)
+StepFn = Callable[[Tensor, EncoderOutLike, KVCacheLike, Tensor], "tuple[tuple, tuple, KVCacheLike]"]
+
+
+def _step_fns(model: Seq2SeqModel, k: int, banned: tuple[int, ...], eos_id: int) -> tuple[StepFn, StepFn]:
+    """The first step and every later one: the decoder step, its candidates and the beams that
+    survive (``_choose``). The first decodes one row per sentence (``_decode``). A model that
+    compiles a search's step with the decoder step it calls (``search_step``:
+    ``decoding.compiled``) runs a later step as one graph: one sentence at a time, the choice's
+    dozen small operations cost more as separate calls than the graph spends on them."""
+    def first(last: Tensor, enc: EncoderOutLike, cache: KVCacheLike, scores: Tensor):
+        log_probs, cache = _decode(model, last, enc, cache, scores.numel())  # (N, V)
+        return (*_choose(scores, log_probs, k, banned, eos_id), cache)
+
+    def make(model: Seq2SeqModel) -> StepFn:
+        def later(last: Tensor, enc: EncoderOutLike, cache: KVCacheLike, scores: Tensor):
+            log_probs, cache = model.decode_step(last, enc, cache)  # (N, V)
+            return (*_choose(scores, log_probs, k, banned, eos_id), cache)
+        return later
+    compile_step = getattr(model, "search_step", None)
+    return first, (make(model) if compile_step is None else compile_step(make, ("beam", k, banned, eos_id)))
+
+
+def _choose(scores: Tensor, log_probs: Tensor, k: int, banned: tuple[int, ...], eos_id: int):
+    """The candidates of live beams ``scores (B, K)`` extended by ``log_probs (N, V)``, and the
+    survivors among them, as tuples of tensors (``_Candidates`` and ``_survivors``'s fields)."""
+    cands = _top_candidates(scores, _next_log_probs(log_probs, k, banned))
+    return (cands.scores, cands.beams, cands.tokens), _survivors(cands, eos_id, k)
+
+
 def _next_log_probs(log_probs: Tensor, k: int, banned: tuple[int, ...]) -> Tensor:
     """A step's ``log_probs (N, V)`` as float32 ``(B, K, V)`` with the ``banned`` ids at -inf."""
     log_probs = ban_tokens(log_probs.float(), banned, inplace=True)
     return log_probs.view(log_probs.size(0) // k, k, -1)  # (N, V) -> (B, K, V)
 
 
-def _extend(beams: _Beams, cands: _Candidates, eos_id: int, length_penalty: float,
-            early_stopping: bool) -> Tensor:
-    """One step of bookkeeping: finish EOS candidates, keep the K best others as the live beams,
-    finish sentences at their cap, apply the stopping rule; return the cache rows ``(N,)``."""
+def _extend(beams: _Beams, cands: _Candidates, survivors: tuple[Tensor, Tensor, Tensor, Tensor],
+            eos_id: int, length_penalty: float, early_stopping: bool) -> Tensor:
+    """One step of bookkeeping: finish EOS candidates, make the survivors (the K best others)
+    the live beams, finish sentences at their cap, apply the stopping rule; return the cache
+    rows ``(N,)``."""
     _finalize_eos(beams, cands, eos_id, length_penalty)
-    reorder = _advance(beams, cands, eos_id)  # (N,)
+    reorder = _advance(beams, *survivors)  # (N,)
     _finalize_at_cap(beams, length_penalty)
     _update_done(beams, length_penalty, early_stopping)
     return reorder
@@ -271,21 +303,26 @@ def _finalize_eos(beams: _Beams, cands: _Candidates, eos_id: int, length_penalty
         beams.finished[b].append(Hypothesis(tokens, score, logprob))
 
 
-def _advance(beams: _Beams, cands: _Candidates, eos_id: int) -> Tensor:
-    """Keep the K best non-EOS candidates as the new live beams; return cache rows ``(N,)``."""
-    batch, k = beams.scores.shape
-    n_cands = cands.tokens.size(1)
+def _survivors(cands: _Candidates, eos_id: int, k: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """The K best non-EOS candidates, the next live beams: their parent beams, appended tokens
+    and scores ``(B, K)``, and the cache rows they continue ``(N,)``."""
+    batch, n_cands = cands.tokens.shape
     # Sort key: non-EOS candidates first, each group in rank order; keep the first K.
     rank = torch.arange(n_cands, device=cands.tokens.device)  # (C,)
     key = (cands.tokens == eos_id).long() * n_cands + rank  # (B, C)
     keep = key.argsort(dim=-1)[:, :k]  # (B, K) candidate positions
     parents = cands.beams.gather(1, keep)  # (B, K)
-    new_tokens = cands.tokens.gather(1, keep)  # (B, K)
-    beams.scores = cands.scores.gather(1, keep)  # (B, K)
-    history = beams.tokens.gather(1, parents.unsqueeze(-1).expand_as(beams.tokens))  # (B, K, t)
-    beams.tokens = torch.cat([history, new_tokens.unsqueeze(-1)], dim=-1)  # (B, K, t + 1)
     offsets = torch.arange(batch, device=parents.device).unsqueeze(1) * k  # (B, 1)
-    return (offsets + parents).view(batch * k)  # (B, K) -> (N,)
+    rows = (offsets + parents).view(batch * k)  # (B, K) -> (N,)
+    return parents, cands.tokens.gather(1, keep), cands.scores.gather(1, keep), rows
+
+
+def _advance(beams: _Beams, parents: Tensor, tokens: Tensor, scores: Tensor, rows: Tensor) -> Tensor:
+    """Make the survivors (``_survivors``) the live beams; return their cache rows ``(N,)``."""
+    history = beams.tokens.gather(1, parents.unsqueeze(-1).expand_as(beams.tokens))  # (B, K, t)
+    beams.tokens = torch.cat([history, tokens.unsqueeze(-1)], dim=-1)  # (B, K, t + 1)
+    beams.scores = scores  # (B, K)
+    return rows
 
 
 def _finalize_at_cap(beams: _Beams, length_penalty: float) -> None:

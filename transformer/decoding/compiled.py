@@ -4,7 +4,10 @@
 that greedy and beam search run unchanged on it: ``init_cache`` builds a ``StaticKVCache``
 (buffers of fixed shape, the position in a tensor), and ``encode``, ``decode_step`` and
 ``decode_step_logits`` are the model's own methods, compiled. Nothing
-is rewritten: the compiled graph is traced from the same modules that run eagerly.
+is rewritten: the compiled graph is traced from the same modules that run eagerly. A search
+compiles its own step with them (``search_step``): greedy's decoder step and argmax, beam
+search's decoder step, candidates and surviving beams, each one graph per step, so that one
+sentence at a time a step is one call rather than a dozen small ones.
 
 Sizes are symbolic (``dynamic=True``, without "duck" shapes): one graph serves every batch,
 source length and number of steps so far (the cache shows each step only its filled steps,
@@ -39,7 +42,6 @@ import torch
 from torch import Tensor, nn
 
 from transformer.decoding.api import EncoderOutLike
-from transformer.decoding.common import ban_tokens
 from transformer.modules.kv_cache import StaticKVCache
 
 
@@ -59,7 +61,7 @@ class CompiledDecoding:
         self._encode = _compile(_own(model.encode), self._cpu)
         self._step = _compile(_own(model.decode_step), self._cpu)
         self._step_logits = _compile(_own(model.decode_step_logits), self._cpu)
-        self._choices: dict[tuple[tuple[int, ...], bool], object] = {}  # (banned, with_scores) -> compiled
+        self._steps: dict[tuple, object] = {}  # search_step's key -> compiled
 
     @property
     def vocab_size(self) -> int:
@@ -78,18 +80,19 @@ class CompiledDecoding:
     def decode_step_logits(self, tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache):
         return self._run(self._step_logits, tokens, enc, cache)
 
-    def next_token(self, tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache, banned: tuple[int, ...],
-                   with_scores: bool) -> tuple[Tensor | None, Tensor, StaticKVCache]:
-        """A decoder step and its choice, compiled as one graph: ``(log-prob (A,) of the choice
-        or None, choice (A,), cache)``, the most likely next token of each row with ``banned``
-        ids excluded (greedy search's ``_next_token_fn``; the first index on ties, as eager)."""
-        key = (tuple(i for i in banned if i is not None), bool(with_scores))
-        choose = self._choices.get(key)
-        if choose is None:
-            choose = self._choices[key] = _compile(_own(_choice(self.model, *key)), self._cpu)
-        return self._run(choose, tokens, enc, cache)
+    def search_step(self, make, key: tuple):
+        """A search's step compiled as one graph with the decoder step it calls: ``make(model)``
+        builds it over the wrapped model (its signature ``(tokens, enc, cache, *tensors)``, the
+        decoder step's first three), ``key`` names it (the search and its settings); each is
+        compiled once per wrapper. Greedy search's step-and-argmax and beam search's
+        step-candidates-survivors run this way (``greedy._next_token_fn``,
+        ``beam._step_fns``)."""
+        step = self._steps.get(key)
+        if step is None:
+            step = self._steps[key] = _compile(_own(make(self.model)), self._cpu)
+        return lambda tokens, enc, cache, *rest: self._run(step, tokens, enc, cache, *rest)
 
-    def _run(self, step, tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache):
+    def _run(self, step, tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache, *rest: Tensor):
         _ready(cache, tokens.size(0))
         # Freezing is inductor's switch for treating the weights as constants; it is set around
         # these calls only, never for the whole process, where it
@@ -98,20 +101,9 @@ class CompiledDecoding:
         cache.limit(tokens.size(1))
         try:
             with self._frozen, self._dynamo:
-                return step(tokens, enc, cache)
+                return step(tokens, enc, cache, *rest)
         finally:
             cache.limit(None)
-
-
-def _choice(model: nn.Module, banned: tuple[int, ...], with_scores: bool):
-    """The step-and-choice function ``next_token`` compiles (unnormalised scores do for the
-    argmax alone: no log-softmax over the vocabulary then)."""
-    def choose(tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache):
-        step = model.decode_step if with_scores else model.decode_step_logits
-        scores, cache = step(tokens, enc, cache)  # (A, V)
-        best_score, best = ban_tokens(scores, banned, inplace=True).max(dim=-1)  # (A,), (A,)
-        return (best_score if with_scores else None), best, cache
-    return choose
 
 
 def _own(fn):

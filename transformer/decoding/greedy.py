@@ -86,12 +86,12 @@ def _next_token_fn(model: Seq2SeqModel, banned: tuple[int, ...], with_scores: bo
 
     Without scores only the argmax matters, and it is the same on unnormalised logits: a model
     that offers them (``decode_step_logits``) saves a log-softmax over V per step. A model that
-    makes the choice itself (``next_token``: the compiled step, ``decoding.compiled``) is asked
-    for it.
+    compiles a search's step with its decoder step (``search_step``, ``decoding.compiled``)
+    runs the step and the choice as one graph.
     """
-    next_token = getattr(model, "next_token", None)
-    if next_token is not None:
-        return lambda last, enc, cache: next_token(last, enc, cache, banned, with_scores)
+    compile_step = getattr(model, "search_step", None)
+    if compile_step is not None:
+        return compile_step(lambda m: _traced_choice(m, banned, with_scores), ("greedy", banned, with_scores))
     step_logits = None if with_scores else getattr(model, "decode_step_logits", None)
     if step_logits is not None:
         def argmax_of_logits(last: Tensor, enc: EncoderOutLike, cache: KVCacheLike):
@@ -105,6 +105,19 @@ def _next_token_fn(model: Seq2SeqModel, banned: tuple[int, ...], with_scores: bo
         best_lp, best = max_last(ban_tokens(log_probs, banned, inplace=True))  # (A,), (A,)
         return best_lp, best, cache
     return argmax_of_log_probs
+
+
+def _traced_choice(model: Seq2SeqModel, banned: tuple[int, ...], with_scores: bool) -> NextTokenFn:
+    """The step and its choice as a compiled graph traces them: ``torch.max`` (the first index on
+    ties, as ``max_last``), on unnormalised scores when only the argmax matters."""
+    banned = tuple(i for i in banned if i is not None)
+
+    def choose(last: Tensor, enc: EncoderOutLike, cache: KVCacheLike):
+        step = model.decode_step if with_scores else model.decode_step_logits
+        scores, cache = step(last, enc, cache)  # (A, V)
+        best_score, best = ban_tokens(scores, banned, inplace=True).max(dim=-1)  # (A,), (A,)
+        return (best_score if with_scores else None), best, cache
+    return choose
 
 
 @dataclass
