@@ -6,6 +6,9 @@ All ``B * K`` hypotheses are decoded as one batch of ``N`` rows (row ``b * K + k
 a sentence (``init_cache(enc, beams=K)``), which share their sentence's cross-attention state.
 The first step, where every beam of a sentence starts from BOS alike, is decoded once per
 sentence; ``cache.expand_beams()`` then copies that row to the sentence's K beams.
+A step is the decoder step, the best 2K candidates of each sentence and the K that survive
+(``_step_fns``); a compiled model (``decoding.compiled``) runs each step after the first as one
+graph, and the bookkeeping of finished hypotheses stays here, in Python.
 
 Scoring follows fairseq: a finished hypothesis scores ``logprob / length ** length_penalty``,
 where ``logprob`` sums the log-probabilities of its tokens *and* of its EOS and ``length``
