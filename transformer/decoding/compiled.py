@@ -116,9 +116,11 @@ def _input_major(model: nn.Module) -> nn.Module:
     ``(out, in)`` tensors, laid out as their transpose, so that ``F.linear``'s product reads a
     contiguous ``(in, out)`` matrix. MKL multiplies a few rows by it faster than by the
     transposed one: for a beam-5 step's five rows the model's 25 products took 0.61 ms against
-    1.00 (one thread), and one sentence at a time beam 5 decoded 1.13× faster; for one row and
-    for whole batches they are even (docs/experiments.md). The copy keeps ties between weights
-    (the output layer's and the embedding's); the wrapped model is left as it is."""
+    1.00 (one thread), and one sentence at a time beam 5 decoded 1.11-1.13× faster; one row
+    costs the same either way, and whole batches gain less (greedy 1.06×, beam 5 even;
+    docs/experiments.md). The copy keeps ties between weights (the output layer's and the
+    embedding's) and holds the weights a second time while the wrapper lives; the wrapped model
+    is left as it is."""
     copy = deepcopy(model)
     with torch.no_grad():
         for module in copy.modules():
