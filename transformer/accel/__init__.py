@@ -20,7 +20,7 @@ stay as they are. ``apply(model, "none")`` replaces every fast module with a new
 holds the same tensors and none of the fast path's caches: it deep-copies, pickles and compiles
 like a freshly built model. Every fast path equals the plain module (``tests/accel/``) and falls
 back to it off the CPU, in other dtypes and under autocast. Which settings measure fastest:
-BENCHMARKS.md ("CPU fast paths and torch.compile").
+BENCHMARKS.md ("Translation throughput vs Hugging Face MarianMT on the CPU").
 """
 
 from __future__ import annotations
