@@ -12,6 +12,7 @@ import pytest
 import torch
 
 from transformer.decoding import EnsembleModel, beam_search, greedy_search
+from transformer.decoding.common import reserve_steps
 from transformer.decoding.compiled import compiled_decoding
 from transformer.models import EncoderDecoder, TransformerConfig
 from transformer.modules.kv_cache import KVCache, StaticKVCache, bucket
@@ -173,6 +174,8 @@ def test_compiled_decoding_compiles_once_and_matches_eager(monkeypatch):
         assert [s for _, s in out] == pytest.approx([s for _, s in ref], abs=1e-4)
     assert not recompiles, recompiles
     assert counters["stats"]["unique_graphs"] == frames
+    # one sentence's steps: a single program, compiled in the warm-up
+    assert [len(step.exported._programs) for step in compiled._steps.values()] == [1]
 
 
 @pytest.mark.slow  # compiling on a CPU: about a minute
@@ -247,7 +250,7 @@ def test_each_compiled_model_keeps_its_own_graphs():
     args = dict(**SPECIALS, max_len_a=1.0, max_len_b=3)
     def graphs(wrapper):  # the graphs dynamo keeps for a wrapper's greedy step-and-choice
         (choose,) = wrapper._steps.values()
-        return [id(e) for e in _debug_get_cache_entry_list(choose._torchdynamo_orig_callable.__code__)]
+        return [id(e) for e in _debug_get_cache_entry_list(choose.compiled._torchdynamo_orig_callable.__code__)]
 
     wrappers, own = [], []
     with torch._dynamo.config.patch(recompile_limit=3, fail_on_recompile_limit_hit=True):
@@ -255,7 +258,7 @@ def test_each_compiled_model_keeps_its_own_graphs():
             model = _model(seed)
             wrappers.append(compiled_decoding(model))
             assert greedy_search(wrappers[-1], src, **args) == greedy_search(model, src, **args)
-            assert greedy_search(wrappers[-1], src[:1], **args) == greedy_search(model, src[:1], **args)
+            assert greedy_search(wrappers[-1], src[1:3], **args) == greedy_search(model, src[1:3], **args)
             own.append(graphs(wrappers[-1]))  # what this model compiled, before the next one exists
     # the later models' graphs went to lists of their own: each wrapper's list is still its own
     assert [graphs(w) for w in wrappers] == own
@@ -268,7 +271,8 @@ def test_compiled_beam_search_decodes_each_later_step_as_one_graph(monkeypatch):
     large enough to be ranked in blocks, and the beams that survive) is one compiled call, and
     the hypotheses are eager search's."""
     from transformer.decoding.beam import MIN_BLOCKED_VOCAB
-    from transformer.decoding.compiled import CompiledDecoding
+    from transformer.decoding.compiled import CompiledDecoding, _CompiledStep
+    from transformer.decoding.exported import ExportedStep
 
     torch._dynamo.reset()
     torch.manual_seed(5)
@@ -277,21 +281,27 @@ def test_compiled_beam_search_decodes_each_later_step_as_one_graph(monkeypatch):
         model.decoder.output_proj.weight[EOS] *= 3.0
     compiled, src = compiled_decoding(model), _sources(6, seed=6)
     args = dict(**SPECIALS, beam_size=3, n_best=2, max_len_a=1.0, max_len_b=3)
-    steps = []
-    monkeypatch.setattr(CompiledDecoding, "decode_step",
-                        lambda self, *a: steps.append("decoder step") or self._run(self._step, *a))
+    calls = []  # (step, how it ran)
     run = CompiledDecoding._run
-    monkeypatch.setattr(CompiledDecoding, "_run", lambda self, fn, *a: steps.append(fn) or run(self, fn, *a))
+    monkeypatch.setattr(CompiledDecoding, "_run", lambda self, fn, *a: calls.append("compiled") or run(self, fn, *a))
+    exported = ExportedStep.__call__
+    monkeypatch.setattr(ExportedStep, "__call__", lambda self, *a: calls.append("exported") or exported(self, *a))
+    step_call = _CompiledStep.__call__
+    monkeypatch.setattr(_CompiledStep, "__call__", lambda self, *a: calls.append(self.key[0]) or step_call(self, *a))
     for batch in (src[:1], src[1:4], src[4:]):
-        steps.clear()
+        calls.clear()
         ours = beam_search(compiled, batch, **args)
         ref = beam_search(model, batch, **args)
         assert [[h.tokens for h in n] for n in ours] == [[h.tokens for h in n] for n in ref]
         assert [h.score for n in ours for h in n] == pytest.approx([h.score for n in ref for h in n], abs=1e-4)
-        beam_step = compiled._steps[("beam", 3, (PAD, BOS), EOS)]
-        # the first step once per sentence (then copied to the beams), every later one a single graph
-        assert steps[:2] == ["decoder step", compiled._step] and len(steps) > 3
-        assert steps[2:] == [beam_step] * (len(steps) - 2)
+        # the first step once per sentence (then copied to the beams), every later one a single
+        # call: a compiled graph while several sentences remain, then a program compiled ahead
+        # of time for the one left
+        steps, how = calls[0::2], calls[1::2]
+        assert steps == ["decode_step"] + ["beam"] * (len(steps) - 1) and len(steps) > 2
+        several = how.count("compiled")
+        assert how == ["compiled"] * several + ["exported"] * (len(how) - several)
+        assert (several == 0) == (len(batch) == 1)
 
 
 def test_on_a_cpu_the_graphs_are_traced_from_input_major_weights_and_the_model_is_left_alone():
@@ -314,3 +324,36 @@ def test_on_a_cpu_the_graphs_are_traced_from_input_major_weights_and_the_model_i
     src = _sources(4, seed=5)
     args = dict(**SPECIALS, max_len_a=1.5, max_len_b=4, beam_size=3)
     assert beam_search(_Static(wrapper._traced), src, **args)[0][0].tokens == beam_search(model, src, **args)[0][0].tokens
+
+
+@pytest.mark.slow  # compiling on a CPU: about a minute
+def test_one_sentence_runs_a_program_compiled_ahead_of_time_that_checks_its_inputs():
+    """A single sentence's encoder (with the cross-attention keys and values) and steps run
+    AOTInductor programs, the same for sentences of other lengths, with eager search's outputs;
+    inputs a program was not compiled for are refused rather than misread."""
+    model = _model(3)
+    compiled = compiled_decoding(model)
+    args = dict(**SPECIALS, max_len_a=1.5, max_len_b=4)
+    for n, src in enumerate(_sources(4, seed=9, max_len=12).split(1)):
+        src = src[:, : 4 + 2 * n].clone()  # lengths 4, 6, 8, 10
+        out = greedy_search(compiled, src, **args, return_scores=True)
+        ref = greedy_search(model, src, **args, return_scores=True)
+        assert [t for t, _ in out] == [t for t, _ in ref]
+        assert [s for _, s in out] == pytest.approx([s for _, s in ref], abs=1e-4)
+    (step,) = compiled._steps.values()
+    (program,) = step.exported._programs.values()
+    enc = compiled.encode(src)  # one sentence: the encoder's program, cross-attention keys too
+    cache = reserve_steps(compiled.init_cache(enc), 8)
+    with torch.no_grad():
+        eager = model.init_cache(model.encode(src), static=True)
+    for layer in range(len(model.decoder.layers)):
+        for ours, ref in zip(cache.cross(layer), eager.cross(layer)):
+            torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+    cache.allocate(cache.cross(0)[0])
+    cache.limit(1)
+    fields = [enc.memory, enc.src_pad_mask, enc.src_embed]
+    good = [torch.full((1, 1), BOS), *fields, *cache.tensors(1)]
+    program.shapes.check(good)
+    wide = good[1].new_zeros(1, good[1].size(1), good[1].size(2) + 1)  # another model width
+    with pytest.raises(ValueError, match="size"):
+        program.shapes.check([good[0], wide, *good[2:]])

@@ -439,22 +439,25 @@ class AutoregressiveDecoder(nn.Module):
         return (logits, weights) if need_weights else logits
 
     def init_cache(self, memory: Tensor, src_pad_mask: Tensor | None = None, static: bool = False,
-                   beams: int = 1) -> KVCache:
+                   beams: int = 1, cross: list[tuple[Tensor, Tensor]] | None = None) -> KVCache:
         """An empty self-attention cache plus every layer's cross K/V ``(B, H, S, d_head)``
         and, given ``src_pad_mask (B, S)``, the source padding as a ready additive bias.
         ``static``: a ``StaticKVCache`` (fixed shapes, for a compiled step). ``beams``: decoder
-        rows per source row (``N = B * beams``), which share its cross K/V."""
+        rows per source row (``N = B * beams``), which share its cross K/V. ``cross``: the
+        ``cross_kv`` of ``memory``, computed already (a compiled encoder's)."""
         cache = (StaticKVCache if static else KVCache).empty(len(self.layers), group=beams)
         cache.set_source_mask(src_pad_mask, memory.dtype)
+        for i, (k, v) in enumerate(self.cross_kv(memory, src_pad_mask) if cross is None else cross):
+            cache.set_cross(i, k, v)
+        return cache
+
+    def cross_kv(self, memory: Tensor, src_pad_mask: Tensor | None = None) -> list[tuple[Tensor, Tensor]]:
+        """Every layer's cross-attention keys and values of ``memory``, each ``(B, H, S, d_head)``."""
         rows = PackedRows(src_pad_mask) if src_pad_mask is not None and packable() else None
         if rows is None or rows.fraction == 1.0:
-            for i, layer in enumerate(self.layers):
-                cache.set_cross(i, *layer.cross_attn.project_kv(memory))
-            return cache
+            return [layer.cross_attn.project_kv(memory) for layer in self.layers]
         real = rows.pack(memory)  # (N_real, D): padded keys are masked, so only real ones are projected
-        for i, layer in enumerate(self.layers):
-            cache.set_cross(i, *layer.cross_attn.project_packed(real, rows, kv_only=True))
-        return cache
+        return [layer.cross_attn.project_packed(real, rows, kv_only=True) for layer in self.layers]
 
     def forward_step(self, tokens: Tensor, src_pad_mask: Tensor | None, cache: KVCache) -> tuple[Tensor, KVCache]:
         """Logits ``(N, t, V)`` for new ``tokens (N, t)``; their self K/V are appended to ``cache``."""

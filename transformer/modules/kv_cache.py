@@ -366,11 +366,15 @@ class StaticKVCache(KVCache):
         if t is None or not self.allocated:
             self._seen_k = self._seen_v = None
             return
-        # At least two steps (the unfilled one masked): a first step seeing one would get a
-        # graph of its own, sizes of 1 being specialised.
-        n = min(max(self.length + t, 2), self._k[0].size(2))
+        n = self._seen_steps(t)
         self._seen_k = [b[:, :, :n] for b in self._k]
         self._seen_v = [b[:, :, :n] for b in self._v]
+
+    def _seen_steps(self, t: int) -> int:
+        """How many steps a ``limit(t)``ed step sees: the filled ones and its ``t`` new ones, at
+        least two (the unfilled one masked: a first step seeing one would get a graph of its
+        own, sizes of 1 being specialised)."""
+        return min(max(self.length + t, 2), self._k[0].size(2))
 
     def allocate(self, like: Tensor, rows: int | None = None) -> "StaticKVCache":
         """Allocate every layer's buffers now, shaped after the cross-attention keys
@@ -383,6 +387,36 @@ class StaticKVCache(KVCache):
         self._v = [like.new_zeros(shape) for _ in self._v]
         self._pos = torch.zeros(self.n_layers, dtype=torch.long, device=like.device)
         return self
+
+    def tensors(self, t: int) -> list[Tensor | None]:
+        """The state a step of ``t`` new tokens reads and writes, as plain tensors, for a step
+        compiled ahead of time (``decoding.exported``): every layer's self-attention buffers
+        (whole), a tensor as long as the steps the step sees (as after ``limit(t)``: its length
+        carries the number), the positions, every layer's cross-attention keys and values, and
+        the source bias. ``of_tensors`` rebuilds a cache around them; ``varying`` says which of
+        their sizes change from call to call."""
+        return [*self._k, *self._v, self._pos.new_empty(self._seen_steps(t)), self._pos, *self.cross_k,
+                *self.cross_v, self.cross_bias]
+
+    def varying(self) -> list[tuple[int, ...]]:
+        """For each of ``tensors``', the sizes that change from call to call: rows and steps of
+        the buffers, the steps seen, rows and source length of the cross-attention entries."""
+        n = self.n_layers
+        return [(0, 2)] * (2 * n) + [(0,), ()] + [(0, 2)] * (2 * n) + [(0, 3)]
+
+    @classmethod
+    def of_tensors(cls, n_layers: int, group: int, source_mask_set: bool, *tensors: Tensor | None) -> "StaticKVCache":
+        """A cache over ``tensors``' tensors (no copies): a step run on it writes into them."""
+        n = n_layers
+        cache = cls(n, group=group)
+        cache._k, cache._v = list(tensors[:n]), list(tensors[n: 2 * n])
+        seen, cache._pos = tensors[2 * n], tensors[2 * n + 1]
+        torch._check(seen.size(0) <= cache._k[0].size(2))
+        cache._seen_k = [b[:, :, : seen.size(0)] for b in cache._k]
+        cache._seen_v = [b[:, :, : seen.size(0)] for b in cache._v]
+        cache.cross_k, cache.cross_v = list(tensors[2 * n + 2: 3 * n + 2]), list(tensors[3 * n + 2: 4 * n + 2])
+        cache.cross_bias, cache.source_mask_set = tensors[4 * n + 2], source_mask_set
+        return cache
 
     def set_source_mask(self, src_pad_mask: Tensor | None, dtype: torch.dtype) -> bool:
         """As ``KVCache.set_source_mask``, but a batch without padding gets a zero bias rather
