@@ -346,9 +346,10 @@ def test_one_sentence_runs_a_program_compiled_ahead_of_time_that_checks_its_inpu
     cache = reserve_steps(compiled.init_cache(enc), 8)
     with torch.no_grad():
         eager = model.init_cache(model.encode(src), static=True)
+    real = src[0] != PAD  # padded keys are masked: eager leaves them zero, the program projects them
     for layer in range(len(model.decoder.layers)):
         for ours, ref in zip(cache.cross(layer), eager.cross(layer)):
-            torch.testing.assert_close(ours, ref, rtol=1e-5, atol=1e-5)
+            torch.testing.assert_close(ours[:, :, real], ref[:, :, real], rtol=1e-5, atol=1e-5)
     cache.allocate(cache.cross(0)[0])
     cache.limit(1)
     fields = [enc.memory, enc.src_pad_mask, enc.src_embed]
