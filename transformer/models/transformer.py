@@ -234,10 +234,9 @@ class EncoderDecoder(nn.Module):
         """Log-probabilities ``(N, V)`` of the token after ``tokens``; ``enc`` has ``N /
         cache.group`` rows (one per sentence in beam search).
 
-        ``tokens (N, t)`` are the tokens not yet in the cache (search passes one per
-        row per call, BOS first); they sit at positions ``cache.length ..
-        cache.length + t - 1`` and their keys/values are appended to ``cache``.
-        """
+        ``tokens (N, t)`` are the tokens not yet in the cache (search passes one per row per
+        call, BOS first); they sit at positions ``cache.length .. cache.length + t - 1`` and
+        their keys/values are appended to ``cache``."""
         logits, cache = self.decode_step_logits(tokens, enc, cache)  # (N, V)
         return torch.log_softmax(logits.float(), dim=-1), cache
 
@@ -441,14 +440,13 @@ class AutoregressiveDecoder(nn.Module):
     def init_cache(self, memory: Tensor, src_pad_mask: Tensor | None = None, static: bool = False,
                    beams: int = 1, cross: list[tuple[Tensor, Tensor]] | None = None) -> KVCache:
         """An empty self-attention cache plus every layer's cross K/V ``(B, H, S, d_head)``
-        and, given ``src_pad_mask (B, S)``, the source padding as a ready additive bias.
-        ``static``: a ``StaticKVCache`` (fixed shapes, for a compiled step). ``beams``: decoder
-        rows per source row (``N = B * beams``), which share its cross K/V. ``cross``: the
-        ``cross_kv`` of ``memory``, computed already (a compiled encoder's)."""
+        (``cross``: ``cross_kv(memory)`` computed already) and, given ``src_pad_mask (B, S)``, the
+        source padding as an additive bias. ``static``: a ``StaticKVCache`` (fixed shapes, for a
+        compiled step). ``beams``: decoder rows per source row, which share its cross K/V."""
         cache = (StaticKVCache if static else KVCache).empty(len(self.layers), group=beams)
         cache.set_source_mask(src_pad_mask, memory.dtype)
-        for i, (k, v) in enumerate(self.cross_kv(memory, src_pad_mask) if cross is None else cross):
-            cache.set_cross(i, k, v)
+        for i, kv in enumerate(cross or self.cross_kv(memory, src_pad_mask)):
+            cache.set_cross(i, *kv)
         return cache
 
     def cross_kv(self, memory: Tensor, src_pad_mask: Tensor | None = None) -> list[tuple[Tensor, Tensor]]:
@@ -456,7 +454,7 @@ class AutoregressiveDecoder(nn.Module):
         rows = PackedRows(src_pad_mask) if src_pad_mask is not None and packable() else None
         if rows is None or rows.fraction == 1.0:
             return [layer.cross_attn.project_kv(memory) for layer in self.layers]
-        real = rows.pack(memory)  # (N_real, D): padded keys are masked, so only real ones are projected
+        real = rows.pack(memory)  # (N_real, D): padded keys are masked: only real ones are projected
         return [layer.cross_attn.project_packed(real, rows, kv_only=True) for layer in self.layers]
 
     def forward_step(self, tokens: Tensor, src_pad_mask: Tensor | None, cache: KVCache) -> tuple[Tensor, KVCache]:
