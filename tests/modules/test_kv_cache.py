@@ -111,6 +111,43 @@ def test_in_place_reorder_matches_reorder_and_recycles_buffers():
     assert b.cross(0)[0].flatten().tolist() == [0, 1, 2, 3]
 
 
+def test_static_buffers_allocated_together_reorder_as_one_tensor_and_match_separate_ones():
+    """A static cache whose buffers are views of one tensor (``allocate(together=True)``)
+    reorders them in place into a second such tensor, with the same keys and values as a cache
+    whose buffers are tensors of their own; a reorder that changes the rows leaves them apart."""
+    from transformer.modules.kv_cache import StaticKVCache
+
+    torch.manual_seed(0)
+    like = torch.zeros(1, 2, 5, 3)  # cross keys: one sentence, 2 heads, 5 source steps
+    caches = []
+    for together in (False, True):
+        cache = StaticKVCache.empty(2, capacity=6, group=4).reserve(6)
+        cache.set_cross(0, like, like)
+        cache.set_cross(1, like, like)
+        caches.append(cache.allocate(like, 4, together=together))
+    apart, joined = caches
+    orders = [torch.tensor([1, 1, 0, 3]), torch.tensor([3, 2, 2, 0]), torch.tensor([0, 0, 0, 1])]
+    stores = set()
+    for step, order in enumerate(orders):
+        k = torch.randn(4, 2, 1, 3)
+        for layer in range(2):
+            for cache in caches:
+                cache.append_self(layer, k + layer, -k)
+        apart.reorder_(order, cross=False)
+        assert joined.reorder_(order, cross=False) is joined
+        stores.add(joined._k[0].untyped_storage().data_ptr())
+    for layer in range(2):
+        torch.testing.assert_close(joined.self_k[layer], apart.self_k[layer], rtol=0, atol=0)
+        torch.testing.assert_close(joined.self_v[layer], apart.self_v[layer], rtol=0, atol=0)
+    assert len(stores) == 2  # two tensors take turns
+    shared = {b.untyped_storage().data_ptr() for b in joined._k + joined._v}
+    assert len(shared) == 1  # every layer's keys and values: views of one tensor
+    joined.reorder_(torch.tensor([3, 2, 1, 0]), cross=True)  # the general reorder: apart again
+    apart.reorder_(torch.tensor([3, 2, 1, 0]), cross=True)
+    assert len({b.untyped_storage().data_ptr() for b in joined._k + joined._v}) == 4
+    torch.testing.assert_close(joined.self_k[1], apart.self_k[1], rtol=0, atol=0)
+
+
 def test_reserve_sizes_buffers_once_for_the_announced_steps():
     cache = KVCache.empty(1, capacity=2).reserve(7)
     ptrs = set()

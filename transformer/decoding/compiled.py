@@ -147,7 +147,7 @@ class _CompiledStep:
     def __call__(self, tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache, *rest: Tensor):
         if self.exported is None or cache.cross(0)[0].size(0) > 1:  # a GPU, or several sentences
             return self.wrapper._run(self.compiled, tokens, enc, cache, *rest)
-        _ready(cache, tokens.size(0))
+        _ready(cache, tokens.size(0), together=True)
         return self.exported(tokens, enc, cache, *rest)
 
 
@@ -243,11 +243,12 @@ class _Both:
         self.first.__exit__(*exc)
 
 
-def _ready(cache: StaticKVCache, rows: int) -> None:
+def _ready(cache: StaticKVCache, rows: int, together: bool = False) -> None:
     """Allocate the buffers for ``rows`` decoder rows before the first compiled step (shaped
-    after the cross-attention keys), so that the traced step never sees them missing."""
+    after the cross-attention keys), so that the traced step never sees them missing;
+    ``together``: as views of one tensor (``StaticKVCache.allocate``)."""
     if not cache.allocated:
-        cache.allocate(cache.cross(0)[0], rows)
+        cache.allocate(cache.cross(0)[0], rows, together)
 
 
 def compiled_decoding(model: nn.Module, device: torch.device | str = "cpu") -> CompiledDecoding:

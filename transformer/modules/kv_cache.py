@@ -211,7 +211,7 @@ class KVCache:
                 buf = bufs[layer]
                 if buf is None:
                     continue
-                idx = indices.to(buf.device)
+                idx = indices if indices.device == buf.device else indices.to(buf.device)
                 shape = (idx.numel(), *buf.shape[1:])  # (N', H, C, d_head)
                 spare = spares[layer] if reuse else None
                 fresh = spare is None or spare.shape != shape
@@ -226,6 +226,8 @@ class KVCache:
                 if reuse:
                     spares[layer] = buf
                 (out._k if bufs is self._k else out._v)[layer] = new
+        if out is self and not cross:
+            return  # in place: the filled steps and the cross-attention entries stay as they are
         out._set_filled(self)
         out.source_mask_set = self.source_mask_set
         if cross:
@@ -297,6 +299,11 @@ class StaticKVCache(KVCache):
         # Per layer, the part of the buffers the next step sees (``limit``), or None: all of it.
         self._seen_k: list[Tensor] | None = None
         self._seen_v: list[Tensor] | None = None
+        # Every layer's keys then values in one tensor (2 * n_layers, N, H, C, d_head), of which
+        # the buffers are views (``allocate(together=True)``), and the one an in-place reorder
+        # writes next; None: the buffers are tensors of their own.
+        self._store: Tensor | None = None
+        self._spare_store: Tensor | None = None
 
     @classmethod
     def empty(cls, n_layers: int, capacity: int = INITIAL_CAPACITY, group: int = 1) -> "StaticKVCache":
@@ -376,17 +383,44 @@ class StaticKVCache(KVCache):
         own, sizes of 1 being specialised)."""
         return min(max(self.length + t, 2), self._k[0].size(2))
 
-    def allocate(self, like: Tensor, rows: int | None = None) -> "StaticKVCache":
+    def allocate(self, like: Tensor, rows: int | None = None, together: bool = False) -> "StaticKVCache":
         """Allocate every layer's buffers now, shaped after the cross-attention keys
         ``like (N / group, H, S, d_head)`` for ``rows`` decoder rows (default ``N``; a first
         step decoded once per sentence has ``N / group``), so that the first compiled step sees
-        the same state as every later one. Returns the cache."""
+        the same state as every later one. ``together``: as views of one tensor, so that an
+        in-place reorder (``reorder_``) is one copy rather than one per buffer (one sentence's
+        beam 5 on a CPU: about 20 microseconds a step against 55). For steps compiled ahead of
+        time (``decoding.exported``): under ``torch.compile``, one tensor for every layer made
+        batched greedy decoding 10 % slower (docs/experiments.md). Returns the cache."""
         rows = like.size(0) * self.group if rows is None else rows
-        shape = (rows, like.size(1), self._capacity, like.size(3))
-        self._k = [like.new_zeros(shape) for _ in self._k]
-        self._v = [like.new_zeros(shape) for _ in self._v]
-        self._pos = torch.zeros(self.n_layers, dtype=torch.long, device=like.device)
+        shape, n = (rows, like.size(1), self._capacity, like.size(3)), self.n_layers
+        self._store = like.new_zeros((2 * n, *shape)) if together else None
+        self._spare_store = None
+        if together:
+            self._k, self._v = list(self._store[:n]), list(self._store[n:])
+        else:
+            self._k = [like.new_zeros(shape) for _ in range(n)]
+            self._v = [like.new_zeros(shape) for _ in range(n)]
+        self._pos = torch.zeros(n, dtype=torch.long, device=like.device)
         return self
+
+    def reorder_(self, indices: Tensor, cross: bool = True) -> "StaticKVCache":
+        """As ``KVCache.reorder_``; buffers allocated together (``allocate``) are reordered by
+        one copy into a spare tensor of the same shape, which then holds them."""
+        store, n = self._store, self.n_layers
+        if store is None or cross or indices.numel() != store.size(1):
+            self._store = self._spare_store = None  # the buffers are their own tensors from now on
+            return super().reorder_(indices, cross)
+        spare = self._spare_store if self._spare_store is not None else torch.zeros_like(store)
+        m = self.length  # the filled steps: what lies past them is never read
+        torch.index_select(store[:, :, :, :m], 1, indices.to(store.device), out=spare[:, :, :, :m])
+        self._store, self._spare_store = spare, store
+        self._k, self._v = list(spare[:n]), list(spare[n:])
+        return self
+
+    def expand_beams(self) -> "StaticKVCache":
+        self._store = self._spare_store = None  # each layer's buffers become tensors of their own
+        return super().expand_beams()
 
     def tensors(self, t: int) -> list[Tensor | None]:
         """The state a step of ``t`` new tokens reads and writes, as plain tensors, for a step
