@@ -118,8 +118,8 @@ def beam_search(
     sent_ids = list(range(src.size(0)))  # input position of each sentence still searched
     first_step, later_step = _step_fns(model, beam_size, (pad_id, bos_id), eos_id)
     for step in range(max(max_lens)):
-        first = step == 0 and last.size(0) != beams.scores.numel()  # one row per sentence
-        cands, survivors, cache = (first_step if first else later_step)(last, enc, cache, beams.scores)
+        once = step == 0 and last.size(0) != beams.scores.numel()  # a row per sentence, not per beam
+        cands, survivors, cache = (first_step if once else later_step)(last, enc, cache, beams.scores)
         reorder = _extend(beams, _Candidates(*cands), survivors, eos_id, length_penalty, early_stopping)  # (N,)
         if all(beams.done):
             break
@@ -132,8 +132,7 @@ def beam_search(
         # per-sentence cross-attention keys/values instead of copying them every step.
         # A cache that can reorder in place (``KVCache.reorder_``) reuses its buffers.
         cache = getattr(cache, "reorder_", cache.reorder)(reorder, cross=dropped)
-        # Contiguous: a view would change its stride with every step, and a compiled step
-        # would recompile for it.
+        # Contiguous: a view's stride would change every step, and a compiled step recompile.
         last = beams.tokens[:, :, -1].reshape(-1, 1).contiguous()  # (B, K) -> (N, 1)
     return _n_best(results, beams, sent_ids, n_best)
 
