@@ -145,8 +145,8 @@ def _start(model: Seq2SeqModel, src: Tensor, k: int, max_lens: list[int],
     (CTranslate2 does the same; on a CPU that step was about 5 % of beam 5's products). A
     single sentence's first step decodes its K beams ``(K, 1)`` like every later step: a step
     of a few rows costs what reading the weights costs, whatever the rows, and the first step
-    is then a later one (one compiled step, no copy of its row to the beams): on a CPU, beam 5
-    decoded one sentence at a time about a millisecond faster."""
+    is then a later one (one compiled step, no copy of its row to the beams): on a CPU, beam 5's
+    first step took 2.2 ms a sentence decoded once and copied, against 1.5 for a later step."""
     batch = src.size(0)
     enc = model.encode(src)  # B rows: the beams of a sentence share it
     cache = reserve_steps(model.init_cache(enc, beams=k), max(max_lens))
