@@ -111,6 +111,29 @@ def test_in_place_reorder_matches_reorder_and_recycles_buffers():
     assert b.cross(0)[0].flatten().tolist() == [0, 1, 2, 3]
 
 
+def test_an_in_place_reorder_to_fewer_rows_writes_into_the_spare_buffers_first_rows():
+    """Sentences leaving a beam-search batch: the in-place reorder to fewer rows selects them into
+    the first rows of the buffers kept from the reorder before (no new buffer), with the values
+    of a plain reorder."""
+    torch.manual_seed(1)
+    a, b = KVCache.empty(1), KVCache.empty(1)
+    cross = torch.randn(4, 1, 2, 3), torch.randn(4, 1, 2, 3)
+    for cache in (a, b):
+        cache.set_cross(0, *cross)
+    for step, order in enumerate([torch.tensor([1, 1, 0, 3]), torch.tensor([3, 0]), torch.tensor([1])]):
+        k = torch.randn(a.self_k[0].size(0) if step else 4, 2, 1, 3)
+        a.append_self(0, k, -k)
+        b.append_self(0, k, -k)
+        spare = b._spare_k[0]
+        a = a.reorder(order)
+        b.reorder_(order)
+        if spare is not None:  # from the second reorder on: the spare's first rows, not a new tensor
+            assert b._k[0].data_ptr() == spare.data_ptr() and b._k[0].size(0) == order.numel()
+        torch.testing.assert_close(b.self_k[0], a.self_k[0], rtol=0, atol=0)
+        torch.testing.assert_close(b.self_v[0], a.self_v[0], rtol=0, atol=0)
+        torch.testing.assert_close(b.cross(0)[0], a.cross(0)[0], rtol=0, atol=0)
+
+
 def test_static_buffers_allocated_together_reorder_as_one_tensor_and_match_separate_ones():
     """A static cache whose buffers are views of one tensor (``allocate(together=True)``)
     reorders them in place into a second such tensor, with the same keys and values as a cache

@@ -214,8 +214,10 @@ class KVCache:
                 idx = indices if indices.device == buf.device else indices.to(buf.device)
                 shape = (idx.numel(), *buf.shape[1:])  # (N', H, C, d_head)
                 spare = spares[layer] if reuse else None
-                fresh = spare is None or spare.shape != shape
-                new = buf.new_empty(shape) if fresh else spare
+                # A spare with more rows serves too (sentences that are done leave a batch): its
+                # first N' rows, a contiguous view, so that dropping rows allocates nothing.
+                fresh = spare is None or spare.shape[1:] != shape[1:] or spare.size(0) < shape[0]
+                new = buf.new_empty(shape) if fresh else spare[: shape[0]]
                 m = self._steps_to_copy(n, buf.size(2), fresh)
                 if buf.requires_grad and torch.is_grad_enabled():
                     new = new.clone()  # never write into a tensor autograd may still need
