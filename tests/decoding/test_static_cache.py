@@ -87,6 +87,31 @@ def test_static_cache_search_equals_the_growing_cache(positional, wrapper):
                 [h.score for n in grow for h in n], abs=1e-4)
 
 
+@pytest.mark.parametrize("wrapper", [lambda m: m, _Static])
+def test_greedy_drops_finished_rows_into_the_buffers_of_an_earlier_drop(wrapper):
+    """Sentences leave a greedy batch at different steps; after the first drop, each drop writes
+    the rows that go on into buffers the search already holds: two allocations per buffer for
+    the whole search, however many drops."""
+    model, src = _model(1), _sources(8, seed=1)
+    args = dict(**SPECIALS, max_len_a=1.5, max_len_b=4)
+    want = greedy_search(model, src, **args)
+    search = wrapper(model)
+    storages, rows = set(), []
+    step = search.decode_step_logits  # what greedy search without scores calls
+
+    def spy(tokens, enc, cache):
+        rows.append(tokens.size(0))
+        if cache.length:
+            storages.add(cache._k[0].untyped_storage().data_ptr())
+        return step(tokens, enc, cache)
+
+    search.decode_step_logits = spy
+    assert greedy_search(search, src, **args) == want
+    drops = sum(a > b for a, b in zip(rows, rows[1:]))
+    assert drops >= 3  # the sentences end at several steps
+    assert len(storages) == 2
+
+
 def test_static_caches_in_an_ensemble_equal_growing_ones():
     members = [_model(8), _model(9, positional=RelativePositionBias)]
     src = _sources(5, seed=2)
