@@ -332,8 +332,9 @@ def test_compiled_beam_search_decodes_each_later_step_as_one_graph(monkeypatch):
 
 def test_on_a_cpu_the_graphs_are_traced_from_input_major_weights_and_the_model_is_left_alone():
     """The compiled wrapper traces a copy whose linear weights hold the same values stored as
-    their transpose (MKL's faster layout for a few rows); ties survive, and the wrapped model
-    keeps its own tensors and layout."""
+    their transpose (MKL's faster layout for a few rows); an embedding tied to the output layer
+    keeps its rows contiguous (the output layer gets a copy), and the wrapped model keeps its
+    own tensors and layout."""
     from transformer.decoding.compiled import CompiledDecoding
 
     model = _model(4)
@@ -343,10 +344,11 @@ def test_on_a_cpu_the_graphs_are_traced_from_input_major_weights_and_the_model_i
     assert {name: (p.data_ptr(), p.stride()) for name, p in model.named_parameters()} == before
     linears = [(n, m) for n, m in wrapper._traced.named_modules() if isinstance(m, torch.nn.Linear)]
     assert linears and all(m.weight.t().is_contiguous() and not m.weight.is_contiguous() for _, m in linears)
-    originals = dict(model.named_parameters())
+    originals = dict(model.named_parameters(remove_duplicate=False))
     assert all(torch.equal(p, originals[n]) for n, p in wrapper._traced.named_parameters())
     traced = wrapper._traced.decoder
-    assert traced.output_proj.weight is traced.embedding.weight  # the tie is kept
+    assert model.decoder.output_proj.weight is model.decoder.embedding.weight  # tied in the model
+    assert traced.embedding.weight.is_contiguous() and torch.equal(traced.embedding.weight, traced.output_proj.weight)
     src = _sources(4, seed=5)
     args = dict(**SPECIALS, max_len_a=1.5, max_len_b=4, beam_size=3)
     assert beam_search(_Static(wrapper._traced), src, **args)[0][0].tokens == beam_search(model, src, **args)[0][0].tokens
