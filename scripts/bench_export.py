@@ -7,7 +7,9 @@ thread each, in one run.
         --ckpt best.ckpt --split test_2016_flickr --json bench_export.json
 
 Ours runs three times: eager, with ``decode.compile=true`` (its first pass over the split, which
-compiles, is timed apart as ``warm_up_seconds``), and with int8 linear layers (``quantize=int8``). Both sides translate raw sentences with the
+compiles, is timed apart as ``warm_up_seconds``), and with int8 linear layers (``quantize=int8``).
+``--rounds R`` times every system R times, the systems taking turns, and reports the median pass
+(on a 2-core virtual machine one run's ratios moved by up to 5 % from the next). Both sides translate raw sentences with the
 checkpoint's tokenizer and the same length cap (``floor(1.2 * (source pieces + EOS) + 10)``
 tokens, EOS included), length penalty 1.0. Ours is
 ``TranslationTask.translator`` (batches under a ``--max-tokens`` budget, longest first);
@@ -29,6 +31,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import subprocess
 import tempfile
 import time
@@ -67,6 +70,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--max-tokens", type=int, default=2048,
                         help="source tokens per batch, both systems (decode.max_tokens's default)")
     parser.add_argument("--latency-only", action="store_true", help="only the batch-1 latency runs")
+    parser.add_argument("--rounds", type=int, default=1,
+                        help="passes over the split per system, the systems in turn; the median is reported")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
 
@@ -96,34 +101,7 @@ def main(argv: list[str] | None = None) -> dict:
         if args.latency_only:
             latency += batch_one(args, name, beam, sources, translator, compiled, engines["float32"], task)
             continue
-        ours, seconds = timed(lambda: [n[0][0] for n in translator.translate(sources)])
-        rows = [("ours (PyTorch)", ours, seconds)]
-        # decode.compile=true: a first pass over the split compiles (timed apart), then the
-        # timed pass runs the compiled step.
-        _, compile_seconds = timed(lambda: compiled.translate(sources))
-        hyps, seconds = timed(lambda: [n[0][0] for n in compiled.translate(sources)])
-        rows.append(("ours compiled (decode.compile=true)", hyps, seconds))
-        fp32 = task.model  # quantize=int8, as transformer-decode applies it
-        task.model = apply_quantize(fp32, "int8")
-        try:
-            int8 = task.translator(decode_cfg)
-            hyps, seconds = timed(lambda: [n[0][0] for n in int8.translate(sources)])
-        finally:
-            task.model = fp32
-        rows.append(("ours int8 (quantize=int8)", hyps, seconds))
-        for weights, engine in engines.items():
-            hyps, seconds = timed(lambda: engine.translate(sources, beam_size=beam, length_penalty=1.0))
-            rows.append((f"CTranslate2 {weights}", hyps, seconds))
-        for system, hyps, seconds in rows:
-            scores = score_translations(hyps, refs)
-            results.append({
-                "search": name, "system": system, "bleu": scores["bleu"], "bleu_lowercase": scores["bleu_lowercase"],
-                "sentences": len(hyps), "seconds": round(seconds, 2),
-                "sentences_per_second": round(len(hyps) / seconds, 1),
-                "identical_to_ours": sum(a == b for a, b in zip(hyps, ours)),
-                "bleu_signature": scores["bleu_signature"],
-            } | ({"warm_up_seconds": round(compile_seconds, 1)} if "compiled" in system else {}))
-            print(json.dumps(results[-1]), flush=True)
+        results += whole_file(args, name, beam, decode_cfg, sources, refs, task, translator, compiled, engines)
         latency += batch_one(args, name, beam, sources, translator, compiled, engines["float32"], task)
 
     import ctranslate2
@@ -138,6 +116,41 @@ def main(argv: list[str] | None = None) -> dict:
     if args.json:
         Path(args.json).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
     return report
+
+
+def whole_file(args, name: str, beam: int, decode_cfg: dict, sources: list[str], refs: list[str], task,
+               translator, compiled, engines: dict) -> list[dict]:
+    """Every system over the whole split, in turn, ``--rounds`` times; each row reports the median
+    pass (``seconds_each``: every pass). Compiling (the compiled translator's first pass) is timed
+    apart; the int8 model is ours quantized as ``transformer-decode quantize=int8`` does it."""
+    _, compile_seconds = timed(lambda: compiled.translate(sources))
+    fp32 = task.model
+    task.model = apply_quantize(fp32, "int8")
+    try:
+        int8 = task.translator(decode_cfg)
+    finally:
+        task.model = fp32
+    systems = {"ours (PyTorch)": translator, "ours compiled (decode.compile=true)": compiled,
+               "ours int8 (quantize=int8)": int8}
+    passes = {system: (lambda t=t: [n[0][0] for n in t.translate(sources)]) for system, t in systems.items()}
+    for weights, engine in engines.items():
+        passes[f"CTranslate2 {weights}"] = lambda e=engine: e.translate(sources, beam_size=beam, length_penalty=1.0)
+    outputs, times = {}, {system: [] for system in passes}
+    for _ in range(args.rounds):
+        for system, run in passes.items():
+            outputs[system], seconds = timed(run)
+            times[system].append(seconds)
+    ours, rows = outputs["ours (PyTorch)"], []
+    for system, hyps in outputs.items():
+        scores, seconds = score_translations(hyps, refs), statistics.median(times[system])
+        rows.append({
+            "search": name, "system": system, "bleu": scores["bleu"], "bleu_lowercase": scores["bleu_lowercase"],
+            "sentences": len(hyps), "seconds": round(seconds, 2), "sentences_per_second": round(len(hyps) / seconds, 1),
+            "identical_to_ours": sum(a == b for a, b in zip(hyps, ours)), "bleu_signature": scores["bleu_signature"],
+        } | ({"seconds_each": [round(t, 2) for t in times[system]]} if args.rounds > 1 else {})
+          | ({"warm_up_seconds": round(compile_seconds, 1)} if "compiled" in system else {}))
+        print(json.dumps(rows[-1]), flush=True)
+    return rows
 
 
 def batch_one(args, name: str, beam: int, sources: list[str], translator, compiled, engine, task) -> list[dict]:
