@@ -41,6 +41,18 @@ def test_greedy_batch_keeps_input_order_and_finished_rows_stop_growing():
     assert any(key == C and len(prefix) == 2 for key, prefix in model.queries)  # its 3rd step
 
 
+def test_finished_rows_that_ride_along_keep_their_outputs_and_scores():
+    """A drop copies the rows that go on, so a finished sentence may stay in a large batch for
+    a few steps: what it is fed and scores then reaches neither its tokens nor its score."""
+    model = ScriptedSeq2Seq(dist)
+    # D ends at once and C is cut at its cap floor(1 * 1 + 0) = 1; the ten A rows end at step 3.
+    src = _src([D, 3, 3], [C], *[[A, 3, 3]] * 10)
+    out = greedy_search(model, src, **SPECIALS, max_len_a=1.0, max_len_b=0, return_scores=True)
+    assert [t for t, _ in out] == [[], [3]] + [[3, 5]] * 10
+    assert [s for _, s in out] == pytest.approx([math.log(0.55), math.log(0.6)] + [math.log(0.297)] * 10, abs=1e-5)
+    assert any(key == D and EOS in prefix for key, prefix in model.queries)  # D rode along
+
+
 def test_greedy_length_cap_is_per_sentence_from_the_real_source_length():
     model = ScriptedSeq2Seq(dist)
     src = _src([C, 3, 3], [C])  # real lengths 3 and 1

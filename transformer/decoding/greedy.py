@@ -2,7 +2,9 @@
 
 At every step each sentence still decoding takes the most likely next token (PAD and BOS banned,
 as in fairseq); a sentence stops at its first EOS or at its length cap and then leaves the batch,
-so a batch costs what its sentences need rather than ``len(batch)`` x its longest output.
+so a batch costs what its sentences need rather than ``len(batch)`` x its longest output. Leaving
+copies the caches of the rows that go on, so finished rows are dropped together, once the steps
+they cost since the last drop reach about what a drop costs.
 
 Shape legend: B sentences, A sentences still decoding, S source length, L longest length cap,
 V vocabulary size.
@@ -18,6 +20,9 @@ from torch import Tensor
 
 from transformer.decoding.api import EncoderOutLike, KVCacheLike, Seq2SeqModel
 from transformer.decoding.common import ban_tokens, max_last, max_target_lengths, reserve_steps
+
+# Finished rows leave the batch once the row-steps they cost reach the active rows / this.
+DROP_EVERY_ROWS = 4
 
 
 @torch.inference_mode()
@@ -62,19 +67,25 @@ def greedy_search(
             else start.to(src.device, torch.long).view(-1, 1).contiguous())  # (A, 1)
     active = torch.arange(src.size(0), device=src.device)  # (A,) row in the input batch
     caps = max_lens  # (A,) each active row's length cap
+    done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)  # (A,) finished, not yet dropped
+    idle = 0  # row-steps spent on finished rows since the last drop
     next_token = _next_token_fn(model, (pad_id, bos_id), return_scores)
     for step in range(out.tokens.size(1)):
         best_lp, best, cache = next_token(last, enc, cache)  # (A,) or None, (A,)
-        finished = out.record(active, step, best, best_lp, eos_id, caps)  # (A,)
+        finished = out.record(active, step, best, best_lp, eos_id, caps, done, pad_id)  # (A,)
         if bool(finished.all()):
             break
         last = best.unsqueeze(1)  # (A,) -> (A, 1)
-        # one row that is not all finished is not finished (a sentence at a time: one check a step)
-        if active.size(0) > 1 and bool(finished.any()):
+        idle += int(finished.sum())  # one row that is not all finished has none finished
+        # A drop copies every remaining row's caches, about what a quarter of the rows cost a
+        # step: finished rows ride along until the steps they cost reach that much.
+        if idle >= max(1, active.size(0) // DROP_EVERY_ROWS):
             keep = (~finished).nonzero().squeeze(1)  # (A',) rows that go on
-            active, last, caps = active[keep], last[keep], caps[keep]
+            active, last, caps, done, idle = active[keep], last[keep], caps[keep], finished[keep], 0
             # In place where the cache can: into the buffers of an earlier drop, no allocation.
             enc, cache = enc.index_select(keep), getattr(cache, "reorder_", cache.reorder)(keep)
+        else:
+            done = finished
     return out.results(return_scores, eos_id, pad_id)
 
 
@@ -146,13 +157,14 @@ class _Outputs:
         return cls(tokens, torch.zeros(batch, dtype=torch.float64, device=device))
 
     def record(self, rows: Tensor, step: int, best: Tensor, best_lp: Tensor | None, eos_id: int,
-               caps: Tensor) -> Tensor:
-        """Write step ``step``'s choices ``best (A,)`` of sentences ``rows (A,)``; return which
-        of them are finished ``(A,)``: they chose EOS or reached their length cap ``caps (A,)``."""
+               caps: Tensor, done: Tensor, pad_id: int) -> Tensor:
+        """Write step ``step``'s choices ``best (A,)`` of sentences ``rows (A,)``, PAD (and no
+        score) for those ``done (A,)`` already; return which are finished ``(A,)``: done, or they
+        chose EOS or reached their length cap ``caps (A,)``."""
         if best_lp is not None:
-            self.scores[rows] += best_lp.to(torch.float64)
-        self.tokens[rows, step] = best
-        return (best == eos_id) | (step + 1 >= caps)
+            self.scores[rows] += best_lp.to(torch.float64).masked_fill(done, 0.0)
+        self.tokens[rows, step] = best.masked_fill(done, pad_id)
+        return done | (best == eos_id) | (step + 1 >= caps)
 
     def results(self, with_scores: bool, eos_id: int, pad_id: int) -> list[list[int]] | list[tuple[list[int], float]]:
         """Each sentence's tokens up to its EOS (not kept) or its cap: PAD is never chosen, so
