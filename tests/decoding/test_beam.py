@@ -140,3 +140,26 @@ def test_blocked_candidate_selection_equals_ranking_every_extension(vocab):
         top, flat = (scores.unsqueeze(-1) + log_probs).view(batch, k * vocab).topk(2 * k, dim=-1)
         assert torch.equal(got.scores, top)
         assert torch.equal(got.beams, flat // vocab) and torch.equal(got.tokens, flat % vocab)
+
+
+@pytest.mark.parametrize("vocab", [1009, 1024, 8000])
+def test_candidates_from_raw_scores_equal_those_from_log_probs(vocab):
+    # A compiled step ranks candidates from the unnormalised scores by blocks (beam._raw_candidates):
+    # the same parents and tokens as the log-softmax's path, banned ids never chosen (one of
+    # them alone in its block's maximum), scores equal to float32 rounding.
+    from transformer.decoding.beam import _next_log_probs, _raw_candidates, _top_candidates
+
+    gen = torch.Generator().manual_seed(vocab)
+    banned = (1, 2, vocab - 1)
+    for trial in range(12):
+        batch, k = 1 + trial % 4, 1 + trial % 6
+        logits = torch.randn(batch * k, vocab, generator=gen) * (0.1 + 8.0 * torch.rand((), generator=gen).item())
+        logits[trial % (batch * k), banned[trial % 3]] = 50.0  # a banned id holds its row's maximum
+        scores = 3.0 * torch.randn(batch, k, generator=gen)
+        if trial % 2:
+            scores[:, 1:] = float("-inf")
+        want = _top_candidates(scores, _next_log_probs(torch.log_softmax(logits, -1), k, banned))
+        got = _raw_candidates(scores, logits, k, banned)
+        assert torch.equal(got.beams, want.beams) and torch.equal(got.tokens, want.tokens)
+        assert not torch.isin(got.tokens, torch.tensor(banned)).any()
+        torch.testing.assert_close(got.scores, want.scores, rtol=0, atol=1e-5)
