@@ -163,3 +163,21 @@ def test_candidates_from_raw_scores_equal_those_from_log_probs(vocab):
         assert torch.equal(got.beams, want.beams) and torch.equal(got.tokens, want.tokens)
         assert not torch.isin(got.tokens, torch.tensor(banned)).any()
         torch.testing.assert_close(got.scores, want.scores, rtol=0, atol=1e-5)
+
+
+def test_each_parents_best_child_keeps_its_parents_slot():
+    # The survivors (rank order) are laid out so that the cache copies only moved rows
+    # (beam._slots_by_parent): a permutation, each parent's best-ranked child in the parent's
+    # slot, the other children in the free slots in rank order.
+    from transformer.decoding.beam import _slots_by_parent
+
+    gen = torch.Generator().manual_seed(0)
+    for k in (1, 2, 5, 8):
+        parents = torch.randint(0, k, (50, k), generator=gen)
+        order = _slots_by_parent(parents)  # (B, K) slot -> rank
+        for row, slots in zip(parents.tolist(), order.tolist()):
+            assert sorted(slots) == list(range(k))
+            best = {p: i for i, p in reversed(list(enumerate(row)))}  # parent -> its best child's rank
+            assert all(slots[p] == i for p, i in best.items())
+            others = [i for i in slots if i not in best.values()]
+            assert others == sorted(others)

@@ -184,3 +184,35 @@ def test_reserve_sizes_buffers_once_for_the_announced_steps():
     assert k.flatten().tolist() == list(range(8))
     with pytest.raises(ValueError, match="steps"):
         cache.reserve(0)
+
+
+@pytest.mark.parametrize("kind", ["growing", "static", "static together"])
+def test_a_reorder_that_moves_few_rows_copies_them_in_place(kind):
+    """Beam search keeps most beams in their parent's row: an in-place reorder then writes only
+    the rows that change, into the buffers it has (no turn of the spare ones), and the cache
+    holds what a plain reorder gives, a row that is both source and destination included."""
+    from transformer.modules.kv_cache import StaticKVCache
+
+    torch.manual_seed(3)
+    like = torch.randn(2, 2, 5, 3)  # cross keys: two sentences of three beams
+    ref, cache = (KVCache.empty(2, group=3) if kind == "growing" else StaticKVCache.empty(2, group=3).reserve(6)
+                  for _ in range(2))
+    for c in (ref, cache):
+        c.set_cross(0, like, like)
+        c.set_cross(1, like, -like)
+    if kind == "static together":
+        cache.allocate(like, together=True)
+    orders = [torch.tensor([0, 0, 2, 3, 4, 5]), torch.tensor([1, 0, 2, 3, 4, 4]), torch.tensor([2, 0, 1, 3, 3, 3])]
+    for step, order in enumerate(orders):
+        k = torch.randn(6, 2, 1, 3)
+        for layer in range(2):
+            ref.append_self(layer, k + layer, -k)
+            cache.append_self(layer, k + layer, -k)
+        before = [b.data_ptr() for b in cache._k + cache._v]
+        ref = ref.reorder(order, cross=False)
+        assert cache.reorder_(order, cross=False) is cache
+        few = 2 * int((order != torch.arange(6)).sum()) < 6
+        assert ([b.data_ptr() for b in cache._k + cache._v] == before) == few
+        for layer in range(2):
+            torch.testing.assert_close(cache.self_k[layer], ref.self_k[layer], rtol=0, atol=0)
+            torch.testing.assert_close(cache.self_v[layer], ref.self_v[layer], rtol=0, atol=0)

@@ -371,10 +371,28 @@ def _survivors(cands: _Candidates, eos_id: int, k: int) -> tuple[Tensor, Tensor,
     rank = torch.arange(n_cands, device=cands.tokens.device)  # (C,)
     key = (cands.tokens == eos_id).long() * n_cands + rank  # (B, C)
     keep = key.argsort(dim=-1)[:, :k]  # (B, K) candidate positions
+    keep = keep.gather(1, _slots_by_parent(cands.beams.gather(1, keep)))  # (B, K)
     parents = cands.beams.gather(1, keep)  # (B, K)
     offsets = torch.arange(batch, device=parents.device).unsqueeze(1) * k  # (B, 1)
     rows = (offsets + parents).view(batch * k)  # (B, K) -> (N,)
     return parents, cands.tokens.gather(1, keep), cands.scores.gather(1, keep), rows
+
+
+def _slots_by_parent(parents: Tensor) -> Tensor:
+    """An order of the K survivors ``parents (B, K)`` (rank order) in which each parent's best
+    child takes its parent's slot and the others fill the free slots in rank order: the cache
+    then copies only the rows whose parent moved (``KVCache.reorder_``). The slot a hypothesis
+    holds changes nothing else: ranking reads scores, and ties are broken by rank before this.
+    Returns ``(B, K)`` positions into the rank order, slot by slot."""
+    k = parents.size(1)
+    slots = torch.arange(k, device=parents.device)  # (K,)
+    same = parents.unsqueeze(2) == parents.unsqueeze(1)  # (B, K, K): i and j share a parent
+    first = ~(same & (slots.view(1, k) < slots.view(k, 1))).any(-1)  # (B, K) no better sibling
+    taken = (first.unsqueeze(2) & (parents.unsqueeze(2) == slots)).any(1)  # (B, K) slot has its child
+    free = (taken.long() * k + slots).argsort(dim=-1)  # (B, K) free slots first, ascending
+    nth_other = (~first).long().cumsum(dim=-1) - 1  # (B, K) rank among the non-first children
+    slot = torch.where(first, parents, free.gather(1, nth_other.clamp(min=0)))  # (B, K)
+    return slot.argsort(dim=-1)  # (B, K): slot -> survivor
 
 
 def _advance(beams: _Beams, parents: Tensor, tokens: Tensor, scores: Tensor, rows: Tensor) -> Tensor:

@@ -196,8 +196,26 @@ class KVCache:
         The rows are gathered into buffers kept from an earlier reorder (double buffering), so
         a beam search step allocates nothing; the pre-reorder state is gone afterwards.
         """
-        self._reorder_into(self, indices, cross, reuse=True)
+        moved = None if cross else self._moved_rows(indices)
+        if moved is None:
+            self._reorder_into(self, indices, cross, reuse=True)
+            return self
+        for layer, n in enumerate(self._filled_steps()):
+            for buf in (self._k[layer], self._v[layer]):
+                if buf is not None:
+                    _copy_rows(buf[:, :, :n], moved, indices)
         return self
+
+    def _moved_rows(self, indices: Tensor) -> Tensor | None:
+        """The rows ``(M,)`` an in-place reorder by ``indices (N,)`` changes, when copying only
+        them (gathered, then written back: four row copies each) moves less than copying every
+        row into the spare buffers (two); None otherwise. Beam search keeps each parent's best
+        child in its parent's slot, so that most rows stay where they are."""
+        rows = self._rows()
+        if indices.numel() != rows or any(b is not None and b.requires_grad for b in self._k):
+            return None
+        moved = (indices != torch.arange(rows, device=indices.device)).nonzero().squeeze(1)  # (M,)
+        return moved if 2 * moved.numel() < rows else None
 
     def _reorder_into(self, out: "KVCache", indices: Tensor, cross: bool, reuse: bool) -> None:
         if not cross and indices.numel() != self._rows():
@@ -413,8 +431,12 @@ class StaticKVCache(KVCache):
         if store is None or cross or indices.numel() != store.size(1):
             self._store = self._spare_store = None  # the buffers are their own tensors from now on
             return super().reorder_(indices, cross)
-        spare = self._spare_store if self._spare_store is not None else torch.zeros_like(store)
         m = self.length  # the filled steps: what lies past them is never read
+        moved = self._moved_rows(indices)
+        if moved is not None:
+            _copy_rows(store[:, :, :, :m].transpose(0, 1), moved, indices)  # rows first
+            return self
+        spare = self._spare_store if self._spare_store is not None else torch.zeros_like(store)
         torch.index_select(store[:, :, :, :m], 1, indices.to(store.device), out=spare[:, :, :, :m])
         self._store, self._spare_store = spare, store
         self._k, self._v = list(spare[:n]), list(spare[n:])
@@ -477,6 +499,13 @@ class StaticKVCache(KVCache):
     def _set_filled(self, source: KVCache) -> None:
         pos = getattr(source, "_pos", None)
         self._pos = None if pos is None else pos.clone()
+
+
+def _copy_rows(buf: Tensor, moved: Tensor, indices: Tensor) -> None:
+    """Row ``r`` of ``buf (N, ...)`` becomes its row ``indices[r]``, for the rows ``moved (M,)``
+    only, in place (the sources are gathered first: a row may be both)."""
+    idx = indices.to(buf.device)
+    buf.index_copy_(0, moved.to(buf.device), buf.index_select(0, idx[moved.to(idx.device)]))
 
 
 def bucket(steps: int) -> int:
