@@ -124,7 +124,8 @@ def test_n_best_larger_than_beam_is_rejected():
 def test_blocked_candidate_selection_equals_ranking_every_extension(vocab):
     # Large vocabularies rank block maxima first (beam._top_candidates); the result must be the
     # plain top-2K over scores + log-probs, including beams at -inf and banned (-inf) tokens.
-    from transformer.decoding.beam import _block_size, _top_candidates
+    from transformer.decoding.beam import _top_candidates
+    from transformer.decoding.common import block_size as _block_size
 
     assert _block_size(vocab) is not None
     gen = torch.Generator().manual_seed(vocab)

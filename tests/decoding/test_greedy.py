@@ -76,3 +76,30 @@ def test_hard_max_len_caps_every_sentence():
     caps = max_target_lengths(src, pad_id=0, max_len_a=2.0, max_len_b=10)
     assert caps.tolist() == [20, 14]
     assert max_target_lengths(src, 0, 2.0, 10, max_len=16).tolist() == [16, 14]
+
+
+@pytest.mark.parametrize("vocab", [50, 1009, 8000])
+def test_the_compiled_steps_choice_is_the_first_largest_allowed_score(vocab):
+    # A compiled greedy step chooses from the raw scores (greedy._traced_choice), by blocks over
+    # a large vocabulary: the first index of the largest allowed score, as torch.max, banned ids
+    # (here holding the maximum) never, and with scores the log-softmax's value of the choice.
+    from types import SimpleNamespace
+
+    from transformer.decoding.greedy import _traced_choice
+
+    gen = torch.Generator().manual_seed(vocab)
+    logits = torch.randn(9, vocab, generator=gen) * 4.0
+    logits[0, BOS] = logits[1, PAD] = 50.0  # banned ids holding the row's maximum
+    logits[2, [7, vocab - 3]] = logits[3, [10, 11]] = 40.0  # ties: across blocks, within one
+    model = SimpleNamespace(decode_step_logits=lambda last, enc, cache: (logits.clone(), cache))
+    allowed = logits.clone()
+    allowed[:, [PAD, BOS]] = float("-inf")
+    want_lp, want = torch.log_softmax(logits, -1).gather(1, allowed.argmax(-1, keepdim=True)).squeeze(1), allowed.argmax(-1)
+    assert want[2] == 7 and want[3] == 10
+    for with_scores in (False, True):
+        lp, best, _ = _traced_choice(model, (PAD, BOS), with_scores)(None, None, None)
+        assert torch.equal(best, want)
+        if with_scores:
+            torch.testing.assert_close(lp, want_lp, rtol=0, atol=1e-5)
+        else:
+            assert lp is None

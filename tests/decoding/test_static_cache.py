@@ -295,7 +295,7 @@ def test_compiled_beam_search_decodes_each_later_step_as_one_graph(monkeypatch):
     """Beam search's step after the first (the decoder step, its candidates over a vocabulary
     large enough to be ranked in blocks, and the beams that survive) is one compiled call, and
     the hypotheses are eager search's."""
-    from transformer.decoding.beam import MIN_BLOCKED_VOCAB
+    from transformer.decoding.common import MIN_BLOCKED_VOCAB
     from transformer.decoding.compiled import CompiledDecoding, _CompiledStep
     from transformer.decoding.exported import ExportedStep
 

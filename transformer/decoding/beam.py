@@ -36,7 +36,8 @@ import torch
 from torch import Tensor
 
 from transformer.decoding.api import EncoderOutLike, KVCacheLike, Seq2SeqModel
-from transformer.decoding.common import ban_tokens, max_target_lengths, reserve_steps
+from transformer.decoding.common import (ban_tokens, block_maxima, block_size, blocks_log_sum_exp, max_target_lengths,
+                                         reserve_steps)
 
 
 @dataclass(frozen=True)
@@ -268,19 +269,6 @@ def _init_beams(batch: int, k: int, max_lens: list[int], device: torch.device) -
     return _Beams(tokens, scores, max_lens, [[] for _ in range(batch)], [False] * batch)
 
 
-# Candidate selection over blocks of this many vocabulary entries (see ``_top_candidates``);
-# vocabularies smaller than MIN_BLOCKED_VOCAB, or with no divisor in BLOCK_SIZES, take the
-# plain path.
-BLOCK_SIZES = (64, 50, 80, 40, 100, 32, 125, 128, 48, 96, 16)
-MIN_BLOCKED_VOCAB = 1024
-
-
-def _block_size(vocab: int) -> int | None:
-    if vocab < MIN_BLOCKED_VOCAB:
-        return None
-    return next((b for b in BLOCK_SIZES if vocab % b == 0), None)
-
-
 def _top_candidates(scores: Tensor, log_probs: Tensor) -> _Candidates:
     """Best 2K extensions per sentence of ``scores (B, K)`` by ``log_probs (B, K, V)``.
 
@@ -296,7 +284,7 @@ def _top_candidates(scores: Tensor, log_probs: Tensor) -> _Candidates:
     """
     batch, k, vocab = log_probs.shape
     n_cands = min(2 * k, k * vocab)
-    blk = _block_size(vocab)
+    blk = block_size(vocab)
     if blk is None or n_cands * blk >= k * vocab:
         total = scores.unsqueeze(-1) + log_probs  # (B, K, 1) + (B, K, V) -> (B, K, V)
         top, flat = total.view(batch, k * vocab).topk(n_cands, dim=-1)  # (B, C)
@@ -321,26 +309,18 @@ def _raw_candidates(scores: Tensor, logits: Tensor, k: int, banned: tuple[int, .
     ``(N, V)`` log-probabilities are never written out: a compiled beam-5 step of 750 rows
     spent 15.5 ms on them and the blocked search, 7.1 this way (docs/experiments.md). Same
     candidates; the normaliser is summed by blocks, so scores move in the last digits."""
-    n, vocab = logits.shape
-    blk = _block_size(vocab)
+    vocab = logits.size(-1)
+    blk = block_size(vocab)
     if blk is None:
         return _top_candidates(scores, _next_log_probs(torch.log_softmax(logits, dim=-1), k, banned))
     batch, n_blocks = scores.size(0), vocab // blk
-    blocks = logits.view(n, n_blocks, blk)  # (N, V / blk, blk)
-    tops = blocks.amax(dim=-1)  # (N, V / blk)
-    sums = (blocks - tops.unsqueeze(-1)).exp().sum(dim=-1)  # (N, V / blk)
-    top = tops.amax(dim=-1, keepdim=True)  # (N, 1)
-    norm = top.squeeze(-1) + (sums * (tops - top).exp()).sum(dim=-1).log()  # (N,) log-sum-exp
-    ban = ban_tokens(logits.new_zeros(vocab), banned).view(n_blocks, blk)  # (V / blk, blk), -inf at banned
-    held = sorted({i // blk for i in banned if i is not None and 0 <= i < vocab})  # blocks holding a banned id
-    if held:
-        rows = torch.tensor(held, device=logits.device)
-        tops = tops.index_copy(1, rows, (blocks.index_select(1, rows) + ban.index_select(0, rows)).amax(dim=-1))
+    blocks, tops, allowed, ban = block_maxima(logits, blk, banned)  # (N, V / blk, blk), (N, V / blk) x2
+    norm = blocks_log_sum_exp(blocks, tops)  # (N,)
     live = scores - norm.view(batch, k)  # (B, K): the beam's score less its row's normaliser
     n_cands = min(2 * k, k * vocab)
     block_beam = torch.arange(k * n_blocks, device=logits.device) // n_blocks  # (K * V / blk,)
     beam_scores = live.index_select(1, block_beam)  # (B, K * V / blk)
-    best_blocks = (tops.view(batch, k * n_blocks) + beam_scores).topk(n_cands, dim=-1).indices  # (B, C)
+    best_blocks = (allowed.view(batch, k * n_blocks) + beam_scores).topk(n_cands, dim=-1).indices  # (B, C)
     entries = logits.view(batch, k * n_blocks, blk).gather(1, best_blocks.unsqueeze(-1).expand(-1, -1, blk))
     entries = entries + ban.index_select(0, (best_blocks % n_blocks).view(-1)).view(batch, n_cands, blk)
     entries = beam_scores.gather(1, best_blocks).unsqueeze(-1) + entries  # (B, C, blk)

@@ -70,6 +70,45 @@ def max_last(x: Tensor) -> tuple[Tensor, Tensor]:
     return x.gather(-1, idx.unsqueeze(-1)).squeeze(-1), idx
 
 
+# Reductions over a large vocabulary go by blocks of this many entries (``block_size``):
+# vocabularies smaller than MIN_BLOCKED_VOCAB, or with no divisor in BLOCK_SIZES, take the
+# plain path.
+BLOCK_SIZES = (64, 50, 80, 40, 100, 32, 125, 128, 48, 96, 16)
+MIN_BLOCKED_VOCAB = 1024
+
+
+def block_size(vocab: int) -> int | None:
+    if vocab < MIN_BLOCKED_VOCAB:
+        return None
+    return next((b for b in BLOCK_SIZES if vocab % b == 0), None)
+
+
+def block_maxima(scores: Tensor, blk: int, banned: tuple[int | None, ...]) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+    """``scores (N, V)`` as blocks ``(N, V / blk, blk)``; each block's maximum ``(N, V / blk)``,
+    and its largest allowed score (the blocks that hold a ``banned`` id taken again without it);
+    the ban as a ``(V / blk, blk)`` table of 0 and -inf. One pass over the scores, vectorised
+    along their contiguous blocks, where a compiled reduction with an index over a whole row is
+    a scalar loop (docs/experiments.md); a chosen block's entries are then few to read."""
+    n, vocab = scores.shape
+    blocks = scores.view(n, vocab // blk, blk)
+    tops = allowed = blocks.amax(dim=-1)  # (N, V / blk)
+    ban = ban_tokens(scores.new_zeros(vocab), banned).view(vocab // blk, blk)  # (V / blk, blk)
+    held = sorted({i // blk for i in banned if i is not None and 0 <= i < vocab})  # blocks holding a banned id
+    if held:
+        rows = torch.tensor(held, device=scores.device)
+        allowed = tops.index_copy(1, rows, (blocks.index_select(1, rows) + ban.index_select(0, rows)).amax(dim=-1))
+    return blocks, tops, allowed, ban
+
+
+def blocks_log_sum_exp(blocks: Tensor, tops: Tensor) -> Tensor:
+    """Each row's log-sum-exp from its ``blocks (N, V / blk, blk)`` and their maxima ``tops
+    (N, V / blk)``: each block's sum of exponentials, then the blocks' (the log-softmax's
+    normaliser, summed in another order: equal to float32 rounding). ``(N,)``."""
+    sums = (blocks - tops.unsqueeze(-1)).exp().sum(dim=-1)  # (N, V / blk)
+    top = tops.amax(dim=-1, keepdim=True)  # (N, 1)
+    return top.squeeze(-1) + (sums * (tops - top).exp()).sum(dim=-1).log()
+
+
 def reserve_steps(cache: KVCacheLike, steps: int) -> KVCacheLike:
     """Tell ``cache`` how many steps search will feed (``reserve``, if it has one); returns it."""
     reserve = getattr(cache, "reserve", None)

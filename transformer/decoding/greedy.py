@@ -19,7 +19,8 @@ import torch
 from torch import Tensor
 
 from transformer.decoding.api import EncoderOutLike, KVCacheLike, Seq2SeqModel
-from transformer.decoding.common import ban_tokens, max_last, max_target_lengths, reserve_steps
+from transformer.decoding.common import (ban_tokens, block_maxima, block_size, blocks_log_sum_exp, max_last,
+                                         max_target_lengths, reserve_steps)
 
 # Finished rows leave the batch once the row-steps they cost reach the active rows / this.
 DROP_EVERY_ROWS = 4
@@ -124,24 +125,43 @@ def _traced_choice(model: Seq2SeqModel, banned: tuple[int, ...], with_scores: bo
     the largest allowed one and its first index (as ``torch.max`` and ``max_last`` on ties), and
     with scores its log-probability, that score less the log of the normaliser over every id
     (as ``decode_step``'s log-softmax takes it). Written as plain reductions: inductor compiles
-    ``max`` with its index, and a log-softmax written out over ``(A, V)``, to slower loops (a
-    batch of 63 rows: 1.0 against 1.55 ms a step, one thread)."""
+    ``max`` with its index, and a log-softmax written out over ``(A, V)``, to slower loops. A
+    large vocabulary goes by blocks (``common.block_maxima``): the first block holding the
+    largest allowed score, then the first such entry in it (a batch of 63 rows and 8,000 ids,
+    one thread: 0.17 ms against 0.59 over whole rows)."""
     banned = tuple(i for i in banned if i is not None)
 
     def choose(last: Tensor, enc: EncoderOutLike, cache: KVCacheLike):
         logits, cache = model.decode_step_logits(last, enc, cache)  # (A, V)
         logits = logits.float()
-        vocab = logits.size(-1)
-        allowed = logits + ban_tokens(logits.new_zeros(vocab), banned)  # (A, V), -inf at banned ids
-        best_score = allowed.amax(dim=-1, keepdim=True)  # (A, 1)
-        ids = torch.arange(vocab, device=logits.device)
-        best = torch.where(allowed == best_score, ids, vocab).amin(dim=-1).clamp(max=vocab - 1)  # (A,)
-        if not with_scores:
+        blk = block_size(logits.size(-1))
+        if blk is None:
+            best_score, best = _first_max(logits + ban_tokens(logits.new_zeros(logits.size(-1)), banned))
+            norm = _log_sum_exp(logits) if with_scores else None
+        else:
+            blocks, tops, allowed, ban = block_maxima(logits, blk, banned)  # (A, V / blk, blk), (A, V / blk) x2
+            best_score, first = _first_max(allowed)  # (A, 1), (A,) the first block holding it
+            entries = blocks.gather(1, first.view(-1, 1, 1).expand(-1, 1, blk)).squeeze(1) + ban[first]  # (A, blk)
+            best = first * blk + _first_max(entries, best_score)[1]  # (A,)
+            norm = blocks_log_sum_exp(blocks, tops).unsqueeze(-1) if with_scores else None
+        if norm is None:
             return None, best, cache
-        top = logits.amax(dim=-1, keepdim=True)  # (A, 1)
-        norm = top + (logits - top).exp().sum(dim=-1, keepdim=True).log()  # (A, 1) log-sum-exp
         return (best_score - norm).squeeze(-1), best, cache
     return choose
+
+
+def _first_max(x: Tensor, best: Tensor | None = None) -> tuple[Tensor, Tensor]:
+    """The largest entry of each row of ``x (A, M)`` (or ``best (A, 1)``, known), ``(A, 1)``, and
+    the first index holding it, ``(A,)``: the index as the smallest position equal to it."""
+    best = x.amax(dim=-1, keepdim=True) if best is None else best
+    ids = torch.arange(x.size(-1), device=x.device)
+    return best, torch.where(x == best, ids, x.size(-1)).amin(dim=-1).clamp(max=x.size(-1) - 1)
+
+
+def _log_sum_exp(x: Tensor) -> Tensor:
+    """``(A, V) -> (A, 1)``, written out as max + log-sum of exp (a compiled ``logsumexp`` is slower)."""
+    top = x.amax(dim=-1, keepdim=True)
+    return top + (x - top).exp().sum(dim=-1, keepdim=True).log()
 
 
 @dataclass
