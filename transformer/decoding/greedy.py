@@ -50,8 +50,7 @@ def greedy_search(
         max_len_a, max_len_b: at most ``floor(a * src_len + b)`` tokens are generated per
             sentence (EOS included), ``src_len`` being its real (non-pad) length.
         src_lengths: ``(B,)`` real source lengths, if already known.
-        max_len: hard ceiling on generated tokens whatever the source length (the model's
-            positional range).
+        max_len: hard ceiling on generated tokens (the model's positional range).
         return_scores: also return each output's summed log-probability (EOS included).
         start: ``(B,)`` each sentence's first decoder token (a multilingual model's target tag,
             ``data.tag_side=decoder``); None: BOS.
