@@ -28,6 +28,10 @@
 # new /tmp/gpu_check.XXXXXX). GPU_CHECK_SKIP="bench_train profile ..." leaves the named steps out
 # (a rerun of the others). The whole run is held to $GPU_CHECK_BUDGET_S seconds (default 510):
 # a step's box is cut to what is left, and the recipe's training time to what is left less ~100 s.
+# GPU_CHECK_RECIPE=multi30k_multi trains the multilingual recipe (one model, en→{de,fr,cs}) in
+# recipe_train instead, and the evaluations score each of its directions (recipe.json holds them
+# by direction); the steps before it are then better skipped, to leave it their time:
+#   GPU_CHECK_RECIPE=multi30k_multi GPU_CHECK_SKIP="bench_train bench_decode profile" bash scripts/gpu_check.sh OUTDIR
 #
 # GPU_CHECK_DRY=1: the same steps on the CPU at toy sizes (d_model 32, 1+1 layers, a few steps;
 # experiment=multi30k_cpu debug=fast model=tiny and a 20-second cap) to test this script; without
@@ -40,8 +44,7 @@
 # and pytest are there):
 #
 #   mkdir -p .gpu_data/multi30k/data/task1/raw
-#   for s in train val test_2016_flickr test_2017_flickr test_2017_mscoco; do for l in de en; do
-#     cp ../shared/datasets/multi30k/data/task1/raw/$s.$l.gz .gpu_data/multi30k/data/task1/raw/; done; done
+#   cp ../shared/datasets/multi30k/data/task1/raw/*.gz .gpu_data/multi30k/data/task1/raw/   # de en fr cs
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
 #     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
 #     -d .whl hydra-core==1.3.8 omegaconf==2.3.1 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 \
@@ -67,6 +70,11 @@ fi
 cd "$repo" || exit 2
 dry=${GPU_CHECK_DRY:-0}
 [ "$dry" = 0 ] || dry=1
+recipe_name=${GPU_CHECK_RECIPE:-multi30k}
+case "$recipe_name" in
+  multi30k|multi30k_multi) ;;
+  *) echo "error: GPU_CHECK_RECIPE=$recipe_name: expected multi30k or multi30k_multi" >&2; exit 2 ;;
+esac
 budget=${GPU_CHECK_BUDGET_S:-510}
 work=${GPU_CHECK_WORK:-$(mktemp -d /tmp/gpu_check.XXXXXX)}
 mkdir -p "$work"
@@ -177,7 +185,7 @@ if [ "$dry" = 1 ]; then
                 --train-steps 3 --pad-to-multiple 64)
   decode_args=(--train-steps 1 --decode-sentences 16 --decode-max-tokens 512 --max-output-len 8
                --latency-sentences 0 --decode-repeats 1)
-  recipe=multi30k_cpu
+  recipe=${recipe_name}_cpu
   recipe_overrides=(debug=fast model=tiny data.vocab_size=400 accel=none)  # the compiled plain step, as on a GPU
   max_time_s=20
   profile_warmup=2
@@ -185,7 +193,7 @@ else
   dims=(--d-model 512 --layers 4 --heads 8 --d-ff 2048)
   bench_common=(--device cuda --train-sentences 29000 --warmup-steps 10 --train-steps 30 --pad-to-multiple 8)
   decode_args=(--warmup-steps 1 --train-steps 1 --decode-sentences 256 --latency-sentences 0 --decode-repeats 1)
-  recipe=multi30k
+  recipe=$recipe_name
   recipe_overrides=()
   max_time_s=240
   profile_warmup=3
@@ -354,12 +362,17 @@ if metrics_csv.exists():
         for r in rows if r.get("val/bleu") not in (None, "")
     ]
 recipe["test_2016_flickr"] = {}
+keys = ("bleu", "bleu_lowercase", "chrf", "bleu_signature", "sentences", "seconds", "decode")
 for name, stem in (("greedy", "greedy"), ("beam5", "beam")):
     m = load(work / f"eval_{name}" / f"test_2016_flickr.{stem}.json")
-    if m is None:
-        recipe["test_2016_flickr"][name] = {"error": "no result: see log.txt"}
+    # A multilingual model's evaluation writes a file per direction: test_2016_flickr.<src>-<tgt>.<stem>.json
+    each = {f.name.split(".")[1]: load(f) for f in sorted((work / f"eval_{name}").glob(f"test_2016_flickr.*-*.{stem}.json"))}
+    if m is not None:
+        recipe["test_2016_flickr"][name] = {k: m.get(k) for k in keys if k in m}
+    elif each and all(r is not None for r in each.values()):
+        recipe["test_2016_flickr"][name] = {d: {k: r.get(k) for k in keys if k in r} for d, r in each.items()}
     else:
-        recipe["test_2016_flickr"][name] = {k: m.get(k) for k in ("bleu", "bleu_lowercase", "chrf", "bleu_signature", "sentences", "seconds", "decode") if k in m}
+        recipe["test_2016_flickr"][name] = {"error": "no result: see log.txt"}
 (out / "recipe.json").write_text(json.dumps(recipe, indent=2) + "\n")
 
 # summary.md: one row per step, then the numbers that matter.
@@ -411,7 +424,9 @@ prof = (out / "profile.txt").read_text().splitlines() if (out / "profile.txt").e
 lines += [f"    {l}" for l in prof if l.startswith(("data and model", "one step", "loss")) or "warm-up" in l] \
     or ["    no result: see profile.txt"]
 
-lines += ["", "## recipe_train (experiment=multi30k, de→en) and eval_greedy / eval_beam5", ""]
+multi = "multi30k_multi" in (recipe.get("command") or "")
+title = "experiment=multi30k_multi, en→{de,fr,cs}" if multi else "experiment=multi30k, de→en"
+lines += ["", f"## recipe_train ({title}) and eval_greedy / eval_beam5", ""]
 s = recipe.get("train_summary")
 if s:
     conf = recipe.get("config", {})
@@ -421,8 +436,9 @@ if s:
 else:
     lines.append("No training summary: see log.txt.")
 for name, m in recipe["test_2016_flickr"].items():
-    lines.append(f"- test_2016_flickr {name}: BLEU {m.get('bleu', m.get('error'))}"
-                 + (f" (lowercased {m['bleu_lowercase']})" if "bleu_lowercase" in m else ""))
+    for label, r in (m.items() if "bleu" not in m and "error" not in m else [("", m)]):
+        lines.append(f"- test_2016_flickr{' ' + label if label else ''} {name}: BLEU {r.get('bleu', r.get('error'))}"
+                     + (f" (lowercased {r['bleu_lowercase']})" if "bleu_lowercase" in r else ""))
 lines += ["", "## gpu_tests (pytest -m gpu -q tests/gpu)", ""]
 tests = (out / "gpu_tests.txt").read_text().strip().splitlines() if (out / "gpu_tests.txt").exists() else ["no output"]
 lines.append(f"    {tests[-1] if tests else 'no output'}")

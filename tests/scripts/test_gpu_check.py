@@ -55,3 +55,30 @@ def test_dry_run_writes_every_output_and_passes(tmp_path, mirror_root):
         assert re.search(rf"^\| {step} \| ok \|", summary, re.M), f"{step} is not ok in summary.md"
     log = (out / "log.txt").read_text()
     assert "8 steps, 0 failed" in log
+
+
+def test_dry_run_of_the_multilingual_recipe_scores_each_direction(tmp_path, mirror_root):
+    out = tmp_path / "out"
+    env = dict(os.environ, GPU_CHECK_DRY="1", TRANSFORMER_DATA_MIRROR=str(mirror_root),
+               GPU_CHECK_WORK=str(tmp_path / "work"), GPU_CHECK_RECIPE="multi30k_multi",
+               GPU_CHECK_SKIP="bench_train bench_decode profile")
+    proc = subprocess.run(["bash", "scripts/gpu_check.sh", str(out)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    recipe = json.loads((out / "recipe.json").read_text())
+    assert "experiment=multi30k_multi_cpu" in recipe["command"]
+    for search in ("greedy", "beam5"):
+        each = recipe["test_2016_flickr"][search]
+        assert sorted(each) == ["en-cs", "en-de", "en-fr"], each
+        assert all(r["sentences"] == 1000 and r["bleu"] >= 0 for r in each.values())
+    summary = (out / "summary.md").read_text()
+    assert "experiment=multi30k_multi, en→{de,fr,cs}" in summary and "test_2016_flickr en-fr beam5: BLEU" in summary
+
+
+def test_an_unknown_recipe_is_refused_in_one_line(tmp_path):
+    env = dict(os.environ, GPU_CHECK_DRY="1", GPU_CHECK_RECIPE="wmt14", GPU_CHECK_WORK=str(tmp_path / "work"))
+    proc = subprocess.run(["bash", "scripts/gpu_check.sh", str(tmp_path / "out")], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    assert [line for line in proc.stdout.splitlines() + proc.stderr.splitlines() if line.startswith("error:")] == [
+        "error: GPU_CHECK_RECIPE=wmt14: expected multi30k or multi30k_multi"]
