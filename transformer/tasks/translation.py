@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
+from transformer.accel.cross_entropy import runs_on, smoothed_cross_entropy
 from transformer.data.parallel.languages import tag_side
 from transformer.decoding import EnsembleModel, beam_search, greedy_search
 from transformer.decoding.compiled import compiled_decoding
@@ -80,11 +81,14 @@ def real_positions_loss(model: torch.nn.Module, src: torch.Tensor, tgt_in: torch
     On a CPU the ``D -> V`` product, its softmax and their backward are the costliest
     per-position work and padding needs none of it; a boolean index costs no device sync there.
     The shapes depend on the data, so it suits eager CPU training, not a compiled step. Same
-    loss and gradients as ``all_positions_loss``.
+    loss and gradients as ``all_positions_loss``; on a CPU the loss runs by blocks of rows
+    (``accel.cross_entropy``), never writing an ``(N, V)`` fp32 tensor.
     """
     real = tgt_out.ne(pad_id)  # (B, T)
     states = model.decoder_states(src, tgt_in)[real]  # (B, T, D) -> (N, D)
-    return label_smoothed_nll(model.project(states), tgt_out[real], label_smoothing, pad_id)  # (N, V)
+    logits = model.project(states)  # (N, V)
+    loss = smoothed_cross_entropy if runs_on(logits) else label_smoothed_nll
+    return loss(logits, tgt_out[real], label_smoothing, pad_id)
 
 
 # The translation losses by the name ``task.loss`` gives.
