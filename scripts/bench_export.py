@@ -9,7 +9,8 @@ thread each, in one run.
 Ours runs three times: eager, with ``decode.compile=true`` (its first pass over the split, which
 compiles, is timed apart as ``warm_up_seconds``), and with int8 linear layers (``quantize=int8``).
 ``--rounds R`` times every system R times, the systems taking turns, and reports the median pass
-(on a 2-core virtual machine one run's ratios moved by up to 5 % from the next). Both sides translate raw sentences with the
+(on a 2-core virtual machine one run's ratios moved by up to 5 % from the next). ``--bf16`` adds
+ours with ``decode.dtype=bf16``, compiled (a CPU with bf16 instructions). Both sides translate raw sentences with the
 checkpoint's tokenizer and the same length cap (``floor(1.2 * (source pieces + EOS) + 10)``
 tokens, EOS included), length penalty 1.0. Ours is
 ``TranslationTask.translator`` (batches under a ``--max-tokens`` budget, longest first);
@@ -72,6 +73,8 @@ def main(argv: list[str] | None = None) -> dict:
     parser.add_argument("--latency-only", action="store_true", help="only the batch-1 latency runs")
     parser.add_argument("--rounds", type=int, default=1,
                         help="passes over the split per system, the systems in turn; the median is reported")
+    parser.add_argument("--bf16", action="store_true",
+                        help="also ours in bf16, compiled (decode.dtype=bf16; a CPU with bf16 instructions)")
     parser.add_argument("--json", default=None, help="also write the results here")
     args = parser.parse_args(argv)
 
@@ -124,6 +127,10 @@ def whole_file(args, name: str, beam: int, decode_cfg: dict, sources: list[str],
     pass (``seconds_each``: every pass). Compiling (the compiled translator's first pass) is timed
     apart; the int8 model is ours quantized as ``transformer-decode quantize=int8`` does it."""
     _, compile_seconds = timed(lambda: compiled.translate(sources))
+    extra = {}
+    if args.bf16:
+        extra["ours bf16 compiled (decode.dtype=bf16)"] = bf16 = task.translator(decode_cfg | {"compile": True, "dtype": "bf16"})
+        bf16.translate(sources)  # compiles; not timed
     fp32 = task.model
     task.model = apply_quantize(fp32, "int8")
     try:
@@ -131,7 +138,7 @@ def whole_file(args, name: str, beam: int, decode_cfg: dict, sources: list[str],
     finally:
         task.model = fp32
     systems = {"ours (PyTorch)": translator, "ours compiled (decode.compile=true)": compiled,
-               "ours int8 (quantize=int8)": int8}
+               "ours int8 (quantize=int8)": int8} | extra
     passes = {system: (lambda t=t: [n[0][0] for n in t.translate(sources)]) for system, t in systems.items()}
     for weights, engine in engines.items():
         passes[f"CTranslate2 {weights}"] = lambda e=engine: e.translate(sources, beam_size=beam, length_penalty=1.0)

@@ -308,6 +308,10 @@ def main():
         torch.set_num_threads(args.threads)
     torch.manual_seed(0)
     device = torch.device(args.device)
+    if device.type == "cpu":
+        from transformer.inference.memory import keep_freed_memory
+
+        keep_freed_memory()  # as transformer-train does on a CPU (the peer gains from it alike)
     tok, batches, val_src = build_batches(args)
     ours, peer = build_models(tok, args)
     for m in (ours, peer):

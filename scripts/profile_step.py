@@ -30,6 +30,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from transformer.cli.common import CONF_DIR
 from transformer.cli.train import build_datamodule, build_task, training_device
+from transformer.inference.memory import keep_freed_memory
 
 
 def compose_train_config(overrides: list[str], output_dir: str):
@@ -61,6 +62,8 @@ def main() -> int:
     device = torch.device(training_device(cfg))
     precision = str(cfg.trainer.get("precision", "32-true"))
     torch.manual_seed(cfg.seed)
+    if device.type == "cpu":
+        keep_freed_memory()  # as transformer-train does on a CPU
 
     t0 = time.perf_counter()
     dm = build_datamodule(cfg)

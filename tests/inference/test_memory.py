@@ -1,6 +1,7 @@
 """The inference commands keep freed memory for the next allocation (glibc's thresholds)."""
 
 import platform
+from pathlib import Path
 import subprocess
 import sys
 
@@ -52,3 +53,29 @@ def test_the_inference_loader_keeps_freed_memory(monkeypatch):
     with pytest.raises(CheckpointError):  # kept before the checkpoint is read
         load_for_inference("/nonexistent/model.ckpt", "cpu")
     assert calls == [1]
+
+
+@glibc
+def test_training_on_a_cpu_keeps_freed_memory_before_it_builds_anything(monkeypatch, tmp_path):
+    import sys
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
+    from hydra_helpers import compose_cfg
+
+    import transformer.cli.train as train_cli
+
+    calls = []
+
+    class Built(Exception):
+        pass
+
+    def first_build(*args, **kwargs):
+        calls.append("build")
+        raise Built
+
+    monkeypatch.setattr(train_cli, "keep_freed_memory", lambda: calls.append("keep") or True)
+    monkeypatch.setattr(train_cli, "build_datamodule", first_build)
+    cfg = compose_cfg("train", ["experiment=multi30k_cpu", f"output_dir={tmp_path}"])
+    with pytest.raises(Built):
+        train_cli.train(cfg, None)
+    assert calls == ["keep", "build"]

@@ -33,6 +33,7 @@ from transformer.decoding.precision import cpu_has_bf16
 from transformer.decoding.settings import DecodeSettings
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.files import write_text
+from transformer.inference.memory import keep_freed_memory
 from transformer.models.transformer import count_parameters
 from transformer.tasks.build import check_config_types, check_model_config, check_task_config, show
 from transformer.tasks.checkpoint import TASK_KEY, CheckpointError, load_weights, read_checkpoint
@@ -406,6 +407,8 @@ def train(cfg: DictConfig, ckpt: dict | None) -> dict:
         log.info("data cache: %s (TRANSFORMER_CACHE=<folder> or data.data_dir=<folder> moves it)",
                  Path(cfg.data.data_dir).resolve())
     L.seed_everything(cfg.seed, workers=True)
+    if training_device(cfg) == "cpu":
+        keep_freed_memory()  # every step frees and allocates the same large tensors again
     out.mkdir(parents=True, exist_ok=True)
     # A resumed run has its weights and tokenizer in its checkpoint: init_from starts fresh runs only.
     pretrained = read_init_from(cfg) if cfg.get("init_from") is not None and ckpt is None else None
