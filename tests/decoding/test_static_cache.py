@@ -8,12 +8,14 @@ of varied lengths, and must read each model's own weights.
 
 from __future__ import annotations
 
+from copy import deepcopy
+
 import pytest
 import torch
 
 from transformer.decoding import EnsembleModel, beam_search, greedy_search
 from transformer.decoding.common import reserve_steps
-from transformer.decoding.compiled import compiled_decoding
+from transformer.decoding.compiled import CompiledDecoding, compiled_decoding
 from transformer.models import EncoderDecoder, TransformerConfig
 from transformer.modules.kv_cache import KVCache, StaticKVCache, bucket
 from transformer.modules.positional import LearnedPositionalEncoding, RelativePositionBias
@@ -245,9 +247,9 @@ def test_decode_compile_is_a_boolean_for_autoregressive_checkpoints_only():
 
 @pytest.mark.slow  # compiling on a CPU: about a minute
 def test_on_a_cpu_the_step_freezes_its_weights_and_calls_them_from_cpp():
-    """The settings a batch-1 step's speed rests on take effect: inductor's freezing (the
-    weights constants of the graph, multiplied by MKL's plain products rather than oneDNN's
-    packed ones) and the C++ wrapper (no Python between kernels)."""
+    """The settings a step's speed rests on take effect: inductor's freezing (the weights
+    constants of the graph, a batch's products on weights packed once for oneDNN) and the C++
+    wrapper (no Python between kernels)."""
     from torch._inductor.utils import run_and_get_code
 
     torch._dynamo.reset()
@@ -258,9 +260,19 @@ def test_on_a_cpu_the_step_freezes_its_weights_and_calls_them_from_cpp():
     assert out == greedy_search(model, src, **args)
     code = "\n".join(codes)
     assert "_frozen_param" in code  # the weights are constants of the graph
-    assert "aoti_torch_cpu_mm_out" in code or "aoti_torch_cpu_addmm_out" in code  # plain products on them
-    assert "_mkl_linear" not in code and "_linear_pointwise" not in code  # not packed for oneDNN
+    assert "_linear_pointwise" in code and "_mkl_linear" not in code  # packed for oneDNN, not MKL
     assert "RAIIAtenTensorHandle" in code  # the wrapper is C++
+
+
+def test_only_a_single_fp32_row_keeps_the_plain_product():
+    """A compiled program packs its weights for oneDNN unless its products have one fp32 row
+    (a sentence's greedy step), which keeps MKL's plain product; a GPU freezes nothing."""
+    fp32 = CompiledDecoding(_model(7))
+    bf16 = CompiledDecoding(deepcopy(_model(7)).to(torch.bfloat16))
+    assert fp32.program_settings(1) == {"freezing": True, "cpp.weight_prepack": False}
+    for wrapper, rows in ((fp32, 5), (fp32, 40), (bf16, 1), (bf16, 5)):
+        assert wrapper.program_settings(rows) == {"freezing": True, "cpp.weight_prepack": True}
+    assert CompiledDecoding(_model(7), "cuda").program_settings(1) == {"freezing": False}
 
 
 @pytest.mark.slow  # compiling three models on a CPU: about a minute

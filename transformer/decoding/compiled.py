@@ -14,10 +14,10 @@ source length and number of steps so far (the cache shows each step only its fil
 ``StaticKVCache.limit``), and a graph for a single row or a first step (sizes of 1 are always
 specialised); a warm-up over a few batches compiles them, and nothing recompiles after it
 (tested). On a CPU, inductor's
-``freezing`` makes the weights constants, so every ``nn.Linear`` runs as an MKL product on a
-frozen weight (not packed for oneDNN, which was slower one sentence at a time, see
-``_frozen_settings``), the step's small element-wise operations are fused, and the code that
-calls them in order is C++ (``cpp_wrapper``). What a call costs besides the step itself is the check
+``freezing`` makes the weights constants, so every ``nn.Linear`` runs as a oneDNN product on a
+weight packed once for it, or, for a single fp32 row, as MKL's plain product on the frozen
+weight (``_frozen_settings``), the step's small element-wise operations are fused, and the code
+that calls them in order is C++ (``cpp_wrapper``). What a call costs besides the step itself is the check
 that the inputs fit the graph: sizes, dtypes and devices, compiled to C++; the modules are not
 re-checked (their weights are constants of the graph).
 
@@ -72,13 +72,21 @@ class CompiledDecoding:
         # Built once and entered around every call (each patch is reusable): building them anew
         # cost a step 40-80 microseconds on a CPU, a few percent of a batch-1 step.
         self._cpu = torch.device(device).type == "cpu"
+        first = next(model.parameters(), None)
+        self._fp32 = first is None or first.dtype == torch.float32
+        # Batches (torch.compile's graphs, their rows symbolic) have several rows.
         self._frozen = torch._inductor.config.patch(_frozen_settings(self._cpu))
         self._dynamo = _dynamo_settings()
         self._traced = _input_major(model) if self._cpu else model  # what the graphs are traced from
         self._encode = _compile(_own(self._traced.encode), self._cpu)
-        self._encode_one = ExportedEncoder(self._traced, _frozen_settings(True)) if self._cpu else None
+        self._encode_one = ExportedEncoder(self._traced, self.program_settings) if self._cpu else None
         self._cross: tuple | None = None  # the last single sentence's (enc, cross-attention keys and values)
         self._steps: dict[tuple, object] = {}  # search_step's key -> the compiled step
+
+    def program_settings(self, rows: int) -> dict:
+        """Inductor's settings for a graph whose products have ``rows`` rows (a symbolic count:
+        its first call's) on this wrapper's device and dtype; see ``_frozen_settings``."""
+        return _frozen_settings(self._cpu, one_fp32_row=rows == 1 and self._fp32)
 
     @property
     def vocab_size(self) -> int:
@@ -142,7 +150,7 @@ class _CompiledStep:
     def __init__(self, wrapper: CompiledDecoding, make, key: tuple):
         self.wrapper, self.key = wrapper, key
         self.compiled = _compile(_own(make(wrapper._traced)), wrapper._cpu)
-        self.exported = ExportedStep(make, wrapper._traced, _frozen_settings(True)) if wrapper._cpu else None
+        self.exported = ExportedStep(make, wrapper._traced, wrapper.program_settings) if wrapper._cpu else None
 
     def __call__(self, tokens: Tensor, enc: EncoderOutLike, cache: StaticKVCache, *rest: Tensor):
         if self.exported is None or cache.cross(0)[0].size(0) > 1:  # a GPU, or several sentences
@@ -162,11 +170,11 @@ def _decode_step_logits(model: nn.Module):
 def _input_major(model: nn.Module) -> nn.Module:
     """A copy of ``model`` whose ``nn.Linear`` weights are stored input-major: the same
     ``(out, in)`` tensors, laid out as their transpose, so that ``F.linear``'s product reads a
-    contiguous ``(in, out)`` matrix. MKL multiplies a few rows by it faster than by the
-    transposed one: for a beam-5 step's five rows the model's 25 products took 0.61 ms against
-    1.00 (one thread), and one sentence at a time beam 5 decoded 1.11-1.13× faster; one row
-    costs the same either way, and whole batches gain less (greedy 1.06×, beam 5 even;
-    docs/experiments.md). A linear layer tied to an embedding (the output layer) gets a copy of
+    contiguous ``(in, out)`` matrix. MKL's product, which a single fp32 row gets
+    (``_frozen_settings``), reads it faster than the transposed one: on an AMD EPYC the model's
+    21 products of one row took 1.06-1.23 ms against 1.5-2.2 (one thread); on an Intel Xeon one
+    row cost the same either way and five rows 0.61 ms against 1.00 (docs/experiments.md). The
+    weights packed for oneDNN do not depend on it. A linear layer tied to an embedding (the output layer) gets a copy of
     its own: the embedding keeps its rows contiguous, since it reads one per token (as one
     column of an input-major table, a batch's 2,000 source tokens took 5.6 ms). The copy holds
     the weights a second time while the wrapper lives; the wrapped model is left as it is."""
@@ -212,13 +220,20 @@ def _weights_and_inputs(guards) -> list[bool]:
     return [g.guard_type == "ID_MATCH" or not g.orig_guard.source.is_unspecialized_nn_module() for g in guards]
 
 
-def _frozen_settings(cpu: bool) -> dict:
+def _frozen_settings(cpu: bool, one_fp32_row: bool = False) -> dict:
     """Inductor's settings for a compiled decoding call. On a CPU the weights are constants of
-    the graph (``freezing``), left in the layout they have rather than packed for oneDNN
-    (``cpp.weight_prepack``): one sentence at a time, MKL's product on the frozen weights made
-    greedy decoding about 1.15× faster than oneDNN's packed one, and a batch as fast, and it
-    compiles sooner (docs/experiments.md)."""
-    return {"freezing": True, "cpp.weight_prepack": False} if cpu else {"freezing": False}
+    the graph (``freezing``), packed once into oneDNN's blocked layout (``cpp.weight_prepack``),
+    except for a product of one fp32 row, which multiplies MKL's plain product on the frozen
+    weight as it is (``accel.linear`` draws the same line): one sentence at a time, fp32 greedy
+    decoding was about 1.17× faster that way on an Intel Xeon and 1.56× on an AMD EPYC, where
+    oneDNN's layout for a single row is slow. Several rows (beams, batches, the encoder's
+    tokens) and bf16 go to oneDNN: on the AMD EPYC MKL multiplied five rows by the model's
+    weights in 2.4-2.7 ms against oneDNN's 1.3-1.9, and beam 5 one sentence at a time took
+    36 ms against 59, whole files decoded 1.19× (greedy) and 1.29× (beam 5) faster, and bf16
+    one row 17.5 ms against 28.4; on the Intel Xeon whole files were even (docs/experiments.md)."""
+    if not cpu:
+        return {"freezing": False}
+    return {"freezing": True, "cpp.weight_prepack": not one_fp32_row}
 
 
 def _dynamo_settings():

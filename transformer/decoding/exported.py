@@ -27,6 +27,7 @@ place) is made contiguous, the layout the programs are compiled for.
 from __future__ import annotations
 
 import io
+from collections.abc import Callable
 from dataclasses import fields
 from itertools import chain
 from operator import itemgetter
@@ -42,10 +43,10 @@ from transformer.modules.kv_cache import StaticKVCache
 
 class ExportedStep:
     """``make(model)`` (a search's step, see the module doc) compiled ahead of time, one program
-    per kind of input (the model's encoder output and cache, and ``_layout``); ``settings``:
-    inductor's settings for the programs."""
+    per kind of input (the model's encoder output and cache, and ``_layout``); ``settings(rows)``:
+    inductor's settings for a program whose products have ``rows`` rows."""
 
-    def __init__(self, make, model: nn.Module, settings: dict):
+    def __init__(self, make, model: nn.Module, settings: Callable[[int], dict]):
         self.make, self.model, self.settings = make, model, settings
         self._programs: dict[tuple, _Program] = {}
         self._last: _Program | None = None
@@ -74,7 +75,7 @@ class ExportedStep:
         dims = tuple(None if x is None else {d: Dim.AUTO for d in range(x.dim())
                                              if x.size(d) != 1 and (v is None or d in v)}
                      for x, v in zip(inputs, varying))
-        program = _compile(module, inputs, (dims[0], dims[1:]), self.settings)
+        program = _compile(module, inputs, (dims[0], dims[1:]), self.settings(inputs[0].size(0)))
         program.mode = kind[2:4]
         return program
 
@@ -82,9 +83,10 @@ class ExportedStep:
 class ExportedEncoder:
     """One sentence's encoder compiled ahead of time, with every decoder layer's
     cross-attention keys and values of its output (``decoder.cross_kv``): ``src (1, S) ->
-    (enc, cross)``, the source length symbolic; ``settings``: inductor's settings."""
+    (enc, cross)``, the source length symbolic; ``settings(rows)``: inductor's settings for a
+    program whose products have ``rows`` rows (the source's tokens)."""
 
-    def __init__(self, model: nn.Module, settings: dict):
+    def __init__(self, model: nn.Module, settings: Callable[[int], dict]):
         self.model, self.settings = model, settings
         self._program: _Program | None = None
         self._module: _Encode | None = None
@@ -95,7 +97,7 @@ class ExportedEncoder:
             with torch.no_grad():
                 probe = self.model.encode(src)  # which of the output's fields exist
             self._module, self._dtype = _Encode(self.model, type(probe), [v is not None for v in _fields(probe)]), src.dtype
-            self._program = _compile(self._module, [src], ({1: Dim.AUTO},), self.settings)
+            self._program = _compile(self._module, [src], ({1: Dim.AUTO},), self.settings(src.numel()))
         self._program.shapes.check([src])
         return self._module.unflatten(self._program.run(src))
 
