@@ -129,9 +129,9 @@ def whole_file(args, name: str, beam: int, decode_cfg: dict, sources: list[str],
     warm_up = {"ours compiled (decode.compile=true)": timed(lambda: compiled.translate(sources))[1]}
     extra = {}
     if args.bf16:
-        name = "ours bf16 compiled (decode.dtype=bf16)"
-        extra[name] = bf16 = task.translator(decode_cfg | {"compile": True, "dtype": "bf16"})
-        warm_up[name] = timed(lambda: bf16.translate(sources))[1]
+        system = "ours bf16 compiled (decode.dtype=bf16)"
+        extra[system] = bf16 = task.translator(decode_cfg | {"compile": True, "dtype": "bf16"})
+        warm_up[system] = timed(lambda: bf16.translate(sources))[1]
     fp32 = task.model
     task.model = apply_quantize(fp32, "int8")
     try:

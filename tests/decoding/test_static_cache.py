@@ -265,14 +265,35 @@ def test_on_a_cpu_the_step_freezes_its_weights_and_calls_them_from_cpp():
 
 
 def test_only_a_single_fp32_row_keeps_the_plain_product():
-    """A compiled program packs its weights for oneDNN unless its products have one fp32 row
-    (a sentence's greedy step), which keeps MKL's plain product; a GPU freezes nothing."""
+    """A compiled program freezes its weights and packs them for oneDNN unless its products have
+    one fp32 row (a sentence's greedy step), which is not frozen, so that it keeps MKL's plain
+    product; a GPU freezes nothing."""
     fp32 = CompiledDecoding(_model(7))
     bf16 = CompiledDecoding(deepcopy(_model(7)).to(torch.bfloat16))
-    assert fp32.program_settings(1) == {"freezing": True, "cpp.weight_prepack": False}
+    assert fp32.program_settings(1) == {"freezing": False}
     for wrapper, rows in ((fp32, 5), (fp32, 40), (bf16, 1), (bf16, 5)):
         assert wrapper.program_settings(rows) == {"freezing": True, "cpp.weight_prepack": True}
-    assert CompiledDecoding(_model(7), "cuda").program_settings(1) == {"freezing": False}
+    assert CompiledDecoding(_model(7), "cuda").program_settings(5) == {"freezing": False}
+
+
+@pytest.mark.slow  # compiling on a CPU: about a minute
+def test_one_sentence_packs_its_beams_products_and_not_its_greedy_rows():
+    """In one process, after programs that pack their weights, a sentence's greedy step (one
+    row) still compiles without packing, and its beam step (several rows) with it; outputs equal
+    eager search's."""
+    from torch._dynamo.utils import counters
+
+    torch._dynamo.reset()
+    model, src = _model(7), _sources(1, seed=8)
+    wrapper = compiled_decoding(model)
+    args = dict(**SPECIALS, max_len_a=1.0, max_len_b=2)
+    packed = lambda: counters["inductor"]["mkldnn_linear_weight_pack_matcher_count"]  # noqa: E731
+    before = packed()
+    assert beam_search(wrapper, src, beam_size=3, **args) == beam_search(model, src, beam_size=3, **args)
+    after_beam = packed()
+    assert greedy_search(wrapper, src, **args) == greedy_search(model, src, **args)
+    assert after_beam > before  # the encoder's and the beams' products were packed
+    assert packed() == after_beam  # the greedy row's were not
 
 
 @pytest.mark.slow  # compiling three models on a CPU: about a minute

@@ -15,16 +15,16 @@ source length and number of steps so far (the cache shows each step only its fil
 specialised); a warm-up over a few batches compiles them, and nothing recompiles after it
 (tested). On a CPU, inductor's
 ``freezing`` makes the weights constants, so every ``nn.Linear`` runs as a oneDNN product on a
-weight packed once for it, or, for a single fp32 row, as MKL's plain product on the frozen
-weight (``_frozen_settings``), the step's small element-wise operations are fused, and the code
-that calls them in order is C++ (``cpp_wrapper``). What a call costs besides the step itself is the check
+weight packed once for it (a single fp32 row keeps MKL's plain product, ``_frozen_settings``),
+the step's small element-wise operations are fused, and the code that calls them in order is
+C++ (``cpp_wrapper``). What a call costs besides the step itself is the check
 that the inputs fit the graph: sizes, dtypes and devices, compiled to C++; the modules are not
 re-checked (their weights are constants of the graph).
 
 One sentence at a time that check and the Python around it were still a seventh of a greedy
 step, so on a CPU a single sentence's decoder steps (its one row, or its beams) run a program
 compiled ahead of time from the same step instead (``torch.export`` and AOTInductor, with the
-same freezing; ``decoding.exported``), called without dynamo, and so does its encoder, together
+same settings; ``decoding.exported``), called without dynamo, and so does its encoder, together
 with the decoder's cross-attention keys and values (which ``init_cache`` then takes rather than
 computing them eagerly): greedy decoding one sentence at a time went from about 22 to 18.6 ms a
 sentence on the CPU recipe's checkpoint. Batches keep the ``torch.compile`` graphs, where the
@@ -223,17 +223,18 @@ def _weights_and_inputs(guards) -> list[bool]:
 def _frozen_settings(cpu: bool, one_fp32_row: bool = False) -> dict:
     """Inductor's settings for a compiled decoding call. On a CPU the weights are constants of
     the graph (``freezing``), packed once into oneDNN's blocked layout (``cpp.weight_prepack``),
-    except for a product of one fp32 row, which multiplies MKL's plain product on the frozen
-    weight as it is (``accel.linear`` draws the same line): one sentence at a time, fp32 greedy
-    decoding was about 1.17× faster that way on an Intel Xeon and 1.56× on an AMD EPYC, where
-    oneDNN's layout for a single row is slow. Several rows (beams, batches, the encoder's
-    tokens) and bf16 go to oneDNN: on the AMD EPYC MKL multiplied five rows by the model's
-    weights in 2.4-2.7 ms against oneDNN's 1.3-1.9, and beam 5 one sentence at a time took
-    36 ms against 59, whole files decoded 1.19× (greedy) and 1.29× (beam 5) faster, and bf16
-    one row 17.5 ms against 28.4; on the Intel Xeon whole files were even (docs/experiments.md)."""
-    if not cpu:
+    except in a program whose products have one fp32 row (a sentence's greedy step), which is
+    not frozen: its products stay MKL's plain ones (``accel.linear`` draws the same line), and
+    the weights are still the program's constants (``decoding.exported``). Inductor registers
+    its packing passes at the first frozen compile in a process and applies them to every
+    frozen compile after it, whatever that compile's settings, so a program that must not be
+    packed must not be frozen. On a 2-core AMD EPYC, one thread: one sentence's beam-5 step took
+    1.9 ms packed against 4.1 plain, a greedy step 1.6-1.9 unfrozen against 2.0-2.3 packed
+    (oneDNN's layout for one row is slow there), whole files decoded 1.19× (greedy) and 1.29×
+    (beam 5) faster packed, and bf16 one sentence at a time 1.6× faster (docs/experiments.md)."""
+    if not cpu or one_fp32_row:
         return {"freezing": False}
-    return {"freezing": True, "cpp.weight_prepack": not one_fp32_row}
+    return {"freezing": True, "cpp.weight_prepack": True}
 
 
 def _dynamo_settings():

@@ -4,7 +4,7 @@ A compiled step called through ``torch.compile`` pays, at every call, for dynamo
 its inputs fit one of the graphs it holds and for the Python around that check: one sentence
 at a time, about 0.17 ms of a 1.25 ms greedy step on a CPU. ``ExportedStep`` compiles the same
 step from the same modules into a shared library instead (AOTInductor: inductor's C++ code, the
-weights frozen as constants as ``decoding.compiled`` does) and calls it directly. The program
+weights its constants, frozen and packed as ``decoding.compiled`` sets) and calls it directly. The program
 checks nothing itself: the check that a call's inputs fit it is the comparisons of ``_Shapes``,
 made in Python from the sizes ``torch.export`` recorded (about 11 microseconds a call). One
 sentence at a time, greedy decoding took 19 ms a sentence against 22 (the CPU recipe's de→en
