@@ -28,7 +28,7 @@ from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.parallel.corpus import multi30k, read_pairs
 from transformer.decoding.precision import cpu_has_bf16
 from transformer.evaluation.hardware import cpu_name
-from transformer.inference.memory import keep_freed_memory
+from transformer.inference.memory import bound_onednn_caches, keep_freed_memory
 from transformer.tasks.translation import TranslationTask
 
 
@@ -54,6 +54,7 @@ def main() -> None:
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     keep_freed_memory()
+    bound_onednn_caches()
     corpus = multi30k("de", "en")
     train = read_pairs(corpus, "train", mirror_root=args.mirror_root)
     sources = [s for s, _ in read_pairs(corpus, "test_2016_flickr", mirror_root=args.mirror_root)][: args.sentences]

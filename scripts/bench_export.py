@@ -43,7 +43,7 @@ import torch
 
 from transformer.accel.quantize import apply_quantize
 from transformer.evaluation.hardware import cpu_name
-from transformer.inference.memory import keep_freed_memory
+from transformer.inference.memory import bound_onednn_caches, keep_freed_memory
 
 from transformer.data.parallel.corpus import multi30k, read_pairs
 from transformer.evaluation import score_translations
@@ -80,6 +80,7 @@ def main(argv: list[str] | None = None) -> dict:
 
     torch.set_num_threads(args.threads)
     keep_freed_memory()  # as the inference commands do (transformer.inference.memory)
+    bound_onednn_caches()
     task = load_task(args.ckpt)
     hp = task.hparams
     pairs = read_pairs(multi30k(hp.src_lang, hp.tgt_lang), args.split, mirror_root=os.environ.get("TRANSFORMER_DATA_MIRROR"))

@@ -79,3 +79,54 @@ def test_training_on_a_cpu_keeps_freed_memory_before_it_builds_anything(monkeypa
     with pytest.raises(Built):
         train_cli.train(cfg, None)
     assert calls == ["keep", "build"]
+
+
+# One packed oneDNN product at 400 row counts, then the growth of the resident size (MB), after
+# handing freed heap memory back. Unbounded, oneDNN and ideep keep per-shape state for each
+# (about 220 MB here); bounded, at most the bound's worth.
+SHAPES = """
+import ctypes, sys
+from transformer.inference.memory import bound_onednn_caches
+bound_onednn_caches(int(sys.argv[1]))
+import torch
+
+def resident():
+    ctypes.CDLL("libc.so.6").malloc_trim(0)
+    return int([l for l in open("/proc/self/status") if l.startswith("VmRSS")][0].split()[1]) // 1024
+
+packed = torch.ops.mkldnn._reorder_linear_weight(torch.randn(1024, 256), None)
+torch.ops.mkldnn._linear_pointwise(torch.randn(1, 256), packed, None, "none", [], "")
+start = resident()
+for rows in range(2, 400):
+    torch.ops.mkldnn._linear_pointwise(torch.randn(rows, 256), packed, None, "none", [], "")
+print(resident() - start)
+"""
+
+
+@glibc
+@pytest.mark.skipif(platform.machine() not in ("x86_64", "AMD64"), reason="oneDNN's packed products on x86")
+def test_onednn_keeps_a_bounded_number_of_product_shapes(monkeypatch):
+    for name in ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY"):
+        monkeypatch.delenv(name, raising=False)
+    out = subprocess.run([sys.executable, "-c", SHAPES, "8"], capture_output=True, text=True, timeout=120, check=True)
+    assert int(out.stdout.split()[-1]) < 40
+
+
+def test_the_user_s_cache_bound_wins(monkeypatch):
+    from transformer.inference.memory import ONEDNN_CACHE_ENTRIES, bound_onednn_caches
+
+    monkeypatch.setenv("LRU_CACHE_CAPACITY", "7")
+    monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
+    assert bound_onednn_caches() == {"ONEDNN_PRIMITIVE_CACHE_CAPACITY": str(ONEDNN_CACHE_ENTRIES), "LRU_CACHE_CAPACITY": "7"}
+
+
+def test_the_inference_loader_bounds_onednn_caches_before_reading(monkeypatch):
+    import transformer.inference.memory as memory
+    from transformer.cli.common import load_for_inference
+    from transformer.tasks.checkpoint import CheckpointError
+
+    calls = []
+    monkeypatch.setattr(memory, "bound_onednn_caches", lambda: calls.append(1) or {})
+    with pytest.raises(CheckpointError):
+        load_for_inference("/nonexistent/model.ckpt", "cpu")
+    assert calls == [1]

@@ -417,16 +417,18 @@ def load_for_inference(ckpt_path, device: str = "auto", backend: str = "none", q
     """``(task, device)``: the checkpoint's task (or an ensemble of several) in eval mode on
     ``device``, its model the plain modules or, with ``backend="cpu"``, the CPU fast paths, and,
     with ``quantize="int8"`` (CPU only), its linear layers to int8 (``accel.quantize``).
-    The process keeps the memory it frees from then on (``inference.memory``)."""
+    The process keeps the memory it frees from then on, and bounds oneDNN's per-shape caches
+    (``inference.memory``)."""
     from transformer import accel
     from transformer.accel.quantize import apply_quantize, check_quantize
-    from transformer.inference.memory import keep_freed_memory
+    from transformer.inference.memory import bound_onednn_caches, keep_freed_memory
     from transformer.tasks.checkpoint import load_task
 
     dev = resolve_device(device)  # a bad device or backend fails before the checkpoint is read
     accel.check(backend)
     quantize = check_quantize(quantize, dev.type)
     keep_freed_memory()
+    bound_onednn_caches()
     task = load_task(ckpt_path)
     task.to(dev)
     task.model = apply_quantize(accel.apply(task.model, backend), quantize, backend)

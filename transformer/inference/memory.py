@@ -21,12 +21,23 @@ the thresholds raised, 228 against 256 sentences/s, and beam 5 faster, 73.4 agai
 That suits a command that decodes a file, a server, and training, whose every step reaches the
 same peak again; the inference commands call ``keep_freed_memory`` once, before they load a
 model, and ``transformer-train`` before it builds one to train on a CPU.
+
+oneDNN, which runs compiled decoding's products on packed weights, keeps what it built for each
+product shape it has seen: its own primitive cache and ideep's cache of computations above it,
+1,024 entries each by default. Search changes its row count at every batch and whenever rows
+finish, so a server's resident size grew with every new shape: the compiled server of the CPU
+recipe's checkpoint went from 919 MB to 1,170 MB through a soak and an overload of 500 clients
+(2-core AMD EPYC). ``bound_onednn_caches`` bounds both to 64 entries, enough for the handful of
+weight shapes a step multiplies by at a few row counts at once: the same decoding then stayed at
+850 MB over 60 batches of random sizes where it had grown from 837 to 1,075 MB, at the same
+speed within the machine's noise (docs/experiments.md).
 """
 
 from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import os
 
 # mallopt's parameters (glibc's malloc.h).
 M_TRIM_THRESHOLD = -1  # free memory at the top of the heap past this goes back to the system
@@ -34,6 +45,10 @@ M_MMAP_THRESHOLD = -3  # allocations from this size up get pages of their own (m
 # Both raised to 1 GiB: every tensor of a decoding step comes from the heap, and the heap keeps
 # what is freed.
 THRESHOLD = 1 << 30
+# Entries kept by oneDNN's primitive cache and by ideep's computation cache; both read their
+# environment variable once, at their first use.
+ONEDNN_CACHES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+ONEDNN_CACHE_ENTRIES = 64
 
 
 def keep_freed_memory() -> bool:
@@ -47,3 +62,10 @@ def keep_freed_memory() -> bool:
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
     return bool(mallopt(M_MMAP_THRESHOLD, THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, THRESHOLD))
+
+
+def bound_onednn_caches(entries: int = ONEDNN_CACHE_ENTRIES) -> dict[str, str]:
+    """Bound oneDNN's caches of per-shape products to ``entries`` each, unless the environment
+    already sets them (the user's value wins); the variables as they now stand. Only takes
+    effect before the process's first oneDNN product: each cache reads its variable once."""
+    return {name: os.environ.setdefault(name, str(entries)) for name in ONEDNN_CACHES}
