@@ -23,6 +23,12 @@ output's target pieces plus EOS, from our output re-tokenized, the same for ever
 outputs are equal) beside what one step's products alone cost on this machine
 (``scripts/bench_limit.py``'s ``step_floor``, the model's sizes). ``--latency-only`` skips the
 whole-file runs. ``identical`` counts outputs equal to ours, string for string.
+Each whole-file row also carries its ceiling: the matrix products of ours over the split
+(``products_gflop``: every product torch runs in one eager fp32 pass of our search, the linear
+layers' and attention's, counted by ``torch.utils.flop_counter``), divided by that system's
+seconds, beside this machine's matmul limit at the model's shapes, fp32 and bf16
+(``scripts/bench_limit.py``, measured at the start of the run). CTranslate2's rows divide the
+same count by its time: the work its search does, up to how it batches.
 The process keeps the memory it frees (``transformer.inference.memory``), as the inference
 commands do; CTranslate2, in the same process, has its own caching allocator.
 """
@@ -96,6 +102,7 @@ def main(argv: list[str] | None = None) -> dict:
         engines[weights] = CTranslate2Translator(directory, compute_type=weights, threads=args.threads,
                                                  max_batch_size=args.max_tokens, batch_type="tokens")
 
+    limits = None if args.latency_only else matmul_limits(task)
     results, latency = [], []
     for name, beam in (("greedy", 1), (f"beam{args.beam_size}", args.beam_size)):
         decode_cfg = ({"strategy": "greedy"} if beam == 1 else
@@ -105,7 +112,7 @@ def main(argv: list[str] | None = None) -> dict:
         if args.latency_only:
             latency += batch_one(args, name, beam, sources, translator, compiled, engines["float32"], task)
             continue
-        results += whole_file(args, name, beam, decode_cfg, sources, refs, task, translator, compiled, engines)
+        results += whole_file(args, name, beam, decode_cfg, sources, refs, task, translator, compiled, engines, limits)
         latency += batch_one(args, name, beam, sources, translator, compiled, engines["float32"], task)
 
     import ctranslate2
@@ -115,6 +122,7 @@ def main(argv: list[str] | None = None) -> dict:
         "cpu": cpu_name(), "torch": torch.__version__, "ctranslate2": ctranslate2.__version__,
         "git": subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                               cwd=Path(__file__).resolve().parent).stdout.strip(),
+        "limit_gflop_per_second": None if limits is None else {d: round(max(v.values()), 1) for d, v in limits.items()},
         "results": results, "latency": latency,
     }
     if args.json:
@@ -122,8 +130,26 @@ def main(argv: list[str] | None = None) -> dict:
     return report
 
 
+def matmul_limits(task) -> dict:
+    """``scripts/bench_limit.py``'s GFLOP/s at the checkpoint's model shapes, fp32 and bf16."""
+    from bench_limit import measure, model_shapes
+
+    cfg = task.hparams.model
+    return measure(shapes=model_shapes(cfg["d_model"], cfg["d_ff"], task.model.vocab_size))
+
+
+def products_flops(translator, sources: list[str]) -> float:
+    """The matrix products (FLOPs) of one pass of ``translator`` over ``sources``: every product
+    torch runs, the linear layers' and attention's, counted by torch's ``FlopCounterMode``."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        translator.translate(sources)
+    return counter.get_total_flops()
+
+
 def whole_file(args, name: str, beam: int, decode_cfg: dict, sources: list[str], refs: list[str], task,
-               translator, compiled, engines: dict) -> list[dict]:
+               translator, compiled, engines: dict, limits: dict) -> list[dict]:
     """Every system over the whole split, in turn, ``--rounds`` times; each row reports the median
     pass (``seconds_each``: every pass). Compiling (the compiled translator's first pass) is timed
     apart; the int8 model is ours quantized as ``transformer-decode quantize=int8`` does it."""
@@ -149,6 +175,9 @@ def whole_file(args, name: str, beam: int, decode_cfg: dict, sources: list[str],
         for system, run in passes.items():
             outputs[system], seconds = timed(run)
             times[system].append(seconds)
+    from bench_limit import share
+
+    work = products_flops(translator, sources)  # the eager fp32 search's products
     ours, rows = outputs["ours (PyTorch)"], []
     for system, hyps in outputs.items():
         scores, seconds = score_translations(hyps, refs), statistics.median(times[system])
@@ -156,6 +185,8 @@ def whole_file(args, name: str, beam: int, decode_cfg: dict, sources: list[str],
             "search": name, "system": system, "bleu": scores["bleu"], "bleu_lowercase": scores["bleu_lowercase"],
             "sentences": len(hyps), "seconds": round(seconds, 2), "sentences_per_second": round(len(hyps) / seconds, 1),
             "identical_to_ours": sum(a == b for a, b in zip(hyps, ours)), "bleu_signature": scores["bleu_signature"],
+            "products_gflop": round(work / 1e9, 1), "products_gflop_per_second": round(work / seconds / 1e9, 1),
+            "share_of_limit": share(work / seconds / 1e9, limits),
         } | ({"seconds_each": [round(t, 2) for t in times[system]]} if args.rounds > 1 else {})
           | ({"warm_up_seconds": round(warm_up[system], 1)} if system in warm_up else {}))
         print(json.dumps(rows[-1]), flush=True)

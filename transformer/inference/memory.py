@@ -22,15 +22,18 @@ That suits a command that decodes a file, a server, and training, whose every st
 same peak again; the inference commands call ``keep_freed_memory`` once, before they load a
 model, and ``transformer-train`` before it builds one to train on a CPU.
 
-oneDNN, which runs compiled decoding's products on packed weights, keeps what it built for each
-product shape it has seen: its own primitive cache and ideep's cache of computations above it,
-1,024 entries each by default. Search changes its row count at every batch and whenever rows
-finish, so a server's resident size grew with every new shape: the compiled server of the CPU
-recipe's checkpoint went from 919 MB to 1,170 MB through a soak and an overload of 500 clients
-(2-core AMD EPYC). ``bound_onednn_caches`` bounds both to 64 entries, enough for the handful of
-weight shapes a step multiplies by at a few row counts at once: the same decoding then stayed at
-850 MB over 60 batches of random sizes where it had grown from 837 to 1,075 MB, at the same
-speed within the machine's noise (docs/experiments.md).
+oneDNN, which runs compiled decoding's products on packed weights and bf16 training's products,
+keeps what it built for each product shape it has seen: its own primitive cache and ideep's
+cache of computations above it, 1,024 entries each by default. Search changes its row count at
+every batch and whenever rows finish, and every training batch has a length of its own, so the
+resident size grew with every new shape: the compiled server of the CPU recipe's checkpoint
+went from 919 MB to 1,170 MB through a soak and an overload of 500 clients, and 400 bf16
+updates of the CPU recipe peaked at 4.5 GB (2-core AMD EPYC). ``bound_onednn_caches`` bounds
+both caches to 64 entries, enough for the handful of weight shapes a step multiplies by at a
+few row counts at once: the server then ended at 878 MB, the training peaked at 1.9 GB in the
+same time with the same losses, and decoding kept its speed within the machine's noise
+(docs/experiments.md). The inference commands and ``transformer-train`` on a CPU call it with
+``keep_freed_memory``.
 """
 
 from __future__ import annotations
