@@ -74,12 +74,12 @@ def test_training_on_a_cpu_keeps_freed_memory_and_bounds_onednn_before_it_builds
         raise Built
 
     monkeypatch.setattr(train_cli, "keep_freed_memory", lambda: calls.append("keep") or True)
-    monkeypatch.setattr(train_cli, "bound_onednn_caches", lambda: calls.append("bound") or {})
+    monkeypatch.setattr(train_cli, "bound_onednn_caches", lambda entries: calls.append(("bound", entries)) or {})
     monkeypatch.setattr(train_cli, "build_datamodule", first_build)
     cfg = compose_cfg("train", ["experiment=multi30k_cpu", f"output_dir={tmp_path}"])
     with pytest.raises(Built):
         train_cli.train(cfg, None)
-    assert calls == ["keep", "bound", "build"]
+    assert calls == ["keep", ("bound", 64), "build"]
 
 
 # One packed oneDNN product at 400 row counts, then the growth of the resident size (MB), after

@@ -33,7 +33,7 @@ from transformer.decoding.precision import cpu_has_bf16
 from transformer.decoding.settings import DecodeSettings
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.files import write_text
-from transformer.inference.memory import bound_onednn_caches, keep_freed_memory
+from transformer.inference.memory import TRAINING_CACHE_ENTRIES, bound_onednn_caches, keep_freed_memory
 from transformer.models.transformer import count_parameters
 from transformer.tasks.build import check_config_types, check_model_config, check_task_config, show
 from transformer.tasks.checkpoint import TASK_KEY, CheckpointError, load_weights, read_checkpoint
@@ -409,7 +409,7 @@ def train(cfg: DictConfig, ckpt: dict | None) -> dict:
     L.seed_everything(cfg.seed, workers=True)
     if training_device(cfg) == "cpu":
         keep_freed_memory()  # every step frees and allocates the same large tensors again
-        bound_onednn_caches()  # batches of every length: a new oneDNN product shape each
+        bound_onednn_caches(TRAINING_CACHE_ENTRIES)  # batches of every length: a new oneDNN shape each
     out.mkdir(parents=True, exist_ok=True)
     # A resumed run has its weights and tokenizer in its checkpoint: init_from starts fresh runs only.
     pretrained = read_init_from(cfg) if cfg.get("init_from") is not None and ckpt is None else None
