@@ -14,8 +14,8 @@ raised, 20 steps of the CPU recipe's model on one thread of a 2-core AMD EPYC tr
 the tokens per second in fp32 and 1.07x in bf16 (docs/experiments.md).
 
 The price: the process keeps the memory it freed, so its resident size stays near its peak
-(400 bf16 training updates of the CPU recipe with three validations: 4.7 GB at most against
-3.7). On one 2-core AMD EPYC virtual machine compiled greedy decoding of a file ran slower with
+(400 bf16 training updates of the CPU recipe with three validations, oneDNN's caches unbounded:
+4.7 GB at most against 3.7). On one 2-core AMD EPYC virtual machine compiled greedy decoding of a file ran slower with
 the thresholds raised, 228 against 256 sentences/s, and beam 5 faster, 73.4 against 68.6
 (docs/experiments.md).
 That suits a command that decodes a file, a server, and training, whose every step reaches the
