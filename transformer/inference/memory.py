@@ -15,9 +15,9 @@ the tokens per second in fp32 and 1.07x in bf16 (docs/experiments.md).
 
 The price: the process keeps the memory it freed, so its resident size stays near its peak
 (400 bf16 training updates of the CPU recipe with three validations, oneDNN's caches unbounded:
-4.7 GB at most against 3.7). On one 2-core AMD EPYC virtual machine compiled greedy decoding of a file ran slower with
-the thresholds raised, 228 against 256 sentences/s, and beam 5 faster, 73.4 against 68.6
-(docs/experiments.md).
+4.7 GB at most against 3.7). On one 2-core AMD EPYC virtual machine compiled greedy decoding of
+a file ran slower with the thresholds raised, 228 against 256 sentences/s, and beam 5 faster,
+73.4 against 68.6 (docs/experiments.md).
 That suits a command that decodes a file, a server, and training, whose every step reaches the
 same peak again; the inference commands call ``keep_freed_memory`` once, before they load a
 model, and ``transformer-train`` before it builds one to train on a CPU.
