@@ -2,7 +2,8 @@
 
 bf16 greedy, beam, n-best and ensemble search give what the same search gives on the model cast
 with ``.to(torch.bfloat16)``; the compiled bf16 step gives eager bf16's tokens; the fp32 model
-is left as it is; a CPU without bf16 instructions refuses ``decode.dtype=bf16``.
+is left as it is; beam search ranks its best candidates by scores summed in fp32; a CPU without
+bf16 instructions refuses ``decode.dtype=bf16``.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import pytest
 import torch
 
 from transformer.decoding import EnsembleModel, beam_search, greedy_search
-from transformer.decoding import precision
+from transformer.decoding import beam, precision
 from transformer.decoding.compiled import compiled_decoding
 from transformer.decoding.precision import decoding_model
 from transformer.decoding.settings import DecodeSettings
@@ -103,6 +104,69 @@ def test_bf16_weights_and_cache_with_fp32_log_probs():
     assert enc.memory.dtype == torch.bfloat16 and cache.cross(0)[0].dtype == torch.bfloat16
     assert log_probs.dtype == torch.float32  # the log-softmax runs on fp32 logits
     assert torch.allclose(log_probs.exp().sum(-1), torch.ones(3), atol=1e-5)
+
+
+class _ScoreTable:
+    """A model whose output states are row numbers into a table of ``exact`` fp32 scores:
+    ``project`` rounds them to bf16, as a bf16 model's product does; ``project_ids`` gives them
+    as summed in fp32 (``EncoderDecoder.project_ids``)."""
+
+    def __init__(self, exact: torch.Tensor):
+        self.exact = exact
+
+    def project(self, states: torch.Tensor) -> torch.Tensor:
+        return self.exact[states[:, 0].long()].bfloat16()
+
+    def project_ids(self, states: torch.Tensor, ids: torch.Tensor) -> torch.Tensor:
+        return self.exact[states[:, 0].long()].gather(1, ids)
+
+
+@pytest.mark.parametrize("vocab", [V, 4096])  # a row at once, and by blocks of the vocabulary
+def test_bf16_beam_candidates_are_ranked_by_their_scores_summed_in_fp32(vocab):
+    """Two sentences of two beams, two likely tokens a row. Rounded to bf16 (a multiple of 1/16
+    near 12), beam 1's token 7 overtakes beam 0's token 5 of the first sentence; the search
+    ranks and scores the candidates as the fp32 scores do."""
+    exact = torch.full((4, vocab), -30.0)  # (N, V): rows 0, 1 are sentence 0's beams
+    for row, entries in enumerate([{5: 12.03, 9: 11.2}, {7: 12.04, 9: 11.5}, {5: 9.7, 6: 9.69}, {8: 3.0, 5: 2.0}]):
+        for token, score in entries.items():
+            exact[row, token] = score
+    scores, k, banned = torch.tensor([[-1.0, -0.91], [-1.0, -1.5]]), 2, (PAD, BOS)  # (B, K)
+
+    def ranked(logits):
+        return beam._top_candidates(scores, beam._next_log_probs(torch.log_softmax(logits, -1), k, banned))
+    expected, as_rounded = ranked(exact), ranked(exact.bfloat16().float())
+    assert expected.tokens[0, :2].tolist() == [5, 7] and as_rounded.tokens[0, :2].tolist() == [7, 5]
+    states = torch.arange(4.0).unsqueeze(1)  # (N, 1): each row's number
+    table = _ScoreTable(exact)
+    got = beam._rescored_candidates(scores, states, table.project(states), table, k, banned)
+    assert torch.equal(got.tokens, expected.tokens) and torch.equal(got.beams, expected.beams)
+    assert torch.allclose(got.scores, expected.scores, atol=1e-5)
+
+
+@pytest.mark.parametrize("output_bias", [False, True])
+def test_a_bf16_model_s_scores_of_a_few_ids_are_summed_in_fp32(output_bias):
+    model = _model(5, output_bias=output_bias).to(torch.bfloat16)
+    if output_bias:
+        torch.nn.init.normal_(model.decoder.output_bias)
+    states = (3 * torch.randn(6, TINY["d_model"])).bfloat16()  # (N, D)
+    ids = torch.randint(0, V, (6, 3))  # (N, m)
+    summed = states.float() @ model.decoder.output_proj.weight.float().T  # (N, V), fp32 sums
+    if output_bias:
+        summed = summed + model.decoder.output_bias.float()
+    assert torch.allclose(model.project_ids(states, ids), summed.gather(1, ids), atol=1e-5)
+    assert (model.project(states).float() - summed).abs().max() > 1e-2  # the product's bf16 rounding
+
+
+def test_bf16_beam_search_rescores_every_step_and_fp32_search_none(monkeypatch):
+    calls = []
+    rescore = beam._rescored_candidates
+    monkeypatch.setattr(beam, "_rescored_candidates", lambda *a: calls.append(a[1].dtype) or rescore(*a))
+    model, src = _model(6), _sources(4, seed=6)
+    beam_search(model, src, **ARGS, beam_size=3)
+    assert calls == []
+    beam_search(decoding_model(model, "bf16") if precision.cpu_has_bf16() else model.to(torch.bfloat16), src,
+                **ARGS, beam_size=3)
+    assert len(calls) > 1 and set(calls) == {torch.bfloat16}  # the first step's states and every later's
 
 
 def test_fp32_decoding_uses_the_model_itself():

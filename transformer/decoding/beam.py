@@ -38,6 +38,7 @@ from torch import Tensor
 from transformer.decoding.api import EncoderOutLike, KVCacheLike, Seq2SeqModel
 from transformer.decoding.common import (ban_tokens, block_maxima, block_size, blocks_log_sum_exp, max_target_lengths,
                                          reserve_steps)
+from transformer.decoding.precision import compute_dtype
 
 
 @dataclass(frozen=True)
@@ -158,16 +159,14 @@ def _start(model: Seq2SeqModel, src: Tensor, k: int, max_lens: list[int],
     return enc, cache, _init_beams(batch, k, max_lens, src.device), last
 
 
-def _decode(model: Seq2SeqModel, last: Tensor, enc: EncoderOutLike, cache: KVCacheLike,
-            n_rows: int) -> tuple[Tensor, KVCacheLike]:
-    """One decoder step: log-probabilities ``(N, V)`` for ``n_rows`` = N hypotheses. The first
-    step runs once per sentence (its K beams all start from BOS alike); each beam then gets a
-    copy of its sentence's row, in the cache too."""
-    log_probs, cache = model.decode_step(last, enc, cache)  # (N, V); (B, V) at the first step
-    if log_probs.size(0) != n_rows:
-        k = n_rows // log_probs.size(0)
-        log_probs, cache = log_probs.repeat_interleave(k, dim=0), cache.expand_beams()
-    return log_probs, cache
+def _per_beam(rows: tuple[Tensor, ...], cache: KVCacheLike, n_rows: int) -> tuple[tuple[Tensor, ...], KVCacheLike]:
+    """The first step's outputs ``rows`` for ``n_rows`` = N hypotheses. The first step runs
+    once per sentence (its K beams all start from BOS alike); each beam then gets a copy of its
+    sentence's row, in the cache too."""
+    if rows[0].size(0) == n_rows:
+        return rows, cache
+    k = n_rows // rows[0].size(0)
+    return tuple(r.repeat_interleave(k, dim=0) for r in rows), cache.expand_beams()
 
 
 # (last, encoder output, cache, live scores (B, K)) -> (candidates, survivors, cache)
@@ -176,21 +175,35 @@ StepFn = Callable[[Tensor, EncoderOutLike, KVCacheLike, Tensor], "tuple[tuple, t
 
 def _step_fns(model: Seq2SeqModel, k: int, banned: tuple[int, ...], eos_id: int) -> tuple[StepFn, StepFn]:
     """The first step and every later one: the decoder step, its candidates and the beams that
-    survive (``_choose``). The first decodes one row per sentence (``_decode``). A model that
+    survive (``_choose``). The first decodes one row per sentence (``_per_beam``). A model that
     compiles a search's step with the decoder step it calls (``search_step``:
     ``decoding.compiled``) runs a later step as one graph: one sentence at a time, the choice's
     dozen small operations cost more as separate calls than the graph spends on them."""
     def first(last: Tensor, enc: EncoderOutLike, cache: KVCacheLike, scores: Tensor):
-        log_probs, cache = _decode(model, last, enc, cache, scores.numel())  # (N, V)
-        return (*_choose(scores, log_probs, k, banned, eos_id), cache)
+        if _rescores(model):
+            states, cache = model.decode_step_states(last, enc, cache)  # (B, D), or (N, D)
+            (states, logits), cache = _per_beam((states, model.project(states)), cache, scores.numel())
+            cands = _rescored_candidates(scores, states, logits, model, k, banned)
+        else:
+            log_probs, cache = model.decode_step(last, enc, cache)  # (B, V), or (N, V)
+            (log_probs,), cache = _per_beam((log_probs,), cache, scores.numel())
+            cands = _top_candidates(scores, _next_log_probs(log_probs, k, banned))
+        return (*_choose(cands, k, eos_id), cache)
 
     def make(model: Seq2SeqModel, raw: bool = False) -> StepFn:
+        rescore = _rescores(model)
+
         def later(last: Tensor, enc: EncoderOutLike, cache: KVCacheLike, scores: Tensor):
-            if raw:  # the unnormalised scores: the candidates from their blocks (``_raw_candidates``)
+            if rescore:  # scores rounded to bf16: the best recomputed in fp32
+                states, cache = model.decode_step_states(last, enc, cache)  # (N, D)
+                cands = _rescored_candidates(scores, states, model.project(states), model, k, banned)
+            elif raw:  # the unnormalised scores: the candidates from their blocks
                 logits, cache = model.decode_step_logits(last, enc, cache)  # (N, V)
-                return (*_choose(scores, logits, k, banned, eos_id, raw=True), cache)
-            log_probs, cache = model.decode_step(last, enc, cache)  # (N, V)
-            return (*_choose(scores, log_probs, k, banned, eos_id), cache)
+                cands = _raw_candidates(scores, logits.float(), k, banned)
+            else:
+                log_probs, cache = model.decode_step(last, enc, cache)  # (N, V)
+                cands = _top_candidates(scores, _next_log_probs(log_probs, k, banned))
+            return (*_choose(cands, k, eos_id), cache)
         return later
 
     def make_compiled(model: Seq2SeqModel) -> StepFn:
@@ -199,19 +212,20 @@ def _step_fns(model: Seq2SeqModel, k: int, banned: tuple[int, ...], eos_id: int)
     return first, (make(model) if compile_step is None else compile_step(make_compiled, ("beam", k, banned, eos_id)))
 
 
-def _choose(scores: Tensor, log_probs: Tensor, k: int, banned: tuple[int, ...], eos_id: int, raw: bool = False):
-    """The candidates of live beams ``scores (B, K)`` extended by ``log_probs (N, V)``, and the
-    survivors among them, as tuples of tensors (``_Candidates`` and ``_survivors``'s fields).
-    Which of the K best candidates end a hypothesis is worked out here too, in the compiled
-    step where there is one: as separate calls, those few operations on a ``(B, K)`` tensor
-    cost a sentence's step about 40 microseconds on a CPU. ``raw``: ``log_probs`` are the
-    unnormalised scores (``_raw_candidates``)."""
-    if raw:
-        cands = _raw_candidates(scores, log_probs.float(), k, banned)
-    else:
-        cands = _top_candidates(scores, _next_log_probs(log_probs, k, banned))
+def _choose(cands: _Candidates, k: int, eos_id: int):
+    """The candidates and the survivors among them, as tuples of tensors (``_Candidates`` and
+    ``_survivors``'s fields). Which of the K best candidates end a hypothesis is worked out
+    here too, in the compiled step where there is one: as separate calls, those few operations
+    on a ``(B, K)`` tensor cost a sentence's step about 40 microseconds on a CPU."""
     ends = (cands.tokens[:, :k] == eos_id) & torch.isfinite(cands.scores[:, :k])  # (B, K)
     return (cands.scores, cands.beams, cands.tokens, ends), _survivors(cands, eos_id, k)
+
+
+def _rescores(model: Seq2SeqModel) -> bool:
+    """Whether a step's best candidates are recomputed in fp32 (``_rescored_candidates``): a
+    model that offers its output states (``decode_step_states``, ``project``, ``project_ids``)
+    and computes in a narrower format (``decode.dtype=bf16``)."""
+    return hasattr(model, "project_ids") and compute_dtype(model) != torch.float32
 
 
 def _next_log_probs(log_probs: Tensor, k: int, banned: tuple[int, ...]) -> Tensor:
@@ -327,6 +341,30 @@ def _raw_candidates(scores: Tensor, logits: Tensor, k: int, banned: tuple[int, .
     best, pos = entries.view(batch, n_cands * blk).topk(n_cands, dim=-1)  # (B, C)
     flat = best_blocks.gather(1, pos // blk) * blk + pos % blk  # (B, C) index into K * V
     return _Candidates(best, flat // vocab, flat % vocab)
+
+
+def _rescored_candidates(scores: Tensor, states: Tensor, logits: Tensor, model: Seq2SeqModel, k: int,
+                         banned: tuple[int, ...]) -> _Candidates:
+    """``_raw_candidates`` of a model whose vocabulary scores ``logits (N, V)`` are rounded to
+    bf16, then each candidate's score recomputed in fp32 from the output ``states (N, D)``
+    (``model.project_ids``), its row's normaliser corrected by what its candidates' recomputed
+    probabilities change, and the candidates ranked again. bf16 keeps 8 bits of mantissa: a
+    score of 12 moves by up to 0.03, which swaps near-ties between beams (docs/experiments.md).
+    A row's candidates are its best entries, which hold most of its probability when it has
+    any; a row without candidates has no score to correct."""
+    logits = logits.float()
+    cands = _raw_candidates(scores, logits, k, banned)  # (B, C), ranked by the rounded scores
+    batch, n_cands = cands.tokens.shape
+    rows = (torch.arange(batch, device=states.device).unsqueeze(1) * k + cands.beams).view(-1)  # (B * C,)
+    rounded = logits.view(-1).index_select(0, rows * logits.size(1) + cands.tokens.view(-1))  # (B * C,)
+    exact = model.project_ids(states.index_select(0, rows), cands.tokens.view(-1, 1)).view(-1)
+    change = exact - rounded  # (B * C,)
+    own = cands.scores - scores.gather(1, cands.beams)  # (B, C): each one's rounded log-probability
+    own = torch.where(torch.isfinite(cands.scores), own, float("-inf")).view(-1)  # none from a dead beam
+    shift = torch.zeros_like(logits[:, 0]).index_add(0, rows, own.exp() * change.expm1())  # (N,)
+    total = cands.scores + (change - shift.log1p().index_select(0, rows)).view(batch, n_cands)
+    total, order = total.sort(dim=-1, descending=True)
+    return _Candidates(total, cands.beams.gather(1, order), cands.tokens.gather(1, order))
 
 
 def _finalize_eos(beams: _Beams, cands: _Candidates, eos_id: int, length_penalty: float) -> None:

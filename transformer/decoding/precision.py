@@ -4,8 +4,10 @@ and KV cache.
 bf16 halves the bytes every decoder step reads (weights, cached keys and values) and, on a CPU
 with bf16 instructions (AVX512-BF16, AMX) or a GPU, runs its products at the bf16 rate. The
 search itself stays in fp32: the model's ``decode_step`` turns its logits into fp32 before the
-log-softmax, and beam scores and summed log-probabilities are fp32 (or fp64) tensors, so ranking
-decisions are not made on 8-bit mantissas. A CPU without bf16 instructions only emulates them
+log-softmax, beam search recomputes its best candidates' scores in fp32 from the bf16 output
+states (``beam._rescored_candidates``: a score rounded to bf16 moves by up to 0.03, enough to
+swap near-ties; an ensemble averages its members' rounded probabilities), and beam scores and summed log-probabilities are fp32 (or fp64) tensors, so
+ranking decisions are not made on 8-bit mantissas. A CPU without bf16 instructions only emulates them
 (oneDNN widens every product back to fp32), which is slower than fp32: it is refused there.
 
 bf16 decoding searches a bf16 copy of the model: the fp32 model is left as it is (the server
@@ -42,6 +44,16 @@ def check_dtype(dtype: str, device: torch.device | str) -> None:
                          "products would be emulated, slower than fp32; set decode.dtype=fp32")
 
 
+def compute_dtype(model) -> torch.dtype:
+    """The format ``model`` computes in: its ``dtype`` (a compiled wrapper's), else its first
+    parameter's; fp32 for a model without parameters."""
+    dtype = getattr(model, "dtype", None)
+    if isinstance(dtype, torch.dtype):
+        return dtype
+    first = next(model.parameters(), None) if isinstance(model, nn.Module) else None
+    return torch.float32 if first is None else first.dtype
+
+
 def decoding_model(model: nn.Module, dtype: str) -> nn.Module:
     """``model`` itself for fp32; for bf16 a copy with every floating-point weight and buffer in
     bf16 (its KV caches follow: they hold the keys and values its layers compute). Refused where
@@ -55,4 +67,4 @@ def decoding_model(model: nn.Module, dtype: str) -> nn.Module:
     return copy.deepcopy(model).to(DTYPES[dtype])
 
 
-__all__ = ["DTYPES", "check_dtype", "cpu_has_bf16", "decoding_model"]
+__all__ = ["DTYPES", "check_dtype", "compute_dtype", "cpu_has_bf16", "decoding_model"]

@@ -243,8 +243,20 @@ class EncoderDecoder(nn.Module):
     def decode_step_logits(self, tokens: Tensor, enc: EncoderOut, cache: KVCache) -> tuple[Tensor, KVCache]:
         """As ``decode_step`` but unnormalised scores ``(N, V)``: greedy search without scores
         needs only their argmax, which skips a softmax over the vocabulary at every step."""
-        logits, cache = self.decoder.forward_step(tokens, enc.src_pad_mask, cache)  # (N, t, V)
-        return logits[:, -1], cache
+        states, cache = self.decode_step_states(tokens, enc, cache)  # (N, D)
+        return self.project(states), cache
+
+    def decode_step_states(self, tokens: Tensor, enc: EncoderOut, cache: KVCache) -> tuple[Tensor, KVCache]:
+        """As ``decode_step`` but the last position's output states ``(N, D)``, before the
+        vocabulary projection (``project``, or ``project_ids`` for a few of its scores)."""
+        states, cache = self.decoder.step_states(tokens, enc.src_pad_mask, cache)  # (N, t, D)
+        return states[:, -1], cache
+
+    def project_ids(self, states: Tensor, ids: Tensor) -> Tensor:
+        """The vocabulary scores of ``ids (N, m)`` only, in fp32 whatever the weights' dtype:
+        ``(N, D) -> (N, m)``. A bf16 model's ``project`` rounds each score to 8 bits of mantissa
+        (12 by up to 0.03), which reorders near-ties: beam search rescores its best this way."""
+        return self.decoder.project_ids(states, ids)
 
 
 # ----------------------------------------------------------------------------- the encoder
@@ -354,8 +366,8 @@ class AutoregressiveDecoder(nn.Module):
         -> logits (B, T, V)`` (teacher forcing);
         ``init_cache(memory (N / beams, S, D), beams=1) -> KVCache`` (cross K/V projected once,
         shared by the ``beams`` rows of a sentence);
-        ``forward_step(tokens (N, t), src_pad_mask (N / beams, S), cache) -> (logits (N, t, V), cache)``
-        where the new tokens sit at positions ``cache.length ..``.
+        ``step_states(tokens (N, t), src_pad_mask (N / beams, S), cache) -> (states (N, t, D), cache)``
+        where the new tokens sit at positions ``cache.length ..``; ``project(states)``: logits.
 
     Args:
         cfg: sizes and switches (``TransformerConfig``: ``n_decoder_layers`` deep; the positional
@@ -410,15 +422,16 @@ class AutoregressiveDecoder(nn.Module):
             weights.append(w)
         return self.final_norm(x), weights
 
-    def _run(self, tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights):
-        x, weights = self._states(tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights)
-        return self.project(x), weights  # (B, t, D) -> (B, t, V)
-
     def project(self, states: Tensor) -> Tensor:
         """Vocabulary scores of output states: ``(..., D) -> (..., V)``, plus ``output_bias``
         when the config has one."""
         logits = self.output_proj(states)
         return logits if self.output_bias is None else logits + self.output_bias
+
+    def project_ids(self, states: Tensor, ids: Tensor) -> Tensor:
+        """``project``'s scores of ``ids (N, m)`` only, in fp32: ``(N, D) -> (N, m)``."""
+        scores = (self.output_proj.weight[ids].float() @ states.float().unsqueeze(-1)).squeeze(-1)
+        return scores if self.output_bias is None else scores + self.output_bias[ids].float()
 
     def states(self, tgt_in: Tensor, memory: Tensor, src_pad_mask: Tensor | None = None,
                tgt_pad_mask: Tensor | None = None) -> Tensor:
@@ -434,8 +447,8 @@ class AutoregressiveDecoder(nn.Module):
         on ``(B, T)``, never on the data, so a compiled training step is reused across batches
         (the loss ignores padded positions).
         """
-        logits, weights = self._run(tgt_in, memory, src_pad_mask, tgt_pad_mask, None, need_weights)
-        return (logits, weights) if need_weights else logits
+        states, weights = self._states(tgt_in, memory, src_pad_mask, tgt_pad_mask, None, need_weights)
+        return (self.project(states), weights) if need_weights else self.project(states)
 
     def init_cache(self, memory: Tensor, src_pad_mask: Tensor | None = None, static: bool = False,
                    beams: int = 1, cross: list[tuple[Tensor, Tensor]] | None = None) -> KVCache:
@@ -457,10 +470,11 @@ class AutoregressiveDecoder(nn.Module):
         real = rows.pack(memory)  # (N_real, D): padded keys are masked: only real ones are projected
         return [layer.cross_attn.project_packed(real, rows, kv_only=True) for layer in self.layers]
 
-    def forward_step(self, tokens: Tensor, src_pad_mask: Tensor | None, cache: KVCache) -> tuple[Tensor, KVCache]:
-        """Logits ``(N, t, V)`` for new ``tokens (N, t)``; their self K/V are appended to ``cache``."""
-        logits, _ = self._run(tokens, None, src_pad_mask, None, cache, False)
-        return logits, cache
+    def step_states(self, tokens: Tensor, src_pad_mask: Tensor | None, cache: KVCache) -> tuple[Tensor, KVCache]:
+        """Output states ``(N, t, D)`` for new ``tokens (N, t)`` (``project`` makes them logits);
+        their self K/V are appended to ``cache``."""
+        states, _ = self._states(tokens, None, src_pad_mask, None, cache, False)
+        return states, cache
 
 
 class VocabProjection(nn.Linear):
@@ -678,23 +692,7 @@ def count_parameters(module: nn.Module, trainable_only: bool = True) -> int:
 
 
 __all__ = [
-    "ACTIVATIONS",
-    "AutoregressiveDecoder",
-    "DecoderLayer",
-    "EncoderConfig",
-    "EncoderDecoder",
-    "EncoderLayer",
-    "EncoderOut",
-    "FeedForward",
-    "InputHook",
-    "PositionalFactory",
-    "StackConfig",
-    "TransformerConfig",
-    "TransformerEncoder",
-    "VocabProjection",
-    "count_parameters",
-    "embedding_norm",
-    "final_norm",
-    "hp",
-    "init_weights",
+    "ACTIVATIONS", "AutoregressiveDecoder", "DecoderLayer", "EncoderConfig", "EncoderDecoder", "EncoderLayer",
+    "EncoderOut", "FeedForward", "InputHook", "PositionalFactory", "StackConfig", "TransformerConfig",
+    "TransformerEncoder", "VocabProjection", "count_parameters", "embedding_norm", "final_norm", "hp", "init_weights",
 ]
