@@ -73,7 +73,7 @@ def test_teacher_forced_rows_equal_cached_decoding_steps():
         steps = [BOS, *HYPS[0]]
         with torch.no_grad():
             for t, token in enumerate(steps):
-                _, weights = model.decoder._run(torch.tensor([[token]]), None, enc.src_pad_mask, None, cache, True)
+                _, weights = model.decoder._states(torch.tensor([[token]]), None, enc.src_pad_mask, None, cache, True)
                 for layer, (sw, cw) in enumerate(weights):
                     assert torch.allclose(sw[0, :, 0], att.decoder[layer][0, :, t, : t + 1], atol=1e-5)
                     assert torch.allclose(cw[0, :, 0], att.cross[layer][0, :, t], atol=1e-5)
