@@ -89,7 +89,10 @@ class Seq2SeqModel(Protocol):
 
         The returned ``log_probs`` belong to the caller: search may change them in place.
         A model may also offer ``decode_step_logits`` (same arguments, unnormalised
-        ``(N, V)`` scores); greedy search without scores then uses it.
+        ``(N, V)`` scores); greedy search without scores then uses it. A model that offers
+        ``decode_step_states`` (the ``(N, D)`` states before its vocabulary projection),
+        ``project`` and ``project_ids`` and computes in bf16 has beam search recompute its
+        best candidates' scores in fp32 (``beam._rescored_candidates``).
         """
         ...
 
