@@ -20,7 +20,7 @@ stay as they are. ``apply(model, "none")`` replaces every fast module with a new
 holds the same tensors and none of the fast path's caches: it deep-copies, pickles and compiles
 like a freshly built model. Every fast path equals the plain module (``tests/accel/``) and falls
 back to it off the CPU, in other dtypes and under autocast. Which settings measure fastest:
-BENCHMARKS.md ("Translation throughput vs Hugging Face MarianMT on the CPU").
+BENCHMARKS.md ("Training and decoding speed on the CPU, against the chip's limit").
 """
 
 from __future__ import annotations
