@@ -5,6 +5,7 @@ as configured, and an overloaded model refused at once with a bounded Retry-Afte
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import logging
 import threading
@@ -163,6 +164,35 @@ def test_the_json_format_writes_an_access_line_as_one_object():
     assert "\n" not in line
     parsed = json.loads(line)
     assert parsed == {**parsed, **fields, "level": "INFO", "logger": "transformer.serve.access"}
+
+
+@pytest.mark.parametrize("log_format", ["text", "json"])
+def test_a_path_cannot_forge_a_log_line(gated, log_format):
+    """The access line of a request whose path holds a percent-encoded newline, carriage return,
+    escape or line separator stays one line, keyed or not (a 401 is logged with its path)."""
+    stream = io.StringIO()
+    handler = logging.StreamHandler(stream)
+    handler.setFormatter(JsonFormatter() if log_format == "json" else logging.Formatter("%(message)s"))
+    access_log = logging.getLogger("transformer.serve.access")
+    access_log.addHandler(handler)
+    old_level = access_log.level
+    access_log.setLevel(logging.INFO)
+    forged = "/nothing%0a2099-01-01%20FAKE-ACCESS-LINE%20status=200%0d%1b[2J%E2%80%A8x"
+    try:
+        for config in (ServeConfig(), ServeConfig(api_key=KEY)):
+            with TestClient(create_app([gated], config)) as client:
+                assert client.get(forged).status_code == 404
+                assert client.get("/v1" + forged).status_code in (401, 404)
+    finally:
+        access_log.removeHandler(handler)
+        access_log.setLevel(old_level)
+    lines = stream.getvalue().splitlines()
+    assert len(lines) == 4 and not any(line.startswith("2099") for line in lines)
+    assert all("FAKE-ACCESS-LINE" in line for line in lines)
+    if log_format == "json":
+        assert all(json.loads(line)["path"].startswith(("/nothing\\n2099", "/v1/nothing\\n2099")) for line in lines)
+    else:
+        assert all("\\n2099-01-01 FAKE-ACCESS-LINE status=200\\r\\x1b[2J\\u2028x" in line for line in lines)
 
 
 def test_access_log_false_writes_no_access_line(gated, caplog):

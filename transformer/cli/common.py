@@ -41,6 +41,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from transformer.cli import validate
 from transformer.cli.validate import resolve_device
+from transformer.escapes import CONTROL, escape_controls
 from transformer.files import DiskFullError, disk_full, full_disk_error
 
 # A command's validation step: raises a user error (ValueError, OSError ...) for a bad config.
@@ -95,23 +96,6 @@ class StoppedBySignal(RuntimeError):
     """A run stopped by SIGTERM after saving what it could; the message says how to resume."""
 
     exit_status = 128 + 15  # what a shell reports for a process ended by SIGTERM
-
-
-# Characters a terminal acts on or a reader splits lines at: C0 and C1 controls, DEL, and the
-# Unicode line and paragraph separators.
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
-_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-
-
-def escape_controls(text: str) -> str:
-    """``text`` with every control character written as its escape (``\\n``, ``\\t``, ``\\x00``,
-    ``\\x1b``, ``\\u2028`` ...): a file name, key or checkpoint entry holding one is shown as it
-    is spelled, it cannot move the terminal's cursor or colour it, and the message stays one line."""
-    def escaped(match: re.Match) -> str:
-        char = match.group()
-        return _ESCAPES.get(char) or (f"\\x{ord(char):02x}" if ord(char) < 0x100 else f"\\u{ord(char):04x}")
-
-    return _CONTROL.sub(escaped, text)
 
 
 def error_line(exc: BaseException | str) -> str:
@@ -373,7 +357,7 @@ def hydra_message(exc: BaseException, args: list[str]) -> str:
     group the configs do not have (:data:`GROUP_HINTS`)."""
     text = str(exc)
     for arg in args:  # a typed control character (a newline in a path) shown escaped, not as a line break
-        if _CONTROL.search(arg):
+        if CONTROL.search(arg):
             text = text.replace(arg, escape_controls(arg))
     lines = [line.strip() for line in text.splitlines() if line.strip()]
     cause = exc.__cause__

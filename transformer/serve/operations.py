@@ -29,6 +29,8 @@ from typing import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 
+from transformer.escapes import escape_controls
+
 access_log = logging.getLogger("transformer.serve.access")
 # A request's id: what a client may send is cut to these characters and this length, so that a
 # log line or a header can never carry a newline, a quote or a megabyte.
@@ -198,7 +200,10 @@ class Operations:
         model = info["model"] if info["model"] in self.models else NO_MODEL
         self.metrics.answered(endpoint, model, info["status"], seconds)
         if self.access and access_log.isEnabledFor(logging.INFO):
-            fields = {"method": scope["method"], "path": scope["path"], "model": model, "status": info["status"],
+            # The path arrives percent-decoded: a %0a in it would start a line of the caller's
+            # choosing, so every text field is logged with its control characters escaped.
+            fields = {"method": escape_controls(scope["method"]), "path": escape_controls(scope["path"]),
+                      "model": model, "status": info["status"],
                       "inputs": info["inputs"], "ms": round(seconds * 1000, 1), "id": rid}
             access_log.info("%(method)s %(path)s model=%(model)s status=%(status)s inputs=%(inputs)s ms=%(ms)s "
                             "id=%(id)s", fields, extra={"fields": fields})
