@@ -151,8 +151,16 @@ def save_torch(obj: object, path: Path | str) -> Path:
     return Path(path)
 
 
-__all__ = ["DiskFullError", "atomic_open", "corpus_name", "disk_full", "full_disk_error", "inside", "safe_name", "save_torch", "write_bytes",
+__all__ = ["DiskFullError", "atomic_open", "corpus_name", "disk_full", "full_disk_error", "inside", "refusal_reason", "safe_name", "save_torch", "write_bytes",
            "write_text"]
+
+
+def refusal_reason(exc: BaseException) -> str:
+    """The line of torch's weights-only refusal (``torch.load(weights_only=True)``) that names
+    the object a pickle asked for, not its advice to load the file with code enabled."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    named = [line for line in lines if "GLOBAL" in line or "Unsupported" in line]
+    return (named or lines or ["unsupported content"])[0].rstrip(".")
 
 
 def sha256_file(path: str | os.PathLike) -> str:

@@ -96,6 +96,35 @@ class ConfigReader:
             return default
         return self.left.pop(key)
 
+    def number(self, key: str, default: float) -> float:
+        """A number (not a bool, not a string) under ``key``, or ``default``."""
+        value = self.take(key, default, required=False)
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise HubError(f"config.json: {key}={value!r}: expected a number")
+        return float(value)
+
+    def flag(self, key: str, default: bool) -> bool:
+        """A JSON true or false under ``key``, or ``default``."""
+        value = self.take(key, default, required=False)
+        if not isinstance(value, bool):
+            raise HubError(f"config.json: {key}={value!r}: expected true or false")
+        return value
+
+    def token_id(self, key: str, default: int | None = None, required: bool = True) -> int | None:
+        """A token id (an integer from 0) under ``key``, or ``default``."""
+        value = self.take(key, default, required=required)
+        if value is None and not required:
+            return None
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise HubError(f"config.json: {key}={value!r}: expected a token id (an integer from 0)")
+        return value
+
+    def sizes(self, table: tuple[tuple[str, str], ...]) -> dict[str, Any]:
+        """Our size fields from a family's table of ``(our key, its key)``; their types and ranges
+        are checked against our config's declaration before anything is built
+        (``hub.folder``)."""
+        return {ours: self.take(theirs) for ours, theirs in table}
+
     def finish(self) -> None:
         for key, value in self.left.items():
             if key in BOOKKEEPING:
@@ -106,6 +135,18 @@ class ConfigReader:
                                    f"{MUST_BE[key]!r})")
                 continue
             raise HubError(f"config.json: key {key!r} has no place in our model")
+
+
+#: Each family's size fields: ``(our config key, its config.json key)``. Reading takes them by
+#: this table, the checks name a bad value by its key here, and writing (``export.hf``) inverts it.
+BERT_SIZES = (("vocab_size", "vocab_size"), ("d_model", "hidden_size"), ("n_layers", "num_hidden_layers"),
+              ("n_heads", "num_attention_heads"), ("d_ff", "intermediate_size"),
+              ("max_len", "max_position_embeddings"))
+DISTILBERT_SIZES = (("vocab_size", "vocab_size"), ("d_model", "dim"), ("n_layers", "n_layers"), ("n_heads", "n_heads"),
+                    ("d_ff", "hidden_dim"), ("max_len", "max_position_embeddings"))
+MARIAN_SIZES = (("vocab_size", "vocab_size"), ("d_model", "d_model"), ("n_encoder_layers", "encoder_layers"),
+                ("n_decoder_layers", "decoder_layers"), ("n_heads", "encoder_attention_heads"),
+                ("d_ff", "encoder_ffn_dim"), ("max_len", "max_position_embeddings"))
 
 
 def _one_dropout(hidden: float, attention: float, attention_key: str) -> float:
@@ -129,21 +170,18 @@ def _common(pad_id: int | None) -> dict[str, Any]:
 def bert_config(config: dict[str, Any], roberta: bool = False) -> dict[str, Any]:
     """BERT's (and RoBERTa's) ``config.json`` -> our flat ``MaskedLanguageModel`` config."""
     r = ConfigReader(config)
-    pad_id = r.take("pad_token_id", 1 if roberta else 0, required=False)
+    pad_id = r.token_id("pad_token_id", 1 if roberta else 0, required=False)
     act = _activation("hidden_act", r.take("hidden_act", "gelu", required=False))
     out = {
-        **_common(pad_id),
-        "vocab_size": r.take("vocab_size"), "d_model": r.take("hidden_size"), "n_layers": r.take("num_hidden_layers"),
-        "n_heads": r.take("num_attention_heads"), "d_ff": r.take("intermediate_size"),
-        "max_len": r.take("max_position_embeddings"), "activation": act,
+        **_common(pad_id), **r.sizes(BERT_SIZES), "activation": act,
         "head_activation": "gelu" if roberta else act,  # RobertaLMHead calls gelu whatever hidden_act says
-        "norm_eps": float(r.take("layer_norm_eps", 1e-12, required=False)),
+        "norm_eps": r.number("layer_norm_eps", 1e-12),
         "type_vocab_size": r.take("type_vocab_size", 2, required=False),
-        "tie_output": bool(r.take("tie_word_embeddings", True, required=False)),
+        "tie_output": r.flag("tie_word_embeddings", True),
         "positional": _positional(pad_id + 1 if roberta else 0),  # RoBERTa's rows 0..pad are padding's
     }
-    hidden = r.take("hidden_dropout_prob", 0.1, required=False)
-    out["dropout"] = _one_dropout(hidden, r.take("attention_probs_dropout_prob", hidden, required=False),
+    hidden = r.number("hidden_dropout_prob", 0.1)
+    out["dropout"] = _one_dropout(hidden, r.number("attention_probs_dropout_prob", hidden),
                                   "attention_probs_dropout_prob")
     r.finish()
     return out
@@ -153,18 +191,16 @@ def distilbert_config(config: dict[str, Any]) -> dict[str, Any]:
     """DistilBERT's ``config.json`` -> our flat ``MaskedLanguageModel`` config."""
     r = ConfigReader(config)
     act = _activation("activation", r.take("activation", "gelu", required=False))
-    tie = r.take("tie_word_embeddings", None, required=False)
-    tie_ = r.take("tie_weights_", None, required=False)
+    tie = r.flag("tie_word_embeddings", True) if "tie_word_embeddings" in config else None
+    tie_ = r.flag("tie_weights_", True) if "tie_weights_" in config else None
     out = {
-        **_common(r.take("pad_token_id", 0, required=False)),
-        "vocab_size": r.take("vocab_size"), "d_model": r.take("dim"), "n_layers": r.take("n_layers"),
-        "n_heads": r.take("n_heads"), "d_ff": r.take("hidden_dim"), "max_len": r.take("max_position_embeddings"),
+        **_common(r.token_id("pad_token_id", 0, required=False)), **r.sizes(DISTILBERT_SIZES),
         "activation": act, "head_activation": act, "norm_eps": 1e-12, "type_vocab_size": 0,
-        "tie_output": bool(True if tie is None and tie_ is None else (tie if tie is not None else tie_)),
+        "tie_output": True if tie is None and tie_ is None else (tie if tie is not None else tie_),
         "positional": _positional(0),
     }
-    hidden = r.take("dropout", 0.1, required=False)
-    out["dropout"] = _one_dropout(hidden, r.take("attention_dropout", hidden, required=False), "attention_dropout")
+    hidden = r.number("dropout", 0.1)
+    out["dropout"] = _one_dropout(hidden, r.number("attention_dropout", hidden), "attention_dropout")
     r.finish()
     return out
 
@@ -204,36 +240,31 @@ def marian_config(config: dict[str, Any]) -> dict[str, Any]:
             raise HubError(f"config.json: {key}={got!r} has no place in our model (we read {value!r})")
     for key in MARIAN_BOOKKEEPING:
         r.take(key, None, required=False)
-    pad_id = r.take("pad_token_id")
+    pad_id = r.token_id("pad_token_id")
     # The opus-mt models start from the padding id; a model of ours written as Marian starts from
     # its own BOS. Either is the task's bos_id (the tokenizer's start must agree: hub.folder).
-    start = r.take("decoder_start_token_id", pad_id, required=False)
-    if not isinstance(start, int) or isinstance(start, bool) or start < 0:
-        raise HubError(f"config.json: decoder_start_token_id={start!r}: expected a token id")
-    vocab = r.take("vocab_size")
+    start = r.token_id("decoder_start_token_id", pad_id)
+    sizes = {ours: (_same(r, theirs, theirs.replace("encoder", "decoder")) if theirs.startswith("encoder_")
+                    and not theirs.endswith("layers") else r.take(theirs)) for ours, theirs in MARIAN_SIZES}
+    vocab = sizes["vocab_size"]
     tgt_vocab = r.take("decoder_vocab_size", vocab, required=False)
-    share = bool(r.take("share_encoder_decoder_embeddings", True, required=False))
+    share = r.flag("share_encoder_decoder_embeddings", True)
     if share and tgt_vocab != vocab:
-        raise HubError(f"config.json: decoder_vocab_size={tgt_vocab} differs from vocab_size={vocab} with shared "
+        raise HubError(f"config.json: decoder_vocab_size={tgt_vocab!r} differs from vocab_size={vocab!r} with shared "
                        f"embeddings")
-    dropout = float(r.take("dropout", 0.1, required=False))
+    dropout = r.number("dropout", 0.1)
     out = {
         "_target_": "EncoderDecoder", "norm_first": False, "embedding_norm": False, "norm_eps": 1e-5,
         "output_bias": True, "mask_target_padding": False, "share_embeddings": share,
-        "tie_output": bool(r.take("tie_word_embeddings", True, required=False)),
-        "scale_embeddings": bool(r.take("scale_embedding", False, required=False)),
-        "d_model": r.take("d_model"), "n_encoder_layers": r.take("encoder_layers"),
-        "n_decoder_layers": r.take("decoder_layers"),
-        "n_heads": _same(r, "encoder_attention_heads", "decoder_attention_heads"),
-        "d_ff": _same(r, "encoder_ffn_dim", "decoder_ffn_dim"),
-        "max_len": r.take("max_position_embeddings"),
+        "tie_output": r.flag("tie_word_embeddings", True), "scale_embeddings": r.flag("scale_embedding", False),
+        **sizes,
         "activation": _activation("activation_function", r.take("activation_function", "gelu", required=False),
                                   MARIAN_ACTIVATIONS),
         # Training here has one dropout rate: Marian's attention and activation dropouts become it.
         "dropout": dropout,
         "positional": {"_target_": "SinusoidalPositionalEncoding", "_partial_": True, "layout": "halves"},
-        "vocab_size": vocab, "tgt_vocab_size": None if share or tgt_vocab == vocab else tgt_vocab,
-        "pad_id": pad_id, "bos_id": start, "eos_id": r.take("eos_token_id"),
+        "tgt_vocab_size": None if share or tgt_vocab == vocab else tgt_vocab,
+        "pad_id": pad_id, "bos_id": start, "eos_id": r.token_id("eos_token_id"),
     }
     for key in ("attention_dropout", "activation_dropout"):
         r.take(key, None, required=False)
@@ -327,6 +358,13 @@ class Family:
     key_map: list[tuple[str, str]]
     not_built: tuple[str, ...] = ()
     task: str = "mlm"
+    sizes: tuple[tuple[str, str], ...] = BERT_SIZES
+
+    def spelled(self) -> dict[str, str]:
+        """Our size keys -> this family's ``config.json`` keys, to name a bad value as the file does."""
+        extra = ({"tgt_vocab_size": "decoder_vocab_size"} if self.task == "translation"
+                 else {"norm_eps": "layer_norm_eps", "dropout": "hidden_dropout_prob"})
+        return {**extra, **dict(self.sizes), "type_vocab_size": "type_vocab_size"}
 
     def our_name(self, name: str) -> str | None:
         """Our masked LM's parameter name for the HF tensor ``name``; None: no place for it."""
@@ -349,10 +387,12 @@ FAMILIES: dict[str, Family] = {
                     r"embeddings\.position_ids")),
     "roberta": Family("roberta", "roberta.", lambda c: bert_config(c, roberta=True), _BERT_ENCODER + _ROBERTA_HEAD,
                       (r"pooler\.dense\.(weight|bias)", r"embeddings\.position_ids")),
-    "distilbert": Family("distilbert", "distilbert.", distilbert_config, _DISTILBERT, (r"embeddings\.position_ids",)),
+    "distilbert": Family("distilbert", "distilbert.", distilbert_config, _DISTILBERT, (r"embeddings\.position_ids",),
+                         sizes=DISTILBERT_SIZES),
     # Older files keep the fixed sinusoid tables; they are checked equal to ours, then not used.
     "marian": Family("marian", "", marian_config, _MARIAN,
-                     (r"model\.(encoder|decoder)\.embed_positions\.weight",), task="translation"),
+                     (r"model\.(encoder|decoder)\.embed_positions\.weight",), task="translation",
+                     sizes=MARIAN_SIZES),
 }
 
 
@@ -365,5 +405,5 @@ def family_of(config: dict[str, Any]) -> Family:
     return FAMILIES[model_type]
 
 
-__all__ = ["BOOKKEEPING", "FAMILIES", "Family", "HubError", "bert_config", "distilbert_config", "family_of",
+__all__ = ["BERT_SIZES", "BOOKKEEPING", "DISTILBERT_SIZES", "MARIAN_SIZES", "FAMILIES", "Family", "HubError", "bert_config", "distilbert_config", "family_of",
            "marian_config"]

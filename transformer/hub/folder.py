@@ -18,13 +18,16 @@ import contextlib
 import json
 import logging
 import os
+import pickle
 from pathlib import Path
 from typing import Any
 
 import torch
 
 from transformer.data.core.tokenizer import SubwordTokenizer
+from transformer.files import refusal_reason
 from transformer.hub.families import Family, HubError, family_of
+from transformer.ranges import HyperparameterError, check_fields
 
 log = logging.getLogger(__name__)
 
@@ -98,8 +101,10 @@ def read_config(folder: Path) -> dict[str, Any]:
         raise HubError(f"{folder}: no config.json")
     try:
         config = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
+    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
         raise HubError(f"{path}: not JSON ({exc})") from None
+    except RecursionError:
+        raise HubError(f"{path}: not a config (JSON nested too deep)") from None
     if not isinstance(config, dict):
         raise HubError(f"{path}: not a JSON object")
     return config
@@ -108,17 +113,27 @@ def read_config(folder: Path) -> dict[str, Any]:
 def read_weights(folder: Path) -> dict[str, torch.Tensor]:
     """The tensors of ``model.safetensors`` (preferred) or ``pytorch_model.bin`` (read with
     ``weights_only=True``: tensors and plain containers only)."""
-    safetensors_path, bin_path = (folder / f for f in WEIGHT_FILES)
-    if safetensors_path.is_file():
+    path = _weights_file(folder)
+    if path.name == WEIGHT_FILES[0]:
         from safetensors.torch import load_file
 
-        return load_file(str(safetensors_path), device="cpu")
-    if bin_path.is_file():
-        state = torch.load(bin_path, map_location="cpu", weights_only=True)
-        if not isinstance(state, dict):
-            raise HubError(f"{bin_path}: not a state dict")
-        return state
-    raise HubError(f"{folder}: no {' or '.join(WEIGHT_FILES)}")
+        try:
+            return load_file(str(path), device="cpu")
+        except Exception as exc:  # the library's errors: a bad header, lying offsets, a short file
+            raise HubError(f"{path}: not a readable safetensors file ({type(exc).__name__}: "
+                           f"{str(exc).splitlines()[0] if str(exc) else ''})") from None
+    try:
+        state = torch.load(path, map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as exc:
+        if "GLOBAL" in str(exc):  # a pickle that names code: refused, never run
+            raise HubError(f"{path} was refused: loading it would need more than tensors and plain containers "
+                           f"({refusal_reason(exc)})") from None
+        raise HubError(f"{path}: not a readable weights file ({refusal_reason(exc)})") from None
+    except Exception as exc:  # zip and EOF errors all mean "not a weights file"
+        raise HubError(f"{path}: not a readable weights file ({type(exc).__name__})") from None
+    if not isinstance(state, dict) or not all(isinstance(v, torch.Tensor) for v in state.values()):
+        raise HubError(f"{path}: not a state dict")
+    return state
 
 
 def read_tokenizer(folder: Path) -> SubwordTokenizer:
@@ -210,7 +225,44 @@ def _read_family(spec: str, task: str) -> tuple[Path, Family, dict[str, Any]]:
     if family.task != task:
         raise HubError(f"config.json: model_type={family.model_type!r} is {_TASK_NAMES[family.task]}, not "
                        f"{_TASK_NAMES[task]}")
-    return folder, family, family.translate(config)
+    model_cfg = family.translate(config)
+    check_config(family, model_cfg)
+    return folder, family, model_cfg
+
+
+def check_config(family: Family, model_cfg: dict[str, Any]) -> None:
+    """Every value of a translated config against the type and range our model's config class
+    declares, named as the folder's ``config.json`` spells it, before anything is built: one
+    absurd number (``num_hidden_layers: 1000000``) would otherwise build layer after layer."""
+    from transformer.models.mlm import MLMConfig
+    from transformer.models.transformer import TransformerConfig
+
+    config_class = TransformerConfig if family.task == "translation" else MLMConfig
+    values = {k: v for k, v in model_cfg.items() if k not in ("_target_", "positional", "bos_id", "eos_id")
+              and not (k == "pad_id" and v is None)}  # a masked LM's pad may come from its tokenizer
+    try:
+        check_fields("config.json", values, config_class, complete=False, spelled=family.spelled())
+    except HyperparameterError as exc:
+        raise HubError(str(exc)) from None
+
+
+def _weights_file(folder: Path) -> Path:
+    """The weights file :func:`read_weights` reads."""
+    found = next((folder / f for f in WEIGHT_FILES if (folder / f).is_file()), None)
+    if found is None:
+        raise HubError(f"{folder}: no {' or '.join(WEIGHT_FILES)}")
+    return found
+
+
+def check_weights_size(folder: Path, model: torch.nn.Module) -> None:
+    """The parameters ``config.json`` implies (``model``, built on the meta device: no memory)
+    must fit in the weights file at 2 bytes each at the least (fp16/bf16), before the file is
+    read: a config that claims more than its file holds is refused, not allocated."""
+    count = sum(p.numel() for p in model.parameters())  # each shared (tied) tensor once
+    path = _weights_file(folder)
+    size = path.stat().st_size
+    if 2 * count > size:
+        raise HubError(f"config.json: implies {count:,} parameters, which {path.name} ({size:,} bytes) cannot hold")
 
 
 def checkpoint(spec: str) -> dict[str, Any]:
@@ -252,10 +304,12 @@ def translation_checkpoint(spec: str) -> dict[str, Any]:
             raise HubError(f"vocab.json: {tok.vocab_size} {name} pieces, more than the model's {size}")
     # The shapes and names to fill: a model of this config on the meta device (no memory).
     kwargs = {k: v for k, v in model_cfg.items() if k not in ("_target_", "positional")}
+    kwargs.update(vocab_size=vocab_size, tgt_vocab_size=tgt_vocab_size, pad_id=ids["pad_id"])
     with torch.device("meta"):
-        cfg = TransformerConfig(**kwargs, vocab_size=vocab_size, tgt_vocab_size=tgt_vocab_size, pad_id=ids["pad_id"],
-                                positional=functools.partial(SinusoidalPositionalEncoding, layout="halves"))
-        expected = EncoderDecoder(cfg).state_dict()
+        cfg = TransformerConfig(**kwargs, positional=functools.partial(SinusoidalPositionalEncoding, layout="halves"))
+        meta = EncoderDecoder(cfg)
+    check_weights_size(folder, meta)
+    expected = meta.state_dict()
     tied = {}
     if model_cfg["share_embeddings"]:
         tied["decoder.embedding.weight"] = "encoder.embedding.weight"
@@ -314,7 +368,9 @@ def mlm_checkpoint(spec: str) -> dict[str, Any]:
 
         cfg = MLMConfig(**kwargs, positional=lambda **kw: LearnedPositionalEncoding(
             **kw, first_position=model_cfg["positional"]["first_position"]))
-        expected = MaskedLanguageModel(cfg).state_dict()
+        meta = MaskedLanguageModel(cfg)
+    check_weights_size(folder, meta)
+    expected = meta.state_dict()
     tied = {"output_proj.weight": "encoder.embedding.weight"} if model_cfg["tie_output"] else {}
     state = map_weights(family, read_weights(folder), expected, tied)
     vocab_size = model_cfg.pop("vocab_size")

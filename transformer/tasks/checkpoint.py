@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import torch
 from tokenizers import Tokenizer
 
+from transformer.files import refusal_reason
 from transformer.hub import checkpoint as hub_checkpoint, is_hub_path
 from transformer.data.core.sentencepiece_tokenizer import KIND as SPM_KIND
 from transformer.tasks.build import (
@@ -90,10 +91,10 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         ckpt = torch.load(path, map_location="cpu", weights_only=True)
     except pickle.UnpicklingError as exc:
         if "GLOBAL" not in str(exc):  # garbage, not a refused object
-            raise CheckpointError(f"{path} is not a readable checkpoint ({_refusal_reason(exc)})") from None
+            raise CheckpointError(f"{path} is not a readable checkpoint ({refusal_reason(exc)})") from None
         raise CheckpointError(
             f"{path} was refused: loading it would need more than tensors and plain containers "
-            f"({_refusal_reason(exc)}); transformer-train never writes such a checkpoint"
+            f"({refusal_reason(exc)}); transformer-train never writes such a checkpoint"
         ) from None
     except Exception as exc:  # zip and EOF errors all mean "not a checkpoint"
         raise CheckpointError(f"{path} is not a readable checkpoint ({type(exc).__name__}: {one_line(exc)})") from None
@@ -146,13 +147,6 @@ def current_hyper_parameters(cls: type, hp: dict[str, Any]) -> dict[str, Any]:
     if "compile" not in task_parameters(cls) and not hp.get("compile"):
         hp = {k: v for k, v in hp.items() if k not in ("compile", "compile_mode")}
     return hp
-
-
-def _refusal_reason(exc: BaseException) -> str:
-    """The line of torch's weights-only refusal that names the object (not its advice)."""
-    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
-    named = [line for line in lines if "GLOBAL" in line or "Unsupported" in line]
-    return (named or lines or ["unsupported content"])[0].rstrip(".")
 
 
 def one_line(exc: BaseException, limit: int = 400) -> str:
