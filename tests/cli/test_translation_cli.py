@@ -35,7 +35,7 @@ def cli(module: str, args: list[str], env: dict, stdin: str | None = None, check
         cwd: Path = REPO):
     proc = subprocess.run(
         [sys.executable, "-m", f"transformer.cli.{module}", *args], input=stdin, text=True,
-        capture_output=True, env=env, cwd=cwd, timeout=300,
+        capture_output=True, env=env, cwd=cwd, timeout=900,  # generous: the suite may run beside other work
     )
     if check and proc.returncode != 0:
         raise AssertionError(f"{module} failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
