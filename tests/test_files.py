@@ -101,3 +101,17 @@ def test_a_special_file_is_written_through(tmp_path):
     finally:
         os.close(reader)
     assert Path("/dev/null").exists() and write_text("/dev/null", "x") == Path("/dev/null")
+
+
+def test_no_data_file_is_tracked_in_git():
+    """Data comes from the mirror or a download into an ignored cache, never from the repository."""
+    import shutil
+    import subprocess
+
+    repo = Path(__file__).resolve().parents[1]
+    if shutil.which("git") is None or not (repo / ".git").exists():
+        pytest.skip("not a git checkout")
+    tracked = subprocess.run(["git", "ls-files"], cwd=repo, capture_output=True, text=True, check=True).stdout.split()
+    data = [p for p in tracked if p.endswith((".gz", ".wav", ".tsv", ".conllu", ".pkl")) or "/cache/" in p
+            or p.split("/")[-2:-1] == ["recordings"]]
+    assert data == []
