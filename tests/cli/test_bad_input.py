@@ -156,7 +156,8 @@ def test_devices_that_are_not_there():
 
 def test_a_tagger_checkpoint_is_not_decoded(checkpoints):
     cfg = compose_cfg("decode", [f"ckpt_path={checkpoints['tagger']}", "device=cpu"])
-    with pytest.raises(ValueError, match="tagger.ckpt is a tagging checkpoint, not a translation one"):
+    with pytest.raises(ValueError, match=r"tagger.ckpt: a tagging checkpoint; transformer-decode reads an autoregressive "
+                                         r"translation or a Mask-Predict translation or a CTC translation checkpoints"):
         decode_cli.run(cfg)
 
 

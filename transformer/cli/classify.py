@@ -17,6 +17,7 @@ import logging
 
 from omegaconf import DictConfig
 
+from transformer import kinds
 from transformer.cli.common import hydra_entry, load_for_inference
 from transformer.cli.lines import read_lines, write_lines
 from transformer.cli.validate import CLASSIFY_FORMATS
@@ -47,9 +48,7 @@ def run(cfg: DictConfig) -> list[str]:
         raise ValueError(f"top_k={top_k!r}: expected a positive integer")
     lines, name = read_lines(cfg.input)  # a missing or non-UTF-8 input fails before the model loads
     task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "none"))
-    if getattr(task, "task_name", None) != "classification":
-        raise ValueError(f"ckpt_path: a {getattr(task, 'task_name', '?')!r} checkpoint; transformer-classify "
-                         f"needs a classification checkpoint (transformer-train experiment=sst2 or classify)")
+    kinds.require(task, "classify")
     classifier = task.classifier(max_tokens=int(cfg.max_tokens), device=device)
     out = format_predictions(classifier.top_k(lines, top_k), cfg.format)
     if classifier.truncated:

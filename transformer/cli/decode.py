@@ -20,6 +20,7 @@ import sys
 
 from omegaconf import DictConfig, OmegaConf
 
+from transformer import kinds
 from transformer.cli.common import hydra_entry, load_for_inference
 from transformer.cli.lines import read_lines, write_lines
 from transformer.data.parallel.languages import check_direction, check_target_language
@@ -36,9 +37,7 @@ def format_output(nbest: list[list[tuple[str, float]]], n_best: int) -> list[str
 def run(cfg: DictConfig) -> list[str]:
     decode_cfg = DecodeSettings.check(OmegaConf.to_container(cfg.decode, resolve=True))
     task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "none"), cfg.get("quantize"))
-    if not hasattr(task, "translator"):
-        raise ValueError(f"{cfg.ckpt_path} is a {getattr(task, 'task_name', '?')} checkpoint, not a translation "
-                         "one (tag with transformer-tag)")
+    kinds.require(task, "decode", str(cfg.ckpt_path))
     if decode_cfg.get("pivot") is not None:  # src_lang -> pivot -> tgt_lang, one model
         return decode_through_pivot(cfg, task, decode_cfg, device)
     # the language asked for, checked against the checkpoint's directions before any input is read

@@ -30,6 +30,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from transformer import kinds
 from transformer.cli.common import checkpoint_label, hydra_entry, load_for_inference
 from transformer.data.parallel.languages import Direction, direction_name, directions_of
 from transformer.decoding.settings import DecodeSettings
@@ -51,9 +52,7 @@ def distill(ckpt_path: str | list[str], split: str, decode_cfg: dict, output_dir
     the distilled corpus; returns the summary that is also written to ``distill.json``."""
     DecodeSettings.check(dict(decode_cfg))
     task, dev = load_for_inference(ckpt_path, device, accel)
-    if not hasattr(task, "translator"):
-        raise ValueError(f"ckpt_path={checkpoint_label(ckpt_path)}: a {getattr(task, 'task_name', '?')} checkpoint; "
-                         f"transformer-distill needs a translation checkpoint (it writes translations)")
+    kinds.require(task, "distill", f"ckpt_path={checkpoint_label(ckpt_path)}")
     hp = task.hparams
     out = Path(output_dir)
     directions = directions_of(hp)

@@ -37,6 +37,7 @@ from typing import Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from transformer import kinds
 from transformer.cli.common import checkpoint_label, checkpoint_paths, hydra_entry, load_for_inference
 from transformer.decoding.settings import DecodeSettings
 from transformer.files import write_text
@@ -74,9 +75,9 @@ _UNNAMED = ("source", "target")
 def use_corpus(task, corpus: dict, label: str) -> None:
     """Score ``task`` on ``corpus`` instead of the one it was trained on: its splits, languages
     and BLEU tokenizer. A checkpoint that names its languages must translate the corpus's pair."""
-    if not hasattr(task, "translator"):
-        raise ValueError(f"data=...: a corpus of sentence pairs scores translations; {label} is a "
-                         f"{getattr(task, 'task_name', '?')} checkpoint")
+    if kinds.task_kind(task).shape != "sequence":
+        raise ValueError(f"data=...: a corpus of sentence pairs scores translations; {label} is "
+                         f"{kinds.task_kind(task).what} checkpoint")
     hp = task.hparams
     for key in ("src_lang", "tgt_lang"):
         if hp[key] not in _UNNAMED and hp[key] != corpus[key]:
@@ -129,9 +130,9 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: 
                                 for s, d in evaluation_plan(task.hparams, [split]))}
     extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
     if src is not None:
-        if not hasattr(task, "translator"):
-            raise ValueError(f"src= and ref= score translations; {checkpoint_label(ckpt_path)} is a "
-                             f"{getattr(task, 'task_name', '?')} checkpoint")
+        if kinds.task_kind(task).shape != "sequence":
+            raise ValueError(f"src= and ref= score translations; {checkpoint_label(ckpt_path)} is "
+                             f"{kinds.task_kind(task).what} checkpoint")
         from transformer.evaluation.translation import evaluate_files
 
         metrics = evaluate_files(task, src, ref, dict(decode_cfg), Path(output_dir), dev, **extra)
@@ -145,8 +146,8 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: 
 def task_evaluate_direction(task, split: str, decode_cfg: dict, output_dir: Path, data_dir, mirror_root, device,
                             bleu_tokenize: str | None, direction: tuple[str, str]) -> dict:
     """One direction of a multilingual translation checkpoint scored on ``split``."""
-    if not hasattr(task, "translator"):
-        raise ValueError(f"a direction scores translations; this is a {getattr(task, 'task_name', '?')} checkpoint")
+    if kinds.task_kind(task).shape != "sequence":
+        raise ValueError(f"a direction scores translations; this is {kinds.task_kind(task).what} checkpoint")
     from transformer.evaluation.translation import evaluate_split
 
     extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}

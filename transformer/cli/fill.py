@@ -33,6 +33,7 @@ import logging
 
 from omegaconf import DictConfig
 
+from transformer import kinds
 from transformer.cli.common import hydra_entry, load_for_inference
 from transformer.cli.lines import read_lines, write_lines
 from transformer.cli.validate import FILL_FORMATS
@@ -52,9 +53,7 @@ def format_fillers(results: list, fmt: str = "tsv") -> list[str]:
 def run(cfg: DictConfig) -> list[str]:
     lines, name = read_lines(cfg.input)  # a missing or non-UTF-8 input fails before the model loads
     task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "none"))
-    if getattr(task, "task_name", None) != "mlm":
-        raise ValueError(f"ckpt_path: a {getattr(task, 'task_name', '?')!r} checkpoint; transformer-fill needs a "
-                         f"masked-LM checkpoint (transformer-train experiment=pretrain)")
+    kinds.require(task, "fill")
     filler = task.filler(max_tokens=int(cfg.max_tokens), device=device)
     try:
         results = filler.fill(lines, int(cfg.top_k))

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from transformer import kinds
 from transformer.cli.common import hydra_entry
 from transformer.cli.tag import split_tokens
 from transformer.data.parallel.languages import check_target_language
@@ -51,24 +52,24 @@ def run(cfg: DictConfig) -> list[Path]:
         raise ValueError(f"what={cfg.what!r} unknown; choose from {', '.join(WHAT)}")
     plots.pyplot()  # fail early, with the install hint, when matplotlib is missing
     task = load_task(cfg.ckpt_path, text=cfg.what != "positions")  # a position table needs no tokenizer
-    name = getattr(task, "task_name", "")
+    kind = kinds.task_kind(task)
     if cfg.what == "positions":
         written = report.inspect_positions(task.model, cfg.output_dir, int(cfg.positions))
-    elif name == "translation":
+    elif kind is kinds.TRANSLATION:
         decode_cfg = OmegaConf.to_container(cfg.decode, resolve=True)
         tgt_lang = check_target_language(task.hparams, cfg.get("tgt_lang"))  # a multilingual model's tag
         written = report.inspect_translation(task, _sentences(cfg), decode_cfg, cfg.output_dir, int(cfg.max_tokens),
                                              tgt_lang)
-    elif name == "tagging":
+    elif kind is kinds.TAGGING:
         written = report.inspect_tagging(task, [split_tokens(line) for line in _sentences(cfg)], cfg.output_dir,
                                          int(cfg.max_tokens))
-    elif name == "classification":
+    elif kind is kinds.CLASSIFICATION:
         written = inspect_classification(task, _sentences(cfg), cfg.output_dir, int(cfg.max_tokens))
-    elif name == "mlm":
+    elif kind is kinds.MLM:
         written = inspect_mlm(task, _sentences(cfg), cfg.output_dir, int(cfg.max_tokens))
     else:
         raise ValueError(f"what=attention supports autoregressive translation, tagging, classification and masked-LM "
-                         f"checkpoints, not {name!r} ones (what=positions works for every model)")
+                         f"checkpoints, not {kind.what} ones (what=positions works for every model)")
     print(f"wrote {len(written)} files to {cfg.output_dir} (open {Path(cfg.output_dir) / 'index.html'})")
     return written
 

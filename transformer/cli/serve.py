@@ -28,6 +28,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig, OmegaConf
 
+from transformer import kinds
 from transformer.cli import validate
 from transformer.cli.common import CONF_DIR, checkpoint_label, hydra_entry, load_for_inference
 from transformer.decoding.settings import DecodeSettings
@@ -35,9 +36,8 @@ from transformer.tasks.build import show
 
 ENTRY_KEYS = ("id", "ckpt_path", "decode")
 MODEL_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$")
-TRANSLATION_KINDS = ("translation", "nat", "nat_ctc")
 # Keys a tagging or classification entry may set besides id and ckpt_path (defaults here).
-OTHER_KEYS = {"tagging": {"max_tokens": 4096}, "classification": {"max_tokens": 4096, "top_k": 1}}
+OTHER_KEYS = {kinds.TAGGING.name: {"max_tokens": 4096}, kinds.CLASSIFICATION.name: {"max_tokens": 4096, "top_k": 1}}
 # Decoding keys a CTranslate2 export takes (its search is CTranslate2's: greedy or beam).
 EXPORT_KEYS = ("beam_size", "n_best", "length_penalty", "max_len_a", "max_len_b")
 INSTALL_HINT = 'transformer-serve needs FastAPI, uvicorn and prometheus-client: pip install -e ".[serve]"'
@@ -224,26 +224,25 @@ def load_model(entry: dict, key: str, cfg: DictConfig, limits):
     if _export_dir(entry["ckpt_path"]):
         return load_export(entry, key, cfg, limits)
     task, device = load_for_inference(entry["ckpt_path"], cfg.device)
-    kind = getattr(task, "task_name", None)
+    kind = kinds.require(task, "serve", f"{key}.ckpt_path")
     label = checkpoint_label(entry["ckpt_path"])
     name = Path(label).name if isinstance(label, str) else ", ".join(Path(p).name for p in label)
-    if kind in TRANSLATION_KINDS:
+    if kind.shape == "sequence":
         decode_cfg = translation_settings(entry, key)
         try:
             return TranslationModel(entry["id"], task, name, decode_cfg, device, limits)
         except ValueError as exc:
             raise ValueError(f"{key}.decode={decode_cfg.get('strategy')}: {exc}") from None
-    if kind in OTHER_KEYS:
-        settings = other_settings(entry, key, kind)
+    if kind.name in OTHER_KEYS:
+        settings = other_settings(entry, key, kind.name)
         try:
-            if kind == "tagging":
+            if kind is kinds.TAGGING:
                 return TaggingModel(entry["id"], task, name, settings["max_tokens"], device, limits)
             return ClassificationModel(entry["id"], task, name, settings["max_tokens"], settings["top_k"], device,
                                        limits)
         except ValueError as exc:
             raise ValueError(f"{key}.ckpt_path: {exc}") from None
-    raise ValueError(f"{key}.ckpt_path: a {kind!r} checkpoint; the server takes translation, tagging and "
-                     f"classification ones")
+    raise ValueError(f"{key}.ckpt_path: {kind.what} checkpoint has no served form")
 
 
 def check(cfg: DictConfig) -> list:

@@ -53,6 +53,7 @@ from pathlib import Path
 
 from omegaconf import DictConfig
 
+from transformer import kinds
 from transformer.cli.common import hydra_entry, load_for_inference
 from transformer.cli.lines import read_lines, split_lines, write_lines
 from transformer.inference.tagger import split_tokens
@@ -206,8 +207,7 @@ def tag_lines(tagger, lines: list[str], input_format: str = "auto", out_format: 
 
 def run(cfg: DictConfig) -> list[str]:
     task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "none"))
-    if getattr(task, "task_name", None) != "tagging":
-        raise ValueError(f"{cfg.ckpt_path} is a {getattr(task, 'task_name', '?')} checkpoint, not a tagging one")
+    kinds.require(task, "tag", str(cfg.ckpt_path))
     lines, name = read_lines(cfg.input)
     out = tag_lines(task.tagger(int(cfg.max_tokens), device), lines, cfg.input_format, cfg.format, name)
     write_lines(out, cfg.output)

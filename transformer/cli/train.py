@@ -21,6 +21,7 @@ from hydra.utils import get_class, instantiate
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
+from transformer import kinds
 from transformer.cli.callbacks import (
     AtomicCheckpointIO,
     FinalLastCheckpoint,
@@ -36,7 +37,7 @@ from transformer.files import write_text
 from transformer.inference.memory import TRAINING_CACHE_ENTRIES, bound_onednn_caches, keep_freed_memory
 from transformer.models.transformer import count_parameters
 from transformer.tasks.build import check_config_types, check_model_config, check_task_config, show
-from transformer.tasks.checkpoint import TASK_KEY, CheckpointError, load_weights, read_checkpoint
+from transformer.tasks.checkpoint import CheckpointError, load_weights, read_checkpoint
 from transformer.tasks.transfer import (
     check_init_from,
     check_translation_init,
@@ -81,7 +82,7 @@ def build_datamodule(cfg: DictConfig, ckpt: dict | None = None, pretrained: dict
     if ckpt is not None and "tokenizers" in ckpt:
         text, name = ckpt["tokenizers"], "resumed_tokenizer"
     elif pretrained is not None:
-        text = pretrained["tokenizers"] if pretrained.get(TASK_KEY) == "translation" else pretrained_tokenizer(pretrained)
+        text = pretrained["tokenizers"] if kinds.task_kind(pretrained) is kinds.TRANSLATION else pretrained_tokenizer(pretrained)
         name = "pretrained_tokenizer"
     if text is not None:
         out = Path(cfg.output_dir)
@@ -145,7 +146,7 @@ def build_task(cfg: DictConfig, dm, pretrained: dict | None = None):
     cls, task_cfg = task_settings(cfg)
     model_cfg = OmegaConf.to_container(cfg.model, resolve=True)
     data_settings = cls.kwargs_from_datamodule(dm)
-    if pretrained is not None and pretrained.get(TASK_KEY) == "translation" == getattr(cls, "task_name", None):
+    if pretrained is not None and kinds.task_kind(pretrained) is kinds.TRANSLATION is kinds.task_kind(cls):
         where = cfg.get("ckpt_path") or cfg.init_from
         data_settings.update(pretrained_task_settings(pretrained, data_settings, where))
     task = cls(model=model_cfg, **task_cfg, **data_settings)
@@ -185,8 +186,8 @@ def check_config(cfg: DictConfig, complete: bool = False) -> None:
     check_data_config(cfg.get("data"), "data", complete)  # languages, column maps, splits, hub: before any file is read
     if (cfg.data.get("tag_side") or "source") == "decoder":
         task_cls, _ = task_settings(cfg)
-        if getattr(task_cls, "task_name", None) in ("nat", "nat_ctc"):  # no start token to carry it
-            raise ValueError(f"data.tag_side=decoder: a {task_cls.task_name} model has no decoder start token to "
+        if not kinds.task_kind(task_cls).generates_from_start:  # no start token to carry it
+            raise ValueError(f"data.tag_side=decoder: {kinds.task_kind(task_cls).what} model has no decoder start token to "
                              f"read the target tag from; use data.tag_side=source")
     for group in ("callbacks", "logger"):
         for name, node in (cfg.get(group) or {}).items():
@@ -279,7 +280,7 @@ def check_same_start(cfg: DictConfig, ckpt: dict) -> None:
     Marian folder is needed no more). Anything that does not fit, a checkpoint not started from
     that ``init_from``, is refused naming the clash rather than a key the user never typed."""
     try:
-        if ckpt.get(TASK_KEY) == "translation":
+        if kinds.task_kind(ckpt) is kinds.TRANSLATION:
             if cfg.get("hydra") is not None:
                 take_model_settings(cfg, ckpt, model_settings_to_take)
         else:
@@ -308,15 +309,15 @@ def read_init_from(cfg: DictConfig) -> dict:
     except (CheckpointError, HubError) as exc:
         raise ValueError(f"init_from: {exc}") from None
     tokenizer_path = cfg.get("data", {}).get("tokenizer_path")
-    if ckpt.get(TASK_KEY) == "translation":
+    if kinds.task_kind(ckpt) is kinds.TRANSLATION:
         if cfg.get("hydra") is not None:
             take_model_settings(cfg, ckpt, model_settings_to_take)
-        task_name = getattr(get_class(cfg.task._target_), "task_name", None) if "_target_" in cfg.task else None
-        check_translation_init(ckpt, path, OmegaConf.to_container(cfg.model, resolve=True), task_name,
+        task_kind = kinds.task_kind(get_class(cfg.task._target_)) if "_target_" in cfg.task else None
+        check_translation_init(ckpt, path, OmegaConf.to_container(cfg.model, resolve=True), task_kind,
                                tokenizer_path is not None)
         return ckpt
     vocab = SubwordTokenizer.load(tokenizer_path).vocab_size if isinstance(tokenizer_path, str) else None
-    if ckpt.get(TASK_KEY) == "mlm" and cfg.get("hydra") is not None:
+    if kinds.task_kind(ckpt) is kinds.MLM and cfg.get("hydra") is not None:
         take_model_settings(cfg, ckpt, encoder_settings_to_take)
     check_init_from(ckpt, path, OmegaConf.to_container(cfg.model, resolve=True), vocab)
     return ckpt

@@ -16,6 +16,7 @@ from typing import Sequence
 
 import torch
 
+from transformer import kinds
 from transformer.data.tagged.corpus import read_tagged_file, read_tagged_split, tag_field
 from transformer.evaluation.tag_metrics import MostFrequentTagBaseline, tagging_metrics
 from transformer.files import atomic_open, inside, write_text
@@ -243,7 +244,7 @@ def ensemble_report(tasks: Sequence, paths: Sequence[str], split: str = "test", 
     paths = [str(p) for p in paths]
     tasks = [task.to(device) for task in tasks]
     for path, task in zip(paths, tasks):
-        if getattr(task, "task_name", None) != "tagging":
+        if kinds.task_kind(task) is not kinds.TAGGING:
             raise ValueError(f"{path}: not a tagging checkpoint")
     check_tagger_ensemble([TaggerSpec(t.hparams.data, t.tags, t.aux_tags) for t in tasks])
     selection = None

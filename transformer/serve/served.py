@@ -30,6 +30,7 @@ from typing import Hashable, Sequence
 
 import torch
 
+from transformer import kinds
 from transformer.data.parallel import languages
 from transformer.inference.pivot import check_pivot, tagging_encode, target_of
 from transformer.inference.tagger import split_tokens
@@ -260,7 +261,7 @@ class TranslationModel(ServedModel):
         super().__init__(model_id, task, checkpoint, limits)
         self.decode_cfg, self.device = dict(decode_cfg), device
         self.strategy = self.decode_cfg.get("strategy", "greedy")
-        self.autoregressive = getattr(task, "task_name", "") == "translation"
+        self.autoregressive = kinds.task_kind(task).generates_from_start
         model = task.model
         self.attends = (self.autoregressive and hasattr(model, "encoder")
                         and hasattr(getattr(model, "decoder", None), "init_cache"))
@@ -284,9 +285,7 @@ class TranslationModel(ServedModel):
                 translator.translate(batch)
 
     def describe(self) -> str:
-        kind = {"translation": "autoregressive", "nat": "Mask-Predict", "nat_ctc": "CTC"}.get(
-            getattr(self.task, "task_name", ""), "")
-        return f"{kind} translation, decode={self.strategy}".strip()
+        return f"{kinds.task_kind(self.task).what.removeprefix('a ').removeprefix('an ')}, decode={self.strategy}"
 
     def info(self) -> dict:
         return {**super().info(), "decode": self.decode_cfg, **directions_info(self.hparams)}

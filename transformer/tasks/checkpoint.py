@@ -19,6 +19,7 @@ from typing import Any, Sequence
 import torch
 from tokenizers import Tokenizer
 
+from transformer import kinds
 from transformer.files import refusal_reason
 from transformer.hub import checkpoint as hub_checkpoint, is_hub_path
 from transformer.data.core.sentencepiece_tokenizer import KIND as SPM_KIND
@@ -225,6 +226,5 @@ def load_task(path: str | Path | Sequence[str | Path], text: bool = True):
         return tasks[0]
     # The first checkpoint's task decides: a tagging or classification ensemble, else a
     # translation one.
-    kind = getattr(tasks[0], "task_name", None)
-    kind = kind if kind in ("tagging", "classification") else "translation"
-    return task_class(kind).ensemble(tasks)
+    kind = tasks[0].kind
+    return task_class(kind.name if kind.shape in ("per_token", "label") else kinds.TRANSLATION.name).ensemble(tasks)

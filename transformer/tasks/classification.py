@@ -23,6 +23,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
+from transformer import kinds
 from transformer.files import sha256_file
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.labelled.corpus import check_label_names
@@ -55,7 +56,7 @@ def check_teacher(teacher: str | Sequence[str] | None) -> None:
             kind = read_checkpoint(path)["transformer_task"]
         except CheckpointError as exc:
             raise ValueError(f"task.teacher: {exc}") from None
-        if kind != "classification":
+        if kinds.TASK_KINDS.get(kind) is not kinds.CLASSIFICATION:
             raise ValueError(f"task.teacher: {path} is a {kind!r} checkpoint; a classifier learns from "
                              f"classification checkpoints")
 
@@ -132,7 +133,9 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         tokenizer: the tokenizer JSON (``SubwordTokenizer.to_str``); kept out of hparams.
     """
 
-    task_name = "classification"
+    kind = kinds.CLASSIFICATION
+
+    task_name = kind.name
     default_optimizer = ADAMW
 
     def __init__(

@@ -38,6 +38,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from transformer import kinds
 from transformer.decoding.ctc import ctc_beam, ctc_one_pass
 from transformer.decoding.settings import DecodeSettings
 from transformer.inference import SearchFn
@@ -90,7 +91,9 @@ class CTCTranslationTask(Seq2SeqTask):
         label_smoothing: ε of the smoothing term (see module docstring; 0 disables).
     """
 
-    task_name = "nat_ctc"
+    kind = kinds.CTC
+
+    task_name = kind.name
 
     def __init__(self, mask_id: Annotated[int | None, Range(0, 2**24)] = None, glancing: dict | None = None,
                  label_smoothing: Annotated[float, Probability()] = 0.0, **shared: Any) -> None:

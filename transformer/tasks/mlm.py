@@ -47,6 +47,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
+from transformer import kinds
 from transformer.data.core.batching import pad_ids, token_budget_batches
 from transformer.data.core.tokenizer import MASK, SPECIAL_TOKENS, SubwordTokenizer
 from transformer.data.text.corpus import TextCorpus, make_sources
@@ -154,7 +155,9 @@ class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
         tokenizer: the tokenizer JSON; kept out of hparams.
     """
 
-    task_name = "mlm"
+    kind = kinds.MLM
+
+    task_name = kind.name
     default_optimizer = ADAMW
 
     def __init__(

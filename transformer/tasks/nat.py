@@ -41,6 +41,7 @@ import torch
 import torch.nn.functional as F
 from torch import Tensor
 
+from transformer import kinds
 from transformer.decoding.nat import mask_predict, nat_length_beam, nat_one_pass
 from transformer.decoding.settings import DecodeSettings
 from transformer.inference import SearchFn
@@ -101,7 +102,9 @@ class NATTranslationTask(Seq2SeqTask):
             None or both ratios 0: no glancing.
     """
 
-    task_name = "nat"
+    kind = kinds.NAT
+
+    task_name = kind.name
 
     def __init__(self, mask_id: Annotated[int | None, Range(0, 2**24)] = None, length_loss_weight: float = 0.1,
                  glancing: dict | None = None, **shared: Any) -> None:

@@ -21,6 +21,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 
+from transformer import kinds
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.tagged.corpus import tag_field
 from transformer.evaluation.tagging import evaluate_tagging
@@ -139,7 +140,9 @@ class TaggingTask(OneTokenizerCheckpoint, L.LightningModule):
         train_words: training word forms (for unseen-word accuracy); kept out of hparams.
     """
 
-    task_name = "tagging"
+    kind = kinds.TAGGING
+
+    task_name = kind.name
     default_optimizer = ADAMW
 
     def __init__(

@@ -35,6 +35,7 @@ from typing import Any, Collection, Mapping
 
 import torch
 
+from transformer import kinds
 from transformer.tasks.build import POSITIONALS, check_model_config, model_fields, show
 from transformer.tasks.checkpoint import missing_tokenizers, tokenizers_entry
 
@@ -60,7 +61,7 @@ def whole_model(model_cfg: Mapping[str, Any], ckpt: dict) -> bool:
     def cls(cfg: Mapping[str, Any], where: str) -> type:
         return check_model_config(dict(cfg), where, complete=False)[0]
 
-    return (ckpt.get("transformer_task") == "mlm" and cls(model_cfg, "model") is MaskedLanguageModel
+    return (kinds.task_kind(ckpt) is kinds.MLM and cls(model_cfg, "model") is MaskedLanguageModel
             and cls(ckpt["hyper_parameters"]["model"], "init_from.model") is MaskedLanguageModel)
 
 
@@ -198,14 +199,14 @@ def model_settings_to_take(ckpt: dict, model_cfg: Mapping[str, Any], named: Coll
     return out
 
 
-def check_translation_init(ckpt: dict, path: str | Path, model_cfg: Mapping[str, Any], task_name: str | None,
+def check_translation_init(ckpt: dict, path: str | Path, model_cfg: Mapping[str, Any], task_kind: kinds.TaskKind | None,
                            tokenizer_set: bool) -> None:
     """Refuse a translation checkpoint that cannot start this run: another task than the
     autoregressive one, a model setting (:func:`model_settings_to_take`'s keys) that differs, or
     a tokenizer the data config names (the checkpoint's are the ones its weights read)."""
-    if task_name != "translation":
+    if task_kind is not kinds.TRANSLATION:
         raise ValueError(f"init_from: {path} is a 'translation' checkpoint, which starts a translation model "
-                         f"(task: translation), not {task_name!r}")
+                         f"(task: translation), not {task_kind.name if task_kind else None!r}")
     theirs_cls, theirs = _full(ckpt["hyper_parameters"]["model"], "init_from.model")
     ours_cls, ours = _full(model_cfg, "model")
     if theirs_cls is not ours_cls:
@@ -292,7 +293,7 @@ def pretrained_positions(ckpt: dict) -> int | None:
 def start_from(model: torch.nn.Module, model_cfg: Mapping[str, Any], ckpt: dict, path: str | Path) -> list[str]:
     """Copy what ``init_from`` gives ``model``: the whole masked LM into a masked LM, else the
     encoder; returns the names copied."""
-    if ckpt.get("transformer_task") == "translation":
+    if kinds.task_kind(ckpt) is kinds.TRANSLATION:
         return copy_pretrained(model, ckpt, path)
     if whole_model(model_cfg, ckpt):
         return copy_model(model, ckpt, path)

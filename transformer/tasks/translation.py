@@ -14,6 +14,7 @@ from typing import Any, Mapping, Sequence
 import torch
 import torch.nn.functional as F
 
+from transformer import kinds
 from transformer.accel.cross_entropy import runs_on, smoothed_cross_entropy
 from transformer.data.parallel.languages import tag_side
 from transformer.decoding import EnsembleModel, beam_search, greedy_search
@@ -116,7 +117,9 @@ class TranslationTask(Seq2SeqTask):
             ``max-autotune``); the checkpoint and its state-dict keys are the same either way.
     """
 
-    task_name = "translation"
+    kind = kinds.TRANSLATION
+
+    task_name = kind.name
 
     def __init__(self, loss: str = "all_positions", compile: bool = False, compile_mode: str = "default",
                  **shared: Any) -> None:
