@@ -242,6 +242,26 @@ def _write_wav(path: Path, wave: np.ndarray, sample_rate: int) -> None:
         sf.write(f, wave, sample_rate, format="WAV", subtype="PCM_16")
 
 
+def _write_split(out_dir: Path, split: str, plans: Sequence[DigitString], audio: dict[Recording, np.ndarray]) -> Path:
+    """One split's WAV files, then its sources table and manifest; returns the manifest."""
+    (out_dir / split).mkdir(parents=True, exist_ok=True)
+    rows, sources = [], []
+    for i, plan in enumerate(plans):
+        for r in plan.recordings:
+            if r not in audio:
+                wave, rate = read_audio(r.path)
+                audio[r] = resample(wave, rate, FSDD_SAMPLE_RATE)
+        wave, plan = render_string(plan, audio)
+        path = out_dir / split / f"{i:05d}.wav"
+        _write_wav(path, wave, FSDD_SAMPLE_RATE)
+        rows.append((path, plan.text))
+        sources.append(f"{split}/{path.name}\t{' '.join(r.name for r in plan.recordings)}\t"
+                       f"{' '.join(map(str, plan.silences_ms))}\t{' '.join(f'{g:.4f}' for g in plan.gains_db)}\t"
+                       f"{plan.scale_db:.4f}\n")
+    write_text(out_dir / f"{split}.sources.tsv", "audio\trecordings\tsilences_ms\tgains_db\tscale_db\n" + "".join(sources))
+    return write_manifest(out_dir / f"{split}.tsv", rows)
+
+
 def make_digit_strings(
     recordings: Sequence[Recording],
     out_dir: str | os.PathLike,
@@ -260,8 +280,8 @@ def make_digit_strings(
     settings give the same files, byte for byte.
 
     Writes, per split: ``{split}/{i:05d}.wav`` (16-bit PCM, 8 kHz), the manifest ``{split}.tsv``
-    (``{split}/00000.wav<TAB>4 1 7 9``) and ``{split}.sources.tsv`` (which recordings, silences
-    and gains made each file). The manifest is written after the split's audio.
+    (``{split}/00000.wav<TAB>4 1 7 9``) and ``{split}.sources.tsv`` (which recordings, silences,
+    gains and anti-clipping scale made each file). The manifest is written after the split's audio.
 
     Args:
         recordings: FSDD recordings (:func:`fsdd_recordings`).
@@ -282,29 +302,13 @@ def make_digit_strings(
         raise ValueError(f"digit strings: bad ranges n_digits={n_digits} silence_ms={silence_ms} gain_db={gain_db}")
     out_dir = Path(out_dir)
     pools = string_pools(recordings, seed, dev_fraction)
-    audio: dict[Recording, np.ndarray] = {}
+    audio: dict[Recording, np.ndarray] = {}  # decoded once however many strings use a recording
     written = {}
     for split_id, split in enumerate(SPLITS):
         if not n_strings.get(split):
             continue
         rng = np.random.default_rng([seed, split_id])  # one stream per split: a split's count leaves the others alone
         plans = plan_strings(pools[split], n_strings[split], rng, n_digits, silence_ms, gain_db)
-        (out_dir / split).mkdir(parents=True, exist_ok=True)
-        rows, sources = [], []
-        for i, plan in enumerate(plans):
-            for r in plan.recordings:
-                if r not in audio:
-                    wave, rate = read_audio(r.path)
-                    audio[r] = resample(wave, rate, FSDD_SAMPLE_RATE)
-            wave, plan = render_string(plan, audio)
-            path = out_dir / split / f"{i:05d}.wav"
-            _write_wav(path, wave, FSDD_SAMPLE_RATE)
-            rows.append((path, plan.text))
-            sources.append(f"{split}/{path.name}\t{' '.join(r.name for r in plan.recordings)}\t"
-                           f"{' '.join(map(str, plan.silences_ms))}\t{' '.join(f'{g:.4f}' for g in plan.gains_db)}\t"
-                           f"{plan.scale_db:.4f}\n")
-        write_text(out_dir / f"{split}.sources.tsv",
-                   "audio\trecordings\tsilences_ms\tgains_db\tscale_db\n" + "".join(sources))
-        written[split] = write_manifest(out_dir / f"{split}.tsv", rows)
+        written[split] = _write_split(out_dir, split, plans, audio)
         log.info("digit strings: %d %s strings in %s", len(plans), split, out_dir)
     return written
