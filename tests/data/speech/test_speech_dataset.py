@@ -23,7 +23,7 @@ def rows(fsdd_few, tmp_path):
 
 def test_items_are_the_features_of_their_audio(rows):
     ds = SpeechDataset(rows)
-    assert len(ds) == 6
+    assert len(ds) == 6 and ds._cache is None  # nothing kept unless asked: memory stays flat
     item = ds[2]
     assert item["index"] == 2 and item["target"] == rows[2].text
     expected = compute_features(load_audio(rows[2].path))
