@@ -194,7 +194,19 @@ def fetch(
     """
     if relpath not in DATASETS:
         raise KeyError(f"{relpath!r} is not in the data registry (transformer.data.core.sources.DATASETS)")
-    src = DATASETS[relpath]
+    return fetch_source(DATASETS[relpath], cache_dir, mirror_root, base_url, timeout)
+
+
+def fetch_source(
+    src: Source,
+    cache_dir: str | os.PathLike = "data/cache",
+    mirror_root: str | os.PathLike | None = None,
+    base_url: str | None = None,
+    timeout: float = 60.0,
+) -> Path:
+    """:func:`fetch` for a :class:`Source` that a dataset keeps in a registry of its own
+    (FSDD's 3,000 recordings, :mod:`transformer.data.speech.fsdd`): same order, checks and errors."""
+    relpath = src.relpath
     dest = Path(cache_dir) / relpath
 
     if dest.is_file():

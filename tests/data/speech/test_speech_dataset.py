@@ -1,0 +1,95 @@
+"""The speech Dataset computes features lazily (equal to compute_features), masks only when
+asked (seeded by seed, epoch and index), knows lengths from headers; the collate pads."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from speech_files import sine, write_wav
+
+from transformer.data.core.batching import IGNORE_INDEX
+from transformer.data.speech.audio import AudioError, load_audio
+from transformer.data.speech.dataset import SpeechCollator, SpeechDataset
+from transformer.data.speech.features import FeatureSettings, compute_features
+from transformer.data.speech.manifest import SpeechRow, read_manifest, write_manifest
+
+
+@pytest.fixture
+def rows(fsdd_few, tmp_path):
+    manifest = write_manifest(tmp_path / "m.tsv", [(r.path, str(r.digit)) for r in fsdd_few[:6]])
+    return read_manifest(manifest)
+
+
+def test_items_are_the_features_of_their_audio(rows):
+    ds = SpeechDataset(rows)
+    assert len(ds) == 6 and ds._cache is None  # nothing kept unless asked: memory stays flat
+    item = ds[2]
+    assert item["index"] == 2 and item["target"] == rows[2].text
+    expected = compute_features(load_audio(rows[2].path))
+    assert torch.equal(item["src"], expected) and item["src"].shape[1] == 80
+    assert ds.lengths() == [ds[i]["src"].shape[0] for i in range(len(ds))]
+
+
+def test_targets_are_encoded_when_asked(rows):
+    ds = SpeechDataset(rows, encode_target=int)
+    assert ds[0]["target"] == int(rows[0].text)
+
+
+def test_spec_augment_only_when_asked_seeded_by_epoch(rows):
+    plain = SpeechDataset(rows)
+    masked = SpeechDataset(rows, spec_augment=True, seed=1)
+    again = SpeechDataset(rows, spec_augment=True, seed=1)
+    assert not torch.equal(masked[0]["src"], plain[0]["src"])
+    assert torch.equal(masked[0]["src"], again[0]["src"])  # same seed, epoch, index: same masks
+    first = masked[0]["src"]
+    masked.set_epoch(1)
+    assert not torch.equal(masked[0]["src"], first)  # a new epoch draws new masks
+    assert torch.equal(plain[0]["src"], plain.features(0))
+
+
+def test_cache_keeps_unmasked_features(rows):
+    ds = SpeechDataset(rows, cache=True, spec_augment=True)
+    a = ds[1]["src"]
+    assert 1 in ds._cache and torch.equal(ds._cache[1], SpeechDataset(rows).features(1))
+    assert not torch.equal(a, ds._cache[1])
+
+
+def test_a_bad_file_names_the_manifest_row(tmp_path):
+    good = write_wav(tmp_path / "good.wav", sine(200.0, 0.3, 8000), 8000)
+    (tmp_path / "bad.wav").write_bytes(b"RIFF....not really")
+    rows = read_manifest(write_manifest(tmp_path / "m.tsv", [(good, "a"), (tmp_path / "bad.wav", "b")]))
+    ds = SpeechDataset(rows)
+    assert ds[0]["src"].shape == (1 + 4800 // 160, 80)
+    with pytest.raises(AudioError, match=rf"^{tmp_path}/m.tsv:2: {tmp_path}/bad.wav: not a readable audio file"):
+        ds[1]
+    with pytest.raises(AudioError, match=r"m.tsv:2: "):
+        ds.num_frames(1)
+
+
+def test_other_settings_and_resampled_lengths(tmp_path):
+    path = write_wav(tmp_path / "a.wav", sine(300.0, 0.77, 44100), 44100)
+    ds = SpeechDataset([SpeechRow(path, "x")], FeatureSettings(n_mels=40))
+    assert ds[0]["src"].shape == (ds.num_frames(0), 40) == (78, 40)
+
+
+def test_collate_pads_frames_and_targets():
+    a, b = torch.randn(5, 4), torch.randn(9, 4)
+    batch = SpeechCollator()([{"src": a, "target": [3, 1], "index": 7}, {"src": b, "target": [2, 2, 2], "index": 0}])
+    assert batch["src"].shape == (2, 9, 4) and batch["src"].dtype == torch.float32
+    assert torch.equal(batch["src"][0, :5], a) and torch.equal(batch["src"][0, 5:], torch.zeros(4, 4))
+    assert torch.equal(batch["src"][1], b)
+    assert batch["src_lengths"].tolist() == [5, 9] and batch["index"].tolist() == [7, 0]
+    assert batch["target"].tolist() == [[3, 1, IGNORE_INDEX], [2, 2, 2]] and batch["target_lengths"].tolist() == [2, 3]
+    labels = SpeechCollator(pad_to_multiple=8)([{"src": a, "target": 3, "index": 0}, {"src": b, "target": np.int64(4), "index": 1}])
+    assert labels["src"].shape == (2, 16, 4) and labels["target"].tolist() == [3, 4]
+    texts = SpeechCollator()([{"src": a, "target": "4 1", "index": 0}])
+    assert texts["target"] == ["4 1"]
+
+
+def test_works_in_a_dataloader(rows):
+    loader = torch.utils.data.DataLoader(SpeechDataset(rows, encode_target=int), batch_size=3, collate_fn=SpeechCollator())
+    batches = list(loader)
+    assert [b["src"].shape[0] for b in batches] == [3, 3]
+    assert batches[0]["src"].shape[1] == int(batches[0]["src_lengths"].max())
+    assert batches[1]["target"].dtype == torch.long

@@ -1,0 +1,84 @@
+"""Log-mel features equal librosa's reference; frames follow the 10 ms rule; normalisation and
+SpecAugment masking do what they say, seeded."""
+
+from __future__ import annotations
+
+import librosa
+import numpy as np
+import pytest
+import torch
+
+from transformer.data.speech.audio import load_audio
+from transformer.data.speech.features import (LOG_OFFSET, NORM_EPS, FeatureSettings, MaskingSettings, compute_features,
+                                              log_mel, normalize_utterance, spec_augment)
+
+
+def _librosa_log_mel(y: np.ndarray, s: FeatureSettings) -> np.ndarray:
+    """The reference: librosa's own melspectrogram with the same parameters, then log; (T, M)."""
+    mel = librosa.feature.melspectrogram(
+        y=y, sr=s.sample_rate, n_fft=512, hop_length=s.hop_length, win_length=s.win_length, window="hann",
+        center=True, pad_mode="constant", power=2.0, n_mels=s.n_mels, fmin=0.0, fmax=None, htk=False, norm="slaney")
+    return np.log(mel + LOG_OFFSET).T
+
+
+def test_window_and_hop_in_samples():
+    s = FeatureSettings()
+    assert (s.sample_rate, s.win_length, s.hop_length, s.fft_size, s.n_mels) == (16000, 400, 160, 512, 80)
+    assert FeatureSettings(sample_rate=8000).win_length == 200 and FeatureSettings(sample_rate=8000).fft_size == 256
+
+
+@pytest.mark.parametrize("n_mels", [80, 40])
+def test_log_mel_equals_librosa_on_real_recordings(fsdd_few, n_mels):
+    s = FeatureSettings(n_mels=n_mels)
+    for rec in fsdd_few[::23]:  # a handful across speakers, digits and takes
+        y = load_audio(rec.path)
+        ours = log_mel(y, s).numpy()
+        ref = _librosa_log_mel(y, s)
+        assert ours.shape == ref.shape == (1 + len(y) // 160, n_mels)
+        np.testing.assert_allclose(ours, ref, atol=1e-4, rtol=0)
+        # normalised features are the reference, normalised
+        ref_norm = (ref - ref.mean(0)) / np.sqrt(ref.var(0) + NORM_EPS)
+        np.testing.assert_allclose(compute_features(y, s).numpy(), ref_norm, atol=1e-4, rtol=0)
+
+
+def test_one_second_is_100_frames_and_ten_minutes_60000():
+    s = FeatureSettings()
+    assert log_mel(np.zeros(16000, np.float32), s).shape == (101, 80)  # 1 + N // hop: centred frames
+    assert s.num_frames(16000) == 101 and s.num_frames(15999) == 100
+    assert s.num_frames(600 * 16000) == 60001
+
+
+def test_normalisation_per_bin():
+    x = torch.randn(50, 8) * torch.arange(1, 9) + 3.0
+    n = normalize_utterance(x)
+    torch.testing.assert_close(n.mean(0), torch.zeros(8), atol=1e-5, rtol=0)
+    torch.testing.assert_close(n.std(0, unbiased=False), torch.ones(8), atol=1e-2, rtol=0)
+    # a constant bin (digital silence) becomes 0, not NaN
+    assert torch.equal(normalize_utterance(torch.full((5, 3), -13.8)), torch.zeros(5, 3))
+    y = np.random.default_rng(0).normal(0, 0.1, 8000).astype(np.float32)
+    assert not torch.equal(compute_features(y), log_mel(y))
+    assert torch.equal(compute_features(y, FeatureSettings(normalize=False)), log_mel(y))
+
+
+def test_spec_augment_masks_are_seeded_bounded_and_leave_the_input():
+    x = torch.randn(200, 80)
+    before = x.clone()
+    s = MaskingSettings(freq_masks=2, freq_width=10, time_masks=2, time_width=30, max_time_fraction=0.2)
+    a = spec_augment(x, torch.Generator().manual_seed(1), s)
+    b = spec_augment(x, torch.Generator().manual_seed(1), s)
+    c = spec_augment(x, torch.Generator().manual_seed(2), s)
+    assert torch.equal(x, before)
+    assert torch.equal(a, b) and not torch.equal(a, c)
+    masked_bins = (a == 0).all(dim=0)  # (M,) whole bins zeroed: frequency masks
+    masked_frames = (a == 0).all(dim=1)  # (T,) whole frames zeroed: time masks
+    assert 0 < masked_bins.sum() <= 20 and 0 < masked_frames.sum() <= 60
+    # everything else untouched
+    keep = ~masked_frames[:, None] & ~masked_bins[None, :]
+    assert torch.equal(a[keep], x[keep])
+
+
+def test_time_masks_capped_by_utterance_length():
+    x = torch.randn(40, 80)  # a short digit: 0.4 s
+    for seed in range(50):
+        a = spec_augment(x, torch.Generator().manual_seed(seed), MaskingSettings(freq_masks=0, time_masks=1))
+        assert int((a == 0).all(dim=1).sum()) <= 8  # 0.2 * 40

@@ -1,0 +1,68 @@
+"""The speech front end: exact output lengths, the padding mask, and padding that never changes
+an utterance's outputs (a padded batch equals each utterance alone)."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from transformer.modules.frontends import ConvSubsampling
+
+
+def _reference_length(t: int) -> int:
+    """Two valid 3-wide stride-2 convolutions, by Conv2d's own arithmetic."""
+    for _ in range(2):
+        t = (t - 3) // 2 + 1 if t >= 3 else 0
+    return t
+
+
+@pytest.mark.parametrize("t", [7, 8, 9, 10, 11, 14, 15, 100, 101, 1001])
+def test_output_shape_and_length_formula(t):
+    fe = ConvSubsampling(n_mels=80, d_model=32, channels=8)
+    x, mask = fe(torch.randn(2, t, 80), torch.tensor([t, t]))
+    expected = ((t - 1) // 2 - 1) // 2
+    assert expected == _reference_length(t)
+    assert x.shape == (2, expected, 32) and mask.shape == (2, expected) and mask.dtype == torch.bool
+    assert mask.all()
+    assert int(ConvSubsampling.output_lengths(torch.tensor(t))) == expected
+
+
+def test_lengths_below_seven_frames():
+    assert ConvSubsampling.output_lengths(torch.arange(0, 9)).tolist() == [0, 0, 0, 0, 0, 0, 0, 1, 1]
+    with pytest.raises(ValueError, match="at least 7 frames"):
+        ConvSubsampling(80, 16)(torch.randn(1, 6, 80), torch.tensor([6]))
+    with pytest.raises(ValueError, match="expects 80 features"):
+        ConvSubsampling(80, 16)(torch.randn(1, 20, 40), torch.tensor([20]))
+
+
+def test_padding_never_changes_valid_outputs():
+    torch.manual_seed(0)
+    fe = ConvSubsampling(n_mels=40, d_model=24, channels=6).eval()
+    lengths = [57, 23, 100, 7, 8]
+    items = [torch.randn(t, 40) for t in lengths]
+    src = torch.zeros(len(items), max(lengths), 40)  # (B, T, M)
+    for b, item in enumerate(items):
+        src[b, : len(item)] = item
+    # the padding holds garbage: a valid output that looked at it would change
+    for b, t in enumerate(lengths):
+        src[b, t:] = 1e3 * torch.randn(max(lengths) - t, 40)
+    x, mask = fe(src, torch.tensor(lengths))
+    for b, item in enumerate(items):
+        alone, alone_mask = fe(item.unsqueeze(0), torch.tensor([len(item)]))
+        n = alone.shape[1]
+        assert alone_mask.all() and int(mask[b].sum()) == n
+        assert mask[b, :n].all() and not mask[b, n:].any()
+        torch.testing.assert_close(x[b, :n], alone[0], atol=1e-5, rtol=1e-5)
+
+
+def test_gradients_reach_every_parameter():
+    fe = ConvSubsampling(n_mels=20, d_model=8, channels=4)
+    x, mask = fe(torch.randn(2, 30, 20), torch.tensor([30, 12]))
+    (x * mask.unsqueeze(-1)).sum().backward()
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in fe.parameters())
+    assert fe.out.in_features == 4 * 4  # 20 mel bins -> 4 after two convolutions
+
+
+def test_too_few_mel_bins():
+    with pytest.raises(ValueError, match="n_mels >= 7"):
+        ConvSubsampling(n_mels=6, d_model=8)

@@ -1,0 +1,147 @@
+"""Speech rows as a torch Dataset of frames, and the collate that pads them into a batch.
+
+Shape legend: B batch, T frames (the longest in the batch), M mel bins, L target length.
+
+Batch (``SpeechCollator``)::
+
+    src          (B, T, M) float  features, zero-padded after each utterance's frames
+    src_lengths  (B,)      long   real frames per utterance
+    target                        a label per utterance ``(B,)`` long, or token ids ``(B, L)`` long
+                                  padded with ``target_pad``, or the texts as a list of str
+    target_lengths (B,)    long   with token ids only: real ids per utterance
+    index        (B,)      long   position of each utterance in its dataset
+
+Memory stays flat in the corpus size: an item's audio is decoded and framed when it is asked for
+(in the loader's workers), and only the rows, plus the frame counts if a batch sampler asks for
+them (read from the file headers, no decoding), stay in RAM. ``cache=True`` keeps each item's
+unmasked features once computed, for small sets such as FSDD's (about 9 MB of frames).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from torch import Tensor
+from torch.utils.data import Dataset
+
+from transformer.data.core.batching import IGNORE_INDEX
+from transformer.data.speech.audio import MAX_SECONDS, audio_samples, load_audio
+from transformer.data.speech.features import FeatureSettings, MaskingSettings, compute_features, spec_augment
+from transformer.data.speech.manifest import SpeechRow
+
+
+class SpeechDataset(Dataset):
+    """Utterances as ``{"src": (T, M) float32 frames, "target": ..., "index": int}``.
+
+    Args:
+        rows: :class:`SpeechRow` s (from :func:`~transformer.data.speech.manifest.read_manifest`).
+        settings: how audio becomes frames.
+        spec_augment: mask each item's frames (training only); the masks are drawn from a
+            generator seeded by ``(seed, epoch, index)``, so they are the same whatever the
+            number of loader workers, and differ from epoch to epoch (:meth:`set_epoch`).
+        masking: the masks' numbers and widths.
+        encode_target: turns a row's text into the target (a label id, token ids); ``None``
+            keeps the text.
+        cache: keep each item's unmasked features in memory once computed (small sets).
+        seed: the masks' seed.
+        max_seconds: longer audio files are refused (one error line naming file and row).
+    """
+
+    def __init__(
+        self,
+        rows: Sequence[SpeechRow],
+        settings: FeatureSettings = FeatureSettings(),
+        spec_augment: bool = False,
+        masking: MaskingSettings = MaskingSettings(),
+        encode_target: Callable[[str], Any] | None = None,
+        cache: bool = False,
+        seed: int = 0,
+        max_seconds: float = MAX_SECONDS,
+    ):
+        self.rows = list(rows)
+        self.settings, self.masking = settings, masking
+        self.spec_augment, self.encode_target = spec_augment, encode_target
+        self.seed, self.epoch, self.max_seconds = seed, 0, max_seconds
+        self._cache: dict[int, Tensor] | None = {} if cache else None
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    def set_epoch(self, epoch: int) -> None:
+        """Draw a new set of masks: called by the training loop at the start of each epoch."""
+        self.epoch = epoch
+
+    def features(self, i: int) -> Tensor:
+        """Unmasked frames of item ``i``: ``(T, M)`` float32."""
+        if self._cache is not None and i in self._cache:
+            return self._cache[i]
+        row = self.rows[i]
+        waveform = load_audio(row.path, self.settings.sample_rate, self.max_seconds, where=row.where or None)
+        feats = compute_features(waveform, self.settings)  # (T, M)
+        if self._cache is not None:
+            self._cache[i] = feats
+        return feats
+
+    def mask_generator(self, i: int) -> torch.Generator:
+        """The generator item ``i``'s masks are drawn from in the current epoch."""
+        state = np.random.SeedSequence([self.seed, self.epoch, i]).generate_state(1, dtype=np.uint64)[0]
+        return torch.Generator().manual_seed(int(state) & ((1 << 63) - 1))
+
+    def __getitem__(self, i: int) -> dict:
+        feats = self.features(i)
+        if self.spec_augment:
+            feats = spec_augment(feats, self.mask_generator(i), self.masking)
+        text = self.rows[i].text
+        target = self.encode_target(text) if self.encode_target is not None else text
+        return {"src": feats, "target": target, "index": i}
+
+    def num_frames(self, i: int) -> int:
+        """Frames item ``i`` will have, from its file's header (no decoding)."""
+        row = self.rows[i]
+        n = audio_samples(row.path, self.settings.sample_rate, self.max_seconds, where=row.where or None)
+        return self.settings.num_frames(n)
+
+    def lengths(self) -> list[int]:
+        """Frame counts of every item, for length-bucketed batching (headers only)."""
+        return [self.num_frames(i) for i in range(len(self))]
+
+
+class SpeechCollator:
+    """Pads :class:`SpeechDataset` items into one batch (see the module docstring).
+
+    Args:
+        pad_to_multiple: round the frame width T up to a multiple of this (a compiled step sees
+            fewer shapes).
+        target_pad: the value token-id targets are padded with (ignored by cross-entropy).
+    """
+
+    def __init__(self, pad_to_multiple: int = 1, target_pad: int = IGNORE_INDEX):
+        self.pad_to_multiple, self.target_pad = pad_to_multiple, target_pad
+
+    def __call__(self, examples: Sequence[dict]) -> dict:
+        feats = [e["src"] for e in examples]
+        lengths = torch.tensor([f.shape[0] for f in feats], dtype=torch.long)  # (B,)
+        m = self.pad_to_multiple
+        width = -(-int(lengths.max()) // m) * m
+        src = feats[0].new_zeros(len(feats), width, feats[0].shape[1])  # (B, T, M)
+        for b, f in enumerate(feats):
+            src[b, : f.shape[0]] = f
+        batch = {"src": src, "src_lengths": lengths,
+                 "index": torch.tensor([e["index"] for e in examples], dtype=torch.long)}
+        batch.update(self._targets([e["target"] for e in examples]))
+        return batch
+
+    def _targets(self, targets: list) -> dict:
+        if all(isinstance(t, str) for t in targets):
+            return {"target": targets}
+        if all(isinstance(t, (int, np.integer)) for t in targets):
+            return {"target": torch.tensor(targets, dtype=torch.long)}  # (B,)
+        seqs = [torch.as_tensor(t, dtype=torch.long) for t in targets]
+        lengths = torch.tensor([len(s) for s in seqs], dtype=torch.long)  # (B,)
+        padded = torch.full((len(seqs), max((len(q) for q in seqs), default=0)), self.target_pad,
+                            dtype=torch.long)  # (B, L)
+        for b, s in enumerate(seqs):
+            padded[b, : len(s)] = s
+        return {"target": padded, "target_lengths": lengths}

@@ -1,0 +1,180 @@
+"""Log-mel features and SpecAugment masking: a waveform in, ``(T, n_mels)`` frames out.
+
+Shape legend: N samples, T frames, F = n_fft // 2 + 1 frequency bins, M = n_mels.
+
+The lectures' framing: a 25 ms window every 10 ms, so one second is 100 frames. The short-time
+Fourier transform is ``torch.stft`` (Hann window, zero-padded to ``n_fft``, the next power of two),
+the mel filterbank is librosa's (Slaney's mel scale and area normalisation, librosa's default), and
+the features are ``log(mel power + LOG_OFFSET)``. This is exactly
+``log(librosa.feature.melspectrogram(..., center=True, pad_mode="constant") + LOG_OFFSET)``, which
+the tests check.
+
+Frame rule: frames are centred (the signal is zero-padded by ``n_fft // 2`` at both ends), so
+``N`` samples give ``T = 1 + N // hop`` frames and frame ``t`` is centred on sample ``t * hop``.
+
+Normalisation is per utterance and per mel bin (mean 0, variance 1 over the utterance's frames):
+it removes a recording's channel and level without corpus statistics to keep in a checkpoint.
+Masking (Park et al. 2019, SpecAugment) comes after it, so a masked value is the utterance mean.
+"""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from transformer.data.speech.audio import MODEL_SAMPLE_RATE
+
+# log(mel + 1e-6): a floor about 50 dB under a loud frame's bins at 16-bit full scale; quieter
+# detail is recording noise, and digital silence (the string maker's gaps, upsampled 8 kHz audio
+# above 4 kHz) stays finite instead of reaching log(0).
+LOG_OFFSET = 1e-6
+# A variance floor of (0.1 nat)^2 for normalisation. Speech moves a bin by nats (std 2-3), which
+# this leaves as it is; a bin that barely moves (the empty band of upsampled 8 kHz audio, digital
+# silence) stays near 0 instead of being scaled up into noise, and a constant one is exactly 0.
+NORM_EPS = 1e-2
+
+
+@dataclass(frozen=True)
+class FeatureSettings:
+    """How a waveform becomes frames; stored with a model so that inference computes the same.
+
+    Attributes:
+        sample_rate: the rate audio is resampled to before framing (Hz).
+        n_mels: mel bins per frame (M).
+        win_ms: window length; 25 ms is 400 samples at 16 kHz.
+        hop_ms: hop between frames; 10 ms gives 100 frames a second.
+        n_fft: FFT size; ``None`` is the next power of two at or above the window.
+        f_min, f_max: the filterbank's band; ``f_max=None`` is half the sample rate.
+        normalize: per-utterance mean/variance normalisation of each mel bin.
+    """
+
+    sample_rate: int = MODEL_SAMPLE_RATE
+    n_mels: int = 80
+    win_ms: float = 25.0
+    hop_ms: float = 10.0
+    n_fft: int | None = None
+    f_min: float = 0.0
+    f_max: float | None = None
+    normalize: bool = True
+
+    def __post_init__(self):
+        if self.n_mels < 1 or self.sample_rate < 1 or self.win_ms <= 0 or self.hop_ms <= 0:
+            raise ValueError(f"feature settings must be positive: {self}")
+        if self.n_fft is not None and self.n_fft < self.win_length:
+            raise ValueError(f"n_fft={self.n_fft} is shorter than the {self.win_ms} ms window "
+                             f"({self.win_length} samples)")
+
+    @property
+    def win_length(self) -> int:
+        """Window length in samples."""
+        return round(self.sample_rate * self.win_ms / 1000)
+
+    @property
+    def hop_length(self) -> int:
+        """Hop length in samples."""
+        return round(self.sample_rate * self.hop_ms / 1000)
+
+    @property
+    def fft_size(self) -> int:
+        """``n_fft``, or the next power of two at or above the window."""
+        return self.n_fft if self.n_fft is not None else 1 << (self.win_length - 1).bit_length()
+
+    def num_frames(self, n_samples: int) -> int:
+        """Frames that ``n_samples`` samples give (centred frames: ``1 + N // hop``)."""
+        return 1 + n_samples // self.hop_length
+
+
+@functools.lru_cache(maxsize=8)
+def mel_filterbank(sample_rate: int, n_fft: int, n_mels: int, f_min: float, f_max: float | None) -> Tensor:
+    """librosa's mel filterbank, ``(M, F)`` float32 (Slaney mel scale, area-normalised)."""
+    import librosa  # imported here: it loads numba, which a process that never frames audio skips
+
+    fb = librosa.filters.mel(sr=sample_rate, n_fft=n_fft, n_mels=n_mels, fmin=f_min, fmax=f_max,
+                             htk=False, norm="slaney", dtype=np.float32)
+    return torch.from_numpy(fb)  # (M, F)
+
+
+def log_mel(waveform: Tensor | np.ndarray, settings: FeatureSettings = FeatureSettings()) -> Tensor:
+    """Log-mel power spectrogram of one waveform, without normalisation.
+
+    Args:
+        waveform: ``(N,)`` float samples at ``settings.sample_rate``.
+
+    Returns:
+        ``(T, M)`` float32, ``T = 1 + N // hop``.
+    """
+    x = torch.as_tensor(waveform, dtype=torch.float32)
+    if x.dim() != 1:
+        raise ValueError(f"log_mel expects one channel (N,), got shape {tuple(x.shape)}")
+    window = torch.hann_window(settings.win_length, periodic=True, dtype=torch.float32)
+    # pad_mode="constant": zeros at the edges, librosa's default, so no reflected speech
+    spec = torch.stft(x, n_fft=settings.fft_size, hop_length=settings.hop_length, win_length=settings.win_length,
+                      window=window, center=True, pad_mode="constant", return_complex=True)  # (F, T)
+    power = spec.real.square() + spec.imag.square()  # (F, T)
+    fb = mel_filterbank(settings.sample_rate, settings.fft_size, settings.n_mels, settings.f_min, settings.f_max)
+    mel = fb @ power  # (M, F) @ (F, T) -> (M, T)
+    return torch.log(mel + LOG_OFFSET).transpose(0, 1).contiguous()  # (M, T) -> (T, M)
+
+
+def normalize_utterance(features: Tensor) -> Tensor:
+    """Mean 0 and variance 1 for each mel bin over one utterance's frames: ``(T, M) -> (T, M)``."""
+    mean = features.mean(dim=0, keepdim=True)  # (1, M)
+    var = features.var(dim=0, unbiased=False, keepdim=True)  # (1, M)
+    return (features - mean) / torch.sqrt(var + NORM_EPS)
+
+
+def compute_features(waveform: Tensor | np.ndarray, settings: FeatureSettings = FeatureSettings()) -> Tensor:
+    """The model's input frames for one waveform: log-mel, then (by default) per-utterance
+    normalisation. ``(N,)`` at ``settings.sample_rate`` -> ``(T, M)`` float32."""
+    features = log_mel(waveform, settings)
+    return normalize_utterance(features) if settings.normalize else features
+
+
+@dataclass(frozen=True)
+class MaskingSettings:
+    """SpecAugment's masks (Park et al. 2019, sec. 2): ``freq_masks`` bands of width uniform in
+    ``[0, freq_width]`` mel bins, ``time_masks`` spans of width uniform in ``[0, time_width]`` frames.
+
+    The paper's LibriSpeech policy (F=27, T=100) is for utterances of 10-20 s; a time mask is also
+    capped at ``max_time_fraction`` of the utterance (the paper's p), so a 0.4 s spoken digit
+    loses at most a fifth of its frames to one mask instead of all of them.
+    """
+
+    freq_masks: int = 2
+    freq_width: int = 27
+    time_masks: int = 2
+    time_width: int = 40
+    max_time_fraction: float = 0.2
+
+
+def spec_augment(features: Tensor, generator: torch.Generator,
+                 settings: MaskingSettings = MaskingSettings()) -> Tensor:
+    """SpecAugment time and frequency masking (no time warping), for training only.
+
+    Args:
+        features: ``(T, M)`` normalised frames (a masked value is set to 0, their mean).
+        generator: the source of every random draw, so one seed gives one set of masks.
+
+    Returns:
+        A masked copy, ``(T, M)``; ``features`` is left as it was.
+    """
+    t, m = features.shape
+    out = features.clone()
+
+    def draw(high: int) -> int:  # uniform in [0, high]
+        return int(torch.randint(0, high + 1, (), generator=generator))
+
+    for _ in range(settings.freq_masks):
+        width = draw(min(settings.freq_width, m))
+        start = draw(m - width)
+        out[:, start:start + width] = 0.0
+    time_cap = min(settings.time_width, int(settings.max_time_fraction * t))
+    for _ in range(settings.time_masks):
+        width = draw(time_cap)
+        start = draw(t - width)
+        out[start:start + width, :] = 0.0
+    return out
