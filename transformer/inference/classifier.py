@@ -73,4 +73,30 @@ class SentenceClassifier:
         return [[(self.labels[i], float(p)) for p, i in zip(vs, ix)] for vs, ix in zip(values.tolist(), indices.tolist())]
 
 
-__all__ = ["Member", "SentenceClassifier"]
+class AudioClassifier(SentenceClassifier):
+    """Label probabilities of audio files (a speech classifier, ``transformer.kinds.FRAMES``): each
+    input is a file's path, read into frames with the checkpoint's feature settings
+    (``data``: its data settings); a batch holds up to ``max_tokens`` frames."""
+
+    def __init__(self, members: Sequence[Member], labels: Sequence[str], data: dict, max_tokens: int = 20_000,
+                 device: str | torch.device | None = None):
+        super().__init__(members, labels, max_tokens, device)
+        self.data = dict(data)
+
+    @torch.no_grad()
+    def _member_probs(self, model: nn.Module, tokenizer, max_len: int, paths: Sequence[str]) -> torch.Tensor:
+        from transformer.data.speech.datamodule import feature_settings, frames_of
+        from transformer.data.speech.audio import audio_samples
+
+        settings = feature_settings(self.data)
+        lengths = [settings.num_frames(audio_samples(p, settings.sample_rate, where=f"input:{i + 1}"))
+                   for i, p in enumerate(paths)]
+        out = torch.zeros(len(paths), len(self.labels))  # (N, C)
+        for batch in token_budget_batches(lengths, self.max_tokens):
+            src, src_lengths = frames_of([paths[i] for i in batch], self.data)  # (B, T, M), (B,)
+            logits = model(src.to(self.device), src_lengths=src_lengths.to(self.device)).float()  # (B, C)
+            out[torch.as_tensor(batch)] = torch.softmax(logits, dim=-1).cpu()
+        return out
+
+
+__all__ = ["AudioClassifier", "Member", "SentenceClassifier"]

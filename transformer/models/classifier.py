@@ -15,7 +15,6 @@ from torch import Tensor, nn
 
 from transformer.models.pooling import AttentionPooling
 from transformer.models.transformer import EncoderConfig, InputHook, TransformerEncoder, hp, init_weights
-from transformer.modules.attention import pad_mask
 from transformer.ranges import Range
 
 
@@ -47,7 +46,8 @@ class ClassifierConfig(EncoderConfig):
 class SequenceClassifier(nn.Module):
     """Transformer encoder + pooling + linear classifier.
 
-    ``forward(src (B, T)) -> logits (B, C)``; ``pool(src)`` gives the pooled vector and the
+    ``forward(src (B, T)) -> logits (B, C)`` (speech: ``forward(frames (B, T, F), src_lengths=
+    (B,))`` through the encoder's front end); ``pool(src)`` gives the pooled vector and the
     pooling weights (what ``transformer-inspect`` draws).
 
     Args:
@@ -70,21 +70,21 @@ class SequenceClassifier(nn.Module):
         self.classifier = nn.Linear(cfg.d_model, cfg.n_classes)
         init_weights(self, cfg.d_model)
 
-    def pool(self, src: Tensor, input_hook: InputHook | None = None) -> Pooled:
-        """The sequence vector of ``src (B, T)`` and the pooling weights; ``input_hook``
-        (optional) receives the piece embeddings ``(B, T, D)`` and returns the vectors to
-        encode instead (adversarial training, ``tasks.adversarial``)."""
-        mask = pad_mask(src, self.pad_id)  # (B, T), True = real piece
-        x = self.encoder.embed_tokens(src)  # (B, T, D)
+    def pool(self, src: Tensor, input_hook: InputHook | None = None, src_lengths: Tensor | None = None) -> Pooled:
+        """The sequence vector of ``src`` (token ids ``(B, T)``, or a front end's frames
+        ``(B, T, F)`` of ``src_lengths``) and the pooling weights; ``input_hook`` (optional)
+        receives the input vectors ``(B, T, D)`` and returns the vectors to encode instead
+        (adversarial training, ``tasks.adversarial``)."""
+        x, mask = self.encoder.embed(src, src_lengths)  # (B, T, D), (B, T): True = real
         if input_hook is not None:
             x = input_hook(x)
-        x, mask2 = self.pooling.prepare(x, mask)  # (B, T', D), (B, T')
-        h = self.encoder.forward_embeddings(x, mask2)  # (B, T', D)
+        x2, mask2 = self.pooling.prepare(x, mask)  # (B, T', D), (B, T')
+        h = self.encoder.forward_embeddings(x2, mask2)  # (B, T', D)
         vector, weights = self.pooling(h, mask2)  # (B, D), (B, H, T') | None
-        return Pooled(vector, weights, x.size(1) - src.size(1))
+        return Pooled(vector, weights, x2.size(1) - x.size(1))
 
-    def forward(self, src: Tensor, input_hook: InputHook | None = None) -> Tensor:
-        return self.classifier(self.dropout(self.pool(src, input_hook).vector))  # (B, C)
+    def forward(self, src: Tensor, input_hook: InputHook | None = None, src_lengths: Tensor | None = None) -> Tensor:
+        return self.classifier(self.dropout(self.pool(src, input_hook, src_lengths).vector))  # (B, C)
 
 
 class ClassifierEnsemble(nn.Module):

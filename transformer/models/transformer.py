@@ -1,9 +1,7 @@
 """The Transformer (Vaswani et al. 2017), top to bottom as the paper builds it.
 
-* ``TransformerConfig`` — every size and switch of the encoder and decoder, declared once with
-  its type and range (``StackConfig`` holds what every stack reads, ``EncoderConfig`` is the
-  encoder-only models'); the models take one config, ``tasks.build`` checks a flat dict of
-  these fields and builds the config.
+* ``TransformerConfig`` (``models.config``) — every size and switch of the encoder and decoder,
+  declared once with its type and range; the models take one config.
 * ``EncoderDecoder`` — the whole translation model (sec. 3, Figure 1): encoder, decoder, the
   source and target embeddings (shared or not) and the decoding API that search uses.
 * ``TransformerEncoder`` and ``AutoregressiveDecoder`` — the two stacks (sec. 3.1): token
@@ -34,13 +32,21 @@ T target length, t new steps, D = d_model, H heads, V target vocabulary.
 from __future__ import annotations
 
 import math
-from dataclasses import MISSING, dataclass, field
-from typing import Any, Callable
+from dataclasses import dataclass
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
+from transformer.models.config import (
+    EncoderConfig,
+    InputHook,
+    PositionalFactory,
+    StackConfig,
+    TransformerConfig,
+    hp,
+)
 from transformer.modules.attention import (
     MultiHeadAttention,
     PackedRows,
@@ -53,120 +59,6 @@ from transformer.modules.attention import (
 )
 from transformer.modules.kv_cache import KVCache, StaticKVCache
 from transformer.modules.positional import build_positional
-from transformer.ranges import Probability, Range
-
-# Maps an encoder's input vectors (token embeddings, before positions) to the ones to encode:
-# adversarial training perturbs them there (``tasks.adversarial``).
-InputHook = Callable[[Tensor], Tensor]
-# A ``_partial_`` positional-encoding class: the stack calls it with
-# ``d_model, n_heads, max_len, causal`` (``modules.positional.build_positional``).
-PositionalFactory = Callable[..., nn.Module]
-
-
-# ----------------------------------------------------------------------------- the config
-def hp(default: Any = MISSING, *, within: Range | Probability | None = None, factory: bool = False) -> Any:
-    """A config field: its type is its annotation; ``within`` is the range ``tasks.build`` checks
-    before a model is built (``transformer.ranges``: the one way a setting declares its range);
-    ``factory``: the value is a ``_partial_`` class that the model calls. No ``default``: the
-    field is required (the data fills in vocabulary sizes and special ids)."""
-    metadata = {"range": within, "factory": factory}
-    return field(default=default, metadata={k: v for k, v in metadata.items() if v})
-
-
-# Upper bounds keep a typo (d_model=10**9) from allocating the machine's memory before anything
-# is said; a subclass that only changes a default re-annotates the field and keeps these.
-@dataclass(kw_only=True)
-class StackConfig:
-    """What every stack reads: vocabulary, widths, depth-independent switches.
-
-    Fields:
-        vocab_size: source vocabulary (and target too unless ``tgt_vocab_size``); pad_id: the
-            padding id of every vocabulary (both from the tokenizer).
-        d_model, n_heads, d_ff: model width, attention heads (they divide ``d_model``) and the
-            feed-forward width.
-        dropout: on sublayer outputs, attention weights, the FFN's hidden units and the inputs.
-        positional: a factory ``(d_model, n_heads, max_len, causal) -> module``; ``None`` =
-            sinusoidal. In YAML: ``{_target_: transformer.modules.positional.RelativePositionBias,
-            _partial_: true}``. Each stack builds its own instance.
-        norm_first: False = post-norm layers (the paper); True = pre-norm layers plus a final
-            LayerNorm per stack (Xiong et al. 2020), stable at higher learning rates.
-        activation: ``"relu"``, ``"gelu"`` or ``"silu"`` in the FFN (``"gelu"`` is the exact erf form,
-            BERT's; ``"silu"`` is x·sigmoid(x), Marian's ``swish``).
-        window: if set, each encoder position attends only to positions within ``window``
-            (restricted self-attention, Vaswani et al. 2017, Table 1); None = full attention.
-        max_len: longest sequence the positional encoding covers.
-        norm_eps: the epsilon of every LayerNorm of the stacks (BERT's is 1e-12).
-        scale_embeddings: multiply token embeddings by √d_model (Vaswani et al. 2017, sec. 3.4);
-            BERT and RoBERTa do not.
-        embedding_norm: a LayerNorm over the summed input embeddings (tokens, positions, token
-            types), before the input dropout (BERT, RoBERTa, DistilBERT).
-        type_vocab_size: the encoder adds a learned token-type (segment) embedding; every piece
-            is of type 0, one text per input (BERT; RoBERTa's table has one row). 0 = none.
-    """
-
-    vocab_size: int = hp(within=Range(1, 2**24))
-    pad_id: int = hp(within=Range(0, 2**24))
-    d_model: int = hp(512, within=Range(1, 2**16))
-    n_heads: int = hp(8, within=Range(1, 2**12))
-    d_ff: int = hp(2048, within=Range(1, 2**18))
-    dropout: float = hp(0.1, within=Probability())
-    positional: PositionalFactory | None = hp(None, factory=True)
-    norm_first: bool = False
-    activation: str = "relu"
-    window: int | None = hp(None, within=Range(0, 2**20))
-    max_len: int = hp(1024, within=Range(1, 2**20))
-    norm_eps: float = hp(1e-5, within=Range(0.0, 1.0))
-    scale_embeddings: bool = True
-    embedding_norm: bool = False
-    type_vocab_size: int = hp(0, within=Range(0, 2**16))
-
-
-@dataclass(kw_only=True)
-class TransformerConfig(StackConfig):
-    """The encoder-decoder's config: ``StackConfig`` plus the two depths and the vocabularies.
-
-    Fields:
-        n_encoder_layers, n_decoder_layers: the depth of each stack.
-        tgt_vocab_size: target vocabulary size when vocabularies are separate.
-        share_embeddings: one embedding matrix for source and target (joint vocabulary;
-            requires equal sizes).
-        tie_output: output projection = target embedding (Press & Wolf 2017).
-        output_bias: a learned bias per target piece added to the decoder's vocabulary scores
-            (Marian's ``final_logits_bias``); off: the projection alone, as the paper.
-        mask_target_padding: teacher forcing hides target padding from the decoder's
-            self-attention; off: only the future is hidden (Marian, whose decoder starts from the
-            padding id). Right-padded targets give the same scores at every real position either way.
-    """
-
-    n_encoder_layers: int = hp(6, within=Range(1, 256))
-    n_decoder_layers: int = hp(6, within=Range(1, 256))
-    tgt_vocab_size: int | None = hp(None, within=Range(1, 2**24))
-    share_embeddings: bool = True
-    tie_output: bool = True
-    output_bias: bool = False
-    mask_target_padding: bool = True
-
-    def target_vocab_size(self) -> int:
-        """The target vocabulary size (the source's when not given); shared embeddings need one
-        joint vocabulary, else a ``ValueError`` says how to fix the config."""
-        size = self.vocab_size if self.tgt_vocab_size is None else self.tgt_vocab_size
-        if self.share_embeddings and size != self.vocab_size:
-            raise ValueError(f"share_embeddings needs one joint vocabulary, got {self.vocab_size} source vs "
-                             f"{size} target ids; set share_embeddings=false")
-        return size
-
-
-@dataclass(kw_only=True)
-class EncoderConfig(StackConfig):
-    """An encoder-only model's config (tagger, classifier, masked LM): ``StackConfig`` at a
-    smaller default size, plus ``n_layers``, the encoder's depth."""
-
-    n_layers: int = hp(4, within=Range(1, 256))
-    d_model: int = 256
-    n_heads: int = 4
-    d_ff: int = 1024
-    max_len: int = 512
-
 
 # ----------------------------------------------------------------------------- the model
 class EncoderDecoder(nn.Module):
@@ -304,8 +196,10 @@ class TransformerEncoder(nn.Module):
         self.d_model = d_model = cfg.d_model
         self.pad_id = cfg.pad_id
         self.window = cfg.window
-        self.embedding = embedding if embedding is not None else nn.Embedding(cfg.vocab_size, d_model,
-                                                                              padding_idx=cfg.pad_id)
+        # An input kind other than text has a front end instead of the token embedding.
+        self.frontend = cfg.frontend(d_model=d_model) if cfg.frontend is not None else None
+        self.embedding = None if self.frontend is not None else embedding if embedding is not None else \
+            nn.Embedding(cfg.vocab_size, d_model, padding_idx=cfg.pad_id)
         self.embed_scale = math.sqrt(d_model) if cfg.scale_embeddings else 1.0
         self.positional = build_positional(cfg.positional, d_model, cfg.n_heads, cfg.max_len, causal=False)
         self.type_embedding = nn.Embedding(cfg.type_vocab_size, d_model) if cfg.type_vocab_size else None
@@ -321,6 +215,17 @@ class TransformerEncoder(nn.Module):
         """``(B, S)`` ids -> ``(B, S, D)``, scaled by √d_model (Vaswani et al. 2017, sec. 3.4)
         unless ``scale_embeddings`` is off."""
         return self.embedding(src) * self.embed_scale
+
+    def embed(self, src: Tensor, src_lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """The input front end: token ids ``(B, S)`` through the embedding table (padding from
+        ``pad_id``), or a front end's frames ``(B, T, F)`` of ``src_lengths (B,)`` -> vectors
+        ``(B, S', D)`` and ``src_pad_mask (B, S')`` (True = real)."""
+        if self.frontend is not None:
+            if src_lengths is None:
+                src_lengths = torch.full(src.shape[:1], src.size(1), dtype=torch.long, device=src.device)
+            x, mask = self.frontend(src, src_lengths)  # (B, T', D), (B, T')
+            return x * self.embed_scale, mask
+        return self.embed_tokens(src), pad_mask(src, self.pad_id)  # (B, S, D), (B, S)
 
     def forward_embeddings(self, x: Tensor, src_pad_mask: Tensor | None = None, need_weights: bool = False):
         """Encode ``(B, S, D)`` vectors (positions are added here) -> memory ``(B, S, D)``."""
@@ -350,8 +255,13 @@ class TransformerEncoder(nn.Module):
         x = x if rows is None else rows.unpack(x)  # (N, D) -> (B, S, D)
         return (x, weights) if need_weights else x
 
-    def forward(self, src: Tensor, src_pad_mask: Tensor | None = None, need_weights: bool = False):
-        """``src (B, S)`` -> memory ``(B, S, D)``; padding mask from ``pad_id`` when not given."""
+    def forward(self, src: Tensor, src_pad_mask: Tensor | None = None, need_weights: bool = False,
+                src_lengths: Tensor | None = None):
+        """``src (B, S)`` -> memory ``(B, S, D)``; padding mask from ``pad_id`` when not given.
+        With a front end, ``src (B, T, F)`` frames of ``src_lengths`` -> ``(B, T', D)``."""
+        if self.frontend is not None:
+            x, src_pad_mask = self.embed(src, src_lengths)
+            return self.forward_embeddings(x, src_pad_mask, need_weights)
         if src_pad_mask is None:
             src_pad_mask = pad_mask(src, self.pad_id)
         return self.forward_embeddings(self.embed_tokens(src), src_pad_mask, need_weights)

@@ -38,6 +38,7 @@ from transformer.models.classifier import SequenceClassifier
 from transformer.models.mlm import ElectraModel, MaskedLanguageModel
 from transformer.models.pooling import AttentionPooling, ClsPooling, FirstPooling, MeanPooling
 from transformer.modules.attention import head_width
+from transformer.modules.frontends import ConvSubsampling
 from transformer.modules.positional import (
     LearnedPositionalEncoding,
     NoPositionalEncoding,
@@ -148,9 +149,13 @@ POOLINGS: dict[str, type[torch.nn.Module]] = {
     "AttentionPooling": AttentionPooling,
 }
 _POOLING_SUPPLIED = {"d_model", "n_heads"}
+# Input front ends a model config's ``frontend`` may name (``transformer.kinds``: one per input
+# kind other than text; a ``_partial_`` factory that the encoder calls with d_model).
+FRONTENDS: dict[str, type[torch.nn.Module]] = {"ConvSubsampling": ConvSubsampling}
 # The model config fields that hold a factory (declared with ``hp(factory=True)``), with what
 # may fill them and what the model supplies (the tagger's ``pooling`` is a plain string field).
-_FACTORIES = {"positional": (POSITIONALS, _POSITIONAL_SUPPLIED), "pooling": (POOLINGS, _POOLING_SUPPLIED)}
+_FACTORIES = {"positional": (POSITIONALS, _POSITIONAL_SUPPLIED), "pooling": (POOLINGS, _POOLING_SUPPLIED),
+              "frontend": (FRONTENDS, {"d_model"})}
 
 
 def _factory_keys(cls: type) -> list[str]:
@@ -163,7 +168,8 @@ def registered(target: Any, registry: Mapping[str, type], where: str) -> type:
     if isinstance(target, str):
         module, _, name = target.rpartition(".")
         cls = registry.get(name)
-        if cls is not None and module in ("", "transformer.models", "transformer.modules.positional", cls.__module__):
+        if cls is not None and module in ("", "transformer.models", "transformer.modules.positional",
+                                          "transformer.modules.frontends", cls.__module__):
             return cls
     raise HyperparameterError(f"{where}._target_={show(target)}: not one of the project's classes "
                               f"({', '.join(registry)})")

@@ -172,8 +172,11 @@ def tokenizer_sides(task: str) -> tuple[str, ...]:
 
 
 def missing_tokenizers(ckpt: dict[str, Any], sides: Sequence[str] | None = None) -> list[str]:
-    """The ``tokenizers.<side>`` entries (``sides``, default the task's) the checkpoint lacks."""
+    """The ``tokenizers.<side>`` entries (``sides``, default the task's) the checkpoint lacks; an
+    input kind other than text reads its source without one (``transformer.kinds``)."""
     sides = tokenizer_sides(ckpt[TASK_KEY]) if sides is None else sides
+    if kinds.input_kind(ckpt.get("hyper_parameters")).frontend is not None:
+        sides = [side for side in sides if side != "src"]
     tokenizers = ckpt.get("tokenizers") or {}
     return [side for side in sides if not tokenizers.get(side)]
 

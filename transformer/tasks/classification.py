@@ -29,7 +29,7 @@ from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.labelled.corpus import check_label_names
 from transformer.evaluation.classification import classification_metrics, confusion_matrix, evaluate_classification
 from transformer.files import inside, save_torch
-from transformer.inference.classifier import SentenceClassifier
+from transformer.inference.classifier import AudioClassifier, SentenceClassifier
 from transformer.inference.tagger import model_max_len
 from transformer.models.classifier import ClassifierEnsemble
 from transformer.tasks.adversarial import InputCapture, adversarial_shift, check_eps
@@ -182,10 +182,11 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
     @staticmethod
     def kwargs_from_datamodule(dm) -> dict:
         """What the task needs from a set-up ``ClassificationDataModule``."""
-        tok = dm.tokenizer
+        tok = dm.tokenizer  # None for an input kind without pieces (speech frames)
         names = getattr(dm, "label_names", None)
-        return dict(piece_vocab_size=tok.vocab_size, pad_id=tok.pad_id, labels=list(dm.labels),
-                    label_names=list(names) if names else None, data=dm.settings(), tokenizer=tok.to_str())
+        return dict(piece_vocab_size=tok.vocab_size if tok else 1, pad_id=tok.pad_id if tok else 0,
+                    labels=list(dm.labels), label_names=list(names) if names else None, data=dm.settings(),
+                    tokenizer=tok.to_str() if tok else None)
 
     @classmethod
     def ensemble(cls, tasks: Sequence["ClassificationTask"]) -> "ClassificationTask":
@@ -212,8 +213,8 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         return [(self.model, self.tokenizer, model_max_len(self.model, int(self.hparams.model.get("max_len", 512))))]
 
     # ----------------------------------------------------------------- training
-    def forward(self, src: torch.Tensor) -> torch.Tensor:
-        return self.model(src)  # (B, C)
+    def forward(self, src: torch.Tensor, src_lengths: torch.Tensor | None = None) -> torch.Tensor:
+        return self.model(src, src_lengths=src_lengths)  # (B, C)
 
     def _loss(self, logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
         return F.cross_entropy(logits.float(), labels, label_smoothing=self.hparams.label_smoothing)
@@ -238,7 +239,7 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
     def _objective(self, batch: dict, src: torch.Tensor, input_hook=None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The training loss of ``src (B, T)``: cross-entropy, mixed with the distillation loss
         (also returned; ``None`` without a teacher)."""
-        logits = self.model(src, input_hook)  # (B, C)
+        logits = self.model(src, input_hook, batch.get("src_lengths"))  # (B, C)
         loss = self._loss(logits, batch["labels"])
         if self._teacher_probs is None:
             return loss, None
@@ -267,7 +268,7 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         self._val_confusion = torch.zeros(len(self.labels), len(self.labels), dtype=torch.long, device=self.device)
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
-        logits = self.model(batch["src"])  # (B, C)
+        logits = self.model(batch["src"], src_lengths=batch.get("src_lengths"))  # (B, C)
         labels = batch["labels"]  # (B,)
         n = labels.numel()
         self._val_confusion += confusion_matrix(labels, logits.argmax(-1), len(self.labels))
@@ -288,6 +289,8 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
     def classifier(self, max_tokens: int = 4096, device: str | torch.device | None = None) -> SentenceClassifier:
         """A :class:`~transformer.inference.classifier.SentenceClassifier` with this model (or
         ensemble) and its tokenizer; ``device``: ``None`` keeps the model's."""
+        if kinds.input_kind(self.hparams) is kinds.FRAMES:
+            return AudioClassifier(self.members(), self.labels, self.hparams.data, max(max_tokens, 20_000), device)
         return SentenceClassifier(self.members(), self.labels, max_tokens, device)
 
     def evaluate(self, split: str, decode_cfg: dict | None = None, output_dir: Path | str = "eval",

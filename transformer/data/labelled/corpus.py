@@ -136,6 +136,12 @@ def read_split(settings: Mapping[str, Any], split: str) -> LabelledFile:
     file, or carved from the training file when it is held out (then ``train`` is what is
     left), or any file given as ``split``."""
     path = split_path(settings, split)
+    if settings.get("input", "text") == "frames":  # a speech manifest: the texts are audio paths
+        from transformer.data.speech.manifest import read_manifest
+
+        manifest = read_manifest(path)
+        return LabelledFile(path, [str(r.path) for r in manifest], [r.text for r in manifest],
+                            [int(r.where.rpartition(":")[2]) for r in manifest])
     rows = read_labelled(path, settings["text_column"], settings["label_column"], settings.get("file_format"),
                          settings.get("header", False))
     holdout = settings.get("holdout") or {}

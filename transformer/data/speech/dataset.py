@@ -69,6 +69,12 @@ class SpeechDataset(Dataset):
     def __len__(self) -> int:
         return len(self.rows)
 
+    def select(self, indices: Sequence[int]) -> "SpeechDataset":
+        """The same dataset over the rows at ``indices`` (the training length filter's survivors)."""
+        kept = SpeechDataset([self.rows[i] for i in indices], self.settings, self.spec_augment, self.masking,
+                             self.encode_target, self._cache is not None, self.seed, self.max_seconds)
+        return kept
+
     def set_epoch(self, epoch: int) -> None:
         """Draw a new set of masks: called by the training loop at the start of each epoch."""
         self.epoch = epoch

@@ -109,13 +109,20 @@ def fsdd_recordings(
     indices = _choice("index", indices, range(N_INDICES))
     sources = fsdd_sources()
     recordings = []
-    for speaker in speakers:
-        for digit in digits:
-            for index in indices:
-                src = sources[fsdd_relpath(digit, speaker, index)]
-                path = fetch_source(src, cache_dir, mirror_root, base_url)
-                recordings.append(Recording(digit, speaker, index, path))
-        log.info("FSDD: %d recordings of %s ready", len(digits) * len(indices), speaker)
+    # One line a speaker, not one a file: the fetcher's per-file lines are for data sets of a few files.
+    fetch_log = logging.getLogger(fetch_source.__module__)
+    level = fetch_log.level
+    fetch_log.setLevel(max(level, logging.WARNING))
+    try:
+        for speaker in speakers:
+            for digit in digits:
+                for index in indices:
+                    src = sources[fsdd_relpath(digit, speaker, index)]
+                    path = fetch_source(src, cache_dir, mirror_root, base_url)
+                    recordings.append(Recording(digit, speaker, index, path))
+            log.info("FSDD: %d recordings of %s ready", len(digits) * len(indices), speaker)
+    finally:
+        fetch_log.setLevel(level)
     return recordings
 
 
