@@ -40,8 +40,7 @@ from typing import Any
 import torch
 
 from transformer.data.parallel import languages
-from transformer.export.ctranslate2 import ExportError
-from transformer.export.folder import write_export_dir
+from transformer.export.folder import ExportError, write_export_dir
 from transformer.hub.families import FAMILIES, Family, HubError
 from transformer.models.mlm import MaskedLanguageModel
 from transformer.models.transformer import EncoderDecoder
@@ -305,7 +304,7 @@ def export_hf(task, output_dir: str | Path, force: bool = False) -> Path:
         save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
         write_tokenizer(folder)
 
-    return write_export_dir(output_dir, fill, force, ExportError)
+    return write_export_dir(output_dir, fill, force)
 
 
 __all__ = ["export_hf", "hf_folder_contents", "hf_name", "interleaved_to_halves"]
