@@ -199,7 +199,7 @@ def load_export(entry: dict, key: str, cfg: DictConfig, limits):
     """A CTranslate2 export folder as a served translation model (greedy or beam)."""
     import torch
 
-    from transformer.export.ctranslate2 import ExportError
+    from transformer.export.folder import ExportError
     from transformer.serve.served import CTranslate2Model
 
     decode_cfg = translation_settings(entry, key)
