@@ -40,6 +40,23 @@ def feature_settings(data: dict) -> FeatureSettings:
     return FeatureSettings(**data.get("features", {}))
 
 
+def check_speech(d: dict, where: str, complete: bool = False) -> None:
+    """A speech config, before anything is written: the preset is known, and every manifest
+    reads, each row's audio file there (``manifest.read_manifest`` names the manifest and row);
+    ``complete``: a run's, which needs a training manifest or a preset."""
+    preset = d.get("preset")
+    if preset is not None and preset not in PRESETS:
+        raise ValueError(f"{where}.preset={preset!r}: unknown (known: {', '.join(PRESETS)}; null for your own "
+                         f"manifests)")
+    if d.get("input", "frames") != "frames":
+        raise ValueError(f"{where}.input={d.get('input')!r}: a speech data module reads frames")
+    if complete and preset is None and d.get("train") is None:
+        raise ValueError(f"{where}.train: required (a manifest of audio path<TAB>label rows, or {where}.preset=fsdd)")
+    for split in ("train", "dev", "test"):
+        if d.get(split) is not None:
+            read_manifest(d[split])
+
+
 class LabelCollator(SpeechCollator):
     """:class:`SpeechCollator` whose targets are the label ids, under ``labels``."""
 
@@ -69,6 +86,7 @@ class SpeechDataModule(TokenBudgetDataModule):
 
     val_split = "dev"
     vocab_size_chosen = False
+    check_config = staticmethod(check_speech)  # its config's checks, before the run folder is written
 
     def __init__(
         self,
@@ -187,4 +205,4 @@ def frames_of(paths: Sequence[str], data: dict, where: str = "input") -> tuple[t
     return batch["src"], batch["src_lengths"]
 
 
-__all__ = ["LabelCollator", "SpeechDataModule", "feature_settings", "frames_of"]
+__all__ = ["LabelCollator", "check_speech", "SpeechDataModule", "feature_settings", "frames_of"]
