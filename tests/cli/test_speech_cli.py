@@ -100,3 +100,29 @@ def test_a_manifest_row_whose_file_is_missing_is_one_line_naming_the_row(mirror_
     line = one_error(proc)
     assert "train.tsv:3" in line and "nowhere.wav" in line
     assert not (tmp_path / "run").exists()
+
+
+def test_the_server_classifies_an_uploaded_recording(trained):
+    pytest.importorskip("fastapi")
+    import base64
+
+    from fastapi.testclient import TestClient
+
+    from transformer.serve.app import create_app
+    from transformer.serve.served import AudioClassificationModel
+    from transformer.tasks.checkpoint import load_task
+
+    root, summary = trained
+    model = AudioClassificationModel("digits", load_task(summary["last_checkpoint"]), "last.ckpt", top_k=2)
+    audio = base64.b64encode((root / "audio" / "1_theo_0.wav").read_bytes()).decode()
+    with TestClient(create_app([model])) as client:
+        ok = client.post("/v1/classify", json={"model": "digits", "inputs": [audio, audio]})
+        garbage = client.post("/v1/classify", json={"model": "digits", "inputs": ["not base64!"]})
+        not_audio = client.post("/v1/classify", json={"model": "digits",
+                                                      "inputs": [base64.b64encode(b"hello there").decode()]})
+    assert ok.status_code == 200, ok.text
+    outputs = ok.json()["outputs"]
+    assert len(outputs) == 2 and outputs[0]["label"] in ("0", "1") and len(outputs[0]["top"]) == 2
+    assert outputs[0] == outputs[1]
+    assert garbage.status_code == 422 and "base64" in garbage.text
+    assert not_audio.status_code == 422 and "not a readable audio file" in not_audio.text

@@ -78,7 +78,9 @@ class SpeechDataModule(TokenBudgetDataModule):
         fold: with ``preset=fsdd``, hold this speaker out as the test set (leave one speaker out).
         dev_fraction: without a dev manifest, this seeded share of the training rows validates.
         sample_rate, n_mels: the features (25 ms windows every 10 ms: 100 frames a second).
-        spec_augment: mask time and frequency bands of training frames (Park et al. 2019).
+        spec_augment: mask time and frequency bands of training frames (Park et al. 2019): two
+            bands of up to ``freq_mask_width`` mel bins and two spans of up to
+            ``time_mask_width`` frames (at most a fifth of the utterance) each.
         max_tokens: frames per batch; max_len: training utterances with more frames are dropped.
         cache_features: keep each utterance's features in memory once computed (small sets).
         input: the input kind (``transformer.kinds``): frames.
@@ -100,6 +102,8 @@ class SpeechDataModule(TokenBudgetDataModule):
         sample_rate: Annotated[int, Range(1000, 192_000)] = 16_000,
         n_mels: Annotated[int, Range(1, 512)] = 80,
         spec_augment: bool = False,
+        freq_mask_width: Annotated[int, Range(0, 512)] = 27,
+        time_mask_width: Annotated[int, Range(0, 100_000)] = 40,
         data_dir: str | os.PathLike = "data/cache",
         max_tokens: Annotated[int, Range(1, 2**31)] = 20_000,
         max_len: Annotated[int, Range(1, 2**24)] = 60_000,
@@ -120,6 +124,7 @@ class SpeechDataModule(TokenBudgetDataModule):
         self.name, self.preset, self.fold, self.dev_fraction = name, preset, fold, dev_fraction
         self.data_dir, self.max_len, self.cache_features = Path(data_dir), max_len, cache_features
         self.spec_augment = spec_augment
+        self.masking = MaskingSettings(freq_width=freq_mask_width, time_width=time_mask_width)
         self.features = FeatureSettings(sample_rate=sample_rate, n_mels=n_mels)
         self.test_splits = ["test"] if "test" in self.paths or preset else []
         self.tokenizer = None
@@ -175,7 +180,7 @@ class SpeechDataModule(TokenBudgetDataModule):
                                                            f"({', '.join(self.labels)})")
         for split, split_rows in rows.items():
             ds = SpeechDataset(split_rows, self.features, spec_augment=self.spec_augment and split == "train",
-                               masking=MaskingSettings(), encode_target=ids.__getitem__, cache=self.cache_features,
+                               masking=self.masking, encode_target=ids.__getitem__, cache=self.cache_features,
                                seed=self.seed)
             lengths = ds.lengths()  # frames, from the files' headers
             self._add_split(split, ds, lengths, lengths, f"{self.name}-{split}")
