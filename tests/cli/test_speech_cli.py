@@ -126,3 +126,22 @@ def test_the_server_classifies_an_uploaded_recording(trained):
     assert outputs[0] == outputs[1]
     assert garbage.status_code == 422 and "base64" in garbage.text
     assert not_audio.status_code == 422 and "not a readable audio file" in not_audio.text
+
+
+def test_inspect_draws_attention_over_a_recording_s_frames(trained, tmp_path):
+    from hydra_helpers import compose_cfg
+
+    from transformer.cli import inspect
+
+    root, summary = trained
+    recording = root / "audio" / "1_theo_0.wav"
+    cfg = compose_cfg("inspect", [f"ckpt_path={summary['last_checkpoint']}", f"text={recording}",
+                                  f"output_dir={tmp_path}"])
+    written = {p.name for p in inspect.run(cfg)}
+    assert {"encoder_layer0.png", "attention.npz", "index.html"} <= written
+    import numpy as np
+
+    arrays = np.load(tmp_path / "sentence_0" / "attention.npz")
+    n = len(arrays["tokens"])
+    assert arrays["encoder.layer0"].shape == (2, n, n) and np.allclose(arrays["encoder.layer0"].sum(-1), 1, atol=1e-5)
+    assert list(arrays["tokens"][:3]) == ["0 ms", "40 ms", "80 ms"]
