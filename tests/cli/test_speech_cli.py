@@ -145,3 +145,21 @@ def test_inspect_draws_attention_over_a_recording_s_frames(trained, tmp_path):
     n = len(arrays["tokens"])
     assert arrays["encoder.layer0"].shape == (2, n, n) and np.allclose(arrays["encoder.layer0"].sum(-1), 1, atol=1e-5)
     assert list(arrays["tokens"][:3]) == ["0 ms", "40 ms", "80 ms"]
+
+
+def test_a_ten_minute_recording_classifies_in_bounded_memory(trained, tmp_path):
+    """60,000 frames (15,000 positions after the front end) through the encoder: one answer, and
+    the process stays far below what (T, T) attention scores per head and layer would take."""
+    import resource
+
+    import numpy as np
+    import soundfile as sf
+
+    _, summary = trained
+    long = tmp_path / "ten_minutes.wav"
+    sf.write(long, (np.random.default_rng(0).standard_normal(8000 * 600) * 0.1).astype(np.float32), 8000,
+             subtype="PCM_16")
+    proc = run_cli("classify", f"ckpt_path={summary['last_checkpoint']}", cwd=tmp_path, stdin=f"{long}\n")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(proc.stdout.strip().splitlines()) == 1
+    assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 2 * 1024 * 1024  # KiB: under 2 GB
