@@ -140,6 +140,14 @@ def check_value(where: str, key: str, value: Any, hint: Any) -> None:
     check_bounds(where, key, value, range_of(hint))
 
 
+def check_count(key: str, value: Any) -> int:
+    """``value`` when it is a count (an integer from 1; a bool is not one), else a
+    :class:`HyperparameterError` ``key=value: expected a positive integer``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise HyperparameterError(f"{key}={show(value)}: expected a positive integer")
+    return value
+
+
 def check_arguments(where: str, values: Mapping[str, Any], fn: Callable, skip: set[str] = frozenset(),
                     complete: bool = True) -> None:
     """Check ``values`` against ``fn``'s signature: every key is a parameter, every value
@@ -197,5 +205,6 @@ def check_fields(where: str, values: Mapping[str, Any], config_class: type, skip
             raise HyperparameterError(f"{where}.{missing[0]}: required, but not given")
 
 
-__all__ = ["Declared", "HyperparameterError", "Probability", "Range", "check_arguments", "check_bounds", "check_fields",
+__all__ = ["Declared", "HyperparameterError", "Probability", "Range", "check_arguments", "check_bounds", "check_count",
+           "check_fields",
            "check_value", "declared", "expected", "fits", "range_of", "show", "type_name", "unannotated", "within"]

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 from transformer.cli import validate
 from transformer.cli.common import hydra_entry
 from transformer.files import save_torch
+from transformer.ranges import check_count
 from transformer.tasks.checkpoint import read_checkpoint
 
 
@@ -25,8 +26,7 @@ def _step(path: Path) -> int:
 
 def select_checkpoints(ckpt_dir: str | Path, last_n: int) -> list[Path]:
     """The ``last_n`` checkpoints of a run by training step (``last.ckpt`` excluded)."""
-    if isinstance(last_n, bool) or not isinstance(last_n, int) or last_n < 1:
-        raise ValueError(f"last_n={last_n!r}: expected a positive integer")
+    check_count("last_n", last_n)
     if not Path(ckpt_dir).is_dir():
         raise NotADirectoryError(f"ckpt_dir={ckpt_dir}: no such folder")
     paths = [p for p in Path(ckpt_dir).glob("*.ckpt") if not p.name.startswith("last")]

@@ -21,6 +21,7 @@ from transformer import kinds
 from transformer.cli.common import hydra_entry, load_for_inference
 from transformer.cli.lines import read_lines, write_lines
 from transformer.cli.validate import CLASSIFY_FORMATS
+from transformer.ranges import check_count
 
 log = logging.getLogger(__name__)
 
@@ -44,8 +45,7 @@ def run(cfg: DictConfig) -> list[str]:
     if cfg.format not in FORMATS:
         raise ValueError(f"format={cfg.format!r} unknown; choose from {', '.join(FORMATS)}")
     top_k = cfg.top_k
-    if isinstance(top_k, bool) or not isinstance(top_k, int) or top_k < 1:
-        raise ValueError(f"top_k={top_k!r}: expected a positive integer")
+    check_count("top_k", top_k)
     lines, name = read_lines(cfg.input)  # a missing or non-UTF-8 input fails before the model loads
     task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "none"))
     kinds.require(task, "classify")

@@ -32,6 +32,7 @@ from transformer import kinds
 from transformer.cli import validate
 from transformer.cli.common import CONF_DIR, checkpoint_label, hydra_entry, load_for_inference
 from transformer.decoding.settings import DecodeSettings
+from transformer.ranges import check_count
 from transformer.tasks.build import show
 
 ENTRY_KEYS = ("id", "ckpt_path", "decode")
@@ -183,8 +184,7 @@ def other_settings(entry: dict, key: str, kind: str) -> dict:
         raise ValueError(f"{key}.{unknown[0]}: not a key of a {kind} model; it takes {', '.join(OTHER_KEYS[kind])}")
     settings = {**OTHER_KEYS[kind], **extra}
     for name, value in settings.items():
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{key}.{name}={show(value)}: expected a positive integer")
+        check_count(f"{key}.{name}", value)
     return settings
 
 

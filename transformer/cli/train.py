@@ -36,6 +36,7 @@ from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.files import write_text
 from transformer.inference.memory import TRAINING_CACHE_ENTRIES, bound_onednn_caches, keep_freed_memory
 from transformer.models.transformer import count_parameters
+from transformer.ranges import check_count
 from transformer.tasks.build import check_config_types, check_model_config, check_task_config, show
 from transformer.tasks.checkpoint import CheckpointError, load_weights, read_checkpoint
 from transformer.tasks.transfer import (
@@ -215,8 +216,8 @@ def trainer_settings(cfg: DictConfig) -> None:
         return
     for key in ("accumulate_grad_batches", "check_val_every_n_epoch"):
         value = trainer.get(key)
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-            raise ValueError(f"trainer.{key}={show(value)}: expected a positive integer")
+        if value is not None:
+            check_count(f"trainer.{key}", value)
     for key in ("log_every_n_steps", "gradient_clip_val"):
         value = trainer.get(key)
         if isinstance(value, (int, float)) and not isinstance(value, bool) and value < 0:

@@ -19,6 +19,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 from transformer.decoding.settings import DecodeSettings
+from transformer.ranges import check_count
 from transformer.tasks.build import show
 
 
@@ -115,8 +116,7 @@ def counts(cfg: DictConfig, *keys: str, optional: tuple[str, ...] = ()) -> None:
         value = cfg.get(key)
         if value is None and key in optional:
             continue
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ValueError(f"{key}={show(value)}: expected a positive integer")
+        check_count(key, value)
 
 
 def device(cfg: DictConfig) -> None:
