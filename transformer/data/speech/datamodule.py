@@ -84,6 +84,7 @@ class SpeechDataModule(TokenBudgetDataModule):
         max_tokens: frames per batch; max_len: training utterances with more frames are dropped.
         cache_features: keep each utterance's features in memory once computed (small sets).
         input: the input kind (``transformer.kinds``): frames.
+        mirror_root: a preset's offline mirror (else ``$TRANSFORMER_DATA_MIRROR``).
     """
 
     val_split = "dev"
@@ -112,6 +113,7 @@ class SpeechDataModule(TokenBudgetDataModule):
         cache_features: bool = True,
         input: str = "frames",
         label_names: Sequence[str] | None = None,
+        mirror_root: str | None = None,
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
@@ -130,6 +132,7 @@ class SpeechDataModule(TokenBudgetDataModule):
         self.tokenizer = None
         self.labels: list[str] = []
         self.label_names = list(label_names) if label_names else None
+        self.mirror_root = mirror_root
 
     def settings(self) -> dict:
         """What a checkpoint keeps to read a split and an input again: the manifests (absolute),
@@ -145,7 +148,7 @@ class SpeechDataModule(TokenBudgetDataModule):
 
         if self.fold is not None and self.fold not in FSDD_SPEAKERS:
             raise ValueError(f"data.fold={self.fold!r}: not an FSDD speaker ({', '.join(FSDD_SPEAKERS)})")
-        recordings = fsdd_recordings(self.data_dir)
+        recordings = fsdd_recordings(self.data_dir, self.mirror_root)
         written = write_fsdd_manifests(self.data_dir / "fsdd" / "manifests", recordings)
         prefix = f"speaker={self.fold}/" if self.fold else ""
         self.paths = {"train": written[prefix + "train"], "test": written[prefix + "test"], **(

@@ -1,0 +1,48 @@
+"""The speech data module: the FSDD preset's official split and leave-one-speaker-out folds,
+labels from the training manifest, batches of frames counted by the frame budget."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.conftest import _mirror_root
+from transformer.data.speech.datamodule import SpeechDataModule
+
+MIRROR = str(_mirror_root() or "")
+pytestmark = pytest.mark.skipif(not MIRROR, reason="dataset mirror not found: set TRANSFORMER_DATA_MIRROR")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory):
+    return tmp_path_factory.mktemp("speech-cache")
+
+
+def test_the_fsdd_preset_is_the_official_split(cache):
+    dm = SpeechDataModule(preset="fsdd", data_dir=cache, mirror_root=MIRROR, sample_rate=8000, n_mels=20, max_tokens=3000)
+    dm.setup()
+    rows = {split: dm.raw(split) for split in ("train", "dev", "test")}
+    assert [len(rows[s]) for s in ("train", "dev", "test")] == [2430, 270, 300]
+    index = {s: {int(r.path.stem.split("_")[2]) for r in rows[s]} for s in rows}
+    assert index["test"] == set(range(5)) and not index["train"] & index["test"] and not index["dev"] & index["test"]
+    assert dm.labels == [str(d) for d in range(10)]
+    assert dm.settings()["input"] == "frames" and dm.settings()["features"]["n_mels"] == 20
+    batch = next(iter(dm.train_dataloader()))
+    assert batch["src"].dim() == 3 and batch["src"].size(2) == 20
+    assert int(batch["src_lengths"].max()) == batch["src"].size(1) and batch["labels"].dtype == torch.long
+    assert batch["src"].size(0) * batch["src"].size(1) <= 3000
+
+
+def test_a_speaker_fold_holds_that_speaker_out(cache):
+    dm = SpeechDataModule(preset="fsdd", fold="theo", data_dir=cache, mirror_root=MIRROR, sample_rate=8000, n_mels=20)
+    dm.setup()
+    speakers = {s: {r.path.stem.split("_")[1] for r in dm.raw(s)} for s in ("train", "dev", "test")}
+    assert speakers["test"] == {"theo"} and "theo" not in speakers["train"] | speakers["dev"]
+    assert len(dm.raw("test")) == 500
+
+
+def test_an_unknown_fold_or_preset_is_refused_by_name(cache):
+    with pytest.raises(ValueError, match="data.preset='timit'"):
+        SpeechDataModule(preset="timit", data_dir=cache)
+    with pytest.raises(ValueError, match="data.fold='alice'"):
+        SpeechDataModule(preset="fsdd", fold="alice", data_dir=cache, mirror_root=MIRROR).setup()
