@@ -125,8 +125,8 @@ def check_init_from(ckpt: dict, path: str | Path, model_cfg: Mapping[str, Any],
     """Refuse a checkpoint that cannot start this model (see the module docstring);
     ``tokenizer_vocab``: the size of a tokenizer the data config names, which must be the
     pretrained one's."""
-    task = ckpt.get("transformer_task")
-    if task != "mlm":
+    if kinds.task_kind(ckpt) is not kinds.MLM:
+        task = ckpt.get("transformer_task")
         raise ValueError(f"init_from: {path} is a {task!r} checkpoint; fine-tuning starts from a masked-LM "
                          f"checkpoint (transformer-train experiment=pretrain) or a translation one (its whole model)")
     check_pretrained_tokenizer(ckpt, path)
