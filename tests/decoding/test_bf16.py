@@ -255,14 +255,14 @@ def test_the_cpu_check_reads_the_bf16_instructions(monkeypatch):
 
 
 def test_decode_dtype_is_fp32_or_bf16_for_autoregressive_checkpoints_only():
-    from transformer.tasks.seq2seq import refuse_compile
+    from transformer.decoding.strategies import CTC, choose
 
     assert DecodeSettings().dtype == "fp32"
     with pytest.raises(ValueError, match=r"decode\.dtype='fp16': expected one of fp32, bf16"):
         DecodeSettings.check({"dtype": "fp16"})
     with pytest.raises(ValueError, match=r"decode\.dtype=bf16: applies to greedy and beam"):
-        refuse_compile({"dtype": "bf16"}, "a CTC")
-    refuse_compile({"dtype": "fp32"}, "a CTC")
+        choose(DecodeSettings(dtype="bf16"), CTC)
+    choose(DecodeSettings(dtype="fp32"), CTC)
 
 
 def test_bf16_and_int8_do_not_combine():

@@ -235,14 +235,14 @@ def test_compiled_decoding_refuses_an_int8_model():
 
 def test_decode_compile_is_a_boolean_for_autoregressive_checkpoints_only():
     from transformer.decoding.settings import DecodeSettings
-    from transformer.tasks.seq2seq import refuse_compile
+    from transformer.decoding.strategies import CTC, choose
 
     with pytest.raises(ValueError, match=r"decode\.compile='yes'"):
         DecodeSettings.check({"compile": "yes"})
     assert DecodeSettings.check({"compile": True})["compile"] is True
     with pytest.raises(ValueError, match="autoregressive"):
-        refuse_compile({"compile": True}, "a CTC")
-    refuse_compile({"compile": False}, "a CTC")  # the default says nothing
+        choose(DecodeSettings(compile=True), CTC)
+    choose(DecodeSettings(compile=False), CTC)  # the default says nothing
 
 
 @pytest.mark.slow  # compiling on a CPU: about a minute
