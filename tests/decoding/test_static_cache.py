@@ -356,8 +356,8 @@ def test_compiled_beam_search_decodes_each_later_step_as_one_graph(monkeypatch):
         # one a single call: a compiled graph while several sentences remain, then a program
         # compiled ahead of time for the one left; a single sentence's first step is a later one
         steps, how = calls[0::2], calls[1::2]
-        first = "beam" if len(batch) == 1 else "decode_step"
-        assert steps == [first] + ["beam"] * (len(steps) - 1) and len(steps) > 2
+        first = "beam_search" if len(batch) == 1 else "decode_step"
+        assert steps == [first] + ["beam_search"] * (len(steps) - 1) and len(steps) > 2
         several = how.count("compiled")
         assert how == ["compiled"] * several + ["exported"] * (len(how) - several)
         assert (several == 0) == (len(batch) == 1)
