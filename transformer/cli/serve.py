@@ -150,10 +150,10 @@ def check_entries(cfg: DictConfig) -> list[dict]:
         decode = entry.get("decode")
         if decode is not None and not isinstance(decode, str):
             raise ValueError(f"{key}.decode={show(decode)}: expected a decoding strategy "
-                             f"({', '.join(strategies.names())})")
-        if decode is not None and decode not in strategies.names():
+                             f"({', '.join(strategies.NAMES)})")
+        if decode is not None and decode not in strategies.NAMES:
             raise ValueError(f"{key}.decode={decode}: not a decoding strategy; expected one of "
-                             f"{', '.join(strategies.names())}")
+                             f"{', '.join(strategies.NAMES)}")
     return entries
 
 

@@ -36,7 +36,7 @@ def setting(default: Any, help: str, within: Range | None = None):
 class DecodeSettings:
     """The settings of every search (see the module docstring); unknown keys are refused."""
 
-    strategy: str = setting(strategies.DEFAULT, f"the search: {' | '.join(strategies.names())}, as the "
+    strategy: str = setting(strategies.DEFAULT, f"the search: {' | '.join(strategies.NAMES)}, as the "
                                                 f"checkpoint's kind allows")
     max_tokens: int = setting(2048, "source sentences are batched under this token budget (padding counted)",
                               Range(1, 2**31))
@@ -88,8 +88,8 @@ class DecodeSettings:
                 raise ValueError(f"{where}.{key}: not a decoding key (known: {', '.join(declared)})")
             _check_value(f"{where}.{key}", value, hints[key], declared[key].metadata["range"])
         full = {**{k: f.default for k, f in declared.items()}, **values}
-        if full["strategy"] not in strategies.names():
-            raise ValueError(f"{where}.strategy={full['strategy']!r}: expected one of {', '.join(strategies.names())}")
+        if full["strategy"] not in strategies.NAMES:
+            raise ValueError(f"{where}.strategy={full['strategy']!r}: expected one of {', '.join(strategies.NAMES)}")
         if full["dtype"] not in DTYPES:
             raise ValueError(f"{where}.dtype={full['dtype']!r}: expected one of {', '.join(DTYPES)}")
         a, b = full["max_len_a"], full["max_len_b"]

@@ -8,10 +8,10 @@ paths over upsampled positions). Each translation task says which kind its model
 (``model_kind``). A name may serve several kinds (``greedy`` is each kind's one-pass search), so
 a row of :data:`STRATEGIES` is one (name, kind).
 
-Who asks: ``DecodeSettings.check`` (a strategy by name at all: every command's check), the tasks
-(:func:`choose`: this kind's strategy of that name, refusing what it cannot do; then
-:meth:`Strategy.bind`), the server (:attr:`Strategy.keys`: which settings a request may change)
-and the evaluation reports (:func:`label`).
+Who asks: ``DecodeSettings.check`` (:data:`NAMES`: a strategy by name at all, every command's
+check), the tasks (:func:`choose`: this kind's strategy of that name, refusing what it cannot
+do; then :meth:`Strategy.bind`), the server (:attr:`Strategy.keys`: which settings a request may
+change) and the evaluation reports (:func:`label`).
 
 Shape legend: B sentences, S source tokens.
 """
@@ -153,12 +153,11 @@ STRATEGIES: tuple[Strategy, ...] = (
 )
 
 
+# Every strategy's name, in declaration order: what ``decode.strategy`` may be.
+NAMES: tuple[str, ...] = tuple(dict.fromkeys(s.name for s in STRATEGIES))
+
+
 # ----------------------------------------------------------------------------- asking the registry
-def names() -> tuple[str, ...]:
-    """Every strategy's name, in declaration order (what ``decode.strategy`` may be)."""
-    return tuple(dict.fromkeys(s.name for s in STRATEGIES))
-
-
 def served(kind: str) -> tuple[Strategy, ...]:
     """The strategies of a kind of model, in declaration order."""
     return tuple(s for s in STRATEGIES if s.kind == kind)
@@ -198,5 +197,5 @@ def _shown(value: Any) -> str:
     return str(value).lower() if isinstance(value, bool) else str(value)
 
 
-__all__ = ["AUTOREGRESSIVE", "CHECKPOINT", "CTC", "DEFAULT", "NAT", "NBest", "REFUSED_UNREAD", "STRATEGIES",
-           "SearchIds", "Strategy", "choose", "label", "names", "served"]
+__all__ = ["AUTOREGRESSIVE", "CHECKPOINT", "CTC", "DEFAULT", "NAMES", "NAT", "NBest", "REFUSED_UNREAD", "STRATEGIES",
+           "SearchIds", "Strategy", "choose", "label", "served"]
