@@ -70,8 +70,8 @@ from pathlib import Path
 import torch
 
 from transformer.cli.common import load_for_inference
-from transformer.cli.serve import decode_settings
 from transformer.data.core.readers import iter_lines
+from transformer.decoding.settings import DecodeSettings
 from transformer.inference.translator import one_line
 
 # Under the data mirror, where conf/data/multi30k.yaml names it (registry:multi30k/data/task1/raw/...).
@@ -383,10 +383,10 @@ class ExportTranslator:
     def __init__(self, model_dir: str, threads: int):
         from transformer.export.ctranslate2 import CTranslate2Translator
 
-        settings = decode_settings("greedy")
-        self.translator = CTranslate2Translator(model_dir, threads=threads, max_len_a=settings["max_len_a"],
-                                                max_len_b=settings["max_len_b"],
-                                                max_batch_size=settings["max_tokens"], batch_type="tokens")
+        settings = DecodeSettings()  # greedy, as the server's default
+        self.translator = CTranslate2Translator(model_dir, threads=threads, max_len_a=settings.max_len_a,
+                                                max_len_b=settings.max_len_b,
+                                                max_batch_size=settings.max_tokens, batch_type="tokens")
 
     def translate(self, sentences: list[str]) -> list[list[tuple[str, float]]]:
         return [[(one_line(text), score) for text, score in nbest]
@@ -403,7 +403,7 @@ def offline_translator(ckpt: str, compile: bool = False, threads: int = 1):
             raise SystemExit("error: --compile applies to a checkpoint, not to a CTranslate2 export")
         return ExportTranslator(ckpt, threads)
     task, device = load_for_inference(ckpt, "cpu")
-    return task.translator({**decode_settings("greedy"), "compile": compile}, device=device)
+    return task.translator(DecodeSettings(compile=compile), device=device)
 
 
 def in_calls_of(translator, sentences: list[str], size: int) -> float:

@@ -35,6 +35,25 @@ import torch
 from transformer.evaluation.hardware import cpu_name
 
 
+# (name, checkpoint kind, decode settings): "at", "nat" (length-predicting NAT) or "ctc".
+SYSTEMS = [
+    ("AT greedy", "at", {"strategy": "greedy", "max_len_a": 1.2, "max_len_b": 10}),
+    ("AT beam 5", "at", {"strategy": "beam", "beam_size": 5, "length_penalty": 1.0, "max_len_a": 1.2, "max_len_b": 10}),
+    ("NAT one pass", "nat", {"strategy": "nat_one_pass"}),
+    ("NAT length beam 3", "nat", {"strategy": "nat_length_beam", "length_beam": 3}),
+    ("Mask-Predict T=4", "nat", {"strategy": "mask_predict", "iterations": 4, "length_beam": 1}),
+    ("Mask-Predict T=10", "nat", {"strategy": "mask_predict", "iterations": 10, "length_beam": 1}),
+    ("CTC one pass", "ctc", {"strategy": "ctc_one_pass", "shortlist": None}),
+    # The same pass with int8 linear layers (accel.quantize), and with the output projection cut
+    # to a target-side shortlist (inference.shortlist; run when a shortlist file is given).
+    ("CTC one pass int8", "ctc", {"strategy": "ctc_one_pass", "shortlist": None, "quantize": "int8"}),
+    ("CTC one pass shortlist", "ctc", {"strategy": "ctc_one_pass", "shortlist": True}),
+    ("CTC one pass shortlist int8", "ctc", {"strategy": "ctc_one_pass", "shortlist": True, "quantize": "int8"}),
+    ("CTC prefix beam 5", "ctc", {"strategy": "ctc_beam", "beam_size": 5, "top_k": 8, "shortlist": None}),
+    ("AT greedy int8", "at", {"strategy": "greedy", "max_len_a": 1.2, "max_len_b": 10, "quantize": "int8"}),
+]
+
+
 def parse_args(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--at-ckpt", help="autoregressive checkpoint (transformer-train, task=translation)")
@@ -85,7 +104,7 @@ def main(argv=None) -> dict:
     args = parse_args(argv)
     from transformer import accel
     from transformer.data.parallel.corpus import multi30k, read_pairs
-    from transformer.evaluation.nat import SYSTEMS, benchmark, markdown_table
+    from transformer.evaluation.nat import benchmark, markdown_table
 
     if args.threads:
         torch.set_num_threads(args.threads)

@@ -255,14 +255,14 @@ def test_the_cpu_check_reads_the_bf16_instructions(monkeypatch):
 
 
 def test_decode_dtype_is_fp32_or_bf16_for_autoregressive_checkpoints_only():
-    from transformer.tasks.seq2seq import refuse_compile
+    from transformer.decoding.strategies import CTC, choose
 
     assert DecodeSettings().dtype == "fp32"
     with pytest.raises(ValueError, match=r"decode\.dtype='fp16': expected one of fp32, bf16"):
         DecodeSettings.check({"dtype": "fp16"})
     with pytest.raises(ValueError, match=r"decode\.dtype=bf16: applies to greedy and beam"):
-        refuse_compile({"dtype": "bf16"}, "a CTC")
-    refuse_compile({"dtype": "fp32"}, "a CTC")
+        choose(DecodeSettings(dtype="bf16"), CTC)
+    choose(DecodeSettings(dtype="fp32"), CTC)
 
 
 def test_bf16_and_int8_do_not_combine():
@@ -286,11 +286,11 @@ def test_the_server_decodes_in_the_dtype_of_its_settings():
                            pad_id=tok.pad_id, bos_id=tok.bos_id, eos_id=tok.eos_id, src_lang="de", tgt_lang="en",
                            tokenizers={"src": tok.to_str(), "tgt": tok.to_str()}).eval()
     settings = translation_settings({"id": "m", "ckpt_path": "m.ckpt", "decode": "beam", "dtype": "bf16"}, "models[0]")
-    assert settings["dtype"] == "bf16"
+    assert settings.dtype == "bf16"
     served = TranslationModel("m", task, "m.ckpt", settings)
     answers = [[(h["text"], h["score"]) for h in a["hypotheses"]] for a in served.predict(sentences, served._settings({}))]
     assert answers == task.translator(settings).translate(sentences)
-    assert answers != task.translator({**settings, "dtype": "fp32"}).translate(sentences)  # the scores differ
+    assert answers != task.translator(settings.replace(dtype="fp32")).translate(sentences)  # the scores differ
     # a CTranslate2 export decodes as CTranslate2 does: the key is not one of its own
     with pytest.raises(ValueError, match=r"models\[0\]\.dtype: not a key of a CTranslate2 export"):
         load_export({"id": "m", "ckpt_path": "export", "dtype": "bf16"}, "models[0]", None, None)

@@ -235,14 +235,14 @@ def test_compiled_decoding_refuses_an_int8_model():
 
 def test_decode_compile_is_a_boolean_for_autoregressive_checkpoints_only():
     from transformer.decoding.settings import DecodeSettings
-    from transformer.tasks.seq2seq import refuse_compile
+    from transformer.decoding.strategies import CTC, choose
 
     with pytest.raises(ValueError, match=r"decode\.compile='yes'"):
         DecodeSettings.check({"compile": "yes"})
     assert DecodeSettings.check({"compile": True})["compile"] is True
     with pytest.raises(ValueError, match="autoregressive"):
-        refuse_compile({"compile": True}, "a CTC")
-    refuse_compile({"compile": False}, "a CTC")  # the default says nothing
+        choose(DecodeSettings(compile=True), CTC)
+    choose(DecodeSettings(compile=False), CTC)  # the default says nothing
 
 
 @pytest.mark.slow  # compiling on a CPU: about a minute
@@ -356,8 +356,8 @@ def test_compiled_beam_search_decodes_each_later_step_as_one_graph(monkeypatch):
         # one a single call: a compiled graph while several sentences remain, then a program
         # compiled ahead of time for the one left; a single sentence's first step is a later one
         steps, how = calls[0::2], calls[1::2]
-        first = "beam" if len(batch) == 1 else "decode_step"
-        assert steps == [first] + ["beam"] * (len(steps) - 1) and len(steps) > 2
+        first = "beam_search" if len(batch) == 1 else "decode_step"
+        assert steps == [first] + ["beam_search"] * (len(steps) - 1) and len(steps) > 2
         several = how.count("compiled")
         assert how == ["compiled"] * several + ["exported"] * (len(how) - several)
         assert (several == 0) == (len(batch) == 1)

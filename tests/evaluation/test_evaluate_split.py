@@ -9,6 +9,7 @@ import pytest
 from sacrebleu.metrics import BLEU
 
 from transformer.data.parallel.corpus import multi30k, read_pairs
+from transformer.decoding.settings import DecodeSettings
 from transformer.evaluation.translation import evaluate_split, markdown_table
 
 
@@ -44,7 +45,7 @@ def test_evaluate_split_scores_the_split_and_writes_both_files(mirror_root, tmp_
     # every second sentence translated perfectly, the others by a wrong sentence
     table = {src: (ref if i % 2 == 0 else "a cat sleeps .") for i, (src, ref) in enumerate(pairs)}
     task = _Task(table)
-    decode = {"strategy": "beam", "beam_size": 2}
+    decode = DecodeSettings(strategy="beam", beam_size=2)
     metrics = evaluate_split(task, "test_2017_mscoco", decode, tmp_path / "out",
                              data_dir=str(tmp_path / "cache"), mirror_root=str(mirror_root))
 
@@ -52,7 +53,7 @@ def test_evaluate_split_scores_the_split_and_writes_both_files(mirror_root, tmp_
     assert task.translators[0].asked == len(pairs) == metrics["sentences"] == 461
     assert metrics["bleu"] == round(BLEU().corpus_score(hyps, [[r for _, r in pairs]]).score, 2)
     assert 30 < metrics["bleu"] < 100 and metrics["bleu_signature"].startswith("nrefs:1")
-    assert metrics["pair"] == "de-en" and metrics["split"] == "test_2017_mscoco" and metrics["decode"] == decode
+    assert metrics["pair"] == "de-en" and metrics["split"] == "test_2017_mscoco" and metrics["decode"] == decode.to_dict()
     assert metrics["truncated_sources"] == 3 and metrics["mean_iterations"] == 2.5
     written = (tmp_path / "out" / "test_2017_mscoco.beam.hyp.en").read_text(encoding="utf-8")
     assert written.split("\n") == hyps + [""]

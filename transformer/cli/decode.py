@@ -35,24 +35,22 @@ def format_output(nbest: list[list[tuple[str, float]]], n_best: int) -> list[str
 
 
 def run(cfg: DictConfig) -> list[str]:
-    decode_cfg = DecodeSettings.check(OmegaConf.to_container(cfg.decode, resolve=True))
+    settings = DecodeSettings.of(OmegaConf.to_container(cfg.decode, resolve=True))
     task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "none"), cfg.get("quantize"))
     kinds.require(task, "decode", str(cfg.ckpt_path))
-    if decode_cfg.get("pivot") is not None:  # src_lang -> pivot -> tgt_lang, one model
-        return decode_through_pivot(cfg, task, decode_cfg, device)
+    if settings.pivot is not None:  # src_lang -> pivot -> tgt_lang, one model
+        return decode_through_pivot(cfg, task, settings, device)
     # the language asked for, checked against the checkpoint's directions before any input is read
-    _, tgt_lang = check_direction(task.hparams, cfg.get("src_lang"), cfg.get("tgt_lang"),
-                                  bool(decode_cfg.get("zero_shot")))
-    translator = task.translator(decode_cfg, device=device)
+    _, tgt_lang = check_direction(task.hparams, cfg.get("src_lang"), cfg.get("tgt_lang"), settings.zero_shot)
+    translator = task.translator(settings, device=device)
     translator.set_target_language(check_target_language(task.hparams, tgt_lang))
     sources, _ = read_lines(cfg.input)
-    n_best = int(decode_cfg.get("n_best", 1))
-    if decode_cfg.get("print_alignment"):
+    n_best = settings.n_best
+    if settings.print_alignment:
         # each line gets " ||| i-j ..." (source-target piece indices, from cross-attention)
         from transformer.inspect.attention import translate_with_alignments, with_alignments
 
-        nbest, alignments = translate_with_alignments(task, translator, sources,
-                                                      decode_cfg.get("alignment_layer"))
+        nbest, alignments = translate_with_alignments(task, translator, sources, settings.alignment_layer)
         lines = with_alignments(format_output(nbest, n_best), alignments, n_best)
     else:
         lines = format_output(translator.translate(sources), n_best)
@@ -63,18 +61,18 @@ def run(cfg: DictConfig) -> list[str]:
     return lines
 
 
-def decode_through_pivot(cfg: DictConfig, task, decode_cfg: dict, device) -> list[str]:
+def decode_through_pivot(cfg: DictConfig, task, settings: DecodeSettings, device) -> list[str]:
     """The input lines through ``decode.pivot`` into ``tgt_lang`` (``inference.pivot``); both
     legs are checked before anything is read or written."""
     from transformer.inference.pivot import check_pivot, pivot_translate
 
-    check_pivot(task.hparams, cfg.get("src_lang"), decode_cfg["pivot"], cfg.get("tgt_lang"))
-    if decode_cfg.get("print_alignment"):
+    check_pivot(task.hparams, cfg.get("src_lang"), settings.pivot, cfg.get("tgt_lang"))
+    if settings.print_alignment:
         raise ValueError("decode.print_alignment=true: not with decode.pivot (an output would align to the "
                          "pivot's text, not to the input)")
     sources, _ = read_lines(cfg.input)
-    nbest, truncated = pivot_translate(task, decode_cfg, sources, cfg.get("src_lang"), cfg.get("tgt_lang"), device)
-    lines = format_output(nbest, int(decode_cfg.get("n_best", 1)))
+    nbest, truncated = pivot_translate(task, settings, sources, cfg.get("src_lang"), cfg.get("tgt_lang"), device)
+    lines = format_output(nbest, settings.n_best)
     write_lines(lines, cfg.output)
     if truncated:
         print(f"warning: {truncated} input(s) longer than the model's maximum source length were truncated",

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any, Mapping
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -45,21 +46,21 @@ def _write_lines(path: Path, lines: list[str]) -> None:
     write_text(path, "".join(one_line(s) + "\n" for s in lines))
 
 
-def distill(ckpt_path: str | list[str], split: str, decode_cfg: dict, output_dir: str | Path,
+def distill(ckpt_path: str | list[str], split: str, decode: DecodeSettings | Mapping[str, Any], output_dir: str | Path,
             data_dir: str = "data/cache", mirror_root: str | None = None, device: str = "auto",
             limit: int | None = None, accel: str = "none") -> dict:
     """Translate ``split`` with the checkpoint (or the ensemble of several, a list) and write
     the distilled corpus; returns the summary that is also written to ``distill.json``."""
-    DecodeSettings.check(dict(decode_cfg))
+    settings = DecodeSettings.of(decode)
     task, dev = load_for_inference(ckpt_path, device, accel)
     kinds.require(task, "distill", f"ckpt_path={checkpoint_label(ckpt_path)}")
     hp = task.hparams
     out = Path(output_dir)
     directions = directions_of(hp)
     if directions is not None:
-        return _distill_directions(task, ckpt_path, directions, split, decode_cfg, out, data_dir, mirror_root, dev,
+        return _distill_directions(task, ckpt_path, directions, split, settings, out, data_dir, mirror_root, dev,
                                    limit)
-    translated = translate_split(task, split, decode_cfg, data_dir, mirror_root, dev, limit)
+    translated = translate_split(task, split, settings, data_dir, mirror_root, dev, limit)
     sources, hyps = translated.sources, translated.hyps
 
     out.mkdir(parents=True, exist_ok=True)
@@ -74,7 +75,7 @@ def distill(ckpt_path: str | list[str], split: str, decode_cfg: dict, output_dir
         "pair": f"{hp.src_lang}-{hp.tgt_lang}",
         "sentences": len(sources),
         "empty_outputs": sum(1 for s, h in zip(sources, hyps) if s.strip() and not h.strip()),
-        **translated.decoding_stats(decode_cfg),
+        **translated.decoding_stats(settings),
         "files": {"src": str(src_path), "tgt": str(tgt_path)},
         # How far the distilled targets are from the references they replace.
         "bleu_vs_references": score_translations(hyps, translated.refs)["bleu"] if hyps else 0.0,
@@ -110,7 +111,7 @@ def check_distillable(directions: list[Direction], where: str) -> None:
                              f"{', '.join(others)}); transformer-distill writes one file per target language")
 
 
-def _distill_directions(task, ckpt_path, directions: list[Direction], split: str, decode_cfg: dict, out: Path,
+def _distill_directions(task, ckpt_path, directions: list[Direction], split: str, settings: DecodeSettings, out: Path,
                         data_dir: str, mirror_root: str | None, device, limit: int | None) -> dict:
     """A multilingual teacher's distilled corpus: each direction's ``split`` translated into its
     target language (sources tagged), written as one file per language, ``<split>.<src>`` the
@@ -118,7 +119,7 @@ def _distill_directions(task, ckpt_path, directions: list[Direction], split: str
     student reads with the same ``data.pairs`` (``data.distill_dir``)."""
     label = checkpoint_label(ckpt_path)
     check_distillable(directions, label)
-    translated = {d: translate_split(task, split, decode_cfg, data_dir, mirror_root, device, limit, direction=d)
+    translated = {d: translate_split(task, split, settings, data_dir, mirror_root, device, limit, direction=d)
                   for d in directions}
     written: dict[str, list[str]] = {}
     for (s, t), result in translated.items():
@@ -142,7 +143,7 @@ def _distill_directions(task, ckpt_path, directions: list[Direction], split: str
             direction_name(d): {
                 "sentences": len(r.sources),
                 "empty_outputs": sum(1 for src, h in zip(r.sources, r.hyps) if src.strip() and not h.strip()),
-                **r.decoding_stats(decode_cfg),
+                **r.decoding_stats(settings),
                 "bleu_vs_references": score_translations(r.hyps, r.refs)["bleu"] if r.hyps else 0.0,
             } for d, r in translated.items()},
     }

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Sequence
+from typing import Any, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
@@ -85,8 +85,8 @@ def use_corpus(task, corpus: dict, label: str) -> None:
     hp["data"], hp["src_lang"], hp["tgt_lang"] = corpus, corpus["src_lang"], corpus["tgt_lang"]
 
 
-def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: dict, output_dir: str | Path,
-                        data_dir: str = "data/cache", mirror_root: str | None = None,
+def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode: DecodeSettings | Mapping[str, Any],
+                        output_dir: str | Path, data_dir: str = "data/cache", mirror_root: str | None = None,
                         device: str = "auto", accel: str = "none", src: str | None = None, ref: str | None = None,
                         bleu_tokenize: str | None = None, quantize: str | None = None,
                         corpus: dict | None = None, direction: tuple[str, str] | None = None) -> dict:
@@ -94,8 +94,9 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: 
     of ``corpus``: :func:`corpus_from_config`) or the ``src`` + ``ref`` file pair (translation
     only), and write outputs under ``output_dir``; of a multilingual checkpoint, ``direction``'s
     pairs of the split; without ``direction``, every direction that has it, as a dict keyed
-    by direction (``en-de``) (:func:`evaluate_directions` scores several splits)."""
-    DecodeSettings.check(dict(decode_cfg))
+    by direction (``en-de``) (:func:`evaluate_directions` scores several splits). ``decode``: the
+    decoding settings (a block is read, and checked, first)."""
+    settings = DecodeSettings.of(decode)
     if (src is None) != (ref is None):
         raise ValueError("src= and ref= go together: a source file and its reference translations")
     if corpus is not None and src is not None:
@@ -111,7 +112,7 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: 
     if corpus is not None:
         use_corpus(task, corpus, checkpoint_label(ckpt_path))
     if direction is not None and src is None:
-        metrics = task_evaluate_direction(task, split, dict(decode_cfg), Path(output_dir), data_dir, mirror_root, dev,
+        metrics = task_evaluate_direction(task, split, settings, Path(output_dir), data_dir, mirror_root, dev,
                                           bleu_tokenize, direction)
         metrics["checkpoint"] = checkpoint_label(ckpt_path)
         return metrics
@@ -125,7 +126,7 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: 
 
         # every direction that has the split, keyed by direction (what training's test_splits records)
         return {metrics["pair"]: {**metrics, "checkpoint": checkpoint_label(ckpt_path)}
-                for metrics in (task_evaluate_direction(task, s, dict(decode_cfg), Path(output_dir), data_dir,
+                for metrics in (task_evaluate_direction(task, s, settings, Path(output_dir), data_dir,
                                                         mirror_root, dev, bleu_tokenize, d)
                                 for s, d in evaluation_plan(task.hparams, [split]))}
     extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
@@ -135,28 +136,29 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode_cfg: 
                              f"{kinds.task_kind(task).what} checkpoint")
         from transformer.evaluation.translation import evaluate_files
 
-        metrics = evaluate_files(task, src, ref, dict(decode_cfg), Path(output_dir), dev, **extra)
+        metrics = evaluate_files(task, src, ref, settings, Path(output_dir), dev, **extra)
     else:
-        metrics = task.evaluate(split=split, decode_cfg=dict(decode_cfg), output_dir=Path(output_dir),
+        metrics = task.evaluate(split=split, decode_cfg=settings, output_dir=Path(output_dir),
                                 data_dir=data_dir, mirror_root=mirror_root, device=dev, **extra)
     metrics["checkpoint"] = checkpoint_label(ckpt_path)
     return metrics
 
 
-def task_evaluate_direction(task, split: str, decode_cfg: dict, output_dir: Path, data_dir, mirror_root, device,
-                            bleu_tokenize: str | None, direction: tuple[str, str]) -> dict:
+def task_evaluate_direction(task, split: str, settings: DecodeSettings, output_dir: Path, data_dir, mirror_root,
+                            device, bleu_tokenize: str | None, direction: tuple[str, str]) -> dict:
     """One direction of a multilingual translation checkpoint scored on ``split``."""
     if kinds.task_kind(task).shape != "sequence":
         raise ValueError(f"a direction scores translations; this is {kinds.task_kind(task).what} checkpoint")
     from transformer.evaluation.translation import evaluate_split
 
     extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
-    return evaluate_split(task, split, decode_cfg, output_dir, data_dir, mirror_root, device, direction=direction,
+    return evaluate_split(task, split, settings, output_dir, data_dir, mirror_root, device, direction=direction,
                           **extra)
 
 
-def evaluate_directions(ckpt_path: str | Sequence[str], splits: Sequence[str] | None, decode_cfg: dict,
-                        output_dir: str | Path, src_lang: str | None = None, tgt_lang: str | None = None,
+def evaluate_directions(ckpt_path: str | Sequence[str], splits: Sequence[str] | None,
+                        decode: DecodeSettings | Mapping[str, Any], output_dir: str | Path,
+                        src_lang: str | None = None, tgt_lang: str | None = None,
                         device: str = "auto", accel: str = "none", quantize: str | None = None,
                         data_dir: str = "data/cache", mirror_root: str | None = None,
                         bleu_tokenize: str | None = None) -> list[dict]:
@@ -165,13 +167,12 @@ def evaluate_directions(ckpt_path: str | Sequence[str], splits: Sequence[str] | 
     of metrics is also written to ``summary.json`` in ``output_dir``."""
     from transformer.evaluation.translation import evaluation_plan
 
-    DecodeSettings.check(dict(decode_cfg))
+    settings = DecodeSettings.of(decode)
     task, dev = load_for_inference(ckpt_path, device, accel, quantize)
-    plan = evaluation_plan(task.hparams, splits, src_lang, tgt_lang, bool(decode_cfg.get("zero_shot")),
-                           decode_cfg.get("pivot"))
+    plan = evaluation_plan(task.hparams, splits, src_lang, tgt_lang, settings.zero_shot, settings.pivot)
     results = []
     for split, direction in plan:
-        metrics = task_evaluate_direction(task, split, dict(decode_cfg), Path(output_dir), data_dir, mirror_root, dev,
+        metrics = task_evaluate_direction(task, split, settings, Path(output_dir), data_dir, mirror_root, dev,
                                           bleu_tokenize, direction)
         metrics["checkpoint"] = checkpoint_label(ckpt_path)
         results.append(metrics)
@@ -192,8 +193,9 @@ def _multilingual(ckpt_path) -> bool:
     return is_multilingual(read_checkpoint(first).get("hyper_parameters") or {})
 
 
-def evaluate_grid(ckpt_path: str | Sequence[str], splits: Sequence[str], decodes: Sequence[dict],
-                  output_dir: str | Path | None = None, **kwargs) -> list[dict]:
+def evaluate_grid(ckpt_path: str | Sequence[str], splits: Sequence[str],
+                  decodes: Sequence[DecodeSettings | Mapping[str, Any]], output_dir: str | Path | None = None,
+                  **kwargs) -> list[dict]:
     """``evaluate_checkpoint`` on every split with every decoding configuration, in that order;
     the list of metrics is also written to ``summary.json`` in ``output_dir`` (default: beside
     the checkpoint, see ``default_output_dir``). ``kwargs`` go to ``evaluate_checkpoint``."""

@@ -24,6 +24,7 @@ from transformer import kinds
 from transformer.cli.common import hydra_entry
 from transformer.cli.tag import split_tokens
 from transformer.data.parallel.languages import check_target_language
+from transformer.decoding.settings import DecodeSettings
 from transformer.inspect import plots, report
 from transformer.inspect.classification import inspect_classification
 from transformer.inspect.mlm import inspect_mlm
@@ -56,9 +57,9 @@ def run(cfg: DictConfig) -> list[Path]:
     if cfg.what == "positions":
         written = report.inspect_positions(task.model, cfg.output_dir, int(cfg.positions))
     elif kind is kinds.TRANSLATION:
-        decode_cfg = OmegaConf.to_container(cfg.decode, resolve=True)
+        settings = DecodeSettings.of(OmegaConf.to_container(cfg.decode, resolve=True))
         tgt_lang = check_target_language(task.hparams, cfg.get("tgt_lang"))  # a multilingual model's tag
-        written = report.inspect_translation(task, _sentences(cfg), decode_cfg, cfg.output_dir, int(cfg.max_tokens),
+        written = report.inspect_translation(task, _sentences(cfg), settings, cfg.output_dir, int(cfg.max_tokens),
                                              tgt_lang)
     elif kind is kinds.TAGGING:
         written = report.inspect_tagging(task, [split_tokens(line) for line in _sentences(cfg)], cfg.output_dir,

@@ -30,7 +30,8 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer import kinds
 from transformer.cli import validate
-from transformer.cli.common import CONF_DIR, checkpoint_label, hydra_entry, load_for_inference
+from transformer.cli.common import checkpoint_label, hydra_entry, load_for_inference
+from transformer.decoding import strategies
 from transformer.decoding.settings import DecodeSettings
 from transformer.ranges import check_count
 from transformer.tasks.build import show
@@ -49,13 +50,6 @@ LOG_LEVELS = ("debug", "info", "warning", "error")
 SWITCH_INTERVAL_S = 0.001
 
 log = logging.getLogger(__name__)
-
-
-def decode_settings(strategy: str = "greedy") -> dict:
-    """``conf/decode/default.yaml`` with ``strategy``: what ``transformer-decode
-    decode.strategy=<strategy>`` decodes with."""
-    settings = OmegaConf.to_container(OmegaConf.load(Path(CONF_DIR) / "decode" / "default.yaml"), resolve=True)
-    return {**settings, "strategy": strategy}
 
 
 def check_server(cfg: DictConfig) -> None:
@@ -156,22 +150,25 @@ def check_entries(cfg: DictConfig) -> list[dict]:
             validate.checkpoints(f"{key}.ckpt_path", entry.get("ckpt_path"))
         decode = entry.get("decode")
         if decode is not None and not isinstance(decode, str):
-            raise ValueError(f"{key}.decode={show(decode)}: expected a decoding strategy (greedy, beam, "
-                             f"mask_predict, ctc_one_pass ...)")
+            raise ValueError(f"{key}.decode={show(decode)}: expected a decoding strategy "
+                             f"({', '.join(strategies.NAMES)})")
+        if decode is not None and decode not in strategies.NAMES:
+            raise ValueError(f"{key}.decode={decode}: not a decoding strategy; expected one of "
+                             f"{', '.join(strategies.NAMES)}")
     return entries
 
 
-def translation_settings(entry: dict, key: str) -> dict:
-    """The decoding settings (conf/decode/default.yaml) with the entry's strategy (``decode``,
-    default greedy) and its own keys over them, checked; the checkpoint's kind judges the
-    strategy when it is loaded."""
-    settings = decode_settings(entry.get("decode") or "greedy")
+def translation_settings(entry: dict, key: str) -> DecodeSettings:
+    """The decoding settings (``DecodeSettings``, what conf/decode/default.yaml writes out) with
+    the entry's strategy (``decode``) and its own keys over them, checked; the checkpoint's kind
+    judges the strategy when it is loaded."""
     extra = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
-    unknown = sorted(set(extra) - set(settings))
+    unknown = sorted(set(extra) - set(DecodeSettings.defaults()))
     if unknown:
         raise ValueError(f"{key}.{unknown[0]}: not a decoding key; conf/decode/default.yaml has "
-                         f"{', '.join(k for k in settings if k != 'strategy')}")
-    return DecodeSettings.check({**settings, **extra}, where=key)
+                         f"{', '.join(k for k in DecodeSettings.defaults() if k != 'strategy')}")
+    strategy = {"strategy": entry["decode"]} if entry.get("decode") else {}
+    return DecodeSettings.of({**strategy, **extra}, where=key)
 
 
 def other_settings(entry: dict, key: str, kind: str) -> dict:
@@ -202,16 +199,17 @@ def load_export(entry: dict, key: str, cfg: DictConfig, limits):
     from transformer.export.folder import ExportError
     from transformer.serve.served import CTranslate2Model
 
-    decode_cfg = translation_settings(entry, key)
+    settings = translation_settings(entry, key)
     other = sorted(set(entry) - set(ENTRY_KEYS) - set(EXPORT_KEYS))
     if other:
         raise ValueError(f"{key}.{other[0]}: not a key of a CTranslate2 export; it takes {', '.join(EXPORT_KEYS)}")
-    if decode_cfg["strategy"] not in ("greedy", "beam"):
-        raise ValueError(f"{key}.decode={decode_cfg['strategy']}: a CTranslate2 export decodes with greedy or beam")
+    offered = [s.name for s in strategies.served(strategies.AUTOREGRESSIVE)]  # what CTranslate2 searches
+    if settings.strategy not in offered:
+        raise ValueError(f"{key}.decode={settings.strategy}: a CTranslate2 export decodes with {' or '.join(offered)}")
     device = validate.resolve_device(cfg.device).type
     threads = int(cfg.threads) if cfg.threads is not None else torch.get_num_threads()
     try:
-        return CTranslate2Model(entry["id"], entry["ckpt_path"], Path(entry["ckpt_path"]).name, decode_cfg, device,
+        return CTranslate2Model(entry["id"], entry["ckpt_path"], Path(entry["ckpt_path"]).name, settings, device,
                                 threads, limits)
     except (ExportError, RuntimeError, ValueError) as exc:
         raise ValueError(f"{key}.ckpt_path: {exc}") from None
@@ -228,11 +226,11 @@ def load_model(entry: dict, key: str, cfg: DictConfig, limits):
     label = checkpoint_label(entry["ckpt_path"])
     name = Path(label).name if isinstance(label, str) else ", ".join(Path(p).name for p in label)
     if kind.shape == "sequence":
-        decode_cfg = translation_settings(entry, key)
+        settings = translation_settings(entry, key)
         try:
-            return TranslationModel(entry["id"], task, name, decode_cfg, device, limits)
+            return TranslationModel(entry["id"], task, name, settings, device, limits)
         except ValueError as exc:
-            raise ValueError(f"{key}.decode={decode_cfg.get('strategy')}: {exc}") from None
+            raise ValueError(f"{key}.decode={settings.strategy}: {exc}") from None
     if kind.name in OTHER_KEYS:
         settings = other_settings(entry, key, kind.name)
         try:
@@ -282,14 +280,15 @@ def server_config(cfg: DictConfig):
 
 def model_line(model) -> str:
     """What the start-up log says of a served model: id, kind, checkpoint, the decoding
-    settings that differ from conf/decode/default.yaml, threads and device."""
+    settings that differ from their declared defaults (conf/decode/default.yaml), threads and
+    device."""
     import torch
 
     parts = []
-    decode = getattr(model, "decode_cfg", None)
-    if decode is not None:
-        defaults = decode_settings(decode.get("strategy", "greedy"))
-        parts += [f"{k}={v}" for k, v in decode.items() if k != "strategy" and defaults.get(k) != v]
+    decoding = getattr(model, "decoding", None)
+    if decoding is not None:
+        defaults = DecodeSettings.defaults()
+        parts += [f"{k}={v}" for k, v in decoding.to_dict().items() if k != "strategy" and defaults[k] != v]
     if getattr(model, "top_k", None) is not None and model.kind == "classification":
         parts.append(f"top_k={model.top_k}")
     device = getattr(model, "device", None)

@@ -441,8 +441,9 @@ def train(cfg: DictConfig, ckpt: dict | None) -> dict:
     if cfg.get("test_splits") and trainer.is_global_zero and summary["best_checkpoint"]:
         from transformer.cli.evaluate import evaluate_checkpoint
 
+        test_decode = DecodeSettings.of(cfg.get("test_decode"), "test_decode")  # null: every default
         summary["test"] = {
-            split: evaluate_checkpoint(summary["best_checkpoint"], split, cfg.get("test_decode") or {"strategy": "greedy"},
+            split: evaluate_checkpoint(summary["best_checkpoint"], split, test_decode,
                                        out / "eval", data_dir=cfg.data.get("data_dir", "data/cache"),
                                        mirror_root=cfg.data.get("mirror_root"))
             for split in cfg.test_splits

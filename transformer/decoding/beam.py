@@ -209,7 +209,9 @@ def _step_fns(model: Seq2SeqModel, k: int, banned: tuple[int, ...], eos_id: int)
     def make_compiled(model: Seq2SeqModel) -> StepFn:
         return make(model, raw=hasattr(model, "decode_step_logits"))
     compile_step = getattr(model, "search_step", None)
-    return first, (make(model) if compile_step is None else compile_step(make_compiled, ("beam", k, banned, eos_id)))
+    if compile_step is None:
+        return first, make(model)
+    return first, compile_step(make_compiled, ("beam_search", k, banned, eos_id))
 
 
 def _choose(cands: _Candidates, k: int, eos_id: int):

@@ -103,7 +103,7 @@ def _next_token_fn(model: Seq2SeqModel, banned: tuple[int, ...], with_scores: bo
     """
     compile_step = getattr(model, "search_step", None)
     if compile_step is not None:
-        return compile_step(lambda m: _traced_choice(m, banned, with_scores), ("greedy", banned, with_scores))
+        return compile_step(lambda m: _traced_choice(m, banned, with_scores), ("greedy_search", banned, with_scores))
     step_logits = None if with_scores else getattr(model, "decode_step_logits", None)
     if step_logits is not None:
         def argmax_of_logits(last: Tensor, enc: EncoderOutLike, cache: KVCacheLike):

@@ -6,8 +6,9 @@ with :meth:`DecodeSettings.of` (a key left out takes its default here), and the 
 schema takes the types and meanings of the keys a request may change from here.
 
 One block serves every strategy: ``strategy`` picks the search and each search reads the keys it
-needs. Which strategies a checkpoint decodes with is its task's to say (autoregressive: greedy,
-beam; Mask-Predict: nat_one_pass, nat_length_beam, mask_predict; CTC: ctc_one_pass, ctc_beam).
+needs. The strategies, the kinds of model each serves and the keys each reads are declared in
+``decoding.strategies``; this declaration knows only their names. What travels from a command to
+the search is a ``DecodeSettings``, never the block it was read from.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, Mapping, Optional
 
+from transformer.decoding import strategies
 from transformer.ranges import Range
 
 # The values of ``dtype`` (``decoding.precision.DTYPES`` maps them onto torch's).
@@ -34,8 +36,8 @@ def setting(default: Any, help: str, within: Range | None = None):
 class DecodeSettings:
     """The settings of every search (see the module docstring); unknown keys are refused."""
 
-    strategy: str = setting("greedy", "the search: greedy | beam | nat_one_pass | nat_length_beam | mask_predict "
-                                      "| ctc_one_pass | ctc_beam, as the checkpoint's kind allows")
+    strategy: str = setting(strategies.DEFAULT, f"the search: {' | '.join(strategies.NAMES)}, as the "
+                                                f"checkpoint's kind allows")
     max_tokens: int = setting(2048, "source sentences are batched under this token budget (padding counted)",
                               Range(1, 2**31))
     compile: bool = setting(False, "autoregressive search with torch.compile and a static KV cache")
@@ -62,15 +64,23 @@ class DecodeSettings:
 
     # ----------------------------------------------------------------- reading a block
     @classmethod
-    def of(cls, values: Mapping[str, Any] | None = None, where: str = "decode") -> "DecodeSettings":
-        """The settings ``values`` gives (checked), the declared default for any it leaves out."""
+    def of(cls, values: DecodeSettings | Mapping[str, Any] | None = None, where: str = "decode") -> DecodeSettings:
+        """The settings ``values`` gives (checked), the declared default for any it leaves out;
+        settings already read are returned as they are."""
+        if isinstance(values, DecodeSettings):
+            return values
         return cls(**cls.check(dict(values or {}), where))
+
+    def replace(self, **changes: Any) -> DecodeSettings:
+        """These settings with ``changes`` over them, checked as a whole."""
+        return self.of({**self.to_dict(), **changes})
 
     @classmethod
     def check(cls, values: Mapping[str, Any], where: str = "decode") -> Mapping[str, Any]:
         """``values`` (a block, complete or not) against the declaration: known keys, each of its
         type and within its range, a length cap that allows a token, ``n_best`` within the beam.
-        Returns ``values``; a bad value is a ``ValueError`` naming the key."""
+        ``strategy`` must name one of ``decoding.strategies`` (which kinds of model it serves, the
+        task judges). Returns ``values``; a bad value is a ``ValueError`` naming the key."""
         declared = {f.name: f for f in dataclasses.fields(cls)}
         hints = typing.get_type_hints(cls)
         for key, value in values.items():
@@ -78,6 +88,8 @@ class DecodeSettings:
                 raise ValueError(f"{where}.{key}: not a decoding key (known: {', '.join(declared)})")
             _check_value(f"{where}.{key}", value, hints[key], declared[key].metadata["range"])
         full = {**{k: f.default for k, f in declared.items()}, **values}
+        if full["strategy"] not in strategies.NAMES:
+            raise ValueError(f"{where}.strategy={full['strategy']!r}: expected one of {', '.join(strategies.NAMES)}")
         if full["dtype"] not in DTYPES:
             raise ValueError(f"{where}.dtype={full['dtype']!r}: expected one of {', '.join(DTYPES)}")
         a, b = full["max_len_a"], full["max_len_b"]

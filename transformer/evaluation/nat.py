@@ -3,7 +3,8 @@ latency at batch 1 and throughput at a fixed batch size, plus BLEU (cased and lo
 the outputs as a sanity check. ``scripts/nat_benchmark.py`` is the command line around it.
 
 Everything goes through the tasks' ``translator`` (tokenize, batch, search, detokenize), as
-``transformer-decode`` does. Systems take turns (sentence by sentence for latency, batch by
+``transformer-decode`` does; the systems, each a decoding block, are the caller's
+(``scripts/nat_benchmark.py``). Systems take turns (sentence by sentence for latency, batch by
 batch for throughput), so background load on a shared machine hits all of them alike.
 """
 
@@ -16,25 +17,6 @@ from typing import Sequence
 
 import torch
 from sacrebleu.metrics import BLEU
-
-# (name, checkpoint kind, decode settings): "at", "nat" (length-predicting NAT) or "ctc".
-SYSTEMS = [
-    ("AT greedy", "at", {"strategy": "greedy", "max_len_a": 1.2, "max_len_b": 10}),
-    ("AT beam 5", "at", {"strategy": "beam", "beam_size": 5, "length_penalty": 1.0, "max_len_a": 1.2, "max_len_b": 10}),
-    ("NAT one pass", "nat", {"strategy": "nat_one_pass"}),
-    ("NAT length beam 3", "nat", {"strategy": "nat_length_beam", "length_beam": 3}),
-    ("Mask-Predict T=4", "nat", {"strategy": "mask_predict", "iterations": 4, "length_beam": 1}),
-    ("Mask-Predict T=10", "nat", {"strategy": "mask_predict", "iterations": 10, "length_beam": 1}),
-    ("CTC one pass", "ctc", {"strategy": "ctc_one_pass", "shortlist": None}),
-    # The same pass with int8 linear layers (accel.quantize), and with the output projection cut
-    # to a target-side shortlist (inference.shortlist; run when a shortlist file is given).
-    ("CTC one pass int8", "ctc", {"strategy": "ctc_one_pass", "shortlist": None, "quantize": "int8"}),
-    ("CTC one pass shortlist", "ctc", {"strategy": "ctc_one_pass", "shortlist": True}),
-    ("CTC one pass shortlist int8", "ctc", {"strategy": "ctc_one_pass", "shortlist": True, "quantize": "int8"}),
-    ("CTC prefix beam 5", "ctc", {"strategy": "ctc_beam", "beam_size": 5, "top_k": 8, "shortlist": None}),
-    ("AT greedy int8", "at", {"strategy": "greedy", "max_len_a": 1.2, "max_len_b": 10, "quantize": "int8"}),
-]
-
 
 def count_tokens(tok, texts: list[str]) -> int:
     """Subword tokens of ``texts`` under ``tok``."""
@@ -90,11 +72,10 @@ def throughput(translators: dict, sentences: list[str], batch_size: int) -> tupl
 def system_translator(task, cfg: dict, device: str = "cpu", shortlist: str | None = None,
                       blank_penalty: float = 0.0):
     """A translator for one system: ``cfg``'s ``quantize: int8`` runs a quantized copy of the
-    task's model, ``shortlist: True`` the ``shortlist`` file, a CTC system ``blank_penalty``; a
-    token budget far above one batch, so that each throughput batch is exactly one batch."""
-    cfg = dict(cfg, max_tokens=10**9)
-    if cfg["strategy"].startswith("ctc_"):
-        cfg["blank_penalty"] = blank_penalty
+    task's model, ``shortlist: True`` the ``shortlist`` file, ``blank_penalty`` (read by the CTC
+    strategies only); a token budget far above one batch, so that each throughput batch is
+    exactly one batch."""
+    cfg = dict(cfg, max_tokens=10**9, blank_penalty=blank_penalty)
     if cfg.pop("quantize", None) == "int8":
         from transformer.accel.quantize import apply_quantize
 
@@ -109,8 +90,8 @@ def system_translator(task, cfg: dict, device: str = "cpu", shortlist: str | Non
 def benchmark(tasks: dict, sources: Sequence[str], refs: Sequence[str], systems: list, latency_sentences: int,
               throughput_sentences: int, batch_size: int = 64, warmup: int = 5, turn: int = 1,
               device: str = "cpu", shortlist: str | None = None, blank_penalty: float = 0.0) -> dict[str, dict]:
-    """Latency, throughput and BLEU of each ``(name, kind, decode_cfg)`` system whose
-    checkpoint kind is in ``tasks`` (``{"at": task, "nat": task, "ctc": task}``); shortlist
+    """Latency, throughput and BLEU of each ``(name, kind, decode_cfg)`` system (the recipe:
+    ``scripts/nat_benchmark.py``'s ``SYSTEMS``) whose checkpoint kind is in ``tasks`` (``{"at": task, "nat": task, "ctc": task}``); shortlist
     systems only with a ``shortlist`` file, int8 ones only on a CPU."""
     systems = [(name, kind, cfg) for name, kind, cfg in systems if kind in tasks
                and (shortlist or not cfg.get("shortlist")) and (device == "cpu" or not cfg.get("quantize"))]

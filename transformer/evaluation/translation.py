@@ -9,7 +9,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Any, Mapping, Protocol, Sequence
 
 from sacrebleu.metrics import BLEU, CHRF
 
@@ -17,6 +17,8 @@ from transformer.data.core.readers import iter_lines
 from transformer.data.parallel.corpus import MULTI30K, ParallelCorpus, available, make_corpus, split_names
 from transformer.data.parallel.languages import Direction, check_direction, directions_of, direction_name
 from transformer.data.parallel.multilingual import direction_corpus
+from transformer.decoding import strategies
+from transformer.decoding.settings import DecodeSettings
 from transformer.files import inside, write_text
 from transformer.inference import Translator
 
@@ -106,7 +108,7 @@ class TranslationTaskLike(Protocol):
 
     hparams: dict
 
-    def translator(self, decode_cfg: dict | None, device: str = "cpu") -> Translator: ...
+    def translator(self, decode: DecodeSettings, device: str = "cpu") -> Translator: ...
 
 
 @dataclass
@@ -120,9 +122,9 @@ class SplitTranslation:
     seconds: float
     translator: Translator
 
-    def decoding_stats(self, decode_cfg: dict) -> dict:
+    def decoding_stats(self, decode: DecodeSettings) -> dict:
         """The decoding settings, time, speed and truncated sources, for a report."""
-        return dict(decode=dict(decode_cfg), decode_seconds=round(self.seconds, 3),
+        return dict(decode=decode.to_dict(), decode_seconds=round(self.seconds, 3),
                     sentences_per_second=round(len(self.sources) / max(self.seconds, 1e-9), 2),
                     truncated_sources=self.translator.truncated)
 
@@ -144,21 +146,22 @@ def direction_hparams(hparams, direction: Direction) -> dict:
     return {**dict(hparams), "data": direction_corpus(corpus_of(hparams), direction), "src_lang": src, "tgt_lang": tgt}
 
 
-def translate_sources(task: TranslationTaskLike, sources: list[str], refs: list[str], decode_cfg: dict,
-                      device: str = "cpu", tgt_lang: str | None = None,
+def translate_sources(task: TranslationTaskLike, sources: list[str], refs: list[str],
+                      decode: DecodeSettings | Mapping[str, Any], device: str = "cpu", tgt_lang: str | None = None,
                       src_lang: str | None = None) -> "SplitTranslation":
     """Translate ``sources`` with ``task`` (best hypothesis each, input order), timed; a
     multilingual model into ``tgt_lang`` (its sources tagged, ``Translator.set_target_language``),
-    through ``decode_cfg['pivot']`` when it names one (from ``src_lang``, ``inference.pivot``: the
-    time and the truncated sources are both legs')."""
-    if decode_cfg.get("pivot") is not None:
+    through ``decode.pivot`` when it names one (from ``src_lang``, ``inference.pivot``: the time
+    and the truncated sources are both legs')."""
+    decode = DecodeSettings.of(decode)
+    if decode.pivot is not None:
         from transformer.inference.pivot import pivot_translate, translator_into
 
-        translator = translator_into(task, decode_cfg, tgt_lang, device)  # the second leg's, for its statistics
+        translator = translator_into(task, decode, tgt_lang, device)  # the second leg's, for its statistics
         start = time.perf_counter()
-        nbest, translator.truncated = pivot_translate(task, decode_cfg, sources, src_lang, tgt_lang, device)
+        nbest, translator.truncated = pivot_translate(task, decode, sources, src_lang, tgt_lang, device)
     else:
-        translator = task.translator(decode_cfg, device=device)
+        translator = task.translator(decode, device=device)
         if tgt_lang is not None:
             translator.set_target_language(tgt_lang)
         start = time.perf_counter()
@@ -168,8 +171,8 @@ def translate_sources(task: TranslationTaskLike, sources: list[str], refs: list[
     return SplitTranslation(sources, refs, hyps, seconds, translator)
 
 
-def translate_split(task: TranslationTaskLike, split: str, decode_cfg: dict, data_dir: str = "data/cache",
-                    mirror_root: str | None = None, device: str = "cpu",
+def translate_split(task: TranslationTaskLike, split: str, decode: DecodeSettings | Mapping[str, Any],
+                    data_dir: str = "data/cache", mirror_root: str | None = None, device: str = "cpu",
                     limit: int | None = None, direction: Direction | None = None) -> SplitTranslation:
     """Translate a split (its first ``limit`` pairs, if given) of the corpus the checkpoint
     was trained on, read by name (:func:`corpus_of`); of a multilingual checkpoint, one
@@ -177,36 +180,36 @@ def translate_split(task: TranslationTaskLike, split: str, decode_cfg: dict, dat
     hp = task.hparams if direction is None else direction_hparams(task.hparams, direction)
     stream = ParallelCorpus(corpus_of(hp), data_dir, mirror_root).stream(split)
     pairs = [p for _, p in zip(range(int(limit)), stream)] if limit is not None else list(stream)
-    return translate_sources(task, [s for s, _ in pairs], [t for _, t in pairs], decode_cfg, device,
+    return translate_sources(task, [s for s, _ in pairs], [t for _, t in pairs], decode, device,
                              tgt_lang=None if direction is None else direction[1],
                              src_lang=None if direction is None else direction[0])
 
 
-def _report(task: TranslationTaskLike, translated: "SplitTranslation", split: str, decode_cfg: dict,
+def _report(task: TranslationTaskLike, translated: "SplitTranslation", split: str, decode: DecodeSettings,
             output_dir: Path, stem: str, bleu_tokenize: str | None, hp=None) -> dict:
     hp = task.hparams if hp is None else hp
     tokenize = bleu_tokenizer(hp["tgt_lang"], bleu_tokenize or corpus_of(hp).get("bleu_tokenize"))
     metrics = score_translations(translated.hyps, translated.refs, tokenize)
     metrics.update(split=split, pair=f"{hp['src_lang']}-{hp['tgt_lang']}", sentences=len(translated.hyps),
-                   **translated.decoding_stats(decode_cfg), **translated.translator.extra_stats())
-    write_outputs(output_dir, f"{stem}.{decode_cfg.get('strategy', 'greedy')}", hp["tgt_lang"], translated.hyps,
-                  metrics)
+                   **translated.decoding_stats(decode), **translated.translator.extra_stats())
+    write_outputs(output_dir, f"{stem}.{decode.strategy}", hp["tgt_lang"], translated.hyps, metrics)
     return metrics
 
 
-def evaluate_split(task: TranslationTaskLike, split: str, decode_cfg: dict, output_dir: Path,
-                   data_dir: str = "data/cache", mirror_root: str | None = None, device: str = "cpu",
-                   bleu_tokenize: str | None = None, direction: Direction | None = None) -> dict:
-    """Translate a split with ``task`` and ``decode_cfg``, score it against the references,
-    and write ``<split>.<strategy>.hyp.<tgt>`` and ``<split>.<strategy>.json`` to
+def evaluate_split(task: TranslationTaskLike, split: str, decode: DecodeSettings | Mapping[str, Any],
+                   output_dir: Path, data_dir: str = "data/cache", mirror_root: str | None = None,
+                   device: str = "cpu", bleu_tokenize: str | None = None, direction: Direction | None = None) -> dict:
+    """Translate a split with ``task`` and the settings ``decode``, score it against the
+    references, and write ``<split>.<strategy>.hyp.<tgt>`` and ``<split>.<strategy>.json`` to
     ``output_dir``. Returns the metrics: BLEU (tokenizer from the target language unless
     ``bleu_tokenize`` or the corpus says otherwise), lowercased BLEU and chrF with their
     signatures, speed, truncated sources and the search's own statistics. Of a multilingual
     checkpoint, one ``direction`` (files ``<split>.<src>-<tgt>.<strategy>...``)."""
-    translated = translate_split(task, split, decode_cfg, data_dir, mirror_root, device, direction=direction)
+    decode = DecodeSettings.of(decode)
+    translated = translate_split(task, split, decode, data_dir, mirror_root, device, direction=direction)
     if direction is None:
-        return _report(task, translated, split, decode_cfg, output_dir, split, bleu_tokenize)
-    return _report(task, translated, split, decode_cfg, output_dir, f"{split}.{direction_name(direction)}",
+        return _report(task, translated, split, decode, output_dir, split, bleu_tokenize)
+    return _report(task, translated, split, decode, output_dir, f"{split}.{direction_name(direction)}",
                    bleu_tokenize, direction_hparams(task.hparams, direction))
 
 
@@ -250,22 +253,24 @@ def evaluation_plan(hparams, splits: Sequence[str] | None, src_lang: str | None 
     return plan
 
 
-def evaluate_files(task: TranslationTaskLike, src: str | Path, ref: str | Path, decode_cfg: dict,
-                   output_dir: Path, device: str = "cpu", bleu_tokenize: str | None = None) -> dict:
+def evaluate_files(task: TranslationTaskLike, src: str | Path, ref: str | Path,
+                   decode: DecodeSettings | Mapping[str, Any], output_dir: Path, device: str = "cpu",
+                   bleu_tokenize: str | None = None) -> dict:
     """:func:`evaluate_split` on any line-aligned ``src`` + ``ref`` file pair (``.gz`` too);
     outputs are named after the source file."""
     sources = [line for _, line in iter_lines(src)]
     refs = [line for _, line in iter_lines(ref)]
     if len(sources) != len(refs):
         raise ValueError(f"{ref}: {len(refs)} lines, but {src} has {len(sources)}: a reference per source")
-    translated = translate_sources(task, sources, refs, decode_cfg, device)
-    return _report(task, translated, str(src), decode_cfg, output_dir, Path(src).name, bleu_tokenize)
+    decode = DecodeSettings.of(decode)
+    translated = translate_sources(task, sources, refs, decode, device)
+    return _report(task, translated, str(src), decode, output_dir, Path(src).name, bleu_tokenize)
 
 
-def decoding_name(decode_cfg: dict) -> str:
-    """A table label for a decoding configuration: ``greedy``, ``beam 5``, or the strategy."""
-    strategy = decode_cfg.get("strategy", "greedy")
-    return f"beam {decode_cfg.get('beam_size', 5)}" if strategy == "beam" else strategy
+def decoding_name(decode: Mapping[str, Any]) -> str:
+    """A table label for a report's decoding block (``strategies.label``): ``greedy``, ``beam 5``,
+    or the strategy; a key the block leaves out has its declared default."""
+    return strategies.label({**DecodeSettings.defaults(), **decode})
 
 
 def direction_table(results: Sequence[dict]) -> str:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from typing import Any, Mapping, Sequence
 
 from transformer.data.parallel import languages
+from transformer.decoding.settings import DecodeSettings
 
 
 def target_of(text: str, default: str | None) -> str | None:
@@ -41,11 +42,11 @@ def tagging_encode(translator, tokenizer, default: str | None):
     return tagged
 
 
-def translator_into(task, decode_cfg: Mapping[str, Any] | None, tgt_lang: str, device="cpu"):
-    """``task.translator(decode_cfg)`` translating every sentence into ``tgt_lang`` (checked
+def translator_into(task, decode: DecodeSettings | Mapping[str, Any] | None, tgt_lang: str, device="cpu"):
+    """``task.translator(decode)`` translating every sentence into ``tgt_lang`` (checked
     against the checkpoint's languages: a ``ValueError`` naming them)."""
     target = languages.check_target_language(task.hparams, tgt_lang)
-    return task.translator(decode_cfg, device=device).set_target_language(target)
+    return task.translator(decode, device=device).set_target_language(target)
 
 
 def check_pivot(hparams: Mapping[str, Any], src_lang: str | None, pivot: str, tgt_lang: str | None,
@@ -74,17 +75,17 @@ def check_pivot(hparams: Mapping[str, Any], src_lang: str | None, pivot: str, tg
     return src, tgt_lang
 
 
-def pivot_translate(task, decode_cfg: Mapping[str, Any], sentences: Sequence[str], src_lang: str | None,
+def pivot_translate(task, decode: DecodeSettings | Mapping[str, Any], sentences: Sequence[str], src_lang: str | None,
                     tgt_lang: str | None, device="cpu") -> tuple[list[list[tuple[str, float]]], int]:
-    """``sentences`` translated into ``decode_cfg['pivot']``, the best of each then into
+    """``sentences`` translated into ``decode.pivot``, the best of each then into
     ``tgt_lang``, by the same checkpoint with the same decoding settings: the second leg's
     n-best lists (its scores), and the inputs either leg cut to the model's length. An empty
     line stays empty through both legs."""
-    pivot = decode_cfg["pivot"]
-    check_pivot(task.hparams, src_lang, pivot, tgt_lang)
-    first = translator_into(task, decode_cfg, pivot, device)
+    decode = DecodeSettings.of(decode)
+    check_pivot(task.hparams, src_lang, decode.pivot, tgt_lang)
+    first = translator_into(task, decode, decode.pivot, device)
     middle = [hyps[0][0] if hyps else "" for hyps in first.translate(sentences)]
-    second = translator_into(task, decode_cfg, tgt_lang, device)
+    second = translator_into(task, decode, tgt_lang, device)
     return second.translate(middle), first.truncated + second.truncated
 
 

@@ -39,9 +39,10 @@ def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
     return path
 
 
-def inspect_translation(task, sentences: Sequence[str], decode_cfg: dict, out_dir: str | Path,
+def inspect_translation(task, sentences: Sequence[str], decode, out_dir: str | Path,
                         max_tokens: int = 80, tgt_lang: str | None = None) -> list[Path]:
-    """Attention of a translation checkpoint on its own translation of each sentence.
+    """Attention of a translation checkpoint on its own translation of each sentence, searched
+    for with the settings ``decode`` (a ``DecodeSettings``, as ``task.translator`` takes).
 
     Per sentence ``k`` a folder ``sentence_{k}/`` with ``encoder_layer{i}.png`` (source ×
     source), ``decoder_layer{i}.png`` (masked self-attention, decoder input × itself),
@@ -54,8 +55,8 @@ def inspect_translation(task, sentences: Sequence[str], decode_cfg: dict, out_di
     """
     out_dir = Path(out_dir)
     hp = task.hparams
-    translator = task.translator(decode_cfg).set_target_language(tgt_lang)  # None: a bilingual model, untagged
-    search = task.search_fn(decode_cfg)
+    translator = task.translator(decode).set_target_language(tgt_lang)  # None: a bilingual model, untagged
+    search = task.search_fn(decode)
     written: list[Path] = []
     sections: dict[str, list[str]] = {}
     for k, sentence in enumerate(sentences):

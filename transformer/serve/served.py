@@ -33,6 +33,8 @@ import torch
 
 from transformer import kinds
 from transformer.data.parallel import languages
+from transformer.decoding import strategies
+from transformer.decoding.settings import DecodeSettings
 from transformer.inference.pivot import check_pivot, tagging_encode, target_of
 from transformer.inference.tagger import split_tokens
 from transformer.inference.translator import one_line
@@ -44,6 +46,10 @@ log = logging.getLogger(__name__)
 
 # Decoding settings a model keeps built (a CTC shortlist copies the model): the newest few.
 TRANSLATORS_KEPT = 8
+# The request keys that change a decoding setting, in the order a model lists them, each with the
+# setting that a strategy must read for the key to apply (max_len: max_len_a=0, max_len_b=max_len).
+DECODE_OPTIONS = {"beam_size": "beam_size", "n_best": "n_best", "max_len": "max_len_b", "max_len_a": "max_len_a",
+                  "max_len_b": "max_len_b", "top_k": "top_k"}
 
 
 class RequestError(ValueError):
@@ -73,6 +79,11 @@ def text_problem(text: str) -> str | None:
         if category == "Cs":
             return f"holds a lone surrogate (U+{ord(ch):04X}), which is not text"
     return None
+
+
+def decode_options(strategy: strategies.Strategy) -> tuple[str, ...]:
+    """The request keys (``DECODE_OPTIONS``) that change a setting ``strategy`` reads."""
+    return tuple(option for option, key in DECODE_OPTIONS.items() if key in strategy.keys)
 
 
 class ServedModel:
@@ -257,39 +268,31 @@ class TranslationModel(ServedModel):
 
     kind, endpoint = "translation", "/v1/translate"
 
-    def __init__(self, model_id: str, task, checkpoint: str, decode_cfg: dict, device: torch.device | str = "cpu",
-                 limits: Limits = Limits()):
+    def __init__(self, model_id: str, task, checkpoint: str, decoding: DecodeSettings | dict,
+                 device: torch.device | str = "cpu", limits: Limits = Limits()):
         super().__init__(model_id, task, checkpoint, limits)
-        self.decode_cfg, self.device = dict(decode_cfg), device
-        self.strategy = self.decode_cfg.get("strategy", "greedy")
+        self.decoding, self.device = DecodeSettings.of(decoding), device
+        # a strategy the checkpoint cannot decode with fails here, at start-up
+        self.strategy = strategies.choose(self.decoding, task.model_kind)
         self.autoregressive = kinds.task_kind(task).generates_from_start
         model = task.model
         self.attends = (self.autoregressive and hasattr(model, "encoder")
                         and hasattr(getattr(model, "decoder", None), "init_cache"))
-        options = []
-        if self.strategy in ("beam", "ctc_beam"):
-            options.append("beam_size")
-        if self.strategy == "beam":
-            options.append("n_best")
-        if self.autoregressive:
-            options += ["max_len", "max_len_a", "max_len_b"]
-        if self.strategy == "ctc_beam":
-            options.append("top_k")
-        self.options = tuple(options + (["attention"] if self.attends else []))
+        self.options = (*decode_options(self.strategy), *(["attention"] if self.attends else []))
         self._languages(task.hparams)
         self._translators: OrderedDict[tuple, object] = OrderedDict()
-        translator = self._translator(())  # a strategy the checkpoint cannot decode with fails here, at start-up
-        if self.decode_cfg.get("compile"):
+        translator = self._translator(())
+        if self.decoding.compile:
             # decode.compile: the step compiles here, on a single sentence and on a batch, not
             # within the first requests' time limit (one to two minutes on a CPU).
             for batch in (["a"], ["a b c", "a b c d e f g h i j"]):
                 translator.translate(batch)
 
     def describe(self) -> str:
-        return f"{kinds.task_kind(self.task).what.removeprefix('a ').removeprefix('an ')}, decode={self.strategy}"
+        return f"{kinds.task_kind(self.task).what.removeprefix('a ').removeprefix('an ')}, decode={self.strategy.name}"
 
     def info(self) -> dict:
-        return {**super().info(), "decode": self.decode_cfg, **directions_info(self.hparams)}
+        return {**super().info(), "decode": self.decoding.to_dict(), **directions_info(self.hparams)}
 
     def _languages(self, hparams) -> None:
         """The directions ``hparams`` record (``languages.directions_of``): a multilingual model
@@ -340,7 +343,7 @@ class TranslationModel(ServedModel):
 
     def _settings(self, overrides: dict) -> Hashable:
         cfg = {}
-        beam = overrides.get("beam_size", self.decode_cfg.get("beam_size", 1))
+        beam = overrides.get("beam_size", self.decoding.beam_size)
         if "beam_size" in overrides:
             if not 1 <= beam <= self.limits.max_beam_size:
                 raise RequestError(f"beam_size={beam}: expected 1 to {self.limits.max_beam_size}")
@@ -368,8 +371,8 @@ class TranslationModel(ServedModel):
             return {"max_len_a": 0, "max_len_b": overrides["max_len"]}
         if not set(overrides) & {"max_len_a", "max_len_b"}:
             return {}
-        a = overrides.get("max_len_a", self.decode_cfg.get("max_len_a", 1.2))
-        b = overrides.get("max_len_b", self.decode_cfg.get("max_len_b", 10))
+        a = overrides.get("max_len_a", self.decoding.max_len_a)
+        b = overrides.get("max_len_b", self.decoding.max_len_b)
         if not (0 <= a <= 10 and 0 <= b <= cap and (a > 0 or b >= 1)):
             raise RequestError(f"max_len_a={a} max_len_b={b}: expected 0 <= max_len_a <= 10 and 0 <= max_len_b "
                                f"<= {cap}, allowing at least one output piece")
@@ -378,7 +381,7 @@ class TranslationModel(ServedModel):
     def _translator(self, decode: tuple):
         """The ``task.translator`` of the preset with ``decode`` over it, built once."""
         if decode not in self._translators:
-            translator = self.task.translator({**self.decode_cfg, **dict(decode)}, device=self.device)
+            translator = self.task.translator(self.decoding.replace(**dict(decode)), device=self.device)
             if self.multilingual:
                 translator.encode = tagging_encode(translator, self.task.src_tokenizer, self.default_tgt)
             self._translators[decode] = translator
@@ -434,7 +437,7 @@ class TranslationModel(ServedModel):
 
         translator.search, translator.encode = recording_search, recording_encode
         try:
-            layer = self.decode_cfg.get("alignment_layer")
+            layer = self.decoding.alignment_layer
             nbest, alignments = translate_with_alignments(self.task, translator, texts, layer)
         finally:
             translator.search, translator.encode = search, encode
@@ -448,7 +451,7 @@ class TranslationModel(ServedModel):
         ids, start = languages.split_tag(hp, ids)  # a decoder-side tag starts the target instead
         src = torch.tensor([ids + [hp.eos_id]], dtype=torch.long, device=self.device)  # (1, S)
         att = translation_attention(self.task.model, src, [hyp], hp.bos_id if start is None else start, hp.pad_id)
-        layer = self.decode_cfg.get("alignment_layer")
+        layer = self.decoding.alignment_layer
         src_ids, tgt_ids = src[0].tolist(), [*hyp, hp.eos_id]
         src_word, source_words = word_groups(self.task.src_tokenizer, src_ids, self._starts("src"))
         tgt_word, target_words = word_groups(self.task.tgt_tokenizer, tgt_ids, self._starts("tgt"))
@@ -474,21 +477,20 @@ class CTranslate2Model(TranslationModel):
     a float32 export answers as its checkpoint does. Requests may change ``beam_size`` and
     ``n_best`` (beam) and the length cap; no attention (CTranslate2 does not give every layer's)."""
 
-    def __init__(self, model_id: str, model_dir: str, label: str, decode_cfg: dict, device: str = "cpu",
+    def __init__(self, model_id: str, model_dir: str, label: str, decoding: DecodeSettings | dict, device: str = "cpu",
                  threads: int = 1, limits: Limits = Limits()):
         from transformer.export.ctranslate2 import CTranslate2Translator
 
         ServedModel.__init__(self, model_id, None, label, limits)
-        self.decode_cfg, self.device = dict(decode_cfg), device
-        self.strategy = self.decode_cfg["strategy"]
+        self.decoding, self.device = DecodeSettings.of(decoding), device
+        self.strategy = strategies.choose(self.decoding, strategies.AUTOREGRESSIVE)
         self.autoregressive = True
         self.translator = CTranslate2Translator(model_dir, device=device, threads=threads)
-        beam = ("beam_size", "n_best") if self.strategy == "beam" else ()
-        self.options = (*beam, "max_len", "max_len_a", "max_len_b")
+        self.options = decode_options(self.strategy)
         self._languages(self.translator.languages)
 
     def describe(self) -> str:
-        return f"CTranslate2 export, decode={self.strategy}"
+        return f"CTranslate2 export, decode={self.strategy.name}"
 
     def info(self) -> dict:
         return {**super().info(), "backend": "ctranslate2"}
@@ -499,12 +501,12 @@ class CTranslate2Model(TranslationModel):
 
     def predict(self, texts: Sequence[str], settings: Hashable) -> list[dict]:
         decode, _ = settings
-        cfg = {**self.decode_cfg, **dict(decode)}
+        cfg = self.decoding.replace(**dict(decode))
         # one call at a time on the model's worker thread: the cap can be set for this call
-        self.translator.max_len_a, self.translator.max_len_b = cfg["max_len_a"], cfg["max_len_b"]
-        beam = int(cfg["beam_size"]) if self.strategy == "beam" else 1
+        self.translator.max_len_a, self.translator.max_len_b = cfg.max_len_a, cfg.max_len_b
+        beam = cfg.beam_size if "beam_size" in self.strategy.reads else 1
         targets = [target_of(t, self.default_tgt) for t in texts]  # each sentence its own tag
-        nbest = self.translator.translate_nbest(list(texts), beam, cfg["length_penalty"], int(cfg["n_best"]), targets)
+        nbest = self.translator.translate_nbest(list(texts), beam, cfg.length_penalty, cfg.n_best, targets)
         return [{"translation": one_line(hyps[0][0]), "hypotheses": [{"text": one_line(t), "score": v} for t, v in hyps],
                  "attention": None} for hyps in nbest]
 

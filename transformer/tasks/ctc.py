@@ -39,7 +39,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from transformer import kinds
-from transformer.decoding.ctc import ctc_beam, ctc_one_pass
+from transformer.decoding import strategies
 from transformer.decoding.settings import DecodeSettings
 from transformer.inference import SearchFn
 from transformer.inference.shortlist import restrict_output, shortlist_ids
@@ -52,18 +52,13 @@ from transformer.tasks.glancing import (
     reveal_positions,
 )
 from transformer.tasks.nat import nat_targets
-from transformer.tasks.seq2seq import Seq2SeqTask, refuse_compile
+from transformer.tasks.seq2seq import Seq2SeqTask
 from transformer.ranges import Probability, Range
 
 log = logging.getLogger(__name__)
 
 # The checkpoint key of the training targets' token ids (CTCTranslationTask.output_vocab).
 OUTPUT_VOCAB_KEY = "output_vocab"
-
-# decode.strategy values: best-path decoding (the NAT one-pass names are aliases of it) and
-# prefix beam search.
-CTC_STRATEGIES = ("ctc_one_pass", "nat_one_pass", "greedy", "ctc_beam")
-
 
 def ctc_losses(log_probs: Tensor, in_lengths: Tensor, target: Tensor, tgt_lengths: Tensor,
                blank_id: int) -> tuple[Tensor, Tensor, Tensor]:
@@ -92,8 +87,8 @@ class CTCTranslationTask(Seq2SeqTask):
     """
 
     kind = kinds.CTC
-
     task_name = kind.name
+    model_kind = strategies.CTC
 
     def __init__(self, mask_id: Annotated[int | None, Range(0, 2**24)] = None, glancing: dict | None = None,
                  label_smoothing: Annotated[float, Probability()] = 0.0, **shared: Any) -> None:
@@ -235,34 +230,23 @@ class CTCTranslationTask(Seq2SeqTask):
             self._add_bleu_stats(batch)
 
     # ----------------------------------------------------------------- inference
-    def search_fn(self, decode_cfg: Mapping[str, Any] | None, stats: dict | None = None) -> SearchFn:
-        """Best-path decoding (``ctc_one_pass``; ``nat_one_pass`` and ``greedy`` are aliases) or
-        prefix beam search (``ctc_beam``: ``beam_size``, ``top_k`` tokens tried a position);
-        ``shortlist`` (``ctc_*`` strategies only): ``train`` or a target-side text file, whose
-        tokens (and the blank) are the only ones scored (``inference.shortlist``).
+    def search_fn(self, decode: DecodeSettings | Mapping[str, Any] | None, stats: dict | None = None) -> SearchFn:
+        """Bind the CTC strategy ``decode`` names (``decoding.strategies``: best-path decoding or
+        prefix beam search) to this model; a strategy that reads ``shortlist`` (``train`` or a
+        target-side text file) scores only its tokens and the blank (``inference.shortlist``).
         ``stats["avg_iterations"]`` (always 1.0) is kept for the NAT reports."""
-        cfg = DecodeSettings.of(decode_cfg)
-        refuse_compile(cfg.to_dict(), "a CTC")
-        strategy = cfg.strategy
-        if strategy not in CTC_STRATEGIES:
-            raise ValueError(f"decode.strategy={strategy!r} is not available for a non-autoregressive CTC "
-                             f"checkpoint; use one of {', '.join(CTC_STRATEGIES)}")
-        hp = self.hparams
+        cfg = DecodeSettings.of(decode)
+        strategy = strategies.choose(cfg, self.model_kind)
         model = self.model
-        # The shortlist belongs to the CTC strategies' names; the aliases greedy and nat_one_pass
-        # score every id, whatever the decoding block's shortlist says.
-        ids = self.shortlist(cfg.shortlist) if cfg.shortlist and strategy.startswith("ctc_") else None
+        ids = self.shortlist(cfg.shortlist) if cfg.shortlist and "shortlist" in strategy.keys else None
         if ids is not None:
             model = restrict_output(model, ids)
-        common = dict(pad_id=hp.pad_id, eos_id=hp.eos_id, ban_ids=(hp.bos_id,), blank_penalty=float(cfg.blank_penalty))
+        search = strategy.bind(model, cfg, self.search_ids())
 
         def run(src: Tensor) -> list[list[tuple[list[int], float]]]:
-            if strategy == "ctc_beam":
-                ids, nat_stats = ctc_beam(model, src, beam_size=cfg.beam_size, top_k=cfg.top_k, **common)
-            else:
-                ids, nat_stats = ctc_one_pass(model, src, return_stats=True, **common)
+            nbest, _ = search(src)
             if stats is not None:
                 stats["avg_iterations"] = 1.0
-            return [[(list(toks), float(score))] for toks, score in zip(ids, nat_stats.scores)]
+            return nbest
 
         return run

@@ -42,20 +42,14 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from transformer import kinds
-from transformer.decoding.nat import mask_predict, nat_length_beam, nat_one_pass
+from transformer.decoding import strategies
 from transformer.decoding.settings import DecodeSettings
 from transformer.inference import SearchFn
 from transformer.tasks.build import build_model
 from transformer.tasks.glancing import GlancingSchedule, reveal_counts, reveal_positions
-from transformer.tasks.seq2seq import Seq2SeqTask, refuse_compile
+from transformer.tasks.seq2seq import Seq2SeqTask
 from transformer.tasks.translation import label_smoothed_nll
 from transformer.ranges import Range
-
-# decode.strategy values this task understands; "greedy" (the train/eval default) is the NAT
-# analogue of greedy search: argmax at every position in one pass.
-NAT_STRATEGIES = ("nat_one_pass", "nat_length_beam", "mask_predict")
-ONE_PASS_ALIASES = ("greedy", "nat_one_pass")
-
 
 def nat_targets(tgt_in: Tensor, pad_id: int) -> tuple[Tensor, Tensor]:
     """The NAT target (no BOS, no EOS) and its padding mask from the data module's ``tgt_in``.
@@ -103,8 +97,8 @@ class NATTranslationTask(Seq2SeqTask):
     """
 
     kind = kinds.NAT
-
     task_name = kind.name
+    model_kind = strategies.NAT
 
     def __init__(self, mask_id: Annotated[int | None, Range(0, 2**24)] = None, length_loss_weight: float = 0.1,
                  glancing: dict | None = None, **shared: Any) -> None:
@@ -225,51 +219,22 @@ class NATTranslationTask(Seq2SeqTask):
             self._add_bleu_stats(batch)
 
     # ----------------------------------------------------------------- inference
-    def search_fn(self, decode_cfg: Mapping[str, Any] | None, stats: dict | None = None) -> SearchFn:
-        """Bind one-pass, length-beam or Mask-Predict decoding to this model.
-
-        ``decode_cfg["strategy"]`` (``DecodeSettings``): ``nat_one_pass`` (alias ``greedy``),
-        ``nat_length_beam`` (``length_beam``), ``mask_predict`` (``iterations``,
-        ``length_beam``); any of them with ``collapse_repeats`` (one copy of a token repeated at
-        neighbouring positions; see ``decoding.nat.nat_one_pass``). If ``stats`` is given,
+    def search_fn(self, decode: DecodeSettings | Mapping[str, Any] | None, stats: dict | None = None) -> SearchFn:
+        """Bind the non-autoregressive strategy ``decode`` names (``decoding.strategies``: one
+        pass, a length beam or Mask-Predict) to this model. If ``stats`` is given,
         ``stats["avg_iterations"]`` is kept up to date: decoder passes per sentence over
         everything decoded so far.
         """
-        cfg = DecodeSettings.of(decode_cfg)
-        refuse_compile(cfg.to_dict(), "a non-autoregressive")
-        strategy = cfg.strategy
-        hp = self.hparams
-        common = dict(pad_id=hp.pad_id, eos_id=hp.eos_id, ban_ids=(hp.bos_id,), return_stats=True,
-                      collapse_repeats=cfg.collapse_repeats)
-        if strategy in ONE_PASS_ALIASES:
-            def search(model, src):
-                return nat_one_pass(model, src, **common)
-        elif strategy == "nat_length_beam":
-            def search(model, src):
-                return nat_length_beam(model, src, length_beam=cfg.length_beam, **common)
-        elif strategy == "mask_predict":
-            if cfg.iterations > 1 and self.decoder_input != "mask":
-                raise ValueError(
-                    "decode.strategy=mask_predict with iterations > 1 needs a model trained with "
-                    "decoder_input=mask; this checkpoint copies source embeddings "
-                    "(use decode.strategy=nat_one_pass or decode.strategy=nat_length_beam)"
-                )
-
-            def search(model, src):
-                return mask_predict(model, src, iterations=cfg.iterations, length_beam=cfg.length_beam, **common)
-        else:
-            raise ValueError(
-                f"decode.strategy={strategy!r} is not available for a non-autoregressive "
-                f"checkpoint; use one of {', '.join(NAT_STRATEGIES)}"
-            )
+        cfg = DecodeSettings.of(decode)
+        search = strategies.choose(cfg, self.model_kind).bind(self.model, cfg, self.search_ids())
         totals = [0, 0]  # sentences decoded, decoder passes summed over them
 
         def run(src: Tensor) -> list[list[tuple[list[int], float]]]:
-            ids, nat_stats = search(self.model, src)
-            totals[0] += len(ids)
-            totals[1] += sum(nat_stats.iterations)
+            nbest, passes = search(src)
+            totals[0] += len(nbest)
+            totals[1] += sum(passes)
             if stats is not None:
                 stats["avg_iterations"] = round(totals[1] / max(totals[0], 1), 3)
-            return [[(list(toks), float(score))] for toks, score in zip(ids, nat_stats.scores)]
+            return nbest
 
         return run

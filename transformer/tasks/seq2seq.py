@@ -18,6 +18,7 @@ import torch
 from transformer.data.core.tokenizer import SubwordTokenizer, tokenizer_from_str
 from transformer.data.parallel.languages import tag_side
 from transformer.decoding.settings import DecodeSettings
+from transformer.decoding.strategies import SearchIds
 from transformer.evaluation import CorpusBLEU
 from transformer.evaluation.translation import bleu_tokenizer, evaluate_split
 from transformer.inference import SearchFn, Translator
@@ -51,6 +52,7 @@ class Seq2SeqTask(L.LightningModule):
     """
 
     task_name: str
+    model_kind: str  # how its model is searched (decoding.strategies: AUTOREGRESSIVE, NAT, CTC)
     default_optimizer = optimizer_node("Adam", betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0)
 
     def __init__(
@@ -153,7 +155,7 @@ class Seq2SeqTask(L.LightningModule):
     def _add_bleu_stats(self, batch: dict) -> None:
         """Decode the batch with ``val_decode`` and add its BLEU statistics."""
         # Eager always: a compiled step reads the weights once, and training changes them.
-        val_decode = {**(self.hparams.val_decode or {}), "compile": False}
+        val_decode = DecodeSettings.of(self.hparams.val_decode, "task.val_decode").replace(compile=False)
         # a target tag read by the decoder (data.tag_side=decoder) starts each row as in training
         start = {"start": batch["start"]} if "start" in batch else {}
         hyps = [h[0][0] for h in self.search_fn(val_decode)(batch["src"], **start)]
@@ -206,23 +208,31 @@ class Seq2SeqTask(L.LightningModule):
             bleu.reset()
 
     # ----------------------------------------------------------------- inference
-    def search_fn(self, decode_cfg: Mapping[str, Any] | None, stats: dict | None = None) -> SearchFn:
-        """The search ``decode_cfg`` (``DecodeSettings``) names, bound to this model; a search
-        with statistics of its own keeps them up to date in ``stats``."""
+    def search_fn(self, decode: DecodeSettings | Mapping[str, Any] | None, stats: dict | None = None) -> SearchFn:
+        """The search ``decode`` names (``decoding.strategies``, one of :attr:`model_kind`'s), bound
+        to this model; a search with statistics of its own keeps them up to date in ``stats``."""
         raise NotImplementedError
 
-    def translator(self, decode_cfg: Mapping[str, Any] | None, device: str | torch.device = "cpu") -> Translator:
+    def search_ids(self) -> SearchIds:
+        """What every search takes from this task: the special ids and the model's longest output."""
+        hp = self.hparams
+        return SearchIds(bos_id=hp.bos_id, eos_id=hp.eos_id, pad_id=hp.pad_id, max_len=self.max_len)
+
+    def translator(self, decode: DecodeSettings | Mapping[str, Any] | None,
+                   device: str | torch.device = "cpu") -> Translator:
         """A :class:`Translator` for raw sentences with this model and its tokenizers, whose
         ``extra_stats()`` are the search's statistics."""
         stats: dict[str, float] = {}
-        translator = Translator(self.search_fn(decode_cfg, stats), self.src_tokenizer, self.tgt_tokenizer,
-                                max_tokens=DecodeSettings.of(decode_cfg).max_tokens, max_src_len=self.max_len,
+        settings = DecodeSettings.of(decode)
+        translator = Translator(self.search_fn(settings, stats), self.src_tokenizer, self.tgt_tokenizer,
+                                max_tokens=settings.max_tokens, max_src_len=self.max_len,
                                 device=device, tag_to_decoder=tag_side(self.hparams) == "decoder")
         translator.stats = stats
         return translator
 
-    def evaluate(self, split: str, decode_cfg: dict, output_dir: Path, data_dir: str = "data/cache",
-                 mirror_root: str | None = None, device: str = "cpu", bleu_tokenize: str | None = None) -> dict:
+    def evaluate(self, split: str, decode_cfg: DecodeSettings | Mapping[str, Any], output_dir: Path,
+                 data_dir: str = "data/cache", mirror_root: str | None = None, device: str = "cpu",
+                 bleu_tokenize: str | None = None) -> dict:
         """Translate a split of the training corpus, score with sacreBLEU, write hypotheses and
         metrics (``evaluation.translation.evaluate_split``)."""
         extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
@@ -239,15 +249,4 @@ def fused_adam(device: torch.device, gradient_clip_val: float | None) -> bool:
     return device.type == "cuda" and not gradient_clip_val
 
 
-def refuse_compile(decode_cfg: Mapping[str, Any], kind: str) -> None:
-    """``decode.compile=true`` and ``decode.dtype=bf16`` apply to autoregressive search only:
-    other kinds say so."""
-    if decode_cfg.get("compile"):
-        raise ValueError(f"decode.compile=true applies to greedy and beam search of an autoregressive "
-                         f"checkpoint; this is {kind} checkpoint (set decode.compile=false)")
-    if decode_cfg.get("dtype", "fp32") != "fp32":
-        raise ValueError(f"decode.dtype={decode_cfg['dtype']}: applies to greedy and beam search of an "
-                         f"autoregressive checkpoint; this is {kind} checkpoint (set decode.dtype=fp32)")
-
-
-__all__ = ["Seq2SeqTask", "fused_adam", "refuse_compile"]
+__all__ = ["Seq2SeqTask", "fused_adam"]

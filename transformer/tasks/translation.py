@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from transformer import kinds
 from transformer.accel.cross_entropy import runs_on, smoothed_cross_entropy
 from transformer.data.parallel.languages import tag_side
-from transformer.decoding import EnsembleModel, beam_search, greedy_search
+from transformer.decoding import EnsembleModel, strategies
 from transformer.decoding.compiled import compiled_decoding
 from transformer.decoding.precision import decoding_model
 from transformer.decoding.settings import DecodeSettings
@@ -118,8 +118,8 @@ class TranslationTask(Seq2SeqTask):
     """
 
     kind = kinds.TRANSLATION
-
     task_name = kind.name
+    model_kind = strategies.AUTOREGRESSIVE
 
     def __init__(self, loss: str = "all_positions", compile: bool = False, compile_mode: str = "default",
                  **shared: Any) -> None:
@@ -190,28 +190,16 @@ class TranslationTask(Seq2SeqTask):
             self._add_bleu_stats(batch)
 
     # ----------------------------------------------------------------- inference
-    def search_fn(self, decode_cfg: Mapping[str, Any] | None, stats: dict | None = None) -> SearchFn:
-        """Bind greedy or beam search to this model with the configured settings (``stats``:
-        none to keep)."""
-        cfg = DecodeSettings.of(decode_cfg)
-        hp = self.hparams
-        ids = dict(bos_id=hp.bos_id, eos_id=hp.eos_id, pad_id=hp.pad_id)
-        lengths = dict(max_len_a=cfg.max_len_a, max_len_b=cfg.max_len_b, max_len=self.max_len)
+    def search_fn(self, decode: DecodeSettings | Mapping[str, Any] | None, stats: dict | None = None) -> SearchFn:
+        """Bind the autoregressive strategy ``decode`` names (``decoding.strategies``) to this
+        model with its settings (``stats``: none to keep)."""
+        cfg = DecodeSettings.of(decode)
+        strategy = strategies.choose(cfg, self.model_kind)
         model = decoding_model(self.model, cfg.dtype)  # a bf16 copy for decode.dtype=bf16
         if cfg.compile:
             model = compiled_decoding(model, next(model.parameters()).device)
-        if cfg.strategy == "greedy":
-            def greedy(src: torch.Tensor, start: torch.Tensor | None = None):
-                out = greedy_search(model, src, **ids, **lengths, return_scores=True, start=start)
-                return [[(list(toks), float(score))] for toks, score in out]
-            return greedy
-        if cfg.strategy == "beam":
-            def beam(src: torch.Tensor, start: torch.Tensor | None = None):
-                out = beam_search(model, src, **ids, **lengths, beam_size=cfg.beam_size,
-                                  length_penalty=float(cfg.length_penalty), n_best=cfg.n_best, start=start)
-                return [[(list(h.tokens), float(h.score)) for h in hyps] for hyps in out]
-            return beam
-        raise ValueError(
-            f"decode.strategy={cfg.strategy!r} is not available for an autoregressive checkpoint; "
-            "use greedy or beam"
-        )
+        search = strategy.bind(model, cfg, self.search_ids())
+
+        def run(src: torch.Tensor, start: torch.Tensor | None = None):
+            return search(src, start=start)[0]
+        return run
