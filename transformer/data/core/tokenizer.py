@@ -309,6 +309,12 @@ class SubwordTokenizer:
     def vocab_size(self) -> int:
         return self._tok.get_vocab_size(with_added_tokens=True)
 
+    @property
+    def max_id(self) -> int:
+        """The largest id a piece has: a model needs that many embedding rows and one more (a
+        file's vocabulary may leave ids out, which ``vocab_size`` does not count)."""
+        return max(self._tok.get_vocab(with_added_tokens=True).values(), default=-1)
+
     def __len__(self) -> int:
         return self.vocab_size
 
