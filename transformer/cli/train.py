@@ -313,7 +313,7 @@ def read_init_from(cfg: DictConfig) -> dict:
             take_model_settings(cfg, ckpt, model_settings_to_take)
         task_name = getattr(get_class(cfg.task._target_), "task_name", None) if "_target_" in cfg.task else None
         check_translation_init(ckpt, path, OmegaConf.to_container(cfg.model, resolve=True), task_name,
-                               tokenizer_path is not None)
+                               tokenizer_path is not None, OmegaConf.to_container(cfg.data, resolve=True))
         return ckpt
     vocab = SubwordTokenizer.load(tokenizer_path).vocab_size if isinstance(tokenizer_path, str) else None
     if ckpt.get(TASK_KEY) == "mlm" and cfg.get("hydra") is not None:

@@ -365,6 +365,13 @@ def tokenizer_from_str(s: str) -> "SubwordTokenizer | SentencePieceTokenizer":
     """A tokenizer from the string a checkpoint carries: a SentencePiece model's
     (:class:`~transformer.data.core.sentencepiece_tokenizer.SentencePieceTokenizer`, a MarianMT
     vocabulary), or a ``tokenizer.json`` (:class:`SubwordTokenizer`)."""
-    if s.lstrip().startswith("{") and f'"type": "{SENTENCEPIECE}"' in s[:40]:
+    if is_sentencepiece(s):
         return SentencePieceTokenizer.from_str(s)
     return SubwordTokenizer.from_str(s)
+
+
+def is_sentencepiece(s: str) -> bool:
+    """Whether the string a checkpoint carries is a SentencePiece model's (a MarianMT vocabulary,
+    :class:`~transformer.data.core.sentencepiece_tokenizer.SentencePieceTokenizer`), not a
+    ``tokenizer.json``."""
+    return s.lstrip().startswith("{") and f'"type": "{SENTENCEPIECE}"' in s[:40]
