@@ -296,16 +296,6 @@ def copy_model(model: torch.nn.Module, ckpt: dict, path: str | Path) -> list[str
     return _load(model, state, path, "'s masked LM does not fit the model", state["encoder.embedding.weight"].shape[0])
 
 
-def pretrained_positions(ckpt: dict) -> int | None:
-    """How many pieces the pretrained model's learned position table holds (RoBERTa's less its
-    padding rows); None where positions are computed and fit any length."""
-    positional = _positional(ckpt["hyper_parameters"]["model"].get("positional"))
-    if positional["_target_"] != "LearnedPositionalEncoding":
-        return None
-    rows = ckpt["state_dict"][PREFIX + "positional.embedding.weight"].shape[0]
-    return rows - int(positional.get("first_position") or 0)
-
-
 def start_from(model: torch.nn.Module, model_cfg: Mapping[str, Any], ckpt: dict, path: str | Path) -> list[str]:
     """Copy what ``init_from`` gives ``model``: the whole masked LM into a masked LM, else the
     encoder; returns the names copied."""
@@ -318,4 +308,4 @@ def start_from(model: torch.nn.Module, model_cfg: Mapping[str, Any], ckpt: dict,
 
 __all__ = ["ENCODER_KEYS", "HEAD_KEYS", "TASK_IDS", "TRAINING_ONLY", "check_init_from", "check_translation_init",
            "copy_encoder", "copy_model", "copy_pretrained", "encoder_settings_to_take", "model_settings_to_take",
-           "pretrained_positions", "pretrained_task_settings", "pretrained_tokenizer", "start_from", "whole_model"]
+           "pretrained_task_settings", "pretrained_tokenizer", "start_from", "whole_model"]
