@@ -9,7 +9,9 @@ is reported as :class:`DiskFullError` naming the folder. Renaming also replaces 
 link planted at the destination instead of writing through it.
 
 Reading one back: :func:`sha256_file` fingerprints a file (the data cache's integrity records,
-downloads checked against their pinned checksums).
+downloads checked against their pinned checksums); :func:`read_json_object` reads a JSON object
+from a file a user was given (a downloaded model folder's), any way it is broken one
+``ValueError`` naming the file.
 
 Names that come from a checkpoint or a data config (a dataset name, a language code, a split)
 are untrusted: :func:`safe_name` turns one into a single path component, so that
@@ -21,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import hashlib
+import json
 import os
 import re
 import tempfile
@@ -151,8 +154,8 @@ def save_torch(obj: object, path: Path | str) -> Path:
     return Path(path)
 
 
-__all__ = ["DiskFullError", "atomic_open", "corpus_name", "disk_full", "full_disk_error", "inside", "refusal_reason", "safe_name", "save_torch", "write_bytes",
-           "write_text"]
+__all__ = ["DiskFullError", "atomic_open", "corpus_name", "disk_full", "full_disk_error", "inside", "read_json_object",
+           "refusal_reason", "safe_name", "save_torch", "write_bytes", "write_text"]
 
 
 def refusal_reason(exc: BaseException) -> str:
@@ -170,3 +173,19 @@ def sha256_file(path: str | os.PathLike) -> str:
         for chunk in iter(lambda: f.read(1 << 20), b""):
             h.update(chunk)
     return h.hexdigest()
+
+
+def read_json_object(path: str | os.PathLike) -> dict:
+    """The JSON object in the file ``path``. Not UTF-8, not JSON, nested past Python's recursion
+    limit (``[[[...]]]`` 100,000 deep) or not an object: a ``ValueError`` naming the file."""
+    try:
+        value = json.loads(Path(path).read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise ValueError(f"{path}: not UTF-8 text") from None
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"{path}: not JSON ({exc})") from None
+    except RecursionError:
+        raise ValueError(f"{path}: not JSON we read (nested too deep)") from None
+    if not isinstance(value, dict):
+        raise ValueError(f"{path}: not a JSON object")
+    return value

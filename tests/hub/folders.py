@@ -7,11 +7,15 @@ missing LayerNorm or a wrong epsilon shows far above the 1e-5 tolerance."""
 
 from __future__ import annotations
 
+import json
+import shutil
 from pathlib import Path
 
 import torch
 
 FAMILIES = ("bert", "roberta", "distilbert")
+#: The slow tokenizer ``transformers`` reads a family's vocabulary files with.
+CLASSES = {"bert": "BertTokenizer", "distilbert": "DistilBertTokenizer", "roberta": "RobertaTokenizer"}
 
 #: Training text for the tokenizers, and the sentences the tests read: accents, CJK, emoji.
 WORDS = ("the movie was great . the film was bad . a good day and a good night . she said "
@@ -113,3 +117,24 @@ def write_folder(family: str, path: Path, weights: str = "safetensors") -> Path:
     model.save_pretrained(path, safe_serialization=weights == "safetensors")
     tok.save_pretrained(path)
     return path
+
+
+def vocabulary_files(folder: Path, out: Path, family: str, **config) -> Path:
+    """``folder`` with its ``tokenizer.json`` replaced by the files an older snapshot keeps:
+    ``vocab.txt`` (one piece a line, by id) or ``vocab.json`` + ``merges.txt``, and a
+    ``tokenizer_config.json`` of the slow tokenizer's settings."""
+    shutil.copytree(folder, out)
+    state = json.loads((out / "tokenizer.json").read_text(encoding="utf-8"))
+    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
+        (out / name).unlink(missing_ok=True)
+    vocab = state["model"]["vocab"]
+    if family == "roberta":
+        (out / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+        merges = [m if isinstance(m, str) else " ".join(m) for m in state["model"]["merges"]]
+        (out / "merges.txt").write_text("#version: 0.2\n" + "".join(m + "\n" for m in merges), encoding="utf-8")
+    else:
+        (out / "vocab.txt").write_text("".join(t + "\n" for t in sorted(vocab, key=vocab.get)), encoding="utf-8")
+        config = {"do_lower_case": True, **config}
+    (out / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": CLASSES[family], **config}),
+                                               encoding="utf-8")
+    return out

@@ -138,3 +138,20 @@ def test_a_non_empty_output_dir_is_kept_without_force(tmp_path):
     assert [p.name for p in (tmp_path / "out").iterdir()] == ["keep.txt"]
     _export(f"hf:{folder}", tmp_path / "hf_direct")  # an hf: folder exports as it is
     _load(transformers.AutoModelForMaskedLM, tmp_path / "hf_direct")
+
+
+@pytest.mark.parametrize("output_dir", [".", ".."])
+def test_the_current_folder_is_no_output_dir_even_with_force(output_dir, tmp_path, capsys, monkeypatch):
+    from cli.hydra_helpers import main_status
+
+    folder = write_folder("bert", tmp_path / "in")
+    cwd = tmp_path / "a" / "b"
+    cwd.mkdir(parents=True)
+    (cwd / "mine.txt").write_text("keep")
+    monkeypatch.chdir(cwd)
+    code, err = main_status(export_cli, [f"ckpt_path=hf:{folder}", "format=hf", f"output_dir={output_dir}",
+                                         "force=true"], capsys, monkeypatch)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0].startswith(f"error: output_dir={output_dir}: ") and "folder of its own" in lines[0]
+    assert sorted(str(p.relative_to(tmp_path / "a")) for p in (tmp_path / "a").rglob("*")) == ["b", "b/mine.txt"]

@@ -158,6 +158,34 @@ def test_a_shape_typed_against_the_folder_is_one_line(folders, corpus, tmp_path,
     assert not run.exists()
 
 
+@pytest.mark.parametrize("kind", ["classifier", "tagger"])
+@pytest.mark.parametrize("long_split", ["train", "dev"])
+def test_a_row_past_the_position_table_is_cut_and_named(kind, long_split, folders, corpus, tmp_path, capsys,
+                                                        monkeypatch):
+    """The folder's learned position table holds 64 pieces; a row longer (in training or in
+    validation) is cut to them, named in a warning, instead of failing once training has begun."""
+    rows = texts(20, 1)
+    long = (" ".join(FILLER[:30] * 4), "pos")  # over 120 pieces, under data.max_len=256
+    data = tmp_path / "data"
+    data.mkdir()
+    for split in ("train", "dev"):
+        split_rows = rows + [long] if split == long_split else rows
+        (data / f"{split}.tsv").write_text("".join(f"{t}\t{label}\n" for t, label in split_rows), encoding="utf-8")
+        (data / f"{split}.conllu").write_text(conllu([t for t, _ in split_rows]), encoding="utf-8")
+    run = tmp_path / "run"
+    args = fine_tune_args(kind, corpus, folders["bert"], run)
+    ext = "tsv" if kind == "classifier" else "conllu"
+    args = [a for a in args if not a.startswith(("data.train=", "data.dev="))]
+    args += [f"data.train={data}/train.{ext}", f"data.dev={data}/dev.{ext}"]
+    code, err = main_status(train_cli, args, capsys, monkeypatch)
+    assert code == 0, err
+    log = (run / "train.log").read_text(encoding="utf-8")
+    warned = [line for line in log.splitlines() if "longer than the 64 pieces the model reads" in line]
+    assert len(warned) == 1 and "[WARNING]" in warned[0], log
+    assert f"-{long_split}: 1 of 21 rows" in warned[0] and "cut to them (row 21)" in warned[0], warned
+    assert (run / "checkpoints" / "last.ckpt").is_file()
+
+
 def moved_specials(folder: Path) -> str:
     """The folder's ``tokenizer.json`` with its five special tokens moved from ids 0..4 to 100..104
     (ordinary pieces take their places), as BERT's own vocabulary has ``[CLS]`` at 101."""

@@ -158,6 +158,24 @@ def test_what_the_folder_cannot_start_is_one_line(folder, corpus, tmp_path, caps
     assert not run.exists()
 
 
+@pytest.mark.parametrize("tag_side", ["source", "decoder"])
+def test_several_directions_cannot_start_from_a_marian_folder(folder, corpus, tmp_path, capsys, monkeypatch,
+                                                              tag_side):
+    """Marian's SentencePiece vocabularies take no <2xx> target tags: data.pairs is refused by name
+    before anything is written, not a tokenizers parse error once training has begun."""
+    three = shutil.copytree(corpus, tmp_path / "three")
+    for name in ("train", "dev", "test"):
+        (three / f"{name}.fr").write_text((three / f"{name}.de").read_text(encoding="utf-8"), encoding="utf-8")
+    run = tmp_path / "run"
+    code, err = main_status(train_cli, train_args(three, folder, run, "data.pairs=[en-de,en-fr]",
+                                                  f"data.tag_side={tag_side}"), capsys, monkeypatch)
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and len(lines) == 1, err
+    assert lines[0].startswith("error: init_from: hf:") and "data.pairs=[en-de,en-fr]" in lines[0], lines[0]
+    assert ("data.tag_side=decoder" in lines[0]) == (tag_side == "decoder")
+    assert not run.exists()
+
+
 def test_evaluate_scores_a_marian_folder_on_a_corpus_named_on_the_command_line(folder, corpus, tmp_path, capsys,
                                                                                monkeypatch):
     from transformer.cli import evaluate as evaluate_cli

@@ -151,3 +151,24 @@ def test_a_head_switch_typed_against_the_folder_is_one_line(folders, corpus, tmp
     assert code == 2 and len(lines) == 1, err
     assert lines[0].startswith("error: init_from: hf:") and "head_transform=true" in lines[0].lower(), lines[0]
     assert not run.exists()
+
+
+def test_rows_longer_than_the_position_table_are_cut_whatever_data_max_len_says(folders, tmp_path, capsys,
+                                                                                   monkeypatch):
+    """RoBERTa's table here holds 64 pieces (66 rows, two for padding): with data.max_len=256 typed,
+    passages are cut into rows of 64, said in a warning, and the checkpoint records 64, so that
+    transformer-evaluate cuts its rows as training did."""
+    text = tmp_path / "long.txt"
+    text.write_text("\n".join(sentences(60) + [" ".join(sentences(40))]) + "\n", encoding="utf-8")
+    run = tmp_path / "run"
+    code, err = main_status(train_cli, pretrain_args(text, f"hf:{folders['roberta']}", run, 0.0) +
+                            ["data.max_len=256"], capsys, monkeypatch)
+    assert code == 0, err
+    log = (run / "train.log").read_text(encoding="utf-8")
+    assert "rows of at most 64 pieces, the model's learned position table, not data.max_len=256" in log, log
+    ckpt = read_checkpoint(run / "checkpoints" / "last.ckpt")
+    assert ckpt["hyper_parameters"]["data"]["max_len"] == 64
+    cached = [p for p in (tmp_path / "cache" / "arrow").glob("*.arrow") if "-raw-" not in p.name]
+    assert cached and max(n for p in cached for n in datasets.Dataset.from_file(str(p))["n_pieces"]) == 64
+    metrics = load_task(str(run / "checkpoints" / "last.ckpt")).evaluate(str(text), output_dir=tmp_path / "eval")
+    assert metrics["rows"] > 61

@@ -6,16 +6,14 @@ does from ``tokenizer.json``; a folder with neither is one error naming the file
 
 from __future__ import annotations
 
-import json
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
 
-from folders import FAMILIES, sentences, write_folder
+from folders import CLASSES, FAMILIES, sentences, vocabulary_files, write_folder
 from transformer.hub import HubError, mlm_checkpoint
 from transformer.hub.folder import read_tokenizer
 from transformer.tasks.checkpoint import load_task
@@ -23,34 +21,11 @@ from transformer.tasks.checkpoint import load_task
 transformers = pytest.importorskip("transformers")
 from transformers.models.bert.tokenization_bert_legacy import BertTokenizerLegacy  # noqa: E402
 
-CLASSES = {"bert": "BertTokenizer", "distilbert": "DistilBertTokenizer", "roberta": "RobertaTokenizer"}
-
 
 @pytest.fixture(scope="module")
 def folders(tmp_path_factory):
     root = tmp_path_factory.mktemp("hf")
     return {family: write_folder(family, root / family) for family in FAMILIES}
-
-
-def vocabulary_files(folder: Path, out: Path, family: str, **config) -> Path:
-    """``folder`` with its ``tokenizer.json`` replaced by the files an older snapshot keeps:
-    ``vocab.txt`` (one piece a line, by id) or ``vocab.json`` + ``merges.txt``, and a
-    ``tokenizer_config.json`` of the slow tokenizer's settings."""
-    shutil.copytree(folder, out)
-    state = json.loads((out / "tokenizer.json").read_text(encoding="utf-8"))
-    for name in ("tokenizer.json", "tokenizer_config.json", "special_tokens_map.json"):
-        (out / name).unlink(missing_ok=True)
-    vocab = state["model"]["vocab"]
-    if family == "roberta":
-        (out / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
-        merges = [m if isinstance(m, str) else " ".join(m) for m in state["model"]["merges"]]
-        (out / "merges.txt").write_text("#version: 0.2\n" + "".join(m + "\n" for m in merges), encoding="utf-8")
-    else:
-        (out / "vocab.txt").write_text("".join(t + "\n" for t in sorted(vocab, key=vocab.get)), encoding="utf-8")
-        config = {"do_lower_case": True, **config}
-    (out / "tokenizer_config.json").write_text(json.dumps({"tokenizer_class": CLASSES[family], **config}),
-                                               encoding="utf-8")
-    return out
 
 
 @pytest.mark.parametrize("family", FAMILIES)

@@ -23,7 +23,9 @@ fillers, best first, each the piece's text and its probability (4 decimals).
 ``format=json`` (or ``jsonl``): one JSON array per input line, one entry per mask in order, each
 a list of the ``top_k`` fillers as the Hugging Face pipeline gives them: ``{"token_str": ...,
 "token": <id>, "score": <probability>, "sequence": <the line with this mask filled>}`` (the
-pipeline's list of lists for several masks, here for one mask as well).
+pipeline's list of lists for several masks, here for one mask as well). A Hugging Face model's
+``sequence`` is decoded as the pipeline decodes it (WordPiece's spaces before punctuation tidied;
+with several masks, its framing and the other masks shown).
 """
 
 from __future__ import annotations

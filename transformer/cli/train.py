@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import contextlib
+import inspect
 import json
 import logging
 import os
@@ -37,18 +38,16 @@ from transformer.files import write_text
 from transformer.inference.memory import TRAINING_CACHE_ENTRIES, bound_onednn_caches, keep_freed_memory
 from transformer.models.transformer import count_parameters
 from transformer.ranges import check_count
-from transformer.tasks.build import check_config_types, check_model_config, check_task_config, show
+from transformer.tasks.build import check_config_types, check_model_config, check_task_config, position_limit, show
 from transformer.tasks.checkpoint import CheckpointError, load_weights, read_checkpoint
 from transformer.tasks.transfer import (
     check_init_from,
     check_translation_init,
     encoder_settings_to_take,
     model_settings_to_take,
-    pretrained_positions,
     pretrained_task_settings,
     pretrained_tokenizer,
     start_from,
-    whole_model,
 )
 
 log = logging.getLogger(__name__)
@@ -89,6 +88,9 @@ def build_datamodule(cfg: DictConfig, ckpt: dict | None = None, pretrained: dict
         out = Path(cfg.output_dir)
         out.mkdir(parents=True, exist_ok=True)
         overrides["tokenizer_path"] = write_tokenizers(out, name, text)
+    limit = position_limit(OmegaConf.to_container(cfg.model, resolve=True))
+    if limit is not None and "max_positions" in _data_parameters(cfg):
+        overrides["max_positions"] = limit  # rows the learned position table cannot hold are cut
     # Plain containers (not DictConfig) in the data module: its hyperparameters are saved in
     # checkpoints, and a DictConfig there stops torch.load(weights_only=True) on resume.
     dm = instantiate(cfg.data, _convert_="all", **overrides)
@@ -315,7 +317,7 @@ def read_init_from(cfg: DictConfig) -> dict:
             take_model_settings(cfg, ckpt, model_settings_to_take)
         task_kind = kinds.task_kind(get_class(cfg.task._target_)) if "_target_" in cfg.task else None
         check_translation_init(ckpt, path, OmegaConf.to_container(cfg.model, resolve=True), task_kind,
-                               tokenizer_path is not None)
+                               tokenizer_path is not None, OmegaConf.to_container(cfg.data, resolve=True))
         return ckpt
     vocab = SubwordTokenizer.load(tokenizer_path).vocab_size if isinstance(tokenizer_path, str) else None
     if kinds.task_kind(ckpt) is kinds.MLM and cfg.get("hydra") is not None:
@@ -336,12 +338,12 @@ def take_model_settings(cfg: DictConfig, ckpt: dict, settings_to_take=encoder_se
     taken = settings_to_take(ckpt, OmegaConf.to_container(cfg.model, resolve=True), named)
     for key, value in taken.items():
         OmegaConf.update(cfg, f"model.{key}", value, merge=False, force_add=True)
-    # Further pretraining cuts its rows at data.max_len: at most the pretrained position table.
-    positions = pretrained_positions(ckpt)
-    max_len = cfg.get("data", {}).get("max_len")
-    if (whole_model(OmegaConf.to_container(cfg.model, resolve=True), ckpt) and positions is not None
-            and isinstance(max_len, int) and max_len > positions and "data.max_len" not in {o.key_or_group for o in overrides}):
-        OmegaConf.update(cfg, "data.max_len", positions, merge=False)
+
+
+def _data_parameters(cfg: DictConfig) -> set[str]:
+    """The arguments the configured data module takes."""
+    target = cfg.get("data", {}).get("_target_")
+    return set(inspect.signature(get_class(target)).parameters) if isinstance(target, str) else set()
 
 
 def check_resumed_model(cfg: DictConfig, ckpt: dict) -> None:

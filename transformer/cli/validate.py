@@ -217,8 +217,11 @@ def _inspect(cfg: DictConfig) -> None:
 
 
 def _export(cfg: DictConfig) -> None:
+    from transformer.export.folder import check_export_dir
+
     _inference(cfg)
     output_dir("output_dir", cfg.output_dir)
+    check_export_dir(cfg.output_dir, bool(cfg.get("force")))  # a folder of its own, before the model is read
 
 
 # The validation step of each command, by its config name.

@@ -15,7 +15,6 @@ is a parameter of ours that no tensor fills.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import pickle
@@ -25,8 +24,9 @@ from typing import Any
 import torch
 
 from transformer.data.core.tokenizer import SubwordTokenizer
-from transformer.files import refusal_reason
+from transformer.files import read_json_object, refusal_reason
 from transformer.hub.families import Family, HubError, family_of, tied_parameters
+from transformer.hub.tokenizers import ID_LIMIT
 from transformer.ranges import HyperparameterError, check_fields
 
 log = logging.getLogger(__name__)
@@ -99,15 +99,16 @@ def read_config(folder: Path) -> dict[str, Any]:
     path = folder / "config.json"
     if not path.is_file():
         raise HubError(f"{folder}: no config.json")
+    return read_json(path)
+
+
+def read_json(path: Path) -> dict[str, Any]:
+    """A JSON object of the folder (``config.json``, ``tokenizer_config.json`` ...): broken,
+    nested too deep or not an object, a :class:`HubError` naming the file."""
     try:
-        config = json.loads(path.read_text(encoding="utf-8"))
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise HubError(f"{path}: not JSON ({exc})") from None
-    except RecursionError:
-        raise HubError(f"{path}: not a config (JSON nested too deep)") from None
-    if not isinstance(config, dict):
-        raise HubError(f"{path}: not a JSON object")
-    return config
+        return read_json_object(path)
+    except ValueError as exc:
+        raise HubError(str(exc)) from None
 
 
 def read_weights(folder: Path) -> dict[str, torch.Tensor]:
@@ -140,19 +141,49 @@ def read_tokenizer(folder: Path) -> SubwordTokenizer:
     """The folder's ``tokenizer.json`` (the ``tokenizers`` library's file), its special tokens
     and framing its own; without one, the tokenizer its vocabulary files describe
     (``hub.tokenizers``: BERT's ``vocab.txt``, RoBERTa's ``vocab.json`` and ``merges.txt``, with
-    ``tokenizer_config.json``), as older hub folders keep it."""
+    ``tokenizer_config.json``), as older hub folders keep it. A file the library cannot read is a
+    :class:`HubError` naming it, with the library's reason."""
     from transformer.hub.tokenizers import TOKENIZER_FILES, from_vocabulary_files
 
     path = folder / "tokenizer.json"
-    try:
-        if path.is_file():
+    if path.is_file():
+        _check_tokenizer_ids(path, read_json(path))
+        try:
             return SubwordTokenizer.load(path)
+        except ValueError as exc:
+            raise HubError(f"{path}: {exc}") from None
+        except Exception as exc:  # the library's own parse errors are plain Exceptions
+            raise HubError(f"{path}: not a tokenizer.json the tokenizers library reads ({_first_line(exc)})") from None
+    try:
         built = from_vocabulary_files(folder)
         if built is not None:
             return SubwordTokenizer(built)
     except (ValueError, OSError) as exc:
-        raise HubError(f"{path if path.is_file() else folder}: {exc}") from None
+        raise HubError(str(exc) if str(folder) in str(exc) else f"{folder}: {exc}") from None
+    except Exception as exc:  # the library refusing what the files describe (a merge of unknown pieces)
+        raise HubError(f"{folder}: the tokenizers library cannot build a tokenizer of its vocabulary files "
+                       f"({_first_line(exc)})") from None
     raise HubError(f"{folder}: no tokenizer: looked for {', '.join(TOKENIZER_FILES)}")
+
+
+def _first_line(exc: BaseException) -> str:
+    return (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+
+
+def _check_tokenizer_ids(path: Path, state: dict[str, Any]) -> None:
+    """Each id of ``tokenizer.json``'s vocabulary and added tokens a whole number from 0 (a row
+    of the embedding), named by its field where it is not: the library's own refusal names only
+    a column."""
+    model = state.get("model")
+    vocab = model.get("vocab") if isinstance(model, dict) else None
+    entries = list(vocab.items()) if isinstance(vocab, dict) else []
+    fields = [(f"model.vocab[{piece!r}]", i) for piece, i in entries]
+    for n, added in enumerate(state.get("added_tokens") or []):
+        if isinstance(added, dict):
+            fields.append((f"added_tokens[{n}].id", added.get("id")))
+    for field, i in fields:
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < ID_LIMIT:
+            raise HubError(f"{path}: {field}={i!r}: expected an id from 0 to {ID_LIMIT - 1}")
 
 
 def map_weights(family: Family, weights: dict[str, torch.Tensor], expected: dict[str, torch.Tensor],
@@ -290,7 +321,7 @@ def translation_checkpoint(spec: str) -> dict[str, Any]:
 
     folder, family, model_cfg = _read_family(spec, "translation")
     tok_config_path = folder / "tokenizer_config.json"
-    tok_config = json.loads(tok_config_path.read_text(encoding="utf-8")) if tok_config_path.is_file() else {}
+    tok_config = read_json(tok_config_path) if tok_config_path.is_file() else {}
     src_tok, tgt_tok = _translation_tokenizers(folder, tok_config)
     ids = {k: model_cfg.pop(k) for k in ("pad_id", "bos_id", "eos_id")}
     for role, key, tok in (("pad", "pad_token_id", tgt_tok.pad_id), ("eos", "eos_token_id", tgt_tok.eos_id),
@@ -302,6 +333,9 @@ def translation_checkpoint(spec: str) -> dict[str, Any]:
     for name, tok, size in (("source", src_tok, vocab_size), ("target", tgt_tok, tgt_vocab_size or vocab_size)):
         if tok.vocab_size > size:
             raise HubError(f"vocab.json: {tok.vocab_size} {name} pieces, more than the model's {size}")
+        if tok.max_id >= size:
+            raise HubError(f"vocab.json: a {name} piece has id {tok.max_id}, past the model's {size} rows "
+                           f"(config.json: vocab_size={size})")
     # The shapes and names to fill: a model of this config on the meta device (no memory).
     kwargs = {k: v for k, v in model_cfg.items() if k not in ("_target_", "positional")}
     kwargs.update(vocab_size=vocab_size, tgt_vocab_size=tgt_vocab_size, pad_id=ids["pad_id"])
@@ -337,7 +371,7 @@ def _translation_tokenizers(folder: Path, tok_config: dict[str, Any]):
     try:
         return marian_tokenizers(folder, tok_config)
     except (ValueError, OSError) as exc:
-        raise HubError(f"{folder}: {exc}") from None
+        raise HubError(str(exc) if str(folder) in str(exc) else f"{folder}: {exc}") from None
 
 
 def mlm_checkpoint(spec: str) -> dict[str, Any]:
@@ -355,6 +389,9 @@ def mlm_checkpoint(spec: str) -> dict[str, Any]:
     if tokenizer.vocab_size > model_cfg["vocab_size"]:
         raise HubError(f"tokenizer.json: {tokenizer.vocab_size} pieces, more than the model's vocab_size="
                        f"{model_cfg['vocab_size']}")
+    if tokenizer.max_id >= model_cfg["vocab_size"]:
+        raise HubError(f"tokenizer.json: the piece {tokenizer.id_to_token(tokenizer.max_id)!r} has id "
+                       f"{tokenizer.max_id}, past the model's vocab_size={model_cfg['vocab_size']} rows")
     # The shapes and names to fill: a model of this config on the meta device (no memory).
     kwargs = {k: v for k, v in model_cfg.items() if k not in ("_target_", "positional")}
     with torch.device("meta"):

@@ -18,12 +18,15 @@ Tokens of ``added_tokens.json`` are added after the vocabulary, at the ids the f
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
 
 from tokenizers import AddedToken, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors
 
+from transformer.files import read_json_object
+
+#: Ids a tokenizer file may give: rows of an embedding (the ``tokenizers`` library's are u32).
+ID_LIMIT = 2**31
 #: What a folder's tokenizer is read from, in the order tried.
 TOKENIZER_FILES = ("tokenizer.json", "vocab.txt", "vocab.json + merges.txt")
 
@@ -41,12 +44,23 @@ def _json(path: Path) -> dict[str, Any]:
     if not path.is_file():
         return {}
     try:
-        value = json.loads(path.read_text(encoding="utf-8"))
-    except json.JSONDecodeError as exc:
-        raise TokenizerFilesError(f"{path}: not JSON ({exc})") from None
-    if not isinstance(value, dict):
-        raise TokenizerFilesError(f"{path}: not a JSON object")
-    return value
+        return read_json_object(path)
+    except ValueError as exc:
+        raise TokenizerFilesError(str(exc)) from None
+
+
+def _text(path: Path) -> str:
+    try:
+        return path.read_text(encoding="utf-8")
+    except UnicodeDecodeError:
+        raise TokenizerFilesError(f"{path}: not UTF-8 text") from None
+
+
+def _check_ids(ids: dict[str, Any], path: Path) -> None:
+    """Every id of a piece -> id file a whole number from 0 (a row of the embedding)."""
+    for piece, i in ids.items():
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < ID_LIMIT:
+            raise TokenizerFilesError(f"{path}: {piece!r} has id {i!r}: expected an id from 0 to {ID_LIMIT - 1}")
 
 
 def settings(folder: Path) -> dict[str, Any]:
@@ -87,6 +101,7 @@ def _id(tok: Tokenizer, token: str, where: str) -> int:
 def _added_tokens(tok: Tokenizer, folder: Path) -> None:
     """The tokens of ``added_tokens.json`` at their ids, after the vocabulary."""
     added = _json(folder / "added_tokens.json")
+    _check_ids(added, folder / "added_tokens.json")
     for token, i in sorted(added.items(), key=lambda item: item[1]):
         if tok.token_to_id(token) == i:
             continue
@@ -100,7 +115,7 @@ def wordpiece(folder: Path) -> Tokenizer:
     """BERT's (DistilBERT's) WordPiece tokenizer from ``vocab.txt``, one piece a line, its id the
     line number."""
     path = folder / "vocab.txt"
-    text = path.read_text(encoding="utf-8")
+    text = _text(path)
     lines = text.split("\n")[:-1] if text.endswith("\n") else text.split("\n")
     # A repeated line takes the later id, as BertTokenizer's own reading of the file does.
     vocab = {token: i for i, token in enumerate(lines)}
@@ -128,7 +143,7 @@ def wordpiece(folder: Path) -> Tokenizer:
 def _merges(path: Path) -> list[tuple[str, str]]:
     """``merges.txt``: one merge a line, ``a b``, after an optional ``#version`` line."""
     out = []
-    for n, line in enumerate(path.read_text(encoding="utf-8").split("\n"), 1):
+    for n, line in enumerate(_text(path).split("\n"), 1):
         if not line.strip() or (n == 1 and line.startswith("#version")):
             continue
         parts = line.split(" ")
@@ -141,8 +156,9 @@ def _merges(path: Path) -> list[tuple[str, str]]:
 def byte_level_bpe(folder: Path) -> Tokenizer:
     """RoBERTa's byte-level BPE tokenizer from ``vocab.json`` (piece -> id) and ``merges.txt``."""
     vocab = _json(folder / "vocab.json")
-    if not vocab or not all(isinstance(i, int) for i in vocab.values()):
+    if not vocab:
         raise TokenizerFilesError(f"{folder / 'vocab.json'}: expected a mapping of pieces to ids")
+    _check_ids(vocab, folder / "vocab.json")
     config = settings(folder)
     specials = _specials(config, _ROBERTA_SPECIALS)
     _check_in(vocab, specials, folder / "vocab.json")

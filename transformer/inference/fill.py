@@ -33,8 +33,8 @@ _MARKER = re.compile("|".join(re.escape(m) for m in MASK_MARKERS))
 class Filler:
     """One candidate for one mask: the piece's text (``token_str``, surrounding space
     stripped), its id (``token``), its probability (``score``) and the input with this mask
-    filled by it, the other masks left as they were (``sequence``): the fields of Hugging
-    Face's fill-mask pipeline."""
+    filled by it, the other masks left as they were (``sequence``; a pretrained family's
+    decoded as the pipeline decodes it): the fields of Hugging Face's fill-mask pipeline."""
 
     token_str: str
     token: int
@@ -82,12 +82,23 @@ class MaskFiller:
         """A piece's text with its own leading space (``Ġgreat`` -> `` great``)."""
         return self.tokenizer.backend.decode([token], skip_special_tokens=False)
 
-    def _sequence(self, text: str, k: int, token: int) -> str:
-        """``text`` with its ``k``-th marker replaced by ``token``'s piece."""
+    def _sequence(self, text: str, k: int, token: int, ids: list[int], positions: list[int]) -> str:
+        """The ``k``-th mask of ``text`` (read as ``ids``, masks at ``positions``) filled by
+        ``token``: the text with its marker replaced by the piece, for a tokenizer trained here
+        (which decodes to the text it read); for a pretrained family's, the pieces decoded as the
+        fill-mask pipeline decodes them, so WordPiece joins the filler to no word and tidies the
+        spaces before punctuation as ``transformers`` does (the framing and the other masks shown
+        where there are several)."""
+        if not self.tokenizer.trained_here:
+            filled = list(ids)
+            filled[positions[k]] = token
+            pad = self.tokenizer.pad_id
+            return self.tokenizer.backend.decode([i for i in filled if i != pad],
+                                                 skip_special_tokens=len(positions) == 1)
         spans = list(_MARKER.finditer(text))
         before, after = text[: spans[k].start()].rstrip(), text[spans[k].end():]
-        filled = before + self._raw_piece(token)
-        return (filled if before else filled.lstrip()) + after
+        filled_text = before + self._raw_piece(token)
+        return (filled_text if before else filled_text.lstrip()) + after
 
     @torch.no_grad()
     def fill(self, texts: Sequence[str], top_k: int = 5) -> list[list[list[Filler]]]:
@@ -127,7 +138,8 @@ class MaskFiller:
             m = 0
             for i in batch:
                 for j in range(len(encoded[i][1])):
-                    out[i].append([Filler(self.tokenizer.decode([t]).strip(), t, p, self._sequence(texts[i], j, t))
+                    out[i].append([Filler(self.tokenizer.decode([t]).strip(), t, p,
+                                          self._sequence(texts[i], j, t, *encoded[i]))
                                    for t, p in zip(ids[m], probs[m])])
                     m += 1
         return out

@@ -255,6 +255,23 @@ def build_model(model_cfg: Any, **injected: Any) -> torch.nn.Module:
     cls, kwargs = check_model_config(cfg)
     return cls(cls.config_class(**kwargs))
 
+def position_limit(model_cfg: Any) -> int | None:
+    """The most pieces one row may hold for the model ``model_cfg`` builds: the rows of its
+    learned position table, less the padding rows before its first position (RoBERTa's) and the
+    position a ``[CLS]`` pooling puts before the tokens; None where positions are computed and
+    fit any length."""
+    cls, kwargs = check_model_config(model_cfg, complete=False)
+    positional, pooling = kwargs.get("positional"), kwargs.get("pooling")
+    if not isinstance(positional, functools.partial) or positional.func is not LearnedPositionalEncoding:
+        return None
+    field = model_fields(cls).get("max_len")
+    max_len = kwargs.get("max_len", field.default if field is not None else None)
+    if not isinstance(max_len, int):
+        return None
+    added = 1 if isinstance(pooling, functools.partial) and pooling.func is ClsPooling else 0
+    return max_len - int(positional.keywords.get("first_position") or 0) - added
+
+
 # ----------------------------------------------------------------------------- the optimizers
 # A task's ``optimizer`` setting is a ``_partial_`` node, as Hydra writes a factory::
 #

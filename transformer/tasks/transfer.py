@@ -24,7 +24,8 @@ A translation checkpoint (ours, or ``init_from=hf:<folder>``: a Marian folder re
 ``hub.translation_checkpoint``) starts the whole encoder-decoder instead (:func:`copy_pretrained`):
 every setting of its model but the dropout (:func:`model_settings_to_take`), its vocabularies,
 special ids (the decoder's start among them) and both tokenizers, which training's data module
-reads the text with.
+reads the text with. Marian's SentencePiece vocabularies take no ``<2xx>`` target tags, so such a
+model starts one direction: ``data.pairs`` is refused naming it.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from typing import Any, Collection, Mapping
 import torch
 
 from transformer import kinds
+from transformer.data.core.tokenizer import is_sentencepiece
 from transformer.tasks.build import POSITIONALS, check_model_config, model_fields, show
 from transformer.tasks.checkpoint import missing_tokenizers, tokenizers_entry
 
@@ -200,13 +202,23 @@ def model_settings_to_take(ckpt: dict, model_cfg: Mapping[str, Any], named: Coll
 
 
 def check_translation_init(ckpt: dict, path: str | Path, model_cfg: Mapping[str, Any], task_kind: kinds.TaskKind | None,
-                           tokenizer_set: bool) -> None:
+                           tokenizer_set: bool, data_cfg: Mapping[str, Any] | None = None) -> None:
     """Refuse a translation checkpoint that cannot start this run: another task than the
-    autoregressive one, a model setting (:func:`model_settings_to_take`'s keys) that differs, or
-    a tokenizer the data config names (the checkpoint's are the ones its weights read)."""
+    autoregressive one, a model setting (:func:`model_settings_to_take`'s keys) that differs, a
+    tokenizer the data config names (the checkpoint's are the ones its weights read), or several
+    directions (``data.pairs``) for a model that reads with SentencePiece vocabularies (Marian's),
+    which take no ``<2xx>`` target tags."""
     if task_kind is not kinds.TRANSLATION:
         raise ValueError(f"init_from: {path} is a 'translation' checkpoint, which starts a translation model "
                          f"(task: translation), not {task_kind.name if task_kind else None!r}")
+    pairs = (data_cfg or {}).get("pairs")
+    if pairs is not None and is_sentencepiece(ckpt["tokenizers"]["src"]):
+        tag_side = (data_cfg or {}).get("tag_side") or "source"
+        raise ValueError(f"init_from: {path} reads with SentencePiece vocabularies (Marian's), which take no "
+                         f"<2xx> target tags: data.pairs={_listed(pairs)}" + (f" with data.tag_side={tag_side}" if
+                                                                          tag_side != "source" else "") +
+                         " cannot start from it; train one direction (data.src_lang, data.tgt_lang) without "
+                         "data.pairs")
     theirs_cls, theirs = _full(ckpt["hyper_parameters"]["model"], "init_from.model")
     ours_cls, ours = _full(model_cfg, "model")
     if theirs_cls is not ours_cls:
@@ -222,6 +234,11 @@ def check_translation_init(ckpt: dict, path: str | Path, model_cfg: Mapping[str,
     if tokenizer_set:
         raise ValueError(f"init_from: {path} carries its own tokenizers, which its weights read; leave "
                          f"data.tokenizer_path unset")
+
+
+def _listed(value: Any) -> str:
+    """A list as the command line writes it (``[en-de,en-fr]``), anything else as it is."""
+    return f"[{','.join(map(str, value))}]" if isinstance(value, (list, tuple)) else str(value)
 
 
 def pretrained_task_settings(ckpt: dict, data_settings: Mapping[str, Any], path: str | Path) -> dict[str, Any]:
@@ -280,16 +297,6 @@ def copy_model(model: torch.nn.Module, ckpt: dict, path: str | Path) -> list[str
     return _load(model, state, path, "'s masked LM does not fit the model", state["encoder.embedding.weight"].shape[0])
 
 
-def pretrained_positions(ckpt: dict) -> int | None:
-    """How many pieces the pretrained model's learned position table holds (RoBERTa's less its
-    padding rows); None where positions are computed and fit any length."""
-    positional = _positional(ckpt["hyper_parameters"]["model"].get("positional"))
-    if positional["_target_"] != "LearnedPositionalEncoding":
-        return None
-    rows = ckpt["state_dict"][PREFIX + "positional.embedding.weight"].shape[0]
-    return rows - int(positional.get("first_position") or 0)
-
-
 def start_from(model: torch.nn.Module, model_cfg: Mapping[str, Any], ckpt: dict, path: str | Path) -> list[str]:
     """Copy what ``init_from`` gives ``model``: the whole masked LM into a masked LM, else the
     encoder; returns the names copied."""
@@ -302,4 +309,4 @@ def start_from(model: torch.nn.Module, model_cfg: Mapping[str, Any], ckpt: dict,
 
 __all__ = ["ENCODER_KEYS", "HEAD_KEYS", "TASK_IDS", "TRAINING_ONLY", "check_init_from", "check_translation_init",
            "copy_encoder", "copy_model", "copy_pretrained", "encoder_settings_to_take", "model_settings_to_take",
-           "pretrained_positions", "pretrained_task_settings", "pretrained_tokenizer", "start_from", "whole_model"]
+           "pretrained_task_settings", "pretrained_tokenizer", "start_from", "whole_model"]

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from transformer.data.core.batching import (IGNORE_INDEX, TaggingCollator, TokenBudgetBatchSampler,
-                                            TranslationCollator, restore_order)
+                                            TranslationCollator, cut_row, restore_order)
 
 
 def _lengths(n=997, seed=0, hi=60):
@@ -152,6 +152,29 @@ def test_tagging_collate():
         {"src": [12, 13], "word_ids": [0, 1], "tags": [5, 6], "aux_tags": [8, 9], "index": 1},
     ])
     assert aux["aux_tags"].tolist() == [[7, IGNORE_INDEX], [8, 9]]
+
+
+def test_rows_past_the_position_table_are_cut_keeping_the_closing_frame():
+    assert cut_row([101, 7, 8, 9, 102], 4, [102]) == [101, 7, 8, 102]
+    assert cut_row([101, 7, 102], 4, [102]) == [101, 7, 102]  # short enough: as it is
+    assert cut_row([7, 8, 9], None) == [7, 8, 9]
+    from transformer.data.labelled.datamodule import ClassificationCollator
+
+    batch = ClassificationCollator(pad_id=0, max_positions=4, suffix=[102])(
+        [{"src": [101, 7, 8, 9, 102], "label": 1, "index": 0}, {"src": [101, 7, 102], "label": 0, "index": 1}])
+    assert batch["src"].tolist() == [[101, 7, 8, 102], [101, 7, 102, 0]]
+
+
+def test_a_cut_tagging_row_scores_only_the_words_it_keeps():
+    col = TaggingCollator(pad_id=0, max_positions=5, suffix=[102])
+    # [CLS] w0 w0 w1 w2 w2 w3 [SEP]: five positions keep [CLS] w0 w0 w1 [SEP]; w2 and w3 lose every piece
+    batch = col([{"src": [101, 9, 10, 11, 12, 13, 14, 102], "word_ids": [-1, 0, 0, 1, 2, 2, 3, -1],
+                  "tags": [3, 4, 5, 6], "aux_tags": [7, 8, 9, 10], "index": 0},
+                 {"src": [101, 9, 102], "word_ids": [-1, 0, -1], "tags": [3], "aux_tags": [7], "index": 1}])
+    assert batch["src"].tolist() == [[101, 9, 10, 11, 102], [101, 9, 102, 0, 0]]
+    assert batch["word_ids"].tolist() == [[-1, 0, 0, 1, -1], [-1, 0, -1, -1, -1]]
+    assert batch["tags"].tolist() == [[3, 4, IGNORE_INDEX, IGNORE_INDEX], [3] + [IGNORE_INDEX] * 3]
+    assert batch["aux_tags"].tolist() == [[7, 8, IGNORE_INDEX, IGNORE_INDEX], [7] + [IGNORE_INDEX] * 3]
 
 
 def test_restore_order():

@@ -27,6 +27,11 @@ Tagging batch (``TaggingCollator``)::
     word_ids     (B, T) long   index of the word each piece belongs to; -1 for padding
     tags         (B, W) long   tag id per word, -100 (ignored by cross-entropy) for padding
     index        (B,)   long
+
+A model with a learned position table reads at most its rows: with ``max_positions`` a
+collator cuts a longer row to that many pieces, keeping the tokenizer's closing framing
+(``[SEP]``, ``</s>``) as :func:`cut_row` does, and a tagging row's words left without a piece
+are not scored (their tags ``-100``).
 """
 
 from __future__ import annotations
@@ -41,6 +46,14 @@ from torch.utils.data import Sampler
 log = logging.getLogger(__name__)
 
 IGNORE_INDEX = -100
+
+
+def cut_row(ids: Sequence[int], max_positions: int | None, suffix: Sequence[int] = ()) -> list[int]:
+    """``ids`` cut to ``max_positions`` pieces, its last ``len(suffix)`` the closing framing
+    ``suffix`` (a row of at most ``max_positions`` pieces, or no limit: ``ids`` as they are)."""
+    if max_positions is None or len(ids) <= max_positions:
+        return list(ids)
+    return list(ids[: max_positions - len(suffix)]) + list(suffix)
 
 
 def translation_length(src_len: int, tgt_len: int) -> int:
@@ -267,10 +280,25 @@ class TaggingCollator:
     batch (see module docstring). ``"tags"`` may be absent (inference); ``"aux_tags"`` (a
     second tag set, multi-task training) is padded like ``"tags"`` when present."""
 
-    def __init__(self, pad_id: int):
+    def __init__(self, pad_id: int, max_positions: int | None = None, suffix: Sequence[int] = ()):
         self.pad_id = pad_id
+        self.max_positions, self.suffix = max_positions, list(suffix)
+
+    def _cut(self, e: dict) -> dict:
+        """``e`` cut to ``max_positions`` pieces: the words left without a piece are not scored."""
+        if self.max_positions is None or len(e["src"]) <= self.max_positions:
+            return e
+        src = cut_row(e["src"], self.max_positions, self.suffix)
+        word_ids = list(e["word_ids"][: len(src) - len(self.suffix)]) + [-1] * len(self.suffix)
+        kept = set(word_ids)
+        out = {**e, "src": src, "word_ids": word_ids}
+        for key in ("tags", "aux_tags"):
+            if key in e:
+                out[key] = [t if w in kept else IGNORE_INDEX for w, t in enumerate(e[key])]
+        return out
 
     def __call__(self, examples: Sequence[dict]) -> dict[str, torch.Tensor]:
+        examples = [self._cut(e) for e in examples]
         src = pad_ids([e["src"] for e in examples], self.pad_id)  # (B, T)
         lengths = torch.as_tensor([len(e["src"]) for e in examples])
         batch = {
@@ -312,6 +340,7 @@ __all__ = [
     "TaggingCollator",
     "TokenBudgetBatchSampler",
     "TranslationCollator",
+    "cut_row",
     "pad_ids",
     "restore_order",
     "token_budget_batches",

@@ -81,6 +81,9 @@ class TokenBudgetDataModule(L.LightningDataModule):
     # Whether ``vocab_size`` was the user's own choice (the command line sets it): a smaller
     # real vocabulary is then worth a warning, not when a recipe's generous default was used.
     vocab_size_chosen = True
+    # The most pieces the model reads (a learned position table's rows; None: any length). A data
+    # module that takes it cuts longer rows of every split in its collator, named in a warning.
+    max_positions: int | None = None
 
     def __init__(self, max_tokens: Annotated[int, Range(1, 2**31)], num_workers: Annotated[int, Range(0, 1024)],
                  seed: int):
@@ -204,12 +207,21 @@ class TokenBudgetDataModule(L.LightningDataModule):
         ``filter_lengths`` (one length per example, or a column per side; remembered in
         ``filter_report``, the unfiltered dataset kept for ``dataloader("train")``)."""
         lengths = np.asarray(lengths)
+        rows = np.arange(len(lengths))
         if split == self.train_split:
             self._unfiltered_train = ds
             result = length_filter_columns(filter_lengths, self.max_len, name=name)
             self.filter_report[split] = result
             if result.n_dropped:
-                ds, lengths = ds.select(result.kept), lengths[result.kept]
+                ds, lengths, rows = ds.select(result.kept), lengths[result.kept], rows[result.kept]
+        if self.max_positions is not None:
+            long = rows[lengths > self.max_positions]
+            if len(long):
+                first = ", ".join(str(i + 1) for i in long[:10].tolist()) + (" ..." if len(long) > 10 else "")
+                log.warning("%s: %d of %d rows are longer than the %d pieces the model reads (its learned position "
+                            "table) and are cut to them (row %s)", name, len(long), len(lengths), self.max_positions,
+                            first)
+            lengths = np.minimum(lengths, self.max_positions)
         self._datasets[split] = ds
         self._lengths[split] = lengths
 

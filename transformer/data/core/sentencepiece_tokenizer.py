@@ -25,19 +25,33 @@ import json
 from pathlib import Path
 from typing import Any, Sequence
 
+from transformer.files import read_json_object
+
 #: The ``type`` of :meth:`SentencePieceTokenizer.to_str`'s JSON.
 KIND = "sentencepiece-vocab"
 #: SentencePiece's word-boundary mark.
 SPIECE_UNDERLINE = "\u2581"
 
 
-def _processor(model: bytes):
+#: Ids a vocabulary may give: rows of an embedding.
+ID_LIMIT = 2**31
+
+
+def _processor(model: bytes, where: object = "the SentencePiece model"):
+    """A processor of the serialized ``model``; bytes that are not one (empty, text, random, cut
+    short) are a ``ValueError`` naming ``where`` (its file)."""
     try:
         import sentencepiece
     except ImportError:
         raise ImportError("a SentencePiece tokenizer (Marian's) needs the sentencepiece package: "
                           "pip install 'transformer[hub]'") from None
-    return sentencepiece.SentencePieceProcessor(model_proto=model)
+    if not model:  # the library takes no bytes for no model, and logs on stderr when asked anything
+        raise ValueError(f"{where}: not a SentencePiece model (empty)")
+    try:
+        return sentencepiece.SentencePieceProcessor(model_proto=model)
+    except RuntimeError as exc:  # the library's protobuf parse: "INTERNAL: ... ParseFromArray"
+        reason = str(exc).strip().rsplit("] ", 1)[-1] if "ParseFromArray" not in str(exc) else ""
+        raise ValueError(f"{where}: not a SentencePiece model" + (f" ({reason})" if reason else "")) from None
 
 
 class SentencePieceTokenizer:
@@ -163,6 +177,11 @@ class SentencePieceTokenizer:
     def vocab_size(self) -> int:
         return len(self._vocab)
 
+    @property
+    def max_id(self) -> int:
+        """The largest id a piece has: a model needs that many embedding rows and one more."""
+        return max(self._vocab.values())
+
     def __len__(self) -> int:
         return self.vocab_size
 
@@ -176,19 +195,44 @@ def marian_tokenizers(folder: str | Path, config: dict[str, Any] | None = None) 
         SentencePieceTokenizer, SentencePieceTokenizer]:
     """The source and target tokenizers of a Marian folder (``source.spm``, ``target.spm``,
     ``vocab.json`` and, with ``separate_vocabs``, ``target_vocab.json``), as Hugging Face's
-    ``MarianTokenizer`` reads them; ``config`` is its ``tokenizer_config.json``."""
+    ``MarianTokenizer`` reads them; ``config`` is its ``tokenizer_config.json``. A file that is
+    not what its name says is a ``ValueError`` naming it."""
     folder = Path(folder)
     config = dict(config or {})
-    specials = {k: str(config.get(f"{k}_token") or d) if not isinstance(config.get(f"{k}_token"), dict)
-                else config[f"{k}_token"]["content"] for k, d in (("unk", "<unk>"), ("eos", "</s>"), ("pad", "<pad>"))}
+    specials = {k: _special(config, f"{k}_token", d) for k, d in (("unk", "<unk>"), ("eos", "</s>"), ("pad", "<pad>"))}
     source, target = (folder / "source.spm").read_bytes(), (folder / "target.spm").read_bytes()
-    vocab = json.loads((folder / "vocab.json").read_text(encoding="utf-8"))
+    for name, model in (("source.spm", source), ("target.spm", target)):
+        _processor(model, folder / name)
+    vocab = _vocabulary(folder / "vocab.json")
     if config.get("separate_vocabs"):
-        tgt_vocab = json.loads((folder / config.get("target_vocab_file", "target_vocab.json")).read_text(encoding="utf-8"))
+        name = config.get("target_vocab_file", "target_vocab.json")
+        if not isinstance(name, str) or Path(name).name != name or name in ("", ".", ".."):
+            raise ValueError(f"tokenizer_config.json: target_vocab_file={name!r}: expected the name of a file in "
+                             f"the folder")
+        tgt_vocab = _vocabulary(folder / name)
         return (SentencePieceTokenizer(source, vocab, **specials),
                 SentencePieceTokenizer(target, tgt_vocab, **specials))
     return (SentencePieceTokenizer(source, vocab, **specials),
             SentencePieceTokenizer(target, vocab, decode_model=source, **specials))
+
+
+def _special(config: dict[str, Any], key: str, default: str) -> str:
+    """A special token of ``tokenizer_config.json``: its text, or ``{"content": text}``."""
+    value = config.get(key) or default
+    if isinstance(value, dict):
+        value = value.get("content")
+    if not isinstance(value, str) or not value:
+        raise ValueError(f"tokenizer_config.json: {key}={config.get(key)!r}: expected the token's text")
+    return value
+
+
+def _vocabulary(path: Path) -> dict[str, int]:
+    """A piece -> id file (``vocab.json``), each id a whole number from 0 (a row of the embedding)."""
+    vocab = read_json_object(path)
+    for piece, i in vocab.items():
+        if isinstance(i, bool) or not isinstance(i, int) or not 0 <= i < ID_LIMIT:
+            raise ValueError(f"{path}: {piece!r} has id {i!r}: expected an id from 0 to {ID_LIMIT - 1}")
+    return vocab
 
 
 __all__ = ["KIND", "SentencePieceTokenizer", "marian_tokenizers"]

@@ -309,6 +309,12 @@ class SubwordTokenizer:
     def vocab_size(self) -> int:
         return self._tok.get_vocab_size(with_added_tokens=True)
 
+    @property
+    def max_id(self) -> int:
+        """The largest id a piece has: a model needs that many embedding rows and one more (a
+        file's vocabulary may leave ids out, which ``vocab_size`` does not count)."""
+        return max(self._tok.get_vocab(with_added_tokens=True).values(), default=-1)
+
     def __len__(self) -> int:
         return self.vocab_size
 
@@ -359,6 +365,13 @@ def tokenizer_from_str(s: str) -> "SubwordTokenizer | SentencePieceTokenizer":
     """A tokenizer from the string a checkpoint carries: a SentencePiece model's
     (:class:`~transformer.data.core.sentencepiece_tokenizer.SentencePieceTokenizer`, a MarianMT
     vocabulary), or a ``tokenizer.json`` (:class:`SubwordTokenizer`)."""
-    if s.lstrip().startswith("{") and f'"type": "{SENTENCEPIECE}"' in s[:40]:
+    if is_sentencepiece(s):
         return SentencePieceTokenizer.from_str(s)
     return SubwordTokenizer.from_str(s)
+
+
+def is_sentencepiece(s: str) -> bool:
+    """Whether the string a checkpoint carries is a SentencePiece model's (a MarianMT vocabulary,
+    :class:`~transformer.data.core.sentencepiece_tokenizer.SentencePieceTokenizer`), not a
+    ``tokenizer.json``."""
+    return s.lstrip().startswith("{") and f'"type": "{SENTENCEPIECE}"' in s[:40]

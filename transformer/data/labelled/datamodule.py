@@ -17,7 +17,7 @@ from typing import Annotated, Sequence
 import datasets
 import torch
 
-from transformer.data.core.batching import pad_ids
+from transformer.data.core.batching import cut_row, pad_ids
 from transformer.data.core.cache import ID_LIST, cache_key, int_column, map_cached
 from transformer.data.core.datamodule import TokenBudgetDataModule, load_or_train_tokenizer
 from transformer.files import sha256_file
@@ -39,14 +39,17 @@ FEATURES = datasets.Features({
 
 class ClassificationCollator:
     """Examples ``{"src": ids, "label": int, "index": int}`` → ``{"src" (B, T), "labels" (B,),
-    "index" (B,)}``; ``"label"`` may be absent (text to classify)."""
+    "index" (B,)}``; ``"label"`` may be absent (text to classify). With ``max_positions`` a
+    longer row is cut to that many pieces, its closing framing ``suffix`` kept (``cut_row``)."""
 
-    def __init__(self, pad_id: int):
+    def __init__(self, pad_id: int, max_positions: int | None = None, suffix: Sequence[int] = ()):
         self.pad_id = pad_id
+        self.max_positions, self.suffix = max_positions, list(suffix)
 
     def __call__(self, examples: Sequence[dict]) -> dict[str, torch.Tensor]:
         batch = {
-            "src": pad_ids([e["src"] for e in examples], self.pad_id),  # (B, T)
+            "src": pad_ids([cut_row(e["src"], self.max_positions, self.suffix) for e in examples],
+                           self.pad_id),  # (B, T)
             "index": torch.as_tensor([int(e["index"]) for e in examples], dtype=torch.long),  # (B,)
         }
         if "label" in examples[0]:
@@ -84,6 +87,8 @@ class ClassificationDataModule(TokenBudgetDataModule):
         tokenizer_model, vocab_size: the subword tokenizer trained on the training texts
             (cached under ``data_dir/tokenizers/``); tokenizer_path: use this one instead.
         max_len: training sentences with more pieces are dropped (``filter_report``).
+        max_positions: the most pieces the model reads (a learned position table: training sets
+            it from the model config); longer rows of every split are cut to it, with a warning.
         train_subset: use only the first N training rows.
         holdout: ``{split: size}`` splits carved from the training file instead of read from
             their own (e.g. ``{dev: 0.1, test: 1000}``: a fraction or a row count each), seeded
@@ -121,8 +126,10 @@ class ClassificationDataModule(TokenBudgetDataModule):
         holdout: dict[str, float] | None = None,
         holdout_seed: int = 0,
         label_names: Sequence[str] | None = None,
+        max_positions: Annotated[int | None, Range(1, 2**20)] = None,
     ):
         super().__init__(max_tokens, num_workers, seed)
+        self.max_positions = max_positions
         self.save_hyperparameters()
         self.paths = {s: Path(p).resolve() for s, p in (("train", train), ("dev", dev), ("test", test)) if p}
         self.name, self.file_format, self.header = name, file_format, header
@@ -193,7 +200,8 @@ class ClassificationDataModule(TokenBudgetDataModule):
         return [max(n, 1) for n in int_column(ds, "n_pieces")]
 
     def _collator(self) -> ClassificationCollator:
-        return ClassificationCollator(pad_id=self.tokenizer.pad_id)
+        return ClassificationCollator(pad_id=self.tokenizer.pad_id, max_positions=self.max_positions,
+                                      suffix=self.tokenizer.framing[1])
 
     def raw(self, split: str) -> LabelledFile:
         """A split's rows in file order (train: before the length filter)."""

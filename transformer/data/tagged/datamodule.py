@@ -122,6 +122,9 @@ class TaggingDataModule(TokenBudgetDataModule):
             space stays one word; unseen words still encode as byte-level pieces, or ``<unk>``
             for ``"word"``).
         max_len: training sentences with more pieces are dropped (``filter_report``).
+        max_positions: the most pieces the model reads (a learned position table: training sets
+            it from the model config); longer rows of every split are cut to it, with a warning,
+            and the words they lose are not scored.
         train_subset: use only the first N training sentences.
 
     After ``setup()``: ``tokenizer``, ``tag_vocab`` (the training split's sorted tags: the
@@ -159,9 +162,11 @@ class TaggingDataModule(TokenBudgetDataModule):
         test: str | os.PathLike | None = None,
         tests: Mapping[str, str | os.PathLike] | None = None,
         format: str | None = None,
+        max_positions: Annotated[int | None, Range(1, 2**20)] = None,
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
+        self.max_positions = max_positions
         if isinstance(extra_train, (str, os.PathLike)):
             extra_train = [extra_train]
         self.extra_train = [Path(p) for p in (extra_train or [])]
@@ -282,7 +287,8 @@ class TaggingDataModule(TokenBudgetDataModule):
         return int_column(ds, "n_pieces")
 
     def _collator(self) -> TaggingCollator:
-        return TaggingCollator(pad_id=self.tokenizer.pad_id)
+        return TaggingCollator(pad_id=self.tokenizer.pad_id, max_positions=self.max_positions,
+                               suffix=self.tokenizer.framing[1])
 
     def raw(self, split: str) -> list[TaggedSentence]:
         """The split's sentences in file order (train: before the length filter)."""

@@ -168,6 +168,9 @@ class TextDataModule(TokenBudgetDataModule):
         vocab_size, tokenizer_model: the tokenizer trained on the training passages (a sample of
             ``TOKENIZER_TRAIN_ROWS`` of a large corpus); tokenizer_path: use this one instead.
         max_len: the most pieces a row holds; longer passages are cut into several rows.
+        max_positions: the most pieces the model reads (a learned position table: training sets
+            it from the model config); rows are cut at it where it is below ``max_len``, with a
+            warning.
         max_tokens, pad_to_multiple: the batches' padded-token budget and width rounding.
         train_subset: use only the first N training passages.
 
@@ -198,9 +201,11 @@ class TextDataModule(TokenBudgetDataModule):
         seed: int = 0,
         tokenizer_path: str | os.PathLike | None = None,
         train_subset: Annotated[int | None, Range(1, 2**40)] = None,
+        max_positions: Annotated[int | None, Range(1, 2**20)] = None,
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
+        self.max_positions = max_positions
         self.pad_to_multiple = pad_to_multiple
         self.train_sources = make_sources(files, format, column, header, "data.files")
         self.valid_sources = make_sources(valid, format, column, header, "data.valid")
@@ -208,6 +213,7 @@ class TextDataModule(TokenBudgetDataModule):
         self.data_dir, self.mirror_root = Path(data_dir), mirror_root
         self.vocab_size, self.tokenizer_model, self.tokenizer_path = vocab_size, tokenizer_model, tokenizer_path
         self.max_len, self.train_subset = max_len, train_subset
+        self.row_len = min(max_len, max_positions or max_len)  # the pieces a row holds
         self.test_splits: list[str] = []
         self.tokenizer: SubwordTokenizer | None = None
         self._raw: dict[str, Any] = {}
@@ -215,7 +221,7 @@ class TextDataModule(TokenBudgetDataModule):
     def settings(self) -> dict:
         """What a checkpoint records of its text: the sources and how validation was made."""
         return {"name": self.name, "files": self.train_sources, "valid": self.valid_sources or None,
-                "valid_fraction": self.valid_fraction, "valid_seed": self.valid_seed, "max_len": self.max_len}
+                "valid_fraction": self.valid_fraction, "valid_seed": self.valid_seed, "max_len": self.row_len}
 
     def _corpus(self) -> TextCorpus:
         return TextCorpus(self.train_sources, self.valid_sources, self.valid_fraction, self.valid_seed,
@@ -252,9 +258,12 @@ class TextDataModule(TokenBudgetDataModule):
             self._raw[split], keys[split] = self._raw_table(corpus, split)
         self.tokenizer = self._load_tokenizer(keys["train"])
         self._record_vocab_size(self.tokenizer)
+        if self.row_len < self.max_len:
+            log.warning("%s: rows of at most %d pieces, the model's learned position table, not data.max_len=%d",
+                        self.name, self.row_len, self.max_len)
         for split, raw in self._raw.items():
             name = f"{self.name}-{split}"
-            ds = tokenize_text(raw, self.tokenizer, self.data_dir, name, keys[split], self.max_len)
+            ds = tokenize_text(raw, self.tokenizer, self.data_dir, name, keys[split], self.row_len)
             lengths = self._lengths_of(ds)
             self._add_split(split, ds, lengths, lengths, name)
         log.info("text: %d training rows from %d passages, %d validation rows", len(self._datasets["train"]),
