@@ -166,9 +166,9 @@ class CTCTranslationTask(Seq2SeqTask):
         return torch.tensor(self.output_vocab, dtype=torch.long)
 
     # ----------------------------------------------------------------- training
-    def forward(self, src: Tensor) -> tuple[Tensor, Tensor]:
-        """``(logits (B, U, V), decoder_mask (B, U))``."""
-        return self.model(src)
+    def forward(self, src: Tensor, src_lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """``(logits (B, U, V), decoder_mask (B, U))`` (``src_lengths``: of frames ``src (B, T, F)``)."""
+        return self.model(src, src_lengths)
 
     def compute_losses(self, batch: dict, glance_ratio: float = 0.0,
                        generator: torch.Generator | None = None) -> dict[str, Tensor]:
@@ -181,7 +181,7 @@ class CTCTranslationTask(Seq2SeqTask):
         hp = self.hparams
         target, real = nat_targets(batch["tgt_in"], hp.pad_id)  # (B, L)
         tgt_lengths = real.sum(1)  # (B,)
-        enc = self.model.encode(batch["src"])
+        enc = self.model.encode(batch["src"], batch.get("src_lengths"))  # frames carry their lengths
         dec_mask = self.model.decoder_mask(enc)  # (B, U)
         in_lengths = dec_mask.sum(1)  # (B,)
         glance_tokens = reveal = None
@@ -256,11 +256,12 @@ class CTCTranslationTask(Seq2SeqTask):
             model = restrict_output(model, ids)
         common = dict(pad_id=hp.pad_id, eos_id=hp.eos_id, ban_ids=(hp.bos_id,), blank_penalty=float(cfg.blank_penalty))
 
-        def run(src: Tensor) -> list[list[tuple[list[int], float]]]:
+        def run(src: Tensor, src_lengths: Tensor | None = None) -> list[list[tuple[list[int], float]]]:
             if strategy == "ctc_beam":
-                ids, nat_stats = ctc_beam(model, src, beam_size=cfg.beam_size, top_k=cfg.top_k, **common)
+                ids, nat_stats = ctc_beam(model, src, beam_size=cfg.beam_size, top_k=cfg.top_k,
+                                          src_lengths=src_lengths, **common)
             else:
-                ids, nat_stats = ctc_one_pass(model, src, return_stats=True, **common)
+                ids, nat_stats = ctc_one_pass(model, src, return_stats=True, src_lengths=src_lengths, **common)
             if stats is not None:
                 stats["avg_iterations"] = 1.0
             return [[(list(toks), float(score))] for toks, score in zip(ids, nat_stats.scores)]
