@@ -97,15 +97,14 @@ def beam_search(
 
     Args:
         model: anything with ``encode / init_cache / decode_step`` (``decoding.api.Seq2SeqModel``),
-            in ``eval()`` mode. src: ``(B, S)`` source ids, right-padded with ``pad_id`` (frames
-            ``(B, T, F)`` with their ``src_lengths`` for a model with an input front end).
+            in ``eval()`` mode. src: ``(B, S)`` ids padded with ``pad_id``, or frames ``(B, T, F)``.
         bos_id, eos_id, pad_id: special ids; PAD and BOS are never generated.
         beam_size: K, live hypotheses per sentence.
         length_penalty: exponent of the length normaliser (0 = raw log-prob, favours short).
         max_len_a, max_len_b: at most ``floor(a * src_len + b)`` generated tokens per sentence,
             EOS included.
         n_best: hypotheses returned per sentence (<= beam_size); src_lengths: ``(B,)`` real
-            source lengths, if already known.
+            source lengths, if already known (of frames: needed).
         max_len: hard ceiling on generated tokens (the model's positional range).
         early_stopping: the stopping rule, see the module docstring.
         start: ``(B,)`` first decoder tokens (a target tag, ``data.tag_side=decoder``); None: BOS.

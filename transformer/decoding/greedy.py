@@ -45,12 +45,11 @@ def greedy_search(
     Args:
         model: anything with ``encode / init_cache / decode_step`` (``decoding.api.Seq2SeqModel``),
             in ``eval()`` mode: search does not change the mode.
-        src: ``(B, S)`` source ids, right-padded with ``pad_id`` (or frames ``(B, T, F)`` for a
-            model with an input front end, with their ``src_lengths``).
+        src: ``(B, S)`` source ids, right-padded with ``pad_id``, or a front end's frames ``(B, T, F)``.
         bos_id, eos_id, pad_id: special ids; PAD and BOS are never chosen.
         max_len_a, max_len_b: at most ``floor(a * src_len + b)`` tokens are generated per
             sentence (EOS included), ``src_len`` being its real (non-pad) length.
-        src_lengths: ``(B,)`` real source lengths, if already known (frames: needed).
+        src_lengths: ``(B,)`` real source lengths, if already known (of frames: needed).
         max_len: hard ceiling on generated tokens (the model's positional range).
         return_scores: also return each output's summed log-probability (EOS included).
         start: ``(B,)`` each sentence's first decoder token (a multilingual model's target tag,
