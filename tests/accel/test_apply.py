@@ -167,3 +167,15 @@ def test_an_all_true_mask_is_dropped_and_a_padding_mask_kept():
     padded[1, ..., 3:] = False
     torch.testing.assert_close(mha(x, x, x, padded)[0], plain(x, x, x, padded)[0], atol=1e-6, rtol=0)
     assert not torch.allclose(mha(x, x, x, padded)[0][1], plain(x, x, x)[0][1], atol=1e-4)
+
+
+@pytest.mark.parametrize("window", [2, None])
+def test_a_long_source_with_a_local_window_gives_the_plain_logits(window):
+    # 300 positions: the window runs block by block (modules.attention.LocalWindow) in both models.
+    src = torch.randint(3, 40, (2, 300))
+    src[1, 200:] = 0
+    tgt_in = torch.tensor([[1, 11, 12, 13], [1, 14, 0, 0]])
+    plain, fast = _model(window=window, max_len=512), accel.apply(_model(window=window, max_len=512), "cpu")
+    torch.testing.assert_close(fast(src, tgt_in), plain(src, tgt_in), atol=1e-5, rtol=1e-5)
+    with torch.inference_mode():
+        torch.testing.assert_close(fast(src, tgt_in), plain(src, tgt_in), atol=1e-5, rtol=1e-5)

@@ -72,7 +72,11 @@ def task_from(cfg):
 def assert_architecture(model, model_cfg) -> None:
     """The built model has the class, width and depth its config names."""
     assert type(model) is get_class(model_cfg._target_)
-    assert model.encoder.embedding.weight.shape == (120, model_cfg.d_model)
+    if model_cfg.get("frontend"):  # an input kind other than text: a front end, no token table
+        assert model.encoder.embedding is None and type(model.encoder.frontend).__name__ == \
+            model_cfg.frontend._target_.rpartition(".")[2]
+    else:
+        assert model.encoder.embedding.weight.shape == (120, model_cfg.d_model)
     assert len(model.encoder.layers) == model_cfg.get("n_encoder_layers", model_cfg.get("n_layers"))
     if "n_decoder_layers" in model_cfg:
         assert len(model.decoder.layers) == model_cfg.n_decoder_layers

@@ -20,7 +20,8 @@ from tiny_multilingual import DIRECTIONS, multilingual_task, save_checkpoint  # 
 from transformer.data.core.batching import TranslationCollator  # noqa: E402
 from transformer.data.core.tokenizer import SubwordTokenizer  # noqa: E402
 from transformer.data.parallel.languages import tagged_source_ids  # noqa: E402
-from transformer.export.ctranslate2 import CTranslate2Translator, ExportError, export_ctranslate2  # noqa: E402
+from transformer.export.ctranslate2 import CTranslate2Translator, export_ctranslate2  # noqa: E402
+from transformer.export.folder import ExportError  # noqa: E402
 from transformer.tasks.checkpoint import load_task  # noqa: E402
 
 SOURCES = ["ein hund läuft über die wiese .", "", "a dog runs across the meadow .", "zwei männer spielen"]

@@ -11,7 +11,8 @@ import pytest
 import torch
 from tiny_translation import multi30k_slice, src_batch, tiny_task, trained_tiny_task
 
-from transformer.export.ctranslate2 import CTranslate2Translator, ExportError, export_ctranslate2
+from transformer.export.ctranslate2 import CTranslate2Translator, export_ctranslate2
+from transformer.export.folder import ExportError
 
 ctranslate2 = pytest.importorskip("ctranslate2")
 

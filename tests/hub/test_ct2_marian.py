@@ -21,7 +21,8 @@ from folders import sentences  # noqa: E402
 from marian_folder import write_marian_folder  # noqa: E402
 from transformer.cli import decode as decode_cli  # noqa: E402
 from transformer.cli import export as export_cli  # noqa: E402
-from transformer.export.ctranslate2 import CTranslate2Translator, ExportError, check_exportable  # noqa: E402
+from transformer.export.ctranslate2 import CTranslate2Translator, check_exportable  # noqa: E402
+from transformer.export.folder import ExportError  # noqa: E402
 from transformer.tasks.checkpoint import TASK_KEY, load_task  # noqa: E402
 
 MAX_B = 20

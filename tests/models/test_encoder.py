@@ -4,7 +4,9 @@ import pytest
 import torch
 from tiny_models import POSITIONALS, TINY
 
+import transformer.modules.attention as attention
 from transformer.models.transformer import StackConfig, TransformerEncoder
+from transformer.modules.attention import LocalWindow
 
 
 def _encoder(positional, **kw):
@@ -71,3 +73,31 @@ def test_layers_get_the_padding_mask():
         layer.register_forward_pre_hook(lambda mod, args: seen.append(args[1]))
     enc(torch.tensor([[5, 6, 7], [8, 9, 0]]))
     assert [m.shape for m in seen] == [(2, 1, 1, 3)] * 2 and not bool(seen[0][1, 0, 0, 2])
+
+
+@pytest.mark.parametrize("name", ["sinusoidal", "relative"])
+@pytest.mark.parametrize("window", [0, 3, 20])
+def test_a_long_input_takes_the_blocked_window_path_with_the_dense_band_s_states_and_gradients(
+        name, window, monkeypatch):
+    enc = _encoder(POSITIONALS[name], window=window, max_len=512)
+    src = torch.randint(1, 20, (2, 300))
+    src[1, 170:] = 0
+    real = src.ne(0)
+    assert LocalWindow(300, window).blocked
+
+    def run():
+        out = enc(src)
+        grads = torch.autograd.grad(out[real].square().mean(), list(enc.parameters()), allow_unused=True)
+        with torch.inference_mode():
+            packed = enc(src)  # the inference path: real positions only, the window kept as a LocalWindow
+        return out, grads, packed
+
+    blocked, blocked_grads, blocked_packed = run()
+    monkeypatch.setattr(attention, "BLOCKED_MIN_LENGTH", 10**9)  # every window as the dense (S, S) band
+    dense, dense_grads, dense_packed = run()
+    torch.testing.assert_close(blocked, dense, atol=1e-5, rtol=0)
+    torch.testing.assert_close(blocked_packed[real], dense[real], atol=1e-5, rtol=0)
+    assert (blocked_packed[~real] == 0).all()
+    for g_blocked, g_dense in zip(blocked_grads, dense_grads):
+        if g_dense is not None:
+            torch.testing.assert_close(g_blocked, g_dense, atol=1e-5, rtol=1e-5)

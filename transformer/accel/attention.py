@@ -56,7 +56,7 @@ class CPUMultiHeadAttention(MultiHeadAttention):
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
                attn_bias: Tensor | None = None, need_weights: bool = False):
-        if mask is not None and q.device.type == "cpu" and bool(mask.all()):
+        if isinstance(mask, Tensor) and q.device.type == "cpu" and bool(mask.all()):  # not a LocalWindow
             mask = None
         return super().attend(q, k, v, mask, attn_bias, need_weights)
 

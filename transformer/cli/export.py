@@ -22,7 +22,8 @@ from pathlib import Path
 from omegaconf import DictConfig
 
 from transformer.cli.common import hydra_entry
-from transformer.export.ctranslate2 import ExportError, export_ctranslate2
+from transformer.export.ctranslate2 import export_ctranslate2
+from transformer.export.folder import ExportError
 from transformer.export.hf import export_hf
 from transformer.tasks.checkpoint import load_task
 

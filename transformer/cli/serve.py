@@ -199,7 +199,7 @@ def load_export(entry: dict, key: str, cfg: DictConfig, limits):
     """A CTranslate2 export folder as a served translation model (greedy or beam)."""
     import torch
 
-    from transformer.export.ctranslate2 import ExportError
+    from transformer.export.folder import ExportError
     from transformer.serve.served import CTranslate2Model
 
     decode_cfg = translation_settings(entry, key)
@@ -219,7 +219,7 @@ def load_export(entry: dict, key: str, cfg: DictConfig, limits):
 
 def load_model(entry: dict, key: str, cfg: DictConfig, limits):
     """The entry's checkpoint (or CTranslate2 export) loaded as a served model of its kind."""
-    from transformer.serve.served import ClassificationModel, TaggingModel, TranslationModel
+    from transformer.serve.served import AudioClassificationModel, ClassificationModel, TaggingModel, TranslationModel
 
     if _export_dir(entry["ckpt_path"]):
         return load_export(entry, key, cfg, limits)
@@ -238,7 +238,8 @@ def load_model(entry: dict, key: str, cfg: DictConfig, limits):
         try:
             if kind is kinds.TAGGING:
                 return TaggingModel(entry["id"], task, name, settings["max_tokens"], device, limits)
-            return ClassificationModel(entry["id"], task, name, settings["max_tokens"], settings["top_k"], device,
+            served = AudioClassificationModel if kinds.input_kind(task.hparams) is kinds.FRAMES else ClassificationModel
+            return served(entry["id"], task, name, settings["max_tokens"], settings["top_k"], device,
                                        limits)
         except ValueError as exc:
             raise ValueError(f"{key}.ckpt_path: {exc}") from None

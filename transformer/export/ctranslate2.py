@@ -37,7 +37,7 @@ import torch.nn.functional as F
 from torch import nn
 
 from transformer.data.parallel import languages
-from transformer.export.folder import write_export_dir
+from transformer.export.folder import ExportError, write_export_dir
 from transformer.files import disk_full, write_text
 from transformer.models.transformer import EncoderDecoder
 from transformer.modules.positional import (
@@ -54,10 +54,6 @@ SOURCE_TOKENIZER, TARGET_TOKENIZER = "source_tokenizer.json", "target_tokenizer.
 LANGUAGES = "languages.json"
 QUANTIZATIONS = ("float32", "int8", "int8_float32", "int8_float16", "int8_bfloat16", "int16",
                  "float16", "bfloat16")
-
-
-class ExportError(ValueError):
-    """The checkpoint's model cannot be expressed exactly in the target format."""
 
 
 def _ct2():
@@ -268,7 +264,7 @@ def export_ctranslate2(task, output_dir: str | Path, quantization: str | None = 
         write_text(tmp / TARGET_TOKENIZER, task.tgt_tokenizer.to_str())
         write_languages(task, tmp)
 
-    return write_export_dir(output_dir, fill, force, ExportError)
+    return write_export_dir(output_dir, fill, force)
 
 
 def write_languages(task, folder: Path) -> None:

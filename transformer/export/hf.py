@@ -1,8 +1,9 @@
 """A checkpoint written back as a Hugging Face folder that ``transformers``' Auto classes load:
 ``config.json``, ``model.safetensors`` and the tokenizer's files.
 
-Each family of ``hub.families`` is read through a config translation and a key map; this module
-is their inverse. A model whose switches match a family is written as that family:
+Each family of ``hub.families`` is one declaration, read there and written here: its config
+table inverted (``Family.write_config``) and its tensor-name templates swapped
+(``Family.hf_name``). A model whose switches match a family is written as that family:
 
 =====================================================  =========================================
 our model and switches                                 written as
@@ -35,119 +36,82 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 
 from transformer.data.parallel import languages
-from transformer.export.ctranslate2 import ExportError
-from transformer.export.folder import write_export_dir
-from transformer.hub.families import FAMILIES, Family, HubError
+from transformer.export.folder import ExportError, write_export_dir
+from transformer.hub.families import FAMILIES, MLM_SWITCHES, Family, HubError, tied_parameters
 from transformer.models.mlm import MaskedLanguageModel
 from transformer.models.transformer import EncoderDecoder
 from transformer.modules.positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
-
-#: Our activation names -> the ones each family's config writes.
-_ACTIVATIONS = {"gelu": "gelu", "relu": "relu"}
-_MARIAN_ACTIVATIONS = {**_ACTIVATIONS, "silu": "swish"}
-
-
-def _hf_template(pattern: str) -> str:
-    """A key map's HF pattern as a name template: optional groups dropped, each capturing group
-    a numbered field, escapes undone (``encoder\\.layer\\.(\\d+)\\.x`` -> ``encoder.layer.{0}.x``)."""
-    template = re.sub(r"\(\?:[^)]*\)\?", "", pattern)
-    count = iter(range(100))
-    template = re.sub(r"\([^)]*\)", lambda _: f"{{{next(count)}}}", template)
-    return template.replace("\\", "")
-
-
-def hf_name(family: Family, ours: str) -> str | None:
-    """The family's tensor name for our parameter ``ours`` (the first key-map entry that fills
-    it); None: the family has no place for it."""
-    for pattern, template in family.key_map:
-        ours_pattern = re.escape(template)
-        ours_pattern = re.sub(r"\\\{\d+\\\}", r"(\\w+)", ours_pattern)
-        m = re.fullmatch(ours_pattern, ours)
-        if m:
-            name = _hf_template(pattern).format(*m.groups())
-            return family.prefix + name if ours.startswith("encoder.") and family.task == "mlm" else name
-    return None
 
 
 def _refuse(setting: str, family: str) -> ExportError:
     return ExportError(f"format=hf: {setting} has no counterpart in {family}; nothing written")
 
 
-# ----------------------------------------------------------------------------- masked LMs
-def _mlm_family(model: MaskedLanguageModel) -> tuple[str, dict[str, Any]]:
-    """The family that computes what ``model`` does, and its ``config.json``."""
-    cfg = model.cfg
-    what = "BERT, RoBERTa or DistilBERT"
-    for name, want in (("norm_first", False), ("embedding_norm", True), ("scale_embeddings", False),
-                       ("head_transform", True), ("output_bias", True), ("window", None)):
+def _require(cfg: Any, wants: Mapping[str, Any], what: str, verb: str = "computes") -> None:
+    """Refuse the first setting of ``cfg`` that differs from what ``what`` computes."""
+    for name, want in wants.items():
         if getattr(cfg, name) != want:
-            raise _refuse(f"{name}={getattr(cfg, name)!r}", what)
-    pos = model.encoder.positional
+            raise _refuse(f"{name}={getattr(cfg, name)!r}", f"{what} (which {verb} {name}={want!r})")
+
+
+# ----------------------------------------------------------------------------- masked LMs
+def _differ(family: Family, ours: Mapping[str, Any]) -> tuple[str, str] | None:
+    """The first of our masked LM's settings ``family`` computes otherwise, as ``(ours, theirs)``:
+    an activation it has no name for, one of its switches, or a setting that follows from its
+    config (the head's activation, the first position row); None: it computes what we do."""
+    for name in ("activation", "head_activation"):
+        if ours[name] not in family.activations:
+            return f"{name}={ours[name]!r}", f"whose activations are {', '.join(family.activations)}"
+    settings = family.settings(ours)
+    wants = {**family.switches, "head_activation": settings["head_activation"],
+             "first_position": settings["positional"]["first_position"]}
+    return next(((f"{k}={ours[k]!r}", f"which computes {k}={v!r}") for k, v in wants.items() if ours[k] != v), None)
+
+
+def _mlm_family(model: MaskedLanguageModel) -> Family:
+    """The family that computes what ``model`` does."""
+    cfg, pos = model.cfg, model.encoder.positional
+    what = "BERT, RoBERTa and DistilBERT"
+    _require(cfg, {**MLM_SWITCHES, "window": None}, what, "compute")
     if type(pos) is not LearnedPositionalEncoding:
         raise _refuse(f"the positional encoding {type(pos).__name__}", what)
-    for name in ("activation", "head_activation"):
-        if getattr(cfg, name) not in _ACTIVATIONS:
-            raise _refuse(f"{name}={getattr(cfg, name)!r}", what)
-    rows, first = pos.embedding.num_embeddings, pos.first_position
-    common = {"vocab_size": cfg.vocab_size, "pad_token_id": cfg.pad_id, "tie_word_embeddings": cfg.tie_output}
-    if cfg.type_vocab_size == 0:
-        if first != 0 or cfg.head_activation != cfg.activation or cfg.norm_eps != 1e-12:
-            raise _refuse(f"a stack without token types and first_position={first}, head_activation="
-                          f"{cfg.head_activation!r}, norm_eps={cfg.norm_eps}", "DistilBERT (positions from 0, "
-                          "one activation, epsilon 1e-12)")
-        return "distilbert", {**common, "model_type": "distilbert", "architectures": ["DistilBertForMaskedLM"],
-                              "dim": cfg.d_model, "n_layers": cfg.n_layers, "n_heads": cfg.n_heads,
-                              "hidden_dim": cfg.d_ff, "max_position_embeddings": rows, "activation": cfg.activation,
-                              "dropout": cfg.dropout, "attention_dropout": cfg.dropout}
-    bert = {**common, "hidden_size": cfg.d_model, "num_hidden_layers": cfg.n_layers,
-            "num_attention_heads": cfg.n_heads, "intermediate_size": cfg.d_ff, "max_position_embeddings": rows,
-            "hidden_act": cfg.activation, "layer_norm_eps": cfg.norm_eps, "type_vocab_size": cfg.type_vocab_size,
-            "hidden_dropout_prob": cfg.dropout, "attention_probs_dropout_prob": cfg.dropout}
-    if first == 0 and cfg.head_activation == cfg.activation:
-        return "bert", {**bert, "model_type": "bert", "architectures": ["BertForMaskedLM"]}
-    if first == cfg.pad_id + 1 and cfg.head_activation == "gelu":
-        return "roberta", {**bert, "model_type": "roberta", "architectures": ["RobertaForMaskedLM"]}
-    raise _refuse(f"first_position={first} with head_activation={cfg.head_activation!r}", "BERT (positions from 0, "
-                  "one activation) or RoBERTa (positions from pad_id + 1, a gelu head)")
+    ours = {**vars(cfg), "first_position": pos.first_position}
+    missed = {}
+    # DistilBERT has no token types; BERT and RoBERTa always have them.
+    for name in ("distilbert",) if cfg.type_vocab_size == 0 else ("bert", "roberta"):
+        family = FAMILIES[name]
+        differ = _differ(family, ours)
+        if differ is None:
+            return family
+        missed.setdefault(differ[0], []).append(f"{family.title} ({differ[1]})")
+    raise _refuse(" and ".join(missed), " or ".join(t for titles in missed.values() for t in titles))
 
 
 # ----------------------------------------------------------------------------- Marian
 def _marian_config(model: EncoderDecoder, hp: Any) -> dict[str, Any]:
     """Marian's ``config.json`` for ``model``; a setting Marian does not compute is refused."""
-    cfg = model.cfg
-    for name, want in (("norm_first", False), ("embedding_norm", False), ("type_vocab_size", 0), ("window", None),
-                       ("norm_eps", 1e-5)):
-        if getattr(cfg, name) != want:
-            raise _refuse(f"{name}={getattr(cfg, name)!r}", f"Marian (which computes {name}={want!r})")
+    cfg, family = model.cfg, FAMILIES["marian"]
+    # Ours may differ in these: a missing output bias is written as zeros, the target padding's mask
+    # changes only teacher forcing, and the positions are checked by their module.
+    free = ("output_bias", "mask_target_padding", "positional")
+    computes = {k: v for k, v in family.switches.items() if k not in free}
+    _require(cfg, {**computes, "type_vocab_size": 0, "window": None}, family.title)
     for stack in ("encoder", "decoder"):
         pos = getattr(model, stack).positional
         if type(pos) is not SinusoidalPositionalEncoding:
             raise _refuse(f"the {stack}'s positional encoding {type(pos).__name__}", "Marian (sinusoids)")
-    if cfg.activation not in _MARIAN_ACTIVATIONS:
-        raise _refuse(f"activation={cfg.activation!r}", "Marian")
+    if cfg.activation not in family.activations:
+        raise _refuse(f"activation={cfg.activation!r}", f"{family.title} (whose activations are "
+                      f"{', '.join(family.activations)})")
     if model.encoder.positional.layout != "halves" and cfg.d_model % 2:
         raise _refuse(f"interleaved sinusoids with an odd d_model={cfg.d_model}", "Marian")
-    vocab = cfg.vocab_size
-    tgt_vocab = cfg.tgt_vocab_size or vocab
-    heads, ffn = cfg.n_heads, cfg.d_ff
-    return {
-        "model_type": "marian", "architectures": ["MarianMTModel"], "is_encoder_decoder": True,
-        "vocab_size": vocab, "decoder_vocab_size": tgt_vocab, "d_model": cfg.d_model,
-        "encoder_layers": cfg.n_encoder_layers, "decoder_layers": cfg.n_decoder_layers,
-        "encoder_attention_heads": heads, "decoder_attention_heads": heads,
-        "encoder_ffn_dim": ffn, "decoder_ffn_dim": ffn, "max_position_embeddings": cfg.max_len,
-        "activation_function": _MARIAN_ACTIVATIONS[cfg.activation], "scale_embedding": cfg.scale_embeddings,
-        "share_encoder_decoder_embeddings": cfg.share_embeddings, "tie_word_embeddings": cfg.tie_output,
-        "dropout": cfg.dropout, "attention_dropout": cfg.dropout, "activation_dropout": cfg.dropout,
-        "pad_token_id": hp.pad_id, "eos_token_id": hp.eos_id, "forced_eos_token_id": hp.eos_id,
-        # Our decoder starts from BOS (the padding id in a model read from a Marian folder).
-        "decoder_start_token_id": hp.bos_id, "normalize_before": False, "static_position_embeddings": True,
-    }
+    # Our decoder starts from BOS (the padding id in a model read from a Marian folder).
+    return family.write_config({**vars(cfg), "pad_id": hp.pad_id, "bos_id": hp.bos_id, "eos_id": hp.eos_id})
 
 
 #: Our parameters that read the residual stream (their input axis is d_model) and those that
@@ -212,16 +176,19 @@ def _write_marian_tokenizers(src, tgt, folder: Path) -> None:
 
 
 # ----------------------------------------------------------------------------- the folder
-def _tensors(family: Family, state: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+def _tensors(family: Family, state: dict[str, torch.Tensor], flags: Mapping[str, Any]) -> dict[str, torch.Tensor]:
     """Our state dict under the family's names (each a contiguous copy: safetensors stores no
-    shared memory); a parameter the family has no place for is refused by name."""
-    out = {}
+    shared memory); a parameter the family has no place for is refused by name. A parameter
+    that is another (a tied or shared table) is written once, under the other's name."""
+    out, tied = {}, tied_parameters(family.task, flags)
     for ours, tensor in state.items():
-        name = hf_name(family, ours)
+        if ours in tied:
+            continue
+        name = family.hf_name(ours, flags)
         if name is None:
             raise _refuse(f"our parameter {ours}", family.model_type)
-        if name == "final_logits_bias":
-            tensor = tensor.unsqueeze(0)  # Marian saves it as (1, V)
+        if name in family.saved_as_row:
+            tensor = tensor.unsqueeze(0)  # (V,) -> (1, V)
         out[name] = tensor.detach().to(torch.float32).contiguous().clone()
     return out
 
@@ -244,16 +211,13 @@ def hf_folder_contents(task) -> tuple[dict[str, Any], dict[str, torch.Tensor], A
     checked = ("norm_first", "embedding_norm", "scale_embeddings", "activation", "norm_eps", "d_model", "n_heads",
                "d_ff", "tie_output", "type_vocab_size", "head_activation", "share_embeddings")
     if type(model) is MaskedLanguageModel:
-        name, config = _mlm_family(model)
-        family = FAMILIES[name]
+        family = _mlm_family(model)
+        config = family.write_config(vars(model.cfg))
         _check_read_back(family, config, model.cfg, checked)
-        state = model.state_dict()
-        if model.cfg.tie_output:
-            state.pop("output_proj.weight", None)
         tokenizer = task.tokenizer
         if tokenizer is None:
             raise ExportError("format=hf: the checkpoint carries no tokenizer")
-        return config, _tensors(family, state), lambda folder: _write_fast_tokenizer(
+        return config, _tensors(family, model.state_dict(), vars(model.cfg)), lambda folder: _write_fast_tokenizer(
             tokenizer, folder, model.encoder.positional.max_len)
     if type(model) is EncoderDecoder:
         if languages.tag_side(task.hparams) == "decoder":
@@ -262,20 +226,13 @@ def hf_folder_contents(task) -> tuple[dict[str, Any], dict[str, torch.Tensor], A
                           "takes it")
         config = _marian_config(model, task.hparams)
         family = FAMILIES["marian"]
-        _check_read_back(family, {**config, "decoder_start_token_id": config["pad_token_id"]}, model.cfg, checked)
+        _check_read_back(family, config, model.cfg, checked)
         state = model.state_dict()
         if model.encoder.positional.layout != "halves":
             state = interleaved_to_halves(state, model.cfg.d_model)
         if model.decoder.output_bias is None:  # Marian always adds one: zeros are ours
             state["decoder.output_bias"] = torch.zeros(model.decoder.output_proj.weight.size(0))
-        if model.cfg.share_embeddings:
-            state.pop("decoder.embedding.weight")
-        if model.cfg.tie_output:
-            state.pop("decoder.output_proj.weight")
-        tensors = _tensors(family, state)
-        if not model.cfg.share_embeddings:  # each stack's own table; model.shared is the joint one
-            tensors["model.encoder.embed_tokens.weight"] = tensors.pop("model.shared.weight")
-        return config, tensors, lambda folder: _translation_tokenizers(task, folder)
+        return config, _tensors(family, state, vars(model.cfg)), lambda folder: _translation_tokenizers(task, folder)
     raise ExportError(f"format=hf: a {type(model).__name__} has no Hugging Face family here (masked LMs are "
                       f"written as BERT, RoBERTa or DistilBERT, translation models as Marian)")
 
@@ -305,7 +262,7 @@ def export_hf(task, output_dir: str | Path, force: bool = False) -> Path:
         save_file(tensors, str(folder / "model.safetensors"), metadata={"format": "pt"})
         write_tokenizer(folder)
 
-    return write_export_dir(output_dir, fill, force, ExportError)
+    return write_export_dir(output_dir, fill, force)
 
 
-__all__ = ["export_hf", "hf_folder_contents", "hf_name", "interleaved_to_halves"]
+__all__ = ["export_hf", "hf_folder_contents", "interleaved_to_halves"]

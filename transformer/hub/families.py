@@ -1,6 +1,13 @@
-"""The pretrained families read from Hugging Face folders: for each, a translation of its
-``config.json`` into our flat masked-LM config and a key map from its tensor names onto our
-modules' (nanoGPT's ``from_pretrained`` pattern).
+"""The pretrained families of Hugging Face folders, each declared once (a :class:`Family`) and
+used both ways: reading a folder (``hub.folder``) and writing one (``export.hf``). A family is
+
+* a table of its ``config.json`` keys against ours (:class:`Key`): reading takes each key by
+  it, writing inverts it, and a value's error names the key as the file spells it;
+* its activation names against ours, both ways;
+* the switches of our modules it always sets, and the settings that follow from others;
+* a key map of tensor-name templates (``encoder.layer.{i}.output.dense.{wb}`` against
+  ``encoder.layers.{i}.ffn.w_2.{wb}``) that reads one side and writes the other: nanoGPT's
+  ``from_pretrained`` pattern, run in both directions.
 
 What each family does differently is a switch of our modules (``models.transformer.StackConfig``,
 ``models.mlm.MLMConfig``, ``modules.positional.LearnedPositionalEncoding``):
@@ -45,9 +52,10 @@ Shape legend: V vocabulary, D = d_model, F = d_ff, P position rows, Y token type
 
 from __future__ import annotations
 
+import functools
 import re
-from dataclasses import dataclass
-from typing import Any, Callable
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Mapping
 
 
 class HubError(ValueError):
@@ -70,329 +78,409 @@ MUST_BE = {
     "is_decoder": False, "add_cross_attention": False, "is_encoder_decoder": False, "tie_encoder_decoder": False,
     "position_embedding_type": "absolute", "sinusoidal_pos_embds": False, "pruned_heads": {},
 }
-#: HF activation names -> ours (``models.transformer.ACTIVATIONS``); HF's "gelu" is the exact erf form.
-ACTIVATION_NAMES = {"gelu": "gelu", "relu": "relu"}
-#: Marian's activations -> ours: HF's "swish" and "silu" are both x·sigmoid(x).
-MARIAN_ACTIVATIONS = {**ACTIVATION_NAMES, "swish": "silu", "silu": "silu"}
+#: Our activation names (``models.transformer.ACTIVATIONS``) -> those BERT's, RoBERTa's and
+#: DistilBERT's configs write; HF's "gelu" is the exact erf form, as ours.
+ACTIVATIONS = {"gelu": "gelu", "relu": "relu"}
+#: Ours -> Marian's: HF's "swish" is our "silu" (x·sigmoid(x)); its "silu" is read as well.
+MARIAN_ACTIVATIONS = {**ACTIVATIONS, "silu": "swish"}
 
 
-def _activation(key: str, value: Any, names: dict[str, str] = ACTIVATION_NAMES) -> str:
-    if value not in names:
-        raise HubError(f"config.json: {key}={value!r} has no place in our model (activations: "
-                       f"{', '.join(names)})")
-    return names[value]
+# ----------------------------------------------------------------------------- config tables
+REQUIRED = object()  # a Key's default: the file must hold the key
+
+
+@dataclass(frozen=True)
+class Like:
+    """A :class:`Key`'s default: the value of another of our keys, read before it."""
+
+    ours: str
+
+
+@dataclass(frozen=True)
+class Key:
+    """One setting of a family's ``config.json``: our key, the file's, how its value is read, and
+    its default when the file lacks it (:data:`REQUIRED`: none; a token id with a default of its
+    own may be null: the tokenizer's). The file's other keys for the same value: ``same`` are
+    read and must agree (two settings of theirs, one of ours), ``copies`` are written and read as
+    bookkeeping, ``older`` are spellings of older files, read when the key is absent.
+
+    Kinds: ``size`` (checked later against our config's declared range), ``number``, ``flag``
+    (true or false), ``token_id`` (an integer from 0), ``activation`` (the family's names)."""
+
+    ours: str
+    theirs: str
+    kind: str = "size"
+    default: Any = REQUIRED
+    same: tuple[str, ...] = ()
+    copies: tuple[str, ...] = ()
+    older: tuple[str, ...] = ()
+
+
+def _sizes(*pairs: tuple[str, str]) -> tuple[Key, ...]:
+    """Size keys, each required: ``(our key, its key)``."""
+    return tuple(Key(ours, theirs) for ours, theirs in pairs)
 
 
 class ConfigReader:
     """Takes keys out of a ``config.json`` mapping; :meth:`finish` refuses what is left."""
 
-    def __init__(self, config: dict[str, Any]):
+    def __init__(self, config: dict[str, Any], activations: Mapping[str, str]):
         self.left = dict(config)
+        self.activations = activations  # the file's names -> ours
 
-    def take(self, key: str, default: Any = None, required: bool = True) -> Any:
+    def take(self, key: str, default: Any = REQUIRED) -> Any:
         if key not in self.left:
-            if required and default is None:
+            if default is REQUIRED:
                 raise HubError(f"config.json: lacks {key}")
             return default
         return self.left.pop(key)
 
-    def number(self, key: str, default: float) -> float:
-        """A number (not a bool, not a string) under ``key``, or ``default``."""
-        value = self.take(key, default, required=False)
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
+    def value(self, kind: str, key: str, default: Any, nullable: bool = False) -> Any:
+        """The value under ``key`` read as ``kind`` (see :class:`Key`), or ``default``;
+        ``nullable``: a token id may be null."""
+        value = self.take(key, default)
+        if kind == "number" and (isinstance(value, bool) or not isinstance(value, (int, float))):
             raise HubError(f"config.json: {key}={value!r}: expected a number")
-        return float(value)
-
-    def flag(self, key: str, default: bool) -> bool:
-        """A JSON true or false under ``key``, or ``default``."""
-        value = self.take(key, default, required=False)
-        if not isinstance(value, bool):
+        if kind == "flag" and not isinstance(value, bool):
             raise HubError(f"config.json: {key}={value!r}: expected true or false")
+        if kind == "token_id" and not (value is None and nullable):
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise HubError(f"config.json: {key}={value!r}: expected a token id (an integer from 0)")
+        if kind == "activation":
+            if value not in self.activations:
+                raise HubError(f"config.json: {key}={value!r} has no place in our model (activations: "
+                               f"{', '.join(self.activations)})")
+            return self.activations[value]
+        return float(value) if kind == "number" else value
+
+    def read(self, key: Key, got: Mapping[str, Any]) -> Any:
+        """Our value of ``key``; ``got``: our values read so far (a :class:`Like` default's)."""
+        like = isinstance(key.default, Like)
+        default = got[key.default.ours] if like else key.default
+        nullable = key.default is not REQUIRED and not like
+        spellings = [k for k in (key.theirs, *key.older) if k in self.left] or [key.theirs]
+        value = [self.value(key.kind, k, default, nullable) for k in spellings][0]
+        for other in key.same:
+            second = self.value(key.kind, other, value, nullable)
+            if second != value:
+                raise HubError(f"config.json: {other}={second!r} differs from {key.theirs}={value!r}: our model has "
+                               f"one {key.ours} for both")
+        for other in key.copies:
+            self.left.pop(other, None)
         return value
 
-    def token_id(self, key: str, default: int | None = None, required: bool = True) -> int | None:
-        """A token id (an integer from 0) under ``key``, or ``default``."""
-        value = self.take(key, default, required=required)
-        if value is None and not required:
-            return None
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise HubError(f"config.json: {key}={value!r}: expected a token id (an integer from 0)")
-        return value
-
-    def sizes(self, table: tuple[tuple[str, str], ...]) -> dict[str, Any]:
-        """Our size fields from a family's table of ``(our key, its key)``; their types and ranges
-        are checked against our config's declaration before anything is built
-        (``hub.folder``)."""
-        return {ours: self.take(theirs) for ours, theirs in table}
-
-    def finish(self) -> None:
+    def finish(self, must_be: Mapping[str, Any], bookkeeping: frozenset[str]) -> None:
         for key, value in self.left.items():
-            if key in BOOKKEEPING:
+            if key in bookkeeping:
                 continue
-            if key in MUST_BE:
-                if value != MUST_BE[key] and value is not None:
-                    raise HubError(f"config.json: {key}={value!r} has no place in our model (we read "
-                                   f"{MUST_BE[key]!r})")
+            if key in must_be:
+                want = must_be[key]
+                if value is not None and value != want and not (want is None and value == 0):
+                    raise HubError(f"config.json: {key}={value!r} has no place in our model (we read {want!r})")
                 continue
             raise HubError(f"config.json: key {key!r} has no place in our model")
 
 
-#: Each family's size fields: ``(our config key, its config.json key)``. Reading takes them by
-#: this table, the checks name a bad value by its key here, and writing (``export.hf``) inverts it.
-BERT_SIZES = (("vocab_size", "vocab_size"), ("d_model", "hidden_size"), ("n_layers", "num_hidden_layers"),
-              ("n_heads", "num_attention_heads"), ("d_ff", "intermediate_size"),
-              ("max_len", "max_position_embeddings"))
-DISTILBERT_SIZES = (("vocab_size", "vocab_size"), ("d_model", "dim"), ("n_layers", "n_layers"), ("n_heads", "n_heads"),
-                    ("d_ff", "hidden_dim"), ("max_len", "max_position_embeddings"))
-MARIAN_SIZES = (("vocab_size", "vocab_size"), ("d_model", "d_model"), ("n_encoder_layers", "encoder_layers"),
-                ("n_decoder_layers", "decoder_layers"), ("n_heads", "encoder_attention_heads"),
-                ("d_ff", "encoder_ffn_dim"), ("max_len", "max_position_embeddings"))
+# ----------------------------------------------------------------------------- tensor names
+#: The fields a name template holds, and what each matches.
+FIELDS = {"i": r"\d+", "wb": r"weight|bias", "stack": r"encoder|decoder"}
 
 
-def _one_dropout(hidden: float, attention: float, attention_key: str) -> float:
-    if attention != hidden:
-        raise HubError(f"config.json: {attention_key}={attention} differs from the hidden dropout {hidden}: our "
-                       f"model has one dropout rate")
-    return float(hidden)
+@functools.lru_cache(maxsize=None)
+def _pattern(template: str) -> re.Pattern:
+    """A name template as a regex: its text as it stands, each ``{field}`` a named group."""
+    parts = re.split(r"\{(\w+)\}", template)  # text, field, text, field, ..., text
+    return re.compile("".join(f"(?P<{p}>{FIELDS[p]})" if k % 2 else re.escape(p) for k, p in enumerate(parts)))
+
+
+def rename(name: str, pairs: Iterable[tuple[str, str]]) -> str | None:
+    """``name`` matched by the first template of a pair, written as its second; None: no pair
+    matches. Pairs ``(its, ours)`` read a family's names; swapped, they write them."""
+    for source, target in pairs:
+        m = _pattern(source).fullmatch(name)
+        if m:
+            return target.format(**m.groupdict())
+    return None
+
+
+@dataclass(frozen=True)
+class Family:
+    """One pretrained family, read (``hub.folder``) and written (``export.hf``) by this one
+    declaration.
+
+    ``keys``: its ``config.json`` against ours (:class:`Key`); ``activations``: our names ->
+    its (``also_read``: more of its names, read only); ``switches``: our settings every model of
+    the family has; ``settings``: ours that follow from the keys read; ``fixed``: keys written
+    at the one value we read (``must_be`` holds every key read only at one value); ``body``: the
+    tensor-name templates ``(its, ours)`` under ``prefix`` (its base model), ``head``: those
+    at the top of the file; a third element names our flag without which a template is read
+    but not written. ``not_built``: templates of the tensors of parts we do not build (the pooler and
+    next-sentence head of a pretraining checkpoint; the ``position_ids`` buffer, checked to be
+    ``0..P-1``), named in a warning, never silently dropped; ``saved_as_row``: its tensors
+    saved as ``(1, N)`` where ours is ``(N,)``."""
+
+    model_type: str
+    title: str
+    architecture: str
+    task: str
+    keys: tuple[Key, ...]
+    switches: Mapping[str, Any]
+    settings: Callable[[Mapping[str, Any]], dict[str, Any]]
+    body: tuple[tuple[str, ...], ...]
+    head: tuple[tuple[str, ...], ...] = ()
+    prefix: str = ""
+    not_built: tuple[str, ...] = ()
+    activations: Mapping[str, str] = field(default_factory=lambda: ACTIVATIONS)
+    also_read: Mapping[str, str] = field(default_factory=dict)
+    fixed: Mapping[str, Any] = field(default_factory=dict)
+    must_be: Mapping[str, Any] = field(default_factory=lambda: MUST_BE)
+    bookkeeping: frozenset[str] = BOOKKEEPING
+    saved_as_row: tuple[str, ...] = ()
+
+    # -- config.json
+    def translate(self, config: dict[str, Any]) -> dict[str, Any]:
+        """The family's ``config.json`` -> our flat model config (and, for translation, the
+        task's special ids ``pad_id``, ``bos_id``, ``eos_id`` and ``tgt_vocab_size``)."""
+        r = ConfigReader(config, {**{theirs: ours for ours, theirs in self.activations.items()}, **self.also_read})
+        got: dict[str, Any] = {}
+        for key in self.keys:
+            got[key.ours] = r.read(key, got)
+        out = {"_target_": TARGETS[self.task], **self.switches, **got, **self.settings(got)}
+        r.finish(self.must_be, self.bookkeeping)
+        return out
+
+    def write_config(self, ours: Mapping[str, Any]) -> dict[str, Any]:
+        """The family's ``config.json`` for our settings ``ours``: the table inverted."""
+        out = {"model_type": self.model_type, "architectures": [self.architecture], **self.fixed}
+        for key in self.keys:
+            value = ours[key.ours]
+            if value is None and isinstance(key.default, Like):
+                value = ours[key.default.ours]
+            if key.kind == "activation":
+                value = self.activations[value]
+            out.update(dict.fromkeys((key.theirs, *key.same, *key.copies), value))
+        return out
+
+    def spelled(self) -> dict[str, str]:
+        """Our keys -> this family's ``config.json`` keys, to name a bad value as the file does."""
+        return {key.ours: key.theirs for key in self.keys}
+
+    # -- tensors
+    def our_name(self, name: str) -> str | None:
+        """Our model's parameter name for the HF tensor ``name``; None: no place for it."""
+        bare = name[len(self.prefix):] if name.startswith(self.prefix) else name
+        bare = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", bare))
+        return rename(bare, (pair[:2] for pair in self.body + self.head))
+
+    def hf_name(self, ours: str, flags: Mapping[str, Any]) -> str | None:
+        """The family's tensor name for our parameter ``ours`` in a model of settings ``flags``
+        (the first template that fills it); None: the family has no place for it."""
+        def swapped(pairs):
+            return ((pair[1], pair[0]) for pair in pairs if len(pair) == 2 or flags[pair[2]])
+
+        name = rename(ours, swapped(self.body))
+        return self.prefix + name if name is not None else rename(ours, swapped(self.head))
+
+    def is_not_built(self, name: str) -> bool:
+        bare = name[len(self.prefix):] if name.startswith(self.prefix) else name
+        return any(_pattern(t).fullmatch(bare) for t in self.not_built)
+
+
+#: Our model class of each task.
+TARGETS = {"mlm": "MaskedLanguageModel", "translation": "EncoderDecoder"}
+
+
+def tied_parameters(task: str, flags: Mapping[str, Any]) -> dict[str, str]:
+    """Our parameters that are another (``parameter -> the one it is``) in a model of ``task``
+    with settings ``flags``: read once, written once."""
+    if task == "mlm":
+        return {"output_proj.weight": "encoder.embedding.weight"} if flags["tie_output"] else {}
+    out = {"decoder.embedding.weight": "encoder.embedding.weight"} if flags["share_embeddings"] else {}
+    if flags["tie_output"]:
+        out["decoder.output_proj.weight"] = out.get("decoder.embedding.weight", "decoder.embedding.weight")
+    return out
+
+
+# ----------------------------------------------------------------------------- masked LMs
+#: What BERT, RoBERTa and DistilBERT share: post-norm layers, a LayerNorm over unscaled input
+#: embeddings, BERT's head (dense, activation, LayerNorm, projection plus bias).
+MLM_SWITCHES = {"norm_first": False, "embedding_norm": True, "scale_embeddings": False, "head_transform": True,
+                "output_bias": True}
 
 
 def _positional(first_position: int) -> dict[str, Any]:
     return {"_target_": "LearnedPositionalEncoding", "_partial_": True, "first_position": first_position}
 
 
-def _common(pad_id: int | None) -> dict[str, Any]:
-    """What every family here shares: post-norm layers, a LayerNorm over unscaled input
-    embeddings, BERT's head (dense, activation, LayerNorm, projection plus bias)."""
-    return {"_target_": "MaskedLanguageModel", "norm_first": False, "embedding_norm": True,
-            "scale_embeddings": False, "head_transform": True, "output_bias": True, "pad_id": pad_id}
+def _bert_settings(got: Mapping[str, Any]) -> dict[str, Any]:
+    """BERT's (and DistilBERT's) head calls the layers' activation; positions from row 0."""
+    return {"head_activation": got["activation"], "positional": _positional(0)}
 
 
-def bert_config(config: dict[str, Any], roberta: bool = False) -> dict[str, Any]:
-    """BERT's (and RoBERTa's) ``config.json`` -> our flat ``MaskedLanguageModel`` config."""
-    r = ConfigReader(config)
-    pad_id = r.token_id("pad_token_id", 1 if roberta else 0, required=False)
-    act = _activation("hidden_act", r.take("hidden_act", "gelu", required=False))
-    out = {
-        **_common(pad_id), **r.sizes(BERT_SIZES), "activation": act,
-        "head_activation": "gelu" if roberta else act,  # RobertaLMHead calls gelu whatever hidden_act says
-        "norm_eps": r.number("layer_norm_eps", 1e-12),
-        "type_vocab_size": r.take("type_vocab_size", 2, required=False),
-        "tie_output": r.flag("tie_word_embeddings", True),
-        "positional": _positional(pad_id + 1 if roberta else 0),  # RoBERTa's rows 0..pad are padding's
-    }
-    hidden = r.number("hidden_dropout_prob", 0.1)
-    out["dropout"] = _one_dropout(hidden, r.number("attention_probs_dropout_prob", hidden),
-                                  "attention_probs_dropout_prob")
-    r.finish()
-    return out
+def _roberta_settings(got: Mapping[str, Any]) -> dict[str, Any]:
+    """RobertaLMHead calls gelu whatever hidden_act says; its rows 0..pad are padding's, so a
+    sentence's positions start at ``pad_id + 1``."""
+    return {"head_activation": "gelu", "positional": _positional(got["pad_id"] + 1)}
 
 
-def distilbert_config(config: dict[str, Any]) -> dict[str, Any]:
-    """DistilBERT's ``config.json`` -> our flat ``MaskedLanguageModel`` config."""
-    r = ConfigReader(config)
-    act = _activation("activation", r.take("activation", "gelu", required=False))
-    tie = r.flag("tie_word_embeddings", True) if "tie_word_embeddings" in config else None
-    tie_ = r.flag("tie_weights_", True) if "tie_weights_" in config else None
-    out = {
-        **_common(r.token_id("pad_token_id", 0, required=False)), **r.sizes(DISTILBERT_SIZES),
-        "activation": act, "head_activation": act, "norm_eps": 1e-12, "type_vocab_size": 0,
-        "tie_output": True if tie is None and tie_ is None else (tie if tie is not None else tie_),
-        "positional": _positional(0),
-    }
-    hidden = r.number("dropout", 0.1)
-    out["dropout"] = _one_dropout(hidden, r.number("attention_dropout", hidden), "attention_dropout")
-    r.finish()
-    return out
+def _bert_keys(pad_id: int) -> tuple[Key, ...]:
+    return (
+        Key("pad_id", "pad_token_id", "token_id", pad_id),
+        *_sizes(("vocab_size", "vocab_size"), ("d_model", "hidden_size"), ("n_layers", "num_hidden_layers"),
+                ("n_heads", "num_attention_heads"), ("d_ff", "intermediate_size"),
+                ("max_len", "max_position_embeddings")),
+        Key("activation", "hidden_act", "activation", "gelu"),
+        Key("norm_eps", "layer_norm_eps", "number", 1e-12),
+        Key("type_vocab_size", "type_vocab_size", default=2),
+        Key("tie_output", "tie_word_embeddings", "flag", True),
+        # Our model has one dropout rate: the attention's must be the hidden layers'.
+        Key("dropout", "hidden_dropout_prob", "number", 0.1, same=("attention_probs_dropout_prob",)),
+    )
 
 
-#: Marian keys that only ``generate`` reads (defaults of its search, which ours takes from the
-#: decode settings) or that only training with ``transformers`` reads.
-MARIAN_BOOKKEEPING = frozenset({
-    "forced_eos_token_id", "bad_words_ids", "num_beams", "max_length", "num_hidden_layers", "init_std",
-    "classif_dropout", "classifier_dropout", "num_labels", "output_past", "gradient_checkpointing", "use_cache",
-})
-#: Marian keys accepted only at the value its model computes with here.
-MARIAN_MUST_BE = {
-    "is_encoder_decoder": True, "normalize_before": False, "add_final_layer_norm": False,
-    "normalize_embedding": False, "static_position_embeddings": True, "add_bias_logits": False,
-    "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0, "extra_pos_embeddings": None, "is_decoder": False,
-    "add_cross_attention": False, "tie_encoder_decoder": False, "pruned_heads": {},
-}
-
-
-def _same(r: ConfigReader, key: str, other: str, default: Any = None) -> Any:
-    """The value of ``key``, which must equal ``other``'s (one setting of ours for both stacks)."""
-    value = r.take(key, default)
-    second = r.take(other, value, required=False)
-    if second is not None and second != value:
-        raise HubError(f"config.json: {other}={second!r} differs from {key}={value!r}: our encoder and decoder "
-                       f"share one value")
-    return value
-
-
-def marian_config(config: dict[str, Any]) -> dict[str, Any]:
-    """Marian's ``config.json`` -> our flat ``EncoderDecoder`` config plus the task's special ids
-    (``pad_id``, ``bos_id`` = the decoder's start, ``eos_id``) and ``tgt_vocab_size``."""
-    r = ConfigReader(config)
-    for key, value in MARIAN_MUST_BE.items():
-        got = r.take(key, None, required=False)
-        if got is not None and got != value and not (value is None and got == 0):
-            raise HubError(f"config.json: {key}={got!r} has no place in our model (we read {value!r})")
-    for key in MARIAN_BOOKKEEPING:
-        r.take(key, None, required=False)
-    pad_id = r.token_id("pad_token_id")
-    # The opus-mt models start from the padding id; a model of ours written as Marian starts from
-    # its own BOS. Either is the task's bos_id (the tokenizer's start must agree: hub.folder).
-    start = r.token_id("decoder_start_token_id", pad_id)
-    sizes = {ours: (_same(r, theirs, theirs.replace("encoder", "decoder")) if theirs.startswith("encoder_")
-                    and not theirs.endswith("layers") else r.take(theirs)) for ours, theirs in MARIAN_SIZES}
-    vocab = sizes["vocab_size"]
-    tgt_vocab = r.take("decoder_vocab_size", vocab, required=False)
-    share = r.flag("share_encoder_decoder_embeddings", True)
-    if share and tgt_vocab != vocab:
-        raise HubError(f"config.json: decoder_vocab_size={tgt_vocab!r} differs from vocab_size={vocab!r} with shared "
-                       f"embeddings")
-    dropout = r.number("dropout", 0.1)
-    out = {
-        "_target_": "EncoderDecoder", "norm_first": False, "embedding_norm": False, "norm_eps": 1e-5,
-        "output_bias": True, "mask_target_padding": False, "share_embeddings": share,
-        "tie_output": r.flag("tie_word_embeddings", True), "scale_embeddings": r.flag("scale_embedding", False),
-        **sizes,
-        "activation": _activation("activation_function", r.take("activation_function", "gelu", required=False),
-                                  MARIAN_ACTIVATIONS),
-        # Training here has one dropout rate: Marian's attention and activation dropouts become it.
-        "dropout": dropout,
-        "positional": {"_target_": "SinusoidalPositionalEncoding", "_partial_": True, "layout": "halves"},
-        "tgt_vocab_size": None if share or tgt_vocab == vocab else tgt_vocab,
-        "pad_id": pad_id, "bos_id": start, "eos_id": r.token_id("eos_token_id"),
-    }
-    for key in ("attention_dropout", "activation_dropout"):
-        r.take(key, None, required=False)
-    r.finish()
-    return out
+DISTILBERT_KEYS = (
+    Key("pad_id", "pad_token_id", "token_id", 0),
+    *_sizes(("vocab_size", "vocab_size"), ("d_model", "dim"), ("n_layers", "n_layers"), ("n_heads", "n_heads"),
+            ("d_ff", "hidden_dim"), ("max_len", "max_position_embeddings")),
+    Key("activation", "activation", "activation", "gelu"),
+    Key("tie_output", "tie_word_embeddings", "flag", True, older=("tie_weights_",)),
+    Key("dropout", "dropout", "number", 0.1, same=("attention_dropout",)),
+)
 
 
 # ----------------------------------------------------------------------------- key maps
-# (pattern on the HF name without the family's prefix, our name under the masked LM). A pattern's
-# groups fill the numbered fields of the name.
-_BERT_ENCODER = [
-    (r"embeddings\.word_embeddings\.weight", "encoder.embedding.weight"),
-    (r"embeddings\.position_embeddings\.weight", "encoder.positional.embedding.weight"),
-    (r"embeddings\.token_type_embeddings\.weight", "encoder.type_embedding.weight"),
-    (r"embeddings\.LayerNorm\.(weight|bias)", "encoder.embedding_norm.{0}"),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.query\.(weight|bias)", "encoder.layers.{0}.self_attn.w_q.{1}"),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.key\.(weight|bias)", "encoder.layers.{0}.self_attn.w_k.{1}"),
-    (r"encoder\.layer\.(\d+)\.attention\.self\.value\.(weight|bias)", "encoder.layers.{0}.self_attn.w_v.{1}"),
-    (r"encoder\.layer\.(\d+)\.attention\.output\.dense\.(weight|bias)", "encoder.layers.{0}.self_attn.w_o.{1}"),
-    (r"encoder\.layer\.(\d+)\.attention\.output\.LayerNorm\.(weight|bias)", "encoder.layers.{0}.norm_1.{1}"),
-    (r"encoder\.layer\.(\d+)\.intermediate\.dense\.(weight|bias)", "encoder.layers.{0}.ffn.w_1.{1}"),
-    (r"encoder\.layer\.(\d+)\.output\.dense\.(weight|bias)", "encoder.layers.{0}.ffn.w_2.{1}"),
-    (r"encoder\.layer\.(\d+)\.output\.LayerNorm\.(weight|bias)", "encoder.layers.{0}.norm_2.{1}"),
-]
-_BERT_HEAD = [
-    (r"cls\.predictions\.transform\.dense\.(weight|bias)", "head_dense.{0}"),
-    (r"cls\.predictions\.transform\.LayerNorm\.(weight|bias)", "head_norm.{0}"),
-    (r"cls\.predictions\.decoder\.weight", "output_proj.weight"),
-    (r"cls\.predictions\.(?:decoder\.)?bias", "output_bias"),
-]
-_ROBERTA_HEAD = [
-    (r"lm_head\.dense\.(weight|bias)", "head_dense.{0}"),
-    (r"lm_head\.layer_norm\.(weight|bias)", "head_norm.{0}"),
-    (r"lm_head\.decoder\.weight", "output_proj.weight"),
-    (r"lm_head\.(?:decoder\.)?bias", "output_bias"),
-]
-_DISTILBERT = [
-    (r"embeddings\.word_embeddings\.weight", "encoder.embedding.weight"),
-    (r"embeddings\.position_embeddings\.weight", "encoder.positional.embedding.weight"),
-    (r"embeddings\.LayerNorm\.(weight|bias)", "encoder.embedding_norm.{0}"),
-    (r"transformer\.layer\.(\d+)\.attention\.q_lin\.(weight|bias)", "encoder.layers.{0}.self_attn.w_q.{1}"),
-    (r"transformer\.layer\.(\d+)\.attention\.k_lin\.(weight|bias)", "encoder.layers.{0}.self_attn.w_k.{1}"),
-    (r"transformer\.layer\.(\d+)\.attention\.v_lin\.(weight|bias)", "encoder.layers.{0}.self_attn.w_v.{1}"),
-    (r"transformer\.layer\.(\d+)\.attention\.out_lin\.(weight|bias)", "encoder.layers.{0}.self_attn.w_o.{1}"),
-    (r"transformer\.layer\.(\d+)\.sa_layer_norm\.(weight|bias)", "encoder.layers.{0}.norm_1.{1}"),
-    (r"transformer\.layer\.(\d+)\.ffn\.lin1\.(weight|bias)", "encoder.layers.{0}.ffn.w_1.{1}"),
-    (r"transformer\.layer\.(\d+)\.ffn\.lin2\.(weight|bias)", "encoder.layers.{0}.ffn.w_2.{1}"),
-    (r"transformer\.layer\.(\d+)\.output_layer_norm\.(weight|bias)", "encoder.layers.{0}.norm_2.{1}"),
-    (r"vocab_transform\.(weight|bias)", "head_dense.{0}"),
-    (r"vocab_layer_norm\.(weight|bias)", "head_norm.{0}"),
-    (r"vocab_projector\.weight", "output_proj.weight"),
-    (r"vocab_projector\.bias", "output_bias"),
-]
-
-
+# (its name without the family's prefix, our name under the model); the fields are FIELDS'.
+_BERT_ENCODER = (
+    ("embeddings.word_embeddings.weight", "encoder.embedding.weight"),
+    ("embeddings.position_embeddings.weight", "encoder.positional.embedding.weight"),
+    ("embeddings.token_type_embeddings.weight", "encoder.type_embedding.weight"),
+    ("embeddings.LayerNorm.{wb}", "encoder.embedding_norm.{wb}"),
+    ("encoder.layer.{i}.attention.self.query.{wb}", "encoder.layers.{i}.self_attn.w_q.{wb}"),
+    ("encoder.layer.{i}.attention.self.key.{wb}", "encoder.layers.{i}.self_attn.w_k.{wb}"),
+    ("encoder.layer.{i}.attention.self.value.{wb}", "encoder.layers.{i}.self_attn.w_v.{wb}"),
+    ("encoder.layer.{i}.attention.output.dense.{wb}", "encoder.layers.{i}.self_attn.w_o.{wb}"),
+    ("encoder.layer.{i}.attention.output.LayerNorm.{wb}", "encoder.layers.{i}.norm_1.{wb}"),
+    ("encoder.layer.{i}.intermediate.dense.{wb}", "encoder.layers.{i}.ffn.w_1.{wb}"),
+    ("encoder.layer.{i}.output.dense.{wb}", "encoder.layers.{i}.ffn.w_2.{wb}"),
+    ("encoder.layer.{i}.output.LayerNorm.{wb}", "encoder.layers.{i}.norm_2.{wb}"),
+)
+_BERT_HEAD = (
+    ("cls.predictions.transform.dense.{wb}", "head_dense.{wb}"),
+    ("cls.predictions.transform.LayerNorm.{wb}", "head_norm.{wb}"),
+    ("cls.predictions.decoder.weight", "output_proj.weight"),
+    ("cls.predictions.bias", "output_bias"),
+    ("cls.predictions.decoder.bias", "output_bias"),  # the same bias, saved twice by some versions
+)
+_ROBERTA_HEAD = (
+    ("lm_head.dense.{wb}", "head_dense.{wb}"),
+    ("lm_head.layer_norm.{wb}", "head_norm.{wb}"),
+    ("lm_head.decoder.weight", "output_proj.weight"),
+    ("lm_head.bias", "output_bias"),
+    ("lm_head.decoder.bias", "output_bias"),
+)
+_DISTILBERT_ENCODER = (
+    ("embeddings.word_embeddings.weight", "encoder.embedding.weight"),
+    ("embeddings.position_embeddings.weight", "encoder.positional.embedding.weight"),
+    ("embeddings.LayerNorm.{wb}", "encoder.embedding_norm.{wb}"),
+    ("transformer.layer.{i}.attention.q_lin.{wb}", "encoder.layers.{i}.self_attn.w_q.{wb}"),
+    ("transformer.layer.{i}.attention.k_lin.{wb}", "encoder.layers.{i}.self_attn.w_k.{wb}"),
+    ("transformer.layer.{i}.attention.v_lin.{wb}", "encoder.layers.{i}.self_attn.w_v.{wb}"),
+    ("transformer.layer.{i}.attention.out_lin.{wb}", "encoder.layers.{i}.self_attn.w_o.{wb}"),
+    ("transformer.layer.{i}.sa_layer_norm.{wb}", "encoder.layers.{i}.norm_1.{wb}"),
+    ("transformer.layer.{i}.ffn.lin1.{wb}", "encoder.layers.{i}.ffn.w_1.{wb}"),
+    ("transformer.layer.{i}.ffn.lin2.{wb}", "encoder.layers.{i}.ffn.w_2.{wb}"),
+    ("transformer.layer.{i}.output_layer_norm.{wb}", "encoder.layers.{i}.norm_2.{wb}"),
+)
+_DISTILBERT_HEAD = (
+    ("vocab_transform.{wb}", "head_dense.{wb}"),
+    ("vocab_layer_norm.{wb}", "head_norm.{wb}"),
+    ("vocab_projector.weight", "output_proj.weight"),
+    ("vocab_projector.bias", "output_bias"),
+)
 _MARIAN_ATTENTION = {"q_proj": "w_q", "k_proj": "w_k", "v_proj": "w_v", "out_proj": "w_o"}
-_MARIAN = [
-    (r"model\.shared\.weight", "encoder.embedding.weight"),
-    (r"model\.encoder\.embed_tokens\.weight", "encoder.embedding.weight"),
-    (r"model\.decoder\.embed_tokens\.weight", "decoder.embedding.weight"),
-    *[(rf"model\.encoder\.layers\.(\d+)\.self_attn\.{hf}\.(weight|bias)", f"encoder.layers.{{0}}.self_attn.{ours}.{{1}}")
+_MARIAN = (
+    ("model.shared.weight", "encoder.embedding.weight", "share_embeddings"),  # the stacks' one table
+    ("model.{stack}.embed_tokens.weight", "{stack}.embedding.weight"),
+    *[(f"model.{{stack}}.layers.{{i}}.self_attn.{hf}.{{wb}}", f"{{stack}}.layers.{{i}}.self_attn.{ours}.{{wb}}")
       for hf, ours in _MARIAN_ATTENTION.items()],
-    (r"model\.encoder\.layers\.(\d+)\.self_attn_layer_norm\.(weight|bias)", "encoder.layers.{0}.norm_1.{1}"),
-    (r"model\.encoder\.layers\.(\d+)\.fc1\.(weight|bias)", "encoder.layers.{0}.ffn.w_1.{1}"),
-    (r"model\.encoder\.layers\.(\d+)\.fc2\.(weight|bias)", "encoder.layers.{0}.ffn.w_2.{1}"),
-    (r"model\.encoder\.layers\.(\d+)\.final_layer_norm\.(weight|bias)", "encoder.layers.{0}.norm_2.{1}"),
-    *[(rf"model\.decoder\.layers\.(\d+)\.self_attn\.{hf}\.(weight|bias)", f"decoder.layers.{{0}}.self_attn.{ours}.{{1}}")
+    *[(f"model.decoder.layers.{{i}}.encoder_attn.{hf}.{{wb}}", f"decoder.layers.{{i}}.cross_attn.{ours}.{{wb}}")
       for hf, ours in _MARIAN_ATTENTION.items()],
-    *[(rf"model\.decoder\.layers\.(\d+)\.encoder_attn\.{hf}\.(weight|bias)",
-       f"decoder.layers.{{0}}.cross_attn.{ours}.{{1}}") for hf, ours in _MARIAN_ATTENTION.items()],
-    (r"model\.decoder\.layers\.(\d+)\.self_attn_layer_norm\.(weight|bias)", "decoder.layers.{0}.norm_1.{1}"),
-    (r"model\.decoder\.layers\.(\d+)\.encoder_attn_layer_norm\.(weight|bias)", "decoder.layers.{0}.norm_2.{1}"),
-    (r"model\.decoder\.layers\.(\d+)\.fc1\.(weight|bias)", "decoder.layers.{0}.ffn.w_1.{1}"),
-    (r"model\.decoder\.layers\.(\d+)\.fc2\.(weight|bias)", "decoder.layers.{0}.ffn.w_2.{1}"),
-    (r"model\.decoder\.layers\.(\d+)\.final_layer_norm\.(weight|bias)", "decoder.layers.{0}.norm_3.{1}"),
-    (r"final_logits_bias", "decoder.output_bias"),  # saved (1, V), ours (V,)
-    (r"lm_head\.weight", "decoder.output_proj.weight"),
-]
+    ("model.{stack}.layers.{i}.self_attn_layer_norm.{wb}", "{stack}.layers.{i}.norm_1.{wb}"),
+    ("model.decoder.layers.{i}.encoder_attn_layer_norm.{wb}", "decoder.layers.{i}.norm_2.{wb}"),
+    ("model.{stack}.layers.{i}.fc1.{wb}", "{stack}.layers.{i}.ffn.w_1.{wb}"),
+    ("model.{stack}.layers.{i}.fc2.{wb}", "{stack}.layers.{i}.ffn.w_2.{wb}"),
+    ("model.encoder.layers.{i}.final_layer_norm.{wb}", "encoder.layers.{i}.norm_2.{wb}"),
+    ("model.decoder.layers.{i}.final_layer_norm.{wb}", "decoder.layers.{i}.norm_3.{wb}"),
+    ("final_logits_bias", "decoder.output_bias"),  # saved (1, V), ours (V,)
+    ("lm_head.weight", "decoder.output_proj.weight"),
+)
 
 
-@dataclass(frozen=True)
-class Family:
-    """One pretrained family: its ``model_type``, the prefix of its encoder's tensor names, its
-    config translation, its key map, and the tensors of parts we do not build (the pooler and
-    next-sentence head of a pretraining checkpoint; the ``position_ids`` buffer, checked to be
-    ``0..P-1``), which are named in a warning, never silently dropped."""
+# ----------------------------------------------------------------------------- Marian
+MARIAN_KEYS = (
+    *_sizes(("vocab_size", "vocab_size"), ("d_model", "d_model"), ("n_encoder_layers", "encoder_layers"),
+            ("n_decoder_layers", "decoder_layers")),
+    # One setting of ours for both stacks: the decoder's must be the encoder's.
+    Key("n_heads", "encoder_attention_heads", same=("decoder_attention_heads",)),
+    Key("d_ff", "encoder_ffn_dim", same=("decoder_ffn_dim",)),
+    Key("max_len", "max_position_embeddings"),
+    Key("tgt_vocab_size", "decoder_vocab_size", default=Like("vocab_size")),
+    Key("share_embeddings", "share_encoder_decoder_embeddings", "flag", True),
+    Key("tie_output", "tie_word_embeddings", "flag", True),
+    Key("scale_embeddings", "scale_embedding", "flag", False),
+    Key("activation", "activation_function", "activation", "gelu"),
+    # Training here has one dropout rate: Marian's attention and activation dropouts become it.
+    Key("dropout", "dropout", "number", 0.1, copies=("attention_dropout", "activation_dropout")),
+    Key("pad_id", "pad_token_id", "token_id"),
+    # The opus-mt models start from the padding id; a model of ours written as Marian starts from
+    # its own BOS. Either is the task's bos_id (the tokenizer's start must agree: hub.folder).
+    Key("bos_id", "decoder_start_token_id", "token_id", Like("pad_id")),
+    Key("eos_id", "eos_token_id", "token_id", copies=("forced_eos_token_id",)),
+)
+#: Marian keys written at the one value its model computes with here.
+MARIAN_FIXED = {"is_encoder_decoder": True, "normalize_before": False, "static_position_embeddings": True}
+#: Marian keys accepted only at the value its model computes with here.
+MARIAN_MUST_BE = {
+    **MUST_BE, **MARIAN_FIXED, "add_final_layer_norm": False, "normalize_embedding": False,
+    "add_bias_logits": False, "encoder_layerdrop": 0.0, "decoder_layerdrop": 0.0, "extra_pos_embeddings": None,
+}
+#: Marian keys that only ``generate`` reads (defaults of its search, which ours takes from the
+#: decode settings) or that only training with ``transformers`` reads.
+MARIAN_BOOKKEEPING = BOOKKEEPING | {
+    "bad_words_ids", "num_beams", "max_length", "num_hidden_layers", "init_std", "classif_dropout", "num_labels",
+}
 
-    model_type: str
-    prefix: str
-    translate: Callable[[dict[str, Any]], dict[str, Any]]
-    key_map: list[tuple[str, str]]
-    not_built: tuple[str, ...] = ()
-    task: str = "mlm"
-    sizes: tuple[tuple[str, str], ...] = BERT_SIZES
 
-    def spelled(self) -> dict[str, str]:
-        """Our size keys -> this family's ``config.json`` keys, to name a bad value as the file does."""
-        extra = ({"tgt_vocab_size": "decoder_vocab_size"} if self.task == "translation"
-                 else {"norm_eps": "layer_norm_eps", "dropout": "hidden_dropout_prob"})
-        return {**extra, **dict(self.sizes), "type_vocab_size": "type_vocab_size"}
-
-    def our_name(self, name: str) -> str | None:
-        """Our masked LM's parameter name for the HF tensor ``name``; None: no place for it."""
-        bare = name[len(self.prefix):] if name.startswith(self.prefix) else name
-        bare = re.sub(r"LayerNorm\.gamma$", "LayerNorm.weight", re.sub(r"LayerNorm\.beta$", "LayerNorm.bias", bare))
-        for pattern, ours in self.key_map:
-            m = re.fullmatch(pattern, bare)
-            if m:
-                return ours.format(*m.groups())
-        return None
-
-    def is_not_built(self, name: str) -> bool:
-        bare = name[len(self.prefix):] if name.startswith(self.prefix) else name
-        return any(re.fullmatch(p, bare) for p in self.not_built)
+def _marian_settings(got: Mapping[str, Any]) -> dict[str, Any]:
+    """The target vocabulary's size, None where it is the source's."""
+    vocab, tgt_vocab = got["vocab_size"], got["tgt_vocab_size"]
+    if got["share_embeddings"] and tgt_vocab != vocab:
+        raise HubError(f"config.json: decoder_vocab_size={tgt_vocab!r} differs from vocab_size={vocab!r} with shared "
+                       f"embeddings")
+    return {"tgt_vocab_size": None if got["share_embeddings"] or tgt_vocab == vocab else tgt_vocab}
 
 
+_MLM = dict(task="mlm", switches=MLM_SWITCHES)
 FAMILIES: dict[str, Family] = {
-    "bert": Family("bert", "bert.", bert_config, _BERT_ENCODER + _BERT_HEAD,
-                   (r"pooler\.dense\.(weight|bias)", r"cls\.seq_relationship\.(weight|bias)",
-                    r"embeddings\.position_ids")),
-    "roberta": Family("roberta", "roberta.", lambda c: bert_config(c, roberta=True), _BERT_ENCODER + _ROBERTA_HEAD,
-                      (r"pooler\.dense\.(weight|bias)", r"embeddings\.position_ids")),
-    "distilbert": Family("distilbert", "distilbert.", distilbert_config, _DISTILBERT, (r"embeddings\.position_ids",),
-                         sizes=DISTILBERT_SIZES),
-    # Older files keep the fixed sinusoid tables; they are checked equal to ours, then not used.
-    "marian": Family("marian", "", marian_config, _MARIAN,
-                     (r"model\.(encoder|decoder)\.embed_positions\.weight",), task="translation",
-                     sizes=MARIAN_SIZES),
+    "bert": Family("bert", "BERT", "BertForMaskedLM", keys=_bert_keys(0), settings=_bert_settings,
+                   body=_BERT_ENCODER, head=_BERT_HEAD, prefix="bert.", **_MLM,
+                   not_built=("pooler.dense.{wb}", "cls.seq_relationship.{wb}", "embeddings.position_ids")),
+    "roberta": Family("roberta", "RoBERTa", "RobertaForMaskedLM", keys=_bert_keys(1), settings=_roberta_settings,
+                      body=_BERT_ENCODER, head=_ROBERTA_HEAD, prefix="roberta.", **_MLM,
+                      not_built=("pooler.dense.{wb}", "embeddings.position_ids")),
+    "distilbert": Family("distilbert", "DistilBERT", "DistilBertForMaskedLM", keys=DISTILBERT_KEYS, task="mlm",
+                         switches={**MLM_SWITCHES, "norm_eps": 1e-12, "type_vocab_size": 0},  # fixed in its code
+                         settings=_bert_settings, body=_DISTILBERT_ENCODER, head=_DISTILBERT_HEAD,
+                         prefix="distilbert.", not_built=("embeddings.position_ids",)),
+    "marian": Family(
+        "marian", "Marian", "MarianMTModel", task="translation", keys=MARIAN_KEYS, settings=_marian_settings,
+        switches={"norm_first": False, "embedding_norm": False, "norm_eps": 1e-5, "output_bias": True,
+                  "mask_target_padding": False,
+                  "positional": {"_target_": "SinusoidalPositionalEncoding", "_partial_": True, "layout": "halves"}},
+        body=_MARIAN, activations=MARIAN_ACTIVATIONS, also_read={"silu": "silu"}, fixed=MARIAN_FIXED,
+        must_be=MARIAN_MUST_BE, bookkeeping=MARIAN_BOOKKEEPING, saved_as_row=("final_logits_bias",),
+        # Older files keep the fixed sinusoid tables; they are checked equal to ours, then not used.
+        not_built=("model.{stack}.embed_positions.weight",)),
 }
 
 
@@ -405,5 +493,5 @@ def family_of(config: dict[str, Any]) -> Family:
     return FAMILIES[model_type]
 
 
-__all__ = ["BERT_SIZES", "BOOKKEEPING", "DISTILBERT_SIZES", "MARIAN_SIZES", "FAMILIES", "Family", "HubError", "bert_config", "distilbert_config", "family_of",
-           "marian_config"]
+__all__ = ["ACTIVATIONS", "BOOKKEEPING", "FAMILIES", "MARIAN_ACTIVATIONS", "MARIAN_KEYS", "MLM_SWITCHES", "Family",
+           "HubError", "Key", "Like", "family_of", "rename", "tied_parameters"]

@@ -26,7 +26,7 @@ import torch
 
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.files import refusal_reason
-from transformer.hub.families import Family, HubError, family_of
+from transformer.hub.families import Family, HubError, family_of, tied_parameters
 from transformer.ranges import HyperparameterError, check_fields
 
 log = logging.getLogger(__name__)
@@ -309,13 +309,7 @@ def translation_checkpoint(spec: str) -> dict[str, Any]:
         cfg = TransformerConfig(**kwargs, positional=functools.partial(SinusoidalPositionalEncoding, layout="halves"))
         meta = EncoderDecoder(cfg)
     check_weights_size(folder, meta)
-    expected = meta.state_dict()
-    tied = {}
-    if model_cfg["share_embeddings"]:
-        tied["decoder.embedding.weight"] = "encoder.embedding.weight"
-    if model_cfg["tie_output"]:
-        tied["decoder.output_proj.weight"] = tied.get("decoder.embedding.weight", "decoder.embedding.weight")
-    state = map_weights(family, read_weights(folder), expected, tied)
+    state = map_weights(family, read_weights(folder), meta.state_dict(), tied_parameters(family.task, model_cfg))
     langs = {k: str(tok_config.get(f"{k}_lang") or k) for k in ("source", "target")}
     return {
         "transformer_task": "translation",
@@ -370,9 +364,7 @@ def mlm_checkpoint(spec: str) -> dict[str, Any]:
             **kw, first_position=model_cfg["positional"]["first_position"]))
         meta = MaskedLanguageModel(cfg)
     check_weights_size(folder, meta)
-    expected = meta.state_dict()
-    tied = {"output_proj.weight": "encoder.embedding.weight"} if model_cfg["tie_output"] else {}
-    state = map_weights(family, read_weights(folder), expected, tied)
+    state = map_weights(family, read_weights(folder), meta.state_dict(), tied_parameters(family.task, model_cfg))
     vocab_size = model_cfg.pop("vocab_size")
     pad_id = model_cfg.pop("pad_id")
     return {

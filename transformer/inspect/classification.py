@@ -9,26 +9,48 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from transformer import kinds
 from transformer.inspect import plots
 from transformer.inspect.attention import capture_encoder_attention
 from transformer.inspect.report import _save_npz, piece_labels
 
 
+def _frames(task, path: str, device) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
+    """A recording as a speech model reads it: ``frames (1, T, M)``, ``lengths (1,)`` and the
+    axis labels of the front end's output positions (their start times: 40 ms apart after ×4
+    subsampling of 10 ms frames)."""
+    from transformer.data.speech.datamodule import frames_of
+
+    src, lengths = frames_of([path], task.hparams.data)
+    from transformer.data.speech.datamodule import feature_settings
+    from transformer.modules.frontends import STRIDE
+
+    n = int(task.model.encoder.frontend.output_lengths(lengths)[0])
+    step = feature_settings(task.hparams.data).hop_ms * STRIDE**2  # two stride-2 convolutions
+    return src.to(device), lengths.to(device), [f"{i * step:g} ms" for i in range(n)]
+
+
 @torch.no_grad()
 def classification_attention(task, sentence: str) -> dict[str, np.ndarray]:
-    """One sentence through a classification task's model: ``tokens`` (axis labels, ``[CLS]``
-    first with a ``[CLS]`` pooling), ``probabilities (C,)``, ``encoder.layer{i} (H, T, T)`` and,
-    for attention pooling, ``pooling (H, T)``."""
+    """One sentence (or, for a speech model, one recording's path: ``transformer.kinds``) through
+    a classification task's model: ``tokens`` (axis labels: pieces, ``[CLS]`` first with a
+    ``[CLS]`` pooling; a recording's positions by time), ``probabilities (C,)``,
+    ``encoder.layer{i} (H, T, T)`` (a truncated model's band shows) and, for attention pooling,
+    ``pooling (H, T)``."""
     model = task.model
     if not hasattr(model, "pool"):
         raise ValueError("inspect one classification checkpoint at a time (an ensemble has no single attention)")
-    max_len = task.members()[0][2]
-    ids = task.tokenizer.encode(sentence)[: max_len - 1]
-    src = torch.tensor([ids], dtype=torch.long, device=next(model.parameters()).device)  # (1, T)
+    device = next(model.parameters()).device
+    if kinds.input_kind(task.hparams) is kinds.FRAMES:
+        src, lengths, labels = _frames(task, sentence, device)
+    else:
+        ids = task.tokenizer.encode(sentence)[: task.members()[0][2] - 1]
+        src, lengths = torch.tensor([ids], dtype=torch.long, device=device), None  # (1, T)
+        labels = piece_labels(task.tokenizer, ids)
     with capture_encoder_attention(model.encoder) as calls:
-        pooled = model.pool(src)
+        pooled = model.pool(src, src_lengths=lengths)
     probs = torch.softmax(model.classifier(pooled.vector).float(), dim=-1)[0]  # (C,)
-    tokens = ["[CLS]"] * pooled.offset + piece_labels(task.tokenizer, ids)
+    tokens = ["[CLS]"] * pooled.offset + labels
     arrays = {"tokens": np.array(tokens), "labels": np.array(task.labels), "probabilities": probs.cpu().numpy()}
     for i, w in enumerate(calls[0]):
         arrays[f"encoder.layer{i}"] = w[0].float().cpu().numpy()  # (H, T, T)

@@ -55,7 +55,7 @@ class StackConfig:
         activation: ``"relu"``, ``"gelu"`` or ``"silu"`` in the FFN (``"gelu"`` is the exact erf form,
             BERT's; ``"silu"`` is x·sigmoid(x), Marian's ``swish``).
         window: if set, each encoder position attends only to positions within ``window``
-            (restricted self-attention, Vaswani et al. 2017, Table 1); None = full attention.
+            (restricted self-attention, Vaswani et al. 2017, Table 1; linear in S: ``LocalWindow``); None = full.
         max_len: longest sequence the positional encoding covers.
         norm_eps: the epsilon of every LayerNorm of the stacks (BERT's is 1e-12).
         scale_embeddings: multiply token embeddings by √d_model (Vaswani et al. 2017, sec. 3.4);

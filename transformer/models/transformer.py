@@ -48,11 +48,11 @@ from transformer.models.config import (
     hp,
 )
 from transformer.modules.attention import (
+    LocalWindow,
     MultiHeadAttention,
     PackedRows,
     causal_mask,
     packable,
-    local_window_mask,
     merge_masks,
     pad_mask,
     padding_bias,
@@ -239,9 +239,10 @@ class TransformerEncoder(nn.Module):
         if self.type_embedding is not None:
             x = x + self.type_embedding.weight[0]  # every piece is of type 0: (B, S, D) + (D,)
         x = self.dropout(self.embedding_norm(x))
-        window = None if self.window is None else local_window_mask(s, s, self.window, device=x.device)
-        mask = merge_masks(src_pad_mask, window)  # (B, 1, 1|S, S) or None
-        bias = self.positional.attention_bias(s, s)  # (1, H, S, S) or None
+        if self.window is None:
+            mask, bias = merge_masks(src_pad_mask), self.positional.attention_bias(s, s)  # (B, 1, 1, S), (1, H, S, S)
+        else:  # truncated attention is described, not built as (S, S): attention computes it block by block
+            mask, bias = LocalWindow(s, self.window, src_pad_mask, self.positional.attention_bias), None
         rows = None
         if src_pad_mask is not None and not need_weights and packable():
             # Inference only computes the real positions: everything but attention is position-wise,
@@ -410,7 +411,7 @@ class EncoderLayer(nn.Module):
     ``LN(x + Dropout(sublayer(x)))`` (Vaswani et al. 2017) or, with ``norm_first``, pre-norm
     ``x + Dropout(sublayer(LN(x)))`` (Xiong et al. 2020).
 
-    ``forward(x (B, S, D), mask (B, 1, S, S) bool | None, attn_bias (1, H, S, S) | None,
+    ``forward(x (B, S, D), mask (B, 1, 1|S, S) bool | LocalWindow | None, attn_bias (1, H, S, S) | None,
     need_weights, rows) -> (x (B, S, D), weights (B, H, S, S) | None)``; given ``rows``
     (``modules.attention.PackedRows``), ``x`` is ``(N, D)``, the batch's real positions only.
     """

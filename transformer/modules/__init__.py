@@ -2,6 +2,7 @@
 it reads while decoding, positional encodings."""
 
 from transformer.modules.attention import (
+    LocalWindow,
     MultiHeadAttention,
     causal_mask,
     local_window_mask,
@@ -21,6 +22,7 @@ from transformer.modules.positional import (
 __all__ = [
     "KVCache",
     "LearnedPositionalEncoding",
+    "LocalWindow",
     "MultiHeadAttention",
     "NoPositionalEncoding",
     "RelativePositionBias",

@@ -7,6 +7,10 @@ Masks are boolean and built only here, with one polarity everywhere: ``True`` = 
 may attend to this key (or, for a ``(B, T)`` padding mask, this position holds a real token).
 ``attn_bias`` is an additive float bias (relative positions, T5).
 
+Truncated self-attention (a local ``window``) is the one mask not built as a tensor: a
+:class:`LocalWindow` describes it, and attention computes it block by block (time and memory
+linear in T) or, for short inputs and for returned weights, as the dense ``(T, T)`` band.
+
 Offset rule for cached decoding: when ``T_q < T_k`` the queries are the *last*
 ``T_q`` positions of the sequence, so query ``i`` sits at absolute position
 ``T_k - T_q + i``. With this rule the same functions serve full (teacher-forced)
@@ -18,6 +22,8 @@ Cached decoding reads its keys and values from the KV cache of :mod:`transformer
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, field
+from typing import Callable
 
 import torch
 import torch.nn.functional as F
@@ -116,14 +122,111 @@ def padding_bias(mask: Tensor | None, dtype: torch.dtype) -> tuple[Tensor | None
 
     A stack that folds its mask once spares every attention call the conversion of the bool mask
     and the search for fully masked rows (at inference: one host sync per stack, none per layer).
+    A :class:`LocalWindow` is returned as it is.
     """
-    if mask is None:
-        return None, None
+    if mask is None or isinstance(mask, LocalWindow):
+        return mask, None  # a local window stays a description: no (T, T) tensor to fold
     if not bool(mask.any(dim=-1).all()):
         return mask, None
     if bool(mask.all()):
         return None, None
     return None, torch.zeros(mask.shape, dtype=dtype, device=mask.device).masked_fill(~mask, float("-inf"))
+
+
+# Queries per block of the blocked local-window path: at least this many, so that a small window
+# does not become thousands of tiny products.
+MIN_BLOCK = 16
+# The blocked path's rule: a sequence of at least this many positions and key slices. Below either
+# bound the dense (T, T) band ran as fast or faster (attention alone, d_model 144, 4 heads, one CPU
+# thread: a block's fixed cost dominates short inputs, a large window's slices overlap heavily).
+BLOCKED_MIN_LENGTH = 256
+BLOCKED_MIN_SLICES = 2
+
+
+@dataclass(eq=False)
+class LocalWindow:
+    """Truncated (local) self-attention over ``t`` positions, described rather than built: query
+    ``i`` may attend to key ``j`` when ``|i - j| <= window`` and ``key_pad_mask[b, j]`` is True
+    (the mask of :func:`local_window_mask` AND the padding mask, never materialised as ``(T, T)``).
+
+    ``position_bias(t_q, t_k, offset) -> (1, H, T_q, T_k) | None`` is the stack's positional
+    ``attention_bias``; it must depend on ``key_pos - query_pos`` only (T5's relative bias does),
+    so one ``(Bq, Bk)`` bias serves every block.
+
+    Blocked layout (``MultiHeadAttention.attend`` picks it when :attr:`blocked`): queries are cut
+    into ``n_blocks`` blocks of ``block`` positions; block ``n`` (queries ``n·Bq .. n·Bq + Bq - 1``)
+    reads the key slice ``n·Bq - window .. n·Bq + Bq - 1 + window`` (``Bk = Bq + 2·window`` keys;
+    positions outside ``0 .. T - 1`` are zero padding and masked). Work and memory: ``T · Bk``.
+
+    Shapes: ``key_pad_mask (B, T)`` bool, True = real; blocks ``(B·n_blocks, H, Bq|Bk, d_head)``.
+    """
+
+    t: int
+    window: int
+    key_pad_mask: Tensor | None = None
+    position_bias: Callable[..., Tensor | None] | None = None
+    block: int = field(init=False)
+    _dense: tuple[Tensor, Tensor | None] | None = field(default=None, init=False, repr=False)
+
+    def __post_init__(self):
+        if self.window < 0:
+            raise ValueError(f"window must be >= 0, got {self.window}")
+        self.block = max(self.window, MIN_BLOCK)
+
+    @property
+    def n_blocks(self) -> int:
+        return -(-self.t // self.block)  # ceil(T / Bq)
+
+    @property
+    def blocked(self) -> bool:
+        """The one rule for the blocked path: ``T >= max(BLOCKED_MIN_LENGTH, BLOCKED_MIN_SLICES · Bk)``
+        (shorter inputs gain nothing from blocks, and their ``(T, T)`` band is small)."""
+        return self.t >= max(BLOCKED_MIN_LENGTH, BLOCKED_MIN_SLICES * (self.block + 2 * self.window))
+
+    def dense(self, device: torch.device | str | None = None) -> tuple[Tensor, Tensor | None]:
+        """``(mask (B|1, 1, T, T) bool, bias (1, H, T, T) | None)``: the band as full attention
+        sees it; built once per window and shared by the layers of a stack."""
+        if self._dense is None:
+            band = local_window_mask(self.t, self.t, self.window, device=device)  # (T, T)
+            bias = None if self.position_bias is None else self.position_bias(self.t, self.t)
+            self._dense = merge_masks(self.key_pad_mask, band), bias
+        return self._dense
+
+    def _slices(self, x: Tensor, fill: float | bool = 0.0) -> Tensor:
+        """The key slice of every block: ``x (..., T, C)`` -> ``(..., n_blocks, Bk, C)``, a strided
+        view of ``x`` padded with ``fill`` by ``window`` before and ``window`` + the last block's
+        shortfall after."""
+        w, bq = self.window, self.block
+        padded = F.pad(x, (0, 0, w, self.n_blocks * bq - self.t + w), value=fill)  # (..., n·Bq + 2w, C)
+        return padded.unfold(-2, bq + 2 * w, bq).transpose(-1, -2)  # -> (..., n, C, Bk) -> (..., n, Bk, C)
+
+    def to_blocks(self, q: Tensor, k: Tensor, v: Tensor) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor | None]:
+        """``q, k, v (B, H, T, d)`` -> ``q (B·n, H, Bq, d)``, ``k, v (B·n, H, Bk, d)`` (block ``n``
+        of row ``b`` is batch row ``b·n_blocks + n``: SDPA's fused CPU kernel wants 4-dim input with
+        unit stride in ``d``), the blocks' mask ``(B·n, 1, Bq, Bk)`` bool and position bias
+        ``(1, H, Bq, Bk) | None``."""
+        w, bq, n = self.window, self.block, self.n_blocks
+        b, h, _, d = q.shape
+        if q.size(2) != self.t or k.size(2) != self.t:
+            raise ValueError(f"a LocalWindow over {self.t} positions got {q.size(2)} queries and {k.size(2)} keys")
+        q = F.pad(q, (0, 0, 0, n * bq - self.t)).view(b, h, n, bq, d)  # (B, H, n·Bq, d) -> (B, H, n, Bq, d)
+        q = q.transpose(1, 2).reshape(b * n, h, bq, d)  # -> (B, n, H, Bq, d) -> (B·n, H, Bq, d)
+        # (B, H, T, d) -> (B, H, n, Bk, d) -> (B, n, H, Bk, d) -> (B·n, H, Bk, d), a copy
+        k, v = (self._slices(x).transpose(1, 2).reshape(b * n, h, bq + 2 * w, d) for x in (k, v))
+        real = self.key_pad_mask if self.key_pad_mask is not None else q.new_ones(1, self.t, dtype=torch.bool)
+        real = self._slices(real.expand(b, self.t).unsqueeze(-1), fill=False)  # (B, T, 1) -> (B, n, Bk, 1)
+        q_pos = w + torch.arange(bq, device=q.device).unsqueeze(1)  # (Bq, 1): query i at slice position w + i
+        k_pos = torch.arange(bq + 2 * w, device=q.device).unsqueeze(0)  # (1, Bk)
+        band = (q_pos - k_pos).abs() <= w  # (Bq, Bk), the same for every block
+        mask = band & real.reshape(b * n, 1, 1, -1)  # (Bq, Bk) & (B·n, 1, 1, Bk) -> (B·n, 1, Bq, Bk)
+        bias = None if self.position_bias is None else self.position_bias(bq, bq + 2 * w, w)  # (1, H, Bq, Bk)
+        return q, k, v, mask, bias
+
+    def from_blocks(self, x: Tensor) -> Tensor:
+        """``(B·n, H|1, Bq, C)`` -> ``(B, H|1, T, C)``: the blocks' rows back in order, padding dropped."""
+        bn, h, bq, c = x.shape
+        x = x.view(bn // self.n_blocks, self.n_blocks, h, bq, c).transpose(1, 2)  # -> (B, H, n, Bq, C)
+        return x.reshape(-1, h, self.n_blocks * bq, c)[:, :, : self.t]  # -> (B, H, n·Bq, C) -> (B, H, T, C)
 
 
 def packable() -> bool:
@@ -255,8 +358,9 @@ class MultiHeadAttention(nn.Module):
 
     Two paths: ``F.scaled_dot_product_attention`` (PyTorch's fused kernels), and with
     ``need_weights=True`` the explicit :func:`scaled_dot_product`, which also returns the
-    weights (for plots and tests). For cached decoding call ``project_q``, ``project_kv`` and
-    ``attend`` separately.
+    weights (for plots and tests). Given a :class:`LocalWindow` mask (the encoder's truncated
+    self-attention), long inputs run SDPA over blocks of queries and their key slices instead.
+    For cached decoding call ``project_q``, ``project_kv`` and ``attend`` separately.
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True):
@@ -304,13 +408,22 @@ class MultiHeadAttention(nn.Module):
 
         Args:
             q: ``(B, H, T_q, d_head)``; k, v: ``(B, H, T_k, d_head)``.
-            mask: bool broadcastable to ``(B, H, T_q, T_k)``, True = may attend.
-            attn_bias: float broadcastable to ``(B, H, T_q, T_k)``.
+            mask: bool broadcastable to ``(B, H, T_q, T_k)``, True = may attend; or a
+                :class:`LocalWindow` (self-attention, ``T_q = T_k``), computed block by block when
+                its ``blocked`` rule says so and no weights are asked for.
+            attn_bias: float broadcastable to ``(B, H, T_q, T_k)``; None with a ``LocalWindow``,
+                which carries its own.
 
         Returns:
             ``(out (B, T_q, D), weights (B, H, T_q, T_k) | None)``.
         """
         p = self.dropout if self.training else 0.0
+        if isinstance(mask, LocalWindow):
+            if attn_bias is not None:
+                raise ValueError("a LocalWindow carries its own position bias: pass attn_bias=None")
+            if mask.blocked and not need_weights:
+                return self._output(*self._blocked(q, k, v, mask, p)), None
+            mask, attn_bias = mask.dense(q.device)  # short inputs and returned weights: the (T, T) band
         if mask is not None and mask.dim() < 4:
             mask = mask.view((1,) * (4 - mask.dim()) + tuple(mask.shape))  # -> (B|1, H|1, T_q|1, T_k)
         empty = _empty_rows(mask)  # (B|1, 1|H, T_q, 1) or None
@@ -324,13 +437,26 @@ class MultiHeadAttention(nn.Module):
             weights = w if need_weights else None
         else:
             ctx = self._sdpa(q, k, v, mask, empty, attn_bias, p)
+        return self._output(ctx, empty), weights
+
+    def _output(self, ctx: Tensor, empty: Tensor | None) -> Tensor:
+        """Heads ``ctx (B, H, T_q, d_head)`` -> ``W_o`` of their concatenation ``(B, T_q, D)``;
+        ``empty (B|1, 1|H, T_q, 1)`` marks fully masked queries, whose output is exact zeros."""
         b, _, t_q, _ = ctx.shape
         ctx = ctx.transpose(1, 2).reshape(b, t_q, self.d_model)  # (B, H, T_q, d_head) -> (B, T_q, D)
         out = self.w_o(ctx)
         if empty is not None:
             # Fully masked queries return exact zeros, not W_o's bias.
             out = out.masked_fill(empty.all(dim=1), 0.0)  # (B|1, T_q|1, 1) broadcast over D
-        return out, weights
+        return out
+
+    def _blocked(self, q: Tensor, k: Tensor, v: Tensor, window: LocalWindow, p: float) -> tuple[Tensor, Tensor]:
+        """Truncated self-attention block by block (:class:`LocalWindow`): ``q, k, v (B, H, T, d_head)``
+        -> ``(ctx (B, H, T, d_head), empty (B|1, 1, T, 1))``, the same as the dense band."""
+        q, k, v, mask, bias = window.to_blocks(q, k, v)  # (B·n, H, Bq|Bk, d_head), (B·n, 1, Bq, Bk)
+        empty = _empty_rows(mask)  # (B·n, 1, Bq, 1)
+        ctx = self._sdpa(q, k, v, mask, empty, bias, p)  # (B·n, H, Bq, d_head)
+        return window.from_blocks(ctx), window.from_blocks(empty)  # (B, H, T, d_head), (B, 1, T, 1)
 
     def _sdpa(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None, empty: Tensor | None,
               attn_bias: Tensor | None, p: float) -> Tensor:

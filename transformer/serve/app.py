@@ -246,7 +246,7 @@ class Dispatcher:
         except asyncio.TimeoutError:
             raise RequestError(f"the request took longer than request_timeout_s={timeout:g} s; retry with fewer or "
                                f"shorter inputs", 504) from None
-        except QueueFull:
+        except (QueueFull, RequestError):  # a full queue; an input the model refuses (422 naming it)
             raise
         except Exception as exc:  # the model call failed: this request fails, the server goes on
             # the message may quote the input: logged only where request text may be

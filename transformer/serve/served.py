@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import logging
 import unicodedata
+from pathlib import Path
 from collections import OrderedDict
 from dataclasses import dataclass
 from typing import Hashable, Sequence
@@ -601,6 +602,43 @@ class ClassificationModel(ServedModel):
         return view
 
 
-__all__ = ["ClassificationModel", "CTranslate2Model", "Limits", "RequestError", "ServedModel", "Source", "TaggingModel",
+class AudioClassificationModel(ClassificationModel):
+    """A speech classifier (input kind ``frames``, ``transformer.kinds``) on ``/v1/classify``:
+    each input is one audio file (WAV, FLAC ...) encoded in base64, as a JSON body carries an
+    upload. The files are decoded in a private temporary folder that is removed after the
+    request; a file that is not audio is a 422 naming the input."""
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.attends, self.options = False, ("top_k",)
+        self.frames_per_byte = 100 / (2 * self.classifier.data["features"].get("sample_rate", 16_000))
+
+    def count_tokens(self, text: str) -> int:
+        return max(1, int(len(text) * 3 / 4 * self.frames_per_byte))  # frames of 16-bit audio, about
+
+    def predict(self, texts: Sequence[str], settings: Hashable) -> list[dict]:
+        import base64
+        import binascii
+        import tempfile
+
+        from transformer.data.speech.audio import AudioError
+
+        with tempfile.TemporaryDirectory(prefix="transformer-serve-") as folder:
+            paths = []
+            for i, text in enumerate(texts):
+                try:
+                    data = base64.b64decode(text, validate=True)
+                except (binascii.Error, ValueError):
+                    raise RequestError(f"input {i}: not an audio file in base64") from None
+                path = Path(folder) / f"input{i}"
+                path.write_bytes(data)
+                paths.append(str(path))
+            try:
+                return super().predict(paths, settings)
+            except AudioError as exc:
+                raise RequestError(str(exc).replace(folder + "/", "")) from None
+
+
+__all__ = ["AudioClassificationModel", "ClassificationModel", "CTranslate2Model", "Limits", "RequestError", "ServedModel", "Source", "TaggingModel",
            "TranslationModel", "directions_info", "text_problem", "word_attention",
            "word_groups", "word_start_rule"]

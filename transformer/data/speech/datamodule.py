@@ -14,6 +14,7 @@ masks training frames when ``spec_augment`` is on. The input kind is declared he
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from dataclasses import asdict
@@ -45,6 +46,24 @@ def feature_settings(data: dict) -> FeatureSettings:
     return FeatureSettings(**data.get("features", {}))
 
 
+def check_speech(d: dict, where: str, complete: bool = False, presets: Sequence[str] = PRESETS) -> None:
+    """A speech config, before anything is written: the preset is one of ``presets``, and every
+    manifest reads, each row's audio file there (``manifest.read_manifest`` names the manifest and
+    row); ``complete``: a run's, which needs a training manifest or a preset."""
+    preset = d.get("preset")
+    if preset is not None and preset not in presets:
+        raise ValueError(f"{where}.preset={preset!r}: unknown (known: {', '.join(presets)}; null for your own "
+                         f"manifests)")
+    if d.get("input", "frames") != "frames":
+        raise ValueError(f"{where}.input={d.get('input')!r}: a speech data module reads frames")
+    if complete and preset is None and d.get("train") is None:
+        raise ValueError(f"{where}.train: required (a manifest of audio path<TAB>text rows, or {where}.preset="
+                         f"{presets[0]})")
+    for split in ("train", "dev", "test"):
+        if d.get(split) is not None:
+            read_manifest(d[split])
+
+
 class LabelCollator(SpeechCollator):
     """:class:`SpeechCollator` whose targets are the label ids, under ``labels``."""
 
@@ -66,7 +85,9 @@ class SpeechDataModule(TokenBudgetDataModule):
         fold: with ``preset=fsdd``, hold this speaker out as the test set (leave one speaker out).
         dev_fraction: without a dev manifest, this seeded share of the training rows validates.
         sample_rate, n_mels: the features (25 ms windows every 10 ms: 100 frames a second).
-        spec_augment: mask time and frequency bands of training frames (Park et al. 2019).
+        spec_augment: mask time and frequency bands of training frames (Park et al. 2019): two
+            bands of up to ``freq_mask_width`` mel bins and two spans of up to
+            ``time_mask_width`` frames (at most a fifth of the utterance) each.
         max_tokens: frames per batch; max_len: training utterances with more frames are dropped.
         cache_features: keep each utterance's features in memory once computed (small sets).
         input: the input kind (``transformer.kinds``): frames.
@@ -75,6 +96,7 @@ class SpeechDataModule(TokenBudgetDataModule):
     val_split = "dev"
     vocab_size_chosen = False
     presets = PRESETS
+    check_config = staticmethod(check_speech)  # its config's checks, before the run folder is written
 
     def __init__(
         self,
@@ -88,6 +110,8 @@ class SpeechDataModule(TokenBudgetDataModule):
         sample_rate: Annotated[int, Range(1000, 192_000)] = 16_000,
         n_mels: Annotated[int, Range(1, 512)] = 80,
         spec_augment: bool = False,
+        freq_mask_width: Annotated[int, Range(0, 512)] = 27,
+        time_mask_width: Annotated[int, Range(0, 100_000)] = 40,
         data_dir: str | os.PathLike = "data/cache",
         max_tokens: Annotated[int, Range(1, 2**31)] = 20_000,
         max_len: Annotated[int, Range(1, 2**24)] = 60_000,
@@ -108,6 +132,7 @@ class SpeechDataModule(TokenBudgetDataModule):
         self.name, self.preset, self.fold, self.dev_fraction = name, preset, fold, dev_fraction
         self.data_dir, self.max_len, self.cache_features = Path(data_dir), max_len, cache_features
         self.spec_augment = spec_augment
+        self.masking = MaskingSettings(freq_width=freq_mask_width, time_width=time_mask_width)
         self.features = FeatureSettings(sample_rate=sample_rate, n_mels=n_mels)
         self.test_splits = ["test"] if "test" in self.paths or preset else []
         self.tokenizer = None
@@ -163,7 +188,7 @@ class SpeechDataModule(TokenBudgetDataModule):
                                                            f"({', '.join(self.labels)})")
         for split, split_rows in rows.items():
             ds = SpeechDataset(split_rows, self.features, spec_augment=self.spec_augment and split == "train",
-                               masking=MaskingSettings(), encode_target=ids.__getitem__, cache=self.cache_features,
+                               masking=self.masking, encode_target=ids.__getitem__, cache=self.cache_features,
                                seed=self.seed)
             lengths = ds.lengths()  # frames, from the files' headers
             self._add_split(split, ds, lengths, lengths, f"{self.name}-{split}")
@@ -222,17 +247,22 @@ class SpeechTranscriptDataModule(SpeechDataModule):
     """
 
     presets = TRANSCRIPT_PRESETS
+    check_config = staticmethod(functools.partial(check_speech, presets=TRANSCRIPT_PRESETS))
 
     def __init__(self, train: str | None = None, dev: str | None = None, test: str | None = None,
                  name: str = "speech", preset: str | None = None, n_strings: dict | None = None,
                  strings_seed: int = 0, dev_fraction: Annotated[float, Range(0.0, 0.5)] = 0.1,
                  sample_rate: Annotated[int, Range(1000, 192_000)] = 16_000, n_mels: Annotated[int, Range(1, 512)] = 80,
-                 spec_augment: bool = False, data_dir: str | os.PathLike = "data/cache",
+                 spec_augment: bool = False, freq_mask_width: Annotated[int, Range(0, 512)] = 27,
+                 time_mask_width: Annotated[int, Range(0, 100_000)] = 40, data_dir: str | os.PathLike = "data/cache",
                  max_tokens: Annotated[int, Range(1, 2**31)] = 20_000, max_len: Annotated[int, Range(1, 2**24)] = 60_000,
                  num_workers: Annotated[int, Range(0, 1024)] = 0, seed: int = 0, cache_features: bool = True,
                  input: str = "frames", src_lang: str = "speech", tgt_lang: str = "en"):
-        super().__init__(train, dev, test, name, preset, None, dev_fraction, sample_rate, n_mels, spec_augment,
-                         data_dir, max_tokens, max_len, num_workers, seed, cache_features, input)
+        super().__init__(train=train, dev=dev, test=test, name=name, preset=preset, dev_fraction=dev_fraction,
+                         sample_rate=sample_rate, n_mels=n_mels, spec_augment=spec_augment,
+                         freq_mask_width=freq_mask_width, time_mask_width=time_mask_width, data_dir=data_dir,
+                         max_tokens=max_tokens, max_len=max_len, num_workers=num_workers, seed=seed,
+                         cache_features=cache_features, input=input)
         self.n_strings = {**FSDD_STRINGS, **(n_strings or {})}
         self.strings_seed, self.src_lang, self.tgt_lang = strings_seed, src_lang, tgt_lang
         self.src_tokenizer = None  # frames have no source tokenizer (transformer.kinds)
@@ -266,7 +296,7 @@ class SpeechTranscriptDataModule(SpeechDataModule):
         encode = self.tgt_tokenizer.encode
         for split, split_rows in rows.items():
             ds = SpeechDataset(split_rows, self.features, spec_augment=self.spec_augment and split == "train",
-                               masking=MaskingSettings(), encode_target=encode, cache=self.cache_features,
+                               masking=self.masking, encode_target=encode, cache=self.cache_features,
                                seed=self.seed)
             lengths = ds.lengths()  # frames, from the files' headers
             self._add_split(split, ds, lengths, lengths, f"{self.name}-{split}")
@@ -308,5 +338,5 @@ def frames_of(paths: Sequence[str], data: dict, where: str = "input") -> tuple[t
     return batch["src"], batch["src_lengths"]
 
 
-__all__ = ["LabelCollator", "SpeechDataModule", "SpeechTranscriptDataModule", "TranscriptCollator", "check_transcripts",
-           "feature_settings", "frames_of"]
+__all__ = ["LabelCollator", "SpeechDataModule", "SpeechTranscriptDataModule", "TranscriptCollator", "check_speech",
+           "check_transcripts", "feature_settings", "frames_of"]

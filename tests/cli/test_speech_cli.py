@@ -1,0 +1,147 @@
+"""Speech classification end to end from the command line on a few real recordings: a user's
+manifests train a tiny frames classifier (through the classification task, the encoder behind a
+convolutional front end), the checkpoint evaluates (accuracy) and classifies audio files, and
+bad audio or manifest rows end with one ``error:`` line naming the file and row, nothing written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("soundfile")
+
+
+def run_cli(module: str, *args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
+    return subprocess.run([sys.executable, "-m", f"transformer.cli.{module}", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=600, input=stdin)
+
+
+def one_error(proc: subprocess.CompletedProcess) -> str:
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and lines[-1].startswith("error: "), proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    return lines[-1]
+
+
+def manifest(path: Path, recordings: Path, names: list[str]) -> Path:
+    """``audio path<TAB>digit`` rows, paths relative to the manifest (copies beside it)."""
+    folder = path.parent / "audio"
+    folder.mkdir(exist_ok=True)
+    rows = []
+    for name in names:
+        (folder / name).write_bytes((recordings / name).read_bytes())
+        rows.append(f"audio/{name}\t{name.split('_')[0]}")
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+TINY_MODEL = ["model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.d_ff=64", "model.frontend.channels=8",
+              "data.n_mels=20", "data.sample_rate=8000", "data.max_tokens=600", "task.warmup_steps=2",
+              "trainer.max_epochs=2", "callbacks.progress_bar=null", "logger.tensorboard=null"]
+
+
+@pytest.fixture(scope="module")
+def trained(mirror_root, tmp_path_factory):
+    recordings = mirror_root / "fsdd" / "recordings"
+    root = tmp_path_factory.mktemp("speech")
+    names = [f"{d}_{s}_{i}.wav" for d in (0, 1) for s in ("george", "theo") for i in range(5, 11)]
+    tests = [f"{d}_{s}_{i}.wav" for d in (0, 1) for s in ("george", "theo") for i in range(2)]
+    train = manifest(root / "train.tsv", recordings, names)
+    test = manifest(root / "test.tsv", recordings, tests)
+    run = root / "run"
+    proc = run_cli("train", "experiment=speech_classify", f"data.train={train}", f"data.test={test}",
+                   f"data.data_dir={root / 'cache'}", f"hydra.run.dir={run}", *TINY_MODEL, cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root, json.loads((run / "train_summary.json").read_text())
+
+
+def test_a_speech_classifier_trains_evaluates_and_classifies_audio_files(trained):
+    root, summary = trained
+    ckpt = summary["last_checkpoint"]
+    assert summary["global_step"] > 0
+    proc = run_cli("evaluate", f"ckpt_path={ckpt}", "split=test", f"output_dir={root / 'eval'}", cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (written,) = (root / "eval").glob("*.test.metrics.json")
+    metrics = json.loads(written.read_text())
+    assert 0 <= metrics["acc"] <= 1 and metrics["n"] == 8
+    paths = [str(root / "audio" / "1_theo_0.wav"), str(root / "audio" / "0_george_1.wav")]
+    proc = run_cli("classify", f"ckpt_path={ckpt}", "top_k=2", cwd=root, stdin="\n".join(paths) + "\n")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 2 and all({ln.split("\t")[0], ln.split("\t")[2]} == {"0", "1"} for ln in lines)
+
+
+@pytest.mark.parametrize("damage", ["not_audio", "empty", "missing"])
+def test_a_bad_audio_file_to_classify_is_one_line_naming_it(trained, tmp_path, damage):
+    _, summary = trained
+    bad = tmp_path / "bad.wav"
+    if damage == "not_audio":
+        bad.write_text("this is not a recording\n")
+    elif damage == "empty":
+        bad.write_bytes(b"")
+    proc = run_cli("classify", f"ckpt_path={summary['last_checkpoint']}", cwd=tmp_path, stdin=f"{bad}\n")
+    assert "bad.wav" in one_error(proc)
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["bad.wav"] if damage != "missing" else [])
+
+
+def test_a_manifest_row_whose_file_is_missing_is_one_line_naming_the_row(mirror_root, tmp_path):
+    recordings = mirror_root / "fsdd" / "recordings"
+    train = manifest(tmp_path / "train.tsv", recordings, ["0_george_5.wav", "1_george_5.wav"])
+    with train.open("a") as f:
+        f.write("audio/nowhere.wav\t1\n")
+    proc = run_cli("train", "experiment=speech_classify", f"data.train={train}", f"data.data_dir={tmp_path / 'c'}",
+                   f"hydra.run.dir={tmp_path / 'run'}", *TINY_MODEL, cwd=tmp_path)
+    line = one_error(proc)
+    assert "train.tsv:3" in line and "nowhere.wav" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_server_classifies_an_uploaded_recording(trained):
+    pytest.importorskip("fastapi")
+    import base64
+
+    from fastapi.testclient import TestClient
+
+    from transformer.serve.app import create_app
+    from transformer.serve.served import AudioClassificationModel
+    from transformer.tasks.checkpoint import load_task
+
+    root, summary = trained
+    model = AudioClassificationModel("digits", load_task(summary["last_checkpoint"]), "last.ckpt", top_k=2)
+    audio = base64.b64encode((root / "audio" / "1_theo_0.wav").read_bytes()).decode()
+    with TestClient(create_app([model])) as client:
+        ok = client.post("/v1/classify", json={"model": "digits", "inputs": [audio, audio]})
+        garbage = client.post("/v1/classify", json={"model": "digits", "inputs": ["not base64!"]})
+        not_audio = client.post("/v1/classify", json={"model": "digits",
+                                                      "inputs": [base64.b64encode(b"hello there").decode()]})
+    assert ok.status_code == 200, ok.text
+    outputs = ok.json()["outputs"]
+    assert len(outputs) == 2 and outputs[0]["label"] in ("0", "1") and len(outputs[0]["top"]) == 2
+    assert outputs[0] == outputs[1]
+    assert garbage.status_code == 422 and "base64" in garbage.text
+    assert not_audio.status_code == 422 and "not a readable audio file" in not_audio.text
+
+
+def test_inspect_draws_attention_over_a_recording_s_frames(trained, tmp_path):
+    from hydra_helpers import compose_cfg
+
+    from transformer.cli import inspect
+
+    root, summary = trained
+    recording = root / "audio" / "1_theo_0.wav"
+    cfg = compose_cfg("inspect", [f"ckpt_path={summary['last_checkpoint']}", f"text={recording}",
+                                  f"output_dir={tmp_path}"])
+    written = {p.name for p in inspect.run(cfg)}
+    assert {"encoder_layer0.png", "attention.npz", "index.html"} <= written
+    import numpy as np
+
+    arrays = np.load(tmp_path / "sentence_0" / "attention.npz")
+    n = len(arrays["tokens"])
+    assert arrays["encoder.layer0"].shape == (2, n, n) and np.allclose(arrays["encoder.layer0"].sum(-1), 1, atol=1e-5)
+    assert list(arrays["tokens"][:3]) == ["0 ms", "40 ms", "80 ms"]
