@@ -7,6 +7,13 @@ order and line count (an empty line gives an empty line).
 Several translation checkpoints, ``ckpt_path=[a.ckpt,b.ckpt]``, decode as an ensemble (their
 probabilities averaged at every step). With ``decode.n_best > 1`` each output line is ``<input line number> ||| <hypothesis> ||| <score>``.
 
+A speech checkpoint (its input kind is frames, ``transformer.kinds``: ``experiment=fsdd_strings``
+or ``fsdd_strings_ctc``) transcribes: each input line is an audio file's path, each output line
+its transcript (this is the toolkit's transcribe command; a file that cannot be read is one
+``error:`` line naming it and its input line).
+
+    transformer-decode ckpt_path=strings.ckpt input=wavs.txt decode.strategy=beam
+
 A multilingual checkpoint (trained with ``data.pairs``) translates into the language ``tgt_lang=``
 names, its sources tagged ``<2xx>`` (Johnson et al. 2017); ``src_lang=`` picks the source
 language where several translate into it. A bilingual checkpoint takes its own ``tgt_lang`` or none.

@@ -36,8 +36,8 @@ import torch
 from torch import Tensor
 
 from transformer.decoding.api import EncoderOutLike, KVCacheLike, Seq2SeqModel
-from transformer.decoding.common import (ban_tokens, block_maxima, block_size, blocks_log_sum_exp, max_target_lengths,
-                                         reserve_steps)
+from transformer.decoding.common import (ban_tokens, block_maxima, block_size, blocks_log_sum_exp, encode_source,
+                                         max_target_lengths, reserve_steps)
 from transformer.decoding.precision import compute_dtype
 
 
@@ -97,14 +97,14 @@ def beam_search(
 
     Args:
         model: anything with ``encode / init_cache / decode_step`` (``decoding.api.Seq2SeqModel``),
-            in ``eval()`` mode. src: ``(B, S)`` source ids, right-padded with ``pad_id``.
+            in ``eval()`` mode. src: ``(B, S)`` ids padded with ``pad_id``, or frames ``(B, T, F)``.
         bos_id, eos_id, pad_id: special ids; PAD and BOS are never generated.
         beam_size: K, live hypotheses per sentence.
         length_penalty: exponent of the length normaliser (0 = raw log-prob, favours short).
         max_len_a, max_len_b: at most ``floor(a * src_len + b)`` generated tokens per sentence,
             EOS included.
         n_best: hypotheses returned per sentence (<= beam_size); src_lengths: ``(B,)`` real
-            source lengths, if already known.
+            source lengths, if already known (of frames: needed).
         max_len: hard ceiling on generated tokens (the model's positional range).
         early_stopping: the stopping rule, see the module docstring.
         start: ``(B,)`` first decoder tokens (a target tag, ``data.tag_side=decoder``); None: BOS.
@@ -115,7 +115,7 @@ def beam_search(
     if not 1 <= n_best <= beam_size:
         raise ValueError(f"need 1 <= n_best <= beam_size, got n_best={n_best}, beam_size={beam_size}")
     max_lens = max_target_lengths(src, pad_id, max_len_a, max_len_b, src_lengths, max_len).tolist()
-    enc, cache, beams, last = _start(model, src, beam_size, max_lens, bos_id, start)
+    enc, cache, beams, last = _start(model, src, beam_size, max_lens, bos_id, start, src_lengths)
     results: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
     sent_ids = list(range(src.size(0)))  # input position of each sentence still searched
     first_step, later_step = _step_fns(model, beam_size, (pad_id, bos_id), eos_id)
@@ -140,7 +140,8 @@ def beam_search(
 
 
 def _start(model: Seq2SeqModel, src: Tensor, k: int, max_lens: list[int],
-           bos_id: int, start: Tensor | None = None) -> tuple[EncoderOutLike, KVCacheLike, _Beams, Tensor]:
+           bos_id: int, start: Tensor | None = None,
+           src_lengths: Tensor | None = None) -> tuple[EncoderOutLike, KVCacheLike, _Beams, Tensor]:
     """Encode once, set up the cache for K beams a sentence (rows ``b * K + k``) and
     ``max(max_lens)`` steps, the beams, and the first input (BOS, or ``start``). In a batch the
     first step is decoded once per sentence ``(B, 1)``, since all its beams start alike
@@ -150,7 +151,7 @@ def _start(model: Seq2SeqModel, src: Tensor, k: int, max_lens: list[int],
     is then a later one (one compiled step, no copy of its row to the beams): on a CPU, beam 5's
     first step took 2.2 ms a sentence decoded once and copied, against 1.5 for a later step."""
     batch = src.size(0)
-    enc = model.encode(src)  # B rows: the beams of a sentence share it
+    enc = encode_source(model, src, src_lengths)  # B rows: the beams of a sentence share it
     cache = reserve_steps(model.init_cache(enc, beams=k), max(max_lens))
     last = (torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device) if start is None
             else start.to(src.device, torch.long).view(batch, 1))  # (B, 1)

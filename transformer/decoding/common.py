@@ -18,6 +18,15 @@ def source_lengths(src: Tensor, pad_id: int, src_lengths: Tensor | None = None) 
     return (src != pad_id).sum(dim=1)
 
 
+def encode_source(model, src: Tensor, src_lengths: Tensor | None = None):
+    """``model.encode`` of a batch. Token ids ``(B, S)`` say their lengths by their padding; an
+    input kind with a front end (``transformer.kinds``: audio frames ``(B, T, F)``, float) needs
+    its real lengths ``src_lengths (B,)`` too."""
+    if src.is_floating_point():
+        return model.encode(src, src_lengths)
+    return model.encode(src)
+
+
 def max_target_lengths(
     src: Tensor,
     pad_id: int,

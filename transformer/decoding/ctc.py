@@ -21,7 +21,7 @@ import torch.nn.functional as F
 from torch import Tensor
 
 from transformer.decoding.api import EncoderOutLike
-from transformer.decoding.common import ban_tokens, max_last
+from transformer.decoding.common import ban_tokens, encode_source, max_last
 from transformer.decoding.nat import NATResult, NATStats
 
 
@@ -72,15 +72,17 @@ def collapse_paths(paths: Tensor, real: Tensor, blank_id: int) -> list[list[int]
 
 
 def banned_scores(model: CTCModel, src: Tensor, pad_id: int, ban_ids: Sequence[int] = (),
-                  blank_penalty: float = 0.0) -> tuple[Tensor, Tensor, Tensor | None]:
+                  blank_penalty: float = 0.0,
+                  src_lengths: Tensor | None = None) -> tuple[Tensor, Tensor, Tensor | None]:
     """One decoder pass: fp32 scores ``(B, U, K)`` with ``pad_id`` and ``ban_ids`` at -inf (never
     the blank), the real positions ``(B, U)``, and the column -> id map ``(K,)`` of a shortlisted
     model (None: K = V, column i is id i).
 
     ``blank_penalty`` is subtracted from the blank's score at every position (a logit, so a
     penalty p divides the blank's probability odds by e^p): positive values give longer outputs.
+    ``src_lengths``: of frames ``src (B, T, F)`` (``common.encode_source``).
     """
-    enc = model.encode(src)
+    enc = encode_source(model, src, src_lengths)
     real = model.decoder_mask(enc)  # (B, U)
     scores = model.decode(enc).float()  # (B, U, V), or (B, U, K) over a shortlist's columns
     vocab = getattr(model, "output_ids", None)  # (K,) column -> id, or None
@@ -103,6 +105,7 @@ def ctc_one_pass(
     ban_ids: Sequence[int] = (),
     return_stats: bool = False,
     blank_penalty: float = 0.0,
+    src_lengths: Tensor | None = None,
 ) -> NATResult:
     """Argmax at every upsampled position, repeats merged, blanks dropped; one decoder pass.
 
@@ -113,13 +116,14 @@ def ctc_one_pass(
         eos_id: if given, each output is cut at its first ``eos_id``.
         ban_ids: further ids never to predict (e.g. BOS). The blank is always allowed.
         blank_penalty: subtracted from the blank's score at every position (see ``banned_scores``).
+        src_lengths: ``(B,)`` real frames of a front end's ``src (B, T, F)``; None for token ids.
         return_stats: also return ``NATStats``: output length, mean log-probability of the
             path over the real positions, and 1 decoder pass per sentence.
 
     Returns:
         Per sentence, in input order, the output ids; ``(ids, NATStats)`` with stats.
     """
-    scores, real, vocab = banned_scores(model, src, pad_id, ban_ids, blank_penalty)  # (B, U, K), (B, U), (K,) | None
+    scores, real, vocab = banned_scores(model, src, pad_id, ban_ids, blank_penalty, src_lengths)  # (B, U, K), (B, U), (K,) | None
     # The argmax of the scores is the argmax of the log-probabilities: the softmax is only
     # computed (as one logsumexp) when the path's score is asked for.
     best, path = max_last(scores)  # (B, U)
@@ -201,6 +205,7 @@ def ctc_beam(
     eos_id: int | None = None,
     ban_ids: Sequence[int] = (),
     blank_penalty: float = 0.0,
+    src_lengths: Tensor | None = None,
 ) -> NATResult:
     """One decoder pass, then ``prefix_beam`` on each sentence's real positions (on the CPU).
 
@@ -211,7 +216,7 @@ def ctc_beam(
         ``(ids, NATStats)``: per sentence the output ids, and as its score the output's
         log-probability divided by the number of real positions.
     """
-    scores, real, vocab = banned_scores(model, src, pad_id, ban_ids, blank_penalty)  # (B, U, K)
+    scores, real, vocab = banned_scores(model, src, pad_id, ban_ids, blank_penalty, src_lengths)  # (B, U, K)
     log_probs = torch.log_softmax(scores, dim=-1).cpu().numpy()  # (B, U, K)
     blank = model.blank_id if vocab is None else int((vocab == model.blank_id).nonzero()[0, 0])
     columns = vocab.tolist() if vocab is not None else None

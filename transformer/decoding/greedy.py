@@ -19,8 +19,8 @@ import torch
 from torch import Tensor
 
 from transformer.decoding.api import EncoderOutLike, KVCacheLike, Seq2SeqModel
-from transformer.decoding.common import (ban_tokens, block_maxima, block_size, blocks_log_sum_exp, max_last,
-                                         max_target_lengths, reserve_steps)
+from transformer.decoding.common import (ban_tokens, block_maxima, block_size, blocks_log_sum_exp, encode_source,
+                                         max_last, max_target_lengths, reserve_steps)
 
 # Finished rows leave the batch once the row-steps they cost reach the active rows / this.
 DROP_EVERY_ROWS = 4
@@ -45,11 +45,11 @@ def greedy_search(
     Args:
         model: anything with ``encode / init_cache / decode_step`` (``decoding.api.Seq2SeqModel``),
             in ``eval()`` mode: search does not change the mode.
-        src: ``(B, S)`` source ids, right-padded with ``pad_id``.
+        src: ``(B, S)`` source ids, right-padded with ``pad_id``, or a front end's frames ``(B, T, F)``.
         bos_id, eos_id, pad_id: special ids; PAD and BOS are never chosen.
         max_len_a, max_len_b: at most ``floor(a * src_len + b)`` tokens are generated per
             sentence (EOS included), ``src_len`` being its real (non-pad) length.
-        src_lengths: ``(B,)`` real source lengths, if already known.
+        src_lengths: ``(B,)`` real source lengths, if already known (of frames: needed).
         max_len: hard ceiling on generated tokens (the model's positional range).
         return_scores: also return each output's summed log-probability (EOS included).
         start: ``(B,)`` each sentence's first decoder token (a multilingual model's target tag,
@@ -60,7 +60,7 @@ def greedy_search(
         ``(ids, sum_logprob)`` pairs.
     """
     max_lens = max_target_lengths(src, pad_id, max_len_a, max_len_b, src_lengths, max_len)  # (B,)
-    enc = model.encode(src)
+    enc = encode_source(model, src, src_lengths)
     cache = reserve_steps(model.init_cache(enc), int(max_lens.max()))
     out = _Outputs.empty(src.size(0), int(max_lens.max()), pad_id, src.device)
     last = (torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device) if start is None

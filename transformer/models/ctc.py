@@ -24,7 +24,6 @@ from torch import Tensor, nn
 
 from transformer.models.nat import NonAutoregressiveDecoder
 from transformer.models.transformer import EncoderOut, TransformerConfig, TransformerEncoder, hp, init_weights
-from transformer.modules.attention import pad_mask
 from transformer.ranges import Range
 
 UPSAMPLE_MODES = ("copy", "interpolate")
@@ -145,10 +144,11 @@ class CTCNonAutoregressiveModel(nn.Module):
         )
         init_weights(self, cfg.d_model)
 
-    def encode(self, src: Tensor) -> EncoderOut:
-        """``src (B, S)`` -> ``EncoderOut`` with the scaled source embeddings kept."""
-        src_pad_mask = pad_mask(src, self.pad_id)
-        src_embed = self.encoder.embed_tokens(src)  # (B, S, D)
+    def encode(self, src: Tensor, src_lengths: Tensor | None = None) -> EncoderOut:
+        """``src (B, S)`` -> ``EncoderOut`` with the scaled source embeddings kept; with an input
+        front end, frames ``src (B, T, F)`` of ``src_lengths (B,)``, whose front end's vectors
+        ``(B, T', D)`` the decoder upsamples as it would token embeddings."""
+        src_embed, src_pad_mask = self.encoder.embed(src, src_lengths)  # (B, S, D), (B, S)
         memory = self.encoder.forward_embeddings(src_embed, src_pad_mask)
         return EncoderOut(memory, src_pad_mask, src_embed)
 
@@ -169,8 +169,8 @@ class CTCNonAutoregressiveModel(nn.Module):
             x = torch.where(reveal.unsqueeze(-1), self.decoder.embed_tokens(glance_tokens), x)  # (B, U, D)
         return self.decoder.forward_embeddings(x, enc.memory, enc.src_pad_mask, real)
 
-    def forward(self, src: Tensor) -> tuple[Tensor, Tensor]:
+    def forward(self, src: Tensor, src_lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
         """``(logits (B, U, V), decoder_mask (B, U))``."""
-        enc = self.encode(src)
+        enc = self.encode(src, src_lengths)
         return self.decode(enc), self.decoder_mask(enc)
 

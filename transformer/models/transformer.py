@@ -67,7 +67,8 @@ class EncoderDecoder(nn.Module):
     Shapes:
         ``forward(src (B, S), tgt_in (B, T)) -> logits (B, T, V)`` (teacher forcing;
         causal and padding masks are built here from ``pad_id``);
-        ``encode(src) -> EncoderOut``; ``init_cache(enc) -> KVCache``;
+        ``encode(src) -> EncoderOut``; with an input front end (``cfg.frontend``) ``src`` is
+        frames ``(B, T, F)`` and ``forward``/``encode`` also take ``src_lengths (B,)``; ``init_cache(enc) -> KVCache``;
         ``decode_step(tokens (N, t), enc, cache) -> (log_probs (N, V), cache)``.
 
     Args:
@@ -91,19 +92,23 @@ class EncoderDecoder(nn.Module):
         )
         init_weights(self, cfg.d_model)
 
-    def encode(self, src: Tensor) -> EncoderOut:
-        """``src (B, S)`` -> ``EncoderOut(memory (B, S, D), src_pad_mask (B, S))``."""
+    def encode(self, src: Tensor, src_lengths: Tensor | None = None) -> EncoderOut:
+        """``src (B, S)`` -> ``EncoderOut(memory (B, S, D), src_pad_mask (B, S))``; with an input
+        front end, frames ``src (B, T, F)`` of ``src_lengths (B,)`` -> ``(B, T', D)``."""
+        if self.encoder.frontend is not None:
+            x, src_pad_mask = self.encoder.embed(src, src_lengths)  # (B, T', D), (B, T')
+            return EncoderOut(self.encoder.forward_embeddings(x, src_pad_mask), src_pad_mask)
         src_pad_mask = pad_mask(src, self.pad_id)
         return EncoderOut(self.encoder(src, src_pad_mask), src_pad_mask)
 
-    def forward(self, src: Tensor, tgt_in: Tensor) -> Tensor:
-        """Teacher-forced logits ``(B, T, V)``."""
-        enc = self.encode(src)
+    def forward(self, src: Tensor, tgt_in: Tensor, src_lengths: Tensor | None = None) -> Tensor:
+        """Teacher-forced logits ``(B, T, V)`` (``src_lengths``: of frames, see ``encode``)."""
+        enc = self.encode(src, src_lengths)
         return self.decoder(tgt_in, enc.memory, enc.src_pad_mask, self._target_mask(tgt_in))
 
-    def decoder_states(self, src: Tensor, tgt_in: Tensor) -> Tensor:
+    def decoder_states(self, src: Tensor, tgt_in: Tensor, src_lengths: Tensor | None = None) -> Tensor:
         """Teacher-forced decoder output states ``(B, T, D)``, before the vocabulary projection."""
-        enc = self.encode(src)
+        enc = self.encode(src, src_lengths)
         return self.decoder.states(tgt_in, enc.memory, enc.src_pad_mask, self._target_mask(tgt_in))
 
     def _target_mask(self, tgt_in: Tensor) -> Tensor | None:

@@ -161,9 +161,9 @@ class CTCTranslationTask(Seq2SeqTask):
         return torch.tensor(self.output_vocab, dtype=torch.long)
 
     # ----------------------------------------------------------------- training
-    def forward(self, src: Tensor) -> tuple[Tensor, Tensor]:
-        """``(logits (B, U, V), decoder_mask (B, U))``."""
-        return self.model(src)
+    def forward(self, src: Tensor, src_lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """``(logits (B, U, V), decoder_mask (B, U))`` (``src_lengths``: of frames ``src (B, T, F)``)."""
+        return self.model(src, src_lengths)
 
     def compute_losses(self, batch: dict, glance_ratio: float = 0.0,
                        generator: torch.Generator | None = None) -> dict[str, Tensor]:
@@ -176,7 +176,7 @@ class CTCTranslationTask(Seq2SeqTask):
         hp = self.hparams
         target, real = nat_targets(batch["tgt_in"], hp.pad_id)  # (B, L)
         tgt_lengths = real.sum(1)  # (B,)
-        enc = self.model.encode(batch["src"])
+        enc = self.model.encode(batch["src"], batch.get("src_lengths"))  # frames carry their lengths
         dec_mask = self.model.decoder_mask(enc)  # (B, U)
         in_lengths = dec_mask.sum(1)  # (B,)
         glance_tokens = reveal = None
@@ -243,8 +243,8 @@ class CTCTranslationTask(Seq2SeqTask):
             model = restrict_output(model, ids)
         search = strategy.bind(model, cfg, self.search_ids())
 
-        def run(src: Tensor) -> list[list[tuple[list[int], float]]]:
-            nbest, _ = search(src)
+        def run(src: Tensor, src_lengths: Tensor | None = None) -> list[list[tuple[list[int], float]]]:
+            nbest, _ = search(src, **({} if src_lengths is None else {"src_lengths": src_lengths}))
             if stats is not None:
                 stats["avg_iterations"] = 1.0
             return nbest

@@ -15,6 +15,7 @@ from typing import Annotated, Any, Mapping
 import lightning as L
 import torch
 
+from transformer import kinds
 from transformer.data.core.tokenizer import SubwordTokenizer, tokenizer_from_str
 from transformer.data.parallel.languages import tag_side
 from transformer.decoding.settings import DecodeSettings
@@ -104,15 +105,22 @@ class Seq2SeqTask(L.LightningModule):
 
     def set_tokenizers(self, tokenizers: dict) -> None:
         """Attach tokenizers given as ``{"src": json, "tgt": json}`` strings (a ``tokenizer.json``,
-        or a SentencePiece tokenizer's JSON: ``data.core.sentencepiece_tokenizer``)."""
-        self.src_tokenizer = tokenizer_from_str(tokenizers["src"])
+        or a SentencePiece tokenizer's JSON: ``data.core.sentencepiece_tokenizer``); an input kind
+        with a front end (audio frames) has no ``src`` one."""
+        self.src_tokenizer = tokenizer_from_str(tokenizers["src"]) if tokenizers.get("src") else None
         self.tgt_tokenizer = tokenizer_from_str(tokenizers["tgt"])
 
     @staticmethod
     def kwargs_from_datamodule(dm) -> dict:
         """What the task needs from a set-up ``TranslationDataModule``: vocabulary, special ids,
-        languages, tokenizers and the corpus it reads."""
+        languages, tokenizers and the corpus it reads. A data module of an input kind with a front
+        end (``transformer.kinds``: audio frames and their transcripts) has a target tokenizer
+        only; the source vocabulary (``vocab_size``) is then 1, unused."""
         src_tok, tgt_tok = dm.src_tokenizer, dm.tgt_tokenizer
+        if kinds.input_kind(dm.corpus).frontend is not None:
+            return dict(vocab_size=1, tgt_vocab_size=tgt_tok.vocab_size, pad_id=tgt_tok.pad_id, bos_id=tgt_tok.bos_id,
+                        eos_id=tgt_tok.eos_id, src_lang=dm.src_lang, tgt_lang=dm.tgt_lang,
+                        tokenizers={"tgt": tgt_tok.to_str()}, data=dm.corpus)
         joint = src_tok is tgt_tok or src_tok.to_str() == tgt_tok.to_str()
         return dict(
             vocab_size=src_tok.vocab_size,
@@ -128,8 +136,9 @@ class Seq2SeqTask(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint[TASK_KEY] = self.task_name
-        if self.src_tokenizer is not None:
-            checkpoint["tokenizers"] = {"src": self.src_tokenizer.to_str(), "tgt": self.tgt_tokenizer.to_str()}
+        if self.tgt_tokenizer is not None:  # no source tokenizer for frames (``transformer.kinds``)
+            sides = {"src": self.src_tokenizer, "tgt": self.tgt_tokenizer}
+            checkpoint["tokenizers"] = {side: tok.to_str() for side, tok in sides.items() if tok is not None}
 
     def on_load_checkpoint(self, checkpoint: dict) -> None:
         if "tokenizers" in checkpoint:
@@ -158,7 +167,7 @@ class Seq2SeqTask(L.LightningModule):
         val_decode = DecodeSettings.of(self.hparams.val_decode, "task.val_decode").replace(compile=False)
         # a target tag read by the decoder (data.tag_side=decoder) starts each row as in training
         start = {"start": batch["start"]} if "start" in batch else {}
-        hyps = [h[0][0] for h in self.search_fn(val_decode)(batch["src"], **start)]
+        hyps = [h[0][0] for h in self.search_fn(val_decode)(batch["src"], **start, **frames_of_batch(batch))]
         refs = [self._strip(r) for r in batch["tgt_out"].tolist()]
         decode = self.tgt_tokenizer.decode
         hyps, refs = [decode(h) for h in hyps], [decode(r) for r in refs]
@@ -224,6 +233,13 @@ class Seq2SeqTask(L.LightningModule):
         ``extra_stats()`` are the search's statistics."""
         stats: dict[str, float] = {}
         settings = DecodeSettings.of(decode)
+        if kinds.input_kind(self.hparams).frontend is not None:  # audio files in, transcripts out
+            from transformer.inference.transcriber import Transcriber
+
+            transcriber = Transcriber(self.search_fn(settings, stats), self.tgt_tokenizer, self.hparams.data,
+                                      max_frames=max(settings.max_tokens, 20_000), device=device)
+            transcriber.stats = stats
+            return transcriber
         translator = Translator(self.search_fn(settings, stats), self.src_tokenizer, self.tgt_tokenizer,
                                 max_tokens=settings.max_tokens, max_src_len=self.max_len,
                                 device=device, tag_to_decoder=tag_side(self.hparams) == "decoder")
@@ -235,8 +251,18 @@ class Seq2SeqTask(L.LightningModule):
                  bleu_tokenize: str | None = None) -> dict:
         """Translate a split of the training corpus, score with sacreBLEU, write hypotheses and
         metrics (``evaluation.translation.evaluate_split``)."""
+        if kinds.input_kind(self.hparams).frontend is not None:  # a manifest of recordings and transcripts
+            from transformer.evaluation.speech import evaluate_transcripts
+
+            return evaluate_transcripts(self, split, decode_cfg, output_dir, device)
         extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
         return evaluate_split(self, split, decode_cfg, output_dir, data_dir, mirror_root, device, **extra)
+
+
+def frames_of_batch(batch: Mapping[str, Any]) -> dict:
+    """What a batch of frames adds to its source for the model: ``{"src_lengths": (B,)}`` (an input
+    kind with a front end, ``transformer.kinds``); nothing for token ids, whose padding says it."""
+    return {"src_lengths": batch["src_lengths"]} if "src_lengths" in batch else {}
 
 
 def fused_adam(device: torch.device, gradient_clip_val: float | None) -> bool:
@@ -249,4 +275,4 @@ def fused_adam(device: torch.device, gradient_clip_val: float | None) -> bool:
     return device.type == "cuda" and not gradient_clip_val
 
 
-__all__ = ["Seq2SeqTask", "fused_adam"]
+__all__ = ["Seq2SeqTask", "frames_of_batch", "fused_adam"]

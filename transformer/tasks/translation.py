@@ -22,7 +22,7 @@ from transformer.decoding.compiled import compiled_decoding
 from transformer.decoding.precision import decoding_model
 from transformer.decoding.settings import DecodeSettings
 from transformer.inference import SearchFn
-from transformer.tasks.seq2seq import Seq2SeqTask
+from transformer.tasks.seq2seq import Seq2SeqTask, frames_of_batch
 
 
 # ----------------------------------------------------------------------------- the loss
@@ -63,20 +63,21 @@ def label_smoothed_nll(
 
 
 def all_positions_loss(model: torch.nn.Module, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor,
-                       label_smoothing: float, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+                       label_smoothing: float, pad_id: int, **frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """Teacher-forced ``(loss, nll)`` of one translation batch, means over the real target tokens.
 
     ``src (B, S)``, ``tgt_in``/``tgt_out (B, T)``. Every position goes through the model and the
     vocabulary projection and padded positions are ignored by the loss, so shapes depend only on
     ``(B, S, T)``: no boolean indexing, no host sync, one compiled graph per batch shape (what a
-    GPU and ``torch.compile`` want).
+    GPU and ``torch.compile`` want). ``frames``: ``src_lengths (B,)`` of frames ``src (B, T, F)``
+    (an input front end), or nothing for token ids.
     """
-    logits = model(src, tgt_in)  # (B, T, V)
+    logits = model(src, tgt_in, **frames)  # (B, T, V)
     return label_smoothed_nll(logits, tgt_out, label_smoothing, pad_id)
 
 
 def real_positions_loss(model: torch.nn.Module, src: torch.Tensor, tgt_in: torch.Tensor, tgt_out: torch.Tensor,
-                        label_smoothing: float, pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+                        label_smoothing: float, pad_id: int, **frames: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     """``all_positions_loss`` with only the N real target positions projected to the vocabulary.
 
     On a CPU the ``D -> V`` product, its softmax and their backward are the costliest
@@ -86,7 +87,7 @@ def real_positions_loss(model: torch.nn.Module, src: torch.Tensor, tgt_in: torch
     (``accel.cross_entropy``), never writing an ``(N, V)`` fp32 tensor.
     """
     real = tgt_out.ne(pad_id)  # (B, T)
-    states = model.decoder_states(src, tgt_in)[real]  # (B, T, D) -> (N, D)
+    states = model.decoder_states(src, tgt_in, **frames)[real]  # (B, T, D) -> (N, D)
     logits = model.project(states)  # (N, V)
     loss = smoothed_cross_entropy if runs_on(logits) else label_smoothed_nll
     return loss(logits, tgt_out[real], label_smoothing, pad_id)
@@ -163,14 +164,14 @@ class TranslationTask(Seq2SeqTask):
         return first
 
     # ----------------------------------------------------------------- training
-    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor) -> torch.Tensor:
+    def forward(self, src: torch.Tensor, tgt_in: torch.Tensor, src_lengths: torch.Tensor | None = None) -> torch.Tensor:
         """Teacher-forced logits ``(B, T, V)``."""
-        return self.model(src, tgt_in)
+        return self.model(src, tgt_in, **({} if src_lengths is None else {"src_lengths": src_lengths}))
 
     def _loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, int]:
         hp = self.hparams
         loss, nll = self.loss_fn(self.model, batch["src"], batch["tgt_in"], batch["tgt_out"],
-                                 hp.label_smoothing, hp.pad_id)
+                                 hp.label_smoothing, hp.pad_id, **frames_of_batch(batch))
         # The collator counts real target tokens on the host; counting here would sync.
         n_tokens = batch["n_tokens"] if "n_tokens" in batch else int(batch["tgt_out"].ne(hp.pad_id).sum())
         return loss, nll, n_tokens
@@ -192,14 +193,20 @@ class TranslationTask(Seq2SeqTask):
     # ----------------------------------------------------------------- inference
     def search_fn(self, decode: DecodeSettings | Mapping[str, Any] | None, stats: dict | None = None) -> SearchFn:
         """Bind the autoregressive strategy ``decode`` names (``decoding.strategies``) to this
-        model with its settings (``stats``: none to keep)."""
+        model with its settings (``stats``: none to keep); a front end's frames come with their
+        ``src_lengths``."""
         cfg = DecodeSettings.of(decode)
         strategy = strategies.choose(cfg, self.model_kind)
+        frames = kinds.input_kind(self.hparams)
+        if frames.frontend is not None and (cfg.compile or cfg.dtype != "fp32"):
+            # the compiled and bf16 programs are traced over token ids
+            raise ValueError(f"decode.compile=true and decode.dtype=bf16 apply to token ids; a {frames.name} input "
+                             f"decodes eagerly in fp32 (set decode.compile=false decode.dtype=fp32)")
         model = decoding_model(self.model, cfg.dtype)  # a bf16 copy for decode.dtype=bf16
         if cfg.compile:
             model = compiled_decoding(model, next(model.parameters()).device)
         search = strategy.bind(model, cfg, self.search_ids())
 
-        def run(src: torch.Tensor, start: torch.Tensor | None = None):
-            return search(src, start=start)[0]
+        def run(src: torch.Tensor, start: torch.Tensor | None = None, src_lengths: torch.Tensor | None = None):
+            return search(src, start=start, **({} if src_lengths is None else {"src_lengths": src_lengths}))[0]
         return run

@@ -14,6 +14,7 @@ masks training frames when ``spec_augment`` is on. The input kind is declared he
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 from dataclasses import asdict
@@ -24,6 +25,7 @@ import numpy as np
 import torch
 
 from transformer.data.core.datamodule import TokenBudgetDataModule
+from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.core.readers import DataFormatError
 from transformer.data.speech.dataset import SpeechCollator, SpeechDataset
 from transformer.data.speech.features import FeatureSettings, MaskingSettings
@@ -33,6 +35,10 @@ from transformer.ranges import Range
 log = logging.getLogger(__name__)
 
 PRESETS = ("fsdd",)
+#: The transcript presets (:class:`SpeechTranscriptDataModule`).
+TRANSCRIPT_PRESETS = ("fsdd_strings",)
+#: Connected digit strings per split of ``preset=fsdd_strings`` (``fsdd.make_digit_strings``).
+FSDD_STRINGS = {"train": 3000, "dev": 300, "test": 600}
 
 
 def feature_settings(data: dict) -> FeatureSettings:
@@ -40,18 +46,19 @@ def feature_settings(data: dict) -> FeatureSettings:
     return FeatureSettings(**data.get("features", {}))
 
 
-def check_speech(d: dict, where: str, complete: bool = False) -> None:
-    """A speech config, before anything is written: the preset is known, and every manifest
-    reads, each row's audio file there (``manifest.read_manifest`` names the manifest and row);
-    ``complete``: a run's, which needs a training manifest or a preset."""
+def check_speech(d: dict, where: str, complete: bool = False, presets: Sequence[str] = PRESETS) -> None:
+    """A speech config, before anything is written: the preset is one of ``presets``, and every
+    manifest reads, each row's audio file there (``manifest.read_manifest`` names the manifest and
+    row); ``complete``: a run's, which needs a training manifest or a preset."""
     preset = d.get("preset")
-    if preset is not None and preset not in PRESETS:
-        raise ValueError(f"{where}.preset={preset!r}: unknown (known: {', '.join(PRESETS)}; null for your own "
+    if preset is not None and preset not in presets:
+        raise ValueError(f"{where}.preset={preset!r}: unknown (known: {', '.join(presets)}; null for your own "
                          f"manifests)")
     if d.get("input", "frames") != "frames":
         raise ValueError(f"{where}.input={d.get('input')!r}: a speech data module reads frames")
     if complete and preset is None and d.get("train") is None:
-        raise ValueError(f"{where}.train: required (a manifest of audio path<TAB>label rows, or {where}.preset=fsdd)")
+        raise ValueError(f"{where}.train: required (a manifest of audio path<TAB>text rows, or {where}.preset="
+                         f"{presets[0]})")
     for split in ("train", "dev", "test"):
         if d.get(split) is not None:
             read_manifest(d[split])
@@ -89,6 +96,7 @@ class SpeechDataModule(TokenBudgetDataModule):
 
     val_split = "dev"
     vocab_size_chosen = False
+    presets = PRESETS
     check_config = staticmethod(check_speech)  # its config's checks, before the run folder is written
 
     def __init__(
@@ -117,8 +125,8 @@ class SpeechDataModule(TokenBudgetDataModule):
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
-        if preset is not None and preset not in PRESETS:
-            raise ValueError(f"data.preset={preset!r}: unknown (known: {', '.join(PRESETS)}; null for your own "
+        if preset is not None and preset not in self.presets:
+            raise ValueError(f"data.preset={preset!r}: unknown (known: {', '.join(self.presets)}; null for your own "
                              f"manifests)")
         if input != "frames":
             raise ValueError(f"data.input={input!r}: a speech data module reads frames")
@@ -200,6 +208,126 @@ class SpeechDataModule(TokenBudgetDataModule):
         return self._eval_dataset(split).rows
 
 
+class TranscriptCollator(SpeechCollator):
+    """:class:`SpeechCollator` whose targets are transcripts' token ids, framed as the translation
+    collator frames a target: ``tgt_in (B, L + 1)`` BOS + ids and ``tgt_out (B, L + 1)`` ids + EOS,
+    padded with ``pad_id``, and ``n_tokens`` (real ids of ``tgt_out``, EOS included)."""
+
+    def __init__(self, pad_id: int, bos_id: int, eos_id: int, pad_to_multiple: int = 1):
+        super().__init__(pad_to_multiple, target_pad=pad_id)
+        self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
+
+    def __call__(self, examples):
+        batch = super().__call__(examples)
+        target, lengths = batch.pop("target"), batch.pop("target_lengths")  # (B, L), (B,)
+        b = target.size(0)
+        tgt_in = torch.cat([torch.full((b, 1), self.bos_id, dtype=torch.long), target], dim=1)  # (B, L + 1)
+        tgt_out = torch.cat([target, torch.full((b, 1), self.pad_id, dtype=torch.long)], dim=1)  # (B, L + 1)
+        tgt_out[torch.arange(b), lengths] = self.eos_id
+        batch.update(tgt_in=tgt_in, tgt_out=tgt_out, n_tokens=int(lengths.sum()) + b)
+        return batch
+
+
+class SpeechTranscriptDataModule(SpeechDataModule):
+    """Transcribed recordings from manifests (``audio path<TAB>transcript``), for the
+    sequence-to-sequence tasks (autoregressive ``tasks.translation``, CTC ``tasks.ctc``): frames
+    in, a transcript's token ids out.
+
+    The target tokenizer is word-level over the training transcripts (``SubwordTokenizer``,
+    ``model="word"``): digits and words are whole tokens, as word error rate counts them. A dev or
+    test transcript with a word the training transcripts lack is one ``DataFormatError`` naming
+    its manifest row.
+
+    Args beyond :class:`SpeechDataModule`'s (``fold`` and ``label_names`` do not apply):
+        preset: ``fsdd_strings``: connected digit strings made from the FSDD recordings
+            (``fsdd.make_digit_strings``: test strings of test recordings only) into
+            ``data_dir/fsdd/strings/...`` once, then read as manifests.
+        n_strings: strings per split of the preset (default :data:`FSDD_STRINGS`).
+        strings_seed: the seed the preset's strings are drawn from (a fixed test set whatever
+            the training seed).
+        src_lang, tgt_lang: names of the two sides, for the reports (``tgt_lang`` also picks
+            validation BLEU's tokenizer).
+    """
+
+    presets = TRANSCRIPT_PRESETS
+    check_config = staticmethod(functools.partial(check_speech, presets=TRANSCRIPT_PRESETS))
+
+    def __init__(self, train: str | None = None, dev: str | None = None, test: str | None = None,
+                 name: str = "speech", preset: str | None = None, n_strings: dict | None = None,
+                 strings_seed: int = 0, dev_fraction: Annotated[float, Range(0.0, 0.5)] = 0.1,
+                 sample_rate: Annotated[int, Range(1000, 192_000)] = 16_000, n_mels: Annotated[int, Range(1, 512)] = 80,
+                 spec_augment: bool = False, freq_mask_width: Annotated[int, Range(0, 512)] = 27,
+                 time_mask_width: Annotated[int, Range(0, 100_000)] = 40, data_dir: str | os.PathLike = "data/cache",
+                 max_tokens: Annotated[int, Range(1, 2**31)] = 20_000, max_len: Annotated[int, Range(1, 2**24)] = 60_000,
+                 num_workers: Annotated[int, Range(0, 1024)] = 0, seed: int = 0, cache_features: bool = True,
+                 input: str = "frames", src_lang: str = "speech", tgt_lang: str = "en"):
+        super().__init__(train=train, dev=dev, test=test, name=name, preset=preset, dev_fraction=dev_fraction,
+                         sample_rate=sample_rate, n_mels=n_mels, spec_augment=spec_augment,
+                         freq_mask_width=freq_mask_width, time_mask_width=time_mask_width, data_dir=data_dir,
+                         max_tokens=max_tokens, max_len=max_len, num_workers=num_workers, seed=seed,
+                         cache_features=cache_features, input=input)
+        self.n_strings = {**FSDD_STRINGS, **(n_strings or {})}
+        self.strings_seed, self.src_lang, self.tgt_lang = strings_seed, src_lang, tgt_lang
+        self.src_tokenizer = None  # frames have no source tokenizer (transformer.kinds)
+        self.tgt_tokenizer: SubwordTokenizer | None = None
+
+    @property
+    def corpus(self) -> dict:
+        """What the checkpoint keeps (``data``): :meth:`settings`."""
+        return self.settings()
+
+    def _preset_manifests(self) -> None:
+        """``preset=fsdd_strings``: the strings' manifests under ``data_dir/fsdd/strings/<seed and
+        counts>``, written once (a split's manifest is written after its audio, so three manifests
+        mean a finished set)."""
+        from transformer.data.speech.fsdd import fsdd_recordings, make_digit_strings
+
+        counts = ",".join(f"{s}={self.n_strings[s]}" for s in ("train", "dev", "test"))
+        out = self.data_dir / "fsdd" / "strings" / f"seed={self.strings_seed},{counts}"
+        written = {s: out / f"{s}.tsv" for s in ("train", "dev", "test")}
+        if not all(p.is_file() for p in written.values()):
+            written = make_digit_strings(fsdd_recordings(self.data_dir), out, n_strings=self.n_strings,
+                                         seed=self.strings_seed)
+        self.paths = dict(written)
+
+    def _build(self) -> None:
+        if self.preset is not None:
+            self._preset_manifests()
+        rows = self._rows()
+        self.tgt_tokenizer = SubwordTokenizer.train((r.text for r in rows["train"]), vocab_size=100_000, model="word")
+        check_transcripts(rows, self.tgt_tokenizer)
+        encode = self.tgt_tokenizer.encode
+        for split, split_rows in rows.items():
+            ds = SpeechDataset(split_rows, self.features, spec_augment=self.spec_augment and split == "train",
+                               masking=self.masking, encode_target=encode, cache=self.cache_features,
+                               seed=self.seed)
+            lengths = ds.lengths()  # frames, from the files' headers
+            self._add_split(split, ds, lengths, lengths, f"{self.name}-{split}")
+        log.info("speech transcripts: %s; %d words", ", ".join(f"{s} {len(d)} utterances" for s, d in
+                                                                self._datasets.items()), self.tgt_tokenizer.vocab_size)
+
+    def _collator(self) -> TranscriptCollator:
+        tok = self.tgt_tokenizer
+        return TranscriptCollator(tok.pad_id, tok.bos_id, tok.eos_id, pad_to_multiple=self.pad_to_multiple)
+
+    def target_ids(self, split: str = "train") -> list[int]:
+        """Every distinct token id of a split's transcripts, sorted (a CTC model's output shortlist)."""
+        ds = self._eval_dataset(split) if split != "train" else self.dataset(split)
+        return sorted({i for row in ds.rows for i in self.tgt_tokenizer.encode(row.text)})
+
+
+def check_transcripts(rows: dict[str, list[SpeechRow]], tokenizer) -> None:
+    """Every word of every transcript is in ``tokenizer``'s vocabulary, else one
+    ``DataFormatError`` naming the manifest row and the word."""
+    for split_rows in rows.values():
+        for row in split_rows:
+            unknown = [w for w in row.text.split() if tokenizer.token_to_id(w) is None]
+            if unknown:
+                path, _, line = row.where.rpartition(":")
+                raise DataFormatError(path, int(line), f"transcript word {unknown[0]!r} is not in the vocabulary "
+                                                       f"of the training transcripts")
+
+
 def frames_of(paths: Sequence[str], data: dict, where: str = "input") -> tuple[torch.Tensor, torch.Tensor]:
     """Audio files -> a padded batch ``(frames (B, T, M), lengths (B,))`` with a checkpoint's
     feature settings (``data["features"]``); a bad file is one ``AudioError`` naming it."""
@@ -213,4 +341,5 @@ def frames_of(paths: Sequence[str], data: dict, where: str = "input") -> tuple[t
     return batch["src"], batch["src_lengths"]
 
 
-__all__ = ["LabelCollator", "check_speech", "SpeechDataModule", "feature_settings", "frames_of"]
+__all__ = ["LabelCollator", "SpeechDataModule", "SpeechTranscriptDataModule", "TranscriptCollator", "check_speech",
+           "check_transcripts", "feature_settings", "frames_of"]

@@ -1,0 +1,129 @@
+"""Connected digit strings end to end through the command line: a tiny autoregressive model and
+a tiny CTC model train on a few strings made from mirror recordings (a user's manifests), then
+transformer-evaluate reports word (digit) error rate and string accuracy from the checkpoint alone
+and transformer-decode transcribes audio paths; bad manifests are one ``error:`` line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from hydra_helpers import compose_cfg
+
+from transformer.evaluation.speech import transcript_scores
+
+FEW = {"speakers": ["george", "theo"], "digits": range(10), "indices": [0, 1, 2, 5, 6, 7, 8]}
+# A tiny model over the recipes' front end: a few thousand parameters, a few steps.
+TINY = ["model.d_model=32", "model.n_heads=2", "model.n_encoder_layers=1", "model.n_decoder_layers=1",
+        "model.d_ff=64", "model.frontend.channels=8", "trainer.max_epochs=2", "+trainer.enable_model_summary=false",
+        "trainer.num_sanity_val_steps=0", "callbacks.progress_bar=null", "callbacks.early_stopping=null",
+        "logger.tensorboard=null"]
+
+
+@pytest.fixture(scope="module")
+def strings(mirror_root: Path, tmp_path_factory) -> dict[str, Path]:
+    """A few digit strings a split, written as manifests from a few mirror recordings."""
+    from transformer.data.speech.fsdd import fsdd_recordings, make_digit_strings
+
+    if not (mirror_root / "fsdd" / "recordings").is_dir():
+        pytest.skip("the dataset mirror has no fsdd/")
+    root = tmp_path_factory.mktemp("strings")
+    recordings = fsdd_recordings(root / "cache", mirror_root=mirror_root, **FEW)
+    return make_digit_strings(recordings, root / "strings", n_strings={"train": 16, "dev": 4, "test": 4}, seed=0)
+
+
+def train_overrides(experiment: str, strings: dict[str, Path], run_dir: Path) -> list[str]:
+    return [f"experiment={experiment}", "data.preset=null", *(f"data.{s}={p}" for s, p in strings.items()),
+            *TINY, f"data.data_dir={run_dir.parent / 'cache'}", f"output_dir={run_dir}"]
+
+
+@pytest.fixture(scope="module", params=["fsdd_strings", "fsdd_strings_ctc"])
+def trained(request, strings, tmp_path_factory):
+    from transformer.cli import train
+
+    torch.manual_seed(0)
+    run_dir = tmp_path_factory.mktemp(request.param) / "run"
+    return request.param, train.run(compose_cfg("train", train_overrides(request.param, strings, run_dir)))
+
+
+def test_a_tiny_model_trains_and_is_scored_on_test(trained):
+    experiment, summary = trained
+    test = summary["test"]["test"]
+    assert test["utterances"] == 4 and 0.0 <= test["string_acc"] <= 1.0 and test["wer"] >= 0.0
+    assert test["decode"]["strategy"] == ("ctc_one_pass" if experiment.endswith("ctc") else "greedy")
+    ckpt = torch.load(summary["best_checkpoint"], map_location="cpu", weights_only=True)
+    # the checkpoint describes itself: frames in (features), the target tokenizer, no source one
+    assert ckpt["hyper_parameters"]["data"]["input"] == "frames"
+    assert ckpt["hyper_parameters"]["data"]["features"]["n_mels"] == 40
+    assert set(ckpt["tokenizers"]) == {"tgt"}
+
+
+def test_evaluate_reads_the_checkpoint_alone(trained, strings, tmp_path):
+    from transformer.cli import evaluate
+
+    experiment, summary = trained
+    strategies = ["ctc_one_pass", "ctc_beam"] if experiment.endswith("ctc") else ["greedy", "beam"]
+    for strategy in strategies:
+        metrics = evaluate.run(compose_cfg("eval", [
+            f"ckpt_path={summary['best_checkpoint']}", "split=test", f"decode.strategy={strategy}",
+            "decode.max_len_a=0", "decode.max_len_b=12", f"output_dir={tmp_path}", "device=cpu"]))
+        written = json.loads((tmp_path / f"test.{strategy}.json").read_text())
+        assert written["wer"] == metrics["wer"] and written["string_acc"] == metrics["string_acc"]
+        assert metrics["utterances"] == 4 and metrics["utterances_per_second"] > 0
+        hyps = (tmp_path / f"test.{strategy}.hyp").read_text().splitlines()
+        refs = [line.split("\t")[1] for line in Path(strings["test"]).read_text().splitlines()]
+        assert transcript_scores(hyps, refs) == {"wer": metrics["wer"], "string_acc": metrics["string_acc"]}
+
+
+def test_decode_transcribes_audio_paths_in_order(trained, strings, tmp_path):
+    from transformer.cli import decode
+    from transformer.tasks.checkpoint import load_task
+
+    _, summary = trained
+    folder = Path(strings["test"]).parent
+    paths = [str(folder / line.split("\t")[0]) for line in Path(strings["test"]).read_text().splitlines()]
+    listing = tmp_path / "paths.txt"
+    listing.write_text("\n".join([paths[0], "", *paths[1:]]) + "\n")
+    cfg = compose_cfg("decode", [f"ckpt_path={summary['best_checkpoint']}", f"input={listing}",
+                                 f"output={tmp_path / 'out.txt'}", "device=cpu", "decode.max_len_a=0",
+                                 "decode.max_len_b=12"])
+    lines = decode.run(cfg)
+    assert len(lines) == len(paths) + 1 and lines[1] == ""
+    task = load_task(summary["best_checkpoint"])
+    direct = task.translator({"strategy": cfg.decode.strategy, "max_len_a": 0, "max_len_b": 12}).translate(paths)
+    assert [lines[0], *lines[2:]] == [n[0][0] for n in direct]
+    assert all(word.isdigit() for line in lines for word in line.split())
+
+
+def test_word_error_rate_and_string_accuracy():
+    scores = transcript_scores(["4 1 7 9", "1 2", "3"], ["4 1 7 9", "1 2 5", "3 3"])
+    assert scores == {"wer": round(2 / 9, 4), "string_acc": round(1 / 3, 4)}
+
+
+def run_cli(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
+    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=240)
+
+
+def test_bad_transcripts_and_missing_files_are_one_error_line(trained, strings, tmp_path):
+    _, summary = trained
+    folder = Path(strings["test"]).parent
+    rows = Path(strings["test"]).read_text().splitlines()
+    unknown = tmp_path / "unknown.tsv"
+    unknown.write_text(f"{folder / rows[0].split(chr(9))[0]}\t4 1 seven\n")
+    missing = tmp_path / "missing.tsv"
+    missing.write_text(f"{folder / rows[0].split(chr(9))[0]}\t4 1\nnope.wav\t1 2\n")
+    for manifest, message in ((unknown, f"error: {unknown}:1: transcript word 'seven' is not in the vocabulary"),
+                              (missing, f"error: {missing}:2: nope.wav: no such audio file")):
+        out = tmp_path / manifest.stem
+        proc = run_cli("transformer.cli.evaluate", f"ckpt_path={summary['best_checkpoint']}", f"split={manifest}",
+                       f"output_dir={out}", "device=cpu", cwd=tmp_path)
+        assert proc.returncode == 2, proc.stderr[-2000:]
+        assert proc.stderr.strip().splitlines()[-1].startswith(message) and "Traceback" not in proc.stderr
+        assert not out.exists()  # nothing written
