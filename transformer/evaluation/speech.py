@@ -13,6 +13,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from transformer.decoding.settings import DecodeSettings
 from transformer.data.speech.datamodule import check_transcripts
 from transformer.data.speech.manifest import read_manifest
 from transformer.files import inside, write_text
@@ -40,7 +41,8 @@ def manifest_path(data: Mapping[str, Any], split: str) -> Path:
     raise ValueError(f"split={split!r}: not one of the checkpoint's splits {sorted(paths)} nor a manifest file")
 
 
-def evaluate_transcripts(task, split: str, decode_cfg: dict, output_dir: Path | str, device: str = "cpu") -> dict:
+def evaluate_transcripts(task, split: str, decode_cfg: DecodeSettings | dict, output_dir: Path | str,
+                         device: str = "cpu") -> dict:
     """Transcribe a split (``train``/``dev``/``test`` of the checkpoint's manifests, or a manifest
     file) with ``task`` (a ``tasks.seq2seq.Seq2SeqTask`` over frames) and ``decode_cfg``; write
     ``<split>.<strategy>.hyp`` (a transcript a line, manifest order) and ``<split>.<strategy>.json``
@@ -49,6 +51,7 @@ def evaluate_transcripts(task, split: str, decode_cfg: dict, output_dir: Path | 
     A manifest row whose audio file is missing, or whose transcript has a word the checkpoint's
     vocabulary lacks, is one ``DataFormatError`` naming the manifest and row, before any decoding.
     """
+    decode_cfg = DecodeSettings.of(decode_cfg)
     data = dict(task.hparams.data)
     path = manifest_path(data, split)
     rows = read_manifest(path)
@@ -59,9 +62,9 @@ def evaluate_transcripts(task, split: str, decode_cfg: dict, output_dir: Path | 
     seconds = time.perf_counter() - start
     hyps, refs = [n[0][0] if n else "" for n in nbest], [r.text for r in rows]
     metrics = {"split": split, "file": str(path), "dataset": data.get("name"), "utterances": len(rows),
-               **transcript_scores(hyps, refs), "decode": dict(decode_cfg), "decode_seconds": round(seconds, 3),
+               **transcript_scores(hyps, refs), "decode": decode_cfg.to_dict(), "decode_seconds": round(seconds, 3),
                "utterances_per_second": round(len(rows) / max(seconds, 1e-9), 2), **transcriber.extra_stats()}
-    stem = f"{split if split in data.get('paths', {}) else path.stem}.{decode_cfg.get('strategy', 'greedy')}"
+    stem = f"{split if split in data.get('paths', {}) else path.stem}.{decode_cfg.strategy}"
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     write_text(inside(out, f"{stem}.hyp"), "".join(h + "\n" for h in hyps))
