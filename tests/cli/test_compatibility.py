@@ -66,7 +66,10 @@ CHANGED.update({"data.tag_side": "source", "inspect: tgt_lang": None})
 # The search's precision (decoding settings: decode.dtype), fp32 as before.
 CHANGED.update({key: "fp32" for key in ("decode.dtype", "task.val_decode.dtype", "test_decode.dtype")})
 # Experiments added since 0.1.0: they have no composed config there to compare with.
-ADDED = {"train experiment=multi30k_multi", "train experiment=multi30k_multi_cpu"}
+ADDED = {"train experiment=multi30k_multi", "train experiment=multi30k_multi_cpu",
+         # Speech input: labelled recordings, FSDD digits, connected digit strings (AT and CTC).
+         "train experiment=speech_classify", "train experiment=fsdd_digits", "train experiment=fsdd_strings",
+         "train experiment=fsdd_strings_ctc"}
 # Experiments folded into another: gum_upos_wsj's multi-task settings are gum_upos_adv's own now.
 REMOVED = {"train experiment=gum_upos_wsj"}
 MOVED = {f"task.{key}": f"task.optimizer.{key}" for key in ("betas", "eps", "weight_decay")}

@@ -402,7 +402,7 @@ def test_tag_side_settings_are_one_error_each(corpus, tmp_path, capsys, monkeypa
         (["data.src_lang=en", "data.tgt_lang=de", "data.tag_side=decoder"],
          "data.tag_side=decoder: a target-language tag needs several directions"),
         (["experiment=multi30k_nat_cpu", "data.pairs=[en-de,en-fr]", "data.tag_side=decoder"],
-         "data.tag_side=decoder: a nat model has no decoder start token"),
+         "data.tag_side=decoder: a Mask-Predict translation model has no decoder start token"),
     ):
         code, err = main_status(train_cli, [*base, *args], capsys, monkeypatch)
         lines = err.strip().splitlines()
