@@ -48,11 +48,24 @@ def test_spec_augment_only_when_asked_seeded_by_epoch(rows):
     assert torch.equal(plain[0]["src"], plain.features(0))
 
 
-def test_cache_keeps_unmasked_features(rows):
-    ds = SpeechDataset(rows, cache=True, spec_augment=True)
-    a = ds[1]["src"]
-    assert 1 in ds._cache and torch.equal(ds._cache[1], SpeechDataset(rows).features(1))
-    assert not torch.equal(a, ds._cache[1])
+def test_cache_keeps_unmasked_features_and_reads_each_file_once(rows, tmp_path):
+    """With ``cache``, an utterance's file is read once: after it is gone the item still comes
+    (masked afresh from the kept, unmasked features), where a dataset without a cache fails."""
+    import shutil
+
+    copy = tmp_path / "copy.wav"
+    shutil.copy(rows[1].path, copy)
+    moved = [rows[0], SpeechRow(copy, rows[1].text, rows[1].where), *rows[2:]]
+    unmasked = compute_features(load_audio(copy))
+    cached = SpeechDataset(moved, cache=True, spec_augment=True)
+    plain = SpeechDataset(moved)
+    first = cached[1]["src"]
+    copy.unlink()
+    assert torch.equal(cached.features(1), unmasked)  # kept unmasked, not read again
+    assert torch.equal(cached[1]["src"], first)  # same epoch and index: the same masks over it
+    assert not torch.equal(first, unmasked)
+    with pytest.raises(AudioError, match="copy.wav"):
+        plain.features(1)
 
 
 def test_a_bad_file_names_the_manifest_row(tmp_path):
