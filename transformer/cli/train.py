@@ -302,13 +302,13 @@ def read_init_from(cfg: DictConfig) -> dict:
     ``hf:<folder>`` (``hub.translation_checkpoint``), which starts the whole translation model
     (``tasks.transfer.check_translation_init``). What the command line leaves to the preset is
     first taken from the checkpoint."""
-    from transformer.hub import HubError, checkpoint, is_hub_path
+    from transformer.hub import HubError, init_checkpoint, is_hub_path
 
     path = cfg.init_from
     if not isinstance(path, str) or not path:
         raise ValueError(f"init_from={path!r}: expected a masked-LM or translation checkpoint file, or hf:<folder>")
     try:
-        ckpt = checkpoint(path) if is_hub_path(path) else read_checkpoint(path)
+        ckpt = init_checkpoint(path) if is_hub_path(path) else read_checkpoint(path)
     except (CheckpointError, HubError) as exc:
         raise ValueError(f"init_from: {exc}") from None
     tokenizer_path = cfg.get("data", {}).get("tokenizer_path")
@@ -470,10 +470,20 @@ def start_task(cfg: DictConfig, dm, ckpt: dict | None, pretrained: dict | None):
         log.info("init_from: %d %s tensors from %s (%s)", len(copied), part, cfg.init_from, shape)
         if part == "encoder":
             warn_fresh_decoder(task.model, len(copied), cfg.init_from)
+        if pretrained.get("encoder_only"):
+            warn_fresh_head(task.model, copied, cfg.init_from, pretrained["encoder_only"])
     if ckpt is None:
         return task, None
     load_weights(task, ckpt, cfg.ckpt_path)  # a hand-edited file fails here, in one line
     return task, ckpt["global_step"]
+
+
+def warn_fresh_head(model, copied: list[str], path: str, what: str) -> None:
+    """One warning when ``init_from`` is a Hugging Face folder without the head a masked LM has
+    (``hub.mlm_checkpoint``'s ``encoder_only``, ``what`` says which folder): the encoder is
+    copied, and the parts of ``model`` named here start fresh."""
+    fresh = sorted({name.split(".")[0] for name, _ in model.named_parameters() if name not in set(copied)})
+    log.warning("init_from: %s: %s; its encoder is copied, fresh: %s", path, what, ", ".join(fresh) or "nothing")
 
 
 def warn_fresh_decoder(model, copied: int, path: str) -> None:

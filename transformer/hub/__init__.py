@@ -4,7 +4,8 @@
 ``models.transformer``, ``models.mlm`` and ``modules.positional``."""
 
 from transformer.hub.families import FAMILIES, HubError
-from transformer.hub.folder import PREFIX, checkpoint, is_hub_path, mlm_checkpoint, resolve, translation_checkpoint
+from transformer.hub.folder import (PREFIX, checkpoint, head_checkpoint, init_checkpoint, is_hub_path, mlm_checkpoint,
+                                    resolve, translation_checkpoint)
 
-__all__ = ["FAMILIES", "HubError", "PREFIX", "checkpoint", "is_hub_path", "mlm_checkpoint", "resolve",
-           "translation_checkpoint"]
+__all__ = ["FAMILIES", "HubError", "PREFIX", "checkpoint", "head_checkpoint", "init_checkpoint", "is_hub_path",
+           "mlm_checkpoint", "resolve", "translation_checkpoint"]

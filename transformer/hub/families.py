@@ -54,7 +54,7 @@ from __future__ import annotations
 
 import functools
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
 
@@ -493,5 +493,53 @@ def family_of(config: dict[str, Any]) -> Family:
     return FAMILIES[model_type]
 
 
-__all__ = ["ACTIVATIONS", "BOOKKEEPING", "FAMILIES", "MARIAN_ACTIVATIONS", "MARIAN_KEYS", "MLM_SWITCHES", "Family",
-           "HubError", "Key", "Like", "family_of", "rename", "tied_parameters"]
+# ----------------------------------------------------------------------------- fine-tuned heads
+#: What a ``config.json``'s ``architectures`` names, by its ending: a sequence classifier read
+#: onto our ``SequenceClassifier``, a token classifier onto our ``Tagger``.
+HEAD_ARCHITECTURES = {"ForSequenceClassification": "sequence", "ForTokenClassification": "token"}
+#: Each family's fine-tuned heads (its tensor names without the family's prefix, ours): a
+#: sequence classifier reads the first piece's state through a dense layer (BERT's pooler and
+#: RoBERTa's ``classifier.dense`` with tanh, DistilBERT's ``pre_classifier`` with ReLU: our
+#: ``FirstPooling(dense=...)``) into the label layer (RoBERTa's ``classifier.out_proj``); a token
+#: classifier scores every piece with one linear layer, our tagger its words' first pieces.
+HEADS: dict[str, dict[str, tuple[tuple[str, str], ...]]] = {
+    "sequence": {
+        "bert": (("pooler.dense.{wb}", "pooling.dense.{wb}"), ("classifier.{wb}", "classifier.{wb}")),
+        "roberta": (("classifier.dense.{wb}", "pooling.dense.{wb}"), ("classifier.out_proj.{wb}", "classifier.{wb}")),
+        "distilbert": (("pre_classifier.{wb}", "pooling.dense.{wb}"), ("classifier.{wb}", "classifier.{wb}")),
+    },
+    "token": {name: (("classifier.{wb}", "classifier.{wb}"),) for name in ("bert", "roberta", "distilbert")},
+}
+#: The activation after the dense layer of each family's sequence classifier (fixed in its code).
+POOLER_ACTIVATIONS = {"bert": "tanh", "roberta": "tanh", "distilbert": "relu"}
+
+
+def head_kind(config: Mapping[str, Any]) -> str | None:
+    """``"sequence"`` or ``"token"``: the fine-tuned head a ``config.json``'s ``architectures``
+    names (:data:`HEAD_ARCHITECTURES`); None: another (a masked LM, an encoder alone)."""
+    names = config.get("architectures")
+    for name in names if isinstance(names, list) else []:
+        for ending, kind in HEAD_ARCHITECTURES.items():
+            if isinstance(name, str) and name.endswith(ending):
+                return kind
+    return None
+
+
+def with_head(family: Family, kind: str) -> Family:
+    """``family`` reading a fine-tuned ``kind`` head (:data:`HEADS`) in place of its masked-LM
+    head; the pooler, built now where the head reads it, is no longer a part not built."""
+    if family.model_type not in HEADS[kind]:
+        raise HubError(f"config.json: a {family.title} {kind} classifier has no place in our model")
+    head = HEADS[kind][family.model_type]
+    return replace(family, head=head, not_built=tuple(t for t in family.not_built if t not in {h for h, _ in head}))
+
+
+def head_names(family: Family) -> str:
+    """The family's masked-LM head as its tensor names start (``cls.*``, ``lm_head.*``), to name
+    what a folder lacks."""
+    return ", ".join(sorted({t[0].split(".")[0] + (".*" if "." in t[0] else "") for t in family.head}))
+
+
+__all__ = ["ACTIVATIONS", "BOOKKEEPING", "FAMILIES", "HEADS", "HEAD_ARCHITECTURES", "MARIAN_ACTIVATIONS", "MARIAN_KEYS",
+           "MLM_SWITCHES", "POOLER_ACTIVATIONS", "Family", "HubError", "Key", "Like", "family_of", "head_kind",
+           "head_names", "rename", "tied_parameters", "with_head"]

@@ -15,9 +15,11 @@ is a parameter of ours that no tensor fills.
 from __future__ import annotations
 
 import contextlib
+import json
 import logging
 import os
 import pickle
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +27,7 @@ import torch
 
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.files import read_json_object, refusal_reason
-from transformer.hub.families import Family, HubError, family_of, tied_parameters
+from transformer.hub.families import Family, HubError, family_of, head_kind, tied_parameters
 from transformer.hub.tokenizers import ID_LIMIT
 from transformer.ranges import HyperparameterError, check_fields
 
@@ -139,17 +141,24 @@ def read_weights(folder: Path) -> dict[str, torch.Tensor]:
 
 def read_tokenizer(folder: Path) -> SubwordTokenizer:
     """The folder's ``tokenizer.json`` (the ``tokenizers`` library's file), its special tokens
-    and framing its own; without one, the tokenizer its vocabulary files describe
+    and framing its own, read as ``transformers`` reads it (``hub.tokenizers.as_transformers_reads``:
+    its padding and truncation off, ``tokenizer_config.json``'s options applied); without one, the tokenizer its vocabulary files describe
     (``hub.tokenizers``: BERT's ``vocab.txt``, RoBERTa's ``vocab.json`` and ``merges.txt``, with
     ``tokenizer_config.json``), as older hub folders keep it. A file the library cannot read is a
     :class:`HubError` naming it, with the library's reason."""
-    from transformer.hub.tokenizers import TOKENIZER_FILES, from_vocabulary_files
+    from transformer.hub.tokenizers import (TOKENIZER_FILES, TokenizerFilesError, as_transformers_reads,
+                                               from_vocabulary_files, settings)
 
     path = folder / "tokenizer.json"
     if path.is_file():
-        _check_tokenizer_ids(path, read_json(path))
+        state = read_json(path)
+        _check_tokenizer_ids(path, state)
         try:
-            return SubwordTokenizer.load(path)
+            state = as_transformers_reads(state, settings(folder))
+        except TokenizerFilesError as exc:  # a broken file names itself; a bad option is the config's
+            raise HubError(str(exc) if str(folder) in str(exc) else f"{folder / 'tokenizer_config.json'}: {exc}") from None
+        try:
+            return SubwordTokenizer.from_str(json.dumps(state))
         except ValueError as exc:
             raise HubError(f"{path}: {exc}") from None
         except Exception as exc:  # the library's own parse errors are plain Exceptions
@@ -187,10 +196,11 @@ def _check_tokenizer_ids(path: Path, state: dict[str, Any]) -> None:
 
 
 def map_weights(family: Family, weights: dict[str, torch.Tensor], expected: dict[str, torch.Tensor],
-                tied: dict[str, str]) -> dict[str, torch.Tensor]:
+                tied: dict[str, str], built: str = "the masked LM") -> dict[str, torch.Tensor]:
     """Our state dict from the family's ``weights``: ``expected`` is our model's own state dict
     (names and shapes), ``tied`` maps a parameter to the one it shares (the output projection to
-    the token embedding). A tensor with no place, a shape that differs, a duplicate that differs,
+    the token embedding); ``built`` names our model in the warning of the parts it does not build.
+    A tensor with no place, a shape that differs, a duplicate that differs,
     or a parameter left unfilled is a :class:`HubError` naming it."""
     ours: dict[str, torch.Tensor] = {}
     source: dict[str, str] = {}
@@ -230,7 +240,7 @@ def map_weights(family: Family, weights: dict[str, torch.Tensor], expected: dict
         raise HubError(f"weights: nothing fills our {missing[0]}" + (f" (and {len(missing) - 1} more)"
                                                                     if len(missing) > 1 else ""))
     if skipped:
-        log.warning("weights not used (parts the masked LM does not build): %s", ", ".join(skipped))
+        log.warning("weights not used (parts %s does not build): %s", built, ", ".join(skipped))
     return ours
 
 
@@ -298,10 +308,15 @@ def check_weights_size(folder: Path, model: torch.nn.Module) -> None:
 
 def checkpoint(spec: str) -> dict[str, Any]:
     """The checkpoint dict of ``hf:<folder>`` or ``hf:<hub id>``, by its family: a masked LM
-    (:func:`mlm_checkpoint`) or a translation model (:func:`translation_checkpoint`)."""
+    (:func:`mlm_checkpoint`), a fine-tuned sequence or token classifier (:func:`head_checkpoint`)
+    or a translation model (:func:`translation_checkpoint`)."""
     folder = resolve(spec)
-    family = family_of(read_config(folder))
-    return translation_checkpoint(spec) if family.task == "translation" else mlm_checkpoint(spec)
+    config = read_config(folder)
+    family = family_of(config)
+    if family.task == "translation":
+        return translation_checkpoint(spec)
+    kind = head_kind(config)  # a fine-tuned classifier's head: our classifier or tagger
+    return head_checkpoint(spec, kind) if kind is not None else mlm_checkpoint(spec)
 
 
 def translation_checkpoint(spec: str) -> dict[str, Any]:
@@ -374,11 +389,9 @@ def _translation_tokenizers(folder: Path, tok_config: dict[str, Any]):
         raise HubError(str(exc) if str(folder) in str(exc) else f"{folder}: {exc}") from None
 
 
-def mlm_checkpoint(spec: str) -> dict[str, Any]:
-    """A masked-LM checkpoint dict (``tasks.checkpoint``'s form: task name, hyperparameters, state
-    dict, tokenizer) from ``hf:<folder>`` or ``hf:<hub id>``."""
-    from transformer.models.mlm import MaskedLanguageModel, MLMConfig
-
+def _encoder_folder(spec: str) -> tuple[Path, Family, dict[str, Any], SubwordTokenizer]:
+    """The folder of a BERT-family ``spec``, its family, its config translated to ours (the pad
+    id the tokenizer's where the file names none) and its tokenizer, checked against each other."""
     folder, family, model_cfg = _read_family(spec, "mlm")
     tokenizer = read_tokenizer(folder)
     if model_cfg["pad_id"] is None:
@@ -392,26 +405,186 @@ def mlm_checkpoint(spec: str) -> dict[str, Any]:
     if tokenizer.max_id >= model_cfg["vocab_size"]:
         raise HubError(f"tokenizer.json: the piece {tokenizer.id_to_token(tokenizer.max_id)!r} has id "
                        f"{tokenizer.max_id}, past the model's vocab_size={model_cfg['vocab_size']} rows")
-    # The shapes and names to fill: a model of this config on the meta device (no memory).
-    kwargs = {k: v for k, v in model_cfg.items() if k not in ("_target_", "positional")}
-    with torch.device("meta"):
-        from transformer.modules.positional import LearnedPositionalEncoding
+    return folder, family, model_cfg, tokenizer
 
-        cfg = MLMConfig(**kwargs, positional=lambda **kw: LearnedPositionalEncoding(
-            **kw, first_position=model_cfg["positional"]["first_position"]))
-        meta = MaskedLanguageModel(cfg)
+
+def _meta_model(model_class: type, model_cfg: dict[str, Any], **extra: Any) -> torch.nn.Module:
+    """A model of ``model_class`` with the settings of ``model_cfg`` its config takes (and
+    ``extra``), on the meta device: the shapes and names to fill, in no memory."""
+    import dataclasses
+    import functools
+
+    from transformer.modules.positional import LearnedPositionalEncoding
+
+    names = {f.name for f in dataclasses.fields(model_class.config_class)}
+    kwargs = {k: v for k, v in model_cfg.items() if k in names and k not in ("_target_", "positional")}
+    positional = functools.partial(LearnedPositionalEncoding, first_position=model_cfg["positional"]["first_position"])
+    with torch.device("meta"):
+        return model_class(model_class.config_class(**kwargs, **extra, positional=positional))
+
+
+def _cut_to_tokenizer(folder: Path, model_cfg: dict[str, Any], state: dict[str, torch.Tensor]) -> None:
+    """``model_max_length`` of ``tokenizer_config.json``, where it is fewer pieces than the position
+    table holds: the table is cut to it (``max_len``), so that training, classifying and tagging cut
+    a longer row there, as they cut one to the table (``tasks.build.position_limit``)."""
+    from transformer.hub.tokenizers import TokenizerFilesError, settings
+
+    try:
+        limit = settings(folder).get("model_max_length")
+    except TokenizerFilesError as exc:
+        raise HubError(str(exc)) from None
+    if limit is None:
+        return
+    if isinstance(limit, bool) or not isinstance(limit, (int, float)) or limit < 1:
+        raise HubError(f"{folder / 'tokenizer_config.json'}: model_max_length={limit!r}: expected a number of pieces")
+    rows = int(min(limit, 2**31)) + model_cfg["positional"]["first_position"]
+    if rows >= model_cfg["max_len"]:
+        return
+    key = "encoder.positional.embedding.weight"
+    state[key] = state[key][:rows].clone()
+    log.info("tokenizer_config.json: model_max_length=%d: the model reads at most %d pieces (the position table's "
+             "first %d of %d rows)", int(limit), int(limit), rows, model_cfg["max_len"])
+    model_cfg["max_len"] = rows
+
+
+def _architecture(folder: Path, family: Family) -> str:
+    """The class ``config.json``'s ``architectures`` names first, for messages."""
+    names = read_config(folder).get("architectures")
+    first = names[0] if isinstance(names, list) and names and isinstance(names[0], str) else None
+    return f"a {first} folder" if first else f"a {family.title} folder"
+
+
+def mlm_checkpoint(spec: str) -> dict[str, Any]:
+    """A masked-LM checkpoint dict (``tasks.checkpoint``'s form: task name, hyperparameters, state
+    dict, tokenizer) from ``hf:<folder>`` or ``hf:<hub id>``.
+
+    A folder without the masked-LM head (``BertModel``, ``RobertaModel``, ``DistilBertModel``, as
+    sentence-transformers and many fine-tuned encoders ship; or a fine-tuned classifier, whose
+    head is another's) gives the encoder alone: its checkpoint says so under ``encoder_only``,
+    which fine-tuning reads (the head starts fresh, said in a warning) and every command that needs
+    the whole masked LM refuses (``tasks.checkpoint.read_checkpoint``)."""
+    from transformer.hub.families import HEADS, head_kind, head_names
+    from transformer.models.mlm import MaskedLanguageModel
+
+    folder, family, model_cfg, tokenizer = _encoder_folder(spec)
+    kind = head_kind(read_config(folder))
+    if kind is not None:  # a fine-tuned head: read as a part the masked LM does not build
+        head = HEADS[kind].get(family.model_type, ())
+        family = replace(family, not_built=family.not_built + tuple(its for its, _ in head))
+    meta = _meta_model(MaskedLanguageModel, model_cfg)
     check_weights_size(folder, meta)
-    state = map_weights(family, read_weights(folder), meta.state_dict(), tied_parameters(family.task, model_cfg))
+    weights = read_weights(folder)
+    expected, tied = meta.state_dict(), tied_parameters(family.task, model_cfg)
+    encoder_only = None
+    if not any((ours := family.our_name(n)) is not None and not ours.startswith("encoder.") for n in weights):
+        expected, tied = {k: v for k, v in expected.items() if k.startswith("encoder.")}, {}
+        encoder_only = (f"{_architecture(folder, family)} holds the encoder alone, without the masked-LM head "
+                        f"({head_names(family)})" if kind is None else
+                        f"{_architecture(folder, family)} holds a {kind} classifier, whose head is not the masked "
+                        f"LM's ({head_names(family)})")
+    state = map_weights(family, weights, expected, tied)
+    _cut_to_tokenizer(folder, model_cfg, state)
     vocab_size = model_cfg.pop("vocab_size")
     pad_id = model_cfg.pop("pad_id")
-    return {
+    out = {
         "transformer_task": "mlm",
         "hyper_parameters": {"model": model_cfg, "piece_vocab_size": vocab_size, "pad_id": pad_id,
                              "data": {"name": folder.name}},
         "state_dict": {f"model.{k}": v for k, v in state.items()},
         "tokenizers": {"src": tokenizer.to_str()},
     }
+    if encoder_only is not None:
+        out["encoder_only"] = encoder_only
+    return out
 
 
-__all__ = ["PREFIX", "checkpoint", "is_hub_path", "map_weights", "mlm_checkpoint", "translation_checkpoint", "read_config", "read_tokenizer",
-           "read_weights", "resolve"]
+def _labels(config: dict[str, Any], kind: str) -> list[str]:
+    """The label names of a fine-tuned head's ``config.json``, by id: ``id2label`` (``{"0": ...}``),
+    every id from 0 once, each name a distinct text."""
+    id2label = config.get("id2label")
+    if not isinstance(id2label, dict) or not id2label:
+        raise HubError(f"config.json: id2label={id2label!r}: expected the labels by id ({{\"0\": \"NEGATIVE\", ...}})")
+    by_id = {}
+    for key, label in id2label.items():
+        if not (isinstance(key, str) and key.isdigit()):
+            raise HubError(f"config.json: id2label has the key {key!r}: expected ids \"0\", \"1\", ...")
+        by_id[int(key)] = label
+    if sorted(by_id) != list(range(len(by_id))):
+        raise HubError(f"config.json: id2label has the ids {sorted(by_id)}: expected 0 to {len(by_id) - 1}, each once")
+    labels = [by_id[i] for i in range(len(by_id))]
+    bad = [x for x in labels if not isinstance(x, str) or not x.strip() or "\t" in x or "\n" in x]
+    if bad:
+        raise HubError(f"config.json: id2label: label {bad[0]!r}: expected a name without tabs or line breaks")
+    if len(set(labels)) < len(labels):
+        raise HubError(f"config.json: id2label names {next(x for x in labels if labels.count(x) > 1)!r} twice")
+    if kind == "sequence" and len(labels) < 2:
+        raise HubError(f"config.json: id2label names {len(labels)} label: a classifier picks one of at least 2")
+    problem = config.get("problem_type")
+    if kind == "sequence" and problem not in (None, "single_label_classification"):
+        raise HubError(f"config.json: problem_type={problem!r} has no place in our model (it picks one label of "
+                       f"a softmax: single_label_classification)")
+    return labels
+
+
+def head_checkpoint(spec: str, kind: str) -> dict[str, Any]:
+    """A classification (``kind="sequence"``: ``*ForSequenceClassification``) or tagging
+    (``"token"``: ``*ForTokenClassification``) checkpoint dict from a fine-tuned BERT-family
+    folder: its encoder, its head on our modules (``hub.families.HEADS``: the sequence head's
+    dense layer as ``FirstPooling(dense=...)``, the labels' layer as ``classifier``) and
+    ``id2label``'s names as the labels. A head whose shape disagrees with ``id2label`` is a
+    :class:`HubError` naming both."""
+    import dataclasses
+    import functools
+
+    from transformer.hub.families import POOLER_ACTIVATIONS, with_head
+    from transformer.models.classifier import SequenceClassifier
+    from transformer.models.pooling import FirstPooling
+    from transformer.models.tagger import Tagger
+
+    folder, family, model_cfg, tokenizer = _encoder_folder(spec)
+    labels = _labels(read_config(folder), kind)
+    family = with_head(family, kind)
+    weights = read_weights(folder)
+    scorer = next((n for n in weights if family.our_name(n) == "classifier.weight"), None)
+    if scorer is not None and weights[scorer].dim() == 2 and weights[scorer].shape[0] != len(labels):
+        raise HubError(f"weights: {scorer} scores {weights[scorer].shape[0]} labels, but config.json's id2label "
+                       f"names {len(labels)}")
+    if kind == "sequence":
+        dense = POOLER_ACTIVATIONS[family.model_type]
+        model_class, target = SequenceClassifier, "SequenceClassifier"
+        settings = {"pooling": {"_target_": "FirstPooling", "_partial_": True, "dense": dense}}
+        meta = _meta_model(model_class, model_cfg, n_classes=len(labels),
+                           pooling=functools.partial(FirstPooling, dense=dense))
+    else:
+        model_class, target = Tagger, "Tagger"
+        settings = {"pooling": "first", "context": "piece", "char_channels": 0}
+        meta = _meta_model(model_class, model_cfg, n_tags=len(labels), **settings)
+    check_weights_size(folder, meta)
+    state = map_weights(family, weights, meta.state_dict(), {}, built=f"the {kind} classifier")
+    _cut_to_tokenizer(folder, model_cfg, state)
+    names = {f.name for f in dataclasses.fields(model_class.config_class)}
+    ours = {"_target_": target, **{k: v for k, v in model_cfg.items() if k in names and k not in ("vocab_size", "pad_id")},
+            **settings}
+    hp = {"model": ours, "piece_vocab_size": model_cfg["vocab_size"], "pad_id": model_cfg["pad_id"]}
+    if kind == "sequence":
+        hp.update(labels=labels, data={"name": folder.name})
+        task = "classification"
+    else:
+        hp.update(tags=labels, data={"name": folder.name, "format": "conllu", "tagset": "upos",
+                                     "files": {"train": None, "dev": None, "test": None}})
+        task = "tagging"
+    return {"transformer_task": task, "hyper_parameters": hp, "state_dict": {f"model.{k}": v for k, v in state.items()},
+            "tokenizers": {"src": tokenizer.to_str()}}
+
+
+def init_checkpoint(spec: str) -> dict[str, Any]:
+    """What ``init_from=hf:<folder>`` starts a model from: a Marian folder's translation
+    checkpoint; any BERT-family folder's masked LM (:func:`mlm_checkpoint`), its encoder alone
+    where the folder has no masked-LM head (an encoder, a fine-tuned classifier)."""
+    folder = resolve(spec)
+    family = family_of(read_config(folder))
+    return translation_checkpoint(spec) if family.task == "translation" else mlm_checkpoint(spec)
+
+
+__all__ = ["PREFIX", "checkpoint", "head_checkpoint", "init_checkpoint", "is_hub_path", "map_weights", "mlm_checkpoint",
+           "translation_checkpoint", "read_config", "read_tokenizer", "read_weights", "resolve"]

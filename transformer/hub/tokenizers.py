@@ -14,6 +14,13 @@ from the same files:
   ``<mask>`` taking the space before it, as ``RobertaTokenizer`` makes it.
 
 Tokens of ``added_tokens.json`` are added after the vocabulary, at the ids the file gives.
+
+A folder's own ``tokenizer.json`` is read as ``transformers`` reads it (:func:`as_transformers_reads`):
+the padding and truncation it may set (sentence-transformers writes ``"padding": {"strategy":
+{"Fixed": 128}}`` and ``"truncation": {"max_length": 128}``) are switched off, since a text is
+encoded alone and framed by the caller, and the ``tokenizer_config.json`` options a family's
+tokenizer class rebuilds its pipeline with (BERT's ``do_lower_case``, ``strip_accents``,
+``tokenize_chinese_chars``; RoBERTa's ``add_prefix_space``, ``trim_offsets``) win over the file's.
 """
 
 from __future__ import annotations
@@ -179,6 +186,47 @@ def byte_level_bpe(folder: Path) -> Tokenizer:
     return tok
 
 
+#: The tokenizer classes ``tokenizer_config.json`` names (``BertTokenizerFast`` too) whose options
+#: rebuild BERT's normalizer, and RoBERTa's byte-level pre-tokenizer and framing.
+_BERT_CLASSES = ("BertTokenizer", "DistilBertTokenizer")
+_ROBERTA_CLASSES = ("RobertaTokenizer",)
+
+
+def _class_of(config: dict[str, Any]) -> str:
+    name = config.get("tokenizer_class")
+    return name.removesuffix("Fast") if isinstance(name, str) else ""
+
+
+def _flag(config: dict[str, Any], key: str, default: bool | None) -> bool | None:
+    value = config.get(key, default)
+    if value is not None and not isinstance(value, bool):
+        raise TokenizerFilesError(f"{key}={value!r}: expected true or false")
+    return value
+
+
+def as_transformers_reads(state: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
+    """A ``tokenizer.json`` state as ``transformers``' ``AutoTokenizer`` encodes with it: no
+    padding, no truncation (set per call there, off by default), and the options of
+    ``tokenizer_config.json`` (``config``, :func:`settings`) that its tokenizer class applies:
+    a BERT-family class sets the ``BertNormalizer``'s lowercasing (``do_lower_case``, default
+    true), accent stripping and CJK spacing; RoBERTa's, ``add_prefix_space`` and
+    ``trim_offsets`` of its byte-level pre-tokenizer and framing, where the config gives them."""
+    state = {**state, "padding": None, "truncation": None}
+    name = _class_of(config)
+    normalizer = state.get("normalizer")
+    if name in _BERT_CLASSES and isinstance(normalizer, dict) and normalizer.get("type") == "BertNormalizer":
+        state["normalizer"] = {**normalizer, "lowercase": _flag(config, "do_lower_case", True),
+                               "strip_accents": _flag(config, "strip_accents", None),
+                               "handle_chinese_chars": _flag(config, "tokenize_chinese_chars", True)}
+    if name in _ROBERTA_CLASSES:
+        for part in ("pre_tokenizer", "post_processor"):
+            node = state.get(part)
+            if isinstance(node, dict) and node.get("type") in ("ByteLevel", "RobertaProcessing"):
+                state[part] = {**node, **{k: _flag(config, k, None) for k in ("add_prefix_space", "trim_offsets")
+                                          if config.get(k) is not None}}
+    return state
+
+
 def from_vocabulary_files(folder: Path) -> Tokenizer | None:
     """The tokenizer of ``folder``'s ``vocab.txt`` or ``vocab.json`` + ``merges.txt``; None: it
     has neither."""
@@ -189,5 +237,5 @@ def from_vocabulary_files(folder: Path) -> Tokenizer | None:
     return None
 
 
-__all__ = ["TOKENIZER_FILES", "TokenizerFilesError", "byte_level_bpe", "from_vocabulary_files", "settings",
+__all__ = ["TOKENIZER_FILES", "TokenizerFilesError", "as_transformers_reads", "byte_level_bpe", "from_vocabulary_files", "settings",
            "wordpiece"]

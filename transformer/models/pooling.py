@@ -23,6 +23,9 @@ from torch import Tensor, nn
 
 from transformer.modules.attention import attention_weights, head_width
 
+#: The activations :class:`FirstPooling`'s dense layer may take.
+DENSE_ACTIVATIONS = {"tanh": nn.Tanh, "relu": nn.ReLU}
+
 
 class ClsPooling(nn.Module):
     """A learned ``[CLS]`` vector placed before the tokens; its encoder output is the sequence
@@ -50,16 +53,28 @@ class FirstPooling(nn.Module):
     (``BertForSequenceClassification``). Unlike :class:`ClsPooling` nothing is added: the
     vector comes from the tokenizer's framing and the pretrained embedding of that piece, so
     use it with a family's tokenizer (``init_from=hf:...``). Padding is on the right, so
-    position 0 is a real piece whatever the row's length."""
+    position 0 is a real piece whatever the row's length.
 
-    def __init__(self, d_model: int, n_heads: int = 1):
+    ``dense``: the activation of a ``D -> D`` layer the first state then goes through, as the
+    families' sequence classifiers have one: ``"tanh"`` (BERT's pooler, RoBERTa's
+    classification head's ``dense``), ``"relu"`` (DistilBERT's ``pre_classifier``); ``None``:
+    the state as it is."""
+
+    def __init__(self, d_model: int, n_heads: int = 1, dense: str | None = None):
         super().__init__()
+        if dense is not None and dense not in DENSE_ACTIVATIONS:
+            raise ValueError(f"pooling.dense={dense!r}: expected null or one of {', '.join(DENSE_ACTIVATIONS)}")
+        self.dense = nn.Linear(d_model, d_model) if dense is not None else None
+        self.activation = DENSE_ACTIVATIONS[dense]() if dense is not None else None
 
     def prepare(self, x: Tensor, mask: Tensor) -> tuple[Tensor, Tensor]:
         return x, mask
 
     def forward(self, h: Tensor, mask: Tensor) -> tuple[Tensor, None]:
-        return h[:, 0], None  # (B, T, D) -> (B, D): the first position
+        first = h[:, 0]  # (B, T, D) -> (B, D): the first position
+        if self.dense is None:
+            return first, None
+        return self.activation(self.dense(first)), None  # (B, D)
 
 
 class MeanPooling(nn.Module):

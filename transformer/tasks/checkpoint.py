@@ -72,10 +72,14 @@ class OneTokenizerCheckpoint:
 
 def read_checkpoint(path: str | Path) -> dict[str, Any]:
     """Load a checkpoint dict on the CPU, with errors that name the file. ``hf:<folder>`` or
-    ``hf:<hub id>``: a Hugging Face masked LM or Marian translation model read onto ours
-    (``transformer.hub``), checked as a checkpoint is."""
+    ``hf:<hub id>``: a Hugging Face masked LM, fine-tuned classifier or Marian translation model
+    read onto ours (``transformer.hub``), checked as a checkpoint is; an encoder without its head
+    (``BertModel``) is refused: it only starts a model (``init_from``)."""
     if is_hub_path(path):
         ckpt = hub_checkpoint(str(path))
+        if ckpt.get("encoder_only"):  # an encoder without its head starts a model, it cannot serve as one
+            raise CheckpointError(f"{path}: {ckpt['encoder_only']}: nothing to predict with; fine-tune it "
+                                  f"(transformer-train ... init_from={path}) or give a folder with that head")
         try:
             check_hyper_parameters(ckpt)
         except HyperparameterError as exc:

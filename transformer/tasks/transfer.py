@@ -57,13 +57,15 @@ PREFIX = "model.encoder."
 
 def whole_model(model_cfg: Mapping[str, Any], ckpt: dict) -> bool:
     """Whether ``init_from`` starts the whole model, not only its encoder: a masked LM from a
-    masked LM (:func:`copy_model`)."""
+    masked LM (:func:`copy_model`) that has its head (``hub.mlm_checkpoint``'s ``encoder_only``:
+    a Hugging Face encoder without one starts the encoder, the head fresh)."""
     from transformer.models.mlm import MaskedLanguageModel
 
     def cls(cfg: Mapping[str, Any], where: str) -> type:
         return check_model_config(dict(cfg), where, complete=False)[0]
 
-    return (kinds.task_kind(ckpt) is kinds.MLM and cls(model_cfg, "model") is MaskedLanguageModel
+    return (kinds.task_kind(ckpt) is kinds.MLM and not ckpt.get("encoder_only")
+            and cls(model_cfg, "model") is MaskedLanguageModel
             and cls(ckpt["hyper_parameters"]["model"], "init_from.model") is MaskedLanguageModel)
 
 
