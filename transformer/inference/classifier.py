@@ -12,6 +12,7 @@ import torch
 from torch import nn
 
 from transformer.data.core.batching import pad_ids, token_budget_batches
+from transformer.models.pooling import ClsPooling
 
 # (model, its tokenizer, the most pieces its encoder reads)
 Member = tuple[nn.Module, object, int]
@@ -46,7 +47,8 @@ class SentenceClassifier:
         """``(N, C)`` one member's probabilities, rows in input order."""
         ids = tokenizer.encode_batch(list(texts))
         prefix, suffix = tokenizer.framing  # a pretrained family's [CLS] … [SEP]
-        room = max_len - 1 - len(prefix) - len(suffix)  # a [CLS] pooling adds one position
+        added = 1 if isinstance(getattr(model, "pooling", None), ClsPooling) else 0  # a [CLS] pooling adds one position
+        room = max_len - added - len(prefix) - len(suffix)
         self.truncated += sum(len(x) > room for x in ids)
         ids = [tokenizer.frame(x[:room]) for x in ids]
         out = torch.zeros(len(ids), len(self.labels))  # (N, C)
