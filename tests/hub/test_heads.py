@@ -16,7 +16,7 @@ from folders import WORDS
 from head_folders import SEQUENCE_LABELS, TOKEN_LABELS, write_head_folder
 from transformer.cli import classify as classify_cli
 from transformer.cli import tag as tag_cli
-from transformer.hub import HubError, checkpoint
+
 from transformer.tasks.checkpoint import load_task
 
 transformers = pytest.importorskip("transformers")

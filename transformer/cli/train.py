@@ -471,19 +471,22 @@ def start_task(cfg: DictConfig, dm, ckpt: dict | None, pretrained: dict | None):
         if part == "encoder":
             warn_fresh_decoder(task.model, len(copied), cfg.init_from)
         if pretrained.get("encoder_only"):
-            warn_fresh_head(task.model, copied, cfg.init_from, pretrained["encoder_only"])
+            warn_fresh_head(task.model, copied, cfg.init_from, pretrained["encoder_only"], pretrained.get("not_used"))
     if ckpt is None:
         return task, None
     load_weights(task, ckpt, cfg.ckpt_path)  # a hand-edited file fails here, in one line
     return task, ckpt["global_step"]
 
 
-def warn_fresh_head(model, copied: list[str], path: str, what: str) -> None:
+def warn_fresh_head(model, copied: list[str], path: str, what: str, not_used: list[str] | None = None) -> None:
     """One warning when ``init_from`` is a Hugging Face folder without the head a masked LM has
     (``hub.mlm_checkpoint``'s ``encoder_only``, ``what`` says which folder): the encoder is
-    copied, and the parts of ``model`` named here start fresh."""
+    copied, the folder's tensors ``not_used`` are not, and the parts of ``model`` named here
+    start fresh."""
     fresh = sorted({name.split(".")[0] for name, _ in model.named_parameters() if name not in set(copied)})
-    log.warning("init_from: %s: %s; its encoder is copied, fresh: %s", path, what, ", ".join(fresh) or "nothing")
+    unused = f" (not used: {', '.join(not_used)})" if not_used else ""
+    log.warning("init_from: %s: %s; its encoder is copied%s, fresh: %s", path, what, unused,
+                ", ".join(fresh) or "nothing")
 
 
 def warn_fresh_decoder(model, copied: int, path: str) -> None:

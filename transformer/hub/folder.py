@@ -196,10 +196,12 @@ def _check_tokenizer_ids(path: Path, state: dict[str, Any]) -> None:
 
 
 def map_weights(family: Family, weights: dict[str, torch.Tensor], expected: dict[str, torch.Tensor],
-                tied: dict[str, str], built: str = "the masked LM") -> dict[str, torch.Tensor]:
+                tied: dict[str, str], built: str = "the masked LM", unused: list[str] | None = None
+                ) -> dict[str, torch.Tensor]:
     """Our state dict from the family's ``weights``: ``expected`` is our model's own state dict
     (names and shapes), ``tied`` maps a parameter to the one it shares (the output projection to
-    the token embedding); ``built`` names our model in the warning of the parts it does not build.
+    the token embedding); ``built`` names our model in the warning of the parts it does not build,
+    and ``unused``, where given, takes their names instead of the warning.
     A tensor with no place, a shape that differs, a duplicate that differs,
     or a parameter left unfilled is a :class:`HubError` naming it."""
     ours: dict[str, torch.Tensor] = {}
@@ -239,7 +241,9 @@ def map_weights(family: Family, weights: dict[str, torch.Tensor], expected: dict
     if missing:
         raise HubError(f"weights: nothing fills our {missing[0]}" + (f" (and {len(missing) - 1} more)"
                                                                     if len(missing) > 1 else ""))
-    if skipped:
+    if unused is not None:
+        unused.extend(skipped)
+    elif skipped:
         log.warning("weights not used (parts %s does not build): %s", built, ", ".join(skipped))
     return ours
 
@@ -475,14 +479,15 @@ def mlm_checkpoint(spec: str) -> dict[str, Any]:
     check_weights_size(folder, meta)
     weights = read_weights(folder)
     expected, tied = meta.state_dict(), tied_parameters(family.task, model_cfg)
-    encoder_only = None
+    encoder_only, unused = None, None
     if not any((ours := family.our_name(n)) is not None and not ours.startswith("encoder.") for n in weights):
+        unused = []  # named in the one warning of what starts fresh (tasks.transfer), or refused
         expected, tied = {k: v for k, v in expected.items() if k.startswith("encoder.")}, {}
         encoder_only = (f"{_architecture(folder, family)} holds the encoder alone, without the masked-LM head "
                         f"({head_names(family)})" if kind is None else
                         f"{_architecture(folder, family)} holds a {kind} classifier, whose head is not the masked "
                         f"LM's ({head_names(family)})")
-    state = map_weights(family, weights, expected, tied)
+    state = map_weights(family, weights, expected, tied, unused=unused)
     _cut_to_tokenizer(folder, model_cfg, state)
     vocab_size = model_cfg.pop("vocab_size")
     pad_id = model_cfg.pop("pad_id")
@@ -495,6 +500,7 @@ def mlm_checkpoint(spec: str) -> dict[str, Any]:
     }
     if encoder_only is not None:
         out["encoder_only"] = encoder_only
+        out["not_used"] = unused
     return out
 
 
