@@ -65,6 +65,8 @@ CHANGED.update({key: False for key in ("decode.zero_shot", "task.val_decode.zero
 CHANGED.update({"data.tag_side": "source", "inspect: tgt_lang": None})
 # The search's precision (decoding settings: decode.dtype), fp32 as before.
 CHANGED.update({key: "fp32" for key in ("decode.dtype", "task.val_decode.dtype", "test_decode.dtype")})
+# The warm-up as a fraction of the run (task.warmup), off by default: warmup_steps as before.
+CHANGED.update({"task.warmup": None})
 # Experiments added since 0.1.0: they have no composed config there to compare with.
 ADDED = {"train experiment=multi30k_multi", "train experiment=multi30k_multi_cpu",
          # Speech input: labelled recordings, FSDD digits, connected digit strings (AT and CTC).

@@ -115,6 +115,8 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         data: the data module's ``settings()``: name, split files, format, columns.
         label_smoothing: as in ``F.cross_entropy`` (Szegedy et al. 2016).
         lr: peak learning rate; warmup_steps: linear warm-up updates.
+        warmup: the warm-up as a fraction of the run's updates (``0.06``: the first 6 %, from
+            the trainer's estimate of the run's length); set, it replaces ``warmup_steps``.
         optimizer: a ``_partial_`` node of ``tasks.build.OPTIMIZERS``; None: AdamW,
             betas (0.9, 0.98), eps 1e-8, weight decay 0.01 (:data:`default_optimizer`).
         schedule: ``"linear"`` (decay to 0 at the trainer's last step) or ``"inverse_sqrt"``.
@@ -150,6 +152,7 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         lr: Annotated[float, Range(0, 10)] = 5e-4,
         optimizer: dict | None = None,
         warmup_steps: Annotated[int, Range(0, 2**40)] = 200,
+        warmup: Annotated[float | None, Range(0, 1)] = None,
         schedule: str = "linear",
         token_dropout: float = 0.0,
         layer_decay: float = 1.0,

@@ -152,6 +152,8 @@ class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
             (None: AdamW, betas (0.9, 0.98), eps 1e-8, weight decay 0.01, :data:`default_optimizer`);
             warmup_steps, schedule: ``"linear"`` (decay to 0
             at the last step) or ``"inverse_sqrt"``.
+        warmup: the warm-up as a fraction of the run's updates (``0.06``: the first 6 %, from
+            the trainer's estimate of the run's length); set, it replaces ``warmup_steps``.
         tokenizer: the tokenizer JSON; kept out of hparams.
     """
 
@@ -175,6 +177,7 @@ class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
         lr: Annotated[float, Range(0, 10)] = 5e-4,
         optimizer: dict | None = None,
         warmup_steps: Annotated[int, Range(0, 2**40)] = 1000,
+        warmup: Annotated[float | None, Range(0, 1)] = None,
         schedule: str = "linear",
         tokenizer: str | None = None,
     ) -> None:

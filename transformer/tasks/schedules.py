@@ -58,16 +58,41 @@ class RunLength:
     """The run's optimizer steps (:func:`total_steps`), asked of the trainer only once the
     warm-up is over. Asking sooner, from ``configure_optimizers``, makes Lightning build the
     training loader before a resumed run has restored its position in the epoch, and the
-    resumed run would then start the epoch from its first batch again."""
+    resumed run would then start the epoch from its first batch again. ``warmup_steps``: a
+    number of updates, or a :class:`WarmupLength`."""
 
-    def __init__(self, trainer, warmup_steps: int):
+    def __init__(self, trainer, warmup_steps: "int | WarmupLength"):
         self.trainer, self.warmup_steps, self.value = trainer, warmup_steps, None
 
     def __call__(self, step: int) -> int:
-        if step + 1 <= self.warmup_steps:
+        warmup = self.warmup_steps(step) if callable(self.warmup_steps) else self.warmup_steps
+        if step + 1 <= warmup:
             return 1  # the warm-up's factor does not depend on it
         if self.value is None:
             self.value = total_steps(self.trainer)
+        return self.value
+
+
+class WarmupLength:
+    """The warm-up's updates: ``steps``, or with ``fraction`` set that share of the run's
+    updates (:func:`total_steps`, at least one): ``task.warmup=0.06`` warms up over 6 % of the
+    run whatever its epochs, batch size and data (BERT's fine-tuning recipes warm up over
+    6–10 % of them), where a fixed count can outlast a short run.
+
+    A fresh run asks the trainer when the schedule is built; a resumed one only at its first
+    update after the restore (as :class:`RunLength` does, for the same reason), its restored
+    optimizer holding the rate until then."""
+
+    def __init__(self, trainer, steps: int, fraction: float | None = None):
+        self.trainer, self.steps, self.fraction, self.value = trainer, int(steps), fraction, None
+
+    def __call__(self, step: int) -> int:
+        if self.fraction is None:
+            return self.steps
+        if self.value is None:
+            if step == 0 and getattr(self.trainer, "ckpt_path", None):
+                return 1  # the factor built before a resumed run's state replaces it
+            self.value = max(1, round(self.fraction * total_steps(self.trainer))) if self.fraction > 0 else 0
         return self.value
 
 
@@ -105,14 +130,16 @@ def optimizer_with_warmup(module: torch.nn.Module, hp, trainer) -> dict:
     """The optimizer ``hp.optimizer`` names (``module.default_optimizer`` when None) over
     ``module``'s parameters with a per-step schedule, as ``configure_optimizers`` returns it:
     ``hp.schedule`` ``"linear"`` (warm-up, then linear decay to zero at the run's last step) or
-    else the inverse square root after ``hp.warmup_steps``; ``hp.layer_decay`` (where the task
+    else the inverse square root after the warm-up, whose length is ``hp.warmup_steps`` updates
+    or, where the task has ``hp.warmup`` set, that fraction of the run (:class:`WarmupLength`); ``hp.layer_decay`` (where the task
     has it) below 1 gives lower encoder layers smaller rates (:func:`layer_decay_groups`)."""
     groups = layer_decay_groups(module, hp.lr, float(hp.get("layer_decay", 1.0)))
     optimizer = build_optimizer(groups, hp.optimizer or module.default_optimizer, hp.lr)
+    warmup = WarmupLength(trainer, hp.warmup_steps, hp.get("warmup"))
     if hp.schedule == "linear":
-        total = RunLength(trainer, hp.warmup_steps)
-        fn = lambda step: warmup_linear_factor(step, hp.warmup_steps, total(step))  # noqa: E731
+        total = RunLength(trainer, warmup)
+        fn = lambda step: warmup_linear_factor(step, warmup(step), total(step))  # noqa: E731
     else:
-        fn = lambda step: inverse_sqrt_factor(step, hp.warmup_steps)  # noqa: E731
+        fn = lambda step: inverse_sqrt_factor(step, warmup(step))  # noqa: E731
     scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, fn)
     return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}

@@ -114,6 +114,8 @@ class TaggingTask(OneTokenizerCheckpoint, L.LightningModule):
         optimizer: a ``_partial_`` node of ``tasks.build.OPTIMIZERS``; None: AdamW,
             betas (0.9, 0.98), eps 1e-8, weight decay 0.01 (:data:`default_optimizer`).
         warmup_steps: linear warm-up length in updates.
+        warmup: the warm-up as a fraction of the run's updates (``0.06``: the first 6 %, from
+            the trainer's estimate of the run's length); set, it replaces ``warmup_steps``.
         schedule: ``"linear"`` (decay to 0 at the trainer's last step) or ``"inverse_sqrt"``.
         word_dropout: in training, the probability that all pieces of a word are replaced
             by ``<unk>`` (see :func:`drop_words`); the character encoder then has no spelling
@@ -156,6 +158,7 @@ class TaggingTask(OneTokenizerCheckpoint, L.LightningModule):
         lr: Annotated[float, Range(0, 10)] = 5e-4,
         optimizer: dict | None = None,
         warmup_steps: Annotated[int, Range(0, 2**40)] = 500,
+        warmup: Annotated[float | None, Range(0, 1)] = None,
         schedule: str = "linear",
         word_dropout: Annotated[float, Probability()] = 0.0,
         piece_dropout: Annotated[float, Probability()] = 0.0,
