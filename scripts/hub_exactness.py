@@ -6,8 +6,11 @@ Builds a tiny random model of each family from its config class (hidden 32, 2 la
 weights drawn away from their initial values), saves it with its tokenizer to a temporary folder
 (the test helpers in tests/hub/ do this), loads the folder with `load_task("hf:<folder>")`, and
 prints the largest absolute difference of each output on a padded batch in fp32, real positions
-only: BERT, RoBERTa and DistilBERT encoder states and masked-LM logits; MarianMT encoder states
-and teacher-forced decoder logits. Needs `transformers` (`pip install -e .[bench]` or `.[dev]`).
+only: BERT, RoBERTa and DistilBERT encoder states and masked-LM logits; each family's encoder
+alone (``BertModel`` ...) against its states, its fine-tuned sequence and token classifiers
+(``*ForSequenceClassification``, ``*ForTokenClassification``) against their logits and the
+``text-classification`` and ``token-classification`` pipelines' labels and scores; MarianMT
+encoder states and teacher-forced decoder logits. Needs `transformers` (`pip install -e .[bench]` or `.[dev]`).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests" / "hub"))
 
 from folders import write_folder  # noqa: E402  (the tests' tiny-folder builders)
+from head_folders import write_head_folder  # noqa: E402
 from marian_folder import write_marian_folder  # noqa: E402
 
 from transformer.tasks.checkpoint import load_task  # noqa: E402
@@ -48,6 +52,95 @@ def encoder_family(family: str, root: Path) -> dict[str, float]:
     return {"encoder states": (states - out.hidden_states[-1])[real].abs().max().item(),
             "masked-LM logits": (logits - out.logits)[real].abs().max().item(),
             "largest logit": out.logits.abs().max().item()}
+
+
+def _padded(tok, rows: list[list[int]]) -> torch.Tensor:
+    longest = max(map(len, rows))
+    return torch.tensor([r + [tok.pad_id] * (longest - len(r)) for r in rows])  # (B, T)
+
+
+def encoder_alone(family: str, root: Path) -> dict[str, float | None]:
+    """The family's base model (``BertModel`` ...) read as the encoder that starts fine-tuning."""
+    import transformers
+
+    from transformer.hub import init_checkpoint
+    from transformer.models.mlm import MaskedLanguageModel
+    from transformer.tasks.build import build_model
+
+    folder = write_head_folder(family, "encoder", root / f"{family}-encoder")
+    ckpt = init_checkpoint(f"hf:{folder}")
+    hp = ckpt["hyper_parameters"]
+    model = build_model(hp["model"], vocab_size=hp["piece_vocab_size"], pad_id=hp["pad_id"])
+    assert isinstance(model, MaskedLanguageModel)
+    model.encoder.load_state_dict({k[len("model.encoder."):]: v for k, v in ckpt["state_dict"].items()})
+    model.eval()
+    load = transformers.AutoTokenizer.from_pretrained(folder)
+    src = torch.tensor(load(TEXTS, padding=True)["input_ids"])  # (B, T)
+    real = src.ne(hp["pad_id"])
+    with torch.no_grad():
+        theirs = transformers.AutoModel.from_pretrained(folder).eval()(input_ids=src, attention_mask=real.long())
+        states = model.encode(src)
+    return {"encoder states": (states - theirs.last_hidden_state)[real].abs().max().item(),
+            "largest logit": None}
+
+
+def sequence_classifier(family: str, root: Path) -> dict[str, float]:
+    """``*ForSequenceClassification`` as our classifier: logits, and ``transformer-classify``'s
+    probabilities against the text-classification pipeline's (every label's score)."""
+    import transformers
+
+    folder = write_head_folder(family, "sequence", root / f"{family}-sequence")
+    task = load_task(f"hf:{folder}")
+    tok = task.tokenizer
+    src = _padded(tok, [tok.frame(tok.encode(t)) for t in TEXTS])
+    hf = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
+    pipe = transformers.pipeline("text-classification", model=str(folder), tokenizer=str(folder), top_k=None)
+    with torch.no_grad():
+        theirs = hf(input_ids=src, attention_mask=src.ne(tok.pad_id).long()).logits  # (B, C)
+        ours = task.model(src)
+    probs = task.classifier().probabilities(TEXTS)  # (B, C)
+    scores, same = 0.0, 0
+    for row, answer in zip(probs, pipe(TEXTS)):
+        same += task.labels[int(row.argmax())] == answer[0]["label"]
+        scores = max(scores, max(abs(row[task.labels.index(a["label"])].item() - a["score"]) for a in answer))
+    return {"classifier logits": (ours - theirs).abs().max().item(),
+            f"pipeline scores (labels: {same} of {len(TEXTS)} equal)": scores,
+            "largest logit": theirs.abs().max().item()}
+
+
+def token_classifier(family: str, root: Path) -> dict[str, float]:
+    """``*ForTokenClassification`` as our tagger: each word's logits (its first piece's), and
+    ``transformer-tag``'s probabilities against the token-classification pipeline's."""
+    import transformers
+
+    folder = write_head_folder(family, "token", root / f"{family}-token")
+    task = load_task(f"hf:{folder}")
+    load = transformers.AutoTokenizer.from_pretrained(folder)
+    hf = transformers.AutoModelForTokenClassification.from_pretrained(folder).eval()
+    pipe = transformers.pipeline("token-classification", model=str(folder), tokenizer=str(folder),
+                                 aggregation_strategy="none", ignore_labels=[])
+    sentences = [t.replace(".", "").split() for t in TEXTS]
+    probs = task.tagger().tag_probabilities(sentences)
+    logits, scores, same, words = 0.0, 0.0, 0, 0
+    largest = 0.0
+    for words_of, p in zip(sentences, probs):
+        enc = load(words_of, is_split_into_words=True, return_tensors="pt")
+        firsts = [enc.word_ids().index(w) for w in range(len(words_of))]
+        ids, word_ids = task.tokenizer.encode_words(words_of)
+        prefix, _ = task.tokenizer.framing
+        src = torch.tensor([task.tokenizer.frame(ids)])  # (1, T)
+        wid = torch.tensor([[-1] * len(prefix) + word_ids + [-1] * (src.size(1) - len(prefix) - len(ids))])
+        with torch.no_grad():
+            theirs = hf(**enc).logits[0, firsts]  # (W, C)
+            ours = task.model(src, wid)[0]  # (W, C)
+        logits, largest = max(logits, (ours - theirs).abs().max().item()), max(largest, theirs.abs().max().item())
+        rows = {r["index"]: r for r in pipe([words_of], is_split_into_words=True)[0]}
+        for w, first in enumerate(firsts):
+            same += task.tags[int(p[w].argmax())] == rows[first]["entity"]
+            scores = max(scores, abs(p[w].max().item() - rows[first]["score"]))
+            words += 1
+    return {"tagger logits (first pieces)": logits, f"pipeline scores (labels: {same} of {words} equal)": scores,
+            "largest logit": largest}
 
 
 def marian(root: Path) -> dict[str, float]:
@@ -77,6 +170,10 @@ def main() -> None:
     torch.manual_seed(0)
     with tempfile.TemporaryDirectory() as tmp:
         table = {family: encoder_family(family, Path(tmp)) for family in ("bert", "roberta", "distilbert")}
+        for family in ("bert", "roberta", "distilbert"):
+            table[f"{family} encoder alone"] = encoder_alone(family, Path(tmp))
+            table[f"{family} sequence classifier"] = sequence_classifier(family, Path(tmp))
+            table[f"{family} token classifier"] = token_classifier(family, Path(tmp))
         table["marian"] = marian(Path(tmp))
     import transformers
 
@@ -86,7 +183,8 @@ def main() -> None:
     for family, row in table.items():
         for name, diff in row.items():
             if name != "largest logit":
-                print(f"| {family} | {name} | {diff:.1e} | {row['largest logit']:.1f} |")
+                largest = row["largest logit"]
+                print(f"| {family} | {name} | {diff:.1e} | {'–' if largest is None else f'{largest:.1f}'} |")
     if args.json:
         Path(args.json).write_text(json.dumps(table, indent=2) + "\n", encoding="utf-8")
 
