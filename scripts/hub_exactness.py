@@ -102,7 +102,7 @@ def sequence_classifier(family: str, root: Path) -> dict[str, float]:
     scores, same = 0.0, 0
     for row, answer in zip(probs, pipe(TEXTS)):
         same += task.labels[int(row.argmax())] == answer[0]["label"]
-        scores = max(scores, max(abs(row[task.labels.index(a["label"])].item() - a["score"]) for a in answer))
+        scores = max(scores, max(abs(row[task.labels.index(a["label"])].item() - float(a["score"])) for a in answer))
     return {"classifier logits": (ours - theirs).abs().max().item(),
             f"pipeline scores (labels: {same} of {len(TEXTS)} equal)": scores,
             "largest logit": theirs.abs().max().item()}
@@ -137,7 +137,7 @@ def token_classifier(family: str, root: Path) -> dict[str, float]:
         rows = {r["index"]: r for r in pipe([words_of], is_split_into_words=True)[0]}
         for w, first in enumerate(firsts):
             same += task.tags[int(p[w].argmax())] == rows[first]["entity"]
-            scores = max(scores, abs(p[w].max().item() - rows[first]["score"]))
+            scores = max(scores, abs(p[w].max().item() - float(rows[first]["score"])))
             words += 1
     return {"tagger logits (first pieces)": logits, f"pipeline scores (labels: {same} of {words} equal)": scores,
             "largest logit": largest}
