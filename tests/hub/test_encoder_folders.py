@@ -116,6 +116,35 @@ def test_a_fine_tuned_classifier_fine_tunes_further_and_needs_nothing_of_it(corp
     assert len(out) == 2 and all(line.split("\t")[0] in ("pos", "neg") for line in out)
 
 
+def test_a_classifier_of_the_same_labels_continues_from_the_folders_head(corpus, tmp_path, capsys, monkeypatch):
+    """The folder's labels are the data's (in another order): its dense layer and label rows are
+    copied, each row to its label, so before any update the checkpoint classifies as the folder."""
+    folder = write_head_folder("bert", "sequence", tmp_path / "bert", labels=["pos", "neg"])
+    run = tmp_path / "run"
+    args = train_args("classifier", corpus, folder, run) + [
+        "model.pooling._target_=transformer.models.pooling.FirstPooling", "+model.pooling.dense=tanh"]
+    code, err = main_status(train_cli, args, capsys, monkeypatch)
+    assert code == 0, err
+    assert not warnings(run)  # nothing starts fresh
+    log = (run / "train.log").read_text(encoding="utf-8")
+    assert "its encoder and head (classifier.bias, classifier.weight, pooling.dense.bias, pooling.dense.weight) " \
+           "are copied" in log
+    pipe = transformers.pipeline("text-classification", model=str(folder), tokenizer=str(folder), top_k=None)
+    lines = ["the movie was great", "the film was bad", "café naïve 日本語"]
+    theirs = pipe(lines)
+    shutil.rmtree(folder)
+    monkeypatch.chdir(tmp_path)
+    code, err = main_status(classify_cli, [f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}", "output=out.jsonl",
+                                           "format=jsonl", "top_k=2"], capsys, monkeypatch,
+                            stdin="".join(t + "\n" for t in lines).encode())
+    assert code == 0, err
+    ours = [json.loads(line) for line in (tmp_path / "out.jsonl").read_text(encoding="utf-8").splitlines()]
+    for mine, reference in zip(ours, theirs):
+        scores = {row["label"]: row["probability"] for row in mine["top"]}
+        assert mine["label"] == reference[0]["label"]
+        assert all(abs(scores[row["label"]] - row["score"]) < 1e-5 for row in reference)
+
+
 def edit_config(folder: Path, **changes) -> None:
     config = json.loads((folder / "config.json").read_text(encoding="utf-8"))
     config.update(changes)

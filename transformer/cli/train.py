@@ -42,6 +42,7 @@ from transformer.tasks.build import check_config_types, check_model_config, chec
 from transformer.tasks.checkpoint import CheckpointError, load_weights, read_checkpoint
 from transformer.tasks.transfer import (
     check_init_from,
+    copy_head,
     check_translation_init,
     encoder_settings_to_take,
     model_settings_to_take,
@@ -471,7 +472,13 @@ def start_task(cfg: DictConfig, dm, ckpt: dict | None, pretrained: dict | None):
         if part == "encoder":
             warn_fresh_decoder(task.model, len(copied), cfg.init_from)
         if pretrained.get("encoder_only"):
-            warn_fresh_head(task.model, copied, cfg.init_from, pretrained["encoder_only"], pretrained.get("not_used"))
+            labels = getattr(task, "data_labels", None) or getattr(task, "tags", None)
+            head = copy_head(task.model, pretrained, labels)
+            if head:  # a fine-tuned classifier continued on its own labels: nothing starts fresh
+                log.info("init_from: %s: its encoder and head (%s) are copied, the data's labels being its "
+                         "id2label's", cfg.init_from, ", ".join(head))
+            else:
+                warn_fresh_head(task.model, copied, cfg.init_from, pretrained["encoder_only"], pretrained.get("not_used"))
     if ckpt is None:
         return task, None
     load_weights(task, ckpt, cfg.ckpt_path)  # a hand-edited file fails here, in one line

@@ -586,10 +586,22 @@ def head_checkpoint(spec: str, kind: str) -> dict[str, Any]:
 def init_checkpoint(spec: str) -> dict[str, Any]:
     """What ``init_from=hf:<folder>`` starts a model from: a Marian folder's translation
     checkpoint; any BERT-family folder's masked LM (:func:`mlm_checkpoint`), its encoder alone
-    where the folder has no masked-LM head (an encoder, a fine-tuned classifier)."""
+    where the folder has no masked-LM head (an encoder, a fine-tuned classifier). A fine-tuned
+    classifier's head comes along under ``head`` (its kind, labels, model config and tensors):
+    a classifier or tagger of the same labels continues from it (``tasks.transfer.copy_head``)."""
     folder = resolve(spec)
-    family = family_of(read_config(folder))
-    return translation_checkpoint(spec) if family.task == "translation" else mlm_checkpoint(spec)
+    config = read_config(folder)
+    family = family_of(config)
+    if family.task == "translation":
+        return translation_checkpoint(spec)
+    ckpt = mlm_checkpoint(spec)
+    kind = head_kind(config)
+    if kind is not None:  # the head too, which a model of the same labels continues from
+        head = head_checkpoint(spec, kind)
+        hp = head["hyper_parameters"]
+        ckpt["head"] = {"kind": kind, "labels": hp.get("labels") or hp.get("tags"), "model": hp["model"],
+                        "state_dict": {k: v for k, v in head["state_dict"].items() if not k.startswith("model.encoder.")}}
+    return ckpt
 
 
 __all__ = ["PREFIX", "checkpoint", "head_checkpoint", "init_checkpoint", "is_hub_path", "map_weights", "mlm_checkpoint",

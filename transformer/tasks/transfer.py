@@ -299,6 +299,29 @@ def copy_model(model: torch.nn.Module, ckpt: dict, path: str | Path) -> list[str
     return _load(model, state, path, "'s masked LM does not fit the model", state["encoder.embedding.weight"].shape[0])
 
 
+def copy_head(model: torch.nn.Module, ckpt: dict, labels: list[str] | None) -> list[str]:
+    """Copy a fine-tuned Hugging Face classifier's head (``hub.init_checkpoint``'s ``head``: a
+    sequence classifier's dense layer and label layer, a token classifier's label layer) into
+    ``model`` where it has those parts at the same shapes and ``labels`` (the data's, in the
+    model's order) are the folder's, in any order: its rows are put in the data's. Returns the
+    names copied; none where anything differs (the head then starts fresh)."""
+    head = ckpt.get("head")
+    if not head or labels is None or sorted(labels) != sorted(head["labels"]):
+        return []
+    order = torch.tensor([head["labels"].index(label) for label in labels])
+    own = dict(model.named_parameters())
+    state = {}
+    for key, tensor in head["state_dict"].items():
+        name = key.removeprefix("model.")
+        state[name] = tensor[order] if name.startswith("classifier.") else tensor  # (C, D) / (C,) rows by label
+        if name not in own or own[name].shape != state[name].shape:
+            return []
+    with torch.no_grad():
+        for name, tensor in state.items():
+            own[name].copy_(tensor)
+    return sorted(state)
+
+
 def start_from(model: torch.nn.Module, model_cfg: Mapping[str, Any], ckpt: dict, path: str | Path) -> list[str]:
     """Copy what ``init_from`` gives ``model``: the whole masked LM into a masked LM, else the
     encoder; returns the names copied."""
@@ -310,5 +333,5 @@ def start_from(model: torch.nn.Module, model_cfg: Mapping[str, Any], ckpt: dict,
 
 
 __all__ = ["ENCODER_KEYS", "HEAD_KEYS", "TASK_IDS", "TRAINING_ONLY", "check_init_from", "check_translation_init",
-           "copy_encoder", "copy_model", "copy_pretrained", "encoder_settings_to_take", "model_settings_to_take",
+           "copy_encoder", "copy_head", "copy_model", "copy_pretrained", "encoder_settings_to_take", "model_settings_to_take",
            "pretrained_task_settings", "pretrained_tokenizer", "start_from", "whole_model"]
