@@ -58,7 +58,8 @@ def test_task_warmup_is_a_share_of_the_run_end_to_end(tmp_path):
                  f"data.dev={dev}", "test_splits=[]", "data.tokenizer_model=word", "data.vocab_size=100",
                  f"data.data_dir={tmp_path / 'cache'}", "data.max_tokens=80", "task.lr=1e-3",
                  "task.warmup_steps=200", "task.warmup=0.25", "trainer.max_epochs=3", "++trainer.limit_train_batches=4",
-                 "++trainer.log_every_n_steps=1", "++trainer.enable_model_summary=false", "trainer.num_sanity_val_steps=0",
+                 "++trainer.log_every_n_steps=1", "++trainer.enable_model_summary=false",
+                 "trainer.num_sanity_val_steps=0",
                  "callbacks.progress_bar=null", "callbacks.early_stopping=null", "logger.tensorboard=null",
                  f"output_dir={out}"]
     summary = train.run(compose_cfg("train", overrides))

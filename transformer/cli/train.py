@@ -478,7 +478,8 @@ def start_task(cfg: DictConfig, dm, ckpt: dict | None, pretrained: dict | None):
                 log.info("init_from: %s: its encoder and head (%s) are copied, the data's labels being its "
                          "id2label's", cfg.init_from, ", ".join(head))
             else:
-                warn_fresh_head(task.model, copied, cfg.init_from, pretrained["encoder_only"], pretrained.get("not_used"))
+                warn_fresh_head(task.model, copied, cfg.init_from, pretrained["encoder_only"],
+                                pretrained.get("not_used"))
     if ckpt is None:
         return task, None
     load_weights(task, ckpt, cfg.ckpt_path)  # a hand-edited file fails here, in one line

@@ -142,8 +142,8 @@ def read_weights(folder: Path) -> dict[str, torch.Tensor]:
 def read_tokenizer(folder: Path) -> SubwordTokenizer:
     """The folder's ``tokenizer.json`` (the ``tokenizers`` library's file), its special tokens
     and framing its own, read as ``transformers`` reads it (``hub.tokenizers.as_transformers_reads``:
-    its padding and truncation off, ``tokenizer_config.json``'s options applied); without one, the tokenizer its vocabulary files describe
-    (``hub.tokenizers``: BERT's ``vocab.txt``, RoBERTa's ``vocab.json`` and ``merges.txt``, with
+    its padding and truncation off, ``tokenizer_config.json``'s options applied); without one, the
+    tokenizer its vocabulary files describe (``hub.tokenizers``: BERT's ``vocab.txt``, RoBERTa's ``vocab.json`` and ``merges.txt``, with
     ``tokenizer_config.json``), as older hub folders keep it. A file the library cannot read is a
     :class:`HubError` naming it, with the library's reason."""
     from transformer.hub.tokenizers import (TOKENIZER_FILES, TokenizerFilesError, as_transformers_reads,
@@ -156,7 +156,8 @@ def read_tokenizer(folder: Path) -> SubwordTokenizer:
         try:
             state = as_transformers_reads(state, settings(folder))
         except TokenizerFilesError as exc:  # a broken file names itself; a bad option is the config's
-            raise HubError(str(exc) if str(folder) in str(exc) else f"{folder / 'tokenizer_config.json'}: {exc}") from None
+            where = folder / "tokenizer_config.json"
+            raise HubError(str(exc) if str(folder) in str(exc) else f"{where}: {exc}") from None
         try:
             return SubwordTokenizer.from_str(json.dumps(state))
         except ValueError as exc:
@@ -569,8 +570,8 @@ def head_checkpoint(spec: str, kind: str) -> dict[str, Any]:
     state = map_weights(family, weights, meta.state_dict(), {}, built=f"the {kind} classifier")
     _cut_to_tokenizer(folder, model_cfg, state)
     names = {f.name for f in dataclasses.fields(model_class.config_class)}
-    ours = {"_target_": target, **{k: v for k, v in model_cfg.items() if k in names and k not in ("vocab_size", "pad_id")},
-            **settings}
+    ours = {"_target_": target, **settings,
+            **{k: v for k, v in model_cfg.items() if k in names and k not in ("vocab_size", "pad_id", *settings)}}
     hp = {"model": ours, "piece_vocab_size": model_cfg["vocab_size"], "pad_id": model_cfg["pad_id"]}
     if kind == "sequence":
         hp.update(labels=labels, data={"name": folder.name})
@@ -599,8 +600,9 @@ def init_checkpoint(spec: str) -> dict[str, Any]:
     if kind is not None:  # the head too, which a model of the same labels continues from
         head = head_checkpoint(spec, kind)
         hp = head["hyper_parameters"]
+        state = {k: v for k, v in head["state_dict"].items() if not k.startswith("model.encoder.")}
         ckpt["head"] = {"kind": kind, "labels": hp.get("labels") or hp.get("tags"), "model": hp["model"],
-                        "state_dict": {k: v for k, v in head["state_dict"].items() if not k.startswith("model.encoder.")}}
+                        "state_dict": state}
     return ckpt
 
 

@@ -237,5 +237,6 @@ def from_vocabulary_files(folder: Path) -> Tokenizer | None:
     return None
 
 
-__all__ = ["TOKENIZER_FILES", "TokenizerFilesError", "as_transformers_reads", "byte_level_bpe", "from_vocabulary_files", "settings",
+__all__ = ["TOKENIZER_FILES", "TokenizerFilesError", "as_transformers_reads", "byte_level_bpe", "from_vocabulary_files",
+           "settings",
            "wordpiece"]

@@ -131,8 +131,9 @@ def optimizer_with_warmup(module: torch.nn.Module, hp, trainer) -> dict:
     ``module``'s parameters with a per-step schedule, as ``configure_optimizers`` returns it:
     ``hp.schedule`` ``"linear"`` (warm-up, then linear decay to zero at the run's last step) or
     else the inverse square root after the warm-up, whose length is ``hp.warmup_steps`` updates
-    or, where the task has ``hp.warmup`` set, that fraction of the run (:class:`WarmupLength`); ``hp.layer_decay`` (where the task
-    has it) below 1 gives lower encoder layers smaller rates (:func:`layer_decay_groups`)."""
+    or, where the task has ``hp.warmup`` set, that fraction of the run (:class:`WarmupLength`);
+    ``hp.layer_decay`` (where the task has it) below 1 gives lower encoder layers smaller rates
+    (:func:`layer_decay_groups`)."""
     groups = layer_decay_groups(module, hp.lr, float(hp.get("layer_decay", 1.0)))
     optimizer = build_optimizer(groups, hp.optimizer or module.default_optimizer, hp.lr)
     warmup = WarmupLength(trainer, hp.warmup_steps, hp.get("warmup"))

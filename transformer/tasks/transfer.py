@@ -333,5 +333,5 @@ def start_from(model: torch.nn.Module, model_cfg: Mapping[str, Any], ckpt: dict,
 
 
 __all__ = ["ENCODER_KEYS", "HEAD_KEYS", "TASK_IDS", "TRAINING_ONLY", "check_init_from", "check_translation_init",
-           "copy_encoder", "copy_head", "copy_model", "copy_pretrained", "encoder_settings_to_take", "model_settings_to_take",
-           "pretrained_task_settings", "pretrained_tokenizer", "start_from", "whole_model"]
+           "copy_encoder", "copy_head", "copy_model", "copy_pretrained", "encoder_settings_to_take",
+           "model_settings_to_take", "pretrained_task_settings", "pretrained_tokenizer", "start_from", "whole_model"]
