@@ -157,6 +157,7 @@ def edit_config(folder: Path, **changes) -> None:
     ({"id2label": {"0": "A", "2": "B", "1": "A"}}, r"config\.json: id2label names 'A' twice"),
     ({"id2label": {"0": "A", "2": "B"}}, r"config\.json: id2label has the ids \[0, 2\]: expected 0 to 1, each once"),
     ({"id2label": {"zero": "A"}}, r"config\.json: id2label has the key 'zero': expected ids"),
+    ({"_num_labels": 2}, r"config\.json: _num_labels=2, but id2label names 3 labels"),
     ({"problem_type": "multi_label_classification"}, r"config\.json: problem_type='multi_label_classification' has "
                                                      r"no place in our model"),
 ])

@@ -72,6 +72,7 @@ BOOKKEEPING = frozenset({
     "label2id", "problem_type", "finetuning_task", "tokenizer_class", "prefix", "task_specific_params",
     "classifier_dropout", "qa_dropout", "seq_classif_dropout", "bos_token_id", "eos_token_id",
     "sep_token_id", "cls_token_id", "mask_token_id", "unk_token_id", "decoder_start_token_id",
+    "num_labels", "_num_labels",  # a fine-tuned head's, checked against id2label where it is read
 })
 #: Keys accepted only at the value our model computes with; any other value is refused.
 MUST_BE = {

@@ -522,6 +522,9 @@ def _labels(config: dict[str, Any], kind: str) -> list[str]:
     bad = [x for x in labels if not isinstance(x, str) or not x.strip() or "\t" in x or "\n" in x]
     if bad:
         raise HubError(f"config.json: id2label: label {bad[0]!r}: expected a name without tabs or line breaks")
+    for key in ("num_labels", "_num_labels"):
+        if key in config and config[key] != len(labels):
+            raise HubError(f"config.json: {key}={config[key]!r}, but id2label names {len(labels)} labels")
     if len(set(labels)) < len(labels):
         raise HubError(f"config.json: id2label names {next(x for x in labels if labels.count(x) > 1)!r} twice")
     if kind == "sequence" and len(labels) < 2:
