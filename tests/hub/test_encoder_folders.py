@@ -83,6 +83,31 @@ def test_an_encoder_alone_starts_a_model_with_a_fresh_head(family, pooler, kind,
     assert all(torch.equal(state[k], v) for k, v in source.items())
 
 
+def test_a_sentence_transformers_folder_fine_tunes_on_the_ids_transformers_gives(corpus, tmp_path, capsys,
+                                                                                monkeypatch):
+    """The issue's folder: a ``BertModel`` without the masked-LM head whose ``tokenizer.json`` pads
+    and truncates to 128 pieces. Training reads each row as ``AutoTokenizer`` does: ``[CLS] … [SEP]``,
+    no padding."""
+    import datasets
+
+    folder = write_head_folder("bert", "encoder", tmp_path / "minilm")
+    state = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    state["padding"] = {"strategy": {"Fixed": 128}, "direction": "Right", "pad_to_multiple_of": None, "pad_id": 0,
+                        "pad_type_id": 0, "pad_token": "[PAD]"}
+    state["truncation"] = {"direction": "Right", "max_length": 128, "strategy": "LongestFirst", "stride": 0}
+    (folder / "tokenizer.json").write_text(json.dumps(state), encoding="utf-8")
+    run = tmp_path / "run"
+    code, err = main_status(train_cli, train_args("classifier", corpus, folder, run), capsys, monkeypatch)
+    assert code == 0, err
+    theirs = transformers.AutoTokenizer.from_pretrained(folder)([t for t, _ in texts(40, 0)])["input_ids"]
+    assert max(map(len, theirs)) < 20
+    cached = sorted((tmp_path / "cache" / "arrow").glob("*.arrow"))
+    assert cached
+    for path in cached:  # what training read, row by row
+        rows = datasets.Dataset.from_file(str(path))
+        assert [theirs[i] for i in rows["index"]] == rows["src"]
+
+
 @pytest.mark.parametrize("family, head", [("bert", "cls.*"), ("distilbert", "vocab_layer_norm.*")])
 def test_fill_refuses_an_encoder_alone_naming_the_head(family, head, tmp_path, capsys, monkeypatch):
     folder = write_head_folder(family, "encoder", tmp_path / family)
