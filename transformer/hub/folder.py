@@ -588,16 +588,16 @@ def head_checkpoint(spec: str, kind: str) -> dict[str, Any]:
 
 
 def init_checkpoint(spec: str) -> dict[str, Any]:
-    """What ``init_from=hf:<folder>`` starts a model from: a Marian folder's translation
-    checkpoint; any BERT-family folder's masked LM (:func:`mlm_checkpoint`), its encoder alone
+    """What ``init_from=hf:<folder>`` starts a model from: a translation folder's checkpoint
+    (:func:`checkpoint`); any BERT-family folder's masked LM (:func:`mlm_checkpoint`), its encoder alone
     where the folder has no masked-LM head (an encoder, a fine-tuned classifier). A fine-tuned
     classifier's head comes along under ``head`` (its kind, labels, model config and tensors):
     a classifier or tagger of the same labels continues from it (``tasks.transfer.copy_head``)."""
     folder = resolve(spec)
     config = read_config(folder)
     family = family_of(config)
-    if family.task == "translation":
-        return translation_checkpoint(spec)
+    if family.task != "mlm":  # a translation model starts whole, as it reads
+        return checkpoint(spec)
     ckpt = mlm_checkpoint(spec)
     kind = head_kind(config)
     if kind is not None:  # the head too, which a model of the same labels continues from
