@@ -88,3 +88,25 @@ def test_a_token_classifier_tags_as_the_pipeline(family, folders, tmp_path, caps
     assert code == 0, err
     assert (tmp_path / "out.txt").read_text(encoding="utf-8").splitlines() == expected
     assert len({tag for line in expected for tag in line.split()}) > 1
+
+
+def test_model_max_length_cuts_a_sentence_as_transformers_truncates(folders, tmp_path):
+    """``model_max_length`` of ``tokenizer_config.json`` (8 here) is where a sentence is cut, its
+    ``[SEP]`` kept, as ``transformers``' tokenizer truncates it; shorter sentences are whole."""
+    import shutil
+
+    folder = tmp_path / "bert"
+    shutil.copytree(folders["bert", "sequence"], folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    (folder / "tokenizer_config.json").write_text(json.dumps({**config, "model_max_length": 8}), encoding="utf-8")
+    texts = ["the movie was great and the film was good and a good day", "the film"]
+    classifier = load_task(f"hf:{folder}").classifier()
+    ours = classifier.probabilities(texts)  # (2, C)
+    assert classifier.truncated == 1
+    tok = transformers.AutoTokenizer.from_pretrained(folder)
+    batch = tok(texts, truncation=True, padding=True, return_tensors="pt")
+    assert batch["attention_mask"].sum(-1).tolist()[0] == 8
+    with torch.no_grad():
+        model = transformers.AutoModelForSequenceClassification.from_pretrained(folder).eval()
+        theirs = torch.softmax(model(**batch).logits, -1)
+    assert torch.allclose(ours, theirs, atol=1e-5)
