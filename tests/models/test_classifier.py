@@ -92,6 +92,27 @@ def test_first_pooling_reads_position_0_whatever_the_padding():
         assert not torch.allclose(pooled.vector[i], states[i, :len(rows[i])].mean(0), atol=1e-3)
 
 
+@pytest.mark.parametrize("dense, act", [("tanh", torch.tanh), ("relu", torch.relu)])
+def test_first_pooling_with_a_dense_layer_is_the_families_pooler(dense, act):
+    """``FirstPooling(dense=...)``: position 0's state through a ``D -> D`` layer and tanh (BERT's
+    pooler, RoBERTa's classification head) or ReLU (DistilBERT's pre-classifier); a built config
+    names it, and another activation is refused."""
+    import functools
+
+    model = tiny(functools.partial(FirstPooling, dense=dense))
+    src = padded([[2, 9, 4, 3], [2, 3]], 6)  # (B, T)
+    with torch.no_grad():
+        states = model.encoder(src, src.ne(PAD))  # (B, T, D)
+        expected = act(states[:, 0] @ model.pooling.dense.weight.T + model.pooling.dense.bias)  # (B, D)
+        assert torch.allclose(model.pool(src).vector, expected, atol=1e-6)
+    built = build_model({"_target_": "SequenceClassifier", "d_model": 16, "n_heads": 2, "n_layers": 1, "d_ff": 32,
+                         "pooling": {"_target_": "FirstPooling", "_partial_": True, "dense": dense}},
+                        vocab_size=50, pad_id=PAD, n_classes=2)
+    assert isinstance(built.pooling.activation, type(model.pooling.activation))
+    with pytest.raises(ValueError, match=r"pooling\.dense='gelu': expected null or one of tanh, relu"):
+        FirstPooling(16, dense="gelu")
+
+
 @pytest.mark.parametrize("pooling", POOLINGS)
 def test_pooling_is_chosen_by_config_target(pooling):
     cfg = {"_target_": "transformer.models.classifier.SequenceClassifier", "d_model": 16, "n_heads": 2,
