@@ -79,6 +79,30 @@ def test_robertas_add_prefix_space_of_tokenizer_config_wins(folders, tmp_path):
     assert ours != framed(read_tokenizer(folders["roberta"]), texts)
 
 
+@pytest.mark.parametrize("family", ["bert", "roberta"])
+def test_without_a_tokenizer_class_the_model_type_names_it(family, folders, tmp_path):
+    """``bert-base-uncased``'s ``tokenizer_config.json`` names no class: ``transformers`` takes
+    ``config.json``'s ``model_type``, and BERT's lowercases by default whatever the file's normalizer
+    says; RoBERTa's reads ``add_prefix_space``."""
+    folder = tmp_path / family
+    shutil.copytree(folders[family], folder)
+    config = json.loads((folder / "tokenizer_config.json").read_text(encoding="utf-8"))
+    config.pop("tokenizer_class", None)
+    config.pop("backend", None)
+    state = json.loads((folder / "tokenizer.json").read_text(encoding="utf-8"))
+    if family == "bert":
+        state["normalizer"]["lowercase"] = False
+    else:
+        config["add_prefix_space"] = True
+    (folder / "tokenizer_config.json").write_text(json.dumps(config), encoding="utf-8")
+    (folder / "tokenizer.json").write_text(json.dumps(state), encoding="utf-8")
+    texts = sentences(200)
+    ours = framed(read_tokenizer(folder), texts)
+    assert ours == transformers.AutoTokenizer.from_pretrained(folder)(texts)["input_ids"]
+    as_file = SubwordTokenizer.from_str(json.dumps(state))  # the file alone, as the tokenizers library reads it
+    assert ours != framed(as_file, texts)
+
+
 def test_a_bad_option_is_one_error_naming_the_file(folders, tmp_path):
     folder = edited(folders["bert"], tmp_path / "bert", config={"tokenizer_class": "BertTokenizer",
                                                                "do_lower_case": "yes"})

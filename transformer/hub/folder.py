@@ -154,7 +154,8 @@ def read_tokenizer(folder: Path) -> SubwordTokenizer:
         state = read_json(path)
         _check_tokenizer_ids(path, state)
         try:
-            state = as_transformers_reads(state, settings(folder))
+            model_type = read_config(folder).get("model_type") if (folder / "config.json").is_file() else None
+            state = as_transformers_reads(state, {"model_type": model_type, **settings(folder)})
         except TokenizerFilesError as exc:  # a broken file names itself; a bad option is the config's
             where = folder / "tokenizer_config.json"
             raise HubError(str(exc) if str(folder) in str(exc) else f"{where}: {exc}") from None

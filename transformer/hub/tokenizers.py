@@ -192,8 +192,15 @@ _BERT_CLASSES = ("BertTokenizer", "DistilBertTokenizer")
 _ROBERTA_CLASSES = ("RobertaTokenizer",)
 
 
+#: The tokenizer class ``transformers`` picks by ``config.json``'s ``model_type`` where
+#: ``tokenizer_config.json`` names none (``bert-base-uncased``'s has only ``do_lower_case``).
+MODEL_TYPE_CLASSES = {"bert": "BertTokenizer", "distilbert": "DistilBertTokenizer", "roberta": "RobertaTokenizer"}
+
+
 def _class_of(config: dict[str, Any]) -> str:
     name = config.get("tokenizer_class")
+    if name is None:
+        name = MODEL_TYPE_CLASSES.get(config.get("model_type"))
     return name.removesuffix("Fast") if isinstance(name, str) else ""
 
 
@@ -207,7 +214,8 @@ def _flag(config: dict[str, Any], key: str, default: bool | None) -> bool | None
 def as_transformers_reads(state: dict[str, Any], config: dict[str, Any]) -> dict[str, Any]:
     """A ``tokenizer.json`` state as ``transformers``' ``AutoTokenizer`` encodes with it: no
     padding, no truncation (set per call there, off by default), and the options of
-    ``tokenizer_config.json`` (``config``, :func:`settings`) that its tokenizer class applies:
+    ``tokenizer_config.json`` (``config``, :func:`settings`; ``model_type``, ``config.json``'s,
+    names the class where the file names none) that its tokenizer class applies:
     a BERT-family class sets the ``BertNormalizer``'s lowercasing (``do_lower_case``, default
     true), accent stripping and CJK spacing; RoBERTa's, ``add_prefix_space`` and
     ``trim_offsets`` of its byte-level pre-tokenizer and framing, where the config gives them."""
