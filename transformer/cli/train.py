@@ -42,8 +42,8 @@ from transformer.tasks.build import check_config_types, check_model_config, chec
 from transformer.tasks.checkpoint import CheckpointError, load_weights, read_checkpoint
 from transformer.tasks.transfer import (
     check_init_from,
-    copy_head,
     check_translation_init,
+    copy_head,
     encoder_settings_to_take,
     model_settings_to_take,
     pretrained_task_settings,

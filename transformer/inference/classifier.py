@@ -47,7 +47,8 @@ class SentenceClassifier:
         """``(N, C)`` one member's probabilities, rows in input order."""
         ids = tokenizer.encode_batch(list(texts))
         prefix, suffix = tokenizer.framing  # a pretrained family's [CLS] … [SEP]
-        added = 1 if isinstance(getattr(model, "pooling", None), ClsPooling) else 0  # a [CLS] pooling adds one position
+        # a [CLS] pooling adds one position; a family's first piece (FirstPooling) is one of the pieces
+        added = 1 if isinstance(getattr(model, "pooling", None), ClsPooling) else 0
         room = max_len - added - len(prefix) - len(suffix)
         self.truncated += sum(len(x) > room for x in ids)
         ids = [tokenizer.frame(x[:room]) for x in ids]
