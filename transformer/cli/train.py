@@ -187,7 +187,9 @@ def check_config(cfg: DictConfig, complete: bool = False) -> None:
     from transformer.data.core.checks import check_data_config
 
     check_data_config(cfg.get("data"), "data", complete)  # languages, column maps, splits, hub: before any file is read
-    if (cfg.data.get("tag_side") or "source") == "decoder":
+    from transformer.data.parallel.languages import Languages
+
+    if Languages.of_config(cfg.data).tag_to_decoder:
         task_cls, _ = task_settings(cfg)
         if not kinds.task_kind(task_cls).generates_from_start:  # no start token to carry it
             raise ValueError(f"data.tag_side=decoder: {kinds.task_kind(task_cls).what} model has no decoder start token to "

@@ -16,7 +16,6 @@ import torch.nn.functional as F
 
 from transformer import kinds
 from transformer.accel.cross_entropy import runs_on, smoothed_cross_entropy
-from transformer.data.parallel.languages import tag_side
 from transformer.decoding import EnsembleModel, strategies
 from transformer.decoding.compiled import compiled_decoding
 from transformer.decoding.precision import decoding_model
@@ -151,9 +150,9 @@ class TranslationTask(Seq2SeqTask):
                 if task.hparams[key] != first.hparams[key]:
                     raise ValueError(f"ensemble member {i} has {key}={task.hparams[key]!r}, "
                                      f"member 1 has {first.hparams[key]!r}")
-            if tag_side(task.hparams) != tag_side(first.hparams):  # where each reads its target tag
-                raise ValueError(f"ensemble member {i} has data.tag_side={tag_side(task.hparams)}, "
-                                 f"member 1 has {tag_side(first.hparams)}")
+            if task.languages.tag_side != first.languages.tag_side:  # where each reads its target tag
+                raise ValueError(f"ensemble member {i} has data.tag_side={task.languages.tag_side}, "
+                                 f"member 1 has {first.languages.tag_side}")
             for side in ("src", "tgt"):
                 if getattr(task, f"{side}_tokenizer").to_str() != getattr(first, f"{side}_tokenizer").to_str():
                     raise ValueError(f"ensemble member {i} has a different {side} tokenizer from member 1; "

@@ -36,8 +36,8 @@ from transformer.data.core.datamodule import TokenBudgetDataModule, load_or_trai
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.parallel.corpus import (MULTI30K, ParallelCorpus, available, check_parallel, config_sources,
                                               make_corpus, split_names)
-from transformer.data.parallel.languages import MULTI, add_tags, direction_name
-from transformer.data.parallel.multilingual import (TaggedSource, check_pairs, describe_mix, direction_corpus,
+from transformer.data.parallel.languages import Languages, add_tags, direction_name
+from transformer.data.parallel.multilingual import (TaggedSource, describe_mix, direction_corpus,
                                                     distill_train, sample_counts, sample_indices)
 from transformer.files import inside, write_text
 from transformer.ranges import Range
@@ -205,14 +205,10 @@ class ArrowPairs(Sequence):
 
 
 def check_translation(d: dict, where: str, complete: bool = False) -> None:
-    """A translation data config's checks: one pair's (:func:`~transformer.data.parallel.corpus.check_parallel`),
-    or with ``pairs`` several directions' (:func:`~transformer.data.parallel.multilingual.check_pairs`)."""
-    if d.get("pairs") is not None:
-        check_pairs(d, where)
-    else:
-        if d.get("tag_side", "source") != "source":
-            raise ValueError(f"{where}.tag_side={d.get('tag_side')}: a target-language tag needs several "
-                             f"directions ({where}.pairs=[en-de,en-fr]); one pair is read untagged")
+    """A translation data config's checks: its languages (:meth:`Languages.of_config
+    <transformer.data.parallel.languages.Languages.of_config>`: with ``pairs``, several directions'),
+    and one pair's corpus (:func:`~transformer.data.parallel.corpus.check_parallel`)."""
+    if not Languages.of_config(d, where).multilingual:
         check_parallel(d, where, complete)
 
 
@@ -323,7 +319,8 @@ class TranslationDataModule(TokenBudgetDataModule):
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
-        self.directions = check_pairs(dict(self.hparams)) if pairs is not None else None
+        self.languages = Languages.of_config(dict(self.hparams))  # with pairs: checked, the files' languages too
+        self.directions = list(self.languages.directions) if self.languages.multilingual else None
         self.temperature, self.pad_to_multiple, self.max_len = float(temperature), pad_to_multiple, max_len
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self.data_dir, self.mirror_root = Path(data_dir), mirror_root
@@ -366,15 +363,13 @@ class TranslationDataModule(TokenBudgetDataModule):
     def _set_directions(self, sources: dict, corpus_args: dict, eval_splits: Sequence[str] | None) -> None:
         """The corpus, languages and splits of a multilingual data module: the languages it
         records are the single source (target) language, or :data:`~transformer.data.parallel.languages.MULTI`."""
-        src_langs, tgt_langs = ({d[i] for d in self.directions} for i in (0, 1))
-        self.src_lang = next(iter(src_langs)) if len(src_langs) == 1 else MULTI
-        self.tgt_lang = next(iter(tgt_langs)) if len(tgt_langs) == 1 else MULTI
+        self.src_lang, self.tgt_lang = self.languages.src_lang, self.languages.tgt_lang
         # what the model records too (Lightning refuses two values of one hyperparameter)
         self.save_hyperparameters({**self.hparams, "src_lang": self.src_lang, "tgt_lang": self.tgt_lang})
         self.corpus = {**make_corpus(None, None, sources, **corpus_args), "src_lang": self.src_lang,
                        "tgt_lang": self.tgt_lang, "directions": [direction_name(d) for d in self.directions]}
-        if self.hparams.get("tag_side", "source") != "source":  # recorded where it differs from the default
-            self.corpus["tag_side"] = self.hparams["tag_side"]
+        if self.languages.tag_to_decoder:  # recorded where it differs from the default
+            self.corpus["tag_side"] = self.languages.tag_side
         self.eval_splits = self._choose_direction_splits(eval_splits)
         self.test_splits = [f"{s}.{direction_name(d)}" for s in self.eval_splits if s != self.val_split
                             for d in self.directions if available(direction_corpus(self.corpus, d), s)]
@@ -582,7 +577,7 @@ class TranslationDataModule(TokenBudgetDataModule):
         t = self.tgt_tokenizer
         return TranslationCollator(pad_id=t.pad_id, bos_id=t.bos_id, eos_id=t.eos_id,
                                    pad_to_multiple=self.pad_to_multiple,
-                                   tag_to_decoder=self.corpus.get("tag_side") == "decoder")
+                                   tag_to_decoder=self.languages.tag_to_decoder)
 
     def target_ids(self, split: str = "train") -> list[int]:
         """Every distinct target token id of a tokenized split, sorted (the ids a model trained

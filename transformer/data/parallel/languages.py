@@ -37,6 +37,7 @@ as their ``error:`` line.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 from typing import Any, Iterable, Mapping, Sequence
 
 #: The ``src_lang``/``tgt_lang`` a multilingual checkpoint records where one code cannot name a side.
@@ -110,97 +111,185 @@ def parse_pairs(value: Any, languages: Sequence[str] | None = None, where: str =
     return directions
 
 
-# ---------------------------------------------------------------------------- a checkpoint's languages
+# ---------------------------------------------------------------------------- a model's languages
 
 
-def directions_of(hparams: Mapping[str, Any]) -> list[Direction] | None:
-    """The directions a checkpoint's ``hyper_parameters`` record, or None for a bilingual model."""
-    data = hparams.get("data") or {}
-    names = data.get("directions") if isinstance(data, Mapping) else None
-    if not names:
-        return None
-    return [parse_direction(name, "data.directions") for name in names]
+@dataclass(frozen=True)
+class Languages:
+    """What a model knows of languages, read once from a checkpoint (:meth:`of_checkpoint`) or a
+    data config (:meth:`of_config`) and passed to whatever asks a language question of it.
 
-
-def is_multilingual(hparams: Mapping[str, Any]) -> bool:
-    """Whether the checkpoint was trained on several directions with target tags."""
-    return directions_of(hparams) is not None
-
-
-def tag_side(hparams: Mapping[str, Any]) -> str:
-    """Where a checkpoint reads its target-language tag: ``source`` (also every bilingual
-    model's answer) or ``decoder``."""
-    data = hparams.get("data") or {}
-    return (data.get("tag_side") if isinstance(data, Mapping) else None) or "source"
-
-
-def source_languages(hparams: Mapping[str, Any]) -> list[str]:
-    """The languages a checkpoint reads, in the order of its directions."""
-    directions = directions_of(hparams)
-    if directions is None:
-        return [hparams["src_lang"]]
-    return list(dict.fromkeys(s for s, _ in directions))
-
-
-def target_languages(hparams: Mapping[str, Any]) -> list[str]:
-    """The languages a checkpoint writes, in the order of its directions."""
-    directions = directions_of(hparams)
-    if directions is None:
-        return [hparams["tgt_lang"]]
-    return list(dict.fromkeys(t for _, t in directions))
-
-
-def _known(hparams: Mapping[str, Any]) -> str:
-    directions = directions_of(hparams) or [(hparams["src_lang"], hparams["tgt_lang"])]
-    return f"its directions: {', '.join(map(direction_name, directions))}"
-
-
-def check_target_language(hparams: Mapping[str, Any], tgt_lang: str | None) -> str | None:
-    """The target language to tag sources with, or None for a bilingual model (untagged).
-
-    A multilingual model needs ``tgt_lang`` when it writes several languages (one it writes
-    alone is taken by default); a language it was not trained to produce is a ``ValueError``
-    naming the ones it knows. A bilingual model accepts its own target language or none.
+    Attributes:
+        src_lang, tgt_lang: the pair a checkpoint records; for a multilingual model the single
+            source (target) language, else :data:`MULTI`.
+        directions: the directions a multilingual model was trained on, in the order of
+            ``data.pairs``; None for a bilingual model (untagged sources).
+        tag_side: where the model reads its target-language tag (:data:`TAG_SIDES`).
     """
-    targets = target_languages(hparams)
-    if tgt_lang is not None and tgt_lang not in targets:
-        raise ValueError(f"tgt_lang={tgt_lang}: this model translates into {', '.join(targets)} ({_known(hparams)})")
-    if not is_multilingual(hparams):
-        return None
-    if tgt_lang is None:
-        if len(targets) > 1:
-            raise ValueError(f"tgt_lang: required, this model translates into {', '.join(targets)} "
-                             f"({_known(hparams)}); e.g. tgt_lang={targets[0]}")
-        return targets[0]
-    return tgt_lang
 
+    src_lang: str | None
+    tgt_lang: str | None
+    directions: tuple[Direction, ...] | None = None
+    tag_side: str = "source"
 
-def check_direction(hparams: Mapping[str, Any], src_lang: str | None, tgt_lang: str | None,
-                    zero_shot: bool = False, zero_shot_key: str = "decode.zero_shot") -> Direction:
-    """The direction ``(src, tgt)`` asked of a checkpoint, each side defaulting to the one
-    language it has there; a direction it was not trained on is a ``ValueError`` naming them.
-    With ``zero_shot`` a multilingual checkpoint is also asked for a direction it was not trained
-    on, between a language it reads and another it writes (de→fr from a model trained on en↔de
-    and en↔fr: the tag asks for French whatever the source, Johnson et al.'s zero-shot)."""
-    sources = source_languages(hparams)
-    if src_lang is not None and src_lang not in sources:
-        raise ValueError(f"src_lang={src_lang}: this model translates from {', '.join(sources)} ({_known(hparams)})")
-    target = check_target_language(hparams, tgt_lang) or hparams["tgt_lang"]
-    if src_lang is None:
-        candidates = [s for s, t in (directions_of(hparams) or [(hparams["src_lang"], hparams["tgt_lang"])])
-                      if t == target]
-        if len(candidates) > 1:
-            raise ValueError(f"src_lang: required, this model translates into {target} from "
-                             f"{', '.join(candidates)} ({_known(hparams)})")
-        src_lang = candidates[0]
-    directions = directions_of(hparams)
-    if directions is not None and (src_lang, target) not in directions:
-        if src_lang == target:
-            raise ValueError(f"{src_lang}-{target}: source and target are the same language ({_known(hparams)})")
-        if not zero_shot:
-            raise ValueError(f"{src_lang}-{target}: this model was not trained on that direction ({_known(hparams)}; "
-                             f"{zero_shot_key}=true asks for it anyway)")
-    return src_lang, target
+    @classmethod
+    def of_checkpoint(cls, hparams: Mapping[str, Any]) -> "Languages":
+        """The languages a checkpoint's ``hyper_parameters`` record (``src_lang``, ``tgt_lang``,
+        ``data.directions``, ``data.tag_side``; see the module's docstring). A checkpoint that
+        records no ``tag_side`` reads its tag in the source."""
+        data = hparams.get("data") or {}
+        data = data if isinstance(data, Mapping) else {}
+        names = data.get("directions")
+        directions = tuple(parse_direction(name, "data.directions") for name in names) if names else None
+        return cls(hparams.get("src_lang"), hparams.get("tgt_lang"), directions, data.get("tag_side") or "source")
+
+    @classmethod
+    def of_config(cls, data: Mapping[str, Any], where: str = "data") -> "Languages":
+        """The languages a data config (``cfg.data``) trains on: its pair, or with ``pairs`` the
+        directions :func:`~transformer.data.parallel.multilingual.check_pairs` reads from it
+        (checking the config and the training files' languages), and where the target tag goes,
+        which needs several directions unless it is ``source``. A ``ValueError`` names the key."""
+        tag_side = data.get("tag_side") or "source"
+        if tag_side not in TAG_SIDES:
+            raise ValueError(f"{where}.tag_side={tag_side!r}: expected one of {', '.join(TAG_SIDES)} (the "
+                             f"target-language tag in front of the source, or as the decoder's first token)")
+        if data.get("pairs") is None:
+            if tag_side != "source":
+                raise ValueError(f"{where}.tag_side={tag_side}: a target-language tag needs several "
+                                 f"directions ({where}.pairs=[en-de,en-fr]); one pair is read untagged")
+            return cls(data.get("src_lang"), data.get("tgt_lang"), None, tag_side)
+        from transformer.data.parallel.multilingual import check_pairs  # it builds on this module
+
+        return cls.of_directions(check_pairs(data, where), tag_side)
+
+    @classmethod
+    def of_directions(cls, directions: Sequence[Direction], tag_side: str = "source") -> "Languages":
+        """A multilingual model's languages: the pair it records is each side's one language, or
+        :data:`MULTI` where a side has several."""
+        src_langs, tgt_langs = ({d[i] for d in directions} for i in (0, 1))
+        src = next(iter(src_langs)) if len(src_langs) == 1 else MULTI
+        tgt = next(iter(tgt_langs)) if len(tgt_langs) == 1 else MULTI
+        return cls(src, tgt, tuple(directions), tag_side)
+
+    # ------------------------------------------------------------------ what it is
+    @property
+    def multilingual(self) -> bool:
+        """Whether the model was trained on several directions with target tags."""
+        return self.directions is not None
+
+    @property
+    def tag_to_decoder(self) -> bool:
+        """Whether the decoder reads the target tag as its first token (``data.tag_side=decoder``)."""
+        return self.tag_side == "decoder"
+
+    @property
+    def trained(self) -> list[Direction]:
+        """The directions the model was trained on; a bilingual model's one pair."""
+        return list(self.directions) if self.directions is not None else [(self.src_lang, self.tgt_lang)]
+
+    @property
+    def sources(self) -> list[str]:
+        """The languages the model reads, in the order of its directions."""
+        return list(dict.fromkeys(s for s, _ in self.trained))
+
+    @property
+    def targets(self) -> list[str]:
+        """The languages the model writes, in the order of its directions."""
+        return list(dict.fromkeys(t for _, t in self.trained))
+
+    def record(self) -> dict[str, Any]:
+        """What a checkpoint records of these languages, in ``hyper_parameters``' shape
+        (:meth:`of_checkpoint` reads it back to an equal value)."""
+        names = [direction_name(d) for d in self.directions] if self.directions else None
+        return {"src_lang": self.src_lang, "tgt_lang": self.tgt_lang,
+                "data": {"directions": names, "tag_side": self.tag_side}}
+
+    def info(self) -> dict[str, Any]:
+        """What ``GET /v1/models`` says of a translation model's languages."""
+        return {"directions": [direction_name(d) for d in self.trained], "source_languages": self.sources,
+                "target_languages": self.targets, "multilingual": self.multilingual}
+
+    def _known(self) -> str:
+        return f"its directions: {', '.join(map(direction_name, self.trained))}"
+
+    # ------------------------------------------------------------------ what it is asked
+    def check_target(self, tgt_lang: str | None) -> str | None:
+        """The target language to tag sources with, or None for a bilingual model (untagged).
+
+        A multilingual model needs ``tgt_lang`` when it writes several languages (one it writes
+        alone is taken by default); a language it was not trained to produce is a ``ValueError``
+        naming the ones it knows. A bilingual model accepts its own target language or none.
+        """
+        targets = self.targets
+        if tgt_lang is not None and tgt_lang not in targets:
+            raise ValueError(f"tgt_lang={tgt_lang}: this model translates into {', '.join(targets)} ({self._known()})")
+        if not self.multilingual:
+            return None
+        if tgt_lang is None:
+            if len(targets) > 1:
+                raise ValueError(f"tgt_lang: required, this model translates into {', '.join(targets)} "
+                                 f"({self._known()}); e.g. tgt_lang={targets[0]}")
+            return targets[0]
+        return tgt_lang
+
+    def check_direction(self, src_lang: str | None, tgt_lang: str | None, zero_shot: bool = False,
+                        zero_shot_key: str = "decode.zero_shot") -> Direction:
+        """The direction ``(src, tgt)`` asked of the model, each side defaulting to the one
+        language it has there; a direction it was not trained on is a ``ValueError`` naming
+        them. With ``zero_shot`` a multilingual model is also asked for a direction it was not
+        trained on, between a language it reads and another it writes (de→fr from a model
+        trained on en↔de and en↔fr: the tag asks for French whatever the source, Johnson et
+        al.'s zero-shot)."""
+        sources = self.sources
+        if src_lang is not None and src_lang not in sources:
+            raise ValueError(f"src_lang={src_lang}: this model translates from {', '.join(sources)} ({self._known()})")
+        target = self.check_target(tgt_lang) or self.tgt_lang
+        if src_lang is None:
+            candidates = [s for s, t in self.trained if t == target]
+            if len(candidates) > 1:
+                raise ValueError(f"src_lang: required, this model translates into {target} from "
+                                 f"{', '.join(candidates)} ({self._known()})")
+            src_lang = candidates[0]
+        if self.directions is not None and (src_lang, target) not in self.directions:
+            if src_lang == target:
+                raise ValueError(f"{src_lang}-{target}: source and target are the same language ({self._known()})")
+            if not zero_shot:
+                raise ValueError(f"{src_lang}-{target}: this model was not trained on that direction "
+                                 f"({self._known()}; {zero_shot_key}=true asks for it anyway)")
+        return src_lang, target
+
+    def check_pivot(self, src_lang: str | None, pivot: str, tgt_lang: str | None,
+                    key: str = "decode.pivot") -> Direction:
+        """The source and target of ``src_lang`` → ``pivot`` → ``tgt_lang`` (each defaulting as
+        :meth:`check_direction` defaults it), both legs directions the model was trained on;
+        otherwise one ``ValueError`` line, starting with ``key`` (the setting's name where it was
+        given), naming the missing leg and the model's directions."""
+        if not self.multilingual:
+            raise ValueError(f"{key}={pivot}: the checkpoint translates {self.src_lang}-{self.tgt_lang} only; a "
+                             f"pivot needs a multilingual model (data.pairs)")
+        if tgt_lang is None:
+            raise ValueError(f"{key}={pivot}: give tgt_lang, the language to reach through {pivot}")
+        if pivot in (src_lang, tgt_lang):
+            raise ValueError(f"{key}={pivot}: the pivot must differ from src_lang and tgt_lang")
+        try:
+            src, _ = self.check_direction(src_lang, pivot)
+        except ValueError as exc:
+            raise ValueError(f"{key}={pivot}: the first leg into {pivot}: {exc}") from None
+        if src == tgt_lang:
+            raise ValueError(f"{key}={pivot}: src_lang={src} is tgt_lang; nothing to translate")
+        try:
+            self.check_direction(pivot, tgt_lang)
+        except ValueError as exc:
+            raise ValueError(f"{key}={pivot}: the second leg {pivot}-{tgt_lang}: {exc}") from None
+        return src, tgt_lang
+
+    def split_tag(self, ids: Sequence[int]) -> tuple[list[int], int | None]:
+        """A framed source (:func:`tagged_source_ids`) as the model reads it: with
+        ``data.tag_side=decoder`` the first id, the tag, comes off and is returned as the
+        decoder's start token; otherwise ``(ids, None)`` (the decoder starts from BOS)."""
+        if self.tag_to_decoder and ids:
+            return list(ids[1:]), int(ids[0])
+        return list(ids), None
 
 
 # ---------------------------------------------------------------------------- framing a source
@@ -233,17 +322,8 @@ def tag_ids(tokenizer, ids: Sequence[int], tgt_lang: str | None) -> list[int]:
     return list(ids) if tgt_lang is None else [tag_id(tokenizer, tgt_lang), *ids]
 
 
-def split_tag(hparams: Mapping[str, Any], ids: Sequence[int]) -> tuple[list[int], int | None]:
-    """A framed source (:func:`tagged_source_ids`) as the model reads it: with
-    ``data.tag_side=decoder`` the first id, the tag, comes off and is returned as the decoder's
-    start token; otherwise ``(ids, None)`` (the decoder starts from BOS)."""
-    if tag_side(hparams) == "decoder" and ids:
-        return list(ids[1:]), int(ids[0])
-    return list(ids), None
-
-
 def rejoin_tag(row: Sequence[int], start: int | None) -> tuple[int, ...]:
-    """:func:`split_tag` undone: the framed source of a source ``row`` and its start token (None:
+    """:meth:`Languages.split_tag` undone: the framed source of a source ``row`` and its start token (None:
     BOS, the row is framed already), to match a searched row back to its sentence."""
     return (*([] if start is None else [int(start)]), *row)
 
@@ -251,10 +331,9 @@ def rejoin_tag(row: Sequence[int], start: int | None) -> tuple[int, ...]:
 def tagged_source_ids(tokenizer, text: str, tgt_lang: str | None) -> list[int]:
     """The source ids a model reads for ``text`` translated into ``tgt_lang``: ``<2xx>`` then
     the text's pieces (no BOS/EOS: the collator appends EOS as in training). ``tgt_lang`` None
-    (a bilingual model, :func:`check_target_language`): the pieces alone."""
+    (a bilingual model, :meth:`Languages.check_target`): the pieces alone."""
     return tag_ids(tokenizer, tokenizer.encode(text), tgt_lang)
 
 
-__all__ = ["MULTI", "TAG_SIDES", "Direction", "add_tags", "check_direction", "check_target_language", "direction_name", "directions_of",
-           "is_multilingual", "parse_direction", "parse_pairs", "rejoin_tag", "source_languages", "split_tag", "tag", "tag_side", "tag_id", "tag_ids",
-           "tagged_source_ids", "tags", "target_languages"]
+__all__ = ["MULTI", "TAG_SIDES", "Direction", "Languages", "add_tags", "direction_name", "parse_direction",
+           "parse_pairs", "rejoin_tag", "tag", "tag_id", "tag_ids", "tagged_source_ids", "tags"]

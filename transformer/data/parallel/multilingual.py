@@ -29,7 +29,7 @@ import numpy as np
 from transformer.data.core.readers import infer_format, iter_lines
 from transformer.data.core.sources import DATASETS
 from transformer.data.parallel.corpus import REGISTRY, config_sources
-from transformer.data.parallel.languages import TAG_SIDES, Direction, direction_name, parse_pairs, tag_id
+from transformer.data.parallel.languages import Direction, direction_name, parse_pairs, tag_id
 
 
 def direction_corpus(corpus: Mapping[str, Any], direction: Direction) -> dict[str, Any]:
@@ -44,7 +44,7 @@ def _lang_pattern(path: str) -> tuple[str, re.Pattern]:
     return head + "*" + tail, re.compile(re.escape(head) + r"([A-Za-z][A-Za-z0-9_]*)" + re.escape(tail) + "$")
 
 
-def source_languages(source: Any, columns: Mapping | None = None, fmt: str | None = None) -> list[str] | None:
+def languages_held(source: Any, columns: Mapping | None = None, fmt: str | None = None) -> list[str] | None:
     """The languages a training source holds, sorted: the ``{lang}`` values its files take
     (registry, local files, or a fairseq prefix), the language keys of ``columns`` for a table,
     or a JSON-lines file's first ``translation`` row; None where that cannot be known (a hub
@@ -79,17 +79,14 @@ def source_languages(source: Any, columns: Mapping | None = None, fmt: str | Non
 def check_pairs(d: Mapping[str, Any], where: str = "data") -> list[Direction]:
     """The directions of a data config with ``pairs``, checked before any file is read: a
     well-formed, non-empty list of two-language directions (or ``all``) whose languages the
-    training files hold, and settings a multilingual corpus can take. One ``ValueError``
-    naming the key."""
+    training files hold, and settings a multilingual corpus can take (``Languages.of_config``
+    checks ``tag_side``). One ``ValueError`` naming the key."""
     if d.get("joint_vocab") is False:
         raise ValueError(f"{where}.joint_vocab=false: a multilingual model ({where}.pairs) needs one joint "
                          f"vocabulary (every language's pieces, and the target tags, in one tokenizer)")
     if d.get("train_files"):
         raise ValueError(f"{where}.train_files: not available with {where}.pairs (a single-pair setting; "
                          f"{where}.train=corpus/train reads corpus/train.<lang>)")
-    if d.get("tag_side", "source") not in TAG_SIDES:
-        raise ValueError(f"{where}.tag_side={d.get('tag_side')!r}: expected one of {', '.join(TAG_SIDES)} (the "
-                         f"target-language tag in front of the source, or as the decoder's first token)")
     temperature = d.get("temperature", 1.0)
     if isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not temperature > 0:
         raise ValueError(f"{where}.temperature={temperature!r}: expected a number > 0 (1: proportional to each "
@@ -102,7 +99,7 @@ def check_pairs(d: Mapping[str, Any], where: str = "data") -> list[Direction]:
     if "train" not in sources:
         raise ValueError(f"{where}.train: required with {where}.pairs (e.g. {where}.train=corpus/train for "
                          f"corpus/train.<lang>, one file per language)")
-    langs = None if d.get("hub") else source_languages(sources["train"], d.get("columns"), d.get("format"))
+    langs = None if d.get("hub") else languages_held(sources["train"], d.get("columns"), d.get("format"))
     if d.get("pairs") == "all" and not langs:
         raise ValueError(f"{where}.pairs=all: cannot tell which languages {sources['train']} holds; list the "
                          f"directions ({where}.pairs=[en-de,en-fr]) or name each language's column "
@@ -137,7 +134,7 @@ def _check_split_files(d: Mapping[str, Any], sources: Mapping[str, Any], languag
     for split, source in sources.items():
         if split == "train" or not isinstance(source, str) or source.startswith(REGISTRY) or Path(source).is_file():
             continue
-        held = source_languages(source)
+        held = languages_held(source)
         missing = sorted(languages - set(held or []))
         if missing:
             key = "valid" if split == (d.get("valid_name") or "valid") else \
@@ -194,5 +191,5 @@ def describe_mix(directions: Sequence[Direction], sizes: Sequence[int], counts: 
                      for d, n, c in zip(directions, sizes, counts))
 
 
-__all__ = ["TaggedSource", "check_pairs", "describe_mix", "direction_corpus", "distill_train", "sample_counts", "sample_indices",
-           "source_languages", "temperature_shares"]
+__all__ = ["TaggedSource", "check_pairs", "describe_mix", "direction_corpus", "distill_train", "languages_held",
+           "sample_counts", "sample_indices", "temperature_shares"]
