@@ -379,9 +379,9 @@ def checkpoint_summary(trainer: L.Trainer) -> dict:
     ranked = next((cb for cb in cbs if cb.monitor is not None), None)
     last = next((cb.best_model_path for cb in cbs if cb.monitor is None and cb.best_model_path), None)
     last = last or next((cb.last_model_path for cb in cbs if cb.last_model_path), None)
-    score = getattr(ranked, "best_model_score", None)
+    score = ranked.best_model_score if ranked is not None else None
     return {
-        "best_checkpoint": getattr(ranked, "best_model_path", None) or None,
+        "best_checkpoint": (ranked.best_model_path if ranked is not None else None) or None,
         "best_score": float(score) if score is not None else None,
         "last_checkpoint": last,
     }
@@ -426,7 +426,7 @@ def train(cfg: DictConfig, ckpt: dict | None) -> dict:
         dm.save_tokenizers(out)
     task, resumed_step = start_task(cfg, dm, ckpt, pretrained)
     del ckpt, pretrained
-    trainer = build_trainer(cfg, resumed_step, reload_each_epoch=getattr(dm, "draws_each_epoch", False))
+    trainer = build_trainer(cfg, resumed_step, reload_each_epoch=dm.draws_each_epoch)
     if emulated_bf16(trainer):
         log.warning("trainer.precision=%s: this CPU has no bf16 instructions (AVX512-BF16 or AMX), so its "
                     "products are emulated and train slower than with trainer.precision=32-true", trainer.precision)

@@ -22,7 +22,7 @@ def piece_labels(tokenizer, ids: Sequence[int]) -> list[str]:
     special tokens by name (a multilingual source's ``<2fr>`` too), ``·`` for a piece that is
     only whitespace."""
     specials = {tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id, tokenizer.unk_id,
-                *getattr(tokenizer, "special_ids", ())}
+                *tokenizer.special_ids}
     labels = []
     for i in ids:
         if i in specials:

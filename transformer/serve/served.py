@@ -92,6 +92,9 @@ class ServedModel:
 
     kind = ""
     endpoint = ""
+    decoding: DecodeSettings | None = None  # a translation model's decoding settings
+    top_k: int | None = None  # a classification model's default number of labels
+    device: str | None = None  # where a model that searches runs
 
     def __init__(self, model_id: str, task, checkpoint: str, limits: Limits = Limits()):
         self.id, self.task, self.checkpoint, self.limits = model_id, task, checkpoint, limits
@@ -457,7 +460,7 @@ class TranslationModel(ServedModel):
         """The word-start rule of the ``src`` or ``tgt`` tokenizer, built once."""
         rules = self.__dict__.setdefault("_start_rules", {})
         if side not in rules:
-            rules[side] = word_start_rule(getattr(self.task, f"{side}_tokenizer"))
+            rules[side] = word_start_rule(self.task.src_tokenizer if side == "src" else self.task.tgt_tokenizer)
         return rules[side]
 
 

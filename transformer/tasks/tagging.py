@@ -203,7 +203,7 @@ class TaggingTask(OneTokenizerCheckpoint, L.LightningModule):
             return first
         for i, task in enumerate(tasks, start=1):
             if not isinstance(task, TaggingTask):
-                raise ValueError(f"ensemble member {i} is a {getattr(task, 'task_name', '?')!r} checkpoint; "
+                raise ValueError(f"ensemble member {i} is a {task.task_name!r} checkpoint; "
                                  f"a tagging ensemble takes tagging checkpoints only")
         if not check_tagger_ensemble([TaggerSpec(t.hparams.data, t.tags, t.aux_tags) for t in tasks]):
             first.aux_tags = []  # the members' auxiliary heads differ: main tags only
@@ -322,7 +322,7 @@ class TaggingTask(OneTokenizerCheckpoint, L.LightningModule):
         self.log("val/acc", correct.float() / n, prog_bar=True, batch_size=n, sync_dist=True)
 
     def configure_optimizers(self):
-        return optimizer_with_warmup(self, self.hparams, getattr(self, "_trainer", None))
+        return optimizer_with_warmup(self, self.hparams, self._trainer)
 
     # ----------------------------------------------------------------- inference
     def encoder_max_len(self) -> int:

@@ -153,8 +153,9 @@ class TranslationTask(Seq2SeqTask):
             if task.languages.tag_side != first.languages.tag_side:  # where each reads its target tag
                 raise ValueError(f"ensemble member {i} has data.tag_side={task.languages.tag_side}, "
                                  f"member 1 has {first.languages.tag_side}")
-            for side in ("src", "tgt"):
-                if getattr(task, f"{side}_tokenizer").to_str() != getattr(first, f"{side}_tokenizer").to_str():
+            for side, ours, theirs in (("src", task.src_tokenizer, first.src_tokenizer),
+                                       ("tgt", task.tgt_tokenizer, first.tgt_tokenizer)):
+                if ours.to_str() != theirs.to_str():
                     raise ValueError(f"ensemble member {i} has a different {side} tokenizer from member 1; "
                                      f"members must share their vocabulary")
         lengths = [t.max_len for t in tasks if t.max_len is not None]

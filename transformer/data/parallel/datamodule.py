@@ -342,6 +342,8 @@ class TranslationDataModule(TokenBudgetDataModule):
         self.tgt_tokenizer: SubwordTokenizer | None = None
         self._raw: dict[str, datasets.Dataset] = {}
         self._reader: ParallelCorpus | None = None
+        # a multilingual corpus's (sizes, per-epoch counts) of its directions, when they differ
+        self._mix_counts: tuple[list[int], list[int]] | None = None
 
     def _choose_eval_splits(self, eval_splits: Sequence[str] | None) -> list[str]:
         names = split_names(self.corpus)
@@ -554,7 +556,7 @@ class TranslationDataModule(TokenBudgetDataModule):
         direction repeats a different part of itself each epoch and a down-sampled large one
         shows a different part. Pairs the length filter dropped are left out of the draw. None
         when every direction gives each pair once (``data.temperature=1``, or equal sizes)."""
-        if getattr(self, "_mix_counts", None) is None:
+        if self._mix_counts is None:
             return None
         sizes, counts = self._mix_counts
         offsets = np.cumsum([0, *sizes[:-1]])
