@@ -23,7 +23,6 @@ source ids, so requests into different languages decode together in one batch.
 from __future__ import annotations
 
 import logging
-import unicodedata
 from pathlib import Path
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -67,18 +66,6 @@ class Limits:
 
     max_beam_size: int = 16
     max_len: int = 512
-
-
-def text_problem(text: str) -> str | None:
-    """Why ``text`` cannot be a model input (a control character, a lone surrogate), or None.
-    Tabs are whitespace, as on the command line."""
-    for ch in text:
-        category = unicodedata.category(ch)
-        if category == "Cc" and ch != "\t":
-            return f"holds the control character U+{ord(ch):04X}"
-        if category == "Cs":
-            return f"holds a lone surrogate (U+{ord(ch):04X}), which is not text"
-    return None
 
 
 def decode_options(strategy: strategies.Strategy) -> tuple[str, ...]:
@@ -635,5 +622,5 @@ class AudioClassificationModel(ClassificationModel):
 
 
 __all__ = ["AudioClassificationModel", "ClassificationModel", "CTranslate2Model", "Limits", "RequestError", "ServedModel", "Source", "TaggingModel",
-           "TranslationModel", "text_problem", "word_attention",
+           "TranslationModel", "word_attention",
            "word_groups", "word_start_rule"]
