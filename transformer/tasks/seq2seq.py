@@ -24,7 +24,7 @@ from transformer.evaluation import CorpusBLEU
 from transformer.evaluation.translation import bleu_tokenizer, evaluate_split
 from transformer.inference import SearchFn, Translator
 from transformer.tasks.build import build_model
-from transformer.tasks.checkpoint import TASK_KEY, current_hyper_parameters
+from transformer.tasks.checkpoint import TASK_KEY, current_hyper_parameters, record_model_settings
 from transformer.tasks.build import build_optimizer, optimizer_node
 from transformer.tasks.schedules import inverse_sqrt_schedule
 from transformer.ranges import Probability, Range
@@ -139,6 +139,7 @@ class Seq2SeqTask(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint[TASK_KEY] = self.task_name
+        record_model_settings(checkpoint)
         if self.tgt_tokenizer is not None:  # no source tokenizer for frames (``transformer.kinds``)
             sides = {"src": self.src_tokenizer, "tgt": self.tgt_tokenizer}
             checkpoint["tokenizers"] = {side: tok.to_str() for side, tok in sides.items() if tok is not None}
