@@ -196,10 +196,8 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         first = tasks[0]
         if len(tasks) == 1:
             return first
+        kinds.require_ensemble(tasks, cls.kind)
         for i, task in enumerate(tasks, start=1):
-            if not isinstance(task, ClassificationTask):
-                raise ValueError(f"ensemble member {i} is a {task.task_name!r} checkpoint; "
-                                 f"a classification ensemble takes classification checkpoints only")
             if task.data_labels != first.data_labels:
                 raise ValueError(f"ensemble member {i} has the labels {task.data_labels}, member 1 "
                                  f"{first.data_labels}")

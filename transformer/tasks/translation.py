@@ -141,10 +141,7 @@ class TranslationTask(Seq2SeqTask):
         first = tasks[0]
         if len(tasks) == 1:
             return first
-        for i, task in enumerate(tasks, start=1):
-            if not isinstance(task, TranslationTask):
-                raise ValueError(f"ensemble member {i} is a {task.task_name!r} checkpoint; only "
-                                 f"autoregressive translation checkpoints can be ensembled")
+        kinds.require_ensemble(tasks, cls.kind)
         for i, task in enumerate(tasks[1:], start=2):
             for key in ("src_lang", "tgt_lang", "pad_id", "bos_id", "eos_id"):
                 if task.hparams[key] != first.hparams[key]:
