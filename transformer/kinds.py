@@ -135,4 +135,5 @@ def input_kind(hparams: Mapping[str, Any] | None) -> InputKind:
 
 
 __all__ = ["CLASSIFICATION", "CTC", "FRAMES", "INPUT_KINDS", "InputKind", "MLM", "NAT", "TAGGING", "TASK_KINDS",
-           "TEXT", "TRANSLATION", "TaskKind", "input_kind", "readers", "reads", "require", "require_ensemble", "task_kind"]
+           "TEXT", "TRANSLATION", "TaskKind", "input_kind", "readers", "reads", "require", "require_ensemble",
+           "task_kind"]

@@ -74,4 +74,5 @@ def test_a_checkpoint_that_leaves_a_changed_default_out_keeps_its_former_meaning
     assert saved["norm_first"] is True and saved["max_len"] == 512
     assert current_hyper_parameters(TranslationTask, checkpoint["hyper_parameters"])["model"] == saved
     # a setting the config names is never replaced
-    assert current_hyper_parameters(TranslationTask, {**hp, "model": {**TINY, "norm_first": True}})["model"]["norm_first"]
+    named = {**hp, "model": {**TINY, "norm_first": True}}
+    assert current_hyper_parameters(TranslationTask, named)["model"]["norm_first"]

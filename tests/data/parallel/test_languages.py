@@ -6,8 +6,9 @@ from __future__ import annotations
 import pytest
 
 from transformer.data.core.tokenizer import SubwordTokenizer
-from transformer.data.parallel.languages import (MULTI as MULTI_CODE, Languages, add_tags, parse_direction, parse_pairs, tag,
-                                                 tag_ids, tagged_source_ids)
+from transformer.data.parallel.languages import MULTI as MULTI_CODE
+from transformer.data.parallel.languages import (Languages, add_tags, parse_direction, parse_pairs, tag, tag_ids,
+                                                 tagged_source_ids)
 
 MULTI_HP = {"src_lang": "en", "tgt_lang": "mul", "data": {"directions": ["en-de", "en-fr"]}}
 BILINGUAL_HP = {"src_lang": "de", "tgt_lang": "en", "data": {"name": "multi30k"}}

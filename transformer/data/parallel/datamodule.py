@@ -36,9 +36,9 @@ from transformer.data.core.datamodule import TokenBudgetDataModule, load_or_trai
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.parallel.corpus import (MULTI30K, ParallelCorpus, available, check_parallel, config_sources,
                                               make_corpus, split_names)
-from transformer.data.parallel.languages import Languages, add_tags, direction_name
-from transformer.data.parallel.multilingual import (TaggedSource, describe_mix, direction_corpus,
-                                                    distill_train, sample_counts, sample_indices)
+from transformer.data.parallel.languages import Languages, add_tags, direction_name, distill_train
+from transformer.data.parallel.multilingual import (TaggedSource, describe_mix, direction_corpus, sample_counts,
+                                                    sample_indices)
 from transformer.files import inside, write_text
 from transformer.ranges import Range
 
@@ -280,6 +280,9 @@ class TranslationDataModule(TokenBudgetDataModule):
     """
 
     check_config = staticmethod(check_translation)  # its config's checks, before any file is read
+    src_tokenizer: SubwordTokenizer | None = None  # both set up by setup()
+    tgt_tokenizer: SubwordTokenizer | None = None
+    _mix_counts: tuple[list[int], list[int]] | None = None  # the directions' sizes and per-epoch counts, by setup()
 
     def __init__(
         self,
@@ -338,12 +341,8 @@ class TranslationDataModule(TokenBudgetDataModule):
         corpus_args = dict(name=corpus_name, valid_name=valid_name, format=format, columns=columns, header=header,
                            holdout=holdout, holdout_seed=holdout_seed, hub=hub, bleu_tokenize=bleu_tokenize)
         (self._set_directions if self.directions else self._set_pair)(sources, corpus_args, eval_splits)
-        self.src_tokenizer: SubwordTokenizer | None = None  # both set up by setup()
-        self.tgt_tokenizer: SubwordTokenizer | None = None
         self._raw: dict[str, datasets.Dataset] = {}
         self._reader: ParallelCorpus | None = None
-        # a multilingual corpus's (sizes, per-epoch counts) of its directions, when they differ
-        self._mix_counts: tuple[list[int], list[int]] | None = None
 
     def _choose_eval_splits(self, eval_splits: Sequence[str] | None) -> list[str]:
         names = split_names(self.corpus)
