@@ -17,8 +17,9 @@ SENTENCES = ["ein hund läuft über die wiese .", "a dog runs across the meadow 
              "deux hommes jouent au football ."] * 5
 # de→fr is missing on purpose: it is the direction a pivot through en reaches.
 DIRECTIONS = ["de-en", "en-de", "en-fr", "fr-en"]
+# Post-norm layers, as Marian's: a Hugging Face folder takes the model.
 TINY = {"_target_": "transformer.models.EncoderDecoder", "d_model": 16, "n_heads": 2, "n_encoder_layers": 1,
-        "n_decoder_layers": 2, "d_ff": 32, "dropout": 0.0, "max_len": 48}
+        "n_decoder_layers": 2, "d_ff": 32, "dropout": 0.0, "max_len": 48, "norm_first": False}
 
 
 def tagged_tokenizer(languages=("de", "en", "fr")) -> SubwordTokenizer:

@@ -18,7 +18,7 @@ This module imports nothing of the project, so every layer may ask it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Mapping, Sequence
 
 
 @dataclass(frozen=True)
@@ -93,6 +93,16 @@ def require(task: Any, command: str, where: str = "ckpt_path") -> TaskKind:
     raise ValueError(f"{where}: {got} checkpoint; transformer-{command} reads {names} checkpoints{hint}")
 
 
+def require_ensemble(tasks: Sequence[Any], kind: TaskKind) -> None:
+    """Checkpoints to ensemble, each of ``kind``; else a ``ValueError`` naming the first that is not."""
+    for i, task in enumerate(tasks, start=1):
+        got = task_kind(task)
+        if got is not kind:
+            what = got.what if got is not None else "an unknown"
+            raise ValueError(f"ensemble member {i} is {what} checkpoint; {kind.what} ensemble takes "
+                             f"{kind.what.removeprefix('a ').removeprefix('an ')} checkpoints only")
+
+
 @dataclass(frozen=True)
 class InputKind:
     """One input kind.
@@ -125,4 +135,5 @@ def input_kind(hparams: Mapping[str, Any] | None) -> InputKind:
 
 
 __all__ = ["CLASSIFICATION", "CTC", "FRAMES", "INPUT_KINDS", "InputKind", "MLM", "NAT", "TAGGING", "TASK_KINDS",
-           "TEXT", "TRANSLATION", "TaskKind", "input_kind", "readers", "reads", "require", "task_kind"]
+           "TEXT", "TRANSLATION", "TaskKind", "input_kind", "readers", "reads", "require", "require_ensemble",
+           "task_kind"]

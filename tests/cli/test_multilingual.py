@@ -20,7 +20,7 @@ from transformer.cli.common import user_errors
 from transformer.data.core.batching import TranslationCollator
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.parallel.languages import add_tags, tagged_source_ids
-from transformer.data.parallel.multilingual import check_pairs
+from transformer.data.parallel.languages import check_pairs
 from transformer.tasks.checkpoint import load_task, read_checkpoint
 from transformer.tasks.translation import TranslationTask
 

@@ -239,7 +239,7 @@ def test_distill_refuses_a_teacher_whose_targets_are_also_sources(tmp_path, caps
 
 
 def test_a_distill_dir_without_a_language_is_one_error(corpus, tmp_path):
-    from transformer.data.parallel.multilingual import check_pairs
+    from transformer.data.parallel.languages import check_pairs
 
     (tmp_path / "train.en").write_text("a\n", encoding="utf-8")
     (tmp_path / "train.de").write_text("b\n", encoding="utf-8")

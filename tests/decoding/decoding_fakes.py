@@ -64,6 +64,12 @@ class FakeCache:
             keys = self.keys
         return FakeCache(self.prefix.index_select(0, indices), self.counter, keys)
 
+    def reorder_(self, indices: Tensor, cross: bool = True) -> FakeCache:
+        return self.reorder(indices, cross)
+
+    def reserve(self, steps: int) -> FakeCache:
+        return self
+
 
 class ScriptedSeq2Seq:
     """Autoregressive fake: ``dist(key, generated_prefix) -> Dist`` gives the next-token law.

@@ -9,6 +9,7 @@ import pytest
 from sacrebleu.metrics import BLEU
 
 from transformer.data.parallel.corpus import multi30k, read_pairs
+from transformer.data.parallel.languages import Languages
 from transformer.decoding.settings import DecodeSettings
 from transformer.evaluation.translation import evaluate_split, markdown_table
 
@@ -32,6 +33,7 @@ class _EchoTranslator:
 class _Task:
     def __init__(self, table: dict[str, str]) -> None:
         self.hparams = {"src_lang": "de", "tgt_lang": "en"}
+        self.languages = Languages.of_checkpoint(self.hparams)
         self.translators: list[_EchoTranslator] = []
         self.table = table
 

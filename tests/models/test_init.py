@@ -13,7 +13,7 @@ def test_count_parameters_equals_hand_count():
     embedding = 10 * 4
     attention = 4 * (4 * 4 + 4)  # W_q, W_k, W_v, W_o with biases
     ffn = (4 * 8 + 8) + (8 * 4 + 4)
-    norms = 2 * (4 + 4)
+    norms = 3 * (4 + 4)  # two per layer, and the pre-norm stack's final one
     assert count_parameters(enc) == embedding + attention + ffn + norms  # sinusoids have none
     enc.embedding.weight.requires_grad_(False)
     assert count_parameters(enc) == attention + ffn + norms
@@ -25,8 +25,9 @@ def test_tied_model_counts_shared_matrix_once():
                                          n_decoder_layers=1, d_ff=8, positional=POSITIONALS["learned"], max_len=6))
     enc_layer = 4 * 20 + 76 + 16  # attention + FFN + 2 LayerNorms
     dec_layer = 2 * 4 * 20 + 76 + 24  # self + cross attention, FFN, 3 LayerNorms
+    final_norms = 2 * 8  # each pre-norm stack's last LayerNorm
     # One 10x4 matrix serves source, target and output; two 6x4 learned position tables.
-    assert count_parameters(m) == 10 * 4 + 2 * 6 * 4 + enc_layer + dec_layer
+    assert count_parameters(m) == 10 * 4 + 2 * 6 * 4 + enc_layer + dec_layer + final_norms
 
 
 def test_init_weights_rules():

@@ -47,6 +47,14 @@ CPU_CLASSES: dict[type, type] = {
 }
 
 
+def is_fast(module: nn.Module) -> bool:
+    """Whether ``module`` is one of the CPU fast classes (``apply(..., "cpu")`` put it there)."""
+    return type(module) in _FAST
+
+
+_FAST = frozenset(CPU_CLASSES.values())
+
+
 def _rebuilt(module: nn.Module, cls: type, drop: tuple[str, ...] = ()) -> nn.Module:
     """A new ``cls`` instance holding ``module``'s parameters, buffers, children and settings
     (the same objects, in containers of its own), without the attributes named in ``drop``."""
@@ -59,9 +67,8 @@ def _rebuilt(module: nn.Module, cls: type, drop: tuple[str, ...] = ()) -> nn.Mod
 
 def _replacement(module: nn.Module, backend: str) -> nn.Module:
     """``module`` as ``backend`` wants it: a new module, or ``module`` itself if it is already."""
-    plain = getattr(type(module), "plain", None)
-    if plain is not None:  # a fast module: back to its plain type first
-        module = _rebuilt(module, plain, drop=type(module).cache_attrs)
+    if is_fast(module):  # back to its plain type first
+        module = _rebuilt(module, type(module).plain, drop=type(module).cache_attrs)
     fast = CPU_CLASSES.get(type(module)) if backend == "cpu" else None
     if fast is None:
         return module
@@ -92,4 +99,4 @@ def check(backend: object) -> str:
     return backend
 
 
-__all__ = ["BACKENDS", "CPU_CLASSES", "Dropout", "Linear", "VocabProjection", "apply", "check"]
+__all__ = ["BACKENDS", "CPU_CLASSES", "Dropout", "Linear", "VocabProjection", "apply", "check", "is_fast"]

@@ -30,7 +30,6 @@ from omegaconf import DictConfig, OmegaConf
 from transformer import kinds
 from transformer.cli.common import hydra_entry, load_for_inference
 from transformer.cli.lines import read_lines, write_lines
-from transformer.data.parallel.languages import check_direction, check_target_language
 from transformer.decoding.settings import DecodeSettings
 
 
@@ -48,9 +47,9 @@ def run(cfg: DictConfig) -> list[str]:
     if settings.pivot is not None:  # src_lang -> pivot -> tgt_lang, one model
         return decode_through_pivot(cfg, task, settings, device)
     # the language asked for, checked against the checkpoint's directions before any input is read
-    _, tgt_lang = check_direction(task.hparams, cfg.get("src_lang"), cfg.get("tgt_lang"), settings.zero_shot)
+    _, tgt_lang = task.languages.check_direction(cfg.get("src_lang"), cfg.get("tgt_lang"), settings.zero_shot)
     translator = task.translator(settings, device=device)
-    translator.set_target_language(check_target_language(task.hparams, tgt_lang))
+    translator.set_target_language(task.languages.check_target(tgt_lang))
     sources, _ = read_lines(cfg.input)
     n_best = settings.n_best
     if settings.print_alignment:
@@ -71,9 +70,9 @@ def run(cfg: DictConfig) -> list[str]:
 def decode_through_pivot(cfg: DictConfig, task, settings: DecodeSettings, device) -> list[str]:
     """The input lines through ``decode.pivot`` into ``tgt_lang`` (``inference.pivot``); both
     legs are checked before anything is read or written."""
-    from transformer.inference.pivot import check_pivot, pivot_translate
+    from transformer.inference.pivot import pivot_translate
 
-    check_pivot(task.hparams, cfg.get("src_lang"), settings.pivot, cfg.get("tgt_lang"))
+    task.languages.check_pivot(cfg.get("src_lang"), settings.pivot, cfg.get("tgt_lang"))
     if settings.print_alignment:
         raise ValueError("decode.print_alignment=true: not with decode.pivot (an output would align to the "
                          "pivot's text, not to the input)")

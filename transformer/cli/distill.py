@@ -33,7 +33,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer import kinds
 from transformer.cli.common import checkpoint_label, hydra_entry, load_for_inference
-from transformer.data.parallel.languages import Direction, direction_name, directions_of
+from transformer.data.parallel.languages import Direction, direction_name
 from transformer.decoding.settings import DecodeSettings
 from transformer.evaluation import score_translations
 from transformer.evaluation.translation import translate_split
@@ -54,25 +54,24 @@ def distill(ckpt_path: str | list[str], split: str, decode: DecodeSettings | Map
     settings = DecodeSettings.of(decode)
     task, dev = load_for_inference(ckpt_path, device, accel)
     kinds.require(task, "distill", f"ckpt_path={checkpoint_label(ckpt_path)}")
-    hp = task.hparams
+    langs = task.languages
     out = Path(output_dir)
-    directions = directions_of(hp)
-    if directions is not None:
-        return _distill_directions(task, ckpt_path, directions, split, settings, out, data_dir, mirror_root, dev,
-                                   limit)
+    if langs.multilingual:
+        return _distill_directions(task, ckpt_path, list(langs.directions), split, settings, out, data_dir,
+                                   mirror_root, dev, limit)
     translated = translate_split(task, split, settings, data_dir, mirror_root, dev, limit)
     sources, hyps = translated.sources, translated.hyps
 
     out.mkdir(parents=True, exist_ok=True)
     # The split is the user's, the languages the checkpoint's: each file name stays in ``out``.
-    src_path, tgt_path = inside(out, f"{split}.{hp.src_lang}"), inside(out, f"{split}.{hp.tgt_lang}")
+    src_path, tgt_path = inside(out, f"{split}.{langs.src_lang}"), inside(out, f"{split}.{langs.tgt_lang}")
     _write_lines(src_path, sources)
     _write_lines(tgt_path, hyps)
     _write_tokenizers(task, out)
     summary = {
         "checkpoint": checkpoint_label(ckpt_path),
         "split": split,
-        "pair": f"{hp.src_lang}-{hp.tgt_lang}",
+        "pair": f"{langs.src_lang}-{langs.tgt_lang}",
         "sentences": len(sources),
         "empty_outputs": sum(1 for s, h in zip(sources, hyps) if s.strip() and not h.strip()),
         **translated.decoding_stats(settings),

@@ -78,11 +78,15 @@ def use_corpus(task, corpus: dict, label: str) -> None:
     if kinds.task_kind(task).shape != "sequence":
         raise ValueError(f"data=...: a corpus of sentence pairs scores translations; {label} is "
                          f"{kinds.task_kind(task).what} checkpoint")
+    from transformer.data.parallel.languages import Languages
+
+    ours = task.languages
+    for key, lang in (("src_lang", ours.src_lang), ("tgt_lang", ours.tgt_lang)):
+        if lang not in _UNNAMED and lang != corpus[key]:
+            raise ValueError(f"data.{key}={corpus[key]}, but {label} translates {ours.src_lang}-{ours.tgt_lang}")
     hp = task.hparams
-    for key in ("src_lang", "tgt_lang"):
-        if hp[key] not in _UNNAMED and hp[key] != corpus[key]:
-            raise ValueError(f"data.{key}={corpus[key]}, but {label} translates {hp['src_lang']}-{hp['tgt_lang']}")
     hp["data"], hp["src_lang"], hp["tgt_lang"] = corpus, corpus["src_lang"], corpus["tgt_lang"]
+    task.languages = Languages.of_checkpoint(hp)
 
 
 def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode: DecodeSettings | Mapping[str, Any],
@@ -116,9 +120,7 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode: Deco
                                           bleu_tokenize, direction)
         metrics["checkpoint"] = checkpoint_label(ckpt_path)
         return metrics
-    from transformer.data.parallel.languages import is_multilingual
-
-    if hasattr(task, "translator") and is_multilingual(task.hparams):
+    if kinds.task_kind(task).shape == "sequence" and task.languages.multilingual:
         if src is not None:
             raise ValueError("src= and ref= with a multilingual checkpoint: score its directions by split "
                              "(split=..., tgt_lang=...)")
@@ -128,7 +130,7 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode: Deco
         return {metrics["pair"]: {**metrics, "checkpoint": checkpoint_label(ckpt_path)}
                 for metrics in (task_evaluate_direction(task, s, settings, Path(output_dir), data_dir,
                                                         mirror_root, dev, bleu_tokenize, d)
-                                for s, d in evaluation_plan(task.hparams, [split]))}
+                                for s, d in evaluation_plan(task, [split]))}
     extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
     if src is not None:
         if kinds.task_kind(task).shape != "sequence":
@@ -169,7 +171,7 @@ def evaluate_directions(ckpt_path: str | Sequence[str], splits: Sequence[str] | 
 
     settings = DecodeSettings.of(decode)
     task, dev = load_for_inference(ckpt_path, device, accel, quantize)
-    plan = evaluation_plan(task.hparams, splits, src_lang, tgt_lang, settings.zero_shot, settings.pivot)
+    plan = evaluation_plan(task, splits, src_lang, tgt_lang, settings.zero_shot, settings.pivot)
     results = []
     for split, direction in plan:
         metrics = task_evaluate_direction(task, split, settings, Path(output_dir), data_dir, mirror_root, dev,
@@ -187,10 +189,10 @@ def _multilingual(ckpt_path) -> bool:
     first = checkpoint_paths(ckpt_path)[0]
     if is_hub_path(first):
         return False
-    from transformer.data.parallel.languages import is_multilingual
+    from transformer.data.parallel.languages import Languages
     from transformer.tasks.checkpoint import read_checkpoint
 
-    return is_multilingual(read_checkpoint(first).get("hyper_parameters") or {})
+    return Languages.of_checkpoint(read_checkpoint(first).get("hyper_parameters") or {}).multilingual
 
 
 def evaluate_grid(ckpt_path: str | Sequence[str], splits: Sequence[str],
@@ -235,10 +237,8 @@ def run(cfg: DictConfig) -> dict | list[dict]:
     if splits is not None and len(splits) != 1:
         raise ValueError(f"split={split}: one split for a bilingual checkpoint")
     if cfg.get("src_lang") is not None or cfg.get("tgt_lang") is not None:
-        from transformer.data.parallel.languages import check_direction
-
         task, _ = load_for_inference(cfg.ckpt_path, "cpu", "none", None)
-        check_direction(task.hparams, cfg.get("src_lang"), cfg.get("tgt_lang"))
+        task.languages.check_direction(cfg.get("src_lang"), cfg.get("tgt_lang"))
     corpus = corpus_from_config(cfg.data) if cfg.get("data") else None
     metrics = evaluate_checkpoint(
         cfg.ckpt_path, splits[0] if splits else "test_2016_flickr", OmegaConf.to_container(cfg.decode, resolve=True),

@@ -23,7 +23,6 @@ from omegaconf import DictConfig, OmegaConf
 from transformer import kinds
 from transformer.cli.common import hydra_entry
 from transformer.cli.tag import split_tokens
-from transformer.data.parallel.languages import check_target_language
 from transformer.decoding.settings import DecodeSettings
 from transformer.inspect import plots, report
 from transformer.inspect.classification import inspect_classification
@@ -58,7 +57,7 @@ def run(cfg: DictConfig) -> list[Path]:
         written = report.inspect_positions(task.model, cfg.output_dir, int(cfg.positions))
     elif kind is kinds.TRANSLATION:
         settings = DecodeSettings.of(OmegaConf.to_container(cfg.decode, resolve=True))
-        tgt_lang = check_target_language(task.hparams, cfg.get("tgt_lang"))  # a multilingual model's tag
+        tgt_lang = task.languages.check_target(cfg.get("tgt_lang"))  # a multilingual model's tag
         written = report.inspect_translation(task, _sentences(cfg), settings, cfg.output_dir, int(cfg.max_tokens),
                                              tgt_lang)
     elif kind is kinds.TAGGING:

@@ -285,14 +285,12 @@ def model_line(model) -> str:
     import torch
 
     parts = []
-    decoding = getattr(model, "decoding", None)
-    if decoding is not None:
+    if model.decoding is not None:
         defaults = DecodeSettings.defaults()
-        parts += [f"{k}={v}" for k, v in decoding.to_dict().items() if k != "strategy" and defaults[k] != v]
-    if getattr(model, "top_k", None) is not None and model.kind == "classification":
+        parts += [f"{k}={v}" for k, v in model.decoding.to_dict().items() if k != "strategy" and defaults[k] != v]
+    if model.top_k is not None and model.kind == "classification":
         parts.append(f"top_k={model.top_k}")
-    device = getattr(model, "device", None)
-    parts += [f"threads={torch.get_num_threads()}"] + ([f"device={device}"] if device is not None else [])
+    parts += [f"threads={torch.get_num_threads()}"] + ([f"device={model.device}"] if model.device is not None else [])
     return f"model {model.id}: {model.describe()} from {model.checkpoint}; " + ", ".join(parts)
 
 

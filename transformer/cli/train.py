@@ -188,7 +188,9 @@ def check_config(cfg: DictConfig, complete: bool = False) -> None:
     from transformer.data.core.checks import check_data_config
 
     check_data_config(cfg.get("data"), "data", complete)  # languages, column maps, splits, hub: before any file is read
-    if (cfg.data.get("tag_side") or "source") == "decoder":
+    from transformer.data.parallel.languages import Languages
+
+    if Languages.of_config(cfg.data).tag_to_decoder:
         task_cls, _ = task_settings(cfg)
         if not kinds.task_kind(task_cls).generates_from_start:  # no start token to carry it
             raise ValueError(f"data.tag_side=decoder: {kinds.task_kind(task_cls).what} model has no decoder start token to "
@@ -378,9 +380,9 @@ def checkpoint_summary(trainer: L.Trainer) -> dict:
     ranked = next((cb for cb in cbs if cb.monitor is not None), None)
     last = next((cb.best_model_path for cb in cbs if cb.monitor is None and cb.best_model_path), None)
     last = last or next((cb.last_model_path for cb in cbs if cb.last_model_path), None)
-    score = getattr(ranked, "best_model_score", None)
+    score = ranked.best_model_score if ranked is not None else None
     return {
-        "best_checkpoint": getattr(ranked, "best_model_path", None) or None,
+        "best_checkpoint": (ranked.best_model_path if ranked is not None else None) or None,
         "best_score": float(score) if score is not None else None,
         "last_checkpoint": last,
     }
@@ -425,7 +427,7 @@ def train(cfg: DictConfig, ckpt: dict | None) -> dict:
         dm.save_tokenizers(out)
     task, resumed_step = start_task(cfg, dm, ckpt, pretrained)
     del ckpt, pretrained
-    trainer = build_trainer(cfg, resumed_step, reload_each_epoch=getattr(dm, "draws_each_epoch", False))
+    trainer = build_trainer(cfg, resumed_step, reload_each_epoch=dm.draws_each_epoch)
     if emulated_bf16(trainer):
         log.warning("trainer.precision=%s: this CPU has no bf16 instructions (AVX512-BF16 or AMX), so its "
                     "products are emulated and train slower than with trainer.precision=32-true", trainer.precision)

@@ -47,11 +47,18 @@ class KVCacheLike(Protocol):
 
         With ``cross=False`` the caller promises that row ``indices[n]`` comes from the same
         sentence as row ``n``, so per-sentence state (the cross-attention keys/values) may be
-        kept as it is. A cache may also offer ``reorder_`` (same arguments, reorders itself in
-        place and returns itself); searches prefer it, since the old state is never reused.
-        A cache may also offer ``reserve(steps)``: search calls it once with the most steps it
-        will feed, so buffers can be sized once.
+        kept as it is.
         """
+        ...
+
+    def reorder_(self, indices: Tensor, cross: bool = True) -> KVCacheLike:
+        """:meth:`reorder` in place where the cache can (returning itself), else a reordered
+        copy; searches call it, since the old state is never reused."""
+        ...
+
+    def reserve(self, steps: int) -> KVCacheLike:
+        """Search calls it once with the most steps it will feed, so buffers can be sized once
+        (a cache that grows as it goes ignores it); returns the cache."""
         ...
 
     def expand_beams(self) -> KVCacheLike:

@@ -133,7 +133,7 @@ def beam_search(
         # Without a dropped sentence every row keeps its sentence, so the cache can keep the
         # per-sentence cross-attention keys/values instead of copying them every step.
         # A cache that can reorder in place (``KVCache.reorder_``) reuses its buffers.
-        cache = getattr(cache, "reorder_", cache.reorder)(reorder, cross=dropped)
+        cache = cache.reorder_(reorder, cross=dropped)
         # Contiguous: a view's stride would change every step, and a compiled step recompile.
         last = beams.tokens[:, :, -1].reshape(-1, 1).contiguous()  # (B, K) -> (N, 1)
     return _n_best(results, beams, sent_ids, n_best)

@@ -119,8 +119,7 @@ def blocks_log_sum_exp(blocks: Tensor, tops: Tensor) -> Tensor:
 
 
 def reserve_steps(cache: KVCacheLike, steps: int) -> KVCacheLike:
-    """Tell ``cache`` how many steps search will feed (``reserve``, if it has one); returns it."""
-    reserve = getattr(cache, "reserve", None)
-    if reserve is not None and steps > 0:
-        reserve(steps)
+    """Tell ``cache`` how many steps search will feed (``reserve``); returns it."""
+    if steps > 0:
+        cache.reserve(steps)
     return cache

@@ -17,7 +17,6 @@ from typing import Protocol
 
 import numpy as np
 import torch
-import torch.nn.functional as F
 from torch import Tensor
 
 from transformer.decoding.api import EncoderOutLike

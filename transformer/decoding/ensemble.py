@@ -59,7 +59,7 @@ class EnsembleCache:
 
     def reorder_(self, indices: Tensor, cross: bool = True) -> "EnsembleCache":
         """In place where a member's cache can (``reorder_``), else a reordered copy."""
-        self.members = tuple(getattr(c, "reorder_", c.reorder)(indices, cross=cross) for c in self.members)
+        self.members = tuple(c.reorder_(indices, cross=cross) for c in self.members)
         return self
 
     def expand_beams(self) -> "EnsembleCache":
@@ -68,9 +68,7 @@ class EnsembleCache:
 
     def reserve(self, steps: int) -> "EnsembleCache":
         for c in self.members:
-            reserve = getattr(c, "reserve", None)
-            if reserve is not None:
-                reserve(steps)
+            c.reserve(steps)
         return self
 
 

@@ -83,7 +83,7 @@ def greedy_search(
             keep = (~finished).nonzero().squeeze(1)  # (A',) rows that go on
             active, last, caps, done, idle = active[keep], last[keep], caps[keep], finished[keep], 0
             # In place where the cache can: into the buffers of an earlier drop, no allocation.
-            enc, cache = enc.index_select(keep), getattr(cache, "reorder_", cache.reorder)(keep)
+            enc, cache = enc.index_select(keep), cache.reorder_(keep)
         else:
             done = finished
     return out.results(return_scores, eos_id, pad_id)

@@ -159,7 +159,7 @@ def mask_predict(
     """
     if iterations < 1:
         raise ValueError(f"iterations must be >= 1, got {iterations}")
-    if iterations > 1 and getattr(model, "mask_id", None) is None:
+    if iterations > 1 and model.mask_id is None:
         raise ValueError("mask_predict needs a model with a mask_id (one that reads tgt_tokens)")
     return _decode(
         model, src, pad_id, length_beam, iterations, eos_id, ban_ids, return_stats, collapse_repeats
@@ -178,7 +178,7 @@ def _decode(
     collapse_repeats: bool = False,
 ) -> NATResult:
     """Shared driver: length candidates -> first pass -> refinement -> pick best -> lists."""
-    mask_id = getattr(model, "mask_id", None)
+    mask_id = model.mask_id
     banned = (pad_id, mask_id, *ban_ids)
     enc, lengths, real = _length_candidates(model, src, length_beam)
     placeholder = pad_id if mask_id is None else mask_id  # copy-mode models ignore tokens

@@ -124,7 +124,7 @@ def _non_autoregressive(search: Callable, **fixed) -> Callable[..., tuple[NBest,
 def _refinement_needs_masks(model, read: dict) -> None:
     """Refinement re-masks tokens: a model that copies source embeddings (no ``mask_id``,
     ``decoding.api.NATModel``) can only take one pass."""
-    if read["iterations"] > 1 and getattr(model, "mask_id", None) is None:
+    if read["iterations"] > 1 and model.mask_id is None:
         raise ValueError("decode.strategy=mask_predict with iterations > 1 needs a model trained with "
                          "decoder_input=mask; this checkpoint copies source embeddings "
                          "(use decode.strategy=nat_one_pass or decode.strategy=nat_length_beam)")

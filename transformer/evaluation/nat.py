@@ -77,9 +77,10 @@ def system_translator(task, cfg: dict, device: str = "cpu", shortlist: str | Non
     exactly one batch."""
     cfg = dict(cfg, max_tokens=10**9, blank_penalty=blank_penalty)
     if cfg.pop("quantize", None) == "int8":
+        from transformer.accel import is_fast
         from transformer.accel.quantize import apply_quantize
 
-        fast = any(getattr(type(m), "plain", None) is not None for m in task.model.modules())
+        fast = any(is_fast(m) for m in task.model.modules())
         task = copy.deepcopy(task)
         task.model = apply_quantize(task.model, "int8", "cpu" if fast else "none")
     if cfg.get("shortlist") is True:

@@ -15,7 +15,7 @@ from sacrebleu.metrics import BLEU, CHRF
 
 from transformer.data.core.readers import iter_lines
 from transformer.data.parallel.corpus import MULTI30K, ParallelCorpus, available, make_corpus, split_names
-from transformer.data.parallel.languages import Direction, check_direction, directions_of, direction_name
+from transformer.data.parallel.languages import Direction, Languages, direction_name
 from transformer.data.parallel.multilingual import direction_corpus
 from transformer.decoding import strategies
 from transformer.decoding.settings import DecodeSettings
@@ -103,10 +103,11 @@ def write_outputs(output_dir: Path, stem: str, lang: str, hyps: list[str], metri
 
 
 class TranslationTaskLike(Protocol):
-    """What evaluation needs from a task: its language pair and a raw-text translator
-    (``TranslationTask`` and its non-autoregressive subclass)."""
+    """What evaluation needs from a task: its settings (the corpus), its languages and a raw-text
+    translator (``TranslationTask`` and its non-autoregressive subclass)."""
 
     hparams: dict
+    languages: Languages
 
     def translator(self, decode: DecodeSettings, device: str = "cpu") -> Translator: ...
 
@@ -137,13 +138,6 @@ def corpus_of(hparams) -> dict:
         return data
     return make_corpus(hparams["src_lang"], hparams["tgt_lang"], dict(MULTI30K["sources"]), name="multi30k",
                        valid_name=MULTI30K["valid_name"])
-
-
-def direction_hparams(hparams, direction: Direction) -> dict:
-    """A multilingual checkpoint's settings seen as one of its directions: that direction's
-    corpus and language pair (what scoring one direction reads)."""
-    src, tgt = direction
-    return {**dict(hparams), "data": direction_corpus(corpus_of(hparams), direction), "src_lang": src, "tgt_lang": tgt}
 
 
 def translate_sources(task: TranslationTaskLike, sources: list[str], refs: list[str],
@@ -177,8 +171,8 @@ def translate_split(task: TranslationTaskLike, split: str, decode: DecodeSetting
     """Translate a split (its first ``limit`` pairs, if given) of the corpus the checkpoint
     was trained on, read by name (:func:`corpus_of`); of a multilingual checkpoint, one
     ``direction``'s pairs."""
-    hp = task.hparams if direction is None else direction_hparams(task.hparams, direction)
-    stream = ParallelCorpus(corpus_of(hp), data_dir, mirror_root).stream(split)
+    corpus = corpus_of(task.hparams) if direction is None else direction_corpus(corpus_of(task.hparams), direction)
+    stream = ParallelCorpus(corpus, data_dir, mirror_root).stream(split)
     pairs = [p for _, p in zip(range(int(limit)), stream)] if limit is not None else list(stream)
     return translate_sources(task, [s for s, _ in pairs], [t for _, t in pairs], decode, device,
                              tgt_lang=None if direction is None else direction[1],
@@ -186,13 +180,14 @@ def translate_split(task: TranslationTaskLike, split: str, decode: DecodeSetting
 
 
 def _report(task: TranslationTaskLike, translated: "SplitTranslation", split: str, decode: DecodeSettings,
-            output_dir: Path, stem: str, bleu_tokenize: str | None, hp=None) -> dict:
-    hp = task.hparams if hp is None else hp
-    tokenize = bleu_tokenizer(hp["tgt_lang"], bleu_tokenize or corpus_of(hp).get("bleu_tokenize"))
+            output_dir: Path, stem: str, bleu_tokenize: str | None, direction: Direction | None = None) -> dict:
+    """Score ``translated`` and write its files; of a multilingual checkpoint, as ``direction``."""
+    src, tgt = direction or (task.languages.src_lang, task.languages.tgt_lang)
+    tokenize = bleu_tokenizer(tgt, bleu_tokenize or corpus_of(task.hparams).get("bleu_tokenize"))
     metrics = score_translations(translated.hyps, translated.refs, tokenize)
-    metrics.update(split=split, pair=f"{hp['src_lang']}-{hp['tgt_lang']}", sentences=len(translated.hyps),
+    metrics.update(split=split, pair=f"{src}-{tgt}", sentences=len(translated.hyps),
                    **translated.decoding_stats(decode), **translated.translator.extra_stats())
-    write_outputs(output_dir, f"{stem}.{decode.strategy}", hp["tgt_lang"], translated.hyps, metrics)
+    write_outputs(output_dir, f"{stem}.{decode.strategy}", tgt, translated.hyps, metrics)
     return metrics
 
 
@@ -210,36 +205,35 @@ def evaluate_split(task: TranslationTaskLike, split: str, decode: DecodeSettings
     if direction is None:
         return _report(task, translated, split, decode, output_dir, split, bleu_tokenize)
     return _report(task, translated, split, decode, output_dir, f"{split}.{direction_name(direction)}",
-                   bleu_tokenize, direction_hparams(task.hparams, direction))
+                   bleu_tokenize, direction)
 
 
-def evaluation_plan(hparams, splits: Sequence[str] | None, src_lang: str | None = None,
+def evaluation_plan(task: TranslationTaskLike, splits: Sequence[str] | None, src_lang: str | None = None,
                     tgt_lang: str | None = None, zero_shot: bool = False,
                     pivot: str | None = None) -> list[tuple[str, Direction | None]]:
-    """The ``(split, direction)`` pairs to score a checkpoint on. A bilingual checkpoint: each
+    """The ``(split, direction)`` pairs to score a checkpoint's ``task`` on. A bilingual checkpoint: each
     split (default ``test_2016_flickr``) with direction None (``src_lang``/``tgt_lang`` must be
     its own). A multilingual one: every direction, or the one ``src_lang``/``tgt_lang`` pick
-    (:func:`~transformer.data.parallel.languages.check_direction`), on each split (default:
+    (:meth:`~transformer.data.parallel.languages.Languages.check_direction`), on each split (default:
     every split of its corpus but train and validation), skipping a split a direction lacks
     (Multi30k has no 2017 test sets in Czech). ``zero_shot`` admits a direction the model was
     not trained on (``decode.zero_shot``); with ``pivot`` the one direction scored is
-    ``src_lang``→``tgt_lang`` through it (``inference.pivot.check_pivot``)."""
-    directions = directions_of(hparams)
+    ``src_lang``→``tgt_lang`` through it (``Languages.check_pivot``)."""
+    languages = task.languages
+    directions = languages.directions
     if pivot is not None:
-        from transformer.inference.pivot import check_pivot
-
-        directions = [check_pivot(hparams, src_lang, pivot, tgt_lang)]
+        directions = [languages.check_pivot(src_lang, pivot, tgt_lang)]
         src_lang = tgt_lang = None
     if directions is None:
         if src_lang is not None or tgt_lang is not None:
-            check_direction(hparams, src_lang, tgt_lang)
+            languages.check_direction(src_lang, tgt_lang)
         return [(split, None) for split in (splits or ["test_2016_flickr"])]
     if src_lang is not None or tgt_lang is not None:
         if tgt_lang is None:  # every direction from src_lang
-            directions = [d for d in directions if d[0] == check_direction(hparams, src_lang, d[1])[0]]
+            directions = [d for d in directions if d[0] == languages.check_direction(src_lang, d[1])[0]]
         else:
-            directions = [check_direction(hparams, src_lang, tgt_lang, zero_shot)]
-    corpus = corpus_of(hparams)
+            directions = [languages.check_direction(src_lang, tgt_lang, zero_shot)]
+    corpus = corpus_of(task.hparams)
     names = split_names(corpus)
     if not splits:
         splits = [s for s in names if s not in ("train", corpus.get("valid_name"))]

@@ -230,7 +230,7 @@ def build_ctranslate2_spec(task):
     # decoding starts from our BOS, as in greedy_search (Marian's: the padding id, whose
     # embedding row is the model's own, so no start_from_zero_embedding)
     cfg.decoder_start_token = cfg.bos_token
-    if languages.tag_side(hp) == "decoder":  # each target starts with its language tag: a one-token prefix
+    if task.languages.tag_to_decoder:  # each target starts with its language tag: a one-token prefix
         cfg.decoder_start_token = None
     cfg.add_source_eos = True  # TranslationCollator appends EOS to every source
     cfg.layer_norm_epsilon = float(next(m.eps for m in model.modules() if isinstance(m, nn.LayerNorm)))
@@ -274,29 +274,26 @@ def write_languages(task, folder: Path) -> None:
     id, never split): an ``ExportError`` otherwise."""
     import json
 
-    hp = task.hparams
-    directions = languages.directions_of(hp)
-    if directions is not None:
-        for lang in languages.target_languages(hp):
+    model_languages = task.languages
+    if model_languages.multilingual:
+        for lang in model_languages.targets:
             i = task.src_tokenizer.token_to_id(languages.tag(lang))
             if i is None or i not in task.src_tokenizer.special_ids:
                 raise ExportError(f"the model translates into {lang} but its source tokenizer has no special token "
                                   f"{languages.tag(lang)}")
-    record = {"src_lang": hp.get("src_lang"), "tgt_lang": hp.get("tgt_lang"),
-              "data": {"directions": [languages.direction_name(d) for d in directions] if directions else None,
-                       "tag_side": languages.tag_side(hp)}}
+    record = model_languages.record()
     (Path(folder) / LANGUAGES).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
-def read_languages(folder: Path) -> dict:
-    """``languages.json`` of an export folder; a folder written before it (a bilingual model
-    whose languages were not recorded) reads as ``src``/``tgt``."""
+def read_languages(folder: Path) -> languages.Languages:
+    """The languages ``languages.json`` of an export folder records; a folder written before it
+    (a bilingual model whose languages were not recorded) reads as ``src``/``tgt``."""
     import json
 
     path = Path(folder) / LANGUAGES
     if not path.is_file():
-        return {"src_lang": "src", "tgt_lang": "tgt", "data": {"directions": None}}
-    return json.loads(path.read_text(encoding="utf-8"))
+        return languages.Languages("src", "tgt")
+    return languages.Languages.of_checkpoint(json.loads(path.read_text(encoding="utf-8")))
 
 
 class CTranslate2Translator:
@@ -324,9 +321,9 @@ class CTranslate2Translator:
         self.max_len_a, self.max_len_b = max_len_a, max_len_b
         self.banned = [[self.tgt_tok.id_to_token(self.tgt_tok.pad_id)], [self.tgt_tok.id_to_token(self.tgt_tok.bos_id)]]
         self.max_batch_size, self.batch_type = max_batch_size, batch_type
-        self.languages = read_languages(model_dir)  # the checkpoint's directions (hyper_parameters' shape)
+        self.languages = read_languages(model_dir)  # the checkpoint's
         # data.tag_side=decoder: a source's tag goes to CTranslate2 as the target prefix it starts from
-        self.tag_to_decoder = languages.tag_side(self.languages) == "decoder"
+        self.tag_to_decoder = self.languages.tag_to_decoder
 
     def translate_ids(self, sources: list[list[int]], beam_size: int = 1, length_penalty: float = 1.0) -> list[list[int]]:
         """Source piece ids (without EOS) -> output ids (without BOS/EOS), in input order."""

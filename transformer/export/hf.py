@@ -40,7 +40,6 @@ from typing import Any, Mapping
 
 import torch
 
-from transformer.data.parallel import languages
 from transformer.export.folder import ExportError, write_export_dir
 from transformer.hub.families import FAMILIES, MLM_SWITCHES, Family, HubError, tied_parameters
 from transformer.models.mlm import MaskedLanguageModel
@@ -220,7 +219,7 @@ def hf_folder_contents(task) -> tuple[dict[str, Any], dict[str, torch.Tensor], A
         return config, _tensors(family, model.state_dict(), vars(model.cfg)), lambda folder: _write_fast_tokenizer(
             tokenizer, folder, model.encoder.positional.max_len)
     if type(model) is EncoderDecoder:
-        if languages.tag_side(task.hparams) == "decoder":
+        if task.languages.tag_to_decoder:
             raise _refuse("data.tag_side=decoder (a target tag as the decoder's first token, one per "
                           "sentence)", "Marian, whose decoder starts from one fixed token; format=ctranslate2 "
                           "takes it")

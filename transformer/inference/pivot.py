@@ -45,34 +45,8 @@ def tagging_encode(translator, tokenizer, default: str | None):
 def translator_into(task, decode: DecodeSettings | Mapping[str, Any] | None, tgt_lang: str, device="cpu"):
     """``task.translator(decode)`` translating every sentence into ``tgt_lang`` (checked
     against the checkpoint's languages: a ``ValueError`` naming them)."""
-    target = languages.check_target_language(task.hparams, tgt_lang)
+    target = task.languages.check_target(tgt_lang)
     return task.translator(decode, device=device).set_target_language(target)
-
-
-def check_pivot(hparams: Mapping[str, Any], src_lang: str | None, pivot: str, tgt_lang: str | None,
-                key: str = "decode.pivot") -> tuple[str, str]:
-    """The source and target of ``src_lang`` → ``pivot`` → ``tgt_lang`` (each defaulting as
-    ``languages.check_direction`` defaults it), both legs directions the checkpoint was trained
-    on; otherwise one ``ValueError`` line, starting with ``key`` (the setting's name where it was
-    given), naming the missing leg and the model's directions."""
-    if not languages.is_multilingual(hparams):
-        raise ValueError(f"{key}={pivot}: the checkpoint translates {hparams.get('src_lang')}-"
-                         f"{hparams.get('tgt_lang')} only; a pivot needs a multilingual model (data.pairs)")
-    if tgt_lang is None:
-        raise ValueError(f"{key}={pivot}: give tgt_lang, the language to reach through {pivot}")
-    if pivot in (src_lang, tgt_lang):
-        raise ValueError(f"{key}={pivot}: the pivot must differ from src_lang and tgt_lang")
-    try:
-        src, _ = languages.check_direction(hparams, src_lang, pivot)
-    except ValueError as exc:
-        raise ValueError(f"{key}={pivot}: the first leg into {pivot}: {exc}") from None
-    if src == tgt_lang:
-        raise ValueError(f"{key}={pivot}: src_lang={src} is tgt_lang; nothing to translate")
-    try:
-        languages.check_direction(hparams, pivot, tgt_lang)
-    except ValueError as exc:
-        raise ValueError(f"{key}={pivot}: the second leg {pivot}-{tgt_lang}: {exc}") from None
-    return src, tgt_lang
 
 
 def pivot_translate(task, decode: DecodeSettings | Mapping[str, Any], sentences: Sequence[str], src_lang: str | None,
@@ -82,11 +56,11 @@ def pivot_translate(task, decode: DecodeSettings | Mapping[str, Any], sentences:
     n-best lists (its scores), and the inputs either leg cut to the model's length. An empty
     line stays empty through both legs."""
     decode = DecodeSettings.of(decode)
-    check_pivot(task.hparams, src_lang, decode.pivot, tgt_lang)
+    task.languages.check_pivot(src_lang, decode.pivot, tgt_lang)
     first = translator_into(task, decode, decode.pivot, device)
     middle = [hyps[0][0] if hyps else "" for hyps in first.translate(sentences)]
     second = translator_into(task, decode, tgt_lang, device)
     return second.translate(middle), first.truncated + second.truncated
 
 
-__all__ = ["check_pivot", "pivot_translate", "tagging_encode", "target_of", "translator_into"]
+__all__ = ["pivot_translate", "tagging_encode", "target_of", "translator_into"]

@@ -68,7 +68,7 @@ def restrict_output(model: nn.Module, ids: Tensor) -> nn.Module:
     proj.requires_grad_(False)
     if is_quantized(old):
         proj = int8_dynamic(nn.Sequential(proj))[0]
-    elif getattr(type(old), "plain", None) is not None:  # the CPU fast path was on: keep it on
+    elif accel.is_fast(old):  # the CPU fast path was on: keep it on
         proj = accel.apply(proj, "cpu")
     out.decoder.output_proj = proj
     out.output_ids = ids.to(weight.device)

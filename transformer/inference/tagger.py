@@ -94,7 +94,7 @@ def word_probabilities(member: Member, sentences: Sequence[Sequence[str]], max_t
     device = torch.device(device) if device is not None else next(model.parameters()).device
     was_training = model.training
     model.eval()
-    n_aux = model.n_aux_tags if getattr(model, "aux_classifier", None) is not None else 0
+    n_aux = model.n_aux_tags if model.aux_classifier is not None else 0
     heads = [model.n_tags] + ([n_aux] if n_aux else [])
     out = [[torch.zeros(len(words), n) for words in sentences] for n in heads]
     units = _units(tokenizer, sentences, max_len)

@@ -12,7 +12,6 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from transformer.data.parallel.languages import split_tag
 from transformer.inspect import plots
 from transformer.inspect.attention import capture_encoder_attention, translation_attention
 from transformer.inspect.positions import position_arrays
@@ -23,7 +22,7 @@ def piece_labels(tokenizer, ids: Sequence[int]) -> list[str]:
     special tokens by name (a multilingual source's ``<2fr>`` too), ``·`` for a piece that is
     only whitespace."""
     specials = {tokenizer.pad_id, tokenizer.bos_id, tokenizer.eos_id, tokenizer.unk_id,
-                *getattr(tokenizer, "special_ids", ())}
+                *tokenizer.special_ids}
     labels = []
     for i in ids:
         if i in specials:
@@ -60,7 +59,7 @@ def inspect_translation(task, sentences: Sequence[str], decode, out_dir: str | P
     written: list[Path] = []
     sections: dict[str, list[str]] = {}
     for k, sentence in enumerate(sentences):
-        ids, start = split_tag(hp, translator.encode(sentence))  # a decoder-side tag starts the target
+        ids, start = task.languages.split_tag(translator.encode(sentence))  # a decoder-side tag starts the target
         src = torch.tensor([ids + [hp.eos_id]], dtype=torch.long)  # (1, S), as the collator builds it
         first = hp.bos_id if start is None else start
         hyp = (search(src) if start is None else search(src, start=torch.tensor([start])))[0][0][0]

@@ -36,7 +36,10 @@ def hp(default: Any = MISSING, *, within: Range | Probability | None = None, fac
 
 
 # Upper bounds keep a typo (d_model=10**9) from allocating the machine's memory before anything
-# is said; a subclass that only changes a default re-annotates the field and keeps these.
+# is said; a subclass that only changes a default re-annotates the field and keeps these. The
+# defaults that are not a size (d_model ... dropout) are the presets' shared base
+# (conf/model/*.yaml), so the Python API and the command line build the same model
+# (tests/models/test_config_defaults.py holds them equal).
 @dataclass(kw_only=True)
 class StackConfig:
     """What every stack reads: vocabulary, widths, depth-independent switches.
@@ -50,8 +53,8 @@ class StackConfig:
         positional: a factory ``(d_model, n_heads, max_len, causal) -> module``; ``None`` =
             sinusoidal. In YAML: ``{_target_: transformer.modules.positional.RelativePositionBias,
             _partial_: true}``. Each stack builds its own instance.
-        norm_first: False = post-norm layers (the paper); True = pre-norm layers plus a final
-            LayerNorm per stack (Xiong et al. 2020), stable at higher learning rates.
+        norm_first: True = pre-norm layers plus a final LayerNorm per stack (Xiong et al. 2020),
+            stable at higher learning rates; False = post-norm layers (the paper).
         activation: ``"relu"``, ``"gelu"`` or ``"silu"`` in the FFN (``"gelu"`` is the exact erf form,
             BERT's; ``"silu"`` is x·sigmoid(x), Marian's ``swish``).
         window: if set, each encoder position attends only to positions within ``window``
@@ -78,10 +81,10 @@ class StackConfig:
     d_ff: int = hp(2048, within=Range(1, 2**18))
     dropout: float = hp(0.1, within=Probability())
     positional: PositionalFactory | None = hp(None, factory=True)
-    norm_first: bool = False
+    norm_first: bool = True
     activation: str = "relu"
     window: int | None = hp(None, within=Range(0, 2**20))
-    max_len: int = hp(1024, within=Range(1, 2**20))
+    max_len: int = hp(512, within=Range(1, 2**20))
     norm_eps: float = hp(1e-5, within=Range(0.0, 1.0))
     scale_embeddings: bool = True
     embedding_norm: bool = False
@@ -133,7 +136,6 @@ class EncoderConfig(StackConfig):
     d_model: int = 256
     n_heads: int = 4
     d_ff: int = 1024
-    max_len: int = 512
 
 
 __all__ = ["EncoderConfig", "InputHook", "PositionalFactory", "StackConfig", "TransformerConfig", "hp"]

@@ -226,7 +226,6 @@ class TaggerConfig(EncoderConfig):
     """
 
     n_tags: int = hp(within=Range(1, 2**20))
-    max_len: int = 1024
     pooling: str = "first"
     char_channels: int = hp(0, within=Range(0, 2**14))
     char_dim: int = hp(32, within=Range(1, 2**14))

@@ -312,7 +312,7 @@ class AutoregressiveDecoder(nn.Module):
         self.output_proj = VocabProjection(d_model, vocab_size)
         if cfg.tie_output:
             self.output_proj.weight = self.embedding.weight
-        self.output_bias = nn.Parameter(torch.zeros(vocab_size)) if getattr(cfg, "output_bias", False) else None
+        self.output_bias = nn.Parameter(torch.zeros(vocab_size)) if cfg.output_bias else None
 
     def _states(self, tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights):
         """Decoder output states ``(B, t, D)`` (after the final norm) and per-layer weights."""

@@ -496,9 +496,8 @@ class StaticKVCache(KVCache):
         memory; a reused one (``reorder_``) holds finite values already."""
         return capacity if fresh else filled
 
-    def _set_filled(self, source: KVCache) -> None:
-        pos = getattr(source, "_pos", None)
-        self._pos = None if pos is None else pos.clone()
+    def _set_filled(self, source: "StaticKVCache") -> None:
+        self._pos = None if source._pos is None else source._pos.clone()
 
 
 def _copy_rows(buf: Tensor, moved: Tensor, indices: Tensor) -> None:

@@ -10,15 +10,27 @@ the app and the served model.
 from __future__ import annotations
 
 import typing
+import unicodedata
 from typing import Optional, Union
 
 from pydantic import (BaseModel, ConfigDict, Field, StrictBool, StrictFloat, StrictInt, StrictStr, create_model,
                       field_validator)
 
 from transformer.decoding.settings import DecodeSettings
-from transformer.serve.served import text_problem
 
 Number = Union[StrictInt, StrictFloat]
+
+
+def text_problem(text: str) -> str | None:
+    """Why ``text`` cannot be a model input (a control character, a lone surrogate), or None.
+    Tabs are whitespace, as on the command line."""
+    for ch in text:
+        category = unicodedata.category(ch)
+        if category == "Cc" and ch != "\t":
+            return f"holds the control character U+{ord(ch):04X}"
+        if category == "Cs":
+            return f"holds a lone surrogate (U+{ord(ch):04X}), which is not text"
+    return None
 
 
 class Request(BaseModel):
@@ -204,4 +216,4 @@ class ErrorResponse(BaseModel):
 
 __all__ = ["ClassifyOutput", "ClassifyRequest", "ClassifyResponse", "ErrorResponse", "Health", "Hypothesis",
            "ModelInfo", "ModelsResponse", "Ready", "Request", "TagOutput", "TagRequest", "TagResponse",
-           "TranslateRequest", "TranslateResponse", "TranslationAttention", "TranslationOutput"]
+           "TranslateRequest", "TranslateResponse", "TranslationAttention", "TranslationOutput", "text_problem"]

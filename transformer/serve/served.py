@@ -23,7 +23,6 @@ source ids, so requests into different languages decode together in one batch.
 from __future__ import annotations
 
 import logging
-import unicodedata
 from pathlib import Path
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -35,7 +34,7 @@ from transformer import kinds
 from transformer.data.parallel import languages
 from transformer.decoding import strategies
 from transformer.decoding.settings import DecodeSettings
-from transformer.inference.pivot import check_pivot, tagging_encode, target_of
+from transformer.inference.pivot import tagging_encode, target_of
 from transformer.inference.tagger import split_tokens
 from transformer.inference.translator import one_line
 from transformer.inspect.attention import translate_with_alignments, translation_attention
@@ -69,18 +68,6 @@ class Limits:
     max_len: int = 512
 
 
-def text_problem(text: str) -> str | None:
-    """Why ``text`` cannot be a model input (a control character, a lone surrogate), or None.
-    Tabs are whitespace, as on the command line."""
-    for ch in text:
-        category = unicodedata.category(ch)
-        if category == "Cc" and ch != "\t":
-            return f"holds the control character U+{ord(ch):04X}"
-        if category == "Cs":
-            return f"holds a lone surrogate (U+{ord(ch):04X}), which is not text"
-    return None
-
-
 def decode_options(strategy: strategies.Strategy) -> tuple[str, ...]:
     """The request keys (``DECODE_OPTIONS``) that change a setting ``strategy`` reads."""
     return tuple(option for option, key in DECODE_OPTIONS.items() if key in strategy.keys)
@@ -92,6 +79,9 @@ class ServedModel:
 
     kind = ""
     endpoint = ""
+    decoding: DecodeSettings | None = None  # a translation model's decoding settings
+    top_k: int | None = None  # a classification model's default number of labels
+    device: str | None = None  # where a model that searches runs
 
     def __init__(self, model_id: str, task, checkpoint: str, limits: Limits = Limits()):
         self.id, self.task, self.checkpoint, self.limits = model_id, task, checkpoint, limits
@@ -155,15 +145,6 @@ class Source(str):
 
     def __hash__(self) -> int:
         return hash((str(self), self.tgt_lang))
-
-
-def directions_info(hparams) -> dict:
-    """What ``GET /v1/models`` says of a translation model's languages."""
-    directions = languages.directions_of(hparams) or [(hparams["src_lang"], hparams["tgt_lang"])]
-    return {"directions": [languages.direction_name(d) for d in directions],
-            "source_languages": languages.source_languages(hparams),
-            "target_languages": languages.target_languages(hparams),
-            "multilingual": languages.is_multilingual(hparams)}
 
 
 SPIECE = "\u2581"  # SentencePiece's word-start marker
@@ -279,7 +260,7 @@ class TranslationModel(ServedModel):
         self.attends = (self.autoregressive and hasattr(model, "encoder")
                         and hasattr(getattr(model, "decoder", None), "init_cache"))
         self.options = (*decode_options(self.strategy), *(["attention"] if self.attends else []))
-        self._languages(task.hparams)
+        self._languages(task.languages)
         self._translators: OrderedDict[tuple, object] = OrderedDict()
         translator = self._translator(())
         if self.decoding.compile:
@@ -292,15 +273,15 @@ class TranslationModel(ServedModel):
         return f"{kinds.task_kind(self.task).what.removeprefix('a ').removeprefix('an ')}, decode={self.strategy.name}"
 
     def info(self) -> dict:
-        return {**super().info(), "decode": self.decoding.to_dict(), **directions_info(self.hparams)}
+        return {**super().info(), "decode": self.decoding.to_dict(), **self.languages.info()}
 
-    def _languages(self, hparams) -> None:
-        """The directions ``hparams`` record (``languages.directions_of``): a multilingual model
-        takes ``tgt_lang`` and ``src_lang`` per request and tags its sources."""
-        self.hparams = hparams
-        self.multilingual = languages.is_multilingual(hparams)
+    def _languages(self, model_languages: languages.Languages) -> None:
+        """The model's languages: a multilingual model takes ``tgt_lang`` and ``src_lang`` per
+        request and tags its sources."""
+        self.languages = model_languages
+        self.multilingual = model_languages.multilingual
         # a plain sentence (the warm-up call) goes into the first target language
-        self.default_tgt = languages.target_languages(hparams)[0] if self.multilingual else None
+        self.default_tgt = model_languages.targets[0] if self.multilingual else None
         if self.multilingual:
             self.options = (*self.options, "tgt_lang", "src_lang", "pivot", "zero_shot")
 
@@ -319,17 +300,16 @@ class TranslationModel(ServedModel):
         src, tgt = overrides.get("src_lang"), overrides.get("tgt_lang")
         try:
             if overrides.get("pivot") is not None:
-                check_pivot(self.hparams, src, overrides["pivot"], tgt, key="pivot")
+                self.languages.check_pivot(src, overrides["pivot"], tgt, key="pivot")
                 if overrides.get("attention"):
                     raise ValueError("attention: not available with pivot (the answer is the second leg's, "
                                      "from a source the client did not send)")
                 return [Source(text, overrides["pivot"]) for text in inputs]
             if src is not None:
-                target = languages.check_direction(self.hparams, src, tgt, bool(overrides.get("zero_shot")),
-                                                    "zero_shot")[1]
+                target = self.languages.check_direction(src, tgt, bool(overrides.get("zero_shot")), "zero_shot")[1]
                 target = target if self.multilingual else None
             else:
-                target = languages.check_target_language(self.hparams, tgt)
+                target = self.languages.check_target(tgt)
         except ValueError as exc:
             raise RequestError(f"model '{self.id}': {exc}") from None
         return [Source(text, target) for text in inputs] if target is not None else list(inputs)
@@ -448,7 +428,7 @@ class TranslationModel(ServedModel):
     def _attention_view(self, ids: list[int], hyp: list[int]) -> dict:
         """Cross-attention ``(layer, head, T, S)`` of one sentence, with its axis labels."""
         hp = self.task.hparams
-        ids, start = languages.split_tag(hp, ids)  # a decoder-side tag starts the target instead
+        ids, start = self.task.languages.split_tag(ids)  # a decoder-side tag starts the target instead
         src = torch.tensor([ids + [hp.eos_id]], dtype=torch.long, device=self.device)  # (1, S)
         att = translation_attention(self.task.model, src, [hyp], hp.bos_id if start is None else start, hp.pad_id)
         layer = self.decoding.alignment_layer
@@ -467,7 +447,7 @@ class TranslationModel(ServedModel):
         """The word-start rule of the ``src`` or ``tgt`` tokenizer, built once."""
         rules = self.__dict__.setdefault("_start_rules", {})
         if side not in rules:
-            rules[side] = word_start_rule(getattr(self.task, f"{side}_tokenizer"))
+            rules[side] = word_start_rule(self.task.src_tokenizer if side == "src" else self.task.tgt_tokenizer)
         return rules[side]
 
 
@@ -642,5 +622,5 @@ class AudioClassificationModel(ClassificationModel):
 
 
 __all__ = ["AudioClassificationModel", "ClassificationModel", "CTranslate2Model", "Limits", "RequestError", "ServedModel", "Source", "TaggingModel",
-           "TranslationModel", "directions_info", "text_problem", "word_attention",
+           "TranslationModel", "word_attention",
            "word_groups", "word_start_rule"]

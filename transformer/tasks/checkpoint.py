@@ -8,13 +8,15 @@ constructor it is passed to before anything is built.
 
 Settings a checkpoint keeps in an earlier form are brought to the current one on reading
 (:func:`current_hyper_parameters`): flat ``betas``/``eps``/``weight_decay`` become the
-``optimizer`` node, and a non-autoregressive task drops the ``compile`` switch it recorded off."""
+``optimizer`` node, a non-autoregressive task drops the ``compile`` switch it recorded off, and
+a model config that leaves out a setting whose default has changed since gets the default it
+was built with (:data:`FORMER_DEFAULTS`); a checkpoint written now records those settings."""
 
 from __future__ import annotations
 
 import pickle
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any, Mapping, Sequence
 
 import torch
 from tokenizers import Tokenizer
@@ -25,16 +27,28 @@ from transformer.hub import checkpoint as hub_checkpoint, is_hub_path
 from transformer.data.core.sentencepiece_tokenizer import KIND as SPM_KIND
 from transformer.tasks.build import (
     TASKS,
+    MODELS,
     HyperparameterError,
     check_model_config,
     check_task_settings,
+    model_fields,
     optimizer_from_flat,
+    registered,
     show,
     task_class,
     task_parameters,
 )
 
 TASK_KEY = "transformer_task"
+
+# Model settings whose default became the presets' shared base (pre-norm layers, a 512-position
+# table; ``models/config.py``), by model class: the default each had before, which a model
+# config that leaves the setting out was built with.
+FORMER_DEFAULTS: dict[str, dict[str, Any]] = {
+    **{name: {"norm_first": False, "max_len": 1024}
+       for name in ("EncoderDecoder", "NonAutoregressiveModel", "CTCNonAutoregressiveModel", "Tagger")},
+    "SequenceClassifier": {"norm_first": False},
+}
 
 
 class CheckpointError(RuntimeError):
@@ -51,6 +65,7 @@ class OneTokenizerCheckpoint:
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint[TASK_KEY] = self.task_name
+        record_model_settings(checkpoint)
         if self.tokenizer is not None:
             checkpoint["tokenizers"] = {"src": self.tokenizer.to_str()}
 
@@ -112,6 +127,9 @@ def read_checkpoint(path: str | Path) -> dict[str, Any]:
         )
     if not isinstance(ckpt[TASK_KEY], str) or ckpt[TASK_KEY] not in TASKS:
         raise CheckpointError(f"{path}: unknown task {show(ckpt[TASK_KEY])}; known: {sorted(TASKS)}")
+    if isinstance(ckpt["hyper_parameters"], dict) and "model" in ckpt["hyper_parameters"]:
+        # what every reader of the file sees (init_from compares these settings with the run's)
+        ckpt["hyper_parameters"]["model"] = with_former_defaults(ckpt["hyper_parameters"]["model"])
     try:
         check_hyper_parameters(ckpt)
     except HyperparameterError as exc:
@@ -145,9 +163,41 @@ def check_hyper_parameters(ckpt: dict[str, Any]) -> None:
             raise HyperparameterError(f"tokenizers.{name}: not a tokenizer ({one_line(exc)})") from None
 
 
+def _model_class(model_cfg: Any) -> type | None:
+    try:
+        return registered(model_cfg.get("_target_"), MODELS, "model") if isinstance(model_cfg, Mapping) else None
+    except HyperparameterError:  # reported by the checks
+        return None
+
+
+def with_former_defaults(model_cfg: Any) -> Any:
+    """A checkpoint's model config with each setting it leaves out of :data:`FORMER_DEFAULTS`
+    filled in (what its model was built with); anything else as it is."""
+    cls = _model_class(model_cfg)
+    former = FORMER_DEFAULTS.get(cls.__name__, {}) if cls is not None else {}
+    missing = {k: v for k, v in former.items() if k not in model_cfg}
+    return {**model_cfg, **missing} if missing else model_cfg
+
+
+def record_model_settings(checkpoint: dict) -> None:
+    """Write into a checkpoint being saved the model settings of :data:`FORMER_DEFAULTS` that its
+    model config leaves to today's defaults, so that reading it never takes the former ones."""
+    hp = checkpoint.get("hyper_parameters")
+    model_cfg = hp.get("model") if hp is not None else None
+    cls = _model_class(model_cfg)
+    if cls is None:
+        return
+    fields = model_fields(cls)
+    missing = {k: fields[k].default for k in FORMER_DEFAULTS.get(cls.__name__, {}) if k not in model_cfg}
+    if missing:
+        hp["model"] = {**model_cfg, **missing}
+
+
 def current_hyper_parameters(cls: type, hp: dict[str, Any]) -> dict[str, Any]:
     """A checkpoint's settings in the form ``cls`` takes today (see the module docstring); the
     current form is returned as it is."""
+    if "model" in hp:
+        hp = {**hp, "model": with_former_defaults(hp["model"])}
     hp = optimizer_from_flat(hp, cls.default_optimizer)
     if "compile" not in task_parameters(cls) and not hp.get("compile"):
         hp = {k: v for k, v in hp.items() if k not in ("compile", "compile_mode")}

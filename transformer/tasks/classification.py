@@ -186,7 +186,7 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
     def kwargs_from_datamodule(dm) -> dict:
         """What the task needs from a set-up ``ClassificationDataModule``."""
         tok = dm.tokenizer  # None for an input kind without pieces (speech frames)
-        names = getattr(dm, "label_names", None)
+        names = dm.label_names
         return dict(piece_vocab_size=tok.vocab_size if tok else 1, pad_id=tok.pad_id if tok else 0,
                     labels=list(dm.labels), label_names=list(names) if names else None, data=dm.settings(),
                     tokenizer=tok.to_str() if tok else None)
@@ -199,10 +199,8 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         first = tasks[0]
         if len(tasks) == 1:
             return first
+        kinds.require_ensemble(tasks, cls.kind)
         for i, task in enumerate(tasks, start=1):
-            if not isinstance(task, ClassificationTask):
-                raise ValueError(f"ensemble member {i} is a {getattr(task, 'task_name', '?')!r} checkpoint; "
-                                 f"a classification ensemble takes classification checkpoints only")
             if task.data_labels != first.data_labels:
                 raise ValueError(f"ensemble member {i} has the labels {task.data_labels}, member 1 "
                                  f"{first.data_labels}")
@@ -286,7 +284,7 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         self.log("val/f1", classification_metrics(confusion.cpu(), self.labels)["macro_f1"], prog_bar=True)
 
     def configure_optimizers(self):
-        return optimizer_with_warmup(self, self.hparams, getattr(self, "_trainer", None))
+        return optimizer_with_warmup(self, self.hparams, self._trainer)
 
     # ----------------------------------------------------------------- inference
     def classifier(self, max_tokens: int = 4096, device: str | torch.device | None = None) -> SentenceClassifier:

@@ -117,7 +117,7 @@ class CTCTranslationTask(Seq2SeqTask):
 
     # ----------------------------------------------------------------- the output vocabulary
     def on_fit_start(self) -> None:
-        dm = getattr(self.trainer, "datamodule", None)
+        dm = self.trainer.datamodule
         if self.output_vocab is None and hasattr(dm, "target_ids"):
             self.output_vocab = dm.target_ids("train")
 

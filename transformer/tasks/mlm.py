@@ -297,7 +297,7 @@ class MaskedLMTask(OneTokenizerCheckpoint, L.LightningModule):
             self.log(f"val/{name}", value, prog_bar=name in ("loss", "acc"))
 
     def configure_optimizers(self):
-        return optimizer_with_warmup(self, self.hparams, getattr(self, "_trainer", None))
+        return optimizer_with_warmup(self, self.hparams, self._trainer)
 
     # ----------------------------------------------------------------- inference
     def _passages(self, split: str, data_dir, mirror_root) -> Iterable[str]:

@@ -17,14 +17,14 @@ import torch
 
 from transformer import kinds
 from transformer.data.core.tokenizer import SubwordTokenizer, tokenizer_from_str
-from transformer.data.parallel.languages import tag_side
+from transformer.data.parallel.languages import Languages, direction_name
 from transformer.decoding.settings import DecodeSettings
 from transformer.decoding.strategies import SearchIds
 from transformer.evaluation import CorpusBLEU
 from transformer.evaluation.translation import bleu_tokenizer, evaluate_split
 from transformer.inference import SearchFn, Translator
 from transformer.tasks.build import build_model
-from transformer.tasks.checkpoint import TASK_KEY, current_hyper_parameters
+from transformer.tasks.checkpoint import TASK_KEY, current_hyper_parameters, record_model_settings
 from transformer.tasks.build import build_optimizer, optimizer_node
 from transformer.tasks.schedules import inverse_sqrt_schedule
 from transformer.ranges import Probability, Range
@@ -38,7 +38,8 @@ class Seq2SeqTask(L.LightningModule):
     Args:
         model: the resolved model config (``tasks.build``); vocab_size, tgt_vocab_size (None:
             one joint vocabulary), pad_id, bos_id, eos_id: what the data's tokenizers give.
-        src_lang, tgt_lang: the language pair (validation BLEU tokenizes by the target).
+        src_lang, tgt_lang: the language pair (validation BLEU tokenizes by the target); with
+            ``data``'s directions and tag side, what :attr:`languages` holds.
         label_smoothing: ε of the token loss.
         lr: the peak learning rate, reached after ``warmup_steps`` updates, then decayed as
             the inverse square root (Vaswani et al. 2017).
@@ -54,6 +55,7 @@ class Seq2SeqTask(L.LightningModule):
 
     task_name: str
     model_kind: str  # how its model is searched (decoding.strategies: AUTOREGRESSIVE, NAT, CTC)
+    languages: Languages  # its pair, directions and tag side, read once from its settings
     default_optimizer = optimizer_node("Adam", betas=(0.9, 0.98), eps=1e-9, weight_decay=0.0)
 
     def __init__(
@@ -83,6 +85,7 @@ class Seq2SeqTask(L.LightningModule):
         # Lightning records the settings of every __init__ in the call chain: this one's and the
         # subclass's own. Tokenizers go into the checkpoint as an entry of their own.
         self.save_hyperparameters(ignore=["tokenizers"])
+        self.languages = Languages.of_checkpoint(self.hparams)
         self.model = self._build_model()
         # longest sequence the model takes (positions); an ensemble takes its members' minimum
         self.max_len: int | None = self.hparams.model.get("max_len")
@@ -94,9 +97,9 @@ class Seq2SeqTask(L.LightningModule):
         self._bleu = CorpusBLEU(bleu_tokenizer(tgt_lang, (data or {}).get("bleu_tokenize")))
         # A multilingual model's validation BLEU of each direction too (``val/bleu/<src>-<tgt>``),
         # each tokenized by its own target language.
-        self._directions = [str(name) for name in (data or {}).get("directions") or []]
-        self._direction_bleu = [CorpusBLEU(bleu_tokenizer(name.split("-")[1], (data or {}).get("bleu_tokenize")))
-                                for name in self._directions]
+        self._directions = [direction_name(d) for d in self.languages.directions or ()]
+        self._direction_bleu = [CorpusBLEU(bleu_tokenizer(tgt, (data or {}).get("bleu_tokenize")))
+                                for _, tgt in self.languages.directions or ()]
 
     # ----------------------------------------------------------------- construction
     def _build_model(self) -> torch.nn.Module:
@@ -136,6 +139,7 @@ class Seq2SeqTask(L.LightningModule):
 
     def on_save_checkpoint(self, checkpoint: dict) -> None:
         checkpoint[TASK_KEY] = self.task_name
+        record_model_settings(checkpoint)
         if self.tgt_tokenizer is not None:  # no source tokenizer for frames (``transformer.kinds``)
             sides = {"src": self.src_tokenizer, "tgt": self.tgt_tokenizer}
             checkpoint["tokenizers"] = {side: tok.to_str() for side, tok in sides.items() if tok is not None}
@@ -242,7 +246,7 @@ class Seq2SeqTask(L.LightningModule):
             return transcriber
         translator = Translator(self.search_fn(settings, stats), self.src_tokenizer, self.tgt_tokenizer,
                                 max_tokens=settings.max_tokens, max_src_len=self.max_len,
-                                device=device, tag_to_decoder=tag_side(self.hparams) == "decoder")
+                                device=device, tag_to_decoder=self.languages.tag_to_decoder)
         translator.stats = stats
         return translator
 

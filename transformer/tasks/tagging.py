@@ -204,10 +204,7 @@ class TaggingTask(OneTokenizerCheckpoint, L.LightningModule):
         first = tasks[0]
         if len(tasks) == 1:
             return first
-        for i, task in enumerate(tasks, start=1):
-            if not isinstance(task, TaggingTask):
-                raise ValueError(f"ensemble member {i} is a {getattr(task, 'task_name', '?')!r} checkpoint; "
-                                 f"a tagging ensemble takes tagging checkpoints only")
+        kinds.require_ensemble(tasks, cls.kind)
         if not check_tagger_ensemble([TaggerSpec(t.hparams.data, t.tags, t.aux_tags) for t in tasks]):
             first.aux_tags = []  # the members' auxiliary heads differ: main tags only
         first.model = TaggerEnsemble([(t.model, t.tokenizer, t.encoder_max_len()) for t in tasks])
@@ -325,7 +322,7 @@ class TaggingTask(OneTokenizerCheckpoint, L.LightningModule):
         self.log("val/acc", correct.float() / n, prog_bar=True, batch_size=n, sync_dist=True)
 
     def configure_optimizers(self):
-        return optimizer_with_warmup(self, self.hparams, getattr(self, "_trainer", None))
+        return optimizer_with_warmup(self, self.hparams, self._trainer)
 
     # ----------------------------------------------------------------- inference
     def encoder_max_len(self) -> int:

@@ -38,6 +38,7 @@ import torch
 
 from transformer import kinds
 from transformer.data.core.tokenizer import is_sentencepiece
+from transformer.data.parallel.languages import Languages
 from transformer.tasks.build import POSITIONALS, check_model_config, model_fields, show
 from transformer.tasks.checkpoint import missing_tokenizers, tokenizers_entry
 
@@ -215,7 +216,7 @@ def check_translation_init(ckpt: dict, path: str | Path, model_cfg: Mapping[str,
                          f"(task: translation), not {task_kind.name if task_kind else None!r}")
     pairs = (data_cfg or {}).get("pairs")
     if pairs is not None and is_sentencepiece(ckpt["tokenizers"]["src"]):
-        tag_side = (data_cfg or {}).get("tag_side") or "source"
+        tag_side = Languages.of_config(data_cfg).tag_side
         raise ValueError(f"init_from: {path} reads with SentencePiece vocabularies (Marian's), which take no "
                          f"<2xx> target tags: data.pairs={_listed(pairs)}" + (f" with data.tag_side={tag_side}" if
                                                                           tag_side != "source" else "") +

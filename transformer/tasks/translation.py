@@ -16,7 +16,6 @@ import torch.nn.functional as F
 
 from transformer import kinds
 from transformer.accel.cross_entropy import runs_on, smoothed_cross_entropy
-from transformer.data.parallel.languages import tag_side
 from transformer.decoding import EnsembleModel, strategies
 from transformer.decoding.compiled import compiled_decoding
 from transformer.decoding.precision import decoding_model
@@ -142,20 +141,18 @@ class TranslationTask(Seq2SeqTask):
         first = tasks[0]
         if len(tasks) == 1:
             return first
-        for i, task in enumerate(tasks, start=1):
-            if not isinstance(task, TranslationTask):
-                raise ValueError(f"ensemble member {i} is a {task.task_name!r} checkpoint; only "
-                                 f"autoregressive translation checkpoints can be ensembled")
+        kinds.require_ensemble(tasks, cls.kind)
         for i, task in enumerate(tasks[1:], start=2):
             for key in ("src_lang", "tgt_lang", "pad_id", "bos_id", "eos_id"):
                 if task.hparams[key] != first.hparams[key]:
                     raise ValueError(f"ensemble member {i} has {key}={task.hparams[key]!r}, "
                                      f"member 1 has {first.hparams[key]!r}")
-            if tag_side(task.hparams) != tag_side(first.hparams):  # where each reads its target tag
-                raise ValueError(f"ensemble member {i} has data.tag_side={tag_side(task.hparams)}, "
-                                 f"member 1 has {tag_side(first.hparams)}")
-            for side in ("src", "tgt"):
-                if getattr(task, f"{side}_tokenizer").to_str() != getattr(first, f"{side}_tokenizer").to_str():
+            if task.languages.tag_side != first.languages.tag_side:  # where each reads its target tag
+                raise ValueError(f"ensemble member {i} has data.tag_side={task.languages.tag_side}, "
+                                 f"member 1 has {first.languages.tag_side}")
+            for side, ours, theirs in (("src", task.src_tokenizer, first.src_tokenizer),
+                                       ("tgt", task.tgt_tokenizer, first.tgt_tokenizer)):
+                if ours.to_str() != theirs.to_str():
                     raise ValueError(f"ensemble member {i} has a different {side} tokenizer from member 1; "
                                      f"members must share their vocabulary")
         lengths = [t.max_len for t in tasks if t.max_len is not None]

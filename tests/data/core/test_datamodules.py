@@ -72,7 +72,7 @@ def test_translation_eval_loader_restores_order(mt):
 def test_translation_ddp_shares(mt):
     shares = []
     for rank in range(2):
-        mt.trainer = SimpleNamespace(global_rank=rank, world_size=2)
+        mt.trainer = SimpleNamespace(global_rank=rank, world_size=2, current_epoch=0)  # a Trainer in its first epoch
         try:
             shares.append([i for b in mt.train_dataloader() for i in b["index"].tolist()])
         finally:

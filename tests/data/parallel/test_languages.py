@@ -1,17 +1,19 @@
-"""The target-language tag (Johnson et al. 2017): parsing directions, what a checkpoint records,
-the checks of tgt_lang/src_lang, and the source ids a tag puts in front."""
+"""The target-language tag (Johnson et al. 2017): parsing directions, a model's ``Languages`` (what
+a checkpoint records, the checks of tgt_lang/src_lang/pivot), and the source ids a tag puts in front."""
 
 from __future__ import annotations
 
 import pytest
 
 from transformer.data.core.tokenizer import SubwordTokenizer
-from transformer.data.parallel.languages import (add_tags, check_direction, check_target_language,
-                                                 directions_of, parse_direction, parse_pairs, source_languages,
-                                                 tag, tag_ids, tagged_source_ids, target_languages)
+from transformer.data.parallel.languages import MULTI as MULTI_CODE
+from transformer.data.parallel.languages import (Languages, add_tags, parse_direction, parse_pairs, tag, tag_ids,
+                                                 tagged_source_ids)
 
 MULTI_HP = {"src_lang": "en", "tgt_lang": "mul", "data": {"directions": ["en-de", "en-fr"]}}
 BILINGUAL_HP = {"src_lang": "de", "tgt_lang": "en", "data": {"name": "multi30k"}}
+MULTI = Languages.of_checkpoint(MULTI_HP)
+BILINGUAL = Languages.of_checkpoint(BILINGUAL_HP)
 
 
 @pytest.fixture(scope="module")
@@ -46,38 +48,76 @@ def test_bad_pairs_are_one_error_naming_the_key(value, words):
 
 
 def test_a_checkpoint_s_languages():
-    assert directions_of(MULTI_HP) == [("en", "de"), ("en", "fr")]
-    assert directions_of(BILINGUAL_HP) is None
-    assert source_languages(MULTI_HP) == ["en"] and target_languages(MULTI_HP) == ["de", "fr"]
-    assert source_languages(BILINGUAL_HP) == ["de"] and target_languages(BILINGUAL_HP) == ["en"]
+    assert MULTI.directions == (("en", "de"), ("en", "fr")) and MULTI.multilingual
+    assert BILINGUAL.directions is None and not BILINGUAL.multilingual
+    assert MULTI.sources == ["en"] and MULTI.targets == ["de", "fr"]
+    assert BILINGUAL.sources == ["de"] and BILINGUAL.targets == ["en"]
+    # a checkpoint that records no tag side reads its tag in the source
+    assert MULTI.tag_side == "source" and not MULTI.tag_to_decoder
+    decoder = Languages.of_checkpoint({**MULTI_HP, "data": {**MULTI_HP["data"], "tag_side": "decoder"}})
+    assert decoder.tag_to_decoder and decoder.split_tag([7, 1, 2]) == ([1, 2], 7)
+    assert MULTI.split_tag([7, 1, 2]) == ([7, 1, 2], None)
+
+
+def test_what_a_checkpoint_records_reads_back_equal():
+    for languages in (MULTI, BILINGUAL, Languages.of_directions([("de", "en"), ("fr", "en")], "decoder")):
+        assert Languages.of_checkpoint(languages.record()) == languages
+
+
+def test_a_multilingual_model_records_one_language_per_side_or_mul():
+    assert Languages.of_directions([("en", "de"), ("en", "fr")]).record()["src_lang"] == "en"
+    many = Languages.of_directions([("de", "en"), ("en", "de")])
+    assert (many.src_lang, many.tgt_lang) == (MULTI_CODE, MULTI_CODE)
+
+
+def test_a_data_config_s_languages(tmp_path):
+    assert Languages.of_config({"src_lang": "de", "tgt_lang": "en"}) == Languages("de", "en")
+    for lang in ("de", "en"):
+        (tmp_path / f"train.{lang}").write_text("a\n", encoding="utf-8")
+    data = {"pairs": "all", "train": str(tmp_path / "train"), "tag_side": "decoder"}
+    assert Languages.of_config(data) == Languages(MULTI_CODE, MULTI_CODE, (("de", "en"), ("en", "de")), "decoder")
+    with pytest.raises(ValueError, match="data.pairs: 'en-en' translates en into itself"):
+        Languages.of_config({**data, "pairs": ["en-en"]})
 
 
 def test_check_target_language():
-    assert check_target_language(MULTI_HP, "fr") == "fr"
+    assert MULTI.check_target("fr") == "fr"
     with pytest.raises(ValueError) as err:
-        check_target_language(MULTI_HP, "cs")
+        MULTI.check_target("cs")
     assert str(err.value) == "tgt_lang=cs: this model translates into de, fr (its directions: en-de, en-fr)"
     with pytest.raises(ValueError, match="tgt_lang: required.*de, fr"):
-        check_target_language(MULTI_HP, None)
-    one_target = {"src_lang": "mul", "tgt_lang": "en", "data": {"directions": ["de-en", "fr-en"]}}
-    assert check_target_language(one_target, None) == "en"
+        MULTI.check_target(None)
+    one_target = Languages.of_checkpoint({"src_lang": "mul", "tgt_lang": "en",
+                                          "data": {"directions": ["de-en", "fr-en"]}})
+    assert one_target.check_target(None) == "en"
     # a bilingual model: untagged; its own target accepted, another refused
-    assert check_target_language(BILINGUAL_HP, None) is None
-    assert check_target_language(BILINGUAL_HP, "en") is None
+    assert BILINGUAL.check_target(None) is None
+    assert BILINGUAL.check_target("en") is None
     with pytest.raises(ValueError, match="tgt_lang=fr: this model translates into en .its directions: de-en"):
-        check_target_language(BILINGUAL_HP, "fr")
+        BILINGUAL.check_target("fr")
 
 
 def test_check_direction():
-    assert check_direction(MULTI_HP, None, "de") == ("en", "de")
-    assert check_direction(BILINGUAL_HP, None, None) == ("de", "en")
+    assert MULTI.check_direction(None, "de") == ("en", "de")
+    assert BILINGUAL.check_direction(None, None) == ("de", "en")
     with pytest.raises(ValueError, match="src_lang=fr: this model translates from en"):
-        check_direction(MULTI_HP, "fr", "de")
-    many = {"src_lang": "mul", "tgt_lang": "mul", "data": {"directions": ["de-en", "fr-en", "en-de"]}}
+        MULTI.check_direction("fr", "de")
+    many = Languages.of_checkpoint({"src_lang": "mul", "tgt_lang": "mul",
+                                    "data": {"directions": ["de-en", "fr-en", "en-de"]}})
     with pytest.raises(ValueError, match="src_lang: required.*de, fr"):
-        check_direction(many, None, "en")
+        many.check_direction(None, "en")
     with pytest.raises(ValueError, match="de-de|not trained on that direction"):
-        check_direction(many, "de", "de")
+        many.check_direction("de", "de")
+    assert many.check_direction("fr", "de", zero_shot=True) == ("fr", "de")
+
+
+def test_check_pivot():
+    languages = Languages.of_directions([("de", "en"), ("en", "de"), ("en", "fr"), ("fr", "en")])
+    assert languages.check_pivot("de", "en", "fr") == ("de", "fr")
+    with pytest.raises(ValueError, match="^decode.pivot=en: the checkpoint translates de-en only"):
+        BILINGUAL.check_pivot("de", "en", "fr")
+    with pytest.raises(ValueError, match="^pivot=fr: the second leg fr-de"):
+        languages.check_pivot("en", "fr", "de", key="pivot")
 
 
 def test_tagged_source_ids(tokenizer):

@@ -23,7 +23,7 @@ import logging
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated, Any, Sequence
+from typing import Annotated, Any
 
 import lightning as L
 import numpy as np
@@ -122,7 +122,7 @@ class TokenBudgetDataModule(L.LightningDataModule):
         return self._datasets[split]
 
     def _rank_world(self) -> tuple[int, int]:
-        trainer = getattr(self, "trainer", None)
+        trainer = self.trainer
         if trainer is None:
             return 0, 1
         return trainer.global_rank, trainer.world_size
@@ -149,11 +149,10 @@ class TokenBudgetDataModule(L.LightningDataModule):
             self._lengths[split], self.max_tokens, shuffle=True, seed=self.seed, num_replicas=world, rank=rank,
             pad_to_multiple=self.pad_to_multiple, draw=self._epoch_draw(),
         )
-        epoch = getattr(getattr(self, "trainer", None), "current_epoch", None)
-        if epoch is not None:
+        if self.trainer is not None:
             # A loader made again at an epoch's start (``draws_each_epoch``) counts that epoch's
             # batches: Lightning reads its length before it calls ``set_epoch``.
-            sampler.set_epoch(epoch)
+            sampler.set_epoch(self.trainer.current_epoch)
         return self._loader(split, sampler)
 
     @property

@@ -36,9 +36,9 @@ from transformer.data.core.datamodule import TokenBudgetDataModule, load_or_trai
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.parallel.corpus import (MULTI30K, ParallelCorpus, available, check_parallel, config_sources,
                                               make_corpus, split_names)
-from transformer.data.parallel.languages import MULTI, add_tags, direction_name
-from transformer.data.parallel.multilingual import (TaggedSource, check_pairs, describe_mix, direction_corpus,
-                                                    distill_train, sample_counts, sample_indices)
+from transformer.data.parallel.languages import Languages, add_tags, direction_name, distill_train
+from transformer.data.parallel.multilingual import (TaggedSource, describe_mix, direction_corpus, sample_counts,
+                                                    sample_indices)
 from transformer.files import inside, write_text
 from transformer.ranges import Range
 
@@ -205,14 +205,10 @@ class ArrowPairs(Sequence):
 
 
 def check_translation(d: dict, where: str, complete: bool = False) -> None:
-    """A translation data config's checks: one pair's (:func:`~transformer.data.parallel.corpus.check_parallel`),
-    or with ``pairs`` several directions' (:func:`~transformer.data.parallel.multilingual.check_pairs`)."""
-    if d.get("pairs") is not None:
-        check_pairs(d, where)
-    else:
-        if d.get("tag_side", "source") != "source":
-            raise ValueError(f"{where}.tag_side={d.get('tag_side')}: a target-language tag needs several "
-                             f"directions ({where}.pairs=[en-de,en-fr]); one pair is read untagged")
+    """A translation data config's checks: its languages (:meth:`Languages.of_config
+    <transformer.data.parallel.languages.Languages.of_config>`: with ``pairs``, several directions'),
+    and one pair's corpus (:func:`~transformer.data.parallel.corpus.check_parallel`)."""
+    if not Languages.of_config(d, where).multilingual:
         check_parallel(d, where, complete)
 
 
@@ -284,6 +280,9 @@ class TranslationDataModule(TokenBudgetDataModule):
     """
 
     check_config = staticmethod(check_translation)  # its config's checks, before any file is read
+    src_tokenizer: SubwordTokenizer | None = None  # both set up by setup()
+    tgt_tokenizer: SubwordTokenizer | None = None
+    _mix_counts: tuple[list[int], list[int]] | None = None  # the directions' sizes and per-epoch counts, by setup()
 
     def __init__(
         self,
@@ -323,7 +322,8 @@ class TranslationDataModule(TokenBudgetDataModule):
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
-        self.directions = check_pairs(dict(self.hparams)) if pairs is not None else None
+        self.languages = Languages.of_config(dict(self.hparams))  # with pairs: checked, the files' languages too
+        self.directions = list(self.languages.directions) if self.languages.multilingual else None
         self.temperature, self.pad_to_multiple, self.max_len = float(temperature), pad_to_multiple, max_len
         self.src_lang, self.tgt_lang = src_lang, tgt_lang
         self.data_dir, self.mirror_root = Path(data_dir), mirror_root
@@ -341,8 +341,6 @@ class TranslationDataModule(TokenBudgetDataModule):
         corpus_args = dict(name=corpus_name, valid_name=valid_name, format=format, columns=columns, header=header,
                            holdout=holdout, holdout_seed=holdout_seed, hub=hub, bleu_tokenize=bleu_tokenize)
         (self._set_directions if self.directions else self._set_pair)(sources, corpus_args, eval_splits)
-        self.src_tokenizer: SubwordTokenizer | None = None  # both set up by setup()
-        self.tgt_tokenizer: SubwordTokenizer | None = None
         self._raw: dict[str, datasets.Dataset] = {}
         self._reader: ParallelCorpus | None = None
 
@@ -366,15 +364,13 @@ class TranslationDataModule(TokenBudgetDataModule):
     def _set_directions(self, sources: dict, corpus_args: dict, eval_splits: Sequence[str] | None) -> None:
         """The corpus, languages and splits of a multilingual data module: the languages it
         records are the single source (target) language, or :data:`~transformer.data.parallel.languages.MULTI`."""
-        src_langs, tgt_langs = ({d[i] for d in self.directions} for i in (0, 1))
-        self.src_lang = next(iter(src_langs)) if len(src_langs) == 1 else MULTI
-        self.tgt_lang = next(iter(tgt_langs)) if len(tgt_langs) == 1 else MULTI
+        self.src_lang, self.tgt_lang = self.languages.src_lang, self.languages.tgt_lang
         # what the model records too (Lightning refuses two values of one hyperparameter)
         self.save_hyperparameters({**self.hparams, "src_lang": self.src_lang, "tgt_lang": self.tgt_lang})
         self.corpus = {**make_corpus(None, None, sources, **corpus_args), "src_lang": self.src_lang,
                        "tgt_lang": self.tgt_lang, "directions": [direction_name(d) for d in self.directions]}
-        if self.hparams.get("tag_side", "source") != "source":  # recorded where it differs from the default
-            self.corpus["tag_side"] = self.hparams["tag_side"]
+        if self.languages.tag_to_decoder:  # recorded where it differs from the default
+            self.corpus["tag_side"] = self.languages.tag_side
         self.eval_splits = self._choose_direction_splits(eval_splits)
         self.test_splits = [f"{s}.{direction_name(d)}" for s in self.eval_splits if s != self.val_split
                             for d in self.directions if available(direction_corpus(self.corpus, d), s)]
@@ -559,7 +555,7 @@ class TranslationDataModule(TokenBudgetDataModule):
         direction repeats a different part of itself each epoch and a down-sampled large one
         shows a different part. Pairs the length filter dropped are left out of the draw. None
         when every direction gives each pair once (``data.temperature=1``, or equal sizes)."""
-        if getattr(self, "_mix_counts", None) is None:
+        if self._mix_counts is None:
             return None
         sizes, counts = self._mix_counts
         offsets = np.cumsum([0, *sizes[:-1]])
@@ -582,7 +578,7 @@ class TranslationDataModule(TokenBudgetDataModule):
         t = self.tgt_tokenizer
         return TranslationCollator(pad_id=t.pad_id, bos_id=t.bos_id, eos_id=t.eos_id,
                                    pad_to_multiple=self.pad_to_multiple,
-                                   tag_to_decoder=self.corpus.get("tag_side") == "decoder")
+                                   tag_to_decoder=self.languages.tag_to_decoder)
 
     def target_ids(self, split: str = "train") -> list[int]:
         """Every distinct target token id of a tokenized split, sorted (the ids a model trained
