@@ -248,14 +248,14 @@ class Seq2SeqTask(L.LightningModule):
 
     def evaluate(self, split: str, decode_cfg: DecodeSettings | Mapping[str, Any], output_dir: Path,
                  data_dir: str = "data/cache", mirror_root: str | None = None, device: str = "cpu",
-                 bleu_tokenize: str | None = None) -> dict:
-        """Translate a split of the training corpus, score with sacreBLEU, write hypotheses and
-        metrics (``evaluation.translation.evaluate_split``)."""
+                 bleu_tokenize: str | None = None, direction: tuple[str, str] | None = None) -> dict:
+        """Translate a split of the training corpus (of a multilingual model, in one ``direction``),
+        score with sacreBLEU, write hypotheses and metrics (``evaluation.translation.evaluate_split``)."""
         if kinds.input_kind(self.hparams).frontend is not None:  # a manifest of recordings and transcripts
             from transformer.evaluation.speech import evaluate_transcripts
 
             return evaluate_transcripts(self, split, decode_cfg, output_dir, device)
-        extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
+        extra = {key: value for key, value in (("bleu_tokenize", bleu_tokenize), ("direction", direction)) if value}
         return evaluate_split(self, split, decode_cfg, output_dir, data_dir, mirror_root, device, **extra)
 
 
