@@ -188,9 +188,10 @@ def run_job(job: Job, work: Callable[[DictConfig], object]) -> None:
     keys = ("hydra.run.dir", None) if job.sweep is None else ("hydra.sweep.dir", "hydra.sweep.subdir")
     no_callbacks = SimpleNamespace(on_job_start=lambda **_: None, on_job_end=lambda **_: None)
     with claimed(cfg) if training else contextlib.nullcontext():
-        # a failure ends the process inside the runner, in one line (Hydra's report adds lines)
+        # A user error ends the process inside the runner, in one line; any other failure, which
+        # the runner holds, is raised again by reading the job's return value.
         hydra_run_job(lambda task_cfg: guarded(lambda: work(task_cfg)), cfg, *keys,
-                      HydraContext(config_loader=None, callbacks=no_callbacks))
+                      HydraContext(config_loader=None, callbacks=no_callbacks)).return_value
 
 
 def prepare(config_name: str, args: list[str], check: Check | None = None) -> list[Job] | None:
