@@ -101,13 +101,12 @@ def fail(exc: BaseException | str, status: int = 2) -> None:
 
 @dataclasses.dataclass
 class Job:
-    """One run of a command: its config (with Hydra's node), what the command's validation step
-    returned for it, its folder, and for a job of a ``-m`` sweep the sweep's config (saved as
-    ``multirun.yaml``)."""
+    """One run of a command: its config (with Hydra's node, its folder resolved), what the
+    command's validation step returned for it, and for a job of a ``-m`` sweep the sweep's config
+    (saved as ``multirun.yaml``)."""
 
     cfg: DictConfig
     checked: object
-    folder: str
     sweep: DictConfig | None = None
 
 
@@ -238,7 +237,7 @@ def check_job(config_name: str, cfg: DictConfig, folder: str, check: Check, swee
     checked = check(cfg)
     if training and not ddp_worker():
         check_run_folder(Path(cfg.output_dir), cfg.get("ckpt_path"))
-    return Job(cfg, checked, folder, sweep)
+    return Job(cfg, checked, sweep)
 
 
 def check_folder_key(cfg: DictConfig, key: str) -> str:
