@@ -101,8 +101,7 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode: Deco
     task, dev = load_for_inference(ckpt_path, device, accel, quantize)
     if corpus is not None:
         use_corpus(task, corpus, label)
-    where = dict(output_dir=Path(output_dir), data_dir=data_dir, mirror_root=mirror_root, device=dev,
-                 **({"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}))
+    out, extra = Path(output_dir), {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
     from transformer.data.parallel.languages import is_multilingual
 
     if hasattr(task, "translator") and is_multilingual(task.hparams):
@@ -113,17 +112,15 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode: Deco
 
         # every direction that has the split, keyed by direction (what training's test_splits records)
         return {metrics["pair"]: {**metrics, "checkpoint": label}
-                for metrics in (task.evaluate(s, settings, direction=d, **where)
+                for metrics in (task.evaluate(s, settings, out, data_dir, mirror_root, dev, direction=d, **extra)
                                 for s, d in evaluation_plan(task.hparams, [split]))}
     if src is not None:
         if task.kind.shape != "sequence":
             raise ValueError(f"src= and ref= score translations; {label} is {task.kind.what} checkpoint")
-        from transformer.evaluation.translation import evaluate_files
-
-        where.pop("data_dir"), where.pop("mirror_root")
-        metrics = evaluate_files(task, src, ref, settings, **where)
+        metrics = task.evaluate_files(src, ref, settings, out, dev, **extra)
     else:
-        metrics = task.evaluate(split=split, decode_cfg=settings, **where)
+        metrics = task.evaluate(split=split, decode_cfg=settings, output_dir=out, data_dir=data_dir,
+                                mirror_root=mirror_root, device=dev, **extra)
     metrics["checkpoint"] = label
     return metrics
 
