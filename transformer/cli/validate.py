@@ -3,9 +3,8 @@
 ``hydra_entry`` runs a command's check on the composed config before Hydra runs the command
 (so a refused run writes nothing, not even ``.hydra/``): paths are readable inputs or writable
 outputs, counts are positive, the device exists, a checkpoint path is given. The inference
-commands' checks are here (:data:`CHECKS`); training (``cli/train.py: preflight``) and
-averaging bring their own. This
-module is the leaf of ``cli/``: it imports no other command module. Every problem is a
+commands share one step, read off the keys their config has (:func:`inference`, :data:`CHECKS`);
+training (``cli/train.py: preflight``), averaging and serving bring their own. This module is the leaf of ``cli/``: it imports no other command module. Every problem is a
 ``ValueError`` (or ``OSError``) naming the key, printed as one ``error:`` line.
 """
 
