@@ -64,3 +64,16 @@ def test_a_sweep_runs_each_job_once_in_its_own_folder(counted, mirror_root, tmp_
         recorded = yaml.safe_load((sweep / str(num) / ".hydra" / "config.yaml").read_text())
         assert recorded["seed"] == seed and recorded["output_dir"] == str(sweep / str(num))
         assert json.loads((sweep / str(num) / "train_summary.json").read_text())["output_dir"] == str(sweep / str(num))
+
+
+def test_a_failure_that_is_no_user_error_is_raised_not_swallowed(tmp_path, monkeypatch):
+    from transformer.cli.common import hydra_entry
+
+    def broken(cfg):
+        raise RuntimeError("a bug")
+
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "model.ckpt").write_bytes(b"")
+    monkeypatch.setattr(sys, "argv", ["transformer-export", "ckpt_path=model.ckpt", "output_dir=out"])
+    with pytest.raises(RuntimeError, match="a bug"):  # with its traceback, and a non-zero exit status
+        hydra_entry("export")(broken)()

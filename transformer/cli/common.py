@@ -25,7 +25,6 @@ checkpoint comes from, or into an empty one, never into another run's.
 from __future__ import annotations
 
 import contextlib
-import copy
 import dataclasses
 import functools
 import itertools
@@ -33,6 +32,7 @@ import os
 import re
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Callable, Iterator
 
 import hydra
@@ -70,26 +70,13 @@ def user_errors() -> tuple[type[BaseException], ...]:
     """Exceptions that describe bad input (file, key, value, device), not bugs."""
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
-    from transformer.data.core import readers, sources
+    from transformer.data.core.readers import DataFormatError
+    from transformer.data.core.sources import ChecksumError, DownloadError
     from transformer.tasks.checkpoint import CheckpointError
 
-    errors: list[type[BaseException]] = [CheckpointError, DiskFullError, FileNotFoundError, FileExistsError,
-                                         ValueError, KeyError,
-                                         IsADirectoryError, NotADirectoryError, PermissionError,
-                                         MisconfigurationException]
-    for mod, name in ((readers, "DataFormatError"), (sources, "ChecksumError"), (sources, "DownloadError")):
-        if hasattr(mod, name):
-            errors.append(getattr(mod, name))
-    return tuple(errors)
-
-
-def disk_full_message(exc: BaseException) -> DiskFullError | None:
-    """A full disk (or quota) met anywhere, also inside a library's own writer, as the one-line
-    :class:`DiskFullError` naming the folder; None for any other error."""
-    full = full_disk_error(exc)
-    if full is None or isinstance(full, DiskFullError):
-        return full
-    return disk_full(full, full.filename or Path.cwd() / "?")
+    return (CheckpointError, DiskFullError, FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
+            PermissionError, ValueError, KeyError, MisconfigurationException, DataFormatError, ChecksumError,
+            DownloadError)
 
 
 class StoppedBySignal(RuntimeError):
@@ -114,13 +101,12 @@ def fail(exc: BaseException | str, status: int = 2) -> None:
 
 @dataclasses.dataclass
 class Job:
-    """One run of a command: its config (with Hydra's node), what the command's validation step
-    returned for it, its folder, and for a job of a ``-m`` sweep the sweep's config (saved as
-    ``multirun.yaml``)."""
+    """One run of a command: its config (with Hydra's node, its folder resolved), what the
+    command's validation step returned for it, and for a job of a ``-m`` sweep the sweep's config
+    (saved as ``multirun.yaml``)."""
 
     cfg: DictConfig
     checked: object
-    folder: str
     sweep: DictConfig | None = None
 
 
@@ -132,7 +118,6 @@ def hydra_entry(config_name: str,
     (training: the resumed checkpoint); without, the check is the command's entry in
     ``validate.CHECKS`` and the command is ``run(cfg)``."""
     checker = check or validate.CHECKS.get(config_name) or _no_check
-    claims = config_name == TRAIN
 
     def wrap(run: Callable[..., object]) -> Callable[[], None]:
         def call(cfg: DictConfig, checked: object) -> object:
@@ -142,25 +127,22 @@ def hydra_entry(config_name: str,
         def hydra_main(cfg: DictConfig) -> None:  # only for Hydra's own flags
             def work() -> object:
                 checked = checker(cfg)
-                with claimed(cfg) if claims else contextlib.nullcontext():
+                with claimed(cfg) if config_name == TRAIN else contextlib.nullcontext():
                     return call(cfg, checked)
             guarded(work)
 
         @functools.wraps(run)
         def main() -> None:
-            try:
-                jobs = prepare(config_name, sys.argv[1:], check)
-            except user_errors() as exc:
-                fail(exc)
+            jobs = guarded(lambda: prepare(config_name, sys.argv[1:], check))
             if jobs is None:
                 hydra_main()
                 return
-            if jobs[0].sweep is not None:
+            if jobs[0].sweep is not None:  # as Hydra's sweeper records a sweep
                 sweep_dir = Path(str(jobs[0].sweep.hydra.sweep.dir))
                 sweep_dir.mkdir(parents=True, exist_ok=True)
                 OmegaConf.save(jobs[0].sweep, sweep_dir / "multirun.yaml")
             for job in jobs:
-                guarded(lambda job=job: run_job(job, lambda cfg: call(cfg, job.checked), claims))
+                guarded(lambda job=job: run_job(job, lambda cfg: call(cfg, job.checked)))
 
         return main
 
@@ -181,48 +163,34 @@ def guarded(work: Callable[[], object]) -> object:
     except StoppedBySignal as exc:
         fail(exc, StoppedBySignal.exit_status)
     except Exception as exc:  # a full disk met inside a library (Lightning, datasets)
-        full = disk_full_message(exc)
+        full = full_disk_error(exc)
         if full is None:
             raise
-        fail(full)
+        fail(full if isinstance(full, DiskFullError) else disk_full(full, full.filename or Path.cwd() / "?"))
 
 
-def run_job(job: Job, work: Callable[[DictConfig], object], claim: bool = False) -> object:
-    """``work(cfg)`` in the job's folder, as Hydra's job runner does it: ``hydra.runtime.output_dir``
-    and ``HydraConfig`` set, the folder made (claimed first with ``claim``, for training), logging
-    configured from ``hydra.job_logging``, the ``.hydra/`` record written (``config.yaml``,
-    ``hydra.yaml``, ``overrides.yaml``; none with ``hydra.output_subdir=null``), ``hydra.job.env_set``
-    applied and, with ``hydra.job.chdir=true``, the folder made the working directory."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.core.utils import configure_log, env_override
-    from hydra.types import RunMode
+def run_job(job: Job, work: Callable[[DictConfig], object]) -> None:
+    """``work(cfg)`` run by Hydra's job runner (``hydra.core.utils.run_job``: the folder made,
+    ``HydraConfig`` set, logging configured, the ``.hydra/`` record written unless
+    ``hydra.output_subdir=null``, ``hydra.job.env_set`` and ``hydra.job.chdir`` applied) in the
+    job's folder, claimed first for a training (:func:`claimed`). Every command but training logs
+    to stderr alone (:data:`TOOL_LOGGING`)."""
+    from hydra.core.utils import run_job as hydra_run_job
+    from hydra.types import HydraContext, RunMode
 
     cfg = job.cfg
+    training = cfg.hydra.job.name == TRAIN
     with read_write(cfg.hydra), open_dict(cfg.hydra):
-        cfg.hydra.runtime.output_dir = os.path.abspath(job.folder)
         cfg.hydra.mode = RunMode.RUN if job.sweep is None else RunMode.MULTIRUN
-    before, cwd = HydraConfig.instance().cfg, os.getcwd()
-    HydraConfig.instance().set_config(cfg)
-    task_cfg = copy.deepcopy(cfg)
-    with open_dict(task_cfg):
-        del task_cfg["hydra"]
-    try:
-        with claimed(task_cfg) if claim else contextlib.nullcontext():
-            Path(job.folder).mkdir(parents=True, exist_ok=True)
-            configure_log(cfg.hydra.job_logging if cfg.hydra.job.name == TRAIN else TOOL_LOGGING, cfg.hydra.verbose)
-            if cfg.hydra.output_subdir is not None:
-                record = Path(job.folder) / str(cfg.hydra.output_subdir)
-                record.mkdir(parents=True, exist_ok=True)
-                OmegaConf.save(task_cfg, record / "config.yaml")
-                OmegaConf.save(HydraConfig.instance().cfg, record / "hydra.yaml")
-                OmegaConf.save(cfg.hydra.overrides.task, record / "overrides.yaml")
-            with env_override(dict(cfg.hydra.job.env_set)):
-                if cfg.hydra.job.chdir:
-                    os.chdir(job.folder)
-                return work(task_cfg)
-    finally:
-        os.chdir(cwd)
-        HydraConfig.instance().cfg = before
+        if not training:
+            cfg.hydra.job_logging = TOOL_LOGGING
+    keys = ("hydra.run.dir", None) if job.sweep is None else ("hydra.sweep.dir", "hydra.sweep.subdir")
+    no_callbacks = SimpleNamespace(on_job_start=lambda **_: None, on_job_end=lambda **_: None)
+    with claimed(cfg) if training else contextlib.nullcontext():
+        # A user error ends the process inside the runner, in one line; any other failure, which
+        # the runner holds, is raised again by reading the job's return value.
+        hydra_run_job(lambda task_cfg: guarded(lambda: work(task_cfg)), cfg, *keys,
+                      HydraContext(config_loader=None, callbacks=no_callbacks)).return_value
 
 
 def prepare(config_name: str, args: list[str], check: Check | None = None) -> list[Job] | None:
@@ -269,7 +237,7 @@ def check_job(config_name: str, cfg: DictConfig, folder: str, check: Check, swee
     checked = check(cfg)
     if training and not ddp_worker():
         check_run_folder(Path(cfg.output_dir), cfg.get("ckpt_path"))
-    return Job(cfg, checked, folder, sweep)
+    return Job(cfg, checked, sweep)
 
 
 def check_folder_key(cfg: DictConfig, key: str) -> str:

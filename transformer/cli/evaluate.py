@@ -37,7 +37,6 @@ from typing import Any, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
-from transformer import kinds
 from transformer.cli.common import checkpoint_label, checkpoint_paths, hydra_entry, load_for_inference
 from transformer.decoding.settings import DecodeSettings
 from transformer.files import write_text
@@ -75,9 +74,9 @@ _UNNAMED = ("source", "target")
 def use_corpus(task, corpus: dict, label: str) -> None:
     """Score ``task`` on ``corpus`` instead of the one it was trained on: its splits, languages
     and BLEU tokenizer. A checkpoint that names its languages must translate the corpus's pair."""
-    if kinds.task_kind(task).shape != "sequence":
+    if task.kind.shape != "sequence":
         raise ValueError(f"data=...: a corpus of sentence pairs scores translations; {label} is "
-                         f"{kinds.task_kind(task).what} checkpoint")
+                         f"{task.kind.what} checkpoint")
     from transformer.data.parallel.languages import Languages
 
     ours = task.languages
@@ -93,14 +92,45 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode: Deco
                         output_dir: str | Path, data_dir: str = "data/cache", mirror_root: str | None = None,
                         device: str = "auto", accel: str = "none", src: str | None = None, ref: str | None = None,
                         bleu_tokenize: str | None = None, quantize: str | None = None,
-                        corpus: dict | None = None, direction: tuple[str, str] | None = None) -> dict:
-    """Load the checkpoint (or the ensemble of several), evaluate ``split`` (of its own corpus, or
-    of ``corpus``: :func:`corpus_from_config`) or the ``src`` + ``ref`` file pair (translation
-    only), and write outputs under ``output_dir``; of a multilingual checkpoint, ``direction``'s
-    pairs of the split; without ``direction``, every direction that has it, as a dict keyed
-    by direction (``en-de``) (:func:`evaluate_directions` scores several splits). ``decode``: the
-    decoding settings (a block is read, and checked, first)."""
+                        corpus: dict | None = None) -> dict:
+    """Load the checkpoint (or the ensemble of several) and ask its task to score ``split`` (of
+    its own corpus, or of ``corpus``: :func:`corpus_from_config`) or the ``src`` + ``ref`` file
+    pair (translation only), writing outputs under ``output_dir``; a multilingual checkpoint is
+    scored in every direction that has the split, as a dict keyed by direction (``en-de``)
+    (:func:`evaluate_directions` scores several splits). ``decode``: the decoding settings (a
+    block is read, and checked, first)."""
     settings = DecodeSettings.of(decode)
+    label = checkpoint_label(ckpt_path)
+    check_what_to_score(ckpt_path, split, src, ref, corpus)
+    task, dev = load_for_inference(ckpt_path, device, accel, quantize)
+    if corpus is not None:
+        use_corpus(task, corpus, label)
+    out, extra = Path(output_dir), {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
+    if task.kind.shape == "sequence" and task.languages.multilingual:
+        if src is not None:
+            raise ValueError("src= and ref= with a multilingual checkpoint: score its directions by split "
+                             "(split=..., tgt_lang=...)")
+        from transformer.evaluation.translation import evaluation_plan
+
+        # every direction that has the split, keyed by direction (what training's test_splits records)
+        return {metrics["pair"]: {**metrics, "checkpoint": label}
+                for metrics in (task.evaluate(s, settings, out, data_dir, mirror_root, dev, direction=d, **extra)
+                                for s, d in evaluation_plan(task, [split]))}
+    if src is not None:
+        if task.kind.shape != "sequence":
+            raise ValueError(f"src= and ref= score translations; {label} is {task.kind.what} checkpoint")
+        metrics = task.evaluate_files(src, ref, settings, out, dev, **extra)
+    else:
+        metrics = task.evaluate(split=split, decode_cfg=settings, output_dir=out, data_dir=data_dir,
+                                mirror_root=mirror_root, device=dev, **extra)
+    metrics["checkpoint"] = label
+    return metrics
+
+
+def check_what_to_score(ckpt_path: str | Sequence[str], split: str, src: str | None, ref: str | None,
+                        corpus: dict | None) -> None:
+    """One of a split, a file pair (``src`` and ``ref`` together) or a named corpus; a Hugging
+    Face folder, which carries no corpus, needs the corpus or the files named."""
     if (src is None) != (ref is None):
         raise ValueError("src= and ref= go together: a source file and its reference translations")
     if corpus is not None and src is not None:
@@ -112,50 +142,6 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode: Deco
         raise ValueError(f"{hub[0]} carries no corpus to read split={split} from: name one as training does "
                          f"(data=multi30k, or data=parallel data.src_lang=.. data.tgt_lang=.. data.test=...), "
                          f"or give src= and ref=")
-    task, dev = load_for_inference(ckpt_path, device, accel, quantize)
-    if corpus is not None:
-        use_corpus(task, corpus, checkpoint_label(ckpt_path))
-    if direction is not None and src is None:
-        metrics = task_evaluate_direction(task, split, settings, Path(output_dir), data_dir, mirror_root, dev,
-                                          bleu_tokenize, direction)
-        metrics["checkpoint"] = checkpoint_label(ckpt_path)
-        return metrics
-    if kinds.task_kind(task).shape == "sequence" and task.languages.multilingual:
-        if src is not None:
-            raise ValueError("src= and ref= with a multilingual checkpoint: score its directions by split "
-                             "(split=..., tgt_lang=...)")
-        from transformer.evaluation.translation import evaluation_plan
-
-        # every direction that has the split, keyed by direction (what training's test_splits records)
-        return {metrics["pair"]: {**metrics, "checkpoint": checkpoint_label(ckpt_path)}
-                for metrics in (task_evaluate_direction(task, s, settings, Path(output_dir), data_dir,
-                                                        mirror_root, dev, bleu_tokenize, d)
-                                for s, d in evaluation_plan(task, [split]))}
-    extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
-    if src is not None:
-        if kinds.task_kind(task).shape != "sequence":
-            raise ValueError(f"src= and ref= score translations; {checkpoint_label(ckpt_path)} is "
-                             f"{kinds.task_kind(task).what} checkpoint")
-        from transformer.evaluation.translation import evaluate_files
-
-        metrics = evaluate_files(task, src, ref, settings, Path(output_dir), dev, **extra)
-    else:
-        metrics = task.evaluate(split=split, decode_cfg=settings, output_dir=Path(output_dir),
-                                data_dir=data_dir, mirror_root=mirror_root, device=dev, **extra)
-    metrics["checkpoint"] = checkpoint_label(ckpt_path)
-    return metrics
-
-
-def task_evaluate_direction(task, split: str, settings: DecodeSettings, output_dir: Path, data_dir, mirror_root,
-                            device, bleu_tokenize: str | None, direction: tuple[str, str]) -> dict:
-    """One direction of a multilingual translation checkpoint scored on ``split``."""
-    if kinds.task_kind(task).shape != "sequence":
-        raise ValueError(f"a direction scores translations; this is {kinds.task_kind(task).what} checkpoint")
-    from transformer.evaluation.translation import evaluate_split
-
-    extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
-    return evaluate_split(task, split, settings, output_dir, data_dir, mirror_root, device, direction=direction,
-                          **extra)
 
 
 def evaluate_directions(ckpt_path: str | Sequence[str], splits: Sequence[str] | None,
@@ -172,12 +158,10 @@ def evaluate_directions(ckpt_path: str | Sequence[str], splits: Sequence[str] | 
     settings = DecodeSettings.of(decode)
     task, dev = load_for_inference(ckpt_path, device, accel, quantize)
     plan = evaluation_plan(task, splits, src_lang, tgt_lang, settings.zero_shot, settings.pivot)
-    results = []
-    for split, direction in plan:
-        metrics = task_evaluate_direction(task, split, settings, Path(output_dir), data_dir, mirror_root, dev,
-                                          bleu_tokenize, direction)
-        metrics["checkpoint"] = checkpoint_label(ckpt_path)
-        results.append(metrics)
+    extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
+    results = [{**task.evaluate(split, settings, Path(output_dir), data_dir, mirror_root, dev, direction=direction,
+                                **extra), "checkpoint": checkpoint_label(ckpt_path)}
+               for split, direction in plan]
     write_text(Path(output_dir) / "summary.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     return results
 

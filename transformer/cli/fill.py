@@ -38,7 +38,6 @@ from omegaconf import DictConfig
 from transformer import kinds
 from transformer.cli.common import hydra_entry, load_for_inference
 from transformer.cli.lines import read_lines, write_lines
-from transformer.cli.validate import FILL_FORMATS
 
 log = logging.getLogger(__name__)
 

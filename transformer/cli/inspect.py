@@ -22,6 +22,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer import kinds
 from transformer.cli.common import hydra_entry
+from transformer.cli.lines import read_lines
 from transformer.cli.tag import split_tokens
 from transformer.decoding.settings import DecodeSettings
 from transformer.inspect import plots, report
@@ -35,13 +36,8 @@ WHAT = ("attention", "positions")
 def _sentences(cfg: DictConfig) -> list[str]:
     if (cfg.text is None) == (cfg.input is None):
         raise ValueError("give the sentence as text=\"...\" or a file as input=<path> (one of the two)")
-    if cfg.text is not None:
-        lines = [str(cfg.text)]
-    else:
-        path = Path(cfg.input)
-        if not path.is_file():
-            raise FileNotFoundError(f"input file not found: {path}")
-        lines = [line for line in path.read_text(encoding="utf-8").splitlines() if line.strip()][: int(cfg.lines)]
+    lines = [str(cfg.text)] if cfg.text is not None else [
+        line for line in read_lines(cfg.input)[0] if line.strip()][: int(cfg.lines)]
     if not any(line.strip() for line in lines):
         raise ValueError("nothing to inspect: the input is empty")
     return lines

@@ -33,7 +33,6 @@ from transformer.cli import validate
 from transformer.cli.common import checkpoint_label, hydra_entry, load_for_inference
 from transformer.decoding import strategies
 from transformer.decoding.settings import DecodeSettings
-from transformer.ranges import check_count
 from transformer.tasks.build import show
 
 ENTRY_KEYS = ("id", "ckpt_path", "decode")
@@ -60,7 +59,7 @@ def check_server(cfg: DictConfig) -> None:
     if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
         raise ValueError(f"port={show(port)}: expected a port number 0 to 65535")
     validate.counts(cfg, "max_batch_tokens", "max_queue", "max_inputs", "max_request_tokens", "max_body_bytes",
-                    "max_beam_size", "max_len", optional=("threads",))
+                    "max_beam_size", "max_len", "threads", optional=("threads",))
     for key, low in (("batch_wait_ms", 0.0), ("request_timeout_s", 1e-9)):
         value = cfg.get(key)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= 86400:
@@ -180,8 +179,7 @@ def other_settings(entry: dict, key: str, kind: str) -> dict:
     if unknown:
         raise ValueError(f"{key}.{unknown[0]}: not a key of a {kind} model; it takes {', '.join(OTHER_KEYS[kind])}")
     settings = {**OTHER_KEYS[kind], **extra}
-    for name, value in settings.items():
-        check_count(f"{key}.{name}", value)
+    validate.counts(settings, *settings, where=f"{key}.")
     return settings
 
 
@@ -267,15 +265,13 @@ def check(cfg: DictConfig) -> list:
 
 
 def server_config(cfg: DictConfig):
-    """The app's :class:`~transformer.serve.app.ServeConfig` from the config's keys."""
+    """The app's :class:`~transformer.serve.app.ServeConfig` from the config's keys of its fields."""
+    import dataclasses
+
     from transformer.serve.app import ServeConfig
 
-    return ServeConfig(batching=cfg.batching, batch_wait_ms=float(cfg.batch_wait_ms),
-                       max_batch_tokens=cfg.max_batch_tokens, max_queue=cfg.max_queue,
-                       request_timeout_s=float(cfg.request_timeout_s), max_inputs=cfg.max_inputs,
-                       max_request_tokens=cfg.max_request_tokens, max_body_bytes=cfg.max_body_bytes,
-                       log_inputs=cfg.log_inputs, access_log=cfg.access_log, cors_origins=tuple(cfg.cors_origins),
-                       api_key=api_key(cfg), warm_up=cfg.warm_up)
+    keys = {f.name for f in dataclasses.fields(ServeConfig)} & set(cfg) - {"cors_origins"}
+    return ServeConfig(**{key: cfg[key] for key in keys}, cors_origins=tuple(cfg.cors_origins), api_key=api_key(cfg))
 
 
 def model_line(model) -> str:

@@ -47,15 +47,13 @@ input with ``word_tag``/``text`` output, one line per sentence block.
 from __future__ import annotations
 
 import re
-import sys
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from omegaconf import DictConfig
 
 from transformer import kinds
 from transformer.cli.common import hydra_entry, load_for_inference
-from transformer.cli.lines import read_lines, split_lines, write_lines
+from transformer.cli.lines import read_lines, write_lines
 from transformer.inference.tagger import split_tokens
 
 INPUT_FORMATS = ("auto", "text", "conllu")

@@ -13,7 +13,6 @@ import contextlib
 import inspect
 import json
 import logging
-import os
 from pathlib import Path
 
 import lightning as L
@@ -239,16 +238,11 @@ def trainer_settings(cfg: DictConfig) -> None:
 @contextlib.contextmanager
 def quiet_lightning():
     """Silence Lightning's start-up lines (GPU available ..., tips) while probing."""
-    loggers = [logging.getLogger(n) for n in ("lightning", "lightning.pytorch", "lightning.fabric",
-                                              "lightning.pytorch.utilities.rank_zero")]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
+    logging.disable(logging.WARNING)
     try:
         yield
     finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
+        logging.disable(logging.NOTSET)
 
 
 def preflight(cfg: DictConfig) -> dict | None:

@@ -3,9 +3,8 @@
 ``hydra_entry`` runs a command's check on the composed config before Hydra runs the command
 (so a refused run writes nothing, not even ``.hydra/``): paths are readable inputs or writable
 outputs, counts are positive, the device exists, a checkpoint path is given. The inference
-commands' checks are here (:data:`CHECKS`); training (``cli/train.py: preflight``) and
-averaging bring their own. This
-module is the leaf of ``cli/``: it imports no other command module. Every problem is a
+commands share one step, read off the keys their config has (:func:`inference`, :data:`CHECKS`);
+training (``cli/train.py: preflight``), averaging and serving bring their own. This module is the leaf of ``cli/``: it imports no other command module. Every problem is a
 ``ValueError`` (or ``OSError``) naming the key, printed as one ``error:`` line.
 """
 
@@ -13,7 +12,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import torch
 from omegaconf import DictConfig, OmegaConf
@@ -110,13 +109,12 @@ def checkpoints(key: str, value: Any) -> None:
             raise FileNotFoundError(f"{key}={p}: checkpoint not found" + (" (a folder)" if Path(p).is_dir() else ""))
 
 
-def counts(cfg: DictConfig, *keys: str, optional: tuple[str, ...] = ()) -> None:
-    """Positive integers (``optional`` ones may be null)."""
-    for key in (*keys, *optional):
-        value = cfg.get(key)
-        if value is None and key in optional:
-            continue
-        check_count(key, value)
+def counts(cfg: Mapping[str, Any], *keys: str, optional: tuple[str, ...] = (), where: str = "") -> None:
+    """The command's one positive-integer check: ``keys`` of ``cfg`` are counts (``optional``
+    ones may be null); a message names the key as ``<where><key>``."""
+    for key in keys:
+        if not (cfg.get(key) is None and key in optional):
+            check_count(f"{where}{key}", cfg.get(key))
 
 
 def device(cfg: DictConfig) -> None:
@@ -127,23 +125,6 @@ def device(cfg: DictConfig) -> None:
     resolve_device(value)
 
 
-def decode_settings(cfg: DictConfig) -> None:
-    if cfg.get("decode") is not None:
-        DecodeSettings.check(OmegaConf.to_container(cfg.decode, resolve=True))
-        if cfg.decode.get("shortlist") not in (None, "train"):
-            input_file("decode.shortlist", cfg.decode.shortlist)
-
-
-def _inference(cfg: DictConfig) -> None:
-    checkpoints("ckpt_path", cfg.get("ckpt_path"))
-    if "device" in cfg:
-        device(cfg)
-    if "accel" in cfg:
-        from transformer import accel
-
-        accel.check(cfg.accel)
-
-
 def quantize(cfg: DictConfig) -> None:
     """``quantize``: none or int8, and int8 only on a CPU."""
     from transformer.accel.quantize import check_quantize
@@ -152,80 +133,48 @@ def quantize(cfg: DictConfig) -> None:
         check_quantize(cfg.quantize, resolve_device(cfg.get("device", "auto")).type)
 
 
-def _decode(cfg: DictConfig) -> None:
-    _inference(cfg)
-    decode_settings(cfg)
-    quantize(cfg)
-    input_file("input", cfg.input)
-    output_file("output", cfg.output)
+# The counts an inference command may take (positive integers; ``limit`` may be null: no limit).
+COUNTS = ("lines", "max_tokens", "top_k", "positions", "limit")
+# The output formats of the commands that choose one here (transformer-tag's are read in cli/tag.py).
+FORMATS = {"classify": ("tsv", "jsonl"), "fill": ("tsv", "json", "jsonl")}  # fill: json and jsonl are one
 
 
-def _evaluate(cfg: DictConfig) -> None:
-    _inference(cfg)
-    decode_settings(cfg)
-    quantize(cfg)
-    output_dir("output_dir", cfg.get("output_dir"), required=False)
+def inference(name: str) -> Callable[[DictConfig], None]:
+    """The validation step of the inference command ``conf/<name>.yaml`` configures, read off the
+    keys its config has: the checkpoint(s), device, fast path, decoding settings, quantization,
+    counts, output format, the input file (optional where ``text=`` may replace it), the output
+    file, and the output folder (optional for evaluation, which defaults it beside the checkpoint)."""
 
+    def check(cfg: DictConfig) -> None:
+        checkpoints("ckpt_path", cfg.get("ckpt_path"))
+        if "device" in cfg:
+            device(cfg)
+        if "accel" in cfg:
+            from transformer import accel
 
-def _tag(cfg: DictConfig) -> None:
-    _inference(cfg)
-    counts(cfg, "max_tokens")
-    input_file("input", cfg.input)
-    output_file("output", cfg.output)
+            accel.check(cfg.accel)
+        if cfg.get("decode") is not None:
+            DecodeSettings.check(OmegaConf.to_container(cfg.decode, resolve=True))
+            if cfg.decode.get("shortlist") not in (None, "train"):
+                input_file("decode.shortlist", cfg.decode.shortlist)
+        quantize(cfg)
+        counts(cfg, *(key for key in COUNTS if key in cfg), optional=("limit",))
+        if name in FORMATS and cfg.get("format") not in FORMATS[name]:
+            raise ValueError(f"format={show(cfg.get('format'))} unknown; choose from {', '.join(FORMATS[name])}")
+        if "input" in cfg and not (cfg.input is None and "text" in cfg):
+            input_file("input", cfg.input)
+        if "output" in cfg:
+            output_file("output", cfg.output)
+        if "output_dir" in cfg:
+            output_dir("output_dir", cfg.output_dir, required=name != "eval")
+        if name == "export":
+            from transformer.export.folder import check_export_dir
 
+            check_export_dir(cfg.output_dir, bool(cfg.get("force")))  # a folder of its own, before the model is read
 
-# transformer-classify's output formats.
-CLASSIFY_FORMATS = ("tsv", "jsonl")
-
-
-def _classify(cfg: DictConfig) -> None:
-    _inference(cfg)
-    counts(cfg, "max_tokens", "top_k")
-    if cfg.get("format") not in CLASSIFY_FORMATS:
-        raise ValueError(f"format={show(cfg.get('format'))} unknown; choose from {', '.join(CLASSIFY_FORMATS)}")
-    input_file("input", cfg.input)
-    output_file("output", cfg.output)
-
-
-# transformer-fill's output formats (json and jsonl are one).
-FILL_FORMATS = ("tsv", "json", "jsonl")
-
-
-def _fill(cfg: DictConfig) -> None:
-    _inference(cfg)
-    counts(cfg, "max_tokens", "top_k")
-    if cfg.get("format") not in FILL_FORMATS:
-        raise ValueError(f"format={show(cfg.get('format'))} unknown; choose from {', '.join(FILL_FORMATS)}")
-    input_file("input", cfg.input)
-    output_file("output", cfg.output)
-
-
-def _distill(cfg: DictConfig) -> None:
-    _inference(cfg)
-    decode_settings(cfg)
-    counts(cfg, optional=("limit",))
-    output_dir("output_dir", cfg.output_dir)
-
-
-def _inspect(cfg: DictConfig) -> None:
-    _inference(cfg)
-    decode_settings(cfg)
-    counts(cfg, "lines", "max_tokens", "positions")
-    if cfg.get("input") is not None:
-        input_file("input", cfg.input)
-    output_dir("output_dir", cfg.output_dir)
-
-
-def _export(cfg: DictConfig) -> None:
-    from transformer.export.folder import check_export_dir
-
-    _inference(cfg)
-    output_dir("output_dir", cfg.output_dir)
-    check_export_dir(cfg.output_dir, bool(cfg.get("force")))  # a folder of its own, before the model is read
+    return check
 
 
 # The validation step of each command, by its config name.
 CHECKS: dict[str, Callable[[DictConfig], None]] = {
-    "eval": _evaluate, "decode": _decode, "tag": _tag, "classify": _classify, "fill": _fill, "distill": _distill,
-    "inspect": _inspect, "export": _export,
-}
+    name: inference(name) for name in ("eval", "decode", "tag", "classify", "fill", "distill", "inspect", "export")}

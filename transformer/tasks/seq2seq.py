@@ -21,7 +21,7 @@ from transformer.data.parallel.languages import Languages, direction_name
 from transformer.decoding.settings import DecodeSettings
 from transformer.decoding.strategies import SearchIds
 from transformer.evaluation import CorpusBLEU
-from transformer.evaluation.translation import bleu_tokenizer, evaluate_split
+from transformer.evaluation.translation import bleu_tokenizer, evaluate_files, evaluate_split
 from transformer.inference import SearchFn, Translator
 from transformer.tasks.build import build_model
 from transformer.tasks.checkpoint import TASK_KEY, current_hyper_parameters, record_model_settings
@@ -252,15 +252,22 @@ class Seq2SeqTask(L.LightningModule):
 
     def evaluate(self, split: str, decode_cfg: DecodeSettings | Mapping[str, Any], output_dir: Path,
                  data_dir: str = "data/cache", mirror_root: str | None = None, device: str = "cpu",
-                 bleu_tokenize: str | None = None) -> dict:
-        """Translate a split of the training corpus, score with sacreBLEU, write hypotheses and
-        metrics (``evaluation.translation.evaluate_split``)."""
+                 bleu_tokenize: str | None = None, direction: tuple[str, str] | None = None) -> dict:
+        """Translate a split of the training corpus (of a multilingual model, in one ``direction``),
+        score with sacreBLEU, write hypotheses and metrics (``evaluation.translation.evaluate_split``)."""
         if kinds.input_kind(self.hparams).frontend is not None:  # a manifest of recordings and transcripts
             from transformer.evaluation.speech import evaluate_transcripts
 
             return evaluate_transcripts(self, split, decode_cfg, output_dir, device)
-        extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
+        extra = {key: value for key, value in (("bleu_tokenize", bleu_tokenize), ("direction", direction)) if value}
         return evaluate_split(self, split, decode_cfg, output_dir, data_dir, mirror_root, device, **extra)
+
+    def evaluate_files(self, src: str, ref: str, decode_cfg: DecodeSettings | Mapping[str, Any], output_dir: Path,
+                       device: str = "cpu", bleu_tokenize: str | None = None) -> dict:
+        """Translate the file ``src`` and score it against ``ref`` (line-aligned), as :meth:`evaluate`
+        scores a split (``evaluation.translation.evaluate_files``)."""
+        extra = {"bleu_tokenize": bleu_tokenize} if bleu_tokenize else {}
+        return evaluate_files(self, src, ref, decode_cfg, output_dir, device, **extra)
 
 
 def frames_of_batch(batch: Mapping[str, Any]) -> dict:
