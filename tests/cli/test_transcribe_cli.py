@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,49 @@ def test_bad_transcripts_and_missing_files_are_one_error_line(trained, strings, 
         assert proc.returncode == 2, proc.stderr[-2000:]
         assert proc.stderr.strip().splitlines()[-1].startswith(message) and "Traceback" not in proc.stderr
         assert not out.exists()  # nothing written
+
+
+def test_the_server_transcribes_an_uploaded_recording(trained, strings):
+    """A transcript checkpoint behind transformer-serve: base64 audio on /v1/translate, the
+    transcript transformer-decode writes for the same file; bad uploads are a 422 of one line;
+    the warm-up call (a short silence) makes the server ready."""
+    pytest.importorskip("fastapi")
+    import base64
+
+    from fastapi.testclient import TestClient
+    from omegaconf import OmegaConf
+
+    from transformer.cli.serve import load_model
+    from transformer.serve.app import ServeConfig, create_app
+    from transformer.serve.served import Limits, TranscriptionModel
+    from transformer.tasks.checkpoint import load_task
+
+    _, summary = trained
+    cfg = OmegaConf.create({"device": "cpu"})
+    model = load_model({"id": "digits", "ckpt_path": summary["best_checkpoint"], "max_len_a": 0, "max_len_b": 12},
+                       "models[0]", cfg, Limits())
+    assert isinstance(model, TranscriptionModel) and "attention" not in model.options
+    folder = Path(strings["test"]).parent
+    path = folder / Path(strings["test"]).read_text().splitlines()[0].split("\t")[0]
+    audio = base64.b64encode(path.read_bytes()).decode()
+    direct = load_task(summary["best_checkpoint"]).translator(model.decoding).translate([str(path)])[0][0][0]
+    with TestClient(create_app([model], ServeConfig(warm_up=True))) as client:
+        deadline = time.monotonic() + 30
+        while (ready := client.get("/ready")).status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ok = client.post("/v1/translate", json={"model": "digits", "inputs": [audio, audio]})
+        listed = client.get("/v1/models").json()["models"][0]
+        garbage = client.post("/v1/translate", json={"model": "digits", "inputs": ["not base64!"]})
+        not_audio = client.post("/v1/translate", json={"model": "digits",
+                                                       "inputs": [base64.b64encode(b"hello there").decode()]})
+        wrong = client.post("/v1/classify", json={"model": "digits", "inputs": [audio]})
+    assert ready.status_code == 200, ready.text
+    assert ok.status_code == 200, ok.text
+    outputs = ok.json()["outputs"]
+    assert [o["translation"] for o in outputs] == [direct, direct]
+    assert all(word.isdigit() for word in direct.split())
+    assert listed["input"] == "audio" and listed["endpoint"] == "/v1/translate"
+    for bad, says in ((garbage, "input 0: not an audio file in base64"), (not_audio, "not a readable audio file")):
+        assert bad.status_code == 422 and says in bad.json()["error"] and "\n" not in bad.json()["error"]
+        assert "transformer-serve-" not in bad.json()["error"]  # the private folder is not shown
+    assert wrong.status_code == 400 and "/v1/translate" in wrong.text
