@@ -174,3 +174,35 @@ def test_the_server_transcribes_an_uploaded_recording(trained, strings):
         assert bad.status_code == 422 and says in bad.json()["error"] and "\n" not in bad.json()["error"]
         assert "transformer-serve-" not in bad.json()["error"]  # the private folder is not shown
     assert wrong.status_code == 400 and "/v1/translate" in wrong.text
+
+
+def test_inspect_draws_encoder_attention_over_a_recording_s_frames(trained, strings, tmp_path):
+    """transformer-inspect on a transcript checkpoint: the encoder's (H, T, T) self-attention over
+    the front end's positions, labelled by time, with the model's own transcript; with a window
+    every weight outside the band is zero."""
+    import numpy as np
+
+    from transformer.cli import inspect
+    from transformer.inspect.speech import transcription_attention
+    from transformer.tasks.checkpoint import load_task
+
+    _, summary = trained
+    folder = Path(strings["test"]).parent
+    recording = folder / Path(strings["test"]).read_text().splitlines()[0].split("\t")[0]
+    cfg = compose_cfg("inspect", [f"ckpt_path={summary['best_checkpoint']}", f"text={recording}",
+                                  f"output_dir={tmp_path}", "decode.max_len_a=0", "decode.max_len_b=12"])
+    written = {p.name for p in inspect.run(cfg)}
+    assert {"encoder_layer0.png", "attention.npz", "index.html"} <= written
+    arrays = np.load(tmp_path / "sentence_0" / "attention.npz")
+    n = len(arrays["tokens"])
+    assert n > 10 and list(arrays["tokens"][:3]) == ["0 ms", "40 ms", "80 ms"]
+    full = arrays["encoder.layer0"]
+    assert full.shape == (2, n, n) and np.allclose(full.sum(-1), 1, atol=1e-5)
+    task = load_task(summary["best_checkpoint"])
+    assert str(arrays["transcript"]) == task.translator({"max_len_a": 0, "max_len_b": 12, "strategy": cfg.decode.strategy}
+                                                        ).translate([str(recording)])[0][0][0]
+    assert (np.abs(np.subtract.outer(np.arange(n), np.arange(n))) > 3).any() and (full > 0).all()
+    task.model.encoder.window = 3  # truncated attention: each position sees +-3 positions
+    band = transcription_attention(task, str(recording))["encoder.layer0"]
+    outside = np.abs(np.subtract.outer(np.arange(n), np.arange(n))) > 3  # (T, T)
+    assert np.allclose(band.sum(-1), 1, atol=1e-5) and (band[:, outside] == 0).all() and (band[:, ~outside] > 0).all()
