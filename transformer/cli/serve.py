@@ -217,8 +217,8 @@ def load_export(entry: dict, key: str, cfg: DictConfig, limits):
 
 def load_model(entry: dict, key: str, cfg: DictConfig, limits):
     """The entry's checkpoint (or CTranslate2 export) loaded as a served model of its kind."""
-    from transformer.serve.served import (AudioClassificationModel, ClassificationModel, TaggingModel,
-                                          TranscriptionModel, TranslationModel)
+    from transformer.serve.served import AudioClassificationModel, ClassificationModel, TaggingModel, TranslationModel
+    from transformer.serve.transcription import TranscriptionModel
 
     if _export_dir(entry["ckpt_path"]):
         return load_export(entry, key, cfg, limits)
