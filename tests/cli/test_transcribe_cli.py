@@ -142,7 +142,8 @@ def test_the_server_transcribes_an_uploaded_recording(trained, strings):
 
     from transformer.cli.serve import load_model
     from transformer.serve.app import ServeConfig, create_app
-    from transformer.serve.served import Limits, TranscriptionModel
+    from transformer.serve.served import Limits
+    from transformer.serve.transcription import TranscriptionModel
     from transformer.tasks.checkpoint import load_task
 
     _, summary = trained
@@ -206,3 +207,20 @@ def test_inspect_draws_encoder_attention_over_a_recording_s_frames(trained, stri
     band = transcription_attention(task, str(recording))["encoder.layer0"]
     outside = np.abs(np.subtract.outer(np.arange(n), np.arange(n))) > 3  # (T, T)
     assert np.allclose(band.sum(-1), 1, atol=1e-5) and (band[:, outside] == 0).all() and (band[:, ~outside] > 0).all()
+
+
+def test_validation_logs_the_word_error_rate_that_chooses_checkpoints(trained, tmp_path):
+    """``val/wer`` during training: the recipes monitor it (lower is better), and the best
+    checkpoint's score is the word error rate of that checkpoint's validation transcripts,
+    decoded with the run's ``task.val_decode``."""
+    from transformer.evaluation.speech import evaluate_transcripts
+    from transformer.tasks.checkpoint import load_task
+
+    _, summary = trained
+    assert summary["monitor"] == "val/wer"
+    ckpt = torch.load(summary["best_checkpoint"], map_location="cpu", weights_only=False)
+    (ranked,) = [k for k in ckpt["callbacks"] if k.startswith("ModelCheckpoint") and "'monitor': 'val/wer'" in k]
+    assert "'mode': 'min'" in ranked and ckpt["callbacks"][ranked]["best_model_score"] is not None
+    task = load_task(summary["best_checkpoint"])
+    dev = evaluate_transcripts(task, "dev", dict(task.hparams.val_decode), tmp_path)
+    assert float(summary["best_score"]) == pytest.approx(dev["wer"], abs=1e-4)
