@@ -224,3 +224,47 @@ def test_validation_logs_the_word_error_rate_that_chooses_checkpoints(trained, t
     task = load_task(summary["best_checkpoint"])
     dev = evaluate_transcripts(task, "dev", dict(task.hparams.val_decode), tmp_path)
     assert float(summary["best_score"]) == pytest.approx(dev["wer"], abs=1e-4)
+
+
+def test_the_autoregressive_length_cap_counts_seconds_not_frames(trained, strings, tmp_path, monkeypatch):
+    """A long recording (several test strings end to end) decodes with the default length cap:
+    ``max_len_a`` counts the pieces its duration holds at the training transcripts' highest rate
+    (recorded in the checkpoint), not its frames; ``max_len_a=0`` still caps at ``max_len_b``."""
+    import math
+
+    import numpy as np
+    import soundfile as sf
+
+    from transformer.decoding import greedy
+    from transformer.tasks.checkpoint import load_task
+
+    experiment, summary = trained
+    if experiment.endswith("ctc"):
+        pytest.skip("CTC writes one piece per frame at most: no length cap")
+    task = load_task(summary["best_checkpoint"])
+    rows = [line.split("\t") for line in Path(strings["train"]).read_text().splitlines()]
+    folder = Path(strings["train"]).parent
+    seconds = [sf.info(folder / path).duration for path, _ in rows]
+    rate = max(len(text.split()) / s for (_, text), s in zip(rows, seconds))  # + EOS: a piece per word
+    assert task.hparams.data["pieces_per_second"] == pytest.approx(rate, abs=0.011)
+    test = [folder / line.split("\t")[0] for line in Path(strings["test"]).read_text().splitlines()]
+    audio = np.concatenate([sf.read(p, dtype="float32")[0] for p in test])
+    long = tmp_path / "long.wav"
+    sf.write(long, audio, 8000, subtype="PCM_16")
+    frames = int(np.ceil(len(audio) / 80))  # 10 ms a frame at 8 kHz, about
+
+    caps = []
+    original = greedy.max_target_lengths
+
+    def recording(*args, **kwargs):
+        lengths = original(*args, **kwargs)  # (B,)
+        caps.append(lengths.tolist())
+        return lengths
+
+    monkeypatch.setattr(greedy, "max_target_lengths", recording)
+    (hyps,) = task.translator({"strategy": "greedy"}).translate([str(long)])
+    expected = math.floor(1.2 * task.hparams.data["pieces_per_second"] * len(audio) / 8000 + 10)
+    assert caps[-1][0] == pytest.approx(expected, abs=1) and caps[-1][0] < frames / 10
+    assert len(hyps[0][0].split()) <= caps[-1][0]  # cut at the cap (an untrained model never ends)
+    task.translator({"strategy": "greedy", "max_len_a": 0, "max_len_b": 5}).translate([str(long)])
+    assert caps[-1] == [5]
