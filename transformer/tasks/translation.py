@@ -119,7 +119,7 @@ class TranslationTask(Seq2SeqTask):
     module (``tgt_in`` / ``tgt_out``). Logged: ``train/loss``, ``train/nll``, ``lr``,
     ``val/loss``, ``val/bleu`` (greedy, sacreBLEU statistics summed over all ranks; every
     ``val_bleu_every`` epochs, NaN in between; a multilingual model's also ``val/bleu/<src>-<tgt>``
-    per direction).
+    per direction; a transcript model's, speech in, also ``val/wer``).
 
     Args beyond ``Seq2SeqTask``'s:
         loss: the loss every training and validation step computes (:data:`TRANSLATION_LOSSES`):
