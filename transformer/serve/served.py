@@ -616,6 +616,7 @@ class AudioClassificationModel(ClassificationModel):
         super().__init__(*args, **kwargs)
         self.attends, self.options = False, ("top_k",)
         self.frames_per_byte = 100 / (2 * self.classifier.data["features"].get("sample_rate", 16_000))
+        self.warm_up_input = audio_warm_up(self.classifier.data["features"].get("sample_rate", 16_000))
 
     def count_tokens(self, text: str) -> int:
         return max(1, int(len(text) * 3 / 4 * self.frames_per_byte))  # frames of 16-bit audio, about
@@ -643,6 +644,15 @@ class AudioClassificationModel(ClassificationModel):
                 raise RequestError(str(exc).replace(folder + "/", "")) from None
 
 
+def audio_warm_up(sample_rate: int) -> str:
+    """A speech model's warm-up input: half a second of silence, a WAV in base64."""
+    import base64
+
+    from transformer.data.speech.audio import silent_wav
+
+    return base64.b64encode(silent_wav(sample_rate)).decode()
+
+
 __all__ = ["AudioClassificationModel", "ClassificationModel", "CTranslate2Model", "Limits", "RequestError", "ServedModel", "Source", "TaggingModel",
-           "TranslationModel", "directions_info", "text_problem", "word_attention",
+           "TranslationModel", "audio_warm_up", "directions_info", "text_problem", "word_attention",
            "word_groups", "word_start_rule"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Hashable, Sequence
 
-from transformer.serve.served import RequestError, TranslationModel
+from transformer.serve.served import RequestError, TranslationModel, audio_warm_up
 
 
 class TranscriptionModel(TranslationModel):
@@ -22,14 +22,14 @@ class TranscriptionModel(TranslationModel):
     422 naming the input."""
 
     def __init__(self, *args, **kwargs):
+        from transformer.data.speech.datamodule import feature_settings
+
         super().__init__(*args, **kwargs)
         self.options = tuple(o for o in self.options if o != "attention")
         self.attends = False
-        from transformer.data.speech.datamodule import feature_settings
-
         self.sample_rate = feature_settings(dict(self.task.hparams.data)).sample_rate
         self.frames_per_byte = 100 / (2 * self.sample_rate)
-        self.warm_up_input = silence_base64(self.sample_rate)
+        self.warm_up_input = audio_warm_up(self.sample_rate)
 
     def describe(self) -> str:
         return f"a transcription model, decode={self.strategy.name}"
@@ -76,18 +76,4 @@ def write_uploads(texts: Sequence[str], folder: Path, what: str) -> list[str]:
     return paths
 
 
-def silence_base64(sample_rate: int, seconds: float = 0.5) -> str:
-    """A WAV file of ``seconds`` of silence, in base64: a warm-up call's upload."""
-    import base64
-    import io
-
-    import numpy as np
-    import soundfile
-
-    buffer = io.BytesIO()
-    soundfile.write(buffer, np.zeros(int(sample_rate * seconds), dtype=np.float32), sample_rate, format="WAV",
-                    subtype="PCM_16")
-    return base64.b64encode(buffer.getvalue()).decode()
-
-
-__all__ = ["TranscriptionModel", "silence_base64", "write_uploads"]
+__all__ = ["TranscriptionModel", "write_uploads"]
