@@ -120,11 +120,13 @@ def test_the_server_classifies_an_uploaded_recording(trained):
         deadline = time.monotonic() + 30  # the warm-up call (half a second of silence) makes it ready
         while (ready := client.get("/ready")).status_code != 200 and time.monotonic() < deadline:
             time.sleep(0.05)
+        listed = client.get("/v1/models").json()["models"][0]
         ok = client.post("/v1/classify", json={"model": "digits", "inputs": [audio, audio]})
         garbage = client.post("/v1/classify", json={"model": "digits", "inputs": ["not base64!"]})
         not_audio = client.post("/v1/classify", json={"model": "digits",
                                                       "inputs": [base64.b64encode(b"hello there").decode()]})
     assert ready.status_code == 200, ready.text
+    assert listed["input"] == "audio"  # the page offers a file picker
     assert ok.status_code == 200, ok.text
     outputs = ok.json()["outputs"]
     assert len(outputs) == 2 and outputs[0]["label"] in ("0", "1") and len(outputs[0]["top"]) == 2

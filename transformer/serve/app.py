@@ -5,7 +5,8 @@
 
 A speech model's inputs are audio files in base64 (a WAV, FLAC ... as a JSON body carries an
 upload): a speech classifier's on ``/v1/classify``, a transcript model's on ``/v1/translate``
-(``translation`` is the transcript; ``GET /v1/models`` marks it ``"input": "audio"``).
+(``translation`` is the transcript); ``GET /v1/models`` marks both ``"input": "audio"``, and the page
+offers a file picker for them.
 
 Every refusal is a 4xx whose body is ``{"error": "<one sentence>"}``: a body that is not UTF-8
 or not JSON (400), wrong types, unknown keys, an empty input list or a control character (422),

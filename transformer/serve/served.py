@@ -102,8 +102,9 @@ class ServedModel:
 
     def info(self) -> dict:
         """What ``GET /v1/models`` says of this model."""
+        audio = kinds.input_kind(getattr(self.task, "hparams", None)) is kinds.FRAMES  # uploads in base64
         return {"id": self.id, "kind": self.kind, "endpoint": self.endpoint, "checkpoint": self.checkpoint,
-                "options": list(self.options), "attention": self.attends}
+                "options": list(self.options), "attention": self.attends, **({"input": "audio"} if audio else {})}
 
     def settings(self, overrides: dict) -> Hashable:
         """The settings key of a request's ``overrides`` (keys given, values set); a key this

@@ -34,9 +34,6 @@ class TranscriptionModel(TranslationModel):
     def describe(self) -> str:
         return f"a transcription model, decode={self.strategy.name}"
 
-    def info(self) -> dict:
-        return {**super().info(), "input": "audio"}
-
     def texts(self, inputs: Sequence[str], overrides: dict) -> list:
         if overrides.get("pivot") is not None:
             raise RequestError(f"model '{self.id}': pivot: a transcription model writes one language")
