@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -108,18 +109,24 @@ def test_the_server_classifies_an_uploaded_recording(trained):
 
     from fastapi.testclient import TestClient
 
-    from transformer.serve.app import create_app
+    from transformer.serve.app import ServeConfig, create_app
     from transformer.serve.served import AudioClassificationModel
     from transformer.tasks.checkpoint import load_task
 
     root, summary = trained
     model = AudioClassificationModel("digits", load_task(summary["last_checkpoint"]), "last.ckpt", top_k=2)
     audio = base64.b64encode((root / "audio" / "1_theo_0.wav").read_bytes()).decode()
-    with TestClient(create_app([model])) as client:
+    with TestClient(create_app([model], ServeConfig(warm_up=True))) as client:
+        deadline = time.monotonic() + 30  # the warm-up call (half a second of silence) makes it ready
+        while (ready := client.get("/ready")).status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        listed = client.get("/v1/models").json()["models"][0]
         ok = client.post("/v1/classify", json={"model": "digits", "inputs": [audio, audio]})
         garbage = client.post("/v1/classify", json={"model": "digits", "inputs": ["not base64!"]})
         not_audio = client.post("/v1/classify", json={"model": "digits",
                                                       "inputs": [base64.b64encode(b"hello there").decode()]})
+    assert ready.status_code == 200, ready.text
+    assert listed["input"] == "audio"  # the page offers a file picker
     assert ok.status_code == 200, ok.text
     outputs = ok.json()["outputs"]
     assert len(outputs) == 2 and outputs[0]["label"] in ("0", "1") and len(outputs[0]["top"]) == 2

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -127,3 +128,143 @@ def test_bad_transcripts_and_missing_files_are_one_error_line(trained, strings, 
         assert proc.returncode == 2, proc.stderr[-2000:]
         assert proc.stderr.strip().splitlines()[-1].startswith(message) and "Traceback" not in proc.stderr
         assert not out.exists()  # nothing written
+
+
+def test_the_server_transcribes_an_uploaded_recording(trained, strings):
+    """A transcript checkpoint behind transformer-serve: base64 audio on /v1/translate, the
+    transcript transformer-decode writes for the same file; bad uploads are a 422 of one line;
+    the warm-up call (a short silence) makes the server ready."""
+    pytest.importorskip("fastapi")
+    import base64
+
+    from fastapi.testclient import TestClient
+    from omegaconf import OmegaConf
+
+    from transformer.cli.serve import load_model
+    from transformer.serve.app import ServeConfig, create_app
+    from transformer.serve.served import Limits
+    from transformer.serve.transcription import TranscriptionModel
+    from transformer.tasks.checkpoint import load_task
+
+    _, summary = trained
+    cfg = OmegaConf.create({"device": "cpu"})
+    model = load_model({"id": "digits", "ckpt_path": summary["best_checkpoint"], "max_len_a": 0, "max_len_b": 12},
+                       "models[0]", cfg, Limits())
+    assert isinstance(model, TranscriptionModel) and "attention" not in model.options
+    folder = Path(strings["test"]).parent
+    path = folder / Path(strings["test"]).read_text().splitlines()[0].split("\t")[0]
+    audio = base64.b64encode(path.read_bytes()).decode()
+    direct = load_task(summary["best_checkpoint"]).translator(model.decoding).translate([str(path)])[0][0][0]
+    with TestClient(create_app([model], ServeConfig(warm_up=True))) as client:
+        deadline = time.monotonic() + 30
+        while (ready := client.get("/ready")).status_code != 200 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        ok = client.post("/v1/translate", json={"model": "digits", "inputs": [audio, audio]})
+        listed = client.get("/v1/models").json()["models"][0]
+        garbage = client.post("/v1/translate", json={"model": "digits", "inputs": ["not base64!"]})
+        not_audio = client.post("/v1/translate", json={"model": "digits",
+                                                       "inputs": [base64.b64encode(b"hello there").decode()]})
+        wrong = client.post("/v1/classify", json={"model": "digits", "inputs": [audio]})
+    assert ready.status_code == 200, ready.text
+    assert ok.status_code == 200, ok.text
+    outputs = ok.json()["outputs"]
+    assert [o["translation"] for o in outputs] == [direct, direct]
+    assert all(word.isdigit() for word in direct.split())
+    assert listed["input"] == "audio" and listed["endpoint"] == "/v1/translate"
+    for bad, says in ((garbage, "input 0: not an audio file in base64"), (not_audio, "not a readable audio file")):
+        assert bad.status_code == 422 and says in bad.json()["error"] and "\n" not in bad.json()["error"]
+        assert "transformer-serve-" not in bad.json()["error"]  # the private folder is not shown
+    assert wrong.status_code == 400 and "/v1/translate" in wrong.text
+
+
+def test_inspect_draws_encoder_attention_over_a_recording_s_frames(trained, strings, tmp_path):
+    """transformer-inspect on a transcript checkpoint: the encoder's (H, T, T) self-attention over
+    the front end's positions, labelled by time, with the model's own transcript; with a window
+    every weight outside the band is zero."""
+    import numpy as np
+
+    from transformer.cli import inspect
+    from transformer.inspect.speech import transcription_attention
+    from transformer.tasks.checkpoint import load_task
+
+    _, summary = trained
+    folder = Path(strings["test"]).parent
+    recording = folder / Path(strings["test"]).read_text().splitlines()[0].split("\t")[0]
+    cfg = compose_cfg("inspect", [f"ckpt_path={summary['best_checkpoint']}", f"text={recording}",
+                                  f"output_dir={tmp_path}", "decode.max_len_a=0", "decode.max_len_b=12"])
+    written = {p.name for p in inspect.run(cfg)}
+    assert {"encoder_layer0.png", "attention.npz", "index.html"} <= written
+    arrays = np.load(tmp_path / "sentence_0" / "attention.npz")
+    n = len(arrays["tokens"])
+    assert n > 10 and list(arrays["tokens"][:3]) == ["0 ms", "40 ms", "80 ms"]
+    full = arrays["encoder.layer0"]
+    assert full.shape == (2, n, n) and np.allclose(full.sum(-1), 1, atol=1e-5)
+    task = load_task(summary["best_checkpoint"])
+    assert str(arrays["transcript"]) == task.translator({"max_len_a": 0, "max_len_b": 12, "strategy": cfg.decode.strategy}
+                                                        ).translate([str(recording)])[0][0][0]
+    assert (np.abs(np.subtract.outer(np.arange(n), np.arange(n))) > 3).any() and (full > 0).all()
+    task.model.encoder.window = 3  # truncated attention: each position sees +-3 positions
+    band = transcription_attention(task, str(recording))["encoder.layer0"]
+    outside = np.abs(np.subtract.outer(np.arange(n), np.arange(n))) > 3  # (T, T)
+    assert np.allclose(band.sum(-1), 1, atol=1e-5) and (band[:, outside] == 0).all() and (band[:, ~outside] > 0).all()
+
+
+def test_validation_logs_the_word_error_rate_that_chooses_checkpoints(trained, tmp_path):
+    """``val/wer`` during training: the recipes monitor it (lower is better), and the best
+    checkpoint's score is the word error rate of that checkpoint's validation transcripts,
+    decoded with the run's ``task.val_decode``."""
+    from transformer.evaluation.speech import evaluate_transcripts
+    from transformer.tasks.checkpoint import load_task
+
+    _, summary = trained
+    assert summary["monitor"] == "val/wer"
+    ckpt = torch.load(summary["best_checkpoint"], map_location="cpu", weights_only=False)
+    (ranked,) = [k for k in ckpt["callbacks"] if k.startswith("ModelCheckpoint") and "'monitor': 'val/wer'" in k]
+    assert "'mode': 'min'" in ranked and ckpt["callbacks"][ranked]["best_model_score"] is not None
+    task = load_task(summary["best_checkpoint"])
+    dev = evaluate_transcripts(task, "dev", dict(task.hparams.val_decode), tmp_path)
+    assert float(summary["best_score"]) == pytest.approx(dev["wer"], abs=1e-4)
+
+
+def test_the_autoregressive_length_cap_counts_seconds_not_frames(trained, strings, tmp_path, monkeypatch):
+    """A long recording (several test strings end to end) decodes with the default length cap:
+    ``max_len_a`` counts the pieces its duration holds at the training transcripts' highest rate
+    (recorded in the checkpoint), not its frames; ``max_len_a=0`` still caps at ``max_len_b``."""
+    import math
+
+    import numpy as np
+    import soundfile as sf
+
+    from transformer.decoding import greedy
+    from transformer.tasks.checkpoint import load_task
+
+    experiment, summary = trained
+    if experiment.endswith("ctc"):
+        pytest.skip("CTC writes one piece per frame at most: no length cap")
+    task = load_task(summary["best_checkpoint"])
+    rows = [line.split("\t") for line in Path(strings["train"]).read_text().splitlines()]
+    folder = Path(strings["train"]).parent
+    seconds = [sf.info(folder / path).duration for path, _ in rows]
+    rate = max(len(text.split()) / s for (_, text), s in zip(rows, seconds))  # + EOS: a piece per word
+    assert task.hparams.data["pieces_per_second"] == pytest.approx(rate, abs=0.011)
+    test = [folder / line.split("\t")[0] for line in Path(strings["test"]).read_text().splitlines()]
+    audio = np.concatenate([sf.read(p, dtype="float32")[0] for p in test])
+    long = tmp_path / "long.wav"
+    sf.write(long, audio, 8000, subtype="PCM_16")
+    frames = int(np.ceil(len(audio) / 80))  # 10 ms a frame at 8 kHz, about
+
+    caps = []
+    original = greedy.max_target_lengths
+
+    def recording(*args, **kwargs):
+        lengths = original(*args, **kwargs)  # (B,)
+        caps.append(lengths.tolist())
+        return lengths
+
+    monkeypatch.setattr(greedy, "max_target_lengths", recording)
+    (hyps,) = task.translator({"strategy": "greedy"}).translate([str(long)])
+    expected = math.floor(1.2 * task.hparams.data["pieces_per_second"] * len(audio) / 8000 + 10)
+    assert caps[-1][0] == pytest.approx(expected, abs=1) and caps[-1][0] < frames / 10
+    assert len(hyps[0][0].split()) <= caps[-1][0]  # cut at the cap (an untrained model never ends)
+    task.translator({"strategy": "greedy", "max_len_a": 0, "max_len_b": 5}).translate([str(long)])
+    assert caps[-1] == [5]

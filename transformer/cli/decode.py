@@ -10,7 +10,9 @@ probabilities averaged at every step). With ``decode.n_best > 1`` each output li
 A speech checkpoint (its input kind is frames, ``transformer.kinds``: ``experiment=fsdd_strings``
 or ``fsdd_strings_ctc``) transcribes: each input line is an audio file's path, each output line
 its transcript (this is the toolkit's transcribe command; a file that cannot be read is one
-``error:`` line naming it and its input line).
+``error:`` line naming it and its input line). The autoregressive decoder's length cap counts a
+recording as the transcript pieces its duration holds at the training transcripts' highest rate
+(the checkpoint's ``data.pieces_per_second``), not as its frames.
 
     transformer-decode ckpt_path=strings.ckpt input=wavs.txt decode.strategy=beam
 

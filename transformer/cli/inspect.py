@@ -4,11 +4,14 @@
     transformer-inspect ckpt_path=best.ckpt input=src.de lines=5 decode.strategy=beam output_dir=inspect
     transformer-inspect ckpt_path=tagger.ckpt text="I saw a saw ." output_dir=inspect_tagger
     transformer-inspect ckpt_path=sst2.ckpt text="a gorgeous , witty movie" output_dir=inspect_sst2
+    transformer-inspect ckpt_path=strings.ckpt text=recording.wav output_dir=inspect_speech
     transformer-inspect ckpt_path=pretrain.ckpt text="the movie was [MASK] ." output_dir=inspect_mlm
     transformer-inspect ckpt_path=best.ckpt what=positions output_dir=inspect_positions
     transformer-inspect ckpt_path=multi.ckpt text="A dog runs." tgt_lang=fr output_dir=inspect_fr
 
-A multilingual translation checkpoint takes ``tgt_lang=`` as ``transformer-decode`` does. Writes PNGs (a panel per head, tokens on both axes), the raw weights as ``.npz`` beside them and
+A speech checkpoint (input kind frames: a classifier, or a transcript model by CTC or the
+autoregressive decoder) takes a recording's path as ``text=`` (or a list of paths as ``input=``)
+and draws the encoder's self-attention over its frames. A multilingual translation checkpoint takes ``tgt_lang=`` as ``transformer-decode`` does. Writes PNGs (a panel per head, tokens on both axes), the raw weights as ``.npz`` beside them and
 an ``index.html``; see ``transformer.inspect.report`` for the files. Needs matplotlib
 (``pip install "transformer[inspect]"``).
 """
@@ -28,6 +31,7 @@ from transformer.decoding.settings import DecodeSettings
 from transformer.inspect import plots, report
 from transformer.inspect.classification import inspect_classification
 from transformer.inspect.mlm import inspect_mlm
+from transformer.inspect.speech import inspect_transcription
 from transformer.tasks.checkpoint import load_task
 
 WHAT = ("attention", "positions")
@@ -51,6 +55,9 @@ def run(cfg: DictConfig) -> list[Path]:
     kind = kinds.task_kind(task)
     if cfg.what == "positions":
         written = report.inspect_positions(task.model, cfg.output_dir, int(cfg.positions))
+    elif kind.shape == "sequence" and kinds.input_kind(task.hparams) is kinds.FRAMES:  # audio in, transcripts out
+        settings = DecodeSettings.of(OmegaConf.to_container(cfg.decode, resolve=True))
+        written = inspect_transcription(task, _sentences(cfg), settings, cfg.output_dir, int(cfg.max_tokens))
     elif kind is kinds.TRANSLATION:
         settings = DecodeSettings.of(OmegaConf.to_container(cfg.decode, resolve=True))
         tgt_lang = task.languages.check_target(cfg.get("tgt_lang"))  # a multilingual model's tag
@@ -64,8 +71,9 @@ def run(cfg: DictConfig) -> list[Path]:
     elif kind is kinds.MLM:
         written = inspect_mlm(task, _sentences(cfg), cfg.output_dir, int(cfg.max_tokens))
     else:
-        raise ValueError(f"what=attention supports autoregressive translation, tagging, classification and masked-LM "
-                         f"checkpoints, not {kind.what} ones (what=positions works for every model)")
+        raise ValueError(f"what=attention supports autoregressive translation, transcription (speech in, CTC "
+                         f"or autoregressive), tagging, classification and masked-LM checkpoints, not {kind.what} "
+                         f"ones (what=positions works for every model)")
     print(f"wrote {len(written)} files to {cfg.output_dir} (open {Path(cfg.output_dir) / 'index.html'})")
     return written
 

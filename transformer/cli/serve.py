@@ -216,6 +216,7 @@ def load_export(entry: dict, key: str, cfg: DictConfig, limits):
 def load_model(entry: dict, key: str, cfg: DictConfig, limits):
     """The entry's checkpoint (or CTranslate2 export) loaded as a served model of its kind."""
     from transformer.serve.served import AudioClassificationModel, ClassificationModel, TaggingModel, TranslationModel
+    from transformer.serve.transcription import TranscriptionModel
 
     if _export_dir(entry["ckpt_path"]):
         return load_export(entry, key, cfg, limits)
@@ -225,8 +226,9 @@ def load_model(entry: dict, key: str, cfg: DictConfig, limits):
     name = Path(label).name if isinstance(label, str) else ", ".join(Path(p).name for p in label)
     if kind.shape == "sequence":
         settings = translation_settings(entry, key)
+        served = TranscriptionModel if kinds.input_kind(task.hparams) is kinds.FRAMES else TranslationModel
         try:
-            return TranslationModel(entry["id"], task, name, settings, device, limits)
+            return served(entry["id"], task, name, settings, device, limits)
         except ValueError as exc:
             raise ValueError(f"{key}.decode={settings.strategy}: {exc}") from None
     if kind.name in OTHER_KEYS:

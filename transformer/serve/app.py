@@ -3,6 +3,11 @@
     POST /v1/translate  /v1/tag  /v1/classify   {"model": id, "inputs": [...], overrides}
     GET  /v1/models  /health  /ready  /metrics  /  (the page)  /static/...  /openapi.json
 
+A speech model's inputs are audio files in base64 (a WAV, FLAC ... as a JSON body carries an
+upload): a speech classifier's on ``/v1/classify``, a transcript model's on ``/v1/translate``
+(``translation`` is the transcript); ``GET /v1/models`` marks both ``"input": "audio"``, and the page
+offers a file picker for them.
+
 Every refusal is a 4xx whose body is ``{"error": "<one sentence>"}``: a body that is not UTF-8
 or not JSON (400), wrong types, unknown keys, an empty input list or a control character (422),
 an unknown model (404) or one of another kind (400), too many inputs, pieces or bytes (413,
@@ -260,7 +265,7 @@ class Dispatcher:
         fails keeps the server unready (logged)."""
         for model in self.models:
             try:
-                await self.batchers[model.id].warm_up(["warm up ."], model.settings({}))
+                await self.batchers[model.id].warm_up([model.warm_up_input], model.settings({}))
             except Exception as exc:  # noqa: BLE001 - the server stays up and says it is not ready
                 log.error("%s: the warm-up call failed (%s); /ready stays 503", model.id, type(exc).__name__)
                 continue
@@ -324,7 +329,8 @@ def add_routes(app: FastAPI, server: Dispatcher) -> None:
     @app.post("/v1/translate", response_model=schemas.TranslateResponse, response_model_exclude_none=True,
               responses=ERRORS, tags=["models"])
     async def translate(request: schemas.TranslateRequest):
-        """Translate each input with a translation model (its decode preset, with overrides)."""
+        """Translate each input with a translation model (its decode preset, with overrides); a
+        transcription model's inputs are audio files in base64, its translations their transcripts."""
         return await server.answer("translation", request)
 
     @app.post("/v1/tag", response_model=schemas.TagResponse, response_model_exclude_none=True,

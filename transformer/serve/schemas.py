@@ -191,6 +191,8 @@ class ModelInfo(BaseModel):
     target_languages: Optional[list[str]] = Field(None, description="translation: the tgt_lang values it takes")
     multilingual: Optional[bool] = Field(None, description="translation: one model for several directions, "
                                                            "tgt_lang chooses")
+    input: Optional[str] = Field(None, description="'audio': a speech model, each input an audio file in base64 "
+                                                   "(a transcription model's translation is its transcript)")
 
 
 class ModelsResponse(BaseModel):

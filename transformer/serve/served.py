@@ -82,6 +82,8 @@ class ServedModel:
     decoding: DecodeSettings | None = None  # a translation model's decoding settings
     top_k: int | None = None  # a classification model's default number of labels
     device: str | None = None  # where a model that searches runs
+    #: What the server's warm-up call sends (``app.Dispatcher.warm_up``): a short input of the model's kind.
+    warm_up_input = "warm up ."
 
     def __init__(self, model_id: str, task, checkpoint: str, limits: Limits = Limits()):
         self.id, self.task, self.checkpoint, self.limits = model_id, task, checkpoint, limits
@@ -90,8 +92,9 @@ class ServedModel:
 
     def info(self) -> dict:
         """What ``GET /v1/models`` says of this model."""
+        audio = kinds.input_kind(getattr(self.task, "hparams", None)) is kinds.FRAMES  # uploads in base64
         return {"id": self.id, "kind": self.kind, "endpoint": self.endpoint, "checkpoint": self.checkpoint,
-                "options": list(self.options), "attention": self.attends}
+                "options": list(self.options), "attention": self.attends, **({"input": "audio"} if audio else {})}
 
     def settings(self, overrides: dict) -> Hashable:
         """The settings key of a request's ``overrides`` (keys given, values set); a key this
@@ -594,6 +597,7 @@ class AudioClassificationModel(ClassificationModel):
         super().__init__(*args, **kwargs)
         self.attends, self.options = False, ("top_k",)
         self.frames_per_byte = 100 / (2 * self.classifier.data["features"].get("sample_rate", 16_000))
+        self.warm_up_input = audio_warm_up(self.classifier.data["features"].get("sample_rate", 16_000))
 
     def count_tokens(self, text: str) -> int:
         return max(1, int(len(text) * 3 / 4 * self.frames_per_byte))  # frames of 16-bit audio, about
@@ -621,6 +625,15 @@ class AudioClassificationModel(ClassificationModel):
                 raise RequestError(str(exc).replace(folder + "/", "")) from None
 
 
+def audio_warm_up(sample_rate: int) -> str:
+    """A speech model's warm-up input: half a second of silence, a WAV in base64."""
+    import base64
+
+    from transformer.data.speech.audio import silent_wav
+
+    return base64.b64encode(silent_wav(sample_rate)).decode()
+
+
 __all__ = ["AudioClassificationModel", "ClassificationModel", "CTranslate2Model", "Limits", "RequestError", "ServedModel", "Source", "TaggingModel",
-           "TranslationModel", "word_attention",
+           "TranslationModel", "audio_warm_up", "word_attention",
            "word_groups", "word_start_rule"]

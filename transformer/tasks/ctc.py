@@ -23,7 +23,7 @@ never glances.
 
 Logged: ``train/loss``, ``train/nll``, ``train/ctc_infeasible``, ``train/glance_ratio`` and
 ``train/revealed`` (fraction of decoder positions revealed) when glancing; ``val/loss``,
-``val/nll``, ``val/ctc_infeasible``, ``val/bleu`` (one pass).
+``val/nll``, ``val/ctc_infeasible``, ``val/bleu`` (one pass; speech in, also ``val/wer``).
 
 Shape legend: B sentences, S source tokens, U = λ·S decoder positions, L target tokens,
 V vocabulary.

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Mapping
 
 import lightning as L
 import torch
+from torchmetrics.text import WordErrorRate
 
 from transformer import kinds
 from transformer.data.core.tokenizer import SubwordTokenizer, tokenizer_from_str
@@ -48,7 +49,8 @@ class Seq2SeqTask(L.LightningModule):
         val_bleu, val_bleu_every: greedy BLEU on validation, every N epochs (NaN in between); a
             multilingual model's also per direction, ``val/bleu/<src>-<tgt>`` (``val/bleu`` is
             the whole split's, the one checkpoints and early stopping follow).
-        val_decode: the decoding settings of validation BLEU (``DecodeSettings``).
+        val_decode: the decoding settings of validation BLEU (``DecodeSettings``); a transcript
+            model (speech in) logs the word error rate of the same transcripts as ``val/wer``.
         data: the corpus (files, columns, splits), so evaluation can read a split by name.
         tokenizers: ``{"src": json, "tgt": json}``, kept as a checkpoint entry of its own.
     """
@@ -100,6 +102,9 @@ class Seq2SeqTask(L.LightningModule):
         self._directions = [direction_name(d) for d in self.languages.directions or ()]
         self._direction_bleu = [CorpusBLEU(bleu_tokenizer(tgt, (data or {}).get("bleu_tokenize")))
                                 for _, tgt in self.languages.directions or ()]
+        # A transcript model (speech in: ``transformer.kinds``) also logs ``val/wer``, the word
+        # error rate its checkpoints are chosen on (experiment=fsdd_strings: ``monitor: val/wer``).
+        self._wer = WordErrorRate() if kinds.input_kind(data).frontend is not None else None
 
     # ----------------------------------------------------------------- construction
     def _build_model(self) -> torch.nn.Module:
@@ -176,6 +181,8 @@ class Seq2SeqTask(L.LightningModule):
         decode = self.tgt_tokenizer.decode
         hyps, refs = [decode(h) for h in hyps], [decode(r) for r in refs]
         self._bleu.update(hyps, refs)
+        if self._wer is not None:
+            self._wer.update(hyps, refs)
         if self._direction_bleu and "direction" in batch:  # the joined validation of several directions
             which = batch["direction"].tolist()
             for i, bleu in enumerate(self._direction_bleu):
@@ -202,6 +209,8 @@ class Seq2SeqTask(L.LightningModule):
         if not self._bleu_due():
             # Not measured this epoch: NaN, which checkpointing ranks last and early stopping skips.
             self.log("val/bleu", float("nan"), prog_bar=True, sync_dist=False)
+            if self._wer is not None:
+                self.log("val/wer", float("nan"), prog_bar=True, sync_dist=False)
             for name in self._directions:
                 self.log(f"val/bleu/{name}", float("nan"), sync_dist=False)
             return
@@ -216,6 +225,9 @@ class Seq2SeqTask(L.LightningModule):
         for name, row in zip(self._directions, stats[1:]):
             # NaN for a direction no validation sentence came from (trainer.limit_val_batches)
             self.log(f"val/bleu/{name}", CorpusBLEU.score(row) if row[0] or row[1] else float("nan"), sync_dist=False)
+        if self._wer is not None:  # errors and reference words summed over ranks, then divided
+            self.log("val/wer", float(self._wer.compute()), prog_bar=True, sync_dist=False)
+            self._wer.reset()
         self._bleu.reset()
         for bleu in self._direction_bleu:
             bleu.reset()

@@ -96,6 +96,19 @@ def real_positions_loss(model: torch.nn.Module, src: torch.Tensor, tgt_in: torch
 TRANSLATION_LOSSES = {"all_positions": all_positions_loss, "real_positions": real_positions_loss}
 
 
+def frames_length_cap(cfg: DecodeSettings, data: Mapping[str, Any]) -> DecodeSettings:
+    """The length cap ``floor(max_len_a * source length + max_len_b)`` for a source of audio
+    frames: its ``max_len_a`` per frame, so that the source length it counts is the pieces the
+    recording's duration holds at the training transcripts' highest rate (``data``'s
+    ``pieces_per_second``, ``data.speech.datamodule.transcript_rate``), not its frames (100 a
+    second: a 3-second string of 7 digits would otherwise allow 370 steps)."""
+    from transformer.data.speech.datamodule import DEFAULT_PIECES_PER_SECOND, feature_settings
+
+    rate = float(data.get("pieces_per_second") or DEFAULT_PIECES_PER_SECOND)
+    seconds_per_frame = feature_settings(dict(data)).hop_ms / 1000
+    return cfg.replace(max_len_a=cfg.max_len_a * rate * seconds_per_frame)
+
+
 # ----------------------------------------------------------------------------- the task
 class TranslationTask(Seq2SeqTask):
     """Teacher forcing with label-smoothed cross-entropy (see :class:`Seq2SeqTask` for the
@@ -105,7 +118,7 @@ class TranslationTask(Seq2SeqTask):
     module (``tgt_in`` / ``tgt_out``). Logged: ``train/loss``, ``train/nll``, ``lr``,
     ``val/loss``, ``val/bleu`` (greedy, sacreBLEU statistics summed over all ranks; every
     ``val_bleu_every`` epochs, NaN in between; a multilingual model's also ``val/bleu/<src>-<tgt>``
-    per direction).
+    per direction; a transcript model's, speech in, also ``val/wer``).
 
     Args beyond ``Seq2SeqTask``'s:
         loss: the loss every training and validation step computes (:data:`TRANSLATION_LOSSES`):
@@ -199,6 +212,8 @@ class TranslationTask(Seq2SeqTask):
             # the compiled and bf16 programs are traced over token ids
             raise ValueError(f"decode.compile=true and decode.dtype=bf16 apply to token ids; a {frames.name} input "
                              f"decodes eagerly in fp32 (set decode.compile=false decode.dtype=fp32)")
+        if frames.frontend is not None:
+            cfg = frames_length_cap(cfg, self.hparams.data)
         model = decoding_model(self.model, cfg.dtype)  # a bf16 copy for decode.dtype=bf16
         if cfg.compile:
             model = compiled_decoding(model, next(model.parameters()).device)

@@ -155,3 +155,14 @@ def audio_samples(
     for what the header shows (missing, not audio, truncated, empty, too long)."""
     info = _checked_info(Path(path), max_seconds, where)
     return resampled_length(info.frames, info.samplerate, sample_rate)
+
+
+def silent_wav(sample_rate: int = MODEL_SAMPLE_RATE, seconds: float = 0.5) -> bytes:
+    """The bytes of a 16-bit WAV file of ``seconds`` of silence (a served speech model's
+    warm-up upload)."""
+    import io
+
+    buffer = io.BytesIO()
+    sf.write(buffer, np.zeros(int(sample_rate * seconds), dtype=np.float32), sample_rate, format="WAV",
+             subtype="PCM_16")
+    return buffer.getvalue()

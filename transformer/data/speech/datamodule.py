@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import functools
 import logging
+import math
 import os
 from dataclasses import asdict
 from pathlib import Path
@@ -39,6 +40,9 @@ PRESETS = ("fsdd",)
 TRANSCRIPT_PRESETS = ("fsdd_strings",)
 #: Connected digit strings per split of ``preset=fsdd_strings`` (``fsdd.make_digit_strings``).
 FSDD_STRINGS = {"train": 3000, "dev": 300, "test": 600}
+# Transcript pieces a second of speech holds, for a checkpoint that recorded none: generous for
+# words (read speech runs at about 3 a second), short of characters (about 15).
+DEFAULT_PIECES_PER_SECOND = 8.0
 
 
 def feature_settings(data: dict) -> FeatureSettings:
@@ -270,11 +274,12 @@ class SpeechTranscriptDataModule(SpeechDataModule):
         self.strings_seed, self.src_lang, self.tgt_lang = strings_seed, src_lang, tgt_lang
         self.src_tokenizer = None  # frames have no source tokenizer (transformer.kinds)
         self.tgt_tokenizer: SubwordTokenizer | None = None
+        self.pieces_per_second = DEFAULT_PIECES_PER_SECOND  # the training transcripts' (transcript_rate), once read
 
     @property
     def corpus(self) -> dict:
-        """What the checkpoint keeps (``data``): :meth:`settings`."""
-        return self.settings()
+        """What the checkpoint keeps (``data``): :meth:`settings`, and ``pieces_per_second``."""
+        return {**self.settings(), "pieces_per_second": self.pieces_per_second}
 
     def _preset_manifests(self) -> None:
         """``preset=fsdd_strings``: the strings' manifests under ``data_dir/fsdd/strings/<seed and
@@ -303,6 +308,9 @@ class SpeechTranscriptDataModule(SpeechDataModule):
                                seed=self.seed)
             lengths = ds.lengths()  # frames, from the files' headers
             self._add_split(split, ds, lengths, lengths, f"{self.name}-{split}")
+            if split == "train":
+                self.pieces_per_second = transcript_rate([encode(r.text) for r in split_rows], lengths,
+                                                         self.features.hop_ms)
         log.info("speech transcripts: %s; %d words", ", ".join(f"{s} {len(d)} utterances" for s, d in
                                                                 self._datasets.items()), self.tgt_tokenizer.vocab_size)
 
@@ -314,6 +322,14 @@ class SpeechTranscriptDataModule(SpeechDataModule):
         """Every distinct token id of a split's transcripts, sorted (a CTC model's output shortlist)."""
         ds = self._eval_dataset(split) if split != "train" else self.dataset(split)
         return sorted({i for row in ds.rows for i in self.tgt_tokenizer.encode(row.text)})
+
+
+def transcript_rate(targets: Sequence[Sequence[int]], frames: Sequence[int], hop_ms: float) -> float:
+    """The most transcript pieces a second of audio holds among the training utterances (each
+    at least a tenth of a second long), rounded up to 0.01: what the autoregressive decoder's
+    length cap counts a recording's duration in (``tasks.translation.frames_length_cap``)."""
+    rates = [len(ids) / max(n * hop_ms / 1000, 0.1) for ids, n in zip(targets, frames)]
+    return math.ceil(max(rates, default=DEFAULT_PIECES_PER_SECOND) * 100) / 100
 
 
 def check_transcripts(rows: dict[str, list[SpeechRow]], tokenizer) -> None:
@@ -341,5 +357,5 @@ def frames_of(paths: Sequence[str], data: dict, where: str = "input") -> tuple[t
     return batch["src"], batch["src_lengths"]
 
 
-__all__ = ["LabelCollator", "SpeechDataModule", "SpeechTranscriptDataModule", "TranscriptCollator", "check_speech",
-           "check_transcripts", "feature_settings", "frames_of"]
+__all__ = ["DEFAULT_PIECES_PER_SECOND", "LabelCollator", "SpeechDataModule", "SpeechTranscriptDataModule", "TranscriptCollator", "check_speech",
+           "check_transcripts", "feature_settings", "frames_of", "transcript_rate"]

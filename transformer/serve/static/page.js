@@ -11,6 +11,8 @@
 // the sentences once per language the model writes (from the chosen source, where one is) and
 // shows each sentence's translations side by side. &src_lang=, &tgt_lang= preset the choice;
 // &all=1 runs "All languages" at load instead.
+// A speech model ("input": "audio" in /v1/models) takes audio files instead of lines: each is sent
+// in base64, as the API takes an upload, and its output shown under its file name.
 "use strict";
 
 const $ = (id) => document.getElementById(id);
@@ -53,6 +55,8 @@ function showModel() {
     $("nbest").value = m.decode.beam_size;  // a beam's whole list, unless asked for fewer
   }
   $("attention-box").hidden = !m.attention;
+  $("inputs").hidden = m.input === "audio";
+  $("files").hidden = m.input !== "audio";
   $("langs-row").hidden = !m.multilingual;
   if (m.multilingual) {
     const keep = { src: $("src-lang").value, tgt: $("tgt-lang").value };
@@ -98,6 +102,18 @@ async function load() {
 const BUSY = { translation: "translating…", tagging: "tagging…", classification: "classifying…" };
 
 function inputLines() { return $("inputs").value.split("\n").map((s) => s.trim()).filter((s) => s); }
+
+// The chosen audio files: their names and their contents in base64 (a data URL's payload).
+async function audioFiles() {
+  const files = [...$("files").files];
+  const inputs = await Promise.all(files.map((file) => new Promise((resolve, reject) => {
+    const reader = new FileReader();
+    reader.onload = () => resolve(reader.result.slice(reader.result.indexOf(",") + 1));
+    reader.onerror = () => reject(reader.error);
+    reader.readAsDataURL(file);
+  })));
+  return { names: files.map((file) => file.name), inputs };
+}
 
 // The page busy while ``work`` runs: the button off, the status line, stale results faded; an
 // error (the server's one sentence) shown in place of the results.
@@ -152,7 +168,8 @@ async function allLanguages() {
 async function run(event) {
   event.preventDefault();
   const m = current();
-  const inputs = inputLines();
+  const audio = m && m.input === "audio";
+  const { names, inputs } = audio ? await audioFiles() : { names: inputLines(), inputs: inputLines() };
   if (!m || !inputs.length) return;
   const body = languages(m, { model: m.id, inputs });
   if (m.attention && $("attention").checked) body.attention = true;
@@ -164,7 +181,7 @@ async function run(event) {
   await busy(m, async () => {
     const answer = await post(m, body);
     const render = { translation: translation, tagging: tagging, classification: classification }[m.kind];
-    $("results").replaceChildren(...answer.outputs.map((out, i) => render(inputs[i], out)));
+    $("results").replaceChildren(...answer.outputs.map((out, i) => render(names[i], out)));
   });
 }
 
