@@ -1,0 +1,107 @@
+"""Image classification end to end from the command line on a tiny folder of real digits: a user's
+class folders train a tiny patch classifier (the encoder behind the patch front end, through the
+classification task), the checkpoint evaluates (accuracy on the carved test split) and classifies
+image files; bad images and folders end with one ``error:`` line naming the file, nothing written."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("PIL")
+pytest.importorskip("sklearn")
+
+
+def run_cli(module: str, *args: str, cwd: Path, stdin: str | None = None) -> subprocess.CompletedProcess:
+    env = dict(os.environ, OMP_NUM_THREADS="1", HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
+    return subprocess.run([sys.executable, "-m", f"transformer.cli.{module}", *args], capture_output=True, text=True,
+                          cwd=cwd, env=env, timeout=600, input=stdin)
+
+
+def one_error(proc: subprocess.CompletedProcess) -> str:
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert proc.returncode == 2 and lines[-1].startswith("error: "), proc.stderr[-2000:]
+    assert "Traceback" not in proc.stderr
+    return lines[-1]
+
+
+def digit_folder(root: Path, per_class: int = 10, digits=(0, 1, 2)) -> Path:
+    """``root/<digit>/<n>.png``: the first ``per_class`` UCI digits of each class, 8x8 grey."""
+    from PIL import Image
+    from sklearn.datasets import load_digits
+
+    data = load_digits()
+    for d in digits:
+        (root / str(d)).mkdir(parents=True)
+        for n, i in enumerate(np.flatnonzero(data.target == d)[:per_class]):
+            pixels = np.rint(data.images[i] * 255 / 16).astype(np.uint8)
+            Image.fromarray(pixels, mode="L").save(root / str(d) / f"{n}.png")
+    return root
+
+
+TINY = ["data.height=8", "data.width=8", "data.channels=1", "model.frontend.patch_size=2", "model.max_len=17",
+        "model.d_model=16", "model.n_heads=2", "model.n_layers=1", "model.d_ff=32", "data.max_tokens=8",
+        "task.warmup_steps=2", "trainer.max_epochs=2", "callbacks.progress_bar=null", "logger.tensorboard=null"]
+
+
+def train(root: Path, folder: Path, *extra: str) -> subprocess.CompletedProcess:
+    return run_cli("train", "experiment=image_classify", f"data.train={folder}", f"data.data_dir={root / 'cache'}",
+                   f"hydra.run.dir={root / 'run'}", *TINY, *extra, cwd=root)
+
+
+@pytest.fixture(scope="module")
+def trained(tmp_path_factory):
+    root = tmp_path_factory.mktemp("images")
+    folder = digit_folder(root / "digits")
+    proc = train(root, folder, "model.window=1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root, json.loads((root / "run" / "train_summary.json").read_text())
+
+
+def test_an_image_classifier_trains_evaluates_and_classifies_image_files(trained):
+    root, summary = trained
+    ckpt = summary["last_checkpoint"]
+    assert summary["global_step"] > 0
+    proc = run_cli("evaluate", f"ckpt_path={ckpt}", "split=test", f"output_dir={root / 'eval'}", cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (written,) = (root / "eval").glob("*.test.metrics.json")
+    metrics = json.loads(written.read_text())
+    assert 0 <= metrics["acc"] <= 1 and metrics["n"] == 6  # 20 % of each class of 10
+    paths = [str(root / "digits" / "1" / "0.png"), str(root / "digits" / "2" / "3.png")]
+    proc = run_cli("classify", f"ckpt_path={ckpt}", "top_k=3", cwd=root, stdin="\n".join(paths) + "\n")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) == 2 and all({ln.split("\t")[0], ln.split("\t")[2], ln.split("\t")[4]} == {"0", "1", "2"}
+                                   for ln in lines)
+
+
+@pytest.mark.parametrize("damage", ["not_an_image", "other_size", "missing"])
+def test_a_bad_image_to_classify_is_one_line_naming_it(trained, tmp_path, damage):
+    from PIL import Image
+
+    _, summary = trained
+    bad = tmp_path / "bad.png"
+    if damage == "not_an_image":
+        bad.write_text("this is not an image\n")
+    elif damage == "other_size":
+        Image.new("L", (9, 8)).save(bad)
+    proc = run_cli("classify", f"ckpt_path={summary['last_checkpoint']}", cwd=tmp_path, stdin=f"{bad}\n")
+    line = one_error(proc)
+    assert "bad.png" in line and ("8x9 image" in line if damage == "other_size" else True)
+    assert sorted(p.name for p in tmp_path.iterdir()) == (["bad.png"] if damage != "missing" else [])
+
+
+def test_a_bad_training_folder_is_one_line_naming_the_file_and_nothing_is_written(tmp_path):
+    # Every bad folder the reader refuses (tests/data/images/test_image_folder.py) ends the run so.
+    folder = digit_folder(tmp_path / "digits", per_class=3)
+    (bad := folder / "1" / "notes.png").write_text("not an image")
+    proc = train(tmp_path, folder)
+    line = one_error(proc)
+    assert str(bad) in line and "not an image" in line
+    assert not (tmp_path / "run").exists() and not (tmp_path / "cache").exists()
