@@ -105,3 +105,52 @@ def test_a_bad_training_folder_is_one_line_naming_the_file_and_nothing_is_writte
     line = one_error(proc)
     assert str(bad) in line and "not an image" in line
     assert not (tmp_path / "run").exists() and not (tmp_path / "cache").exists()
+
+
+def test_the_server_classifies_an_uploaded_image(trained):
+    pytest.importorskip("fastapi")
+    import base64
+
+    from fastapi.testclient import TestClient
+
+    from transformer.serve.app import create_app
+    from transformer.serve.served import ImageClassificationModel
+    from transformer.tasks.checkpoint import load_task
+
+    root, summary = trained
+    model = ImageClassificationModel("digits", load_task(summary["last_checkpoint"]), "last.ckpt", top_k=2)
+    image = base64.b64encode((root / "digits" / "1" / "0.png").read_bytes()).decode()
+    with TestClient(create_app([model])) as client:
+        ok = client.post("/v1/classify", json={"model": "digits", "inputs": [image, image]})
+        garbage = client.post("/v1/classify", json={"model": "digits", "inputs": ["not base64!"]})
+        not_image = client.post("/v1/classify", json={"model": "digits",
+                                                      "inputs": [base64.b64encode(b"hello there").decode()]})
+    assert ok.status_code == 200, ok.text
+    outputs = ok.json()["outputs"]
+    assert len(outputs) == 2 and outputs[0]["label"] in ("0", "1", "2") and len(outputs[0]["top"]) == 2
+    assert outputs[0] == outputs[1]
+    assert garbage.status_code == 422 and "not an image file in base64" in garbage.text
+    assert not_image.status_code == 422 and "input0: not an image file Pillow reads" in not_image.text
+
+
+def test_inspect_draws_the_class_vector_s_attention_over_the_patches_on_the_image(trained, tmp_path):
+    pytest.importorskip("matplotlib")
+    from hydra_helpers import compose_cfg
+
+    from transformer.cli import inspect
+    from transformer.inspect.classification import class_vector_maps
+
+    root, summary = trained
+    image = root / "digits" / "2" / "0.png"
+    cfg = compose_cfg("inspect", [f"ckpt_path={summary['last_checkpoint']}", f"text={image}",
+                                  f"output_dir={tmp_path}"])
+    written = {p.name for p in inspect.run(cfg)}
+    assert {"class_attention.png", "encoder_layer0.png", "attention.npz", "index.html"} <= written
+    arrays = dict(np.load(tmp_path / "sentence_0" / "attention.npz"))
+    assert list(arrays["tokens"][:3]) == ["[CLS]", "r0c0", "r0c1"] and len(arrays["tokens"]) == 17
+    assert arrays["image"].shape == (8, 8)
+    maps = class_vector_maps(arrays, (4, 4))  # the class vector's row over the 16 patches
+    assert maps.shape == (1, 4, 4)
+    np.testing.assert_allclose(maps[0].reshape(-1), arrays["encoder.layer0"][:, 0, 1:].mean(0), rtol=1e-6)
+    # windowed model (window=1): the class vector still sees every patch
+    assert (arrays["encoder.layer0"][:, 0, 1:] > 0).all()
