@@ -82,8 +82,11 @@ def test_an_image_classifier_trains_evaluates_and_classifies_image_files(trained
 
 
 @pytest.mark.parametrize("damage", ["not_an_image", "other_size", "missing"])
-def test_a_bad_image_to_classify_is_one_line_naming_it(trained, tmp_path, damage):
+def test_a_bad_image_to_classify_is_one_line_naming_it(trained, tmp_path, damage, capsys, monkeypatch):
+    from hydra_helpers import main_status
     from PIL import Image
+
+    from transformer.cli import classify
 
     _, summary = trained
     bad = tmp_path / "bad.png"
@@ -91,9 +94,12 @@ def test_a_bad_image_to_classify_is_one_line_naming_it(trained, tmp_path, damage
         bad.write_text("this is not an image\n")
     elif damage == "other_size":
         Image.new("L", (9, 8)).save(bad)
-    proc = run_cli("classify", f"ckpt_path={summary['last_checkpoint']}", cwd=tmp_path, stdin=f"{bad}\n")
-    line = one_error(proc)
-    assert "bad.png" in line and ("8x9 image" in line if damage == "other_size" else True)
+    monkeypatch.chdir(tmp_path)
+    code, err = main_status(classify, [f"ckpt_path={summary['last_checkpoint']}"], capsys, monkeypatch,
+                            stdin=f"{bad}\n".encode())
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2 and lines[-1].startswith("error: ") and "Traceback" not in err, err[-2000:]
+    assert "bad.png" in lines[-1] and ("8x9 image" in lines[-1] if damage == "other_size" else True)
     assert sorted(p.name for p in tmp_path.iterdir()) == (["bad.png"] if damage != "missing" else [])
 
 
