@@ -1,7 +1,9 @@
-"""Image classification end to end from the command line on a tiny folder of real digits: a user's
+"""Image classification end to end through the commands on a tiny folder of real digits: a user's
 class folders train a tiny patch classifier (the encoder behind the patch front end, through the
-classification task), the checkpoint evaluates (accuracy on the carved test split) and classifies
-image files; bad images and folders end with one ``error:`` line naming the file, nothing written."""
+classification task), the checkpoint evaluates (accuracy on the carved test split), classifies
+image files, serves uploads and is inspected; bad images and folders end with one ``error:`` line
+naming the file, nothing written (a bad training folder through a real process). Commands run in
+this process where one start-up serves them all."""
 
 from __future__ import annotations
 
@@ -57,33 +59,58 @@ def train(root: Path, folder: Path, *extra: str) -> subprocess.CompletedProcess:
 
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory):
+    from hydra_helpers import compose_cfg
+
+    from transformer.cli import train as train_cli
+
     root = tmp_path_factory.mktemp("images")
     folder = digit_folder(root / "digits")
-    proc = train(root, folder, "model.window=1")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return root, json.loads((root / "run" / "train_summary.json").read_text())
+    summary = train_cli.run(compose_cfg("train", [
+        "experiment=image_classify", f"data.train={folder}", f"data.data_dir={root / 'cache'}",
+        f"output_dir={root / 'run'}", "model.window=1", *TINY]))
+    return root, summary
 
 
-def test_an_image_classifier_trains_evaluates_and_classifies_image_files(trained):
+def in_process(module, args: list[str], capsys, monkeypatch, stdin: str | None = None) -> tuple[int, str, str]:
+    """``(exit status, stdout, stderr)`` of a command's ``main()`` run in this process."""
+    import io
+
+    monkeypatch.setattr(sys, "argv", [module.__name__, *args])
+    if stdin is not None:
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin.encode()), encoding="utf-8"))
+    capsys.readouterr()
+    try:
+        module.main()
+        code = 0
+    except SystemExit as exc:
+        code = 0 if exc.code is None else exc.code
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def test_an_image_classifier_trains_evaluates_and_classifies_image_files(trained, capsys, monkeypatch):
+    from transformer.cli import classify, evaluate
+
     root, summary = trained
     ckpt = summary["last_checkpoint"]
-    assert summary["global_step"] > 0
-    proc = run_cli("evaluate", f"ckpt_path={ckpt}", "split=test", f"output_dir={root / 'eval'}", cwd=root)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert summary["global_step"] > 0 and 0 <= summary["test"]["test"]["acc"] <= 1
+    code, _, err = in_process(evaluate, [f"ckpt_path={ckpt}", "split=test", f"output_dir={root / 'eval'}"],
+                              capsys, monkeypatch)
+    assert code == 0, err[-3000:]
     (written,) = (root / "eval").glob("*.test.metrics.json")
     metrics = json.loads(written.read_text())
     assert 0 <= metrics["acc"] <= 1 and metrics["n"] == 6  # 20 % of each class of 10
     paths = [str(root / "digits" / "1" / "0.png"), str(root / "digits" / "2" / "3.png")]
-    proc = run_cli("classify", f"ckpt_path={ckpt}", "top_k=3", cwd=root, stdin="\n".join(paths) + "\n")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    lines = proc.stdout.strip().splitlines()
+    code, out, err = in_process(classify, [f"ckpt_path={ckpt}", "top_k=3"], capsys, monkeypatch,
+                                stdin="\n".join(paths) + "\n")
+    assert code == 0, err[-3000:]
+    lines = out.strip().splitlines()
     assert len(lines) == 2 and all({ln.split("\t")[0], ln.split("\t")[2], ln.split("\t")[4]} == {"0", "1", "2"}
                                    for ln in lines)
 
 
 @pytest.mark.parametrize("damage", ["not_an_image", "other_size", "missing"])
 def test_a_bad_image_to_classify_is_one_line_naming_it(trained, tmp_path, damage, capsys, monkeypatch):
-    from hydra_helpers import main_status
     from PIL import Image
 
     from transformer.cli import classify
@@ -95,8 +122,8 @@ def test_a_bad_image_to_classify_is_one_line_naming_it(trained, tmp_path, damage
     elif damage == "other_size":
         Image.new("L", (9, 8)).save(bad)
     monkeypatch.chdir(tmp_path)
-    code, err = main_status(classify, [f"ckpt_path={summary['last_checkpoint']}"], capsys, monkeypatch,
-                            stdin=f"{bad}\n".encode())
+    code, _, err = in_process(classify, [f"ckpt_path={summary['last_checkpoint']}"], capsys, monkeypatch,
+                              stdin=f"{bad}\n")
     lines = [line for line in err.splitlines() if line.strip()]
     assert code == 2 and lines[-1].startswith("error: ") and "Traceback" not in err, err[-2000:]
     assert "bad.png" in lines[-1] and ("8x9 image" in lines[-1] if damage == "other_size" else True)
