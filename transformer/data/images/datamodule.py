@@ -112,16 +112,29 @@ def label_order(labels) -> list[str]:
     return sorted(labels, key=lambda t: (len(t), t)) if all(t.isdigit() for t in labels) else sorted(labels)
 
 
+def shifted(image: torch.Tensor, dy: int, dx: int) -> torch.Tensor:
+    """``image (C, H, W)`` moved ``dy`` rows down and ``dx`` columns right, zeros coming in."""
+    c, h, w = image.shape
+    out = torch.zeros_like(image)
+    out[:, max(dy, 0):h + min(dy, 0), max(dx, 0):w + min(dx, 0)] = \
+        image[:, max(-dy, 0):h - max(dy, 0), max(-dx, 0):w - max(dx, 0)]
+    return out
+
+
 class ImageDataset(Dataset):
     """Labelled images as ``{"src": (C, H, W) float32, "target": label id, "index": int}``; each
-    image is read when first asked for (``cache``: kept in memory after that, for small sets)."""
+    image is read when first asked for (``cache``: kept in memory after that, for small sets).
+    ``shift > 0`` (training): each time an image is asked for it is moved by up to ``shift``
+    pixels in each direction, drawn from ``seed`` (zeros coming in)."""
 
     def __init__(self, rows: Sequence[ImageRow], height: int, width: int, channels: int, label_ids: Mapping[str, int],
-                 cache: bool = True):
+                 cache: bool = True, shift: int = 0, seed: int = 0):
         self.rows = list(rows)
         self.height, self.width, self.channels = height, width, channels
         self.label_ids = label_ids
         self.cache: dict[int, torch.Tensor] | None = {} if cache else None
+        self.shift = shift
+        self.rng = np.random.default_rng(seed)
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -136,6 +149,9 @@ class ImageDataset(Dataset):
             image = load_image(self.rows[i].path, self.height, self.width, self.channels)
             if self.cache is not None:
                 self.cache[i] = image
+        if self.shift:
+            dy, dx = self.rng.integers(-self.shift, self.shift + 1, size=2).tolist()
+            image = shifted(image, dy, dx)
         return {"src": image, "target": self.label_ids[self.rows[i].label], "index": i}
 
 
@@ -164,6 +180,8 @@ class ImageDataModule(TokenBudgetDataModule):
         split_seed: the seed of the carved splits (fixed, whatever ``seed`` trains with).
         train_fraction: train on this share of each class of the training images (drawn by
             ``seed``); 1.0 = all.
+        shift: move each training image by up to this many pixels each way every time it is
+            drawn (shifted copies: a ViT has no built-in translation invariance); 0 = off.
         max_tokens: images per batch.
         cache_images: keep each image in memory once read (small sets).
         input: the input kind (``transformer.kinds``): patches.
@@ -188,6 +206,7 @@ class ImageDataModule(TokenBudgetDataModule):
         dev_fraction: Annotated[float, Range(0.0, 0.9)] = 0.1,
         split_seed: int = 0,
         train_fraction: Annotated[float, Range(0.0, 1.0)] = 1.0,
+        shift: Annotated[int, Range(0, 64)] = 0,
         data_dir: str | os.PathLike = "data/cache",
         max_tokens: Annotated[int, Range(1, 2**31)] = 64,
         num_workers: Annotated[int, Range(0, 1024)] = 0,
@@ -205,7 +224,7 @@ class ImageDataModule(TokenBudgetDataModule):
         self.height, self.width, self.channels = height, width, channels
         self.fractions = {"test_fraction": test_fraction, "dev_fraction": dev_fraction,
                           "train_fraction": train_fraction}
-        self.split_seed = split_seed
+        self.split_seed, self.shift = split_seed, shift
         self.data_dir, self.cache_images = Path(data_dir), cache_images
         self.max_len = 1  # every image is one unit of the budget: none is filtered
         self.test_splits = ["test"]
@@ -238,7 +257,8 @@ class ImageDataModule(TokenBudgetDataModule):
                     raise ImageError(row.path.parent, f"class {row.label!r} is not among the training folder's "
                                                       f"classes ({', '.join(self.labels)})")
         for split in SPLITS:
-            ds = ImageDataset(rows[split], self.height, self.width, self.channels, ids, cache=self.cache_images)
+            ds = ImageDataset(rows[split], self.height, self.width, self.channels, ids, cache=self.cache_images,
+                              shift=self.shift if split == "train" else 0, seed=self.seed)
             self._add_split(split, ds, ds.lengths(), ds.lengths(), f"{self.name}-{split}")
         log.info("image data: %s", ", ".join(f"{s} {len(d)} images" for s, d in self._datasets.items()))
 
@@ -260,4 +280,4 @@ def images_of(paths: Sequence[str | os.PathLike], data: Mapping[str, Any]) -> to
 
 
 __all__ = ["ImageCollator", "ImageDataModule", "ImageDataset", "PRESETS", "check_images", "images_of", "label_order",
-           "split_rows"]
+           "shifted", "split_rows"]
