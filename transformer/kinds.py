@@ -8,7 +8,8 @@ each task class carries its kind as ``kind`` (``tasks/*.py``).
 
 An **input kind** is what the encoder reads (the lectures' point: self-attention takes a set of
 vectors, whatever made them): ``text`` is token ids through the embedding table; ``frames`` is
-audio features through a subsampling front end (``modules.frontends``). It is declared once, as
+audio features through a subsampling front end (``modules.frontends``); ``patches`` is an image cut
+into non-overlapping patches, each a vector (``modules.frontends.PatchEmbedding``). It is declared once, as
 the data config's ``input`` key, which the run's hyperparameters carry into its checkpoint;
 :func:`input_kind` reads it back.
 
@@ -121,8 +122,9 @@ class InputKind:
 
 TEXT = InputKind("text", "a line of text")
 FRAMES = InputKind("frames", "an audio file's path", frontend="ConvSubsampling")
+PATCHES = InputKind("patches", "an image file's path", frontend="PatchEmbedding")
 #: Every input kind by name.
-INPUT_KINDS: dict[str, InputKind] = {k.name: k for k in (TEXT, FRAMES)}
+INPUT_KINDS: dict[str, InputKind] = {k.name: k for k in (TEXT, FRAMES, PATCHES)}
 
 
 def input_kind(hparams: Mapping[str, Any] | None) -> InputKind:
@@ -134,6 +136,6 @@ def input_kind(hparams: Mapping[str, Any] | None) -> InputKind:
     return INPUT_KINDS[name]
 
 
-__all__ = ["CLASSIFICATION", "CTC", "FRAMES", "INPUT_KINDS", "InputKind", "MLM", "NAT", "TAGGING", "TASK_KINDS",
-           "TEXT", "TRANSLATION", "TaskKind", "input_kind", "readers", "reads", "require", "require_ensemble",
-           "task_kind"]
+__all__ = ["CLASSIFICATION", "CTC", "FRAMES", "INPUT_KINDS", "InputKind", "MLM", "NAT", "PATCHES", "TAGGING",
+           "TASK_KINDS", "TEXT", "TRANSLATION", "TaskKind", "input_kind", "readers", "reads", "require",
+           "require_ensemble", "task_kind"]

@@ -71,7 +71,9 @@ CHANGED.update({"task.warmup": None})
 ADDED = {"train experiment=multi30k_multi", "train experiment=multi30k_multi_cpu",
          # Speech input: labelled recordings, FSDD digits, connected digit strings (AT and CTC).
          "train experiment=speech_classify", "train experiment=fsdd_digits", "train experiment=fsdd_strings",
-         "train experiment=fsdd_strings_ctc"}
+         "train experiment=fsdd_strings_ctc",
+         # Image input: labelled image folders, the UCI digits with a ViT and with a CNN.
+         "train experiment=image_classify", "train experiment=digits", "train experiment=digits_cnn"}
 # Experiments folded into another: gum_upos_wsj's multi-task settings are gum_upos_adv's own now.
 REMOVED = {"train experiment=gum_upos_wsj"}
 MOVED = {f"task.{key}": f"task.optimizer.{key}" for key in ("betas", "eps", "weight_decay")}

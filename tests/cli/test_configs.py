@@ -72,6 +72,9 @@ def task_from(cfg):
 def assert_architecture(model, model_cfg) -> None:
     """The built model has the class, width and depth its config names."""
     assert type(model) is get_class(model_cfg._target_)
+    if "n_blocks" in model_cfg:  # the image CNN: convolution blocks, no encoder
+        assert sum(type(m).__name__ == "MaxPool2d" for m in model.features) == model_cfg.n_blocks
+        return
     if model_cfg.get("frontend"):  # an input kind other than text: a front end, no token table
         assert model.encoder.embedding is None and type(model.encoder.frontend).__name__ == \
             model_cfg.frontend._target_.rpartition(".")[2]

@@ -101,3 +101,27 @@ def test_a_long_input_takes_the_blocked_window_path_with_the_dense_band_s_states
     for g_blocked, g_dense in zip(blocked_grads, dense_grads):
         if g_dense is not None:
             torch.testing.assert_close(g_blocked, g_dense, atol=1e-5, rtol=1e-5)
+
+
+def test_a_window_over_image_patches_is_2d_and_grows_by_one_ring_a_layer():
+    # A 6x6 grid of 1x1 patches, window 1, no class vector: after L layers patch (0, 0) has seen
+    # only patches within L rows and L columns of it, whatever the others hold.
+    from functools import partial
+
+    from transformer.modules.frontends import PatchEmbedding
+
+    torch.manual_seed(0)
+    cfg = StackConfig(vocab_size=1, pad_id=0, positional=POSITIONALS["learned"], window=1, dropout=0.0,
+                      frontend=partial(PatchEmbedding, height=6, width=6, patch_size=1),
+                      **{k: v for k, v in TINY.items() if k != "dropout"})
+    enc = TransformerEncoder(cfg, 2).eval()
+    images = torch.rand(1, 1, 6, 6)
+    changed = images.clone()
+    changed[0, 0, 2:, 3:] = torch.rand(4, 3)  # beyond two columns of (0, 0), within two rows
+    changed[0, 0, 3:, :] = torch.rand(3, 6)  # beyond two rows
+    out, out_changed = enc(images), enc(changed)  # (1, 36, D)
+    torch.testing.assert_close(out_changed[0, 0], out[0, 0], atol=1e-6, rtol=0)
+    # the same change moves a patch that is near it, and full attention moves (0, 0) too
+    assert not torch.allclose(out_changed[0, 35], out[0, 35], atol=1e-4)
+    enc.window = None
+    assert not torch.allclose(enc(changed)[0, 0], enc(images)[0, 0], atol=1e-4)

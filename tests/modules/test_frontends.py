@@ -1,12 +1,13 @@
-"""The speech front end: exact output lengths, the padding mask, and padding that never changes
-an utterance's outputs (a padded batch equals each utterance alone)."""
+"""The front ends. Speech: exact output lengths, the padding mask, and padding that never changes
+an utterance's outputs (a padded batch equals each utterance alone). Images: patches reassemble
+into the image, each patch holds its own pixels, the embedding is one linear map per patch."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from transformer.modules.frontends import ConvSubsampling
+from transformer.modules.frontends import ConvSubsampling, PatchEmbedding, patchify, unpatchify
 
 
 def _reference_length(t: int) -> int:
@@ -66,3 +67,38 @@ def test_gradients_reach_every_parameter():
 def test_too_few_mel_bins():
     with pytest.raises(ValueError, match="n_mels >= 7"):
         ConvSubsampling(n_mels=6, d_model=8)
+
+
+# ----------------------------------------------------------------------------- image patches
+def test_patches_reassemble_into_the_image():
+    images = torch.randn(2, 3, 8, 12)  # (B, C, H, W)
+    patches = patchify(images, 4)
+    assert patches.shape == (2, 6, 3 * 4 * 4)  # a 2x3 grid of 4x4 patches
+    torch.testing.assert_close(unpatchify(patches, 4, 8, 12), images, rtol=0, atol=0)
+
+
+def test_a_patch_holds_its_own_pixels_in_row_major_grid_order():
+    image = torch.arange(2 * 6 * 4, dtype=torch.float32).reshape(1, 2, 6, 4)  # (1, C, H, W)
+    patches = patchify(image, 2)  # a 3x2 grid
+    for n in range(6):
+        r, c = divmod(n, 2)  # grid row and column of patch n
+        block = image[0, :, 2 * r: 2 * r + 2, 2 * c: 2 * c + 2]  # (C, 2, 2)
+        assert torch.equal(patches[0, n], block.reshape(-1))
+
+
+def test_patch_embedding_is_one_linear_map_of_each_patch_and_every_patch_is_real():
+    torch.manual_seed(0)
+    fe = PatchEmbedding(height=8, width=8, patch_size=2, d_model=16, channels=1)
+    images = torch.rand(3, 1, 8, 8)
+    x, mask = fe(images)
+    assert x.shape == (3, 16, 16) and fe.grid == (4, 4) and fe.n_patches == 16
+    assert mask.dtype == torch.bool and mask.all()
+    torch.testing.assert_close(x, fe.proj(patchify(images, 2)))
+
+
+def test_patch_embedding_refuses_another_image_size():
+    with pytest.raises(ValueError, match="does not divide"):
+        PatchEmbedding(height=8, width=9, patch_size=2, d_model=8)
+    fe = PatchEmbedding(height=8, width=8, patch_size=2, d_model=8)
+    with pytest.raises(ValueError, match="1x8x8"):
+        fe(torch.rand(1, 1, 16, 16))

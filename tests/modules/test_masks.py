@@ -2,7 +2,7 @@
 
 import torch
 
-from transformer.modules.attention import causal_mask, local_window_mask, merge_masks, pad_mask
+from transformer.modules.attention import causal_mask, grid_window_mask, local_window_mask, merge_masks, pad_mask
 
 
 def test_pad_mask_true_is_real():
@@ -25,6 +25,19 @@ def test_local_window_mask():
     expected = torch.tensor([[abs(i - j) <= 1 for j in range(5)] for i in range(5)])
     assert torch.equal(m, expected)
     assert torch.equal(local_window_mask(2, 5, 1), m[3:])
+
+
+def test_grid_window_mask_is_the_2d_neighbourhood_and_leading_positions_are_global():
+    rows, cols, w = 3, 4, 1
+    m = grid_window_mask(rows, cols, w, t=1 + rows * cols)  # a class vector, then the grid
+    assert m.shape == (13, 13) and m[0].all() and m[:, 0].all()
+    for i in range(rows * cols):
+        for j in range(rows * cols):
+            (ri, ci), (rj, cj) = divmod(i, cols), divmod(j, cols)
+            assert bool(m[1 + i, 1 + j]) == (abs(ri - rj) <= w and abs(ci - cj) <= w)
+    assert int(m[1:, 1:].sum(-1).max()) == 9  # an inner patch sees its 3x3 neighbourhood
+    assert grid_window_mask(rows, cols, 0).equal(torch.eye(12, dtype=torch.bool))
+    assert grid_window_mask(rows, cols, 3).all()
 
 
 def test_merge_masks_shapes_and_and():

@@ -215,7 +215,8 @@ def load_export(entry: dict, key: str, cfg: DictConfig, limits):
 
 def load_model(entry: dict, key: str, cfg: DictConfig, limits):
     """The entry's checkpoint (or CTranslate2 export) loaded as a served model of its kind."""
-    from transformer.serve.served import AudioClassificationModel, ClassificationModel, TaggingModel, TranslationModel
+    from transformer.serve.served import (AudioClassificationModel, ClassificationModel, ImageClassificationModel,
+                                          TaggingModel, TranslationModel)
     from transformer.serve.transcription import TranscriptionModel
 
     if _export_dir(entry["ckpt_path"]):
@@ -236,7 +237,8 @@ def load_model(entry: dict, key: str, cfg: DictConfig, limits):
         try:
             if kind is kinds.TAGGING:
                 return TaggingModel(entry["id"], task, name, settings["max_tokens"], device, limits)
-            served = AudioClassificationModel if kinds.input_kind(task.hparams) is kinds.FRAMES else ClassificationModel
+            served = {kinds.FRAMES: AudioClassificationModel, kinds.PATCHES: ImageClassificationModel}.get(
+                kinds.input_kind(task.hparams), ClassificationModel)
             return served(entry["id"], task, name, settings["max_tokens"], settings["top_k"], device,
                                        limits)
         except ValueError as exc:

@@ -102,4 +102,26 @@ class AudioClassifier(SentenceClassifier):
         return out
 
 
-__all__ = ["AudioClassifier", "Member", "SentenceClassifier"]
+class ImageClassifier(SentenceClassifier):
+    """Label probabilities of image files (an image classifier, ``transformer.kinds.PATCHES``): each
+    input is a file's path, read at the checkpoint's image size (``data``: its data settings; a
+    file of another size is refused, naming it); a batch holds up to ``max_tokens`` images."""
+
+    def __init__(self, members: Sequence[Member], labels: Sequence[str], data: dict, max_tokens: int = 64,
+                 device: str | torch.device | None = None):
+        super().__init__(members, labels, max_tokens, device)
+        self.data = dict(data)
+
+    @torch.no_grad()
+    def _member_probs(self, model: nn.Module, tokenizer, max_len: int, paths: Sequence[str]) -> torch.Tensor:
+        from transformer.data.images.datamodule import images_of
+
+        out = torch.zeros(len(paths), len(self.labels))  # (N, C)
+        for start in range(0, len(paths), self.max_tokens):
+            src = images_of(paths[start:start + self.max_tokens], self.data)  # (B, C, H, W)
+            logits = model(src.to(self.device)).float()  # (B, C)
+            out[start:start + len(src)] = torch.softmax(logits, dim=-1).cpu()
+        return out
+
+
+__all__ = ["AudioClassifier", "ImageClassifier", "Member", "SentenceClassifier"]

@@ -1,5 +1,7 @@
 """What a sentence classifier attends to: the pooling's attention over the sentence (for
-attention pooling) and the encoder's self-attention, drawn per sentence."""
+attention pooling) and the encoder's self-attention, drawn per sentence; for an image model (input
+kind ``patches``) the input is an image file's path, and the class vector's attention over the
+patches is also drawn on top of the image."""
 
 from __future__ import annotations
 
@@ -30,6 +32,15 @@ def _frames(task, path: str, device) -> tuple[torch.Tensor, torch.Tensor, list[s
     return src.to(device), lengths.to(device), [f"{i * step:g} ms" for i in range(n)]
 
 
+def _image(task, path: str, device) -> tuple[torch.Tensor, None, list[str]]:
+    """An image as an image model reads it: ``pixels (1, C, H, W)`` and the axis labels of its
+    patches (grid row and column, ``r0c0`` first, row-major)."""
+    from transformer.data.images.datamodule import images_of
+
+    rows, cols = task.model.encoder.frontend.grid
+    return images_of([path], task.hparams.data).to(device), None, [f"r{i // cols}c{i % cols}" for i in range(rows * cols)]
+
+
 @torch.no_grad()
 def classification_attention(task, sentence: str) -> dict[str, np.ndarray]:
     """One sentence (or, for a speech model, one recording's path: ``transformer.kinds``) through
@@ -43,6 +54,8 @@ def classification_attention(task, sentence: str) -> dict[str, np.ndarray]:
     device = next(model.parameters()).device
     if kinds.input_kind(task.hparams) is kinds.FRAMES:
         src, lengths, labels = _frames(task, sentence, device)
+    elif kinds.input_kind(task.hparams) is kinds.PATCHES:
+        src, lengths, labels = _image(task, sentence, device)
     else:
         ids = task.tokenizer.encode(sentence)[: task.members()[0][2] - 1]
         src, lengths = torch.tensor([ids], dtype=torch.long, device=device), None  # (1, T)
@@ -56,7 +69,17 @@ def classification_attention(task, sentence: str) -> dict[str, np.ndarray]:
         arrays[f"encoder.layer{i}"] = w[0].float().cpu().numpy()  # (H, T, T)
     if pooled.weights is not None:
         arrays["pooling"] = pooled.weights[0].float().cpu().numpy()  # (H, T)
+    if kinds.input_kind(task.hparams) is kinds.PATCHES:
+        arrays["image"] = src[0].permute(1, 2, 0).squeeze(-1).cpu().numpy()  # (C, H, W) -> (H, W[, C])
     return arrays
+
+
+def class_vector_maps(arrays: dict[str, np.ndarray], grid: tuple[int, int]) -> np.ndarray:
+    """The class vector's attention over the patches, per encoder layer and averaged over heads:
+    ``(L, R, C)``, row ``0`` of each layer's weights without its own column, as the patch grid."""
+    layers = sorted((k for k in arrays if k.startswith("encoder.layer")), key=lambda k: int(k.removeprefix("encoder.layer")))
+    rows, cols = grid
+    return np.stack([arrays[k][:, 0, 1:].mean(0).reshape(rows, cols) for k in layers])  # (H, N) -> (N,) -> (R, C)
 
 
 def inspect_classification(task, sentences: Sequence[str], out_dir: str | Path, max_tokens: int = 80) -> list[Path]:
@@ -80,6 +103,12 @@ def inspect_classification(task, sentences: Sequence[str], out_dir: str | Path, 
                               folder / "pooling.png", xlabel="token", ylabel="query", max_tokens=max_tokens,
                               vmax=None)  # weights near 1/T: a 0..1 scale would show one flat colour
             pictures.append("pooling.png")
+        if "image" in arrays and tokens[0] == "[CLS]":  # an image model with a class vector
+            maps = class_vector_maps(arrays, task.model.encoder.frontend.grid)  # (L, R, C)
+            plots.plot_image_attention(arrays["image"], maps, [f"layer {i}" for i in range(len(maps))],
+                                       "the class vector's attention over the patches (mean of the heads)",
+                                       folder / "class_attention.png")
+            pictures.append("class_attention.png")
         layer = 0
         while f"encoder.layer{layer}" in arrays:
             plots.plot_heads(arrays[f"encoder.layer{layer}"], tokens, tokens, f"encoder self-attention, layer {layer}",
@@ -95,4 +124,4 @@ def inspect_classification(task, sentences: Sequence[str], out_dir: str | Path, 
     return written
 
 
-__all__ = ["classification_attention", "inspect_classification"]
+__all__ = ["class_vector_maps", "classification_attention", "inspect_classification"]

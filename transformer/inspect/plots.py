@@ -113,6 +113,28 @@ def plot_matrix(matrix: np.ndarray, rows: Sequence[str] | None, cols: Sequence[s
     return _save(fig, Path(path), 1, title)
 
 
+def plot_image_attention(image: np.ndarray, maps: np.ndarray, titles: Sequence[str], title: str,
+                         path: str | Path) -> int:
+    """Attention over an image's patches drawn on top of the image: ``image (H, W)`` grey or
+    ``(H, W, 3)`` RGB in [0, 1], ``maps (L, R, C)`` one grid of patch weights per panel (R x C
+    patches covering the image), each panel the image with its map laid over it, half transparent."""
+    plt = pyplot()
+    n = len(maps)
+    h, w = image.shape[:2]
+    fig, axes = plt.subplots(1, n, figsize=(2.6 * n + 0.6, 3.0), squeeze=False, layout="constrained")
+    overlay = None
+    for ax, m, name in zip(axes[0], maps, titles):
+        ax.imshow(image, cmap="gray" if image.ndim == 2 else None, vmin=0.0, vmax=1.0, extent=(0, w, h, 0))
+        overlay = ax.imshow(m, cmap="inferno", alpha=0.55, vmin=0.0, vmax=float(maps.max()) or 1.0,
+                            extent=(0, w, h, 0), interpolation="nearest")  # one cell per patch
+        ax.set_title(name, fontsize=10)
+        ax.set_xticks([])
+        ax.set_yticks([])
+    fig.suptitle(title, fontsize=11)
+    fig.colorbar(overlay, ax=list(axes[0]), shrink=0.8)
+    return _save(fig, Path(path), n, title)
+
+
 def plot_relative_bias(bias: np.ndarray, distances: np.ndarray, title: str, path: str | Path) -> int:
     """``bias (H, R)`` per head against relative distance ``distances (R,)`` (key - query):
     one panel per head."""

@@ -59,6 +59,8 @@ class StackConfig:
             BERT's; ``"silu"`` is x·sigmoid(x), Marian's ``swish``).
         window: if set, each encoder position attends only to positions within ``window``
             (restricted self-attention, Vaswani et al. 2017, Table 1; linear in S: ``LocalWindow``); None = full.
+            Over image patches (a front end with a ``grid``) the window is 2-D: a patch attends to
+            the patches within ``window`` rows and columns of it (``grid_window_mask``).
         max_len: longest sequence the positional encoding covers.
         norm_eps: the epsilon of every LayerNorm of the stacks (BERT's is 1e-12).
         scale_embeddings: multiply token embeddings by √d_model (Vaswani et al. 2017, sec. 3.4);
@@ -70,8 +72,8 @@ class StackConfig:
         frontend: the encoder's input front end for an input kind other than text
             (``transformer.kinds``): a factory called with ``d_model`` whose module maps
             ``(src (B, T, F), src_lengths (B,))`` to ``(B, T', D)`` vectors and their padding mask
-            (``modules.frontends.ConvSubsampling`` for speech frames); None = token ids through
-            the embedding table.
+            (``modules.frontends.ConvSubsampling`` for speech frames, ``PatchEmbedding`` for
+            images); None = token ids through the embedding table.
     """
 
     vocab_size: int = hp(within=Range(1, 2**24))

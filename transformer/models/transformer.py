@@ -52,6 +52,7 @@ from transformer.modules.attention import (
     MultiHeadAttention,
     PackedRows,
     causal_mask,
+    grid_window_mask,
     packable,
     merge_masks,
     pad_mask,
@@ -239,8 +240,12 @@ class TransformerEncoder(nn.Module):
         if self.type_embedding is not None:
             x = x + self.type_embedding.weight[0]  # every piece is of type 0: (B, S, D) + (D,)
         x = self.dropout(self.embedding_norm(x))
+        grid = getattr(self.frontend, "grid", None)  # a 2-D input (image patches): its window is 2-D
         if self.window is None:
             mask, bias = merge_masks(src_pad_mask), self.positional.attention_bias(s, s)  # (B, 1, 1, S), (1, H, S, S)
+        elif grid is not None:
+            band = grid_window_mask(*grid, self.window, s, device=x.device)  # (S, S)
+            mask, bias = merge_masks(src_pad_mask, band), self.positional.attention_bias(s, s)  # (B, 1, S, S)
         else:  # truncated attention is described, not built as (S, S): attention computes it block by block
             mask, bias = LocalWindow(s, self.window, src_pad_mask, self.positional.attention_bias), None
         rows = None

@@ -87,6 +87,32 @@ def local_window_mask(
     return (q_pos - k_pos).abs() <= window  # (T_q, T_k)
 
 
+def grid_window_mask(rows: int, cols: int, window: int, t: int | None = None,
+                     device: torch.device | str | None = None) -> Tensor:
+    """Local attention on a 2-D grid of positions (image patches in row-major order): patch ``i``
+    may attend to patch ``j`` when they are at most ``window`` rows and ``window`` columns apart,
+    the ``(2·window + 1)²`` neighbourhood a convolution of that kernel sees (the lectures' "a CNN
+    is a restricted self-attention"; Cordonnier et al. 2020 show such attention can express a
+    convolution). The ``t - rows·cols`` positions before the grid (a class vector) are global:
+    they attend to every position and every position attends to them.
+
+    Returns:
+        ``(T, T)`` bool, True where query ``i`` may attend to key ``j``.
+    """
+    if window < 0:
+        raise ValueError(f"window must be >= 0, got {window}")
+    n = rows * cols
+    t = n if t is None else t
+    if t < n:
+        raise ValueError(f"a {rows}x{cols} grid needs at least {n} positions, got {t}")
+    idx = torch.arange(n, device=device)
+    r, c = idx // cols, idx % cols  # (N,) grid coordinates
+    near = ((r[:, None] - r[None, :]).abs() <= window) & ((c[:, None] - c[None, :]).abs() <= window)  # (N, N)
+    mask = torch.ones(t, t, dtype=torch.bool, device=device)
+    mask[t - n:, t - n:] = near  # the grid block; rows and columns of the leading positions stay True
+    return mask  # (T, T)
+
+
 def merge_masks(key_pad_mask: Tensor | None = None, *masks: Tensor | None) -> Tensor | None:
     """AND a key padding mask with any number of structural masks.
 

@@ -2,16 +2,22 @@
 
 Self-attention takes a set of vectors whatever made them; a front end is the only part that
 knows the input kind. Token ids have their embedding (in the models); speech frames have
-:class:`ConvSubsampling`. What follows a front end (positions, layers, heads) is shared.
+:class:`ConvSubsampling`; images have :class:`PatchEmbedding`. What follows a front end
+(positions, layers, heads) is shared.
 
 Shape legend: B batch, T input frames, T' = output frames (about T / 4), M mel bins per frame,
-C conv channels, D = d_model.
+C conv channels (image channels for patches), D = d_model; H, W image height and width, P patch
+side, N = (H / P)(W / P) patches.
 """
 
 from __future__ import annotations
 
+from typing import Annotated
+
 import torch
 from torch import Tensor, nn
+
+from transformer.ranges import Range
 
 KERNEL, STRIDE = 3, 2
 
@@ -83,3 +89,82 @@ class ConvSubsampling(nn.Module):
         # True = a real position.
         src_pad_mask = torch.arange(t_out, device=x.device).unsqueeze(0) < lengths.unsqueeze(1)  # (1, T') < (B, 1)
         return x, src_pad_mask
+
+
+# ----------------------------------------------------------------------------- image patches
+def patchify(images: Tensor, patch_size: int) -> Tensor:
+    """Cut images into non-overlapping ``P x P`` patches, each flattened to one vector, in
+    row-major order of the patch grid (patch ``n`` is grid row ``n // (W / P)``, column
+    ``n % (W / P)``): ``(B, C, H, W) -> (B, N, C·P·P)``; :func:`unpatchify` puts them back."""
+    b, c, h, w = images.shape
+    p = patch_size
+    if h % p or w % p:
+        raise ValueError(f"a {h}x{w} image does not divide into {p}x{p} patches")
+    x = images.reshape(b, c, h // p, p, w // p, p)  # (B, C, H/P, P, W/P, P)
+    x = x.permute(0, 2, 4, 1, 3, 5)  # -> (B, H/P, W/P, C, P, P)
+    return x.reshape(b, (h // p) * (w // p), c * p * p)  # -> (B, N, C·P·P)
+
+
+def unpatchify(patches: Tensor, patch_size: int, height: int, width: int) -> Tensor:
+    """The inverse of :func:`patchify`: ``(B, N, C·P·P) -> (B, C, H, W)``."""
+    b, n, f = patches.shape
+    p = patch_size
+    rows, cols = height // p, width // p
+    c = f // (p * p)
+    x = patches.reshape(b, rows, cols, c, p, p)  # (B, H/P, W/P, C, P, P)
+    x = x.permute(0, 3, 1, 4, 2, 5)  # -> (B, C, H/P, P, W/P, P)
+    return x.reshape(b, c, height, width)  # -> (B, C, H, W)
+
+
+class PatchEmbedding(nn.Module):
+    """An image as a sequence of patch vectors (Dosovitskiy et al. 2021, "An image is worth 16x16
+    words", sec. 3.1): non-overlapping ``P x P`` patches, each flattened and mapped by one linear
+    layer to ``d_model``. The encoder then adds positions (a learned table, as ViT) and, with
+    ``ClsPooling``, the class vector before the patches.
+
+    Every image of a model has the same size, so every patch is real: the padding mask is all
+    True. ``grid`` (rows, columns of patches) tells the encoder the 2-D layout a ``window``
+    restricts attention to (``modules.attention.grid_window_mask``).
+
+    Args:
+        height, width: the image size in pixels (H, W), multiples of ``patch_size``.
+        patch_size: the patch side P.
+        d_model: output width (D).
+        channels: image channels C (1 grey, 3 RGB).
+
+    Shapes:
+        src ``(B, C, H, W)`` float, src_lengths ignored -> ``(B, N, D)`` vectors and
+        ``src_pad_mask`` ``(B, N)`` bool (all True).
+    """
+
+    def __init__(self, height: Annotated[int, Range(1, 2**16)], width: Annotated[int, Range(1, 2**16)],
+                 patch_size: Annotated[int, Range(1, 2**16)], d_model: int,
+                 channels: Annotated[int, Range(1, 4)] = 1):
+        super().__init__()
+        if height % patch_size or width % patch_size:
+            raise ValueError(f"PatchEmbedding: a {height}x{width} image does not divide into "
+                             f"{patch_size}x{patch_size} patches")
+        self.height, self.width, self.patch_size, self.channels = height, width, patch_size, channels
+        self.grid = (height // patch_size, width // patch_size)
+        self.proj = nn.Linear(channels * patch_size * patch_size, d_model)
+
+    @property
+    def n_patches(self) -> int:
+        """N, the sequence length an image becomes."""
+        return self.grid[0] * self.grid[1]
+
+    def forward(self, src: Tensor, src_lengths: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        """Embed images' patches.
+
+        Args:
+            src: ``(B, C, H, W)`` pixels.
+            src_lengths: unused (every patch is real); taken as every front end takes it.
+
+        Returns:
+            ``(x, src_pad_mask)``: ``(B, N, D)`` and ``(B, N)`` bool, all True.
+        """
+        if tuple(src.shape[1:]) != (self.channels, self.height, self.width):
+            raise ValueError(f"PatchEmbedding expects images of {self.channels}x{self.height}x{self.width} "
+                             f"(channels x height x width), got {'x'.join(map(str, src.shape[1:]))}")
+        x = self.proj(patchify(src, self.patch_size))  # (B, N, C·P·P) -> (B, N, D)
+        return x, torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)  # (B, N)

@@ -587,41 +587,42 @@ class ClassificationModel(ServedModel):
         return view
 
 
-class AudioClassificationModel(ClassificationModel):
-    """A speech classifier (input kind ``frames``, ``transformer.kinds``) on ``/v1/classify``:
-    each input is one audio file (WAV, FLAC ...) encoded in base64, as a JSON body carries an
-    upload. The files are decoded in a private temporary folder that is removed after the
-    request; a file that is not audio is a 422 naming the input."""
+class UploadClassificationModel(ClassificationModel):
+    """A classifier whose inputs are files (``transformer.kinds``: an input kind other than text)
+    on ``/v1/classify``: each input is one file encoded in base64, as a JSON body carries an upload.
+    The files are decoded in a private temporary folder that is removed after the request; a file
+    the model cannot read (``refused``, the reader's error) is a 422 naming the input."""
+
+    #: What one input is, for messages.
+    upload = "a file"
 
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.attends, self.options = False, ("top_k",)
-        self.frames_per_byte = 100 / (2 * self.classifier.data["features"].get("sample_rate", 16_000))
-        self.warm_up_input = audio_warm_up(self.classifier.data["features"].get("sample_rate", 16_000))
 
-    def count_tokens(self, text: str) -> int:
-        return max(1, int(len(text) * 3 / 4 * self.frames_per_byte))  # frames of 16-bit audio, about
+    def refused(self) -> type[Exception]:
+        """The reader's error for a file it cannot use."""
+        raise NotImplementedError
 
     def predict(self, texts: Sequence[str], settings: Hashable) -> list[dict]:
         import base64
         import binascii
         import tempfile
 
-        from transformer.data.speech.audio import AudioError
-
+        refused = self.refused()
         with tempfile.TemporaryDirectory(prefix="transformer-serve-") as folder:
             paths = []
             for i, text in enumerate(texts):
                 try:
                     data = base64.b64decode(text, validate=True)
                 except (binascii.Error, ValueError):
-                    raise RequestError(f"input {i}: not an audio file in base64") from None
+                    raise RequestError(f"input {i}: not {self.upload} in base64") from None
                 path = Path(folder) / f"input{i}"
                 path.write_bytes(data)
                 paths.append(str(path))
             try:
                 return super().predict(paths, settings)
-            except AudioError as exc:
+            except refused as exc:
                 raise RequestError(str(exc).replace(folder + "/", "")) from None
 
 
@@ -634,6 +635,57 @@ def audio_warm_up(sample_rate: int) -> str:
     return base64.b64encode(silent_wav(sample_rate)).decode()
 
 
-__all__ = ["AudioClassificationModel", "ClassificationModel", "CTranslate2Model", "Limits", "RequestError", "ServedModel", "Source", "TaggingModel",
-           "TranslationModel", "audio_warm_up", "word_attention",
+class AudioClassificationModel(UploadClassificationModel):
+    """A speech classifier (input kind ``frames``) on ``/v1/classify``: each input is one audio
+    file (WAV, FLAC ...) in base64 (:class:`UploadClassificationModel`)."""
+
+    upload = "an audio file"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.frames_per_byte = 100 / (2 * self.classifier.data["features"].get("sample_rate", 16_000))
+        self.warm_up_input = audio_warm_up(self.classifier.data["features"].get("sample_rate", 16_000))
+
+    def count_tokens(self, text: str) -> int:
+        return max(1, int(len(text) * 3 / 4 * self.frames_per_byte))  # frames of 16-bit audio, about
+
+    def refused(self) -> type[Exception]:
+        from transformer.data.speech.audio import AudioError
+
+        return AudioError
+
+
+class ImageClassificationModel(UploadClassificationModel):
+    """An image classifier (input kind ``patches``) on ``/v1/classify``: each input is one image
+    file (PNG, JPEG ...) in base64 (:class:`UploadClassificationModel`), of the model's size."""
+
+    upload = "an image file"
+
+    def __init__(self, *args, **kwargs):
+        super().__init__(*args, **kwargs)
+        self.warm_up_input = image_warm_up(self.classifier.data)
+
+    def count_tokens(self, text: str) -> int:
+        return 1  # the batcher's budget counts images
+
+    def refused(self) -> type[Exception]:
+        from transformer.data.images.folder import ImageError
+
+        return ImageError
+
+
+def image_warm_up(data: dict) -> str:
+    """An image model's warm-up input: a blank PNG of the model's size, in base64."""
+    import base64
+    import io
+
+    from PIL import Image
+
+    buffer = io.BytesIO()
+    Image.new("RGB" if data.get("channels", 1) == 3 else "L", (data["width"], data["height"])).save(buffer, "PNG")
+    return base64.b64encode(buffer.getvalue()).decode()
+
+
+__all__ = ["AudioClassificationModel", "ClassificationModel", "CTranslate2Model", "ImageClassificationModel", "Limits", "RequestError", "ServedModel", "Source", "TaggingModel",
+           "TranslationModel", "UploadClassificationModel", "audio_warm_up", "image_warm_up", "word_attention",
            "word_groups", "word_start_rule"]

@@ -35,10 +35,11 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 
 from transformer.models import CTCNonAutoregressiveModel, EncoderDecoder, NonAutoregressiveModel, Tagger
 from transformer.models.classifier import SequenceClassifier
+from transformer.models.cnn import ConvClassifier
 from transformer.models.mlm import ElectraModel, MaskedLanguageModel
 from transformer.models.pooling import AttentionPooling, ClsPooling, FirstPooling, MeanPooling
 from transformer.modules.attention import head_width
-from transformer.modules.frontends import ConvSubsampling
+from transformer.modules.frontends import ConvSubsampling, PatchEmbedding
 from transformer.modules.positional import (
     LearnedPositionalEncoding,
     NoPositionalEncoding,
@@ -128,6 +129,7 @@ MODELS: dict[str, type[torch.nn.Module]] = {
     "CTCNonAutoregressiveModel": CTCNonAutoregressiveModel,
     "Tagger": Tagger,
     "SequenceClassifier": SequenceClassifier,
+    "ConvClassifier": ConvClassifier,
     "MaskedLanguageModel": MaskedLanguageModel,
     "ElectraModel": ElectraModel,
 }
@@ -151,7 +153,7 @@ POOLINGS: dict[str, type[torch.nn.Module]] = {
 _POOLING_SUPPLIED = {"d_model", "n_heads"}
 # Input front ends a model config's ``frontend`` may name (``transformer.kinds``: one per input
 # kind other than text; a ``_partial_`` factory that the encoder calls with d_model).
-FRONTENDS: dict[str, type[torch.nn.Module]] = {"ConvSubsampling": ConvSubsampling}
+FRONTENDS: dict[str, type[torch.nn.Module]] = {"ConvSubsampling": ConvSubsampling, "PatchEmbedding": PatchEmbedding}
 # The model config fields that hold a factory (declared with ``hp(factory=True)``), with what
 # may fill them and what the model supplies (the tagger's ``pooling`` is a plain string field).
 _FACTORIES = {"positional": (POSITIONALS, _POSITIONAL_SUPPLIED), "pooling": (POOLINGS, _POOLING_SUPPLIED),

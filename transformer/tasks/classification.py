@@ -29,7 +29,7 @@ from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.labelled.corpus import check_label_names
 from transformer.evaluation.classification import classification_metrics, confusion_matrix, evaluate_classification
 from transformer.files import inside, save_torch
-from transformer.inference.classifier import AudioClassifier, SentenceClassifier
+from transformer.inference.classifier import AudioClassifier, ImageClassifier, SentenceClassifier
 from transformer.inference.tagger import model_max_len
 from transformer.models.classifier import ClassifierEnsemble
 from transformer.tasks.adversarial import InputCapture, adversarial_shift, check_eps
@@ -292,6 +292,8 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         ensemble) and its tokenizer; ``device``: ``None`` keeps the model's."""
         if kinds.input_kind(self.hparams) is kinds.FRAMES:
             return AudioClassifier(self.members(), self.labels, self.hparams.data, max(max_tokens, 20_000), device)
+        if kinds.input_kind(self.hparams) is kinds.PATCHES:  # max_tokens counts pieces; a batch of images is fewer
+            return ImageClassifier(self.members(), self.labels, self.hparams.data, min(max_tokens, 256), device)
         return SentenceClassifier(self.members(), self.labels, max_tokens, device)
 
     def evaluate(self, split: str, decode_cfg: dict | None = None, output_dir: Path | str = "eval",

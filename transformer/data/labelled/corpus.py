@@ -123,6 +123,10 @@ def split_path(settings: Mapping[str, Any], split: str) -> Path:
     paths = settings.get("paths", {})
     if split in paths:
         return Path(paths[split])
+    if settings.get("input") == "patches" and split in ("dev", "test"):  # carved from the training folder
+        return Path(paths["train"])
+    if settings.get("input") == "patches" and Path(split).is_dir():  # an image folder
+        return Path(split)
     if split in (settings.get("holdout") or {}):
         return Path(paths["train"])
     if Path(split).is_file():
@@ -136,6 +140,12 @@ def read_split(settings: Mapping[str, Any], split: str) -> LabelledFile:
     file, or carved from the training file when it is held out (then ``train`` is what is
     left), or any file given as ``split``."""
     path = split_path(settings, split)
+    if settings.get("input", "text") == "patches":  # image folders: the texts are image paths
+        from transformer.data.images.datamodule import split_rows
+        from transformer.data.images.folder import read_folder
+
+        rows = split_rows(settings)[split] if split in ("train", "dev", "test") else read_folder(path)
+        return LabelledFile(path, [str(r.path) for r in rows], [r.label for r in rows], list(range(1, len(rows) + 1)))
     if settings.get("input", "text") == "frames":  # a speech manifest: the texts are audio paths
         from transformer.data.speech.manifest import read_manifest
 
