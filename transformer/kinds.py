@@ -8,7 +8,8 @@ each task class carries its kind as ``kind`` (``tasks/*.py``).
 
 An **input kind** is what the encoder reads (the lectures' point: self-attention takes a set of
 vectors, whatever made them): ``text`` is token ids through the embedding table; ``frames`` is
-audio features through a subsampling front end (``modules.frontends``). It is declared once, as
+audio features through a subsampling front end (``modules.frontends``); ``nodes`` is a graph's
+node feature rows through a linear front end, the adjacency an attention mask. It is declared once, as
 the data config's ``input`` key, which the run's hyperparameters carry into its checkpoint;
 :func:`input_kind` reads it back.
 
@@ -58,8 +59,11 @@ CLASSIFICATION = TaskKind("classification", "a classification", "label",
                           recipe="transformer-train experiment=sst2 or classify")
 MLM = TaskKind("mlm", "a masked-LM", "masked", frozenset({"fill", "inspect", "export", "average"}),
                recipe="transformer-train experiment=pretrain")
+NODE_CLASSIFICATION = TaskKind("node_classification", "a node classification", "per_token",
+                               frozenset({"evaluate", "inspect"}), recipe="transformer-train experiment=cora")
 #: Every task kind by name: the one list of them.
-TASK_KINDS: dict[str, TaskKind] = {k.name: k for k in (TRANSLATION, NAT, CTC, TAGGING, CLASSIFICATION, MLM)}
+TASK_KINDS: dict[str, TaskKind] = {k.name: k for k in (TRANSLATION, NAT, CTC, TAGGING, CLASSIFICATION, MLM,
+                                                       NODE_CLASSIFICATION)}
 
 
 def task_kind(task: Any) -> TaskKind | None:
@@ -111,8 +115,9 @@ class InputKind:
 
 TEXT = InputKind("text", "a line of text")
 FRAMES = InputKind("frames", "an audio file's path", frontend="ConvSubsampling")
+NODES = InputKind("nodes", "a graph's node", frontend="NodeFeatures")
 #: Every input kind by name.
-INPUT_KINDS: dict[str, InputKind] = {k.name: k for k in (TEXT, FRAMES)}
+INPUT_KINDS: dict[str, InputKind] = {k.name: k for k in (TEXT, FRAMES, NODES)}
 
 
 def input_kind(hparams: Mapping[str, Any] | None) -> InputKind:
@@ -124,5 +129,5 @@ def input_kind(hparams: Mapping[str, Any] | None) -> InputKind:
     return INPUT_KINDS[name]
 
 
-__all__ = ["CLASSIFICATION", "CTC", "FRAMES", "INPUT_KINDS", "InputKind", "MLM", "NAT", "TAGGING", "TASK_KINDS",
-           "TEXT", "TRANSLATION", "TaskKind", "input_kind", "readers", "reads", "require", "task_kind"]
+__all__ = ["CLASSIFICATION", "CTC", "FRAMES", "INPUT_KINDS", "InputKind", "MLM", "NAT", "NODES", "NODE_CLASSIFICATION",
+           "TAGGING", "TASK_KINDS", "TEXT", "TRANSLATION", "TaskKind", "input_kind", "readers", "reads", "require", "task_kind"]

@@ -232,15 +232,23 @@ class TransformerEncoder(nn.Module):
             return x * self.embed_scale, mask
         return self.embed_tokens(src), pad_mask(src, self.pad_id)  # (B, S, D), (B, S)
 
-    def forward_embeddings(self, x: Tensor, src_pad_mask: Tensor | None = None, need_weights: bool = False):
-        """Encode ``(B, S, D)`` vectors (positions are added here) -> memory ``(B, S, D)``."""
+    def forward_embeddings(self, x: Tensor, src_pad_mask: Tensor | None = None, need_weights: bool = False,
+                           attn_mask: Tensor | None = None):
+        """Encode ``(B, S, D)`` vectors (positions are added here) -> memory ``(B, S, D)``.
+
+        ``attn_mask``: a structural mask ``(S, S)`` or ``(B, S, S)`` bool (True = may attend),
+        ANDed with the padding mask in every layer: a graph's adjacency
+        (``modules.attention.adjacency_mask``); not with a local ``window``."""
         s = x.size(1)
         x = self.positional(x)
         if self.type_embedding is not None:
             x = x + self.type_embedding.weight[0]  # every piece is of type 0: (B, S, D) + (D,)
         x = self.dropout(self.embedding_norm(x))
+        if attn_mask is not None and self.window is not None:
+            raise ValueError("an attention mask and a local window both restrict attention: give one")
         if self.window is None:
-            mask, bias = merge_masks(src_pad_mask), self.positional.attention_bias(s, s)  # (B, 1, 1, S), (1, H, S, S)
+            # (B, 1, 1|S, S), (1, H, S, S)
+            mask, bias = merge_masks(src_pad_mask, attn_mask), self.positional.attention_bias(s, s)
         else:  # truncated attention is described, not built as (S, S): attention computes it block by block
             mask, bias = LocalWindow(s, self.window, src_pad_mask, self.positional.attention_bias), None
         rows = None

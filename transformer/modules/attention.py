@@ -87,6 +87,27 @@ def local_window_mask(
     return (q_pos - k_pos).abs() <= window  # (T_q, T_k)
 
 
+def adjacency_mask(edge_index: Tensor, n_nodes: int, self_loops: bool = True) -> Tensor:
+    """Attention along a graph's edges: the adjacency matrix *is* the attention pattern (graph
+    attention networks, Velickovic et al. 2018). Node ``i`` attends to node ``j`` when the graph
+    has the edge ``j -> i`` (a message from ``j`` reaches ``i``), and to itself with
+    ``self_loops`` (as GAT and GCN add them: a node keeps its own features).
+
+    Args:
+        edge_index: ``(2, E)`` long, row 0 sources and row 1 targets (PyTorch Geometric's
+            layout); an undirected graph lists each edge both ways.
+        n_nodes: N.
+
+    Returns:
+        ``(N, N)`` bool, True where query node ``i`` may attend to key node ``j``.
+    """
+    mask = torch.zeros(n_nodes, n_nodes, dtype=torch.bool, device=edge_index.device)
+    mask[edge_index[1], edge_index[0]] = True  # (N, N): row = the receiving (query) node
+    if self_loops:
+        mask.fill_diagonal_(True)
+    return mask
+
+
 def merge_masks(key_pad_mask: Tensor | None = None, *masks: Tensor | None) -> Tensor | None:
     """AND a key padding mask with any number of structural masks.
 

@@ -36,9 +36,10 @@ from omegaconf import DictConfig, ListConfig, OmegaConf
 from transformer.models import CTCNonAutoregressiveModel, EncoderDecoder, NonAutoregressiveModel, Tagger
 from transformer.models.classifier import SequenceClassifier
 from transformer.models.mlm import ElectraModel, MaskedLanguageModel
+from transformer.models.nodes import NodeClassifier
 from transformer.models.pooling import AttentionPooling, ClsPooling, FirstPooling, MeanPooling
 from transformer.modules.attention import head_width
-from transformer.modules.frontends import ConvSubsampling
+from transformer.modules.frontends import ConvSubsampling, LaplacianNodeFeatures, NodeFeatures
 from transformer.modules.positional import (
     LearnedPositionalEncoding,
     NoPositionalEncoding,
@@ -130,6 +131,7 @@ MODELS: dict[str, type[torch.nn.Module]] = {
     "SequenceClassifier": SequenceClassifier,
     "MaskedLanguageModel": MaskedLanguageModel,
     "ElectraModel": ElectraModel,
+    "NodeClassifier": NodeClassifier,
 }
 # Positional encodings a model config's ``positional`` may name (a ``_partial_`` factory
 # that the model calls with d_model, n_heads, max_len and causal).
@@ -151,7 +153,8 @@ POOLINGS: dict[str, type[torch.nn.Module]] = {
 _POOLING_SUPPLIED = {"d_model", "n_heads"}
 # Input front ends a model config's ``frontend`` may name (``transformer.kinds``: one per input
 # kind other than text; a ``_partial_`` factory that the encoder calls with d_model).
-FRONTENDS: dict[str, type[torch.nn.Module]] = {"ConvSubsampling": ConvSubsampling}
+FRONTENDS: dict[str, type[torch.nn.Module]] = {"ConvSubsampling": ConvSubsampling, "NodeFeatures": NodeFeatures,
+                                               "LaplacianNodeFeatures": LaplacianNodeFeatures}
 # The model config fields that hold a factory (declared with ``hp(factory=True)``), with what
 # may fill them and what the model supplies (the tagger's ``pooling`` is a plain string field).
 _FACTORIES = {"positional": (POSITIONALS, _POSITIONAL_SUPPLIED), "pooling": (POOLINGS, _POOLING_SUPPLIED),
@@ -366,6 +369,7 @@ TASKS = {
     "tagging": "transformer.tasks.tagging:TaggingTask",
     "classification": "transformer.tasks.classification:ClassificationTask",
     "mlm": "transformer.tasks.mlm:MaskedLMTask",
+    "node_classification": "transformer.tasks.nodes:NodeClassificationTask",
 }
 
 
