@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from torch import Tensor, nn
 
 from transformer.models.transformer import EncoderConfig, TransformerEncoder, hp, init_weights
+from transformer.modules.attention import EdgeMask
 from transformer.modules.positional import NoPositionalEncoding
 from transformer.ranges import Range
 
@@ -51,8 +52,8 @@ class NodeClassifier(nn.Module):
     """Node front end + Transformer encoder (attention masked by the adjacency, or full) +
     linear classifier per node.
 
-    ``forward(src (B, N, F), adjacency (B, N, N) bool, src_lengths (B,) | None) -> logits
-    (B, N, C)``; with ``need_weights=True`` also each layer's attention weights ``(B, H, N, N)``
+    ``forward(src (B, N, F), edge_index (2, E) long, src_lengths (B,) | None) -> logits
+    (B, N, C)``: a batch is one graph (or B feature sets of one graph: the edges are shared); with ``need_weights=True`` also each layer's attention weights ``(B, H, N, N)``
     (what ``transformer-inspect`` shows for a node).
 
     Args:
@@ -79,14 +80,15 @@ class NodeClassifier(nn.Module):
         self.classifier = nn.Linear(cfg.d_model, cfg.n_classes)
         init_weights(self, cfg.d_model)
 
-    def forward(self, src: Tensor, adjacency: Tensor | None = None, src_lengths: Tensor | None = None,
+    def forward(self, src: Tensor, edge_index: Tensor | None = None, src_lengths: Tensor | None = None,
                 need_weights: bool = False):
         x, real = self.encoder.embed(src, src_lengths)  # (B, N, D), (B, N)
         mask = None
         if self.attention == "edges":
-            if adjacency is None:
-                raise ValueError("attention=edges needs the graph's adjacency")
-            mask = adjacency  # (B, N, N) True = may attend
+            if edge_index is None:
+                raise ValueError("attention=edges needs the graph's edges")
+            # The adjacency with self-loops, computed along the edges (modules.attention.EdgeMask).
+            mask = EdgeMask(edge_index.to(src.device), src.size(1))
         out = self.encoder.forward_embeddings(x, real, need_weights, attn_mask=mask)
         h, weights = out if need_weights else (out, None)  # (B, N, D)
         logits = self.classifier(self.dropout(h))  # (B, N, C)

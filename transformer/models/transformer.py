@@ -48,6 +48,7 @@ from transformer.models.config import (
     hp,
 )
 from transformer.modules.attention import (
+    EdgeMask,
     LocalWindow,
     MultiHeadAttention,
     PackedRows,
@@ -237,8 +238,8 @@ class TransformerEncoder(nn.Module):
         """Encode ``(B, S, D)`` vectors (positions are added here) -> memory ``(B, S, D)``.
 
         ``attn_mask``: a structural mask ``(S, S)`` or ``(B, S, S)`` bool (True = may attend),
-        ANDed with the padding mask in every layer: a graph's adjacency
-        (``modules.attention.adjacency_mask``); not with a local ``window``."""
+        ANDed with the padding mask in every layer (a graph's ``adjacency_mask``), or an
+        ``EdgeMask``, the same adjacency computed along its edges; not with a local ``window``."""
         s = x.size(1)
         x = self.positional(x)
         if self.type_embedding is not None:
@@ -246,7 +247,11 @@ class TransformerEncoder(nn.Module):
         x = self.dropout(self.embedding_norm(x))
         if attn_mask is not None and self.window is not None:
             raise ValueError("an attention mask and a local window both restrict attention: give one")
-        if self.window is None:
+        if isinstance(attn_mask, EdgeMask):  # a graph's edges: attention runs along them (no padding to add)
+            mask, bias = attn_mask, self.positional.attention_bias(s, s)
+            if bias is not None:
+                raise ValueError("a graph's EdgeMask takes no position bias: use NoPositionalEncoding")
+        elif self.window is None:
             # (B, 1, 1|S, S), (1, H, S, S)
             mask, bias = merge_masks(src_pad_mask, attn_mask), self.positional.attention_bias(s, s)
         else:  # truncated attention is described, not built as (S, S): attention computes it block by block
