@@ -10,9 +10,10 @@ crafted file cannot run code.
 
 The split is the standard "public" one every GNN paper reports (GCN, GAT; PyTorch Geometric's
 and DGL's ``Planetoid`` readers): training nodes ``0 .. len(y) - 1`` (20 per class), the next
-500 validate, the 1,000 of ``test.index`` test. CiteSeer's test indices skip 15 nodes that are
-isolated in the graph; as those libraries do, they get zero feature rows, and no label and no
-split here (PyTorch Geometric gives them label 0, never scored).
+500 validate, the 1,000 of ``test.index`` test. CiteSeer's test indices skip 15 nodes of the
+graph that have no row in ``tx``/``ty`` (the "isolated" test nodes of the libraries' notes); as
+those libraries do, they get zero feature rows, and here no label and no split (PyTorch
+Geometric gives them label 0, never scored). Their edges stay.
 
 :func:`write_planetoid` writes the graph as ``nodes.tsv`` and ``edges.tsv``
 (``data.graphs.graph``): what a user with their own graph has, the main path.
@@ -122,7 +123,7 @@ def planetoid_graph(files: dict[str, Path]) -> Graph:
     sorted_test = np.sort(test_index)
     lo, hi = int(sorted_test[0]), int(sorted_test[-1])
     if hi - lo + 1 > tx.shape[0]:
-        # CiteSeer: test indices skip isolated nodes; they get zero rows (and no label).
+        # CiteSeer: test indices skip 15 nodes without rows; they get zero rows (and no label).
         tx_full = scipy.sparse.lil_matrix((hi - lo + 1, tx.shape[1]), dtype=np.float32)
         tx_full[sorted_test - lo, :] = tx
         ty_full = np.zeros((hi - lo + 1, ty.shape[1]), dtype=ty.dtype)
