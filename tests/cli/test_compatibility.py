@@ -69,7 +69,11 @@ CHANGED.update({key: "fp32" for key in ("decode.dtype", "task.val_decode.dtype",
 ADDED = {"train experiment=multi30k_multi", "train experiment=multi30k_multi_cpu",
          # Speech input: labelled recordings, FSDD digits, connected digit strings (AT and CTC).
          "train experiment=speech_classify", "train experiment=fsdd_digits", "train experiment=fsdd_strings",
-         "train experiment=fsdd_strings_ctc"}
+         "train experiment=fsdd_strings_ctc",
+         # Graph input: node classification on a user's graph and the Planetoid presets, attention along the edges
+         # or full attention with Laplacian positions.
+         "train experiment=graph_nodes", "train experiment=cora", "train experiment=citeseer",
+         "train experiment=cora_full", "train experiment=citeseer_full"}
 # Experiments folded into another: gum_upos_wsj's multi-task settings are gum_upos_adv's own now.
 REMOVED = {"train experiment=gum_upos_wsj"}
 MOVED = {f"task.{key}": f"task.optimizer.{key}" for key in ("betas", "eps", "weight_decay")}
