@@ -80,7 +80,11 @@ def graph_files(settings: dict) -> tuple[Path, Path]:
     """The ``nodes.tsv`` and ``edges.tsv`` a data config or a checkpoint's ``data`` settings name
     (a preset's written into ``data_dir`` first)."""
     if settings.get("preset"):
-        from transformer.data.graphs.planetoid import write_planetoid
+        try:
+            from transformer.data.graphs.planetoid import write_planetoid
+        except ImportError as exc:  # scipy: the Planetoid pickles hold its sparse matrices
+            raise ValueError(f"data.preset={settings['preset']}: reading the Planetoid files needs {exc.name} "
+                             f"(pip install -e \".[graphs]\")") from None
 
         return write_planetoid(settings["preset"], settings.get("data_dir") or "data/cache", settings.get("mirror_root"))
     return Path(settings["nodes"]), Path(settings["edges"])
