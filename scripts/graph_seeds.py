@@ -18,6 +18,7 @@ import argparse
 import json
 import os
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -61,9 +62,10 @@ def main() -> None:
     parser.add_argument("--seeds", type=int, default=10)
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=Path("runs/graph_seeds"))
-    parser.add_argument("overrides", nargs=argparse.REMAINDER, help="-- key=value ... for every run")
-    args = parser.parse_args()
-    overrides = [o for o in args.overrides if o != "--"]
+    argv = sys.argv[1:]
+    cut = argv.index("--") if "--" in argv else len(argv)
+    args = parser.parse_args(argv[:cut])
+    overrides = argv[cut + 1:]  # -- key=value ...: for every run
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     import torch
 
