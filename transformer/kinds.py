@@ -9,8 +9,9 @@ each task class carries its kind as ``kind`` (``tasks/*.py``).
 An **input kind** is what the encoder reads (the lectures' point: self-attention takes a set of
 vectors, whatever made them): ``text`` is token ids through the embedding table; ``frames`` is
 audio features through a subsampling front end (``modules.frontends``); ``patches`` is an image cut
-into non-overlapping patches, each a vector (``modules.frontends.PatchEmbedding``). It is declared once, as
-the data config's ``input`` key, which the run's hyperparameters carry into its checkpoint;
+into non-overlapping patches, each a vector (``modules.frontends.PatchEmbedding``); ``nodes`` is a
+graph's node feature rows through a linear front end, the adjacency an attention mask. It is
+declared once, as the data config's ``input`` key, which the run's hyperparameters carry into its checkpoint;
 :func:`input_kind` reads it back.
 
 This module imports nothing of the project, so every layer may ask it.
@@ -59,8 +60,11 @@ CLASSIFICATION = TaskKind("classification", "a classification", "label",
                           recipe="transformer-train experiment=sst2 or classify")
 MLM = TaskKind("mlm", "a masked-LM", "masked", frozenset({"fill", "inspect", "export", "average"}),
                recipe="transformer-train experiment=pretrain")
+NODE_CLASSIFICATION = TaskKind("node_classification", "a node classification", "per_token",
+                               frozenset({"evaluate", "inspect"}), recipe="transformer-train experiment=cora")
 #: Every task kind by name: the one list of them.
-TASK_KINDS: dict[str, TaskKind] = {k.name: k for k in (TRANSLATION, NAT, CTC, TAGGING, CLASSIFICATION, MLM)}
+TASK_KINDS: dict[str, TaskKind] = {k.name: k for k in (TRANSLATION, NAT, CTC, TAGGING, CLASSIFICATION, MLM,
+                                                       NODE_CLASSIFICATION)}
 
 
 def task_kind(task: Any) -> TaskKind | None:
@@ -123,8 +127,9 @@ class InputKind:
 TEXT = InputKind("text", "a line of text")
 FRAMES = InputKind("frames", "an audio file's path", frontend="ConvSubsampling")
 PATCHES = InputKind("patches", "an image file's path", frontend="PatchEmbedding")
+NODES = InputKind("nodes", "a graph's node", frontend="NodeFeatures")
 #: Every input kind by name.
-INPUT_KINDS: dict[str, InputKind] = {k.name: k for k in (TEXT, FRAMES, PATCHES)}
+INPUT_KINDS: dict[str, InputKind] = {k.name: k for k in (TEXT, FRAMES, PATCHES, NODES)}
 
 
 def input_kind(hparams: Mapping[str, Any] | None) -> InputKind:
@@ -136,6 +141,6 @@ def input_kind(hparams: Mapping[str, Any] | None) -> InputKind:
     return INPUT_KINDS[name]
 
 
-__all__ = ["CLASSIFICATION", "CTC", "FRAMES", "INPUT_KINDS", "InputKind", "MLM", "NAT", "PATCHES", "TAGGING",
-           "TASK_KINDS", "TEXT", "TRANSLATION", "TaskKind", "input_kind", "readers", "reads", "require",
-           "require_ensemble", "task_kind"]
+__all__ = ["CLASSIFICATION", "CTC", "FRAMES", "INPUT_KINDS", "InputKind", "MLM", "NAT", "NODES", "NODE_CLASSIFICATION",
+           "PATCHES", "TAGGING", "TASK_KINDS", "TEXT", "TRANSLATION", "TaskKind", "input_kind", "readers", "reads",
+           "require", "require_ensemble", "task_kind"]

@@ -42,7 +42,7 @@ DECODES = ["greedy", "beam", "nat_one_pass", "nat_length_beam", "mask_predict", 
 # What only the data knows, offered to any model or task constructor that asks for it.
 DATA_FACTS = {"vocab_size": 120, "piece_vocab_size": 120, "pad_id": 0, "n_tags": 7, "tags": list("ABCDEFG"),
               "mask_id": 4, "blank_id": 4, "bos_id": 1, "eos_id": 2, "src_lang": "de", "tgt_lang": "en",
-              "n_classes": 2, "labels": ["neg", "pos"]}
+              "n_classes": 2, "labels": ["neg", "pos"], "n_features": 12, "classes": ["x", "y", "z"]}
 
 
 def facts_for(cls) -> dict:

@@ -8,6 +8,10 @@
     transformer-inspect ckpt_path=pretrain.ckpt text="the movie was [MASK] ." output_dir=inspect_mlm
     transformer-inspect ckpt_path=best.ckpt what=positions output_dir=inspect_positions
     transformer-inspect ckpt_path=multi.ckpt text="A dog runs." tgt_lang=fr output_dir=inspect_fr
+    transformer-inspect ckpt_path=cora.ckpt text=1701 output_dir=inspect_cora      # a node's attention
+
+A node classifier takes node ids (``text=<id>``, or ``input=`` a file of ids, one a line) and
+draws each node's attention over its neighbours.
 
 A speech checkpoint (input kind frames: a classifier, or a transcript model by CTC or the
 autoregressive decoder) takes a recording's path as ``text=`` (or a list of paths as ``input=``)
@@ -32,6 +36,7 @@ from transformer.inspect import plots, report
 from transformer.inspect.classification import inspect_classification
 from transformer.inspect.mlm import inspect_mlm
 from transformer.inspect.speech import inspect_transcription
+from transformer.inspect.nodes import inspect_nodes
 from transformer.tasks.checkpoint import load_task
 
 WHAT = ("attention", "positions")
@@ -70,9 +75,12 @@ def run(cfg: DictConfig) -> list[Path]:
         written = inspect_classification(task, _sentences(cfg), cfg.output_dir, int(cfg.max_tokens))
     elif kind is kinds.MLM:
         written = inspect_mlm(task, _sentences(cfg), cfg.output_dir, int(cfg.max_tokens))
+    elif kind is kinds.NODE_CLASSIFICATION:
+        written = inspect_nodes(task.model, task.classes, task.hparams.data, [s.strip() for s in _sentences(cfg)],
+                                cfg.output_dir, int(cfg.max_tokens))
     else:
         raise ValueError(f"what=attention supports autoregressive translation, transcription (speech in, CTC "
-                         f"or autoregressive), tagging, classification and masked-LM checkpoints, not {kind.what} "
+                         f"or autoregressive), tagging, classification, masked-LM and node classification checkpoints, not {kind.what} "
                          f"ones (what=positions works for every model)")
     print(f"wrote {len(written)} files to {cfg.output_dir} (open {Path(cfg.output_dir) / 'index.html'})")
     return written

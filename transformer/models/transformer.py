@@ -48,6 +48,7 @@ from transformer.models.config import (
     hp,
 )
 from transformer.modules.attention import (
+    EdgeMask,
     LocalWindow,
     MultiHeadAttention,
     PackedRows,
@@ -233,16 +234,28 @@ class TransformerEncoder(nn.Module):
             return x * self.embed_scale, mask
         return self.embed_tokens(src), pad_mask(src, self.pad_id)  # (B, S, D), (B, S)
 
-    def forward_embeddings(self, x: Tensor, src_pad_mask: Tensor | None = None, need_weights: bool = False):
-        """Encode ``(B, S, D)`` vectors (positions are added here) -> memory ``(B, S, D)``."""
+    def forward_embeddings(self, x: Tensor, src_pad_mask: Tensor | None = None, need_weights: bool = False,
+                           attn_mask: Tensor | None = None):
+        """Encode ``(B, S, D)`` vectors (positions are added here) -> memory ``(B, S, D)``.
+
+        ``attn_mask``: a structural mask ``(S, S)`` or ``(B, S, S)`` bool (True = may attend),
+        ANDed with the padding mask in every layer (a graph's ``adjacency_mask``), or an
+        ``EdgeMask``, the same adjacency computed along its edges; not with a local ``window``."""
         s = x.size(1)
         x = self.positional(x)
         if self.type_embedding is not None:
             x = x + self.type_embedding.weight[0]  # every piece is of type 0: (B, S, D) + (D,)
         x = self.dropout(self.embedding_norm(x))
+        if attn_mask is not None and self.window is not None:
+            raise ValueError("an attention mask and a local window both restrict attention: give one")
         grid = getattr(self.frontend, "grid", None)  # a 2-D input (image patches): its window is 2-D
-        if self.window is None:
-            mask, bias = merge_masks(src_pad_mask), self.positional.attention_bias(s, s)  # (B, 1, 1, S), (1, H, S, S)
+        if isinstance(attn_mask, EdgeMask):  # a graph's edges: attention runs along them (no padding to add)
+            mask, bias = attn_mask, self.positional.attention_bias(s, s)
+            if bias is not None:
+                raise ValueError("a graph's EdgeMask takes no position bias: use NoPositionalEncoding")
+        elif self.window is None:
+            # (B, 1, 1|S, S), (1, H, S, S)
+            mask, bias = merge_masks(src_pad_mask, attn_mask), self.positional.attention_bias(s, s)
         elif grid is not None:
             band = grid_window_mask(*grid, self.window, s, device=x.device)  # (S, S)
             mask, bias = merge_masks(src_pad_mask, band), self.positional.attention_bias(s, s)  # (B, 1, S, S)

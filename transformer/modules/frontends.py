@@ -2,12 +2,14 @@
 
 Self-attention takes a set of vectors whatever made them; a front end is the only part that
 knows the input kind. Token ids have their embedding (in the models); speech frames have
-:class:`ConvSubsampling`; images have :class:`PatchEmbedding`. What follows a front end
-(positions, layers, heads) is shared.
+:class:`ConvSubsampling`; images have :class:`PatchEmbedding`; a graph's nodes have
+:class:`NodeFeatures` (and :class:`LaplacianNodeFeatures`, which adds a positional encoding made
+from the graph). What follows a front end (positions, layers, heads) is shared.
 
 Shape legend: B batch, T input frames, T' = output frames (about T / 4), M mel bins per frame,
 C conv channels (image channels for patches), D = d_model; H, W image height and width, P patch
-side, N = (H / P)(W / P) patches.
+side, N = (H / P)(W / P) patches; for graphs N nodes, F features per node, K Laplacian
+eigenvectors.
 """
 
 from __future__ import annotations
@@ -168,3 +170,76 @@ class PatchEmbedding(nn.Module):
                              f"(channels x height x width), got {'x'.join(map(str, src.shape[1:]))}")
         x = self.proj(patchify(src, self.patch_size))  # (B, N, C·P·P) -> (B, N, D)
         return x, torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)  # (B, N)
+
+
+def _lengths_mask(lengths: Tensor, t: int) -> Tensor:
+    """``(B, T)`` bool, True for the first ``lengths[b]`` positions (a real node or frame)."""
+    return torch.arange(t, device=lengths.device).unsqueeze(0) < lengths.unsqueeze(1)  # (1, T) < (B, 1)
+
+
+class NodeFeatures(nn.Module):
+    """A graph's nodes as vectors: each node's feature row through dropout and a linear map to
+    ``d_model``. The nodes are a set, so the encoder adds no positions to them
+    (``NoPositionalEncoding``); where they sit in the graph reaches attention as the adjacency
+    mask (``modules.attention.adjacency_mask``) or as :class:`LaplacianNodeFeatures`.
+
+    ``input_dropout`` drops feature entries before the map: on Cora's sparse bag-of-words
+    features GAT uses 0.6 (Velickovic et al. 2018, sec. 3.3), and little labelled data needs it.
+
+    Shapes: src ``(B, N, F)`` float, src_lengths ``(B,)`` long -> ``(B, N, D)`` and
+    ``src_pad_mask (B, N)`` bool (True = a real node).
+    """
+
+    def __init__(self, d_model: int, n_features: int | None = None, input_dropout: float = 0.0):
+        super().__init__()
+        if n_features is None:
+            raise ValueError("NodeFeatures: n_features is not set (the node classification task sets it from the data)")
+        self.n_features = n_features
+        self.dropout = nn.Dropout(input_dropout)
+        self.proj = nn.Linear(n_features, d_model)
+
+    def _check(self, src: Tensor, width: int) -> None:
+        if src.size(-1) != width:
+            raise ValueError(f"{type(self).__name__} expects {width} values per node, got {src.size(-1)}")
+
+    def drop(self, features: Tensor) -> Tensor:
+        """Input dropout of ``(B, N, F)`` features. Bag-of-words rows are mostly zeros (Cora's
+        are 1.3 % non-zero), which dropout leaves as they are: only the non-zero entries are
+        drawn for, the same distribution as dropping every entry at a fraction of the draws."""
+        if not self.training or self.dropout.p == 0:
+            return features
+        where = features.nonzero(as_tuple=True)  # 3 x (nnz,)
+        return torch.zeros_like(features).index_put_(where, self.dropout(features[where]))
+
+    def forward(self, src: Tensor, src_lengths: Tensor) -> tuple[Tensor, Tensor]:
+        self._check(src, self.n_features)
+        return self.proj(self.drop(src)), _lengths_mask(src_lengths.to(src.device), src.size(1))
+
+
+class LaplacianNodeFeatures(NodeFeatures):
+    """:class:`NodeFeatures` plus a graph positional encoding: each node's entries in the ``K``
+    eigenvectors of the graph's normalized Laplacian with the smallest eigenvalues, mapped
+    linearly to ``d_model`` and added (Dwivedi & Bresson 2021, "A Generalization of Transformer
+    Networks to Graphs"). With it, full attention still knows which nodes are near each other.
+
+    An eigenvector's sign is arbitrary, so in training each graph's eigenvectors are flipped at
+    random (their sec. 3.1): the model must not learn one sign.
+
+    The data appends the eigenvectors to the features (``data.graphs``: ``laplacian_k``).
+
+    Shapes: src ``(B, N, F + K)`` float, src_lengths ``(B,)`` -> ``(B, N, D)``, ``(B, N)`` bool.
+    """
+
+    def __init__(self, d_model: int, laplacian_k: int, n_features: int | None = None, input_dropout: float = 0.0):
+        super().__init__(d_model, n_features, input_dropout)
+        self.laplacian_k = laplacian_k
+        self.position = nn.Linear(laplacian_k, d_model)
+
+    def forward(self, src: Tensor, src_lengths: Tensor) -> tuple[Tensor, Tensor]:
+        self._check(src, self.n_features + self.laplacian_k)
+        features, eigvecs = src[..., : self.n_features], src[..., self.n_features:]  # (B, N, F), (B, N, K)
+        if self.training:
+            signs = torch.randint(0, 2, (src.size(0), 1, self.laplacian_k), device=src.device) * 2 - 1  # (B, 1, K)
+            eigvecs = eigvecs * signs.to(eigvecs.dtype)
+        x = self.proj(self.drop(features)) + self.position(eigvecs)  # (B, N, D)
+        return x, _lengths_mask(src_lengths.to(src.device), src.size(1))

@@ -37,9 +37,10 @@ from transformer.models import CTCNonAutoregressiveModel, EncoderDecoder, NonAut
 from transformer.models.classifier import SequenceClassifier
 from transformer.models.cnn import ConvClassifier
 from transformer.models.mlm import ElectraModel, MaskedLanguageModel
+from transformer.models.nodes import NodeClassifier
 from transformer.models.pooling import AttentionPooling, ClsPooling, FirstPooling, MeanPooling
 from transformer.modules.attention import head_width
-from transformer.modules.frontends import ConvSubsampling, PatchEmbedding
+from transformer.modules.frontends import ConvSubsampling, LaplacianNodeFeatures, NodeFeatures, PatchEmbedding
 from transformer.modules.positional import (
     LearnedPositionalEncoding,
     NoPositionalEncoding,
@@ -132,6 +133,7 @@ MODELS: dict[str, type[torch.nn.Module]] = {
     "ConvClassifier": ConvClassifier,
     "MaskedLanguageModel": MaskedLanguageModel,
     "ElectraModel": ElectraModel,
+    "NodeClassifier": NodeClassifier,
 }
 # Positional encodings a model config's ``positional`` may name (a ``_partial_`` factory
 # that the model calls with d_model, n_heads, max_len and causal).
@@ -153,7 +155,8 @@ POOLINGS: dict[str, type[torch.nn.Module]] = {
 _POOLING_SUPPLIED = {"d_model", "n_heads"}
 # Input front ends a model config's ``frontend`` may name (``transformer.kinds``: one per input
 # kind other than text; a ``_partial_`` factory that the encoder calls with d_model).
-FRONTENDS: dict[str, type[torch.nn.Module]] = {"ConvSubsampling": ConvSubsampling, "PatchEmbedding": PatchEmbedding}
+FRONTENDS: dict[str, type[torch.nn.Module]] = {"ConvSubsampling": ConvSubsampling, "PatchEmbedding": PatchEmbedding,
+                                               "NodeFeatures": NodeFeatures, "LaplacianNodeFeatures": LaplacianNodeFeatures}
 # The model config fields that hold a factory (declared with ``hp(factory=True)``), with what
 # may fill them and what the model supplies (the tagger's ``pooling`` is a plain string field).
 _FACTORIES = {"positional": (POSITIONALS, _POSITIONAL_SUPPLIED), "pooling": (POOLINGS, _POOLING_SUPPLIED),
@@ -368,6 +371,7 @@ TASKS = {
     "tagging": "transformer.tasks.tagging:TaggingTask",
     "classification": "transformer.tasks.classification:ClassificationTask",
     "mlm": "transformer.tasks.mlm:MaskedLMTask",
+    "node_classification": "transformer.tasks.nodes:NodeClassificationTask",
 }
 
 

@@ -1,0 +1,105 @@
+"""The node classifier: the same model whatever order the nodes are listed in (nodes are a set:
+no positions), attention along the edges reaches L hops in L layers, and the Laplacian front end
+flips eigenvector signs in training only."""
+
+from __future__ import annotations
+
+import functools
+
+import pytest
+import torch
+
+from transformer.models.nodes import NodeClassifier, NodeClassifierConfig
+from transformer.modules.frontends import LaplacianNodeFeatures, NodeFeatures
+
+
+def model(attention: str = "edges", n_layers: int = 2, **kwargs) -> NodeClassifier:
+    torch.manual_seed(0)
+    kwargs = {"dropout": 0.0, **kwargs}
+    cfg = NodeClassifierConfig(d_model=16, n_heads=2, n_layers=n_layers, d_ff=32, n_classes=3, attention=attention,
+                               frontend=functools.partial(NodeFeatures, n_features=5), **kwargs)
+    return NodeClassifier(cfg).eval()
+
+
+def path_graph(n: int) -> torch.Tensor:
+    forward = torch.stack([torch.arange(n - 1), torch.arange(1, n)])  # (2, N-1): i -> i+1
+    return torch.cat([forward, forward.flip(0)], dim=1)  # both ways
+
+
+@pytest.mark.parametrize("attention", ["edges", "full"])
+def test_relisting_the_nodes_relists_the_outputs(attention):
+    n = 7
+    net = model(attention)
+    x, edges = torch.randn(1, n, 5), path_graph(n)
+    perm = torch.randperm(n)
+    inverse = torch.empty_like(perm)
+    inverse[perm] = torch.arange(n)
+    out = net(x, edges)  # (1, N, C)
+    relisted = net(x[:, perm], inverse[edges])
+    torch.testing.assert_close(relisted, out[:, perm], atol=1e-5, rtol=1e-5)
+
+
+def test_attention_along_edges_reaches_as_many_hops_as_layers():
+    n = 6
+    x, edges = torch.randn(1, n, 5), path_graph(n)
+    for layers in (1, 2):
+        net = model("edges", n_layers=layers)
+        out = net(x, edges)
+        y = x.clone()
+        y[0, 5] += 5.0  # node 5 is 5 hops from node 0, `layers` hops from node 5 - layers
+        moved = net(y, edges)
+        changed = (moved - out).abs().amax(-1)[0] > 1e-6  # (N,)
+        assert changed.tolist() == [i >= 5 - layers for i in range(n)]
+    full = model("full", n_layers=1)
+    assert ((full(y, edges) - full(x, edges)).abs().amax(-1) > 1e-6).all()  # full attention: everyone
+
+
+def test_attention_weights_are_zero_off_the_edges():
+    n = 5
+    net = model("edges")
+    edges = path_graph(n)
+    _, weights = net(torch.randn(1, n, 5), edges, need_weights=True)
+    off = torch.ones(n, n, dtype=torch.bool)
+    off[edges[1], edges[0]] = False
+    off.fill_diagonal_(False)
+    assert len(weights) == 2 and all((w[0][:, off] == 0).all() for w in weights)
+
+
+def test_attention_dropout_is_its_own_setting():
+    net = model("full", attention_dropout=0.0, dropout=0.5)
+    assert all(layer.self_attn.dropout == 0.0 for layer in net.encoder.layers) and net.dropout.p == 0.5
+    assert model("full", dropout=0.3).encoder.layers[0].self_attn.dropout == 0.3  # None: the model's dropout
+
+
+def test_a_node_classifier_refuses_what_it_cannot_read():
+    with pytest.raises(ValueError, match="attention must be one of"):
+        model("everywhere")
+    with pytest.raises(ValueError, match="needs a node front end"):
+        NodeClassifier(NodeClassifierConfig(d_model=8, n_heads=2, n_layers=1, d_ff=8, n_classes=2))
+    with pytest.raises(ValueError, match="n_features is not set"):
+        NodeFeatures(d_model=8)
+
+
+def test_the_laplacian_front_end_flips_eigenvector_signs_in_training_only():
+    torch.manual_seed(0)
+    front = LaplacianNodeFeatures(d_model=8, laplacian_k=3, n_features=4)
+    src, lengths = torch.randn(2, 6, 7), torch.tensor([6, 6])
+    front.eval()
+    a, mask = front(src, lengths)
+    flipped = src.clone()
+    flipped[..., 4:] *= -1
+    assert mask.all() and not torch.allclose(front(flipped, lengths)[0], a)  # eval: signs matter as given
+    front.train()
+    seen = {tuple(torch.sign(front(src, lengths)[0] - front.proj(src[..., :4]))[0, 0].tolist()) for _ in range(20)}
+    assert len(seen) > 1  # training: random signs per graph
+
+
+def test_input_dropout_draws_only_for_non_zero_features():
+    torch.manual_seed(0)
+    front = NodeFeatures(d_model=4, n_features=1000, input_dropout=0.5).train()
+    x = torch.zeros(1, 3, 1000)
+    x[0, :, :10] = 1.0
+    dropped = front.drop(x)
+    assert (dropped[..., 10:] == 0).all()
+    kept = dropped[..., :10]
+    assert set(kept.unique().tolist()) <= {0.0, 2.0} and 0 < int(kept.count_nonzero()) < 30

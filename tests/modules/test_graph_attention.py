@@ -1,0 +1,66 @@
+"""A graph's adjacency as self-attention's mask: attention along the edges (the dense mask and
+the edge-by-edge path) equals full attention with a -inf bias off the edges, gradients included;
+the mask has self-loops and reads edges source -> target."""
+
+from __future__ import annotations
+
+import torch
+
+from transformer.modules.attention import EdgeMask, MultiHeadAttention, adjacency_mask
+
+
+def random_graph(n: int = 30, e: int = 80, seed: int = 0) -> torch.Tensor:
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, n, (2, e), generator=g)
+
+
+def test_the_adjacency_mask_has_self_loops_and_reads_source_to_target():
+    edges = torch.tensor([[0, 1], [1, 2]])  # 0 -> 1, 1 -> 2
+    mask = adjacency_mask(edges, 4)
+    assert mask.tolist() == [[True, False, False, False],  # node 0 hears only itself
+                             [True, True, False, False],  # node 1 hears 0 (0 -> 1) and itself
+                             [False, True, True, False],
+                             [False, False, False, True]]  # node 3 has no edge: itself alone
+    assert adjacency_mask(edges, 4, self_loops=False).diagonal().tolist() == [False] * 4
+
+
+def test_masked_attention_equals_full_attention_with_minus_infinity_off_the_edges():
+    n = 30
+    edges = random_graph(n)
+    mha = MultiHeadAttention(16, 4).eval()
+    x = torch.randn(2, n, 16, requires_grad=True)
+    bias = torch.zeros(n, n).masked_fill(~adjacency_mask(edges, n), float("-inf"))  # (N, N)
+    reference, _ = mha(x, x, x, None, attn_bias=bias)
+    dense, _ = mha(x, x, x, adjacency_mask(edges, n))
+    along_edges, _ = mha(x, x, x, EdgeMask(edges, n))
+    weighed, weights = mha(x, x, x, EdgeMask(edges, n), need_weights=True)
+    for out in (dense, along_edges, weighed):
+        torch.testing.assert_close(out, reference, atol=1e-5, rtol=1e-5)
+    assert (weights[:, :, ~adjacency_mask(edges, n)] == 0).all()  # no weight off the edges
+    torch.testing.assert_close(weights.sum(-1), torch.ones(2, 4, n))
+    grad_ref, = torch.autograd.grad(reference.square().sum(), x)
+    grad_edges, = torch.autograd.grad(along_edges.square().sum(), x)
+    torch.testing.assert_close(grad_edges, grad_ref, atol=1e-5, rtol=1e-5)
+
+
+def test_repeated_edges_count_once():
+    n = 6
+    edges = torch.tensor([[0, 0, 0, 2], [1, 1, 1, 1]])
+    mha = MultiHeadAttention(8, 2).eval()
+    x = torch.randn(1, n, 8)
+    once, _ = mha(x, x, x, EdgeMask(edges[:, [0, 3]], n))
+    repeated, _ = mha(x, x, x, EdgeMask(edges, n))
+    torch.testing.assert_close(repeated, once)
+
+
+def test_a_node_hears_nothing_beyond_its_edges():
+    n = 5
+    edges = torch.tensor([[0, 1], [1, 2]])
+    mha = MultiHeadAttention(8, 2).eval()
+    x = torch.randn(1, n, 8)
+    out, _ = mha(x, x, x, EdgeMask(edges, n))
+    y = x.clone()
+    y[0, 4] += 10.0  # node 4 sends to no one
+    y[0, 2] -= 3.0  # node 2 sends to no one either (1 -> 2 only)
+    moved, _ = mha(y, y, y, EdgeMask(edges, n))
+    torch.testing.assert_close(moved[0, :2], out[0, :2])
