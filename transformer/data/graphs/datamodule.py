@@ -146,6 +146,8 @@ class GraphDataModule(L.LightningDataModule):
     """
 
     check_config = staticmethod(check_graph)  # before the run folder is written
+    #: The one batch (the whole graph) is the same every epoch: the loader is never made again.
+    draws_each_epoch = False
 
     def __init__(self, nodes: str | None = None, edges: str | None = None, preset: str | None = None,
                  name: str = "graph", directed: bool = False, normalize_features: bool = True,
