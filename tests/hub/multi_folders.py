@@ -97,8 +97,10 @@ def write_multi_folder(path: Path, family: str, **config) -> Path:
         if family == "mbart50":
             model.final_logits_bias.normal_(0, 0.1)
             model.final_logits_bias[0, tok.eos_token_id] += 2.0
-        else:
-            model.lm_head.weight[tok.eos_token_id] += 0.3  # tied: the EOS embedding row as well
+        else:  # the output projection is the shared embedding
+            model.lm_head.weight[tok.eos_token_id] += 0.3
+            if family == "m2m100":  # codes and made-up words after the pieces: rarely chosen, as in a trained model
+                model.lm_head.weight[len(tok.encoder):] *= 0.1
     model.eval().save_pretrained(path)
     tok.save_pretrained(path)
     return path

@@ -35,21 +35,32 @@ class Translator:
     whatever search ``search`` runs reads it as one more source token. With ``tag_to_decoder``
     (a model trained with ``data.tag_side=decoder``) each source's first id, its tag, is taken
     off and given to the search as that sentence's first decoder token (``search(src, start=)``),
-    so sentences into different languages still share a batch.
+    so sentences into different languages still share a batch. A pretrained family's model
+    (``data.tag_side=codes``) is given ``coded``, ``(src_lang, tgt_lang) -> (source prefix,
+    decoder start)`` (``languages.coded_framing``): each source then starts with its language's
+    code, and search starts each target from the start token and the target's code, forced.
     """
 
     def __init__(self, search: SearchFn, src_tokenizer, tgt_tokenizer, max_tokens: int = 4096,
                  max_src_len: int | None = None, device: str | torch.device = "cpu",
-                 tag_to_decoder: bool = False) -> None:
+                 tag_to_decoder: bool = False,
+                 coded: Callable[[str | None, str], tuple[list[int], list[int]]] | None = None) -> None:
         self.search, self.src_tok, self.tgt_tok = search, src_tokenizer, tgt_tokenizer
         self.tag_to_decoder = tag_to_decoder
+        self.coded = coded
+        self.decoder_start: list[int] = []  # a pretrained family's start and target code
         self.max_tokens, self.max_src_len, self.device = max_tokens, max_src_len, torch.device(device)
         self.truncated = 0
         self.stats: dict[str, float] = {}
         self.source_prefix: list[int] = []  # the target-language tag of a multilingual model
 
-    def set_target_language(self, tgt_lang: str | None) -> "Translator":
-        """Tag every source with ``<2tgt_lang>`` (None: untagged, a bilingual model); returns self."""
+    def set_target_language(self, tgt_lang: str | None, src_lang: str | None = None) -> "Translator":
+        """Tag every source with ``<2tgt_lang>`` (None: untagged, a bilingual model), or with a
+        pretrained family's (``coded``) the code of ``src_lang`` in front of the source and that
+        of ``tgt_lang`` after the decoder's start; returns self."""
+        if self.coded is not None and tgt_lang is not None:
+            self.source_prefix, self.decoder_start = self.coded(src_lang, tgt_lang)
+            return self
         self.source_prefix = tag_ids(self.src_tok, [], tgt_lang)
         return self
 
@@ -77,6 +88,8 @@ class Translator:
         for batch in token_budget_batches(lengths, self.max_tokens):
             ready = collate([{"src": encoded[todo[b]], "index": b} for b in batch])
             start = {"start": ready["start"].to(self.device)} if "start" in ready else {}  # (B,) the tags
+            if self.decoder_start:  # (B, P): the start and the target's code
+                start = {"start": torch.tensor([self.decoder_start] * len(batch), device=self.device)}
             results = self.search(ready["src"].to(self.device), **start)  # src (B, S)
             for b, nbest in zip(batch, results):
                 out[todo[b]] = [(one_line(self.tgt_tok.decode(ids)), score) for ids, score in nbest]

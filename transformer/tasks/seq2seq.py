@@ -9,6 +9,7 @@ Shape legend: B sentences, S source tokens, T target tokens.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Annotated, Any, Mapping
 
@@ -17,7 +18,7 @@ import torch
 
 from transformer import kinds
 from transformer.data.core.tokenizer import SubwordTokenizer, tokenizer_from_str
-from transformer.data.parallel.languages import tag_side
+from transformer.data.parallel.languages import CODES, coded_framing, tag_side
 from transformer.decoding.settings import DecodeSettings
 from transformer.decoding.strategies import SearchIds
 from transformer.evaluation import CorpusBLEU
@@ -240,9 +241,11 @@ class Seq2SeqTask(L.LightningModule):
                                       max_frames=max(settings.max_tokens, 20_000), device=device)
             transcriber.stats = stats
             return transcriber
+        coded = (functools.partial(coded_framing, self.hparams, self.src_tokenizer)
+                 if tag_side(self.hparams) == CODES else None)
         translator = Translator(self.search_fn(settings, stats), self.src_tokenizer, self.tgt_tokenizer,
                                 max_tokens=settings.max_tokens, max_src_len=self.max_len,
-                                device=device, tag_to_decoder=tag_side(self.hparams) == "decoder")
+                                device=device, tag_to_decoder=tag_side(self.hparams) == "decoder", coded=coded)
         translator.stats = stats
         return translator
 

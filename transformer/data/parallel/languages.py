@@ -26,6 +26,12 @@ search (ensembles and the compiled path too) take the start token per row; the C
 export passes it as a one-token target prefix; the non-autoregressive students, which have no
 start token, read the tag in the source only.
 
+A pretrained multilingual family (M2M100, NLLB, mBART-50: ``hub.languages``) records
+``data.tag_side=codes``, its ``data.languages`` (it translates between any two of them) and
+``data.language_codes`` (each language's token: ``fr`` -> ``__fr__``, ``fra_Latn``, ``fr_XX``):
+a source is framed ``[code of src_lang] pieces </s>``, and the decoder starts from its start
+token then the code of ``tgt_lang``, forced as ``generate`` forces it (:func:`coded_framing`).
+
 The tag of language ``xx`` is :func:`tag` (``<2xx>``), a special token of the source tokenizer's
 vocabulary: it is never split, and it enters the ids only through :func:`tagged_source_ids`
 (the tokenizers read a literal ``<2fr>`` in a sentence as ordinary text).
@@ -43,6 +49,8 @@ from typing import Any, Iterable, Mapping, Sequence
 MULTI = "mul"
 #: Where a multilingual model reads its target-language tag (``data.tag_side``).
 TAG_SIDES = ("source", "decoder")
+#: The ``data.tag_side`` of a pretrained family's checkpoint: a code of each side's language.
+CODES = "codes"
 _CODE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 Direction = tuple[str, str]
@@ -114,12 +122,22 @@ def parse_pairs(value: Any, languages: Sequence[str] | None = None, where: str =
 
 
 def directions_of(hparams: Mapping[str, Any]) -> list[Direction] | None:
-    """The directions a checkpoint's ``hyper_parameters`` record, or None for a bilingual model."""
+    """The directions a checkpoint's ``hyper_parameters`` record (every one between its
+    ``data.languages``, a pretrained family's), or None for a bilingual model."""
     data = hparams.get("data") or {}
     names = data.get("directions") if isinstance(data, Mapping) else None
     if not names:
-        return None
+        langs = languages_of(hparams)
+        return None if langs is None else [(s, t) for s in langs for t in langs if s != t]
     return [parse_direction(name, "data.directions") for name in names]
+
+
+def languages_of(hparams: Mapping[str, Any]) -> list[str] | None:
+    """The languages of a checkpoint that translates between any two of them (a pretrained
+    family's ``data.languages``), or None."""
+    data = hparams.get("data") or {}
+    langs = data.get("languages") if isinstance(data, Mapping) else None
+    return list(langs) if langs else None
 
 
 def is_multilingual(hparams: Mapping[str, Any]) -> bool:
@@ -136,6 +154,8 @@ def tag_side(hparams: Mapping[str, Any]) -> str:
 
 def source_languages(hparams: Mapping[str, Any]) -> list[str]:
     """The languages a checkpoint reads, in the order of its directions."""
+    if languages_of(hparams) is not None:
+        return languages_of(hparams)
     directions = directions_of(hparams)
     if directions is None:
         return [hparams["src_lang"]]
@@ -144,6 +164,8 @@ def source_languages(hparams: Mapping[str, Any]) -> list[str]:
 
 def target_languages(hparams: Mapping[str, Any]) -> list[str]:
     """The languages a checkpoint writes, in the order of its directions."""
+    if languages_of(hparams) is not None:
+        return languages_of(hparams)
     directions = directions_of(hparams)
     if directions is None:
         return [hparams["tgt_lang"]]
@@ -151,6 +173,8 @@ def target_languages(hparams: Mapping[str, Any]) -> list[str]:
 
 
 def _known(hparams: Mapping[str, Any]) -> str:
+    if languages_of(hparams) is not None:
+        return f"any two of its languages: {', '.join(languages_of(hparams))}"
     directions = directions_of(hparams) or [(hparams["src_lang"], hparams["tgt_lang"])]
     return f"its directions: {', '.join(map(direction_name, directions))}"
 
@@ -193,6 +217,10 @@ def check_direction(hparams: Mapping[str, Any], src_lang: str | None, tgt_lang: 
             raise ValueError(f"src_lang: required, this model translates into {target} from "
                              f"{', '.join(candidates)} ({_known(hparams)})")
         src_lang = candidates[0]
+    if languages_of(hparams) is not None:  # any two of its languages
+        if src_lang == target:
+            raise ValueError(f"{src_lang}-{target}: source and target are the same language")
+        return src_lang, target
     directions = directions_of(hparams)
     if directions is not None and (src_lang, target) not in directions:
         if src_lang == target:
@@ -204,6 +232,24 @@ def check_direction(hparams: Mapping[str, Any], src_lang: str | None, tgt_lang: 
 
 
 # ---------------------------------------------------------------------------- framing a source
+
+
+def coded_framing(hparams: Mapping[str, Any], tokenizer, src_lang: str | None,
+                  tgt_lang: str) -> tuple[list[int], list[int]]:
+    """A pretrained family's framing (``data.tag_side=codes``) of a sentence from ``src_lang``
+    into ``tgt_lang``: the ids in front of the source (its language's code) and the decoder's
+    first ids (the start, then the target's code, which search forces). ``src_lang`` None is a
+    ``ValueError``: the source's code is part of the input."""
+    codes = (hparams.get("data") or {}).get("language_codes") or {}
+    if src_lang is None:
+        raise ValueError(f"src_lang: required, this model reads the source's language code ({_known(hparams)})")
+    ids = []
+    for key, lang in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
+        i = tokenizer.token_to_id(codes[lang]) if lang in codes else None
+        if i is None:
+            raise ValueError(f"{key}={lang}: not a language of this model ({_known(hparams)})")
+        ids.append(i)
+    return [ids[0]], [int(hparams["bos_id"]), ids[1]]
 
 
 def add_tags(tokenizer, languages: Iterable[str]):
@@ -255,6 +301,7 @@ def tagged_source_ids(tokenizer, text: str, tgt_lang: str | None) -> list[int]:
     return tag_ids(tokenizer, tokenizer.encode(text), tgt_lang)
 
 
-__all__ = ["MULTI", "TAG_SIDES", "Direction", "add_tags", "check_direction", "check_target_language", "direction_name", "directions_of",
+__all__ = ["CODES", "MULTI", "TAG_SIDES", "Direction", "add_tags", "check_direction", "check_target_language",
+           "coded_framing", "direction_name", "directions_of", "languages_of",
            "is_multilingual", "parse_direction", "parse_pairs", "rejoin_tag", "source_languages", "split_tag", "tag", "tag_side", "tag_id", "tag_ids",
            "tagged_source_ids", "tags", "target_languages"]
