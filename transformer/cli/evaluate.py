@@ -79,6 +79,18 @@ def use_corpus(task, corpus: dict, label: str) -> None:
         raise ValueError(f"data=...: a corpus of sentence pairs scores translations; {label} is "
                          f"{kinds.task_kind(task).what} checkpoint")
     hp = task.hparams
+    from transformer.data.parallel.languages import CODES, languages_of, tag_side
+
+    if tag_side(hp) == CODES:  # a pretrained family's: scored in the corpus's direction, its codes kept
+        codes = hp["data"].get("language_codes") or {}
+        for key in ("src_lang", "tgt_lang"):
+            if corpus[key] not in codes:
+                raise ValueError(f"data.{key}={corpus[key]}: not a language of {label} (its languages: "
+                                 f"{', '.join(languages_of(hp) or codes)})")
+        hp["data"] = {**corpus, "tag_side": CODES,
+                      "language_codes": {corpus[k]: codes[corpus[k]] for k in ("src_lang", "tgt_lang")}}
+        hp["src_lang"], hp["tgt_lang"] = corpus["src_lang"], corpus["tgt_lang"]
+        return
     for key in ("src_lang", "tgt_lang"):
         if hp[key] not in _UNNAMED and hp[key] != corpus[key]:
             raise ValueError(f"data.{key}={corpus[key]}, but {label} translates {hp['src_lang']}-{hp['tgt_lang']}")

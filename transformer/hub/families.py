@@ -125,7 +125,9 @@ class Key:
     bookkeeping, ``older`` are spellings of older files, read when the key is absent.
 
     Kinds: ``size`` (checked later against our config's declared range), ``number``, ``flag``
-    (true or false), ``token_id`` (an integer from 0), ``activation`` (the family's names)."""
+    (true or false), ``token_id`` (an integer from 0), ``activation`` (the family's names).
+    ``offset``: ours is the file's size plus it (mBART's position table has 2 rows more than
+    ``max_position_embeddings``)."""
 
     ours: str
     theirs: str
@@ -134,6 +136,7 @@ class Key:
     same: tuple[str, ...] = ()
     copies: tuple[str, ...] = ()
     older: tuple[str, ...] = ()
+    offset: int = 0
 
 
 def _sizes(*pairs: tuple[str, str]) -> tuple[Key, ...]:
@@ -187,6 +190,8 @@ class ConfigReader:
                                f"one {key.ours} for both")
         for other in key.copies:
             self.left.pop(other, None)
+        if key.offset and isinstance(value, int) and not isinstance(value, bool):
+            value += key.offset
         return value
 
     def finish(self, must_be: Mapping[str, Any], bookkeeping: frozenset[str]) -> None:
@@ -282,6 +287,7 @@ class Family:
                 value = ours[key.default.ours]
             if key.kind == "activation":
                 value = self.activations[value]
+            value = value - key.offset if key.offset else value
             out.update(dict.fromkeys((key.theirs, *key.same, *key.copies), value))
         return out
 
@@ -522,14 +528,15 @@ _MBART = (
 )
 
 
-def _fairseq_keys(scale: bool, activation: str) -> tuple[Key, ...]:
-    """M2M100's (NLLB's) and mBART's config keys: Marian's, without a target vocabulary of its own."""
+def _fairseq_keys(scale: bool, activation: str, positions: int = 0) -> tuple[Key, ...]:
+    """M2M100's (NLLB's) and mBART's config keys: Marian's, without a target vocabulary of its own;
+    ``positions``: the rows of the position table before the first piece's."""
     return (
         *_sizes(("vocab_size", "vocab_size"), ("d_model", "d_model"), ("n_encoder_layers", "encoder_layers"),
                 ("n_decoder_layers", "decoder_layers")),
         Key("n_heads", "encoder_attention_heads", same=("decoder_attention_heads",)),
         Key("d_ff", "encoder_ffn_dim", same=("decoder_ffn_dim",)),
-        Key("max_len", "max_position_embeddings"),
+        Key("max_len", "max_position_embeddings", offset=positions),
         Key("tie_output", "tie_word_embeddings", "flag", True),
         Key("scale_embeddings", "scale_embedding", "flag", scale),
         Key("activation", "activation_function", "activation", activation),
@@ -565,8 +572,8 @@ MBART_OFFSET = 2
 
 
 def _mbart_settings(got: Mapping[str, Any]) -> dict[str, Any]:
-    """A learned table of ``max_position_embeddings + 2`` rows, the first piece at row 2."""
-    return {"max_len": got["max_len"] + MBART_OFFSET, "positional": _positional(MBART_OFFSET)}
+    """A learned table of ``max_position_embeddings + 2`` rows (``max_len``), the first piece at row 2."""
+    return {"positional": _positional(MBART_OFFSET)}
 
 
 FAMILIES["m2m_100"] = Family(
@@ -577,7 +584,8 @@ FAMILIES["m2m_100"] = Family(
     # The sinusoid tables are not saved by transformers; an older file's are checked, then not used.
     not_built=("model.{stack}.embed_positions.weights",))
 FAMILIES["mbart"] = Family(
-    "mbart", "mBART-50", "MBartForConditionalGeneration", task="translation", keys=_fairseq_keys(False, "gelu"),
+    "mbart", "mBART-50", "MBartForConditionalGeneration", task="translation",
+    keys=_fairseq_keys(False, "gelu", MBART_OFFSET),
     settings=_mbart_settings, switches={**_FAIRSEQ_SWITCHES, "embedding_norm": True, "output_bias": True},
     body=_MBART, activations=MARIAN_ACTIVATIONS, also_read={"silu": "silu"}, fixed=FAIRSEQ_FIXED,
     must_be=FAIRSEQ_MUST_BE, bookkeeping=FAIRSEQ_BOOKKEEPING, saved_as_row=("final_logits_bias",),

@@ -58,8 +58,9 @@ class Translator:
         """Tag every source with ``<2tgt_lang>`` (None: untagged, a bilingual model), or with a
         pretrained family's (``coded``) the code of ``src_lang`` in front of the source and that
         of ``tgt_lang`` after the decoder's start; returns self."""
-        if self.coded is not None and tgt_lang is not None:
-            self.source_prefix, self.decoder_start = self.coded(src_lang, tgt_lang)
+        if self.coded is not None:  # None: the one direction it is framed for already (``Seq2SeqTask.translator``)
+            if tgt_lang is not None:
+                self.source_prefix, self.decoder_start = self.coded(src_lang, tgt_lang)
             return self
         self.source_prefix = tag_ids(self.src_tok, [], tgt_lang)
         return self

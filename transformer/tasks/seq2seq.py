@@ -127,7 +127,7 @@ class Seq2SeqTask(L.LightningModule):
             vocab_size=src_tok.vocab_size,
             tgt_vocab_size=None if joint else tgt_tok.vocab_size,
             pad_id=tgt_tok.pad_id,
-            bos_id=tgt_tok.bos_id,
+            bos_id=tgt_tok.bos_id if getattr(dm, "start_id", None) is None else dm.start_id,
             eos_id=tgt_tok.eos_id,
             src_lang=dm.src_lang,
             tgt_lang=dm.tgt_lang,
@@ -247,6 +247,10 @@ class Seq2SeqTask(L.LightningModule):
                                 max_tokens=settings.max_tokens, max_src_len=self.max_len,
                                 device=device, tag_to_decoder=tag_side(self.hparams) == "decoder", coded=coded)
         translator.stats = stats
+        codes = (self.hparams.get("data") or {}).get("language_codes") or {}
+        if coded is not None and self.hparams.get("src_lang") in codes and self.hparams.get("tgt_lang") in codes:
+            # a pretrained family's model scored (or fine-tuned) in one direction: framed for it
+            translator.set_target_language(self.hparams["tgt_lang"], self.hparams["src_lang"])
         return translator
 
     def evaluate(self, split: str, decode_cfg: DecodeSettings | Mapping[str, Any], output_dir: Path,

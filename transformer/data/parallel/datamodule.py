@@ -36,7 +36,7 @@ from transformer.data.core.datamodule import TokenBudgetDataModule, load_or_trai
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.parallel.corpus import (MULTI30K, ParallelCorpus, available, check_parallel, config_sources,
                                               make_corpus, split_names)
-from transformer.data.parallel.languages import MULTI, add_tags, direction_name
+from transformer.data.parallel.languages import CODES, MULTI, add_tags, direction_name
 from transformer.data.parallel.multilingual import (TaggedSource, check_pairs, describe_mix, direction_corpus,
                                                     distill_train, sample_counts, sample_indices)
 from transformer.files import inside, write_text
@@ -145,6 +145,7 @@ def tokenize_translation(
     name: str,
     key: Any,
     num_proc: int | None = None,
+    prefixes: tuple[list[int], list[int]] = ([], []),
 ) -> datasets.Dataset:
     """Dataset with columns ``src, tgt`` (piece ids, no specials), ``index`` (the raw row's
     ``index``), ``src_len, tgt_len``; cached under ``cache_dir/arrow/{name}-{hash}.arrow``
@@ -152,14 +153,19 @@ def tokenize_translation(
 
     ``raw`` has the columns ``src_text, tgt_text, index`` (:func:`raw_pairs_dataset`);
     ``key`` must identify its text. It is read and written in batches, in ``num_proc``
-    worker processes (None: :func:`default_num_proc`); the result is memory-mapped.
+    worker processes (None: :func:`default_num_proc`); the result is memory-mapped. ``prefixes``:
+    ids in front of every source and every target (a pretrained family's language codes).
     """
-    key = cache_key("translation", key, len(raw), src_tokenizer.content_hash, tgt_tokenizer.content_hash)
+    key = cache_key("translation", key, len(raw), src_tokenizer.content_hash, tgt_tokenizer.content_hash,
+                    *([prefixes] if any(prefixes) else []))
+    src_prefix, tgt_prefix = prefixes
     cache_file = inside(Path(cache_dir) / "arrow", f"{name}-{key[:16]}.arrow")
 
     def fn(batch: pa.Table) -> pa.Table:
-        src, src_len = ids_column(src_tokenizer.encode_batch(batch.column("src_text").to_pylist()))
-        tgt, tgt_len = ids_column(tgt_tokenizer.encode_batch(batch.column("tgt_text").to_pylist()))
+        src, src_len = ids_column([src_prefix + ids for ids in
+                                   src_tokenizer.encode_batch(batch.column("src_text").to_pylist())])
+        tgt, tgt_len = ids_column([tgt_prefix + ids for ids in
+                                   tgt_tokenizer.encode_batch(batch.column("tgt_text").to_pylist())])
         return pa.table({"src": src, "tgt": tgt, "index": batch.column("index"),
                          "src_len": pa.array(src_len), "tgt_len": pa.array(tgt_len)})
 
@@ -320,6 +326,8 @@ class TranslationDataModule(TokenBudgetDataModule):
         pairs: Any = None,
         temperature: Annotated[float, Range(0, 1e6)] = 1.0,
         tag_side: str = "source",
+        language_codes: dict[str, str] | None = None,
+        start_id: Annotated[int | None, Range(0, 2**24)] = None,
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
@@ -341,6 +349,7 @@ class TranslationDataModule(TokenBudgetDataModule):
         corpus_args = dict(name=corpus_name, valid_name=valid_name, format=format, columns=columns, header=header,
                            holdout=holdout, holdout_seed=holdout_seed, hub=hub, bleu_tokenize=bleu_tokenize)
         (self._set_directions if self.directions else self._set_pair)(sources, corpus_args, eval_splits)
+        self.start_id = start_id
         self.src_tokenizer: SubwordTokenizer | None = None  # both set up by setup()
         self.tgt_tokenizer: SubwordTokenizer | None = None
         self._raw: dict[str, datasets.Dataset] = {}
@@ -360,6 +369,14 @@ class TranslationDataModule(TokenBudgetDataModule):
     def _set_pair(self, sources: dict, corpus_args: dict, eval_splits: Sequence[str] | None) -> None:
         """The corpus and splits of one language pair."""
         self.corpus = make_corpus(self.src_lang, self.tgt_lang, sources, **corpus_args)
+        codes = self.hparams.get("language_codes")
+        if codes:  # a pretrained family's (init_from): each side framed with its language's code
+            for key, lang in (("src_lang", self.src_lang), ("tgt_lang", self.tgt_lang)):
+                if lang not in codes:
+                    raise ValueError(f"data.{key}={lang}: not a language of the pretrained model (its languages: "
+                                     f"{', '.join(sorted(codes))})")
+            self.corpus.update(tag_side=CODES, language_codes={lang: codes[lang] for lang in (self.src_lang,
+                                                                                              self.tgt_lang)})
         self.eval_splits = self._choose_eval_splits(eval_splits)
         self.test_splits = [s for s in self.eval_splits if s != self.val_split]
 
@@ -457,9 +474,24 @@ class TranslationDataModule(TokenBudgetDataModule):
         for split, raw in self._raw.items():
             name = self._name(split)
             ds = tokenize_translation(raw, self.src_tokenizer, self.tgt_tokenizer, self.data_dir, name,
-                                      self._split_hashes(split))
+                                      self._split_hashes(split), prefixes=self._code_prefixes())
             sides = np.stack(column_arrays(ds, ["src_len", "tgt_len"]), axis=1)  # (N, 2)
             self._add_split(split, ds, sides.max(axis=1).astype(np.int64) + 1, sides, name)
+
+    def _code_prefixes(self) -> tuple[list[int], list[int]]:
+        """The ids in front of each source and target: a pretrained family's language codes
+        (``language_codes``: its source's, and its target's, which the decoder predicts first
+        after the start, as ``transformers`` trains it); none otherwise."""
+        codes = self.corpus.get("language_codes") if self.corpus.get("tag_side") == CODES else None
+        if not codes:
+            return [], []
+        out = []
+        for tok, lang in ((self.src_tokenizer, self.src_lang), (self.tgt_tokenizer, self.tgt_lang)):
+            i = tok.token_to_id(codes[lang])
+            if i is None:
+                raise ValueError(f"the pretrained tokenizer has no {codes[lang]} (the code of {lang})")
+            out.append([i])
+        return out[0], out[1]
 
     # ------------------------------------------------------------------ several directions
 
@@ -580,7 +612,8 @@ class TranslationDataModule(TokenBudgetDataModule):
 
     def _collator(self) -> TranslationCollator:
         t = self.tgt_tokenizer
-        return TranslationCollator(pad_id=t.pad_id, bos_id=t.bos_id, eos_id=t.eos_id,
+        bos = t.bos_id if self.start_id is None else self.start_id  # a pretrained family's decoder start
+        return TranslationCollator(pad_id=t.pad_id, bos_id=bos, eos_id=t.eos_id,
                                    pad_to_multiple=self.pad_to_multiple,
                                    tag_to_decoder=self.corpus.get("tag_side") == "decoder")
 
