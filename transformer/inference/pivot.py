@@ -24,15 +24,22 @@ def target_of(text: str, default: str | None) -> str | None:
     return getattr(text, "tgt_lang", default)
 
 
-def tagging_encode(translator, tokenizer, default: str | None):
+def tagging_encode(translator, tokenizer, default: str | None, default_src: str | None = None):
     """``translator.encode`` with each sentence's ``<2xx>`` tag in front of its pieces
     (``languages.tag_ids``; the language: :func:`target_of`, None leaves the pieces as they
-    are); a source cut to the model's length keeps its tag and loses its last piece."""
+    are), or with a pretrained family's model (``translator.coded``) the codes of its target and
+    source languages (the sentence's ``src_lang``, else ``default_src``); a source cut to the
+    model's length keeps its tag and loses its last piece."""
     encode = translator.encode
+    coded = getattr(translator, "coded", None)
 
     def tagged(text: str) -> list[int]:
         before = translator.truncated
-        ids = languages.tag_ids(tokenizer, encode(text), target_of(text, default))
+        target = target_of(text, default)
+        if coded is not None and target is not None:
+            ids = coded(getattr(text, "src_lang", None) or default_src, target) + encode(text)
+        else:
+            ids = languages.tag_ids(tokenizer, encode(text), target)
         limit = translator.max_src_len
         if limit is not None and len(ids) + 1 > limit:
             translator.truncated = before + 1  # counted once, whether encode cut it or the tag did

@@ -245,7 +245,8 @@ class Seq2SeqTask(L.LightningModule):
                  if tag_side(self.hparams) == CODES else None)
         translator = Translator(self.search_fn(settings, stats), self.src_tokenizer, self.tgt_tokenizer,
                                 max_tokens=settings.max_tokens, max_src_len=self.max_len,
-                                device=device, tag_to_decoder=tag_side(self.hparams) == "decoder", coded=coded)
+                                device=device, tag_to_decoder=tag_side(self.hparams) == "decoder", coded=coded,
+                                start_prefix=[self.hparams.bos_id] if coded is not None else ())
         translator.stats = stats
         codes = (self.hparams.get("data") or {}).get("language_codes") or {}
         if coded is not None and self.hparams.get("src_lang") in codes and self.hparams.get("tgt_lang") in codes:

@@ -234,22 +234,22 @@ def check_direction(hparams: Mapping[str, Any], src_lang: str | None, tgt_lang: 
 # ---------------------------------------------------------------------------- framing a source
 
 
-def coded_framing(hparams: Mapping[str, Any], tokenizer, src_lang: str | None,
-                  tgt_lang: str) -> tuple[list[int], list[int]]:
+def coded_framing(hparams: Mapping[str, Any], tokenizer, src_lang: str | None, tgt_lang: str) -> list[int]:
     """A pretrained family's framing (``data.tag_side=codes``) of a sentence from ``src_lang``
-    into ``tgt_lang``: the ids in front of the source (its language's code) and the decoder's
-    first ids (the start, then the target's code, which search forces). ``src_lang`` None is a
-    ``ValueError``: the source's code is part of the input."""
+    into ``tgt_lang``, in front of its pieces, tag first as :func:`tagged_source_ids` frames
+    one: the target's code, which the collator moves after the decoder's start (where search
+    forces it), then the source's, which starts the source. ``src_lang`` None, or a language
+    without a code, is a ``ValueError`` naming the key."""
     codes = (hparams.get("data") or {}).get("language_codes") or {}
     if src_lang is None:
         raise ValueError(f"src_lang: required, this model reads the source's language code ({_known(hparams)})")
     ids = []
-    for key, lang in (("src_lang", src_lang), ("tgt_lang", tgt_lang)):
+    for key, lang in (("tgt_lang", tgt_lang), ("src_lang", src_lang)):
         i = tokenizer.token_to_id(codes[lang]) if lang in codes else None
         if i is None:
             raise ValueError(f"{key}={lang}: not a language of this model ({_known(hparams)})")
         ids.append(i)
-    return [ids[0]], [int(hparams["bos_id"]), ids[1]]
+    return ids
 
 
 def add_tags(tokenizer, languages: Iterable[str]):
