@@ -516,7 +516,8 @@ class CTranslate2Model(TranslationModel):
         self.translator.max_len_a, self.translator.max_len_b = cfg.max_len_a, cfg.max_len_b
         beam = cfg.beam_size if "beam_size" in self.strategy.reads else 1
         targets = [target_of(t, self.default_tgt) for t in texts]  # each sentence its own tag
-        nbest = self.translator.translate_nbest(list(texts), beam, cfg.length_penalty, cfg.n_best, targets)
+        sources = [getattr(t, "src_lang", None) or self.default_src for t in texts]  # a pretrained family's codes
+        nbest = self.translator.translate_nbest(list(texts), beam, cfg.length_penalty, cfg.n_best, targets, sources)
         return [{"translation": one_line(hyps[0][0]), "hypotheses": [{"text": one_line(t), "score": v} for t, v in hyps],
                  "attention": None} for hyps in nbest]
 
