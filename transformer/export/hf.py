@@ -272,7 +272,11 @@ def hf_folder_contents(task) -> tuple[dict[str, Any], dict[str, torch.Tensor], A
         return config, _tensors(family, model.state_dict(), vars(model.cfg)), lambda folder: _write_fast_tokenizer(
             tokenizer, folder, model.encoder.positional.max_len)
     if type(model) is EncoderDecoder and model.cfg.norm_first:  # pre-norm: M2M100's layers
-        config = _m2m100_config(model, task.hparams)
+        try:
+            config = _m2m100_config(model, task.hparams)
+        except ExportError as exc:  # say why M2M100 was the family tried
+            raise ExportError(f"norm_first=True (pre-norm layers, M2M100's; Marian's are post-norm): "
+                              f"{str(exc).removeprefix('format=hf: ')}") from None
         family = FAMILIES["m2m_100"]
         _check_read_back(family, config, model.cfg, checked)
         state = {k: v for k, v in model.state_dict().items() if k != "decoder.output_bias"}  # zeros: none
