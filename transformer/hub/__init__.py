@@ -1,6 +1,7 @@
 """Hugging Face folders read onto our own modules: a config translation and a key map per family
-(``hub.families``: BERT, RoBERTa, DistilBERT; Marian onto the encoder-decoder), and the folder's files, the tokenizer included
-(``hub.folder``). No model classes of its own: what a family does differently is a switch of
+(``hub.families``: BERT, RoBERTa, DistilBERT; Marian, M2M100, NLLB and mBART-50 onto the
+encoder-decoder, the multilingual families' language codes in ``hub.languages``), and the
+folder's files, the tokenizer included (``hub.folder``). No model classes of its own: what a family does differently is a switch of
 ``models.transformer``, ``models.mlm`` and ``modules.positional``."""
 
 from transformer.hub.families import FAMILIES, HubError

@@ -601,5 +601,6 @@ def family_of(config: dict[str, Any]) -> Family:
     return FAMILIES[model_type]
 
 
-__all__ = ["ACTIVATIONS", "BOOKKEEPING", "FAMILIES", "MARIAN_ACTIVATIONS", "MARIAN_KEYS", "MLM_SWITCHES", "Family",
+__all__ = ["ACTIVATIONS", "BOOKKEEPING", "FAMILIES", "FAIRSEQ_BOOKKEEPING", "MARIAN_ACTIVATIONS", "MARIAN_KEYS",
+           "MBART_OFFSET", "MLM_SWITCHES", "Family",
            "HubError", "Key", "Like", "family_of", "rename", "tied_parameters"]

@@ -1,5 +1,6 @@
 """Reading a Hugging Face folder (``config.json``, ``model.safetensors`` or ``pytorch_model.bin``,
-``tokenizer.json`` or the vocabulary files it is built from) into what our own checkpoints hold: a flat model config, a state dict of our
+``tokenizer.json`` or the vocabulary files it is built from: Marian's and M2M100's SentencePiece
+files included) into what our own checkpoints hold: a flat model config, a state dict of our
 modules' names, the tokenizer's JSON. ``hf:<folder>`` names a folder; ``hf:<hub id>``
 (``bert-base-uncased``, ``FacebookAI/roberta-base``) is downloaded with
 ``huggingface_hub.snapshot_download`` first (``HF_ENDPOINT`` and ``HF_HOME`` as the hub's own
