@@ -554,6 +554,8 @@ FAIRSEQ_BOOKKEEPING = MARIAN_BOOKKEEPING | {
     "encoder_layerdrop", "decoder_layerdrop", "early_stopping", "forced_bos_token_id", "forced_eos_token_id",
     "normalize_before", "add_final_layer_norm", "normalize_embedding", "static_position_embeddings",
     "add_bias_logits", "classifier_dropout", "length_penalty", "no_repeat_ngram_size", "min_length",
+    # older BART-line files: options their model code no longer reads (mBART's offset is fixed at 2)
+    "extra_pos_embeddings", "do_blenderbot_90_layernorm", "force_bos_token_to_be_generated",
 }
 FAIRSEQ_FIXED = {"is_encoder_decoder": True}
 FAIRSEQ_MUST_BE = {**MUST_BE, **FAIRSEQ_FIXED}
