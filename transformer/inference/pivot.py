@@ -49,11 +49,13 @@ def tagging_encode(translator, tokenizer, default: str | None, default_src: str 
     return tagged
 
 
-def translator_into(task, decode: DecodeSettings | Mapping[str, Any] | None, tgt_lang: str, device="cpu"):
+def translator_into(task, decode: DecodeSettings | Mapping[str, Any] | None, tgt_lang: str, device="cpu",
+                    src_lang: str | None = None):
     """``task.translator(decode)`` translating every sentence into ``tgt_lang`` (checked
-    against the checkpoint's languages: a ``ValueError`` naming them)."""
+    against the checkpoint's languages: a ``ValueError`` naming them); ``src_lang``: the
+    sentences' language, which a pretrained family's model reads as a code."""
     target = languages.check_target_language(task.hparams, tgt_lang)
-    return task.translator(decode, device=device).set_target_language(target)
+    return task.translator(decode, device=device).set_target_language(target, src_lang)
 
 
 def check_pivot(hparams: Mapping[str, Any], src_lang: str | None, pivot: str, tgt_lang: str | None,
@@ -89,10 +91,10 @@ def pivot_translate(task, decode: DecodeSettings | Mapping[str, Any], sentences:
     n-best lists (its scores), and the inputs either leg cut to the model's length. An empty
     line stays empty through both legs."""
     decode = DecodeSettings.of(decode)
-    check_pivot(task.hparams, src_lang, decode.pivot, tgt_lang)
-    first = translator_into(task, decode, decode.pivot, device)
+    src_lang, _ = check_pivot(task.hparams, src_lang, decode.pivot, tgt_lang)
+    first = translator_into(task, decode, decode.pivot, device, src_lang)
     middle = [hyps[0][0] if hyps else "" for hyps in first.translate(sentences)]
-    second = translator_into(task, decode, tgt_lang, device)
+    second = translator_into(task, decode, tgt_lang, device, decode.pivot)
     return second.translate(middle), first.truncated + second.truncated
 
 
