@@ -1,8 +1,9 @@
 """Greedy decoding for autoregressive encoder-decoders, batched over sentences with the KV cache.
 
 At every step each sentence still decoding takes the most likely next token (PAD and BOS banned,
-as in fairseq, unless the decoder starts from EOS); a sentence stops at its first EOS or at its length cap and then leaves the batch,
-so a batch costs what its sentences need rather than ``len(batch)`` x its longest output. Leaving
+as in fairseq, BOS unless the decoder starts from EOS); a sentence stops at its first EOS or at its
+length cap and then leaves the batch, so a batch costs what its sentences need rather than
+``len(batch)`` x its longest output. Leaving
 copies the caches of the rows that go on, so finished rows are dropped together, once the steps
 they cost since the last drop reach about what a drop costs.
 
