@@ -148,3 +148,16 @@ def test_a_config_key_without_a_place_is_one_line_naming_it(folder, tmp_path, ed
     with pytest.raises(HubError) as err:
         translation_checkpoint(f"hf:{_edited(path, tmp_path, edit)}")
     assert named in str(err.value) and "\n" not in str(err.value)
+
+
+def test_a_tokenizer_file_it_cannot_read_is_one_line_naming_it(tmp_path):
+    path = write_multi_folder(tmp_path / "m2m100", "m2m100")
+    config = json.loads((path / "tokenizer_config.json").read_text())
+    (path / "tokenizer_config.json").write_text(json.dumps({**config, "language_codes": "xx"}))
+    with pytest.raises(HubError, match=r"^tokenizer_config.json: language_codes='xx': expected one of m2m100, wmt21$"):
+        translation_checkpoint(f"hf:{path}")
+    (path / "tokenizer_config.json").write_text(json.dumps(config))
+    (path / "vocab.json").unlink()
+    with pytest.raises(HubError, match=r"no vocab.json \(M2M100's tokenizer files") as err:
+        translation_checkpoint(f"hf:{path}")
+    assert "\n" not in str(err.value)
