@@ -105,15 +105,13 @@ def beam_search(
         bos_id, eos_id, pad_id: special ids; PAD and BOS are never generated.
         beam_size: K, live hypotheses per sentence.
         length_penalty: exponent of the length normaliser (0 = raw log-prob, favours short).
-        max_len_a, max_len_b: at most ``floor(a * src_len + b)`` generated tokens per sentence,
-            EOS included.
+        max_len_a, max_len_b: at most ``floor(a * src_len + b)`` generated tokens per sentence, EOS included.
         n_best: hypotheses returned per sentence (<= beam_size); src_lengths: ``(B,)`` real
             source lengths, if already known (of frames: needed).
         max_len: hard ceiling on generated tokens (the model's positional range).
         early_stopping: the stopping rule, see the module docstring.
         start: ``(B,)`` first decoder tokens (a target tag, ``data.tag_side=decoder``), or ``(B, P)``
-            a start and the ``P - 1`` tokens forced after it (a language code,
-            ``data.tag_side=codes``), counted in the length; None: BOS.
+            a start and tokens forced after it (``data.tag_side=codes``), counted in the length; None: BOS.
 
     Returns:
         For each sentence in input order, ``n_best`` ``Hypothesis`` sorted by score, best first.

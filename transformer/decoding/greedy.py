@@ -53,9 +53,8 @@ def greedy_search(
         src_lengths: ``(B,)`` real source lengths, if already known (of frames: needed).
         max_len: hard ceiling on generated tokens (the model's positional range).
         return_scores: also return each output's summed log-probability (EOS included).
-        start: ``(B,)`` each sentence's first decoder token (a multilingual model's target tag,
-            ``data.tag_side=decoder``), or ``(B, P)`` a start and the tokens forced after it (a
-            language code, ``data.tag_side=codes``), decoded in the first step; None: BOS.
+        start: ``(B,)`` each sentence's first decoder token (a target tag, ``data.tag_side=decoder``),
+            or ``(B, P)`` a start and the tokens forced after it (``data.tag_side=codes``); None: BOS.
 
     Returns:
         Per sentence, in input order, the generated ids without BOS/EOS; with ``return_scores``,

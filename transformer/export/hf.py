@@ -172,7 +172,7 @@ def _m2m100_config(model: EncoderDecoder, hp: Any) -> dict[str, Any]:
 def _write_m2m100_tokenizer(tok, folder: Path, codes: list[str]) -> None:
     """M2M100's files for ``M2M100Tokenizer``: the SentencePiece model, the vocabulary without
     its language codes (the tokenizer numbers them after it) and which code list it has."""
-    from transformer.hub import languages as hub_languages
+    import transformer.hub.languages as hub_languages
 
     sets = {name: [hub_languages.m2m100_code(c) for c in langs] for name, langs in
             hub_languages.M2M100_CODE_SETS.items()}

@@ -333,20 +333,8 @@ def translation_checkpoint(spec: str) -> dict[str, Any]:
     else:
         src_tok, tgt_tok = _translation_tokenizers(folder, tok_config)
     ids = {k: model_cfg.pop(k) for k in ("pad_id", "bos_id", "eos_id")}
-    # The multilingual families start from EOS; Marian from its tokenizer's start.
-    start = tgt_tok.eos_id if family.language_styles else tgt_tok.bos_id
-    for role, key, tok in (("pad", "pad_token_id", tgt_tok.pad_id), ("eos", "eos_token_id", tgt_tok.eos_id),
-                           ("start", "decoder_start_token_id", start)):
-        got = ids["bos_id" if role == "start" else f"{role}_id"]
-        if got != tok:
-            raise HubError(f"config.json: {key}={got} but the target tokenizer's {role} is {tok}")
     vocab_size, tgt_vocab_size = model_cfg.pop("vocab_size"), model_cfg.pop("tgt_vocab_size")
-    for name, tok, size in (("source", src_tok, vocab_size), ("target", tgt_tok, tgt_vocab_size or vocab_size)):
-        if tok.vocab_size > size:
-            raise HubError(f"vocab.json: {tok.vocab_size} {name} pieces, more than the model's {size}")
-        if tok.max_id >= size:
-            raise HubError(f"vocab.json: a {name} piece has id {tok.max_id}, past the model's {size} rows "
-                           f"(config.json: vocab_size={size})")
+    _check_translation_ids(family, ids, src_tok, tgt_tok, vocab_size, tgt_vocab_size)
     # The shapes and names to fill: a model of this config on the meta device (no memory).
     kwargs = {k: v for k, v in model_cfg.items() if k not in ("_target_", "positional")}
     kwargs.update(vocab_size=vocab_size, tgt_vocab_size=tgt_vocab_size, pad_id=ids["pad_id"])
@@ -374,6 +362,25 @@ def translation_checkpoint(spec: str) -> dict[str, Any]:
     }
 
 
+def _check_translation_ids(family: Family, ids: dict[str, int], src_tok, tgt_tok, vocab_size: int,
+                           tgt_vocab_size: int | None) -> None:
+    """The config's special ids must be the target tokenizer's (the multilingual families'
+    decoder starts from EOS, Marian's from its tokenizer's start), and every piece a row of the
+    model's vocabulary; a :class:`HubError` naming the key otherwise."""
+    start = tgt_tok.eos_id if family.language_styles else tgt_tok.bos_id
+    for role, key, tok in (("pad", "pad_token_id", tgt_tok.pad_id), ("eos", "eos_token_id", tgt_tok.eos_id),
+                           ("start", "decoder_start_token_id", start)):
+        got = ids["bos_id" if role == "start" else f"{role}_id"]
+        if got != tok:
+            raise HubError(f"config.json: {key}={got} but the target tokenizer's {role} is {tok}")
+    for name, tok, size in (("source", src_tok, vocab_size), ("target", tgt_tok, tgt_vocab_size or vocab_size)):
+        if tok.vocab_size > size:
+            raise HubError(f"vocab.json: {tok.vocab_size} {name} pieces, more than the model's {size}")
+        if tok.max_id >= size:
+            raise HubError(f"vocab.json: a {name} piece has id {tok.max_id}, past the model's {size} rows "
+                           f"(config.json: vocab_size={size})")
+
+
 def _positional_factory(node: dict[str, Any]):
     """The ``_partial_`` positional factory a translated config names (``modules.positional``)."""
     import functools
@@ -389,7 +396,7 @@ def _coded_tokenizer(folder: Path, family: Family, tok_config: dict[str, Any]):
     (``hub.languages``) and the codes, in id order: NLLB's or mBART-50's ``tokenizer.json`` (its
     special tokens of the family's shape), or M2M100's ``sentencepiece.bpe.model`` and
     ``vocab.json`` (its codes named by ``language_codes`` in ``tokenizer_config.json``)."""
-    from transformer.hub import languages
+    import transformer.hub.languages as languages
 
     if (folder / "tokenizer.json").is_file():
         tok = read_tokenizer(folder)

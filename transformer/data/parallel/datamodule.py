@@ -284,6 +284,9 @@ class TranslationDataModule(TokenBudgetDataModule):
         tag_side: where a multilingual model reads its target-language tag: ``source``, in
             front of the source (Johnson et al. 2017), or ``decoder``, as the decoder's first
             token in place of BOS (as mBART); see :mod:`transformer.data.parallel.languages`.
+        language_codes, start_id: set by training started from an M2M100, NLLB or mBART-50 model
+            (``init_from``): each language's code, which frames the pair's source and target as
+            the family does, and the decoder's start token (its EOS).
 
     After ``setup()``: ``src_tokenizer``, ``tgt_tokenizer``, ``raw(split)``, ``test_splits``;
     ``corpus`` (the dictionary checkpoints record) from construction on.
@@ -323,17 +326,15 @@ class TranslationDataModule(TokenBudgetDataModule):
         bleu_tokenize: str | None = None,
         corpus_name: str = "multi30k",
         distill_dir: str | None = None,
-        pairs: Any = None,
-        temperature: Annotated[float, Range(0, 1e6)] = 1.0,
+        pairs: Any = None, temperature: Annotated[float, Range(0, 1e6)] = 1.0,
         tag_side: str = "source",
-        language_codes: dict[str, str] | None = None,
-        start_id: Annotated[int | None, Range(0, 2**24)] = None,
+        language_codes: dict[str, str] | None = None, start_id: Annotated[int | None, Range(0, 2**24)] = None,
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
         self.directions = check_pairs(dict(self.hparams)) if pairs is not None else None
         self.temperature, self.pad_to_multiple, self.max_len = float(temperature), pad_to_multiple, max_len
-        self.src_lang, self.tgt_lang = src_lang, tgt_lang
+        self.src_lang, self.tgt_lang, self.start_id = src_lang, tgt_lang, start_id
         self.data_dir, self.mirror_root = Path(data_dir), mirror_root
         self.vocab_size, self.joint_vocab, self.tokenizer_model = vocab_size, joint_vocab, tokenizer_model
         if distill_dir and not self.directions:  # transformer-distill's output: its translations and the teacher's tokenizer
@@ -349,7 +350,6 @@ class TranslationDataModule(TokenBudgetDataModule):
         corpus_args = dict(name=corpus_name, valid_name=valid_name, format=format, columns=columns, header=header,
                            holdout=holdout, holdout_seed=holdout_seed, hub=hub, bleu_tokenize=bleu_tokenize)
         (self._set_directions if self.directions else self._set_pair)(sources, corpus_args, eval_splits)
-        self.start_id = start_id
         self.src_tokenizer: SubwordTokenizer | None = None  # both set up by setup()
         self.tgt_tokenizer: SubwordTokenizer | None = None
         self._raw: dict[str, datasets.Dataset] = {}
