@@ -91,3 +91,19 @@ def test_relative_buckets_bidirectional_vs_causal():
     assert (ca[rp >= 0] == 0).all() and len(set(ca[rp < 0].tolist())) == 5
     far = relative_position_bucket(torch.tensor([-1000, 1000]), causal=False, num_buckets=32, max_distance=128)
     assert far.tolist() == [15, 31]  # clamped to the last bucket of each direction
+
+
+def test_fairseq_sinusoids_space_frequencies_over_half_minus_one_and_start_at_first_position():
+    d = 7  # odd: a zero column after the sines and cosines
+    pe = sinusoid_table(20, d, "fairseq")
+    half, pos = d // 2, 9
+    freqs = torch.exp(torch.arange(half, dtype=torch.float64) * -(torch.log(torch.tensor(10000.0)) / (half - 1)))
+    torch.testing.assert_close(pe[pos, :half].double(), torch.sin(pos * freqs), atol=1e-6, rtol=0)
+    torch.testing.assert_close(pe[pos, half:2 * half].double(), torch.cos(pos * freqs), atol=1e-6, rtol=0)
+    assert pe[:, -1].abs().max().item() == 0.0
+    # M2M100's first piece sits at row padding_idx + 1 = 2, under a static cache's tensor offset too
+    enc = SinusoidalPositionalEncoding(d_model=d, max_len=16, layout="fairseq", first_position=2)
+    x = torch.zeros(1, 4, d)
+    torch.testing.assert_close(enc(x)[0], pe[2:6])
+    torch.testing.assert_close(enc(x[:, :1], offset=torch.tensor(3))[0], pe[5:6])
+    torch.testing.assert_close(enc(x, offset=14)[0], sinusoid_table(20, d, "fairseq")[16:20])  # past the table

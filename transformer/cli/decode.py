@@ -21,6 +21,11 @@ names, its sources tagged ``<2xx>`` (Johnson et al. 2017); ``src_lang=`` picks t
 language where several translate into it. A bilingual checkpoint takes its own ``tgt_lang`` or none.
 
     echo "A dog runs." | transformer-decode ckpt_path=multi.ckpt tgt_lang=fr
+
+A pretrained M2M100, NLLB or mBART-50 folder translates between any two of its languages, named
+as ``hub.languages`` names them (``fr``; NLLB's languages without a short name by their code):
+
+    echo "A dog runs." | transformer-decode ckpt_path=hf:nllb-200-distilled-600M src_lang=en tgt_lang=fr
 """
 
 from __future__ import annotations
@@ -49,9 +54,9 @@ def run(cfg: DictConfig) -> list[str]:
     if settings.pivot is not None:  # src_lang -> pivot -> tgt_lang, one model
         return decode_through_pivot(cfg, task, settings, device)
     # the language asked for, checked against the checkpoint's directions before any input is read
-    _, tgt_lang = task.languages.check_direction(cfg.get("src_lang"), cfg.get("tgt_lang"), settings.zero_shot)
+    src_lang, tgt_lang = task.languages.check_direction(cfg.get("src_lang"), cfg.get("tgt_lang"), settings.zero_shot)
     translator = task.translator(settings, device=device)
-    translator.set_target_language(task.languages.check_target(tgt_lang))
+    translator.set_target_language(task.languages.check_target(tgt_lang), src_lang)
     sources, _ = read_lines(cfg.input)
     n_best = settings.n_best
     if settings.print_alignment:

@@ -77,13 +77,21 @@ def use_corpus(task, corpus: dict, label: str) -> None:
     if task.kind.shape != "sequence":
         raise ValueError(f"data=...: a corpus of sentence pairs scores translations; {label} is "
                          f"{task.kind.what} checkpoint")
-    from transformer.data.parallel.languages import Languages
+    from transformer.data.parallel.languages import CODES, Languages
 
-    ours = task.languages
-    for key, lang in (("src_lang", ours.src_lang), ("tgt_lang", ours.tgt_lang)):
-        if lang not in _UNNAMED and lang != corpus[key]:
-            raise ValueError(f"data.{key}={corpus[key]}, but {label} translates {ours.src_lang}-{ours.tgt_lang}")
-    hp = task.hparams
+    ours, hp = task.languages, task.hparams
+    if ours.coded:  # a pretrained family's: scored in the corpus's direction, its codes kept
+        codes = ours.codes or {}
+        for key in ("src_lang", "tgt_lang"):
+            if corpus[key] not in codes:
+                raise ValueError(f"data.{key}={corpus[key]}: not a language of {label} (its languages: "
+                                 f"{', '.join(ours.languages or codes)})")
+        corpus = {**corpus, "tag_side": CODES,
+                  "language_codes": {corpus[k]: codes[corpus[k]] for k in ("src_lang", "tgt_lang")}}
+    else:
+        for key, lang in (("src_lang", ours.src_lang), ("tgt_lang", ours.tgt_lang)):
+            if lang not in _UNNAMED and lang != corpus[key]:
+                raise ValueError(f"data.{key}={corpus[key]}, but {label} translates {ours.src_lang}-{ours.tgt_lang}")
     hp["data"], hp["src_lang"], hp["tgt_lang"] = corpus, corpus["src_lang"], corpus["tgt_lang"]
     task.languages = Languages.of_checkpoint(hp)
 

@@ -78,12 +78,15 @@ def build_datamodule(cfg: DictConfig, ckpt: dict | None = None, pretrained: dict
     overrides = {}
     if ckpt is None and cfg.get("ckpt_path"):
         ckpt = read_checkpoint(cfg.ckpt_path)
-    text, name = None, None
+    text, name, source = None, None, None
     if ckpt is not None and "tokenizers" in ckpt:
-        text, name = ckpt["tokenizers"], "resumed_tokenizer"
+        text, name, source = ckpt["tokenizers"], "resumed_tokenizer", ckpt
     elif pretrained is not None:
         text = pretrained["tokenizers"] if kinds.task_kind(pretrained) is kinds.TRANSLATION else pretrained_tokenizer(pretrained)
-        name = "pretrained_tokenizer"
+        name, source = "pretrained_tokenizer", pretrained
+    hp = (source or {}).get("hyper_parameters") or {}
+    if (hp.get("data") or {}).get("tag_side") == "codes":  # M2M100, NLLB, mBART-50: pairs framed with their codes
+        overrides.update(language_codes=dict(hp["data"]["language_codes"]), start_id=int(hp["bos_id"]))
     if text is not None:
         out = Path(cfg.output_dir)
         out.mkdir(parents=True, exist_ok=True)
@@ -152,6 +155,10 @@ def build_task(cfg: DictConfig, dm, pretrained: dict | None = None):
     if pretrained is not None and kinds.task_kind(pretrained) is kinds.TRANSLATION is kinds.task_kind(cls):
         where = cfg.get("ckpt_path") or cfg.init_from
         data_settings.update(pretrained_task_settings(pretrained, data_settings, where))
+        if dm.hparams.get("vocab_size") not in (None, data_settings["vocab_size"]):
+            # the model's rows, which may exceed its tokenizer's pieces (M2M100's made-up words):
+            # what the data module records too (Lightning refuses two values of one hyperparameter)
+            dm.save_hyperparameters({**dm.hparams, "vocab_size": data_settings["vocab_size"]})
     task = cls(model=model_cfg, **task_cfg, **data_settings)
     if cfg.get("accel", "none") == "cpu":
         task.model = accel.apply(task.model, "cpu")

@@ -14,6 +14,9 @@ graph, and the bookkeeping of finished hypotheses stays here, in Python.
 Scoring follows fairseq: a finished hypothesis scores ``logprob / length ** length_penalty``,
 where ``logprob`` sums the log-probabilities of its tokens *and* of its EOS and ``length``
 counts the EOS. A hypothesis cut at the length cap has no EOS; its length is its token count.
+Tokens forced after the start (``start (B, P)``: a language code that ``generate`` forces as
+the first output, M2M100's) count in the length, as ``generate`` counts them, and add nothing
+to the log-probability.
 
 Stopping rule (``early_stopping=True``, the default, as in fairseq): a sentence is done as soon
 as it has ``beam_size`` finished hypotheses, or when it reaches its length cap (its live beams
@@ -36,8 +39,8 @@ import torch
 from torch import Tensor
 
 from transformer.decoding.api import EncoderOutLike, KVCacheLike, Seq2SeqModel
-from transformer.decoding.common import (ban_tokens, block_maxima, block_size, blocks_log_sum_exp, encode_source,
-                                         max_target_lengths, reserve_steps)
+from transformer.decoding.common import (ban_tokens, banned_ids, block_maxima, block_size, blocks_log_sum_exp,
+                                         encode_source, max_target_lengths, reserve_steps)
 from transformer.decoding.precision import compute_dtype
 
 
@@ -64,6 +67,7 @@ class _Beams:
     max_lens: list[int]  # per sentence, cap on generated tokens (EOS included)
     finished: list[list[Hypothesis]] = field(default_factory=list)
     done: list[bool] = field(default_factory=list)
+    forced: int = 0  # tokens forced after the start, counted in every length (M2M100's language code)
 
 
 @dataclass
@@ -101,13 +105,13 @@ def beam_search(
         bos_id, eos_id, pad_id: special ids; PAD and BOS are never generated.
         beam_size: K, live hypotheses per sentence.
         length_penalty: exponent of the length normaliser (0 = raw log-prob, favours short).
-        max_len_a, max_len_b: at most ``floor(a * src_len + b)`` generated tokens per sentence,
-            EOS included.
+        max_len_a, max_len_b: at most ``floor(a * src_len + b)`` generated tokens per sentence, EOS included.
         n_best: hypotheses returned per sentence (<= beam_size); src_lengths: ``(B,)`` real
             source lengths, if already known (of frames: needed).
         max_len: hard ceiling on generated tokens (the model's positional range).
         early_stopping: the stopping rule, see the module docstring.
-        start: ``(B,)`` first decoder tokens (a target tag, ``data.tag_side=decoder``); None: BOS.
+        start: ``(B,)`` first decoder tokens (a target tag, ``data.tag_side=decoder``), or ``(B, P)``
+            a start and tokens forced after it (``data.tag_side=codes``), counted in the length; None: BOS.
 
     Returns:
         For each sentence in input order, ``n_best`` ``Hypothesis`` sorted by score, best first.
@@ -118,7 +122,7 @@ def beam_search(
     enc, cache, beams, last = _start(model, src, beam_size, max_lens, bos_id, start, src_lengths)
     results: list[list[Hypothesis]] = [[] for _ in range(src.size(0))]
     sent_ids = list(range(src.size(0)))  # input position of each sentence still searched
-    first_step, later_step = _step_fns(model, beam_size, (pad_id, bos_id), eos_id)
+    first_step, later_step = _step_fns(model, beam_size, banned_ids(pad_id, bos_id, eos_id), eos_id)
     for step in range(max(max_lens)):
         once = step == 0 and last.size(0) != beams.scores.numel()  # a row per sentence, not per beam
         cands, survivors, cache = (first_step if once else later_step)(last, enc, cache, beams.scores)
@@ -143,7 +147,8 @@ def _start(model: Seq2SeqModel, src: Tensor, k: int, max_lens: list[int],
            bos_id: int, start: Tensor | None = None,
            src_lengths: Tensor | None = None) -> tuple[EncoderOutLike, KVCacheLike, _Beams, Tensor]:
     """Encode once, set up the cache for K beams a sentence (rows ``b * K + k``) and
-    ``max(max_lens)`` steps, the beams, and the first input (BOS, or ``start``). In a batch the
+    ``max(max_lens)`` steps, the beams, and the first input (BOS, or ``start``: ``(B,)`` or a
+    start and its forced tokens ``(B, P)``, decoded in one step). In a batch the
     first step is decoded once per sentence ``(B, 1)``, since all its beams start alike
     (CTranslate2 does the same; on a CPU that step was about 5 % of beam 5's products). A
     single sentence's first step decodes its K beams ``(K, 1)`` like every later step: a step
@@ -152,12 +157,14 @@ def _start(model: Seq2SeqModel, src: Tensor, k: int, max_lens: list[int],
     first step took 2.2 ms a sentence decoded once and copied, against 1.5 for a later step."""
     batch = src.size(0)
     enc = encode_source(model, src, src_lengths)  # B rows: the beams of a sentence share it
-    cache = reserve_steps(model.init_cache(enc, beams=k), max(max_lens))
     last = (torch.full((batch, 1), bos_id, dtype=torch.long, device=src.device) if start is None
-            else start.to(src.device, torch.long).view(batch, 1))  # (B, 1)
+            else start.to(src.device, torch.long).view(batch, -1))  # (B, P)
+    cache = reserve_steps(model.init_cache(enc, beams=k), max(max_lens) + last.size(1) - 1)
     rows = k if batch == 1 else 1  # first-step rows per sentence
-    last = last.repeat_interleave(rows, dim=0).contiguous()  # (B * rows, 1)
-    return enc, cache, _init_beams(batch, k, max_lens, src.device), last
+    last = last.repeat_interleave(rows, dim=0).contiguous()  # (B * rows, P)
+    beams = _init_beams(batch, k, max_lens, src.device)
+    beams.forced = last.size(1) - 1
+    return enc, cache, beams, last
 
 
 def _per_beam(rows: tuple[Tensor, ...], cache: KVCacheLike, n_rows: int) -> tuple[tuple[Tensor, ...], KVCacheLike]:
@@ -264,7 +271,7 @@ def _drop_done(beams: _Beams, sent_ids: list[int], results: list[list[Hypothesis
     rows = (idx.unsqueeze(1) * k + torch.arange(k, device=idx.device)).view(-1)  # (B', K) -> (N',)
     kept = _Beams(
         beams.tokens.index_select(0, idx), beams.scores.index_select(0, idx),
-        [beams.max_lens[b] for b in keep], [beams.finished[b] for b in keep], [False] * len(keep),
+        [beams.max_lens[b] for b in keep], [beams.finished[b] for b in keep], [False] * len(keep), beams.forced,
     )
     return kept, idx, rows, [sent_ids[b] for b in keep]
 
@@ -372,7 +379,7 @@ def _rescored_candidates(scores: Tensor, states: Tensor, logits: Tensor, model: 
 
 def _finalize_eos(beams: _Beams, cands: _Candidates, eos_id: int, length_penalty: float) -> None:
     """Turn EOS candidates ranked within the top K into finished hypotheses (fairseq's rule)."""
-    length = beams.tokens.size(-1) + 1  # tokens so far plus the EOS
+    length = beams.tokens.size(-1) + 1 + beams.forced  # tokens so far plus the EOS (and forced ones)
     for b, ends in enumerate(cands.ends.tolist()):  # (B, K) as lists: a sentence's K are few
         if beams.done[b] or not any(ends):
             continue
@@ -432,7 +439,7 @@ def _finalize_at_cap(beams: _Beams, length_penalty: float) -> None:
             continue
         for tokens, logprob in zip(beams.tokens[b].tolist(), beams.scores[b].tolist()):
             if logprob != float("-inf"):
-                score = normalized_score(logprob, length, length_penalty)
+                score = normalized_score(logprob, length + beams.forced, length_penalty)
                 beams.finished[b].append(Hypothesis(tokens, score, logprob))
         beams.done[b] = True
 
@@ -448,7 +455,8 @@ def _update_done(beams: _Beams, length_penalty: float, early_stopping: bool) -> 
             beams.done[b] = True
             continue
         worst_kept = sorted(h.score for h in hyps)[-k]  # K-th best finished score
-        reachable = _best_reachable(beams.scores[b], length, beams.max_lens[b], length_penalty)
+        reachable = _best_reachable(beams.scores[b], length + beams.forced, beams.max_lens[b] + beams.forced,
+                                    length_penalty)
         beams.done[b] = reachable <= worst_kept
 
 

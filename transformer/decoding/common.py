@@ -49,6 +49,12 @@ def max_target_lengths(
     return caps.clamp(min=1)
 
 
+def banned_ids(pad_id: int, bos_id: int, eos_id: int) -> tuple[int, ...]:
+    """The ids search never generates: PAD and BOS (fairseq), BOS only where it is not EOS (the
+    decoder of M2M100, NLLB and mBART-50 starts from EOS, which must stay a choice)."""
+    return (pad_id,) if bos_id == eos_id else (pad_id, bos_id)
+
+
 def ban_tokens(log_probs: Tensor, ids: tuple[int | None, ...], inplace: bool = False) -> Tensor:
     """``log_probs (..., V)`` with the given ids at -inf, so search never picks them.
 

@@ -1,8 +1,9 @@
 """Greedy decoding for autoregressive encoder-decoders, batched over sentences with the KV cache.
 
 At every step each sentence still decoding takes the most likely next token (PAD and BOS banned,
-as in fairseq); a sentence stops at its first EOS or at its length cap and then leaves the batch,
-so a batch costs what its sentences need rather than ``len(batch)`` x its longest output. Leaving
+as in fairseq, BOS unless the decoder starts from EOS); a sentence stops at its first EOS or at its
+length cap and then leaves the batch, so a batch costs what its sentences need rather than
+``len(batch)`` x its longest output. Leaving
 copies the caches of the rows that go on, so finished rows are dropped together, once the steps
 they cost since the last drop reach about what a drop costs.
 
@@ -19,8 +20,8 @@ import torch
 from torch import Tensor
 
 from transformer.decoding.api import EncoderOutLike, KVCacheLike, Seq2SeqModel
-from transformer.decoding.common import (ban_tokens, block_maxima, block_size, blocks_log_sum_exp, encode_source,
-                                         max_last, max_target_lengths, reserve_steps)
+from transformer.decoding.common import (ban_tokens, banned_ids, block_maxima, block_size, blocks_log_sum_exp,
+                                         encode_source, max_last, max_target_lengths, reserve_steps)
 
 # Finished rows leave the batch once the row-steps they cost reach the active rows / this.
 DROP_EVERY_ROWS = 4
@@ -52,8 +53,8 @@ def greedy_search(
         src_lengths: ``(B,)`` real source lengths, if already known (of frames: needed).
         max_len: hard ceiling on generated tokens (the model's positional range).
         return_scores: also return each output's summed log-probability (EOS included).
-        start: ``(B,)`` each sentence's first decoder token (a multilingual model's target tag,
-            ``data.tag_side=decoder``); None: BOS.
+        start: ``(B,)`` each sentence's first decoder token (a target tag, ``data.tag_side=decoder``),
+            or ``(B, P)`` a start and the tokens forced after it (``data.tag_side=codes``); None: BOS.
 
     Returns:
         Per sentence, in input order, the generated ids without BOS/EOS; with ``return_scores``,
@@ -61,15 +62,15 @@ def greedy_search(
     """
     max_lens = max_target_lengths(src, pad_id, max_len_a, max_len_b, src_lengths, max_len)  # (B,)
     enc = encode_source(model, src, src_lengths)
-    cache = reserve_steps(model.init_cache(enc), int(max_lens.max()))
     out = _Outputs.empty(src.size(0), int(max_lens.max()), pad_id, src.device)
     last = (torch.full((src.size(0), 1), bos_id, dtype=torch.long, device=src.device) if start is None
-            else start.to(src.device, torch.long).view(-1, 1).contiguous())  # (A, 1)
+            else start.to(src.device, torch.long).view(src.size(0), -1).contiguous())  # (A, P)
+    cache = reserve_steps(model.init_cache(enc), int(max_lens.max()) + last.size(1) - 1)
     active = torch.arange(src.size(0), device=src.device)  # (A,) row in the input batch
     caps = max_lens  # (A,) each active row's length cap
     done = torch.zeros(src.size(0), dtype=torch.bool, device=src.device)  # (A,) finished, not yet dropped
     idle = 0  # row-steps spent on finished rows since the last drop
-    next_token = _next_token_fn(model, (pad_id, bos_id), return_scores)
+    next_token = _next_token_fn(model, banned_ids(pad_id, bos_id, eos_id), return_scores)
     for step in range(out.tokens.size(1)):
         best_lp, best, cache = next_token(last, enc, cache)  # (A,) or None, (A,)
         finished = out.record(active, step, best, best_lp, eos_id, caps, done, pad_id)  # (A,)

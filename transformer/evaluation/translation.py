@@ -151,13 +151,13 @@ def translate_sources(task: TranslationTaskLike, sources: list[str], refs: list[
     if decode.pivot is not None:
         from transformer.inference.pivot import pivot_translate, translator_into
 
-        translator = translator_into(task, decode, tgt_lang, device)  # the second leg's, for its statistics
+        translator = translator_into(task, decode, tgt_lang, device, decode.pivot)  # the second leg's, for its statistics
         start = time.perf_counter()
         nbest, translator.truncated = pivot_translate(task, decode, sources, src_lang, tgt_lang, device)
     else:
         translator = task.translator(decode, device=device)
         if tgt_lang is not None:
-            translator.set_target_language(tgt_lang)
+            translator.set_target_language(tgt_lang, src_lang)
         start = time.perf_counter()
         nbest = translator.translate(sources)
     hyps = [n[0][0] if n else "" for n in nbest]

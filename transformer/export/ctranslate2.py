@@ -18,7 +18,12 @@ network as ``models.EncoderDecoder``; this module fills one from our weights, te
   the source gets EOS appended as our collator does.
 * a multilingual model's directions go to ``languages.json`` and its ``<2xx>`` target tags stay
   special tokens of the source tokenizer, so the folder tags a source as the checkpoint does
-  (:func:`write_languages`, ``CTranslate2Translator``'s ``tgt_lang``).
+  (:func:`write_languages`, ``CTranslate2Translator``'s ``tgt_lang``);
+* a pretrained family's language codes (M2M100, NLLB, mBART-50: ``data.tag_side=codes``) go to
+  ``languages.json`` too: the source starts with its language's code, the decoder from EOS with
+  the target's code as a one-token prefix; their offset position tables (the first piece at
+  row 2) are written from their first piece's row, and mBART's embedding LayerNorm is
+  CTranslate2's ``layernorm_embedding``.
 
 ``mask_target_padding`` changes only teacher forcing, never a search, so it needs nothing here.
 What CTranslate2 cannot compute the same way is refused with an ``ExportError`` that names it
@@ -85,9 +90,6 @@ def check_exportable(model: nn.Module) -> None:
         known = (SinusoidalPositionalEncoding, LearnedPositionalEncoding, NoPositionalEncoding, RelativePositionBias)
         if type(pos) not in known:
             raise ExportError(f"the {name}'s positional encoding {type(pos).__name__} has no CTranslate2 equivalent")
-    if model.cfg.embedding_norm:
-        raise ExportError("the stacks normalise their input embeddings (embedding_norm=true); this export "
-                          "writes stacks without an embedding LayerNorm")
     if model.cfg.type_vocab_size:
         raise ExportError(f"the encoder adds a token-type embedding (type_vocab_size={model.cfg.type_vocab_size}); "
                           "CTranslate2's Transformer has none")
@@ -153,9 +155,10 @@ def _set_positions(spec, stack, max_len: int) -> None:
             layer.self_attention.relative_attention_max_distance = first.relative_attention_max_distance
         return
     if isinstance(pos, LearnedPositionalEncoding):
-        table = _np(pos.embedding.weight)  # (max_len, D)
+        table = _np(pos.embedding.weight[pos.first_position:])  # (max_len, D) from the first piece's row
     elif isinstance(pos, SinusoidalPositionalEncoding):
-        table = _np(sinusoid_table(max_len, stack.d_model, pos.layout))  # (max_len, D), interleaved or halves
+        first = pos.first_position  # the rows from the first piece's: (max_len, D), any layout
+        table = _np(sinusoid_table(max_len + first, stack.d_model, pos.layout)[first:])
     else:  # NoPositionalEncoding: nothing is added
         table = np.zeros((max_len, stack.d_model), dtype=np.float32)
     spec.position_encodings.encodings = table
@@ -166,6 +169,8 @@ def _set_stack(spec, stack, max_len: int, decoder: bool) -> None:
     emb.weight = _np(stack.embedding.weight)  # (V, D)
     spec.scale_embeddings = stack.embed_scale != 1.0  # True: both multiply it by √d_model
     _set_positions(spec, stack, max_len)
+    if isinstance(stack.embedding_norm, nn.LayerNorm):  # after positions, before the layers (mBART's)
+        _set_norm(spec.layernorm_embedding, stack.embedding_norm)
     for layer_spec, layer in zip(spec.layer, stack.layers):
         _set_self_attention(layer_spec.self_attention, layer.self_attn, layer.norm_1)
         if decoder:
@@ -209,6 +214,7 @@ def build_ctranslate2_spec(task):
     spec = transformer_spec.TransformerSpec.from_config(
         (len(enc.layers), len(dec.layers)), dec.layers[0].self_attn.n_heads,
         pre_norm=pre_norm, activation=_activation(model), relative_attention_bias=relative,
+        layernorm_embedding=bool(model.cfg.embedding_norm),
     )
     max_len = int(task.max_len or 1024)
     _set_stack(spec.encoder, enc, max_len, decoder=False)
@@ -232,6 +238,8 @@ def build_ctranslate2_spec(task):
     cfg.decoder_start_token = cfg.bos_token
     if task.languages.tag_to_decoder:  # each target starts with its language tag: a one-token prefix
         cfg.decoder_start_token = None
+    # codes (a pretrained family's): the decoder starts from BOS (its EOS) and the target's code, a
+    # one-token prefix after it
     cfg.add_source_eos = True  # TranslationCollator appends EOS to every source
     cfg.layer_norm_epsilon = float(next(m.eps for m in model.modules() if isinstance(m, nn.LayerNorm)))
     spec.validate()
@@ -275,13 +283,15 @@ def write_languages(task, folder: Path) -> None:
     import json
 
     model_languages = task.languages
-    if model_languages.multilingual:
+    if model_languages.multilingual and not model_languages.coded:
         for lang in model_languages.targets:
             i = task.src_tokenizer.token_to_id(languages.tag(lang))
             if i is None or i not in task.src_tokenizer.special_ids:
                 raise ExportError(f"the model translates into {lang} but its source tokenizer has no special token "
                                   f"{languages.tag(lang)}")
     record = model_languages.record()
+    if model_languages.coded:  # a pretrained family's: its languages, their codes and its decoder start
+        record["bos_id"] = int(task.hparams["bos_id"])
     (Path(folder) / LANGUAGES).write_text(json.dumps(record, indent=2) + "\n", encoding="utf-8")
 
 
@@ -319,11 +329,15 @@ class CTranslate2Translator:
         self.translator = ct2.Translator(str(model_dir), device=device, compute_type=compute_type,
                                          inter_threads=1, intra_threads=threads)
         self.max_len_a, self.max_len_b = max_len_a, max_len_b
-        self.banned = [[self.tgt_tok.id_to_token(self.tgt_tok.pad_id)], [self.tgt_tok.id_to_token(self.tgt_tok.bos_id)]]
         self.max_batch_size, self.batch_type = max_batch_size, batch_type
         self.languages = read_languages(model_dir)  # the checkpoint's
-        # data.tag_side=decoder: a source's tag goes to CTranslate2 as the target prefix it starts from
-        self.tag_to_decoder = self.languages.tag_to_decoder
+        # data.tag_side=codes: a pretrained family's; its decoder starts from EOS, which stays a choice
+        self.coded = self.languages.coded
+        self.banned = [[self.tgt_tok.id_to_token(self.tgt_tok.pad_id)]] + \
+            ([] if self.coded else [[self.tgt_tok.id_to_token(self.tgt_tok.bos_id)]])
+        # data.tag_side=decoder: a source's tag goes to CTranslate2 as the target prefix it starts
+        # from; codes: the target's code, after the start token
+        self.tag_to_decoder = self.languages.tag_to_decoder or self.coded
 
     def translate_ids(self, sources: list[list[int]], beam_size: int = 1, length_penalty: float = 1.0) -> list[list[int]]:
         """Source piece ids (without EOS) -> output ids (without BOS/EOS), in input order."""
@@ -381,38 +395,58 @@ class CTranslate2Translator:
             prefix = {"target_prefix": [[self.tgt_tok.id_to_token(self._starts[i])] for i in rows]}
         results = self.translator.translate_batch(
             pieces, beam_size=beam_size, length_penalty=length_penalty if beam_size > 1 else 0.0,
-            max_decoding_length=cap, max_batch_size=self.max_batch_size, batch_type=self.batch_type,
+            # a pretrained family's target code is a returned prefix token: one more in the cap
+            max_decoding_length=cap + int(self.coded), max_batch_size=self.max_batch_size, batch_type=self.batch_type,
             # as our search: an empty output (EOS first) is allowed, PAD and BOS never chosen
             min_decoding_length=0, suppress_sequences=self.banned, return_scores=True,
             num_hypotheses=min(n_best, beam_size), **prefix,
         )
-        # (with no decoder_start_token the prefix's first token is the start token, not returned)
-        return [[([self.tgt_tok.token_to_id(t) for t in hyp], float(score))
+        # (with no decoder_start_token the prefix's first token is the start token, not returned;
+        # with one, a pretrained family's, the prefix is the target's code, returned first)
+        skip = 1 if self.coded else 0
+        return [[([self.tgt_tok.token_to_id(t) for t in hyp[skip:]], float(score))
                  for hyp, score in zip(res.hypotheses, res.scores)] for res in results]
 
-    def source_ids(self, sentences: list[str], tgt_lang=None) -> list[list[int]]:
+    def source_ids(self, sentences: list[str], tgt_lang=None, src_lang=None) -> list[list[int]]:
         """Each sentence's source ids, with the ``<2xx>`` tag of its target language in front
         (``tgt_lang``: one language for all, or one per sentence; None for a bilingual model),
-        as ``data.parallel.languages.tagged_source_ids`` frames them for our own search; a
-        blank line gets no ids."""
+        as ``data.parallel.languages.tagged_source_ids`` frames them for our own search, or a
+        pretrained family's codes of ``tgt_lang`` and ``src_lang`` (one or one per sentence;
+        ``Languages.coded_framing``); a blank line gets no ids."""
         from transformer.data.parallel.languages import tagged_source_ids
 
-        targets = tgt_lang if isinstance(tgt_lang, (list, tuple)) else [tgt_lang] * len(sentences)
-        return [tagged_source_ids(self.src_tok, s, t) if s.strip() else [] for s, t in zip(sentences, targets)]
+        def each(value):
+            return value if isinstance(value, (list, tuple)) else [value] * len(sentences)
+
+        rows = []
+        for s, t, src in zip(sentences, each(tgt_lang), each(src_lang)):
+            if not s.strip():
+                rows.append([])
+            elif self.coded:
+                langs = self.languages
+                codes = langs.codes or {}
+                # a model fine-tuned in one direction is framed for its own pair by default
+                t = t or (langs.tgt_lang if langs.tgt_lang in codes else None)
+                src = src or (langs.src_lang if langs.src_lang in codes else None)
+                rows.append(langs.coded_framing(self.src_tok, src, t) + self.src_tok.encode(s))
+            else:
+                rows.append(tagged_source_ids(self.src_tok, s, t))
+        return rows
 
     def translate_nbest(self, sentences: list[str], beam_size: int = 1, length_penalty: float = 1.0,
-                        n_best: int = 1, tgt_lang=None) -> list[list[tuple[str, float]]]:
+                        n_best: int = 1, tgt_lang=None, src_lang=None) -> list[list[tuple[str, float]]]:
         """Detokenized n-best lists with their scores (``translate_nbest_ids``) of sentences
-        tagged for ``tgt_lang`` (``source_ids``); an empty (or blank) line translates to
-        ``[("", 0.0)]``."""
-        sources = self.source_ids(sentences, tgt_lang)
+        tagged for ``tgt_lang`` (``source_ids``; ``src_lang``: a pretrained family's); an empty
+        (or blank) line translates to ``[("", 0.0)]``."""
+        sources = self.source_ids(sentences, tgt_lang, src_lang)
         return [[(self.tgt_tok.decode(ids), score) for ids, score in nbest]
                 for nbest in self.translate_nbest_ids(sources, beam_size, length_penalty, n_best)]
 
     def translate(self, sentences: list[str], beam_size: int = 1, length_penalty: float = 1.0,
-                  tgt_lang=None) -> list[str]:
+                  tgt_lang=None, src_lang=None) -> list[str]:
         """Detokenized translations into ``tgt_lang``; an empty (or blank) line translates to ""."""
-        return [nbest[0][0] for nbest in self.translate_nbest(sentences, beam_size, length_penalty, 1, tgt_lang)]
+        return [nbest[0][0] for nbest in self.translate_nbest(sentences, beam_size, length_penalty, 1, tgt_lang,
+                                                              src_lang)]
 
 
 def is_export_dir(path) -> bool:

@@ -12,6 +12,8 @@ masked LM, learned positions from row 0, token types   ``BertForMaskedLM``
 masked LM, positions from row ``pad_id + 1``           ``RobertaForMaskedLM``
 masked LM, no token types, epsilon 1e-12               ``DistilBertForMaskedLM``
 encoder-decoder, post-norm, sinusoids, epsilon 1e-5    ``MarianMTModel``
+encoder-decoder, pre-norm, fairseq sinusoids from      ``M2M100ForConditionalGeneration``
+row ``pad_id + 1``, one shared table, no logits bias
 =====================================================  =========================================
 
 (every masked LM here also needs post-norm layers, an embedding LayerNorm, unscaled embeddings
@@ -26,7 +28,11 @@ own translation (``hub.families``) and must give our switches, so reader and wri
 Tokenizers: a byte-level BPE or a family's ``tokenizer.json`` is written as ``tokenizer.json``
 with a ``tokenizer_config.json`` naming its special tokens (``PreTrainedTokenizerFast``); a
 Marian model read from a folder writes its SentencePiece files (``source.spm``, ``target.spm``,
-``vocab.json``) for ``MarianTokenizer``.
+``vocab.json``) for ``MarianTokenizer``. A multilingual family's model (``data.tag_side=codes``:
+read from an M2M100 or NLLB folder, or fine-tuned from one) writes M2M100's files
+(``sentencepiece.bpe.model``, ``vocab.json``, ``language_codes``) for ``M2M100Tokenizer``, or
+NLLB's ``tokenizer.json`` for ``NllbTokenizer``; our ``<2xx>``-tagged multilingual models have
+no M2M100 counterpart (its source starts with the source's language, not the target's).
 
 Shape legend: V vocabulary, D = d_model.
 """
@@ -40,6 +46,7 @@ from typing import Any, Mapping
 
 import torch
 
+from transformer.data.parallel.languages import Languages
 from transformer.export.folder import ExportError, write_export_dir
 from transformer.hub.families import FAMILIES, MLM_SWITCHES, Family, HubError, tied_parameters
 from transformer.models.mlm import MaskedLanguageModel
@@ -135,6 +142,51 @@ def interleaved_to_halves(state: dict[str, torch.Tensor], d_model: int) -> dict[
     return out
 
 
+# ----------------------------------------------------------------------------- M2M100
+def _m2m100_config(model: EncoderDecoder, hp: Any, langs: Languages) -> dict[str, Any]:
+    """M2M100's ``config.json`` for ``model``; a setting M2M100 does not compute is refused."""
+    cfg, family = model.cfg, FAMILIES["m2m_100"]
+    if not langs.coded and langs.multilingual:
+        raise _refuse(f"data.tag_side={langs.tag_side} (a <2xx> target tag)", "M2M100, whose source starts with the "
+                      "source's language code and whose decoder is forced to the target's after EOS")
+    free = ("positional", "tgt_vocab_size", "output_bias", "mask_target_padding")  # checked below
+    _require(cfg, {**{k: v for k, v in family.switches.items() if k not in free}, "type_vocab_size": 0,
+                   "window": None}, family.title)
+    if model.decoder.output_bias is not None and bool(model.decoder.output_bias.detach().any()):
+        raise _refuse("output_bias=True (a learned vocabulary-score bias)", "M2M100, which adds none")
+    for stack in ("encoder", "decoder"):
+        pos = getattr(model, stack).positional
+        want = f"fairseq sinusoids from row pad_token_id + 1 = {hp.pad_id + 1}"
+        if type(pos) is not SinusoidalPositionalEncoding:
+            raise _refuse(f"the {stack}'s positional encoding {type(pos).__name__}", f"M2M100 ({want})")
+        if pos.layout != "fairseq" or pos.first_position != hp.pad_id + 1:
+            raise _refuse(f"the {stack}'s sinusoids (layout={pos.layout!r}, first_position={pos.first_position})",
+                          f"M2M100 ({want})")
+    if cfg.activation not in family.activations:
+        raise _refuse(f"activation={cfg.activation!r}", f"{family.title} (whose activations are "
+                      f"{', '.join(family.activations)})")
+    return family.write_config({**vars(cfg), "pad_id": hp.pad_id, "bos_id": hp.bos_id, "eos_id": hp.eos_id})
+
+
+def _write_m2m100_tokenizer(tok, folder: Path, codes: list[str]) -> None:
+    """M2M100's files for ``M2M100Tokenizer``: the SentencePiece model, the vocabulary without
+    its language codes (the tokenizer numbers them after it) and which code list it has."""
+    import transformer.hub.languages as hub_languages
+
+    sets = {name: [hub_languages.m2m100_code(c) for c in langs] for name, langs in
+            hub_languages.M2M100_CODE_SETS.items()}
+    name = next((n for n, listed in sets.items() if listed == codes), None)
+    if name is None:
+        raise ExportError("format=hf: the tokenizer's language codes are not M2M100's (m2m100 or wmt21 lists); "
+                          "nothing written")
+    (folder / "sentencepiece.bpe.model").write_bytes(tok._model)
+    vocab = {piece: i for piece, i in tok._vocab.items() if piece not in set(codes)}
+    (folder / "vocab.json").write_text(json.dumps(vocab, ensure_ascii=False), encoding="utf-8")
+    config = {"tokenizer_class": "M2M100Tokenizer", "language_codes": name, "bos_token": "<s>",
+              **{f"{k}_token": v for k, v in tok._names.items() if k != "start"}}
+    (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False), encoding="utf-8")
+
+
 # ----------------------------------------------------------------------------- tokenizers
 def _write_fast_tokenizer(tokenizer, folder: Path, model_max_length: int, source_eos: bool = False) -> None:
     """``tokenizer.json`` plus a ``tokenizer_config.json`` naming its special tokens, so
@@ -218,6 +270,16 @@ def hf_folder_contents(task) -> tuple[dict[str, Any], dict[str, torch.Tensor], A
             raise ExportError("format=hf: the checkpoint carries no tokenizer")
         return config, _tensors(family, model.state_dict(), vars(model.cfg)), lambda folder: _write_fast_tokenizer(
             tokenizer, folder, model.encoder.positional.max_len)
+    if type(model) is EncoderDecoder and model.cfg.norm_first:  # pre-norm: M2M100's layers
+        try:
+            config = _m2m100_config(model, task.hparams, task.languages)
+        except ExportError as exc:  # say why M2M100 was the family tried
+            raise ExportError(f"norm_first=True (pre-norm layers, M2M100's; Marian's are post-norm): "
+                              f"{str(exc).removeprefix('format=hf: ')}") from None
+        family = FAMILIES["m2m_100"]
+        _check_read_back(family, config, model.cfg, checked)
+        state = {k: v for k, v in model.state_dict().items() if k != "decoder.output_bias"}  # zeros: none
+        return config, _tensors(family, state, vars(model.cfg)), lambda folder: _translation_tokenizers(task, folder)
     if type(model) is EncoderDecoder:
         if task.languages.tag_to_decoder:
             raise _refuse("data.tag_side=decoder (a target tag as the decoder's first token, one per "
@@ -233,15 +295,26 @@ def hf_folder_contents(task) -> tuple[dict[str, Any], dict[str, torch.Tensor], A
             state["decoder.output_bias"] = torch.zeros(model.decoder.output_proj.weight.size(0))
         return config, _tensors(family, state, vars(model.cfg)), lambda folder: _translation_tokenizers(task, folder)
     raise ExportError(f"format=hf: a {type(model).__name__} has no Hugging Face family here (masked LMs are "
-                      f"written as BERT, RoBERTa or DistilBERT, translation models as Marian)")
+                      f"written as BERT, RoBERTa or DistilBERT, translation models as Marian or M2M100)")
 
 
 def _translation_tokenizers(task, folder: Path) -> None:
     from transformer.data.core.sentencepiece_tokenizer import SentencePieceTokenizer
 
     src, tgt = task.src_tokenizer, task.tgt_tokenizer
-    if isinstance(src, SentencePieceTokenizer) and isinstance(tgt, SentencePieceTokenizer):
+    coded = task.languages.coded
+    if coded and isinstance(src, SentencePieceTokenizer):  # M2M100's
+        codes = [t for t in src._others if t.startswith("__") and t.endswith("__")]
+        _write_m2m100_tokenizer(src, folder, sorted(codes, key=src.token_to_id))
+    elif isinstance(src, SentencePieceTokenizer) and isinstance(tgt, SentencePieceTokenizer):
         _write_marian_tokenizers(src, tgt, folder)
+    elif coded:  # NLLB's tokenizer.json, its codes special tokens of it
+        src.save(folder / "tokenizer.json")
+        config = {"tokenizer_class": "NllbTokenizer", "model_max_length": task.model.cfg.max_len,
+                  **{f"{role}_token": src.id_to_token(getattr(src, f"{role}_id")) for role in ("bos", "eos", "pad",
+                                                                                              "unk")}}
+        (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False),
+                                                      encoding="utf-8")
     elif src.to_str() == tgt.to_str():
         _write_fast_tokenizer(src, folder, task.model.cfg.max_len, source_eos=True)
     else:

@@ -43,6 +43,26 @@ tie_output             ``tie_word_embeddings``
 bos_id (the task's)    ``decoder_start_token_id`` (``pad_token_id`` in the opus-mt models)
 =====================  ==========================================================================
 
+The multilingual families, M2M100 and NLLB (both ``model_type: m2m_100``, their tokenizers
+differ) and mBART-50 (``mbart``), are read onto the same ``EncoderDecoder``; each sentence's
+language is a code of the vocabulary (``hub.languages``), the source's in front of the source,
+the target's forced after the decoder's start:
+
+=====================  ==============================================  ===========================
+switch                 M2M100, NLLB                                    mBART-50
+=====================  ==============================================  ===========================
+norm_first             true (pre-norm; a final LayerNorm per stack)    true
+embedding_norm         false                                           true (``layernorm_embedding``)
+scale_embeddings       ``scale_embedding``                             ``scale_embedding``
+positional             ``SinusoidalPositionalEncoding(layout=          ``LearnedPositionalEncoding(
+                       "fairseq", first_position=pad_token_id + 1)``   first_position=2)``, 2 + P rows
+activation             ``activation_function``                         ``activation_function``
+output_bias            false                                           true (``final_logits_bias``)
+share_embeddings       true (``model.shared``)                         true
+tie_output             ``tie_word_embeddings``                         ``tie_word_embeddings``
+bos_id (the task's)    ``decoder_start_token_id`` (EOS)                ``decoder_start_token_id``
+=====================  ==============================================  ===========================
+
 A config key that changes what the model computes and has no switch here is refused by name
 (:class:`HubError`); the keys in :data:`BOOKKEEPING` describe the file, the initialisation or
 heads we do not build, and change nothing the masked LM computes.
@@ -106,7 +126,9 @@ class Key:
     bookkeeping, ``older`` are spellings of older files, read when the key is absent.
 
     Kinds: ``size`` (checked later against our config's declared range), ``number``, ``flag``
-    (true or false), ``token_id`` (an integer from 0), ``activation`` (the family's names)."""
+    (true or false), ``token_id`` (an integer from 0), ``activation`` (the family's names).
+    ``offset``: ours is the file's size plus it (mBART's position table has 2 rows more than
+    ``max_position_embeddings``)."""
 
     ours: str
     theirs: str
@@ -115,6 +137,7 @@ class Key:
     same: tuple[str, ...] = ()
     copies: tuple[str, ...] = ()
     older: tuple[str, ...] = ()
+    offset: int = 0
 
 
 def _sizes(*pairs: tuple[str, str]) -> tuple[Key, ...]:
@@ -168,6 +191,8 @@ class ConfigReader:
                                f"one {key.ours} for both")
         for other in key.copies:
             self.left.pop(other, None)
+        if key.offset and isinstance(value, int) and not isinstance(value, bool):
+            value += key.offset
         return value
 
     def finish(self, must_be: Mapping[str, Any], bookkeeping: frozenset[str]) -> None:
@@ -237,6 +262,10 @@ class Family:
     must_be: Mapping[str, Any] = field(default_factory=lambda: MUST_BE)
     bookkeeping: frozenset[str] = BOOKKEEPING
     saved_as_row: tuple[str, ...] = ()
+    #: The spellings of language codes its tokenizers may have (``hub.languages.CODE_PATTERNS``):
+    #: none for a family without them; a source is then framed ``[code] pieces </s>`` and the
+    #: decoder starts from ``decoder_start_token_id`` then the target's code.
+    language_styles: tuple[str, ...] = ()
 
     # -- config.json
     def translate(self, config: dict[str, Any]) -> dict[str, Any]:
@@ -259,6 +288,7 @@ class Family:
                 value = ours[key.default.ours]
             if key.kind == "activation":
                 value = self.activations[value]
+            value = value - key.offset if key.offset else value
             out.update(dict.fromkeys((key.theirs, *key.same, *key.copies), value))
         return out
 
@@ -485,6 +515,86 @@ FAMILIES: dict[str, Family] = {
 }
 
 
+# ----------------------------------------------------------------------------- M2M100, NLLB, mBART-50
+#: The encoder-decoders of fairseq's BART line, as Marian's key map plus a final LayerNorm per stack.
+_FAIRSEQ = (
+    *(pair for pair in _MARIAN if pair[0] != "final_logits_bias"),
+    ("model.{stack}.layer_norm.{wb}", "{stack}.final_norm.{wb}"),
+)
+_MBART = (
+    *_FAIRSEQ,
+    ("model.{stack}.layernorm_embedding.{wb}", "{stack}.embedding_norm.{wb}"),
+    ("model.{stack}.embed_positions.weight", "{stack}.positional.embedding.weight"),
+    ("final_logits_bias", "decoder.output_bias"),  # saved (1, V), ours (V,)
+)
+
+
+def _fairseq_keys(scale: bool, activation: str, positions: int = 0) -> tuple[Key, ...]:
+    """M2M100's (NLLB's) and mBART's config keys: Marian's, without a target vocabulary of its own;
+    ``positions``: the rows of the position table before the first piece's."""
+    return (
+        *_sizes(("vocab_size", "vocab_size"), ("d_model", "d_model"), ("n_encoder_layers", "encoder_layers"),
+                ("n_decoder_layers", "decoder_layers")),
+        Key("n_heads", "encoder_attention_heads", same=("decoder_attention_heads",)),
+        Key("d_ff", "encoder_ffn_dim", same=("decoder_ffn_dim",)),
+        Key("max_len", "max_position_embeddings", offset=positions),
+        Key("tie_output", "tie_word_embeddings", "flag", True),
+        Key("scale_embeddings", "scale_embedding", "flag", scale),
+        Key("activation", "activation_function", "activation", activation),
+        Key("dropout", "dropout", "number", 0.1, copies=("attention_dropout", "activation_dropout")),
+        Key("pad_id", "pad_token_id", "token_id", 1),
+        Key("eos_id", "eos_token_id", "token_id", 2, copies=("forced_eos_token_id",)),
+        # The decoder starts from EOS, then the target language's code (forced, as generate does).
+        Key("bos_id", "decoder_start_token_id", "token_id", Like("eos_id")),
+    )
+
+
+#: Keys of these families that only ``generate``, or training with ``transformers``, reads; and
+#: BART's switches that the M2M100 and mBART code does not read (its layers are always pre-norm).
+FAIRSEQ_BOOKKEEPING = MARIAN_BOOKKEEPING | {
+    "encoder_layerdrop", "decoder_layerdrop", "early_stopping", "forced_bos_token_id", "forced_eos_token_id",
+    "normalize_before", "add_final_layer_norm", "normalize_embedding", "static_position_embeddings",
+    "add_bias_logits", "classifier_dropout", "length_penalty", "no_repeat_ngram_size", "min_length",
+    # older BART-line files: options their model code no longer reads (mBART's offset is fixed at 2)
+    "extra_pos_embeddings", "do_blenderbot_90_layernorm", "force_bos_token_to_be_generated",
+}
+FAIRSEQ_FIXED = {"is_encoder_decoder": True}
+FAIRSEQ_MUST_BE = {**MUST_BE, **FAIRSEQ_FIXED}
+_FAIRSEQ_SWITCHES = {"norm_first": True, "norm_eps": 1e-5, "share_embeddings": True, "tgt_vocab_size": None,
+                     "mask_target_padding": False}
+
+
+def _m2m100_settings(got: Mapping[str, Any]) -> dict[str, Any]:
+    """fairseq's sinusoids, the first piece at row ``pad_token_id + 1``."""
+    return {"positional": {"_target_": "SinusoidalPositionalEncoding", "_partial_": True, "layout": "fairseq",
+                           "first_position": got["pad_id"] + 1}}
+
+
+#: mBART's learned position table keeps two rows before the first piece (fairseq's offset).
+MBART_OFFSET = 2
+
+
+def _mbart_settings(got: Mapping[str, Any]) -> dict[str, Any]:
+    """A learned table of ``max_position_embeddings + 2`` rows (``max_len``), the first piece at row 2."""
+    return {"positional": _positional(MBART_OFFSET)}
+
+
+FAMILIES["m2m_100"] = Family(
+    "m2m_100", "M2M100", "M2M100ForConditionalGeneration", task="translation", keys=_fairseq_keys(True, "relu"),
+    settings=_m2m100_settings, switches={**_FAIRSEQ_SWITCHES, "embedding_norm": False, "output_bias": False},
+    body=_FAIRSEQ, activations=MARIAN_ACTIVATIONS, also_read={"silu": "silu"}, fixed=FAIRSEQ_FIXED,
+    must_be=FAIRSEQ_MUST_BE, bookkeeping=FAIRSEQ_BOOKKEEPING, language_styles=("m2m100", "nllb"),
+    # The sinusoid tables are not saved by transformers; an older file's are checked, then not used.
+    not_built=("model.{stack}.embed_positions.weights",))
+FAMILIES["mbart"] = Family(
+    "mbart", "mBART-50", "MBartForConditionalGeneration", task="translation",
+    keys=_fairseq_keys(False, "gelu", MBART_OFFSET),
+    settings=_mbart_settings, switches={**_FAIRSEQ_SWITCHES, "embedding_norm": True, "output_bias": True},
+    body=_MBART, activations=MARIAN_ACTIVATIONS, also_read={"silu": "silu"}, fixed=FAIRSEQ_FIXED,
+    must_be=FAIRSEQ_MUST_BE, bookkeeping=FAIRSEQ_BOOKKEEPING, saved_as_row=("final_logits_bias",),
+    language_styles=("mbart50",))
+
+
 def family_of(config: dict[str, Any]) -> Family:
     """The family a ``config.json`` names by ``model_type``; another is a :class:`HubError`."""
     model_type = config.get("model_type")
@@ -541,6 +651,6 @@ def head_names(family: Family) -> str:
     return ", ".join(sorted({t[0].split(".")[0] + (".*" if "." in t[0] else "") for t in family.head}))
 
 
-__all__ = ["ACTIVATIONS", "BOOKKEEPING", "FAMILIES", "HEADS", "HEAD_ARCHITECTURES", "MARIAN_ACTIVATIONS", "MARIAN_KEYS",
-           "MLM_SWITCHES", "POOLER_ACTIVATIONS", "Family", "HubError", "Key", "Like", "family_of", "head_kind",
-           "head_names", "rename", "tied_parameters", "with_head"]
+__all__ = ["ACTIVATIONS", "BOOKKEEPING", "FAIRSEQ_BOOKKEEPING", "FAMILIES", "HEADS", "HEAD_ARCHITECTURES",
+           "MARIAN_ACTIVATIONS", "MARIAN_KEYS", "MBART_OFFSET", "MLM_SWITCHES", "POOLER_ACTIVATIONS", "Family", "HubError",
+           "Key", "Like", "family_of", "head_kind", "head_names", "rename", "tied_parameters", "with_head"]

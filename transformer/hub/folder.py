@@ -1,5 +1,6 @@
 """Reading a Hugging Face folder (``config.json``, ``model.safetensors`` or ``pytorch_model.bin``,
-``tokenizer.json`` or the vocabulary files it is built from) into what our own checkpoints hold: a flat model config, a state dict of our
+``tokenizer.json`` or the vocabulary files it is built from: Marian's and M2M100's SentencePiece
+files included) into what our own checkpoints hold: a flat model config, a state dict of our
 modules' names, the tokenizer's JSON. ``hf:<folder>`` names a folder; ``hf:<hub id>``
 (``bert-base-uncased``, ``FacebookAI/roberta-base``) is downloaded with
 ``huggingface_hub.snapshot_download`` first (``HF_ENDPOINT`` and ``HF_HOME`` as the hub's own
@@ -38,7 +39,7 @@ WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
 #: What a download fetches: the config, the tokenizer and one weights file.
 _FILES = ["config.json", "tokenizer.json", "tokenizer_config.json", "special_tokens_map.json",
           "source.spm", "target.spm", "vocab.json", "target_vocab.json", "vocab.txt", "merges.txt",
-          "added_tokens.json"]
+          "added_tokens.json", "sentencepiece.bpe.model"]
 
 
 def is_hub_path(path: Any) -> bool:
@@ -327,53 +328,127 @@ def checkpoint(spec: str) -> dict[str, Any]:
 
 def translation_checkpoint(spec: str) -> dict[str, Any]:
     """A translation checkpoint dict (task ``translation``: an ``EncoderDecoder``, its special ids,
-    both tokenizers) from a Marian ``hf:<folder>`` or ``hf:<hub id>``.
+    both tokenizers) from a Marian, M2M100, NLLB or mBART-50 ``hf:<folder>`` or ``hf:<hub id>``.
 
-    The tokenizers are Marian's SentencePiece files (``source.spm``, ``target.spm``,
+    Marian's tokenizers are its SentencePiece files (``source.spm``, ``target.spm``,
     ``vocab.json``: the opus-mt models) or, in a model of ours written as Marian
-    (``export.hf``), one ``tokenizer.json`` for both sides. The decoder starts from
+    (``export.hf``), one ``tokenizer.json`` for both sides. Its decoder starts from
     ``decoder_start_token_id``, which must be the target tokenizer's start (``bos_id``: the
     padding id of a SentencePiece vocabulary, the BOS of a ``tokenizer.json``), because training
-    frames its targets with the tokenizer's start and search starts from the task's ``bos_id``."""
-    import functools
+    frames its targets with the tokenizer's start and search starts from the task's ``bos_id``.
 
+    The multilingual families (``Family.language_styles``) have one tokenizer for both sides:
+    M2M100's ``sentencepiece.bpe.model`` and ``vocab.json`` with its language codes after the
+    vocabulary, or NLLB's and mBART-50's ``tokenizer.json``; their decoder starts from
+    ``decoder_start_token_id`` (EOS), then the target's code. The checkpoint records every
+    direction between the languages (``data.languages``), each language's code
+    (``data.language_codes``) and ``data.tag_side=codes`` (``data.parallel.languages``)."""
     from transformer.models.transformer import EncoderDecoder, TransformerConfig
-    from transformer.modules.positional import SinusoidalPositionalEncoding
 
     folder, family, model_cfg = _read_family(spec, "translation")
     tok_config_path = folder / "tokenizer_config.json"
     tok_config = read_json(tok_config_path) if tok_config_path.is_file() else {}
-    src_tok, tgt_tok = _translation_tokenizers(folder, tok_config)
+    if family.language_styles:
+        src_tok, style, codes = _coded_tokenizer(folder, family, tok_config)
+        tgt_tok = src_tok
+    else:
+        src_tok, tgt_tok = _translation_tokenizers(folder, tok_config)
     ids = {k: model_cfg.pop(k) for k in ("pad_id", "bos_id", "eos_id")}
+    vocab_size, tgt_vocab_size = model_cfg.pop("vocab_size"), model_cfg.pop("tgt_vocab_size")
+    _check_translation_ids(family, ids, src_tok, tgt_tok, vocab_size, tgt_vocab_size)
+    # The shapes and names to fill: a model of this config on the meta device (no memory).
+    kwargs = {k: v for k, v in model_cfg.items() if k not in ("_target_", "positional")}
+    kwargs.update(vocab_size=vocab_size, tgt_vocab_size=tgt_vocab_size, pad_id=ids["pad_id"])
+    with torch.device("meta"):
+        cfg = TransformerConfig(**kwargs, positional=_positional_factory(model_cfg["positional"]))
+        meta = EncoderDecoder(cfg)
+    check_weights_size(folder, meta)
+    state = map_weights(family, read_weights(folder), meta.state_dict(), tied_parameters(family.task, model_cfg))
+    data: dict[str, Any] = {"name": folder.name}
+    if family.language_styles:
+        from transformer.data.parallel.languages import MULTI
+        from transformer.hub.languages import names_of
+
+        codes_by_name = names_of(style, codes)
+        data.update(languages=sorted(codes_by_name), language_codes=codes_by_name, tag_side="codes")
+        langs = {"source": MULTI, "target": MULTI}
+    else:
+        langs = {k: str(tok_config.get(f"{k}_lang") or k) for k in ("source", "target")}
+    return {
+        "transformer_task": "translation",
+        "hyper_parameters": {"model": model_cfg, "vocab_size": vocab_size, "tgt_vocab_size": tgt_vocab_size,
+                             **ids, "src_lang": langs["source"], "tgt_lang": langs["target"], "data": data},
+        "state_dict": {f"model.{k}": v for k, v in state.items()},
+        "tokenizers": {"src": src_tok.to_str(), "tgt": tgt_tok.to_str()},
+    }
+
+
+def _check_translation_ids(family: Family, ids: dict[str, int], src_tok, tgt_tok, vocab_size: int,
+                           tgt_vocab_size: int | None) -> None:
+    """The config's special ids must be the target tokenizer's (the multilingual families'
+    decoder starts from EOS, Marian's from its tokenizer's start), and every piece a row of the
+    model's vocabulary; a :class:`HubError` naming the key otherwise."""
+    start = tgt_tok.eos_id if family.language_styles else tgt_tok.bos_id
     for role, key, tok in (("pad", "pad_token_id", tgt_tok.pad_id), ("eos", "eos_token_id", tgt_tok.eos_id),
-                           ("start", "decoder_start_token_id", tgt_tok.bos_id)):
+                           ("start", "decoder_start_token_id", start)):
         got = ids["bos_id" if role == "start" else f"{role}_id"]
         if got != tok:
             raise HubError(f"config.json: {key}={got} but the target tokenizer's {role} is {tok}")
-    vocab_size, tgt_vocab_size = model_cfg.pop("vocab_size"), model_cfg.pop("tgt_vocab_size")
     for name, tok, size in (("source", src_tok, vocab_size), ("target", tgt_tok, tgt_vocab_size or vocab_size)):
         if tok.vocab_size > size:
             raise HubError(f"vocab.json: {tok.vocab_size} {name} pieces, more than the model's {size}")
         if tok.max_id >= size:
             raise HubError(f"vocab.json: a {name} piece has id {tok.max_id}, past the model's {size} rows "
                            f"(config.json: vocab_size={size})")
-    # The shapes and names to fill: a model of this config on the meta device (no memory).
-    kwargs = {k: v for k, v in model_cfg.items() if k not in ("_target_", "positional")}
-    kwargs.update(vocab_size=vocab_size, tgt_vocab_size=tgt_vocab_size, pad_id=ids["pad_id"])
-    with torch.device("meta"):
-        cfg = TransformerConfig(**kwargs, positional=functools.partial(SinusoidalPositionalEncoding, layout="halves"))
-        meta = EncoderDecoder(cfg)
-    check_weights_size(folder, meta)
-    state = map_weights(family, read_weights(folder), meta.state_dict(), tied_parameters(family.task, model_cfg))
-    langs = {k: str(tok_config.get(f"{k}_lang") or k) for k in ("source", "target")}
-    return {
-        "transformer_task": "translation",
-        "hyper_parameters": {"model": model_cfg, "vocab_size": vocab_size, "tgt_vocab_size": tgt_vocab_size,
-                             **ids, "src_lang": langs["source"], "tgt_lang": langs["target"],
-                             "data": {"name": folder.name}},
-        "state_dict": {f"model.{k}": v for k, v in state.items()},
-        "tokenizers": {"src": src_tok.to_str(), "tgt": tgt_tok.to_str()},
-    }
+
+
+def _positional_factory(node: dict[str, Any]):
+    """The ``_partial_`` positional factory a translated config names (``modules.positional``)."""
+    import functools
+
+    from transformer.modules import positional
+
+    kwargs = {k: v for k, v in node.items() if k not in ("_target_", "_partial_")}
+    return functools.partial(getattr(positional, node["_target_"]), **kwargs)
+
+
+def _coded_tokenizer(folder: Path, family: Family, tok_config: dict[str, Any]):
+    """The one tokenizer of a multilingual family's folder, the spelling of its language codes
+    (``hub.languages``) and the codes, in id order: NLLB's or mBART-50's ``tokenizer.json`` (its
+    special tokens of the family's shape), or M2M100's ``sentencepiece.bpe.model`` and
+    ``vocab.json`` (its codes named by ``language_codes`` in ``tokenizer_config.json``)."""
+    import transformer.hub.languages as languages
+
+    if (folder / "tokenizer.json").is_file():
+        tok = read_tokenizer(folder)
+        specials = sorted(tok.special_ids)
+        tokens = [tok.id_to_token(i) or "" for i in specials]
+        for style in family.language_styles:
+            codes = languages.codes_in(style, tokens)
+            if codes:
+                return tok, style, codes
+        raise HubError(f"{folder / 'tokenizer.json'}: no language codes among its special tokens (a "
+                       f"{family.title} tokenizer has codes such as "
+                       f"{', '.join(_EXAMPLE_CODES[s] for s in family.language_styles)})")
+    if "m2m100" not in family.language_styles or not (folder / "sentencepiece.bpe.model").is_file():
+        raise HubError(f"{folder}: no tokenizer.json (nor {family.title}'s sentencepiece.bpe.model and vocab.json)")
+    if not (folder / "vocab.json").is_file():
+        raise HubError(f"{folder}: no vocab.json (M2M100's tokenizer files: sentencepiece.bpe.model, vocab.json)")
+    code_set = tok_config.get("language_codes", "m2m100")
+    if code_set not in languages.M2M100_CODE_SETS:
+        raise HubError(f"tokenizer_config.json: language_codes={code_set!r}: expected one of "
+                       f"{', '.join(languages.M2M100_CODE_SETS)}")
+    codes = [languages.m2m100_code(c) for c in languages.M2M100_CODE_SETS[code_set]]
+    from transformer.data.core.sentencepiece_tokenizer import m2m100_tokenizer
+
+    try:
+        return m2m100_tokenizer(folder, codes, tok_config), "m2m100", codes
+    except (ValueError, OSError) as exc:
+        raise HubError(str(exc) if str(folder) in str(exc) else f"{folder}: {exc}") from None
+
+
+#: A language code of each spelling, for a refusal's example.
+_EXAMPLE_CODES = {"m2m100": "__fr__", "nllb": "fra_Latn", "mbart50": "fr_XX"}
 
 
 def _translation_tokenizers(folder: Path, tok_config: dict[str, Any]):

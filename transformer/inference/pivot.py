@@ -24,15 +24,22 @@ def target_of(text: str, default: str | None) -> str | None:
     return getattr(text, "tgt_lang", default)
 
 
-def tagging_encode(translator, tokenizer, default: str | None):
+def tagging_encode(translator, tokenizer, default: str | None, default_src: str | None = None):
     """``translator.encode`` with each sentence's ``<2xx>`` tag in front of its pieces
     (``languages.tag_ids``; the language: :func:`target_of`, None leaves the pieces as they
-    are); a source cut to the model's length keeps its tag and loses its last piece."""
+    are), or with a pretrained family's model (``translator.coded``) the codes of its target and
+    source languages (the sentence's ``src_lang``, else ``default_src``); a source cut to the
+    model's length keeps its tag and loses its last piece."""
     encode = translator.encode
+    coded = getattr(translator, "coded", None)
 
     def tagged(text: str) -> list[int]:
         before = translator.truncated
-        ids = languages.tag_ids(tokenizer, encode(text), target_of(text, default))
+        target = target_of(text, default)
+        if coded is not None and target is not None:
+            ids = coded(getattr(text, "src_lang", None) or default_src, target) + encode(text)
+        else:
+            ids = languages.tag_ids(tokenizer, encode(text), target)
         limit = translator.max_src_len
         if limit is not None and len(ids) + 1 > limit:
             translator.truncated = before + 1  # counted once, whether encode cut it or the tag did
@@ -42,11 +49,13 @@ def tagging_encode(translator, tokenizer, default: str | None):
     return tagged
 
 
-def translator_into(task, decode: DecodeSettings | Mapping[str, Any] | None, tgt_lang: str, device="cpu"):
+def translator_into(task, decode: DecodeSettings | Mapping[str, Any] | None, tgt_lang: str, device="cpu",
+                    src_lang: str | None = None):
     """``task.translator(decode)`` translating every sentence into ``tgt_lang`` (checked
-    against the checkpoint's languages: a ``ValueError`` naming them)."""
+    against the checkpoint's languages: a ``ValueError`` naming them); ``src_lang``: the
+    sentences' language, which a pretrained family's model reads as a code."""
     target = task.languages.check_target(tgt_lang)
-    return task.translator(decode, device=device).set_target_language(target)
+    return task.translator(decode, device=device).set_target_language(target, src_lang)
 
 
 def pivot_translate(task, decode: DecodeSettings | Mapping[str, Any], sentences: Sequence[str], src_lang: str | None,
@@ -56,10 +65,10 @@ def pivot_translate(task, decode: DecodeSettings | Mapping[str, Any], sentences:
     n-best lists (its scores), and the inputs either leg cut to the model's length. An empty
     line stays empty through both legs."""
     decode = DecodeSettings.of(decode)
-    task.languages.check_pivot(src_lang, decode.pivot, tgt_lang)
-    first = translator_into(task, decode, decode.pivot, device)
+    src_lang, _ = task.languages.check_pivot(src_lang, decode.pivot, tgt_lang)
+    first = translator_into(task, decode, decode.pivot, device, src_lang)
     middle = [hyps[0][0] if hyps else "" for hyps in first.translate(sentences)]
-    second = translator_into(task, decode, tgt_lang, device)
+    second = translator_into(task, decode, tgt_lang, device, decode.pivot)
     return second.translate(middle), first.truncated + second.truncated
 
 

@@ -117,6 +117,16 @@ def sentence_alignments(model: nn.Module, src: Tensor, hyps: Sequence[Sequence[i
     return [format_alignment(alignment_pairs(cross[b], int(real[b].sum()), len(h))) for b, h in enumerate(hyps)]
 
 
+def refuse_two_id_start(hp, what: str) -> None:
+    """A ``ValueError`` naming ``what`` for a pretrained family's model (``data.tag_side=codes``),
+    whose decoder starts from two ids (EOS, then the target's code): the views here take one."""
+    from transformer.data.parallel.languages import Languages
+
+    if Languages.of_checkpoint(hp).coded:
+        raise ValueError(f"{what}: not for an M2M100, NLLB or mBART-50 model, whose decoder starts from two ids "
+                         f"(EOS, then the target language's code)")
+
+
 def translate_with_alignments(task, translator, sentences: Sequence[str],
                               layer: int | None = None) -> tuple[list[list[tuple[str, float]]], list[list[str]]]:
     """``translator.translate(sentences)`` plus, per sentence and n-best hypothesis, its
@@ -127,6 +137,7 @@ def translate_with_alignments(task, translator, sentences: Sequence[str],
     their source ids (equal sources give equal hypotheses and alignments).
     """
     hp = task.hparams
+    refuse_two_id_start(hp, "decode.print_alignment=true")
     by_source: dict[tuple[int, ...], list[str]] = {}
     source_ids: dict[str, list[int]] = {}
     search, encode = translator.search, translator.encode

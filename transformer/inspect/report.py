@@ -13,7 +13,7 @@ import numpy as np
 import torch
 
 from transformer.inspect import plots
-from transformer.inspect.attention import capture_encoder_attention, translation_attention
+from transformer.inspect.attention import capture_encoder_attention, refuse_two_id_start, translation_attention
 from transformer.inspect.positions import position_arrays
 
 
@@ -54,6 +54,7 @@ def inspect_translation(task, sentences: Sequence[str], decode, out_dir: str | P
     """
     out_dir = Path(out_dir)
     hp = task.hparams
+    refuse_two_id_start(hp, "transformer-inspect")
     translator = task.translator(decode).set_target_language(tgt_lang)  # None: a bilingual model, untagged
     search = task.search_fn(decode)
     written: list[Path] = []

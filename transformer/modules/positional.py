@@ -26,15 +26,18 @@ from transformer.ranges import Range
 
 
 #: Where a sinusoid table puts its sines and cosines: ``interleaved`` (the paper, tensor2tensor's
-#: ``sin, cos, sin, cos, ...``) or ``halves`` (all sines, then all cosines: Marian's and
-#: Hugging Face's ``MarianSinusoidalPositionalEmbedding``).
-SINUSOID_LAYOUTS = ("interleaved", "halves")
+#: ``sin, cos, sin, cos, ...``), ``halves`` (all sines, then all cosines: Marian's and
+#: Hugging Face's ``MarianSinusoidalPositionalEmbedding``) or ``fairseq`` (halves whose
+#: frequencies are spaced over D/2 - 1 steps instead of D/2: fairseq's and M2M100's, NLLB's).
+SINUSOID_LAYOUTS = ("interleaved", "halves", "fairseq")
 
 
 def sinusoid_table(n_positions: int, d_model: int, layout: str = "interleaved") -> Tensor:
     """``(n_positions, d_model)`` with PE[pos, 2i] = sin(pos / 10000^(2i/d)), PE[pos, 2i+1] = cos(...)
     (``layout="interleaved"``), or the same ceil(D/2) sines in columns ``0 .. ceil(D/2) - 1`` and
-    the floor(D/2) cosines after them (``layout="halves"``, Marian's).
+    the floor(D/2) cosines after them (``layout="halves"``, Marian's). ``layout="fairseq"``:
+    floor(D/2) sines of frequencies 10000^(-i / (floor(D/2) - 1)), then their cosines, and a zero
+    column when D is odd (fairseq's ``SinusoidalPositionalEmbedding``, M2M100's and NLLB's).
 
     Each (sin, cos) pair rotates by a fixed angle per step, so PE(pos + k) is a
     linear function of PE(pos) (Vaswani et al. 2017, sec. 3.5).
@@ -42,6 +45,13 @@ def sinusoid_table(n_positions: int, d_model: int, layout: str = "interleaved") 
     if layout not in SINUSOID_LAYOUTS:
         raise ValueError(f"sinusoid layout must be one of {SINUSOID_LAYOUTS}, got {layout!r}")
     pos = torch.arange(n_positions, dtype=torch.float64).unsqueeze(1)  # (P, 1)
+    if layout == "fairseq":
+        half = d_model // 2
+        step = math.log(10000.0) / max(half - 1, 1)
+        angle = pos * torch.exp(torch.arange(half, dtype=torch.float64) * -step)  # (P, 1) * (D/2,) -> (P, D/2)
+        table = torch.zeros(n_positions, d_model, dtype=torch.float64)
+        table[:, :half], table[:, half:2 * half] = torch.sin(angle), torch.cos(angle)
+        return table.float()
     two_i = torch.arange(0, d_model, 2, dtype=torch.float64)  # (ceil(D/2),)
     angle = pos / torch.pow(10000.0, two_i / d_model)  # (P, 1) / (ceil(D/2),) -> (P, ceil(D/2))
     table = torch.zeros(n_positions, d_model, dtype=torch.float64)
@@ -61,22 +71,27 @@ class SinusoidalPositionalEncoding(nn.Module):
     Shapes: ``x (B, T, D) -> (B, T, D)``. Positions past ``max_len`` are computed
     on the fly, since the formula extrapolates.
 
-    ``layout``: ``"interleaved"`` (the paper) or ``"halves"`` (Marian's), see :func:`sinusoid_table`;
-    either way the first piece is at position 0 and padding gets its position like any piece.
+    ``layout``: ``"interleaved"`` (the paper), ``"halves"`` (Marian's) or ``"fairseq"`` (M2M100's,
+    NLLB's), see :func:`sinusoid_table`. ``first_position``: the table row of the first piece
+    (0; fairseq's models start at ``padding_idx + 1``, M2M100's at 2). Padding gets its
+    position like any piece (fairseq gives it a zero row instead: a padded position, which no
+    real one attends to).
     """
 
     def __init__(self, d_model: int, n_heads: int | None = None, max_len: int = 1024, causal: bool = False,
-                 layout: str = "interleaved"):
+                 layout: str = "interleaved", first_position: Annotated[int, Range(0, 2**20)] = 0):
         super().__init__()
         if layout not in SINUSOID_LAYOUTS:
             raise ValueError(f"sinusoid layout must be one of {SINUSOID_LAYOUTS}, got {layout!r}")
         self.d_model = d_model
         self.layout = layout
+        self.first_position = first_position
         # Not persistent: it is a function of d_model, no need to store it in checkpoints.
-        self.register_buffer("pe", sinusoid_table(max_len, d_model, layout), persistent=False)
+        self.register_buffer("pe", sinusoid_table(max_len + first_position, d_model, layout), persistent=False)
 
     def forward(self, x: Tensor, offset: int | Tensor = 0) -> Tensor:
         t = x.size(1)
+        offset = offset + self.first_position
         if isinstance(offset, Tensor):  # a static cache's position, inside the table by its size
             return x + self.pe[offset + torch.arange(t, device=x.device)].to(x.dtype)
         pe = self.pe if offset + t <= self.pe.size(0) else sinusoid_table(offset + t, self.d_model,

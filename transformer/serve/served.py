@@ -137,17 +137,19 @@ class Source(str):
     the alignments, which key sources by text, keep a sentence asked in two languages apart."""
 
     tgt_lang: str | None
+    src_lang: str | None  # its language, where the model reads it (a pretrained family's code)
 
-    def __new__(cls, text: str, tgt_lang: str | None):
+    def __new__(cls, text: str, tgt_lang: str | None, src_lang: str | None = None):
         source = super().__new__(cls, text)
-        source.tgt_lang = tgt_lang
+        source.tgt_lang, source.src_lang = tgt_lang, src_lang
         return source
 
     def __eq__(self, other: object) -> bool:
-        return str.__eq__(self, other) and getattr(other, "tgt_lang", None) == self.tgt_lang
+        return (str.__eq__(self, other) and getattr(other, "tgt_lang", None) == self.tgt_lang
+                and getattr(other, "src_lang", None) == self.src_lang)
 
     def __hash__(self) -> int:
-        return hash((str(self), self.tgt_lang))
+        return hash((str(self), self.tgt_lang, self.src_lang))
 
 
 SPIECE = "\u2581"  # SentencePiece's word-start marker
@@ -260,7 +262,8 @@ class TranslationModel(ServedModel):
         self.strategy = strategies.choose(self.decoding, task.model_kind)
         self.autoregressive = kinds.task_kind(task).generates_from_start
         model = task.model
-        self.attends = (self.autoregressive and hasattr(model, "encoder")
+        # a pretrained family's model starts its decoder with two ids: no attention view of it
+        self.attends = (self.autoregressive and hasattr(model, "encoder") and not task.languages.coded
                         and hasattr(getattr(model, "decoder", None), "init_cache"))
         self.options = (*decode_options(self.strategy), *(["attention"] if self.attends else []))
         self._languages(task.languages)
@@ -285,6 +288,10 @@ class TranslationModel(ServedModel):
         self.multilingual = model_languages.multilingual
         # a plain sentence (the warm-up call) goes into the first target language
         self.default_tgt = model_languages.targets[0] if self.multilingual else None
+        # a pretrained family's model reads the source's language too: a plain sentence's is the first other one
+        self.coded = model_languages.coded
+        self.default_src = (next(s for s in model_languages.sources if s != self.default_tgt)
+                            if self.coded and self.multilingual else None)
         if self.multilingual:
             self.options = (*self.options, "tgt_lang", "src_lang", "pivot", "zero_shot")
 
@@ -308,14 +315,14 @@ class TranslationModel(ServedModel):
                     raise ValueError("attention: not available with pivot (the answer is the second leg's, "
                                      "from a source the client did not send)")
                 return [Source(text, overrides["pivot"]) for text in inputs]
-            if src is not None:
-                target = self.languages.check_direction(src, tgt, bool(overrides.get("zero_shot")), "zero_shot")[1]
+            if src is not None or (self.coded and self.multilingual):
+                src, target = self.languages.check_direction(src, tgt, bool(overrides.get("zero_shot")), "zero_shot")
                 target = target if self.multilingual else None
             else:
                 target = self.languages.check_target(tgt)
         except ValueError as exc:
             raise RequestError(f"model '{self.id}': {exc}") from None
-        return [Source(text, target) for text in inputs] if target is not None else list(inputs)
+        return list(inputs) if target is None else [Source(text, target, src if self.coded else None) for text in inputs]
 
     def next_leg(self, outputs: list[dict], overrides: dict) -> list | None:
         """A pivot's second leg: the best translation of each input into the pivot language,
@@ -366,7 +373,8 @@ class TranslationModel(ServedModel):
         if decode not in self._translators:
             translator = self.task.translator(self.decoding.replace(**dict(decode)), device=self.device)
             if self.multilingual:
-                translator.encode = tagging_encode(translator, self.task.src_tokenizer, self.default_tgt)
+                translator.encode = tagging_encode(translator, self.task.src_tokenizer, self.default_tgt,
+                                                   self.default_src)
             self._translators[decode] = translator
             while len(self._translators) > TRANSLATORS_KEPT:
                 self._translators.popitem(last=False)
@@ -489,7 +497,8 @@ class CTranslate2Model(TranslationModel):
         self.translator.max_len_a, self.translator.max_len_b = cfg.max_len_a, cfg.max_len_b
         beam = cfg.beam_size if "beam_size" in self.strategy.reads else 1
         targets = [target_of(t, self.default_tgt) for t in texts]  # each sentence its own tag
-        nbest = self.translator.translate_nbest(list(texts), beam, cfg.length_penalty, cfg.n_best, targets)
+        sources = [getattr(t, "src_lang", None) or self.default_src for t in texts]  # a pretrained family's codes
+        nbest = self.translator.translate_nbest(list(texts), beam, cfg.length_penalty, cfg.n_best, targets, sources)
         return [{"translation": one_line(hyps[0][0]), "hypotheses": [{"text": one_line(t), "score": v} for t, v in hyps],
                  "attention": None} for hyps in nbest]
 

@@ -9,6 +9,7 @@ Shape legend: B sentences, S source tokens, T target tokens.
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 from typing import Annotated, Any, Mapping
 
@@ -134,7 +135,7 @@ class Seq2SeqTask(L.LightningModule):
             vocab_size=src_tok.vocab_size,
             tgt_vocab_size=None if joint else tgt_tok.vocab_size,
             pad_id=tgt_tok.pad_id,
-            bos_id=tgt_tok.bos_id,
+            bos_id=tgt_tok.bos_id if getattr(dm, "start_id", None) is None else dm.start_id,
             eos_id=tgt_tok.eos_id,
             src_lang=dm.src_lang,
             tgt_lang=dm.tgt_lang,
@@ -256,10 +257,17 @@ class Seq2SeqTask(L.LightningModule):
                                       max_frames=max(settings.max_tokens, 20_000), device=device)
             transcriber.stats = stats
             return transcriber
+        langs = self.languages
+        coded = functools.partial(langs.coded_framing, self.src_tokenizer) if langs.coded else None
         translator = Translator(self.search_fn(settings, stats), self.src_tokenizer, self.tgt_tokenizer,
                                 max_tokens=settings.max_tokens, max_src_len=self.max_len,
-                                device=device, tag_to_decoder=self.languages.tag_to_decoder)
+                                device=device, tag_to_decoder=langs.tag_to_decoder, coded=coded,
+                                start_prefix=[self.hparams.bos_id] if coded is not None else ())
         translator.stats = stats
+        codes = langs.codes or {}
+        if coded is not None and langs.src_lang in codes and langs.tgt_lang in codes:
+            # a pretrained family's model scored (or fine-tuned) in one direction: framed for it
+            translator.set_target_language(self.hparams["tgt_lang"], self.hparams["src_lang"])
         return translator
 
     def evaluate(self, split: str, decode_cfg: DecodeSettings | Mapping[str, Any], output_dir: Path,

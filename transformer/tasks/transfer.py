@@ -215,6 +215,10 @@ def check_translation_init(ckpt: dict, path: str | Path, model_cfg: Mapping[str,
         raise ValueError(f"init_from: {path} is a 'translation' checkpoint, which starts a translation model "
                          f"(task: translation), not {task_kind.name if task_kind else None!r}")
     pairs = (data_cfg or {}).get("pairs")
+    if pairs is not None and (ckpt["hyper_parameters"].get("data") or {}).get("tag_side") == "codes":
+        raise ValueError(f"init_from: {path} frames each sentence with its languages' codes; data.pairs="
+                         f"{_listed(pairs)} cannot start from it: train one direction (data.src_lang, "
+                         f"data.tgt_lang) without data.pairs")
     if pairs is not None and is_sentencepiece(ckpt["tokenizers"]["src"]):
         tag_side = Languages.of_config(data_cfg).tag_side
         raise ValueError(f"init_from: {path} reads with SentencePiece vocabularies (Marian's), which take no "

@@ -120,6 +120,25 @@ def test_check_pivot():
         languages.check_pivot("en", "fr", "de", key="pivot")
 
 
+def test_a_pretrained_family_translates_between_any_two_of_its_languages(tokenizer):
+    hp = {"src_lang": "en", "tgt_lang": "fr", "bos_id": 2,
+          "data": {"tag_side": "codes", "languages": ["en", "de", "fr"],
+                   "language_codes": {"en": "<2de>", "de": "<2de>", "fr": "<2fr>"}}}
+    family = Languages.of_checkpoint(hp)
+    assert family.coded and family.multilingual and not family.tag_to_decoder
+    assert family.sources == family.targets == ["en", "de", "fr"] and len(family.directions) == 6
+    assert Languages.of_checkpoint(family.record()) == family
+    assert family.record()["data"]["languages"] == ["en", "de", "fr"]
+    assert family.check_direction("de", "fr") == ("de", "fr")  # trained on no listed direction: any two
+    with pytest.raises(ValueError, match=r"^fr-fr: source and target are the same language"):
+        family.check_direction("fr", "fr")
+    with pytest.raises(ValueError, match=r"^tgt_lang=es: this model translates into en, de, fr \(any two of its "):
+        family.check_direction("en", "es")
+    assert family.coded_framing(tokenizer, "en", "fr") == [tokenizer.token_to_id("<2fr>"), tokenizer.token_to_id("<2de>")]
+    with pytest.raises(ValueError, match=r"^src_lang: required, this model reads the source's language code"):
+        family.coded_framing(tokenizer, None, "fr")
+
+
 def test_tagged_source_ids(tokenizer):
     text = "A dog runs."
     plain = tokenizer.encode(text)

@@ -248,10 +248,14 @@ class TranslationCollator:
     """Examples ``{"src": ids, "tgt": ids, "index": int}`` → translation batch (see module
     docstring). Without ``"tgt"`` (raw input to translate) only src keys and index."""
 
-    def __init__(self, pad_id: int, bos_id: int, eos_id: int, pad_to_multiple: int = 1, tag_to_decoder: bool = False):
+    def __init__(self, pad_id: int, bos_id: int, eos_id: int, pad_to_multiple: int = 1, tag_to_decoder: bool = False,
+                 start_prefix: Sequence[int] = ()):
         self.pad_id, self.bos_id, self.eos_id = pad_id, bos_id, eos_id
         self.multiple = pad_to_multiple
         self.tag_to_decoder = tag_to_decoder
+        # ids before the moved tag in ``start`` (B, 1 + P): a pretrained family's decoder start,
+        # its target code then forced after it (``data.tag_side=codes``, inference only)
+        self.start_prefix = list(start_prefix)
 
     def __call__(self, examples: Sequence[dict]) -> dict:
         m = self.multiple
@@ -264,7 +268,8 @@ class TranslationCollator:
             "index": torch.as_tensor([int(e["index"]) for e in examples], dtype=torch.long),
         }
         if self.tag_to_decoder:
-            batch["start"] = torch.as_tensor([int(e["start"]) for e in examples], dtype=torch.long)
+            batch["start"] = torch.as_tensor([[*self.start_prefix, int(e["start"])] for e in examples],
+                                             dtype=torch.long).squeeze(1)  # (B,), or (B, 1 + P) after a prefix
         if "direction" in examples[0]:
             batch["direction"] = torch.as_tensor([int(e["direction"]) for e in examples], dtype=torch.long)
         if "tgt" in examples[0]:

@@ -62,20 +62,26 @@ class SentencePieceTokenizer:
         vocab: piece -> id (Marian's ``vocab.json``).
         decode_model: the model that joins pieces back into text (``model`` when None).
         unk, eos, pad: the special tokens' names in ``vocab``.
+        start: the decoder's first input (:attr:`bos_id`); None: ``pad`` (Marian's). M2M100
+            starts from ``</s>``.
+        others: more special tokens of ``vocab``, skipped by :meth:`decode` (M2M100's ``<s>`` and
+            language codes).
     """
 
     def __init__(self, model: bytes, vocab: dict[str, int], decode_model: bytes | None = None,
-                 unk: str = "<unk>", eos: str = "</s>", pad: str = "<pad>"):
-        for token in (unk, eos, pad):
+                 unk: str = "<unk>", eos: str = "</s>", pad: str = "<pad>", start: str | None = None,
+                 others: Sequence[str] = ()):
+        for token in (unk, eos, pad, *([start] if start else []), *others):
             if token not in vocab:
                 raise ValueError(f"the vocabulary has no {token}")
         self._model, self._decode_model = model, decode_model if decode_model is not None else model
         self._vocab = dict(vocab)
         self._pieces = {i: p for p, i in self._vocab.items()}
-        self._names = {"unk": unk, "eos": eos, "pad": pad}
+        self._names = {"unk": unk, "eos": eos, "pad": pad, **({"start": start} if start else {})}
+        self._others = list(others)
         self._sp = _processor(self._model)
         self._sp_decode = self._sp if decode_model is None or decode_model == model else _processor(decode_model)
-        self._special_ids = frozenset(self._vocab[t] for t in (unk, eos, pad))
+        self._special_ids = frozenset(self._vocab[t] for t in (unk, eos, pad, *self._others))
         self._hash: str | None = None
 
     # ------------------------------------------------------------------ building
@@ -88,13 +94,15 @@ class SentencePieceTokenizer:
             raise ValueError(f"not a {KIND} tokenizer")
         decode = state.get("decode_model")
         return cls(base64.b64decode(state["model"]), state["vocab"],
-                   None if decode is None else base64.b64decode(decode), **state["specials"])
+                   None if decode is None else base64.b64decode(decode), **state["specials"],
+                   others=state.get("others", ()))
 
     def to_str(self) -> str:
         """The whole tokenizer as one JSON string."""
         decode = None if self._decode_model == self._model else base64.b64encode(self._decode_model).decode()
+        others = {"others": self._others} if self._others else {}
         return json.dumps({"type": KIND, "model": base64.b64encode(self._model).decode(), "decode_model": decode,
-                           "vocab": self._vocab, "specials": self._names}, ensure_ascii=False)
+                           "vocab": self._vocab, "specials": self._names, **others}, ensure_ascii=False)
 
     # ------------------------------------------------------------------ use
 
@@ -162,8 +170,9 @@ class SentencePieceTokenizer:
 
     @property
     def bos_id(self) -> int:
-        """The decoder's first input: Marian has no BOS and starts from the padding id."""
-        return self.pad_id
+        """The decoder's first input: Marian has no BOS and starts from the padding id, M2M100
+        from ``</s>`` (``start``)."""
+        return self._vocab[self._names.get("start", self._names["pad"])]
 
     @property
     def eos_id(self) -> int:
@@ -216,6 +225,26 @@ def marian_tokenizers(folder: str | Path, config: dict[str, Any] | None = None) 
             SentencePieceTokenizer(target, vocab, decode_model=source, **specials))
 
 
+def m2m100_tokenizer(folder: str | Path, codes: Sequence[str], config: dict[str, Any] | None = None
+                     ) -> SentencePieceTokenizer:
+    """M2M100's tokenizer, one for both sides, as ``M2M100Tokenizer`` reads its folder:
+    ``sentencepiece.bpe.model`` splits, ``vocab.json`` numbers the pieces, and the language
+    ``codes`` (``__fr__``, in their order) take the ids after the vocabulary. ``<s>`` and the codes
+    are special; the decoder starts from ``</s>``."""
+    folder = Path(folder)
+    config = dict(config or {})
+    specials = {k: _special(config, f"{k}_token", d) for k, d in (("unk", "<unk>"), ("eos", "</s>"), ("pad", "<pad>"))}
+    bos = _special(config, "bos_token", "<s>")
+    model = (folder / "sentencepiece.bpe.model").read_bytes()
+    _processor(model, folder / "sentencepiece.bpe.model")
+    vocab = _vocabulary(folder / "vocab.json")
+    size = len(vocab)
+    for i, code in enumerate(codes):
+        vocab[code] = size + i  # after the vocabulary, whatever ids vocab.json gives
+    return SentencePieceTokenizer(model, vocab, **specials, start=specials["eos"],
+                                  others=[bos, *codes] if bos in vocab else list(codes))
+
+
 def _special(config: dict[str, Any], key: str, default: str) -> str:
     """A special token of ``tokenizer_config.json``: its text, or ``{"content": text}``."""
     value = config.get(key) or default
@@ -235,4 +264,4 @@ def _vocabulary(path: Path) -> dict[str, int]:
     return vocab
 
 
-__all__ = ["KIND", "SentencePieceTokenizer", "marian_tokenizers"]
+__all__ = ["KIND", "SentencePieceTokenizer", "m2m100_tokenizer", "marian_tokenizers"]

@@ -19,6 +19,7 @@ from __future__ import annotations
 import itertools
 import logging
 import os
+from dataclasses import replace
 from pathlib import Path
 from collections.abc import Sequence
 from typing import Annotated, Any, Callable, Iterable, Iterator
@@ -36,7 +37,7 @@ from transformer.data.core.datamodule import TokenBudgetDataModule, load_or_trai
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.parallel.corpus import (MULTI30K, ParallelCorpus, available, check_parallel, config_sources,
                                               make_corpus, split_names)
-from transformer.data.parallel.languages import Languages, add_tags, direction_name, distill_train
+from transformer.data.parallel.languages import CODES, Languages, add_tags, direction_name, distill_train
 from transformer.data.parallel.multilingual import (TaggedSource, describe_mix, direction_corpus, sample_counts,
                                                     sample_indices)
 from transformer.files import inside, write_text
@@ -145,6 +146,7 @@ def tokenize_translation(
     name: str,
     key: Any,
     num_proc: int | None = None,
+    prefixes: tuple[list[int], list[int]] = ([], []),
 ) -> datasets.Dataset:
     """Dataset with columns ``src, tgt`` (piece ids, no specials), ``index`` (the raw row's
     ``index``), ``src_len, tgt_len``; cached under ``cache_dir/arrow/{name}-{hash}.arrow``
@@ -152,14 +154,19 @@ def tokenize_translation(
 
     ``raw`` has the columns ``src_text, tgt_text, index`` (:func:`raw_pairs_dataset`);
     ``key`` must identify its text. It is read and written in batches, in ``num_proc``
-    worker processes (None: :func:`default_num_proc`); the result is memory-mapped.
+    worker processes (None: :func:`default_num_proc`); the result is memory-mapped. ``prefixes``:
+    ids in front of every source and every target (a pretrained family's language codes).
     """
-    key = cache_key("translation", key, len(raw), src_tokenizer.content_hash, tgt_tokenizer.content_hash)
+    key = cache_key("translation", key, len(raw), src_tokenizer.content_hash, tgt_tokenizer.content_hash,
+                    *([prefixes] if any(prefixes) else []))
+    src_prefix, tgt_prefix = prefixes
     cache_file = inside(Path(cache_dir) / "arrow", f"{name}-{key[:16]}.arrow")
 
     def fn(batch: pa.Table) -> pa.Table:
-        src, src_len = ids_column(src_tokenizer.encode_batch(batch.column("src_text").to_pylist()))
-        tgt, tgt_len = ids_column(tgt_tokenizer.encode_batch(batch.column("tgt_text").to_pylist()))
+        src, src_len = ids_column([src_prefix + ids for ids in
+                                   src_tokenizer.encode_batch(batch.column("src_text").to_pylist())])
+        tgt, tgt_len = ids_column([tgt_prefix + ids for ids in
+                                   tgt_tokenizer.encode_batch(batch.column("tgt_text").to_pylist())])
         return pa.table({"src": src, "tgt": tgt, "index": batch.column("index"),
                          "src_len": pa.array(src_len), "tgt_len": pa.array(tgt_len)})
 
@@ -274,6 +281,9 @@ class TranslationDataModule(TokenBudgetDataModule):
         tag_side: where a multilingual model reads its target-language tag: ``source``, in
             front of the source (Johnson et al. 2017), or ``decoder``, as the decoder's first
             token in place of BOS (as mBART); see :mod:`transformer.data.parallel.languages`.
+        language_codes, start_id: set by training started from an M2M100, NLLB or mBART-50 model
+            (``init_from``): each language's code, which frames the pair's source and target as
+            the family does, and the decoder's start token (its EOS).
 
     After ``setup()``: ``src_tokenizer``, ``tgt_tokenizer``, ``raw(split)``, ``test_splits``;
     ``corpus`` (the dictionary checkpoints record) from construction on.
@@ -316,16 +326,16 @@ class TranslationDataModule(TokenBudgetDataModule):
         bleu_tokenize: str | None = None,
         corpus_name: str = "multi30k",
         distill_dir: str | None = None,
-        pairs: Any = None,
-        temperature: Annotated[float, Range(0, 1e6)] = 1.0,
+        pairs: Any = None, temperature: Annotated[float, Range(0, 1e6)] = 1.0,
         tag_side: str = "source",
+        language_codes: dict[str, str] | None = None, start_id: Annotated[int | None, Range(0, 2**24)] = None,
     ):
         super().__init__(max_tokens, num_workers, seed)
         self.save_hyperparameters()
         self.languages = Languages.of_config(dict(self.hparams))  # with pairs: checked, the files' languages too
         self.directions = list(self.languages.directions) if self.languages.multilingual else None
         self.temperature, self.pad_to_multiple, self.max_len = float(temperature), pad_to_multiple, max_len
-        self.src_lang, self.tgt_lang = src_lang, tgt_lang
+        self.src_lang, self.tgt_lang, self.start_id = src_lang, tgt_lang, start_id
         self.data_dir, self.mirror_root = Path(data_dir), mirror_root
         self.vocab_size, self.joint_vocab, self.tokenizer_model = vocab_size, joint_vocab, tokenizer_model
         if distill_dir and not self.directions:  # transformer-distill's output: its translations and the teacher's tokenizer
@@ -358,6 +368,15 @@ class TranslationDataModule(TokenBudgetDataModule):
     def _set_pair(self, sources: dict, corpus_args: dict, eval_splits: Sequence[str] | None) -> None:
         """The corpus and splits of one language pair."""
         self.corpus = make_corpus(self.src_lang, self.tgt_lang, sources, **corpus_args)
+        codes = self.hparams.get("language_codes")
+        if codes:  # a pretrained family's (init_from): each side framed with its language's code
+            for key, lang in (("src_lang", self.src_lang), ("tgt_lang", self.tgt_lang)):
+                if lang not in codes:
+                    raise ValueError(f"data.{key}={lang}: not a language of the pretrained model (its languages: "
+                                     f"{', '.join(sorted(codes))})")
+            self.languages = replace(self.languages, tag_side=CODES,
+                                     codes={lang: codes[lang] for lang in (self.src_lang, self.tgt_lang)})
+            self.corpus.update(tag_side=CODES, language_codes=dict(self.languages.codes))
         self.eval_splits = self._choose_eval_splits(eval_splits)
         self.test_splits = [s for s in self.eval_splits if s != self.val_split]
 
@@ -453,9 +472,24 @@ class TranslationDataModule(TokenBudgetDataModule):
         for split, raw in self._raw.items():
             name = self._name(split)
             ds = tokenize_translation(raw, self.src_tokenizer, self.tgt_tokenizer, self.data_dir, name,
-                                      self._split_hashes(split))
+                                      self._split_hashes(split), prefixes=self._code_prefixes())
             sides = np.stack(column_arrays(ds, ["src_len", "tgt_len"]), axis=1)  # (N, 2)
             self._add_split(split, ds, sides.max(axis=1).astype(np.int64) + 1, sides, name)
+
+    def _code_prefixes(self) -> tuple[list[int], list[int]]:
+        """The ids in front of each source and target: a pretrained family's language codes
+        (``language_codes``: its source's, and its target's, which the decoder predicts first
+        after the start, as ``transformers`` trains it); none otherwise."""
+        codes = self.languages.codes if self.languages.coded else None
+        if not codes:
+            return [], []
+        out = []
+        for tok, lang in ((self.src_tokenizer, self.src_lang), (self.tgt_tokenizer, self.tgt_lang)):
+            i = tok.token_to_id(codes[lang])
+            if i is None:
+                raise ValueError(f"the pretrained tokenizer has no {codes[lang]} (the code of {lang})")
+            out.append([i])
+        return out[0], out[1]
 
     # ------------------------------------------------------------------ several directions
 
@@ -576,7 +610,8 @@ class TranslationDataModule(TokenBudgetDataModule):
 
     def _collator(self) -> TranslationCollator:
         t = self.tgt_tokenizer
-        return TranslationCollator(pad_id=t.pad_id, bos_id=t.bos_id, eos_id=t.eos_id,
+        bos = t.bos_id if self.start_id is None else self.start_id  # a pretrained family's decoder start
+        return TranslationCollator(pad_id=t.pad_id, bos_id=bos, eos_id=t.eos_id,
                                    pad_to_multiple=self.pad_to_multiple,
                                    tag_to_decoder=self.languages.tag_to_decoder)
 

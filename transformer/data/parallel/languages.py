@@ -26,6 +26,12 @@ search (ensembles and the compiled path too) take the start token per row; the C
 export passes it as a one-token target prefix; the non-autoregressive students, which have no
 start token, read the tag in the source only.
 
+A pretrained multilingual family (M2M100, NLLB, mBART-50: ``hub.languages``) records
+``data.tag_side=codes``, its ``data.languages`` (it translates between any two of them) and
+``data.language_codes`` (each language's token: ``fr`` -> ``__fr__``, ``fra_Latn``, ``fr_XX``):
+a source is framed ``[code of src_lang] pieces </s>``, and the decoder starts from its start
+token then the code of ``tgt_lang``, forced as ``generate`` forces it (:meth:`Languages.coded_framing`).
+
 The tag of language ``xx`` is :func:`tag` (``<2xx>``), a special token of the source tokenizer's
 vocabulary: it is never split, and it enters the ids only through :func:`tagged_source_ids`
 (the tokenizers read a literal ``<2fr>`` in a sentence as ordinary text).
@@ -44,7 +50,7 @@ from __future__ import annotations
 import glob
 import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
@@ -56,6 +62,8 @@ from transformer.data.parallel.corpus import REGISTRY, config_sources
 MULTI = "mul"
 #: Where a multilingual model reads its target-language tag (``data.tag_side``).
 TAG_SIDES = ("source", "decoder")
+#: The ``data.tag_side`` of a pretrained family's checkpoint: a code of each side's language.
+CODES = "codes"
 _CODE = re.compile(r"^[A-Za-z][A-Za-z0-9_]*$")
 
 Direction = tuple[str, str]
@@ -245,24 +253,39 @@ class Languages:
             source (target) language, else :data:`MULTI`.
         directions: the directions a multilingual model was trained on, in the order of
             ``data.pairs``; None for a bilingual model (untagged sources).
-        tag_side: where the model reads its target-language tag (:data:`TAG_SIDES`).
+        tag_side: where the model reads its target-language tag (:data:`TAG_SIDES`), or
+            :data:`CODES` for a pretrained family's model.
+        languages: the languages of a model that translates between any two of them (a
+            pretrained family's ``data.languages``; its :attr:`directions` are every such pair);
+            None otherwise.
+        codes: a pretrained family's code of each language (``data.language_codes``: ``fr`` ->
+            ``__fr__``); None otherwise.
     """
 
     src_lang: str | None
     tgt_lang: str | None
     directions: tuple[Direction, ...] | None = None
     tag_side: str = "source"
+    languages: tuple[str, ...] | None = None
+    codes: Mapping[str, str] | None = field(default=None, hash=False)
 
     @classmethod
     def of_checkpoint(cls, hparams: Mapping[str, Any]) -> "Languages":
         """The languages a checkpoint's ``hyper_parameters`` record (``src_lang``, ``tgt_lang``,
-        ``data.directions``, ``data.tag_side``; see the module's docstring). A checkpoint that
-        records no ``tag_side`` reads its tag in the source."""
+        ``data.directions``, ``data.tag_side``, a pretrained family's ``data.languages`` and
+        ``data.language_codes``; see the module's docstring). A checkpoint that records no
+        ``tag_side`` reads its tag in the source; one with ``data.languages`` and no directions
+        translates between any two of them."""
         data = hparams.get("data") or {}
         data = data if isinstance(data, Mapping) else {}
-        names = data.get("directions")
-        directions = tuple(parse_direction(name, "data.directions") for name in names) if names else None
-        return cls(hparams.get("src_lang"), hparams.get("tgt_lang"), directions, data.get("tag_side") or "source")
+        names, langs, codes = data.get("directions"), data.get("languages"), data.get("language_codes")
+        langs = tuple(langs) if langs else None
+        if names:
+            directions = tuple(parse_direction(name, "data.directions") for name in names)
+        else:
+            directions = tuple((s, t) for s in langs for t in langs if s != t) if langs else None
+        return cls(hparams.get("src_lang"), hparams.get("tgt_lang"), directions, data.get("tag_side") or "source",
+                   langs, dict(codes) if codes else None)
 
     @classmethod
     def of_config(cls, data: Mapping[str, Any], where: str = "data") -> "Languages":
@@ -297,6 +320,13 @@ class Languages:
         return self.directions is not None
 
     @property
+    def coded(self) -> bool:
+        """Whether a pretrained family's model reads a code of each side's language
+        (``data.tag_side=codes``: the source's in front of the source, the target's after the
+        decoder's start)."""
+        return self.tag_side == CODES
+
+    @property
     def tag_to_decoder(self) -> bool:
         """Whether the decoder reads the target tag as its first token (``data.tag_side=decoder``)."""
         return self.tag_side == "decoder"
@@ -308,20 +338,30 @@ class Languages:
 
     @property
     def sources(self) -> list[str]:
-        """The languages the model reads, in the order of its directions."""
+        """The languages the model reads, in the order of its directions (of a model between
+        any two of its languages, in their order)."""
+        if self.languages is not None:
+            return list(self.languages)
         return list(dict.fromkeys(s for s, _ in self.trained))
 
     @property
     def targets(self) -> list[str]:
-        """The languages the model writes, in the order of its directions."""
+        """The languages the model writes, in the order of its directions (of a model between
+        any two of its languages, in their order)."""
+        if self.languages is not None:
+            return list(self.languages)
         return list(dict.fromkeys(t for _, t in self.trained))
 
     def record(self) -> dict[str, Any]:
         """What a checkpoint records of these languages, in ``hyper_parameters``' shape
         (:meth:`of_checkpoint` reads it back to an equal value)."""
-        names = [direction_name(d) for d in self.directions] if self.directions else None
-        return {"src_lang": self.src_lang, "tgt_lang": self.tgt_lang,
-                "data": {"directions": names, "tag_side": self.tag_side}}
+        names = [direction_name(d) for d in self.directions] if self.directions and self.languages is None else None
+        data: dict[str, Any] = {"directions": names, "tag_side": self.tag_side}
+        if self.languages is not None:  # every direction between them, derived again on reading
+            data["languages"] = list(self.languages)
+        if self.codes is not None:
+            data["language_codes"] = dict(self.codes)
+        return {"src_lang": self.src_lang, "tgt_lang": self.tgt_lang, "data": data}
 
     def info(self) -> dict[str, Any]:
         """What ``GET /v1/models`` says of a translation model's languages."""
@@ -329,6 +369,8 @@ class Languages:
                 "target_languages": self.targets, "multilingual": self.multilingual}
 
     def _known(self) -> str:
+        if self.languages is not None:
+            return f"any two of its languages: {', '.join(self.languages)}"
         return f"its directions: {', '.join(map(direction_name, self.trained))}"
 
     # ------------------------------------------------------------------ what it is asked
@@ -369,6 +411,10 @@ class Languages:
                 raise ValueError(f"src_lang: required, this model translates into {target} from "
                                  f"{', '.join(candidates)} ({self._known()})")
             src_lang = candidates[0]
+        if self.languages is not None:  # any two of its languages
+            if src_lang == target:
+                raise ValueError(f"{src_lang}-{target}: source and target are the same language")
+            return src_lang, target
         if self.directions is not None and (src_lang, target) not in self.directions:
             if src_lang == target:
                 raise ValueError(f"{src_lang}-{target}: source and target are the same language ({self._known()})")
@@ -409,6 +455,23 @@ class Languages:
         if self.tag_to_decoder and ids:
             return list(ids[1:]), int(ids[0])
         return list(ids), None
+
+    def coded_framing(self, tokenizer, src_lang: str | None, tgt_lang: str) -> list[int]:
+        """A pretrained family's framing (``data.tag_side=codes``) of a sentence from ``src_lang``
+        into ``tgt_lang``, in front of its pieces, tag first as :func:`tagged_source_ids` frames
+        one: the target's code, which the collator moves after the decoder's start (where search
+        forces it), then the source's, which starts the source. ``src_lang`` None, or a language
+        without a code, is a ``ValueError`` naming the key."""
+        codes = self.codes or {}
+        if src_lang is None:
+            raise ValueError(f"src_lang: required, this model reads the source's language code ({self._known()})")
+        ids = []
+        for key, lang in (("tgt_lang", tgt_lang), ("src_lang", src_lang)):
+            i = tokenizer.token_to_id(codes[lang]) if lang in codes else None
+            if i is None:
+                raise ValueError(f"{key}={lang}: not a language of this model ({self._known()})")
+            ids.append(i)
+        return ids
 
 
 # ---------------------------------------------------------------------------- framing a source
@@ -454,6 +517,6 @@ def tagged_source_ids(tokenizer, text: str, tgt_lang: str | None) -> list[int]:
     return tag_ids(tokenizer, tokenizer.encode(text), tgt_lang)
 
 
-__all__ = ["MULTI", "TAG_SIDES", "Direction", "Languages", "add_tags", "check_pairs", "direction_name", "distill_train",
+__all__ = ["CODES", "MULTI", "TAG_SIDES", "Direction", "Languages", "add_tags", "check_pairs", "direction_name", "distill_train",
            "languages_held", "parse_direction", "parse_pairs", "rejoin_tag", "tag", "tag_id", "tag_ids",
            "tagged_source_ids", "tags"]
