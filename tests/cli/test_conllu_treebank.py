@@ -55,6 +55,7 @@ def cli(module: str, *args: str, cwd: Path, ok: bool = True) -> subprocess.Compl
     return proc
 
 
+@pytest.mark.slow
 def test_a_treebank_given_by_paths_trains_evaluates_and_tags(tmp_path):
     files = write_treebank(tmp_path)
     run_dir = tmp_path / "run"

@@ -11,12 +11,14 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 REPO = Path(__file__).resolve().parents[2]
 N_TRAIN = 48
 
 
+@pytest.mark.slow
 def test_ddp_over_two_cpu_processes_shares_the_data_and_agrees(mirror_root, tmp_path):
     out = tmp_path / "run"
     env = dict(os.environ, TRANSFORMER_DATA_MIRROR=str(mirror_root), HF_DATASETS_OFFLINE="1", OMP_NUM_THREADS="1",

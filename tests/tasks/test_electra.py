@@ -80,6 +80,7 @@ def test_the_same_batch_key_gives_the_same_loss_and_the_sums_add_up():
     assert task.filler().model is task.model.generator  # fill-mask asks the generator
 
 
+@pytest.mark.slow
 def test_a_tiny_pair_learns_to_spot_the_replacements():
     torch.manual_seed(0)
     texts = toy_corpus()

@@ -257,6 +257,7 @@ def test_ensemble_report_averages_members_and_refuses_other_tag_sets(tokenizer, 
         ensemble_report(*_loaded([a, c]), **common)
 
 
+@pytest.mark.slow
 def test_ensemble_script_prints_the_report_and_refuses_a_mismatch_with_exit_2(tokenizer, tmp_path, mirror_root):
     import json
     import subprocess
@@ -300,6 +301,7 @@ def test_subsets_are_ranked_by_words_right_then_by_size():
         rank_subsets([m0, m0[:2]], gold)
 
 
+@pytest.mark.slow
 def test_ensemble_report_chooses_its_members_on_another_split(tokenizer, tmp_path, mirror_root):
     paths = []
     for seed in (0, 1, 2):
