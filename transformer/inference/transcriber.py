@@ -42,7 +42,7 @@ class Transcriber:
         self.truncated = 0  # frames are never cut (the front end and positions take any length)
         self.stats: dict[str, float] = {}
 
-    def set_target_language(self, tgt_lang: str | None) -> "Transcriber":
+    def set_target_language(self, tgt_lang: str | None, src_lang: str | None = None) -> "Transcriber":
         """A transcriber writes one language: nothing to set (``Translator``'s call, answered)."""
         return self
 
