@@ -22,7 +22,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from transformer import kinds
-from transformer.cli.callbacks import (
+from transformer.tasks.callbacks import (
     AtomicCheckpointIO,
     FinalLastCheckpoint,
     RandomState,
