@@ -30,7 +30,7 @@ from omegaconf import DictConfig, OmegaConf
 from transformer import kinds
 from transformer.cli.common import hydra_entry
 from transformer.cli.lines import read_lines
-from transformer.cli.tag import split_tokens
+from transformer.inference.tagger import split_tokens
 from transformer.decoding.settings import DecodeSettings
 from transformer.inspect import plots, report
 from transformer.inspect.classification import inspect_classification
