@@ -1,26 +1,5 @@
-"""The door every command passes through: compose once, check once, run.
-
-Each CLI is a plain ``run(cfg) -> result`` function (callable from Python and tests) made a
-console script by :func:`hydra_entry`, on Hydra's public API:
-
-1. compose: the command line becomes one config per job (Hydra's Compose API; a ``-m`` sweep
-   is the product of its swept values);
-2. check: the command's validation step runs on every job before anything is written, so a
-   refused run or sweep writes nothing, not even ``.hydra/``;
-3. run: each job runs in its folder as Hydra's runner runs it (:func:`run_job`: the ``.hydra/``
-   record, logging, ``HydraConfig``; ``multirun.yaml`` beside the jobs of a sweep).
-
-A user error anywhere is one ``error:`` line and exit status 2. Hydra's own flags (``--help``,
-``--cfg``, ``--info`` ...) are left to ``@hydra.main``.
-
-A training run's folder is claimed by one run at a time: two trainings started at once into one
-folder would both find it empty and then mix their configs and checkpoints. So a run locks
-``<folder>/.run.lock`` (``filelock``) before it writes anything else, and checks under the lock
-that the folder holds no other run (:func:`claim_run_folder`). The lock dies with the process,
-however it ends: a lock file left by a killed run does not block the next one, and a run that
-ends normally removes its lock file. A resume (``ckpt_path=``) may write into the folder its
-checkpoint comes from, or into an empty one, never into another run's.
-"""
+"""The door every command passes through: compose once, check once, run (docs/cli.md, "Runs,
+sweeps and run folders"). A user error anywhere is one ``error:`` line and exit status 2."""
 
 from __future__ import annotations
 
@@ -86,9 +65,7 @@ class StoppedBySignal(RuntimeError):
 
 
 def error_line(exc: BaseException | str) -> str:
-    """The one ``error: ...`` line of a user error: its message with control characters escaped
-    (:func:`escape_controls`), runs of spaces (a library's indentation) made one, cut to 2000
-    characters."""
+    """The one ``error: ...`` line of a user error, control characters escaped, cut to 2000 characters."""
     text = re.sub(" {2,}", " ", escape_controls(str(exc))).strip()
     return f"error: {text[:2000]}"
 
@@ -101,9 +78,7 @@ def fail(exc: BaseException | str, status: int = 2) -> None:
 
 @dataclasses.dataclass
 class Job:
-    """One run of a command: its config (with Hydra's node, its folder resolved), what the
-    command's validation step returned for it, and for a job of a ``-m`` sweep the sweep's config
-    (saved as ``multirun.yaml``)."""
+    """One run of a command: its config, what its check returned, and a sweep's config."""
 
     cfg: DictConfig
     checked: object
@@ -112,11 +87,8 @@ class Job:
 
 def hydra_entry(config_name: str,
                 check: Check | None = None) -> Callable[[Callable[..., object]], Callable[[], None]]:
-    """Wrap a command as a console-script ``main()`` reading ``conf/<config_name>.yaml``: the
-    command line is composed and checked (:func:`prepare`), then each job runs (:func:`run_job`).
-    With ``check`` the command is ``run(cfg, checked)`` and receives what ``check`` returned
-    (training: the resumed checkpoint); without, the check is the command's entry in
-    ``validate.CHECKS`` and the command is ``run(cfg)``."""
+    """Wrap ``run`` as a console-script ``main()`` on ``conf/<config_name>.yaml``: compose, check (:func:`prepare`),
+    run."""
     checker = check or validate.CHECKS.get(config_name) or _no_check
 
     def wrap(run: Callable[..., object]) -> Callable[[], None]:
@@ -170,11 +142,7 @@ def guarded(work: Callable[[], object]) -> object:
 
 
 def run_job(job: Job, work: Callable[[DictConfig], object]) -> None:
-    """``work(cfg)`` run by Hydra's job runner (``hydra.core.utils.run_job``: the folder made,
-    ``HydraConfig`` set, logging configured, the ``.hydra/`` record written unless
-    ``hydra.output_subdir=null``, ``hydra.job.env_set`` and ``hydra.job.chdir`` applied) in the
-    job's folder, claimed first for a training (:func:`claimed`). Every command but training logs
-    to stderr alone (:data:`TOOL_LOGGING`)."""
+    """``work(cfg)`` run by Hydra's job runner in the job's folder (claimed first for a training)."""
     from hydra.core.utils import run_job as hydra_run_job
     from hydra.types import HydraContext, RunMode
 
@@ -194,13 +162,7 @@ def run_job(job: Job, work: Callable[[DictConfig], object]) -> None:
 
 
 def prepare(config_name: str, args: list[str], check: Check | None = None) -> list[Job] | None:
-    """The command line composed once per job and checked, before anything is written: the
-    jobs to run, or None for Hydra's own flags (``--help``, ``--cfg`` ...), which ``@hydra.main``
-    handles. A job's folder is resolved once (``hydra.run.dir``, or ``hydra.sweep.dir`` /
-    ``hydra.sweep.subdir``); training's ``output_dir`` is that folder, and it must hold no other
-    run. With ``-m`` every job is composed and checked first, so that a refused sweep writes
-    nothing (not even ``multirun.yaml``). ``check`` is the command's validation step (default:
-    its entry in ``validate.CHECKS``)."""
+    """The jobs of the command line, composed and checked before anything is written; None for Hydra's own flags."""
     check = check or validate.CHECKS.get(config_name) or _no_check
     flags = [a for a in args if a.startswith("-")]
     if any(flag not in MULTIRUN_FLAGS for flag in flags):
@@ -259,10 +221,7 @@ def pin_output_dir(cfg: DictConfig, folder: str | Path) -> None:
 
 
 def sweep_configs(config_name: str, overrides: list[str]) -> tuple[DictConfig, list[DictConfig]]:
-    """A ``-m`` command line's sweep config (what ``multirun.yaml`` records: the command line
-    as typed, without the swept values) and every job's config, in Hydra's order: the product
-    of the swept values (``a=1,2``, ``range(3)``, ``model=glob(*)``), the last key varying
-    fastest. Every job shares the sweep's ``${now:...}``, and numbers itself (``hydra.job.num``)."""
+    """A ``-m`` command line's sweep config (``multirun.yaml``) and every job's config, in Hydra's order."""
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
@@ -307,9 +266,8 @@ def hydra_session(config_name: str) -> Iterator[None]:
 
 
 def check_overrides(config_name: str, args: list[str]) -> DictConfig:
-    """``conf/<config_name>.yaml`` composed with the command line's overrides (Hydra's node
-    included); an unknown key or a malformed override is a ``ValueError`` in one line (Hydra
-    itself prints several lines and exits 1)."""
+    """``conf/<config_name>.yaml`` composed with ``args`` (Hydra's node included); a bad override is one
+    ``ValueError`` line."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -366,11 +324,8 @@ def checkpoint_label(value) -> str | list[str]:
 
 
 def load_for_inference(ckpt_path, device: str = "auto", backend: str = "none", quantize: str | None = None):
-    """``(task, device)``: the checkpoint's task (or an ensemble of several) in eval mode on
-    ``device``, its model the plain modules or, with ``backend="cpu"``, the CPU fast paths, and,
-    with ``quantize="int8"`` (CPU only), its linear layers to int8 (``accel.quantize``).
-    The process keeps the memory it frees from then on, and bounds oneDNN's per-shape caches
-    (``inference.memory``)."""
+    """``(task, device)``: the checkpoint(s) in eval mode on ``device``, with the fast path and quantization asked
+    for."""
     from transformer import accel
     from transformer.accel.quantize import apply_quantize, check_quantize
     from transformer.inference.memory import bound_onednn_caches, keep_freed_memory
@@ -406,9 +361,7 @@ def held_run(out: Path) -> Path | None:
 
 
 def check_run_folder(out: Path, ckpt_path: str | None) -> None:
-    """Refuse ``out`` when it holds a run that this one is not resuming: a fresh run would
-    overwrite its checkpoints and metrics, and a resume of another run's checkpoint would
-    replace its ``last.ckpt`` and summary."""
+    """Refuse ``out`` when it holds a run that this one is not resuming."""
     if out.exists() and not out.is_dir():
         raise NotADirectoryError(f"output_dir={out}: a file, not a folder")
     held = held_run(out) if out.is_dir() else None
@@ -426,9 +379,8 @@ def check_run_folder(out: Path, ckpt_path: str | None) -> None:
 
 
 def claim_run_folder(out: Path, ckpt_path: str | None = None) -> bool:
-    """Take ``out`` for this process's run (see the module docstring); a folder in use by a
-    live run, or holding another run, is a ``FileExistsError`` and nothing is written. Returns
-    whether this call claimed it (DDP workers follow rank 0 and claim nothing)."""
+    """Take ``out`` for this run (a ``FileExistsError`` if a live run holds it or it holds another run); False in a
+    DDP worker."""
     if ddp_worker():
         return False
     out = Path(out)

@@ -1,26 +1,8 @@
-"""`transformer-distill`: sequence-level knowledge distillation (Kim & Rush 2016) for NAT.
-
-A trained (autoregressive) checkpoint translates a Multi30k split; the original sources and
-the model's translations are written as a line-aligned parallel corpus that
-``TranslationDataModule(train_files={"src": ..., "tgt": ...})`` reads in place of the
-references (Gu et al. 2018 train NAT on such targets: they are less multi-modal).
+"""`transformer-distill`: sequence-level knowledge distillation (Kim & Rush 2016) for NAT: a
+teacher's translations of a split written as a corpus to train on (docs/cli.md).
 
     transformer-distill ckpt_path=at.ckpt split=train output_dir=distill/de_en decode.strategy=beam decode.beam_size=5
     transformer-train experiment=multi30k_nat data.distill_dir=distill/de_en
-
-Writes under ``output_dir``: ``<split>.<src_lang>`` (the sources, unchanged),
-``<split>.<tgt_lang>`` (one translation per source, same line count, UTF-8),
-``tokenizer.json`` (the teacher's tokenizer, so the student can share its vocabulary;
-``tokenizer.src.json``/``tokenizer.tgt.json`` for separate vocabularies) and ``distill.json``
-(checkpoint, decoding settings, counts, timing, and BLEU of the distilled targets against
-the original references). ``ckpt_path=[a.ckpt,b.ckpt]`` distils with the ensemble of the
-checkpoints (their probabilities averaged at every step).
-
-A multilingual teacher (``data.pairs``) translates the split in each of its directions and
-writes one file per language: ``<split>.<src>`` unchanged and ``<split>.<tgt>`` its
-translations, so the student trains on every direction with the same ``data.pairs`` and
-``data.distill_dir``. Each target language must come from one source language, and no language
-may be both (en-de, en-fr: yes; de-en, en-de: refused in one line).
 """
 
 from __future__ import annotations
@@ -94,9 +76,7 @@ def _write_tokenizers(task, out: Path) -> None:
 
 
 def check_distillable(directions: list[Direction], where: str) -> None:
-    """The directions of a multilingual teacher whose distilled corpus is one file per language:
-    each target language written from one source language, and no language both a source (kept
-    as it is) and a target (replaced by translations); else a ``ValueError`` naming them."""
+    """Each target language written from one source, and none both source and target."""
     sources = {s for s, _ in directions}
     for s, t in directions:
         if t in sources:
@@ -112,10 +92,7 @@ def check_distillable(directions: list[Direction], where: str) -> None:
 
 def _distill_directions(task, ckpt_path, directions: list[Direction], split: str, settings: DecodeSettings, out: Path,
                         data_dir: str, mirror_root: str | None, device, limit: int | None) -> dict:
-    """A multilingual teacher's distilled corpus: each direction's ``split`` translated into its
-    target language (sources tagged), written as one file per language, ``<split>.<src>`` the
-    sources as they are and ``<split>.<tgt>`` the translations, a multi-way parallel corpus the
-    student reads with the same ``data.pairs`` (``data.distill_dir``)."""
+    """A multilingual teacher's distilled corpus: one file per language."""
     label = checkpoint_label(ckpt_path)
     check_distillable(directions, label)
     translated = {d: translate_split(task, split, settings, data_dir, mirror_root, device, limit, direction=d)
