@@ -15,13 +15,12 @@ from types import SimpleNamespace
 from typing import Callable, Iterator
 
 import hydra
-from filelock import FileLock, Timeout
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from transformer.cli import validate
 from transformer.cli.validate import resolve_device
 from transformer.escapes import CONTROL, escape_controls
-from transformer.files import DiskFullError, disk_full, full_disk_error
+from transformer.files import DiskFullError, check_run_folder, ddp_worker, disk_full, full_disk_error, run_folder
 
 # A command's validation step: raises a user error (ValueError, OSError ...) for a bad config.
 Check = Callable[[DictConfig], object]
@@ -71,10 +70,10 @@ def error_line(exc: BaseException | str) -> str:
 
 
 def fail(exc: BaseException | str, status: int = 2) -> None:
-    """Print one ``error: ...`` line (:func:`error_line`) on stderr and exit with ``status``
-    (2: bad input)."""
+    """Print one ``error: ...`` line on stderr and exit with ``status`` (2: bad input)."""
     print(error_line(exc), file=sys.stderr)
     sys.exit(status)
+
 
 @dataclasses.dataclass
 class Job:
@@ -87,9 +86,8 @@ class Job:
 
 def hydra_entry(config_name: str,
                 check: Check | None = None) -> Callable[[Callable[..., object]], Callable[[], None]]:
-    """Wrap ``run`` as a console-script ``main()`` on ``conf/<config_name>.yaml``: compose, check (:func:`prepare`),
-    run."""
-    checker = check or validate.CHECKS.get(config_name) or _no_check
+    """Wrap ``run`` as a console-script ``main()`` on ``conf/<config_name>.yaml``: compose, check, run."""
+    checker = check or validate.CHECKS.get(config_name) or (lambda cfg: None)
 
     def wrap(run: Callable[..., object]) -> Callable[[], None]:
         def call(cfg: DictConfig, checked: object) -> object:
@@ -121,13 +119,8 @@ def hydra_entry(config_name: str,
     return wrap
 
 
-def _no_check(cfg: DictConfig) -> None:
-    return None
-
-
 def guarded(work: Callable[[], object]) -> object:
-    """``work()``, with a user error (or a full disk met inside a library) as one ``error:`` line
-    and exit 2, and a stop by SIGTERM as its own line and status."""
+    """``work()``, a user error (or a full disk inside a library) one ``error:`` line and exit 2."""
     try:
         return work()
     except user_errors() as exc:
@@ -163,7 +156,7 @@ def run_job(job: Job, work: Callable[[DictConfig], object]) -> None:
 
 def prepare(config_name: str, args: list[str], check: Check | None = None) -> list[Job] | None:
     """The jobs of the command line, composed and checked before anything is written; None for Hydra's own flags."""
-    check = check or validate.CHECKS.get(config_name) or _no_check
+    check = check or validate.CHECKS.get(config_name) or (lambda cfg: None)
     flags = [a for a in args if a.startswith("-")]
     if any(flag not in MULTIRUN_FLAGS for flag in flags):
         return None
@@ -191,8 +184,7 @@ def prepare(config_name: str, args: list[str], check: Check | None = None) -> li
 
 
 def check_job(config_name: str, cfg: DictConfig, folder: str, check: Check, sweep: DictConfig | None = None) -> Job:
-    """The job of ``cfg`` in ``folder``, checked: training writes into ``folder`` (``output_dir``
-    where the config leaves it to Hydra), which must hold no other run."""
+    """The job of ``cfg`` in ``folder``, checked; a training's folder must hold no other run."""
     training = config_name == TRAIN
     if training:
         pin_output_dir(cfg, folder)
@@ -213,8 +205,7 @@ def check_folder_key(cfg: DictConfig, key: str) -> str:
 
 
 def pin_output_dir(cfg: DictConfig, folder: str | Path) -> None:
-    """Set ``output_dir`` to ``folder`` where it is ``${hydra:runtime.output_dir}``, so that the
-    checks see the folder the run will write."""
+    """``output_dir`` set to ``folder`` where it is ``${hydra:runtime.output_dir}``, for the checks."""
     with open_dict(cfg):
         if OmegaConf.is_interpolation(cfg, "output_dir") and "hydra:" in str(cfg._get_node("output_dir")._value()):
             cfg.output_dir = str(folder)
@@ -266,8 +257,7 @@ def hydra_session(config_name: str) -> Iterator[None]:
 
 
 def check_overrides(config_name: str, args: list[str]) -> DictConfig:
-    """``conf/<config_name>.yaml`` composed with ``args`` (Hydra's node included); a bad override is one
-    ``ValueError`` line."""
+    """``conf/<config_name>.yaml`` composed with ``args`` (Hydra's node included); bad ones a ``ValueError``."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -279,8 +269,7 @@ def check_overrides(config_name: str, args: list[str]) -> DictConfig:
 
 
 def hydra_message(exc: BaseException, args: list[str]) -> str:
-    """Hydra's several-line error as one line, with a hint where the command line names a
-    group the configs do not have (:data:`GROUP_HINTS`)."""
+    """Hydra's several-line error as one line, with a hint for a group the configs do not have."""
     text = str(exc)
     for arg in args:  # a typed control character (a newline in a path) shown escaped, not as a line break
         if CONTROL.search(arg):
@@ -324,8 +313,7 @@ def checkpoint_label(value) -> str | list[str]:
 
 
 def load_for_inference(ckpt_path, device: str = "auto", backend: str = "none", quantize: str | None = None):
-    """``(task, device)``: the checkpoint(s) in eval mode on ``device``, with the fast path and quantization asked
-    for."""
+    """``(task, device)``: the checkpoint(s) in eval mode on ``device``, fast path and quantization applied."""
     from transformer import accel
     from transformer.accel.quantize import apply_quantize, check_quantize
     from transformer.inference.memory import bound_onednn_caches, keep_freed_memory
@@ -342,84 +330,6 @@ def load_for_inference(ckpt_path, device: str = "auto", backend: str = "none", q
     return task, dev
 
 
-# ----------------------------------------------------------------------------- the run folder
-LOCK_NAME = ".run.lock"
-# Run folders this process holds: resolved path -> its lock.
-_HELD: dict[str, FileLock] = {}
-
-
-def ddp_worker() -> bool:
-    """True in a DDP worker process (rank > 0): it follows rank 0 into rank 0's folder."""
-    return os.environ.get("LOCAL_RANK", "0") != "0"
-
-
-def held_run(out: Path) -> Path | None:
-    """A file showing that ``out`` already holds a run (a checkpoint, metrics, a summary)."""
-    found = sorted((out / "checkpoints").glob("*.ckpt")) if (out / "checkpoints").is_dir() else []
-    found += [p for p in (out / "csv" / "metrics.csv", out / "train_summary.json") if p.is_file()]
-    return found[0] if found else None
-
-
-def check_run_folder(out: Path, ckpt_path: str | None) -> None:
-    """Refuse ``out`` when it holds a run that this one is not resuming."""
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"output_dir={out}: a file, not a folder")
-    held = held_run(out) if out.is_dir() else None
-    if held is None:
-        return
-    last = out / "checkpoints" / "last.ckpt"
-    if not ckpt_path:
-        raise FileExistsError(
-            f"{out} already holds a run ({held}); resume it with ckpt_path={last}, or start a new "
-            f"run in another folder (hydra.run.dir=<new folder>)")
-    if out.resolve() not in Path(ckpt_path).resolve().parents:
-        raise FileExistsError(
-            f"{out} holds another run ({held}); a resume from {ckpt_path} writes into that checkpoint's "
-            f"own run folder or a new one (hydra.run.dir=<new folder>)")
-
-
-def claim_run_folder(out: Path, ckpt_path: str | None = None) -> bool:
-    """Take ``out`` for this run (a ``FileExistsError`` if a live run holds it or it holds another run); False in a
-    DDP worker."""
-    if ddp_worker():
-        return False
-    out = Path(out)
-    check_run_folder(out, ckpt_path)  # before anything is written
-    out.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(out / LOCK_NAME)
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        holder = (out / LOCK_NAME).read_text(errors="replace").strip() or "?"
-        raise FileExistsError(f"{out} is in use by another training run (pid {holder}); start this "
-                              f"run in another folder (hydra.run.dir=<new folder>)") from None
-    try:
-        check_run_folder(out, ckpt_path)  # again: a run may have finished there since the first look
-    except BaseException:
-        lock.release()
-        raise
-    (out / LOCK_NAME).write_text(f"{os.getpid()}\n")
-    _HELD[str(out.resolve())] = lock
-    return True
-
-
-def release_run_folder(out: Path) -> None:
-    """Let another run have ``out``: remove the lock file, then drop the lock."""
-    lock = _HELD.pop(str(Path(out).resolve()), None)
-    if lock is not None:
-        try:
-            (Path(out) / LOCK_NAME).unlink(missing_ok=True)
-        finally:
-            lock.release()
-
-
-@contextlib.contextmanager
-def claimed(cfg: DictConfig) -> Iterator[None]:
-    """The run folder of a training config (``output_dir``), claimed for the block."""
-    out = Path(cfg.output_dir)
-    took = claim_run_folder(out, cfg.get("ckpt_path"))
-    try:
-        yield
-    finally:
-        if took:
-            release_run_folder(out)
+def claimed(cfg: DictConfig):
+    """The run folder of a training config (``output_dir``), claimed for the block (``files.run_folder``)."""
+    return run_folder(Path(cfg.output_dir), cfg.get("ckpt_path"))
