@@ -42,27 +42,26 @@ def distill(ckpt_path: str | list[str], split: str, decode: DecodeSettings | Map
         return _distill_directions(task, ckpt_path, list(langs.directions), split, settings, out, data_dir,
                                    mirror_root, dev, limit)
     translated = translate_split(task, split, settings, data_dir, mirror_root, dev, limit)
-    sources, hyps = translated.sources, translated.hyps
-
     out.mkdir(parents=True, exist_ok=True)
     # The split is the user's, the languages the checkpoint's: each file name stays in ``out``.
     src_path, tgt_path = inside(out, f"{split}.{langs.src_lang}"), inside(out, f"{split}.{langs.tgt_lang}")
-    _write_lines(src_path, sources)
-    _write_lines(tgt_path, hyps)
+    _write_lines(src_path, translated.sources)
+    _write_lines(tgt_path, translated.hyps)
     _write_tokenizers(task, out)
-    summary = {
-        "checkpoint": checkpoint_label(ckpt_path),
-        "split": split,
-        "pair": f"{langs.src_lang}-{langs.tgt_lang}",
-        "sentences": len(sources),
-        "empty_outputs": sum(1 for s, h in zip(sources, hyps) if s.strip() and not h.strip()),
-        **translated.decoding_stats(settings),
-        "files": {"src": str(src_path), "tgt": str(tgt_path)},
-        # How far the distilled targets are from the references they replace.
-        "bleu_vs_references": score_translations(hyps, translated.refs)["bleu"] if hyps else 0.0,
-    }
+    stats = _stats(translated, settings)
+    bleu = stats.pop("bleu_vs_references")
+    summary = {"checkpoint": checkpoint_label(ckpt_path), "split": split, "pair": f"{langs.src_lang}-{langs.tgt_lang}",
+               **stats, "files": {"src": str(src_path), "tgt": str(tgt_path)}, "bleu_vs_references": bleu}
     write_text(out / "distill.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return summary
+
+
+def _stats(translated, settings: DecodeSettings) -> dict:
+    """Counts, decoding speed and how far the distilled targets are from the references they replace."""
+    return {"sentences": len(translated.sources),
+            "empty_outputs": sum(1 for s, h in zip(translated.sources, translated.hyps) if s.strip() and not h.strip()),
+            **translated.decoding_stats(settings),
+            "bleu_vs_references": score_translations(translated.hyps, translated.refs)["bleu"] if translated.hyps else 0.0}
 
 
 def _write_tokenizers(task, out: Path) -> None:
@@ -116,12 +115,7 @@ def _distill_directions(task, ckpt_path, directions: list[Direction], split: str
         "pairs": [direction_name(d) for d in directions],
         "files": files,
         "directions": {
-            direction_name(d): {
-                "sentences": len(r.sources),
-                "empty_outputs": sum(1 for src, h in zip(r.sources, r.hyps) if src.strip() and not h.strip()),
-                **r.decoding_stats(settings),
-                "bleu_vs_references": score_translations(r.hyps, r.refs)["bleu"] if r.hyps else 0.0,
-            } for d, r in translated.items()},
+            direction_name(d): _stats(r, settings) for d, r in translated.items()},
     }
     write_text(out / "distill.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return summary

@@ -113,14 +113,15 @@ def write_tokenizers(out: Path, name: str, text: str | dict) -> str | dict[str, 
     return str(out / f"{name}.json")
 
 
-def command_line_keys() -> set[str]:
-    """The keys the user set on the command line (Hydra's task overrides), e.g.
-    ``{"data.vocab_size", "trainer.max_epochs"}``; empty outside a Hydra run."""
+def command_line_keys(overrides=None) -> set[str]:
+    """The keys the command line sets (``overrides``, by default this run's Hydra task overrides)."""
     from hydra.core.hydra_config import HydraConfig
 
-    if not HydraConfig.initialized():
-        return set()
-    return {o.split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
+    if overrides is None:
+        if not HydraConfig.initialized():
+            return set()
+        overrides = HydraConfig.get().overrides.task
+    return {o.split("=", 1)[0].lstrip("+~") for o in overrides}
 
 
 def training_device(cfg: DictConfig) -> str:
@@ -306,10 +307,7 @@ def read_init_from(cfg: DictConfig) -> dict:
 
 def take_model_settings(cfg: DictConfig, ckpt: dict, settings_to_take=encoder_settings_to_take) -> None:
     """Set the pretrained model's settings in ``cfg.model`` where the command line leaves them to the preset."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    overrides = OverridesParser.create().parse_overrides(list(cfg.hydra.overrides.task))
-    named = {o.key_or_group.split(".")[1] for o in overrides if o.key_or_group.startswith("model.")}
+    named = {key.split(".")[1] for key in command_line_keys(cfg.hydra.overrides.task) if key.startswith("model.")}
     taken = settings_to_take(ckpt, OmegaConf.to_container(cfg.model, resolve=True), named)
     for key, value in taken.items():
         OmegaConf.update(cfg, f"model.{key}", value, merge=False, force_add=True)
