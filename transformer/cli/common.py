@@ -86,7 +86,8 @@ class Job:
 
 def hydra_entry(config_name: str,
                 check: Check | None = None) -> Callable[[Callable[..., object]], Callable[[], None]]:
-    """Wrap ``run`` as a console-script ``main()`` on ``conf/<config_name>.yaml``: compose, check, run."""
+    """Wrap ``run`` as a console-script ``main()`` on ``conf/<config_name>.yaml``: compose, check, run.
+    With ``check`` the command is ``run(cfg, checked)``; without, the check is ``validate.CHECKS``'s."""
     checker = check or validate.CHECKS.get(config_name) or (lambda cfg: None)
 
     def wrap(run: Callable[..., object]) -> Callable[[], None]:
