@@ -16,6 +16,9 @@ from a file a user was given (a downloaded model folder's), any way it is broken
 Names that come from a checkpoint or a data config (a dataset name, a language code, a split)
 are untrusted: :func:`safe_name` turns one into a single path component, so that
 ``folder / safe_name(x)`` always lies inside ``folder``.
+
+A training run's folder holds one run: :func:`run_folder` claims it (a lock, then a check that
+no other run is there) before the run writes anything.
 """
 
 from __future__ import annotations
@@ -29,6 +32,8 @@ import re
 import tempfile
 from pathlib import Path
 from typing import IO, Iterator
+
+from filelock import FileLock, Timeout
 
 # Anything but letters, digits and a few punctuation marks becomes "_": no separators, no NUL,
 # no control characters, no spaces a shell would split on.
@@ -189,3 +194,85 @@ def read_json_object(path: str | os.PathLike) -> dict:
     if not isinstance(value, dict):
         raise ValueError(f"{path}: not a JSON object")
     return value
+
+
+# A training run's folder is claimed by one run at a time (docs/cli.md): ``<folder>/.run.lock``
+# (filelock) dies with its process, so a killed run's lock file does not block the next one.
+LOCK_NAME = ".run.lock"
+# Run folders this process holds: resolved path -> its lock.
+_HELD: dict[str, FileLock] = {}
+
+
+def ddp_worker() -> bool:
+    """True in a DDP worker process (rank > 0): it follows rank 0 into rank 0's folder."""
+    return os.environ.get("LOCAL_RANK", "0") != "0"
+
+
+def held_run(out: Path) -> Path | None:
+    """A file showing that ``out`` already holds a run (a checkpoint, metrics, a summary)."""
+    found = sorted((out / "checkpoints").glob("*.ckpt")) if (out / "checkpoints").is_dir() else []
+    found += [p for p in (out / "csv" / "metrics.csv", out / "train_summary.json") if p.is_file()]
+    return found[0] if found else None
+
+
+def check_run_folder(out: Path, ckpt_path: str | None) -> None:
+    """Refuse ``out`` when it holds a run that this one is not resuming."""
+    if out.exists() and not out.is_dir():
+        raise NotADirectoryError(f"output_dir={out}: a file, not a folder")
+    held = held_run(out) if out.is_dir() else None
+    if held is None:
+        return
+    last = out / "checkpoints" / "last.ckpt"
+    if not ckpt_path:
+        raise FileExistsError(
+            f"{out} already holds a run ({held}); resume it with ckpt_path={last}, or start a new "
+            f"run in another folder (hydra.run.dir=<new folder>)")
+    if out.resolve() not in Path(ckpt_path).resolve().parents:
+        raise FileExistsError(
+            f"{out} holds another run ({held}); a resume from {ckpt_path} writes into that checkpoint's "
+            f"own run folder or a new one (hydra.run.dir=<new folder>)")
+
+
+def claim_run_folder(out: Path, ckpt_path: str | None = None) -> bool:
+    """Take ``out`` for this run (``FileExistsError``: a live run holds it, or another run is there)."""
+    if ddp_worker():
+        return False
+    out = Path(out)
+    check_run_folder(out, ckpt_path)  # before anything is written
+    out.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(out / LOCK_NAME)
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        holder = (out / LOCK_NAME).read_text(errors="replace").strip() or "?"
+        raise FileExistsError(f"{out} is in use by another training run (pid {holder}); start this "
+                              f"run in another folder (hydra.run.dir=<new folder>)") from None
+    try:
+        check_run_folder(out, ckpt_path)  # again: a run may have finished there since the first look
+    except BaseException:
+        lock.release()
+        raise
+    (out / LOCK_NAME).write_text(f"{os.getpid()}\n")
+    _HELD[str(out.resolve())] = lock
+    return True
+
+
+def release_run_folder(out: Path) -> None:
+    """Let another run have ``out``: remove the lock file, then drop the lock."""
+    lock = _HELD.pop(str(Path(out).resolve()), None)
+    if lock is not None:
+        try:
+            (Path(out) / LOCK_NAME).unlink(missing_ok=True)
+        finally:
+            lock.release()
+
+
+@contextlib.contextmanager
+def run_folder(out: Path, ckpt_path: str | None) -> Iterator[None]:
+    """``out`` claimed for this run for the block (:func:`claim_run_folder`)."""
+    took = claim_run_folder(out, ckpt_path)
+    try:
+        yield
+    finally:
+        if took:
+            release_run_folder(out)

@@ -67,6 +67,10 @@ CHANGED.update({"data.tag_side": "source", "inspect: tgt_lang": None})
 CHANGED.update({key: "fp32" for key in ("decode.dtype", "task.val_decode.dtype", "test_decode.dtype")})
 # The warm-up as a fraction of the run (task.warmup), off by default: warmup_steps as before.
 CHANGED.update({"task.warmup": None})
+# Lightning callbacks and the CSV logger are a training concept: transformer/tasks/callbacks.py.
+CHANGED.update({f"{group}.{name}._target_": f"transformer.tasks.callbacks.{target}" for group, name, target in (
+    ("callbacks", "early_stopping", "MeasuredEarlyStopping"), ("callbacks", "progress_bar", "progress_bar"),
+    ("logger", "csv", "ResumableCSVLogger"))})
 # Experiments added since 0.1.0: they have no composed config there to compare with.
 ADDED = {"train experiment=multi30k_multi", "train experiment=multi30k_multi_cpu",
          # Speech input: labelled recordings, FSDD digits, connected digit strings (AT and CTC).

@@ -18,7 +18,7 @@ import torch
 from hydra_helpers import compose_cfg
 
 from transformer.cli import train as train_cli
-from transformer.cli.common import LOCK_NAME, check_run_folder, claim_run_folder, release_run_folder
+from transformer.files import LOCK_NAME, check_run_folder, claim_run_folder, release_run_folder
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -162,7 +162,7 @@ def test_a_lock_file_removed_under_a_waiting_claim_is_not_trusted(tmp_path):
         assert claim_run_folder(folder)
         assert os.stat(folder / LOCK_NAME).st_ino != os.fstat(old).st_ino
         holder = subprocess.run(
-            [sys.executable, "-c", "import sys; from transformer.cli.common import claim_run_folder\n"
+            [sys.executable, "-c", "import sys; from transformer.files import claim_run_folder\n"
              f"claim_run_folder({str(folder)!r})"], env=env(), capture_output=True, text=True, timeout=120)
         assert holder.returncode == 1 and f"in use by another training run (pid {os.getpid()})" in holder.stderr
     finally:

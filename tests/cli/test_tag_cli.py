@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from transformer.cli.lines import split_lines
-from transformer.cli.tag import looks_like_conllu, parse_conllu, split_tokens, tag_lines
+from transformer.inference.tag_lines import looks_like_conllu, parse_conllu, split_tokens, tag_lines
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.tasks.tagging import TaggingTask
 

@@ -1,13 +1,8 @@
-"""`transformer-classify`: one label per input line, from a classification checkpoint (or the
-ensemble of several, whose probabilities are averaged).
+"""`transformer-classify`: one label per input line from a classification checkpoint, or an
+ensemble (docs/cli.md).
 
     echo "a gorgeous , witty , seductive movie ." | transformer-classify ckpt_path=best.ckpt
-    transformer-classify ckpt_path=best.ckpt input=reviews.txt output=labels.tsv top_k=2
-    transformer-classify ckpt_path=[a.ckpt,b.ckpt] input=reviews.txt format=jsonl
-
-Output line ``i`` answers input line ``i`` (an empty line is classified too, from no pieces):
-``label<TAB>probability``, or with ``top_k=k`` the ``k`` best pairs on one line, best first;
-``format=jsonl`` writes ``{"label": ..., "probability": ..., "top": [...]}`` per line instead.
+    transformer-classify ckpt_path=[a.ckpt,b.ckpt] input=reviews.txt output=labels.tsv top_k=2 format=jsonl
 """
 
 from __future__ import annotations

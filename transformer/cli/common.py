@@ -1,26 +1,5 @@
-"""The door every command passes through: compose once, check once, run.
-
-Each CLI is a plain ``run(cfg) -> result`` function (callable from Python and tests) made a
-console script by :func:`hydra_entry`, on Hydra's public API:
-
-1. compose: the command line becomes one config per job (Hydra's Compose API; a ``-m`` sweep
-   is the product of its swept values);
-2. check: the command's validation step runs on every job before anything is written, so a
-   refused run or sweep writes nothing, not even ``.hydra/``;
-3. run: each job runs in its folder as Hydra's runner runs it (:func:`run_job`: the ``.hydra/``
-   record, logging, ``HydraConfig``; ``multirun.yaml`` beside the jobs of a sweep).
-
-A user error anywhere is one ``error:`` line and exit status 2. Hydra's own flags (``--help``,
-``--cfg``, ``--info`` ...) are left to ``@hydra.main``.
-
-A training run's folder is claimed by one run at a time: two trainings started at once into one
-folder would both find it empty and then mix their configs and checkpoints. So a run locks
-``<folder>/.run.lock`` (``filelock``) before it writes anything else, and checks under the lock
-that the folder holds no other run (:func:`claim_run_folder`). The lock dies with the process,
-however it ends: a lock file left by a killed run does not block the next one, and a run that
-ends normally removes its lock file. A resume (``ckpt_path=``) may write into the folder its
-checkpoint comes from, or into an empty one, never into another run's.
-"""
+"""The door every command passes through: compose once, check once, run (docs/cli.md, "Runs,
+sweeps and run folders"). A user error anywhere is one ``error:`` line and exit status 2."""
 
 from __future__ import annotations
 
@@ -36,13 +15,12 @@ from types import SimpleNamespace
 from typing import Callable, Iterator
 
 import hydra
-from filelock import FileLock, Timeout
 from omegaconf import DictConfig, OmegaConf, open_dict, read_write
 
 from transformer.cli import validate
 from transformer.cli.validate import resolve_device
 from transformer.escapes import CONTROL, escape_controls
-from transformer.files import DiskFullError, disk_full, full_disk_error
+from transformer.files import DiskFullError, check_run_folder, ddp_worker, disk_full, full_disk_error, run_folder
 
 # A command's validation step: raises a user error (ValueError, OSError ...) for a bad config.
 Check = Callable[[DictConfig], object]
@@ -86,24 +64,20 @@ class StoppedBySignal(RuntimeError):
 
 
 def error_line(exc: BaseException | str) -> str:
-    """The one ``error: ...`` line of a user error: its message with control characters escaped
-    (:func:`escape_controls`), runs of spaces (a library's indentation) made one, cut to 2000
-    characters."""
+    """The one ``error: ...`` line of a user error, control characters escaped, cut to 2000 characters."""
     text = re.sub(" {2,}", " ", escape_controls(str(exc))).strip()
     return f"error: {text[:2000]}"
 
 
 def fail(exc: BaseException | str, status: int = 2) -> None:
-    """Print one ``error: ...`` line (:func:`error_line`) on stderr and exit with ``status``
-    (2: bad input)."""
+    """Print one ``error: ...`` line on stderr and exit with ``status`` (2: bad input)."""
     print(error_line(exc), file=sys.stderr)
     sys.exit(status)
 
+
 @dataclasses.dataclass
 class Job:
-    """One run of a command: its config (with Hydra's node, its folder resolved), what the
-    command's validation step returned for it, and for a job of a ``-m`` sweep the sweep's config
-    (saved as ``multirun.yaml``)."""
+    """One run of a command: its config, what its check returned, and a sweep's config."""
 
     cfg: DictConfig
     checked: object
@@ -112,12 +86,9 @@ class Job:
 
 def hydra_entry(config_name: str,
                 check: Check | None = None) -> Callable[[Callable[..., object]], Callable[[], None]]:
-    """Wrap a command as a console-script ``main()`` reading ``conf/<config_name>.yaml``: the
-    command line is composed and checked (:func:`prepare`), then each job runs (:func:`run_job`).
-    With ``check`` the command is ``run(cfg, checked)`` and receives what ``check`` returned
-    (training: the resumed checkpoint); without, the check is the command's entry in
-    ``validate.CHECKS`` and the command is ``run(cfg)``."""
-    checker = check or validate.CHECKS.get(config_name) or _no_check
+    """Wrap ``run`` as a console-script ``main()`` on ``conf/<config_name>.yaml``: compose, check, run.
+    With ``check`` the command is ``run(cfg, checked)``; without, the check is ``validate.CHECKS``'s."""
+    checker = check or validate.CHECKS.get(config_name) or (lambda cfg: None)
 
     def wrap(run: Callable[..., object]) -> Callable[[], None]:
         def call(cfg: DictConfig, checked: object) -> object:
@@ -149,13 +120,8 @@ def hydra_entry(config_name: str,
     return wrap
 
 
-def _no_check(cfg: DictConfig) -> None:
-    return None
-
-
 def guarded(work: Callable[[], object]) -> object:
-    """``work()``, with a user error (or a full disk met inside a library) as one ``error:`` line
-    and exit 2, and a stop by SIGTERM as its own line and status."""
+    """``work()``, a user error (or a full disk inside a library) one ``error:`` line and exit 2."""
     try:
         return work()
     except user_errors() as exc:
@@ -170,11 +136,7 @@ def guarded(work: Callable[[], object]) -> object:
 
 
 def run_job(job: Job, work: Callable[[DictConfig], object]) -> None:
-    """``work(cfg)`` run by Hydra's job runner (``hydra.core.utils.run_job``: the folder made,
-    ``HydraConfig`` set, logging configured, the ``.hydra/`` record written unless
-    ``hydra.output_subdir=null``, ``hydra.job.env_set`` and ``hydra.job.chdir`` applied) in the
-    job's folder, claimed first for a training (:func:`claimed`). Every command but training logs
-    to stderr alone (:data:`TOOL_LOGGING`)."""
+    """``work(cfg)`` run by Hydra's job runner in the job's folder (claimed first for a training)."""
     from hydra.core.utils import run_job as hydra_run_job
     from hydra.types import HydraContext, RunMode
 
@@ -194,14 +156,8 @@ def run_job(job: Job, work: Callable[[DictConfig], object]) -> None:
 
 
 def prepare(config_name: str, args: list[str], check: Check | None = None) -> list[Job] | None:
-    """The command line composed once per job and checked, before anything is written: the
-    jobs to run, or None for Hydra's own flags (``--help``, ``--cfg`` ...), which ``@hydra.main``
-    handles. A job's folder is resolved once (``hydra.run.dir``, or ``hydra.sweep.dir`` /
-    ``hydra.sweep.subdir``); training's ``output_dir`` is that folder, and it must hold no other
-    run. With ``-m`` every job is composed and checked first, so that a refused sweep writes
-    nothing (not even ``multirun.yaml``). ``check`` is the command's validation step (default:
-    its entry in ``validate.CHECKS``)."""
-    check = check or validate.CHECKS.get(config_name) or _no_check
+    """The jobs of the command line, composed and checked before anything is written; None for Hydra's own flags."""
+    check = check or validate.CHECKS.get(config_name) or (lambda cfg: None)
     flags = [a for a in args if a.startswith("-")]
     if any(flag not in MULTIRUN_FLAGS for flag in flags):
         return None
@@ -229,8 +185,7 @@ def prepare(config_name: str, args: list[str], check: Check | None = None) -> li
 
 
 def check_job(config_name: str, cfg: DictConfig, folder: str, check: Check, sweep: DictConfig | None = None) -> Job:
-    """The job of ``cfg`` in ``folder``, checked: training writes into ``folder`` (``output_dir``
-    where the config leaves it to Hydra), which must hold no other run."""
+    """The job of ``cfg`` in ``folder``, checked; a training's folder must hold no other run."""
     training = config_name == TRAIN
     if training:
         pin_output_dir(cfg, folder)
@@ -251,18 +206,14 @@ def check_folder_key(cfg: DictConfig, key: str) -> str:
 
 
 def pin_output_dir(cfg: DictConfig, folder: str | Path) -> None:
-    """Set ``output_dir`` to ``folder`` where it is ``${hydra:runtime.output_dir}``, so that the
-    checks see the folder the run will write."""
+    """``output_dir`` set to ``folder`` where it is ``${hydra:runtime.output_dir}``, for the checks."""
     with open_dict(cfg):
         if OmegaConf.is_interpolation(cfg, "output_dir") and "hydra:" in str(cfg._get_node("output_dir")._value()):
             cfg.output_dir = str(folder)
 
 
 def sweep_configs(config_name: str, overrides: list[str]) -> tuple[DictConfig, list[DictConfig]]:
-    """A ``-m`` command line's sweep config (what ``multirun.yaml`` records: the command line
-    as typed, without the swept values) and every job's config, in Hydra's order: the product
-    of the swept values (``a=1,2``, ``range(3)``, ``model=glob(*)``), the last key varying
-    fastest. Every job shares the sweep's ``${now:...}``, and numbers itself (``hydra.job.num``)."""
+    """A ``-m`` command line's sweep config (``multirun.yaml``) and every job's config, in Hydra's order."""
     from hydra.core.global_hydra import GlobalHydra
     from hydra.core.override_parser.overrides_parser import OverridesParser
     from hydra.errors import HydraException
@@ -307,9 +258,7 @@ def hydra_session(config_name: str) -> Iterator[None]:
 
 
 def check_overrides(config_name: str, args: list[str]) -> DictConfig:
-    """``conf/<config_name>.yaml`` composed with the command line's overrides (Hydra's node
-    included); an unknown key or a malformed override is a ``ValueError`` in one line (Hydra
-    itself prints several lines and exits 1)."""
+    """``conf/<config_name>.yaml`` composed with ``args`` (Hydra's node included); bad ones a ``ValueError``."""
     from hydra.errors import HydraException
     from omegaconf.errors import OmegaConfBaseException
 
@@ -321,8 +270,7 @@ def check_overrides(config_name: str, args: list[str]) -> DictConfig:
 
 
 def hydra_message(exc: BaseException, args: list[str]) -> str:
-    """Hydra's several-line error as one line, with a hint where the command line names a
-    group the configs do not have (:data:`GROUP_HINTS`)."""
+    """Hydra's several-line error as one line, with a hint for a group the configs do not have."""
     text = str(exc)
     for arg in args:  # a typed control character (a newline in a path) shown escaped, not as a line break
         if CONTROL.search(arg):
@@ -366,11 +314,7 @@ def checkpoint_label(value) -> str | list[str]:
 
 
 def load_for_inference(ckpt_path, device: str = "auto", backend: str = "none", quantize: str | None = None):
-    """``(task, device)``: the checkpoint's task (or an ensemble of several) in eval mode on
-    ``device``, its model the plain modules or, with ``backend="cpu"``, the CPU fast paths, and,
-    with ``quantize="int8"`` (CPU only), its linear layers to int8 (``accel.quantize``).
-    The process keeps the memory it frees from then on, and bounds oneDNN's per-shape caches
-    (``inference.memory``)."""
+    """``(task, device)``: the checkpoint(s) in eval mode on ``device``, fast path and quantization applied."""
     from transformer import accel
     from transformer.accel.quantize import apply_quantize, check_quantize
     from transformer.inference.memory import bound_onednn_caches, keep_freed_memory
@@ -387,87 +331,6 @@ def load_for_inference(ckpt_path, device: str = "auto", backend: str = "none", q
     return task, dev
 
 
-# ----------------------------------------------------------------------------- the run folder
-LOCK_NAME = ".run.lock"
-# Run folders this process holds: resolved path -> its lock.
-_HELD: dict[str, FileLock] = {}
-
-
-def ddp_worker() -> bool:
-    """True in a DDP worker process (rank > 0): it follows rank 0 into rank 0's folder."""
-    return os.environ.get("LOCAL_RANK", "0") != "0"
-
-
-def held_run(out: Path) -> Path | None:
-    """A file showing that ``out`` already holds a run (a checkpoint, metrics, a summary)."""
-    found = sorted((out / "checkpoints").glob("*.ckpt")) if (out / "checkpoints").is_dir() else []
-    found += [p for p in (out / "csv" / "metrics.csv", out / "train_summary.json") if p.is_file()]
-    return found[0] if found else None
-
-
-def check_run_folder(out: Path, ckpt_path: str | None) -> None:
-    """Refuse ``out`` when it holds a run that this one is not resuming: a fresh run would
-    overwrite its checkpoints and metrics, and a resume of another run's checkpoint would
-    replace its ``last.ckpt`` and summary."""
-    if out.exists() and not out.is_dir():
-        raise NotADirectoryError(f"output_dir={out}: a file, not a folder")
-    held = held_run(out) if out.is_dir() else None
-    if held is None:
-        return
-    last = out / "checkpoints" / "last.ckpt"
-    if not ckpt_path:
-        raise FileExistsError(
-            f"{out} already holds a run ({held}); resume it with ckpt_path={last}, or start a new "
-            f"run in another folder (hydra.run.dir=<new folder>)")
-    if out.resolve() not in Path(ckpt_path).resolve().parents:
-        raise FileExistsError(
-            f"{out} holds another run ({held}); a resume from {ckpt_path} writes into that checkpoint's "
-            f"own run folder or a new one (hydra.run.dir=<new folder>)")
-
-
-def claim_run_folder(out: Path, ckpt_path: str | None = None) -> bool:
-    """Take ``out`` for this process's run (see the module docstring); a folder in use by a
-    live run, or holding another run, is a ``FileExistsError`` and nothing is written. Returns
-    whether this call claimed it (DDP workers follow rank 0 and claim nothing)."""
-    if ddp_worker():
-        return False
-    out = Path(out)
-    check_run_folder(out, ckpt_path)  # before anything is written
-    out.mkdir(parents=True, exist_ok=True)
-    lock = FileLock(out / LOCK_NAME)
-    try:
-        lock.acquire(timeout=0)
-    except Timeout:
-        holder = (out / LOCK_NAME).read_text(errors="replace").strip() or "?"
-        raise FileExistsError(f"{out} is in use by another training run (pid {holder}); start this "
-                              f"run in another folder (hydra.run.dir=<new folder>)") from None
-    try:
-        check_run_folder(out, ckpt_path)  # again: a run may have finished there since the first look
-    except BaseException:
-        lock.release()
-        raise
-    (out / LOCK_NAME).write_text(f"{os.getpid()}\n")
-    _HELD[str(out.resolve())] = lock
-    return True
-
-
-def release_run_folder(out: Path) -> None:
-    """Let another run have ``out``: remove the lock file, then drop the lock."""
-    lock = _HELD.pop(str(Path(out).resolve()), None)
-    if lock is not None:
-        try:
-            (Path(out) / LOCK_NAME).unlink(missing_ok=True)
-        finally:
-            lock.release()
-
-
-@contextlib.contextmanager
-def claimed(cfg: DictConfig) -> Iterator[None]:
-    """The run folder of a training config (``output_dir``), claimed for the block."""
-    out = Path(cfg.output_dir)
-    took = claim_run_folder(out, cfg.get("ckpt_path"))
-    try:
-        yield
-    finally:
-        if took:
-            release_run_folder(out)
+def claimed(cfg: DictConfig):
+    """The run folder of a training config (``output_dir``), claimed for the block (``files.run_folder``)."""
+    return run_folder(Path(cfg.output_dir), cfg.get("ckpt_path"))

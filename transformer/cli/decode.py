@@ -1,30 +1,10 @@
-"""`transformer-decode`: translate sentences from stdin or a file, one per line, keeping input
-order and line count (an empty line gives an empty line).
+"""`transformer-decode`: translate (or transcribe) lines from stdin or a file, one output line per
+input line (docs/cli.md).
 
     echo "Ein Hund rennt." | transformer-decode ckpt_path=best.ckpt decode.strategy=beam decode.beam_size=5
     transformer-decode ckpt_path=best.ckpt input=src.de output=hyp.en decode.strategy=beam decode.n_best=5
-
-Several translation checkpoints, ``ckpt_path=[a.ckpt,b.ckpt]``, decode as an ensemble (their
-probabilities averaged at every step). With ``decode.n_best > 1`` each output line is ``<input line number> ||| <hypothesis> ||| <score>``.
-
-A speech checkpoint (its input kind is frames, ``transformer.kinds``: ``experiment=fsdd_strings``
-or ``fsdd_strings_ctc``) transcribes: each input line is an audio file's path, each output line
-its transcript (this is the toolkit's transcribe command; a file that cannot be read is one
-``error:`` line naming it and its input line). The autoregressive decoder's length cap counts a
-recording as the transcript pieces its duration holds at the training transcripts' highest rate
-(the checkpoint's ``data.pieces_per_second``), not as its frames.
-
-    transformer-decode ckpt_path=strings.ckpt input=wavs.txt decode.strategy=beam
-
-A multilingual checkpoint (trained with ``data.pairs``) translates into the language ``tgt_lang=``
-names, its sources tagged ``<2xx>`` (Johnson et al. 2017); ``src_lang=`` picks the source
-language where several translate into it. A bilingual checkpoint takes its own ``tgt_lang`` or none.
-
+    transformer-decode ckpt_path=strings.ckpt input=wavs.txt decode.strategy=beam      # audio paths in
     echo "A dog runs." | transformer-decode ckpt_path=multi.ckpt tgt_lang=fr
-
-A pretrained M2M100, NLLB or mBART-50 folder translates between any two of its languages, named
-as ``hub.languages`` names them (``fr``; NLLB's languages without a short name by their code):
-
     echo "A dog runs." | transformer-decode ckpt_path=hf:nllb-200-distilled-600M src_lang=en tgt_lang=fr
 """
 

@@ -1,26 +1,8 @@
-"""`transformer-distill`: sequence-level knowledge distillation (Kim & Rush 2016) for NAT.
-
-A trained (autoregressive) checkpoint translates a Multi30k split; the original sources and
-the model's translations are written as a line-aligned parallel corpus that
-``TranslationDataModule(train_files={"src": ..., "tgt": ...})`` reads in place of the
-references (Gu et al. 2018 train NAT on such targets: they are less multi-modal).
+"""`transformer-distill`: sequence-level knowledge distillation (Kim & Rush 2016) for NAT: a
+teacher's translations of a split written as a corpus to train on (docs/cli.md).
 
     transformer-distill ckpt_path=at.ckpt split=train output_dir=distill/de_en decode.strategy=beam decode.beam_size=5
     transformer-train experiment=multi30k_nat data.distill_dir=distill/de_en
-
-Writes under ``output_dir``: ``<split>.<src_lang>`` (the sources, unchanged),
-``<split>.<tgt_lang>`` (one translation per source, same line count, UTF-8),
-``tokenizer.json`` (the teacher's tokenizer, so the student can share its vocabulary;
-``tokenizer.src.json``/``tokenizer.tgt.json`` for separate vocabularies) and ``distill.json``
-(checkpoint, decoding settings, counts, timing, and BLEU of the distilled targets against
-the original references). ``ckpt_path=[a.ckpt,b.ckpt]`` distils with the ensemble of the
-checkpoints (their probabilities averaged at every step).
-
-A multilingual teacher (``data.pairs``) translates the split in each of its directions and
-writes one file per language: ``<split>.<src>`` unchanged and ``<split>.<tgt>`` its
-translations, so the student trains on every direction with the same ``data.pairs`` and
-``data.distill_dir``. Each target language must come from one source language, and no language
-may be both (en-de, en-fr: yes; de-en, en-de: refused in one line).
 """
 
 from __future__ import annotations
@@ -60,27 +42,26 @@ def distill(ckpt_path: str | list[str], split: str, decode: DecodeSettings | Map
         return _distill_directions(task, ckpt_path, list(langs.directions), split, settings, out, data_dir,
                                    mirror_root, dev, limit)
     translated = translate_split(task, split, settings, data_dir, mirror_root, dev, limit)
-    sources, hyps = translated.sources, translated.hyps
-
     out.mkdir(parents=True, exist_ok=True)
     # The split is the user's, the languages the checkpoint's: each file name stays in ``out``.
     src_path, tgt_path = inside(out, f"{split}.{langs.src_lang}"), inside(out, f"{split}.{langs.tgt_lang}")
-    _write_lines(src_path, sources)
-    _write_lines(tgt_path, hyps)
+    _write_lines(src_path, translated.sources)
+    _write_lines(tgt_path, translated.hyps)
     _write_tokenizers(task, out)
-    summary = {
-        "checkpoint": checkpoint_label(ckpt_path),
-        "split": split,
-        "pair": f"{langs.src_lang}-{langs.tgt_lang}",
-        "sentences": len(sources),
-        "empty_outputs": sum(1 for s, h in zip(sources, hyps) if s.strip() and not h.strip()),
-        **translated.decoding_stats(settings),
-        "files": {"src": str(src_path), "tgt": str(tgt_path)},
-        # How far the distilled targets are from the references they replace.
-        "bleu_vs_references": score_translations(hyps, translated.refs)["bleu"] if hyps else 0.0,
-    }
+    stats = _stats(translated, settings)
+    bleu = stats.pop("bleu_vs_references")
+    summary = {"checkpoint": checkpoint_label(ckpt_path), "split": split, "pair": f"{langs.src_lang}-{langs.tgt_lang}",
+               **stats, "files": {"src": str(src_path), "tgt": str(tgt_path)}, "bleu_vs_references": bleu}
     write_text(out / "distill.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return summary
+
+
+def _stats(translated, settings: DecodeSettings) -> dict:
+    """Counts, decoding speed and how far the distilled targets are from the references they replace."""
+    return {"sentences": len(translated.sources),
+            "empty_outputs": sum(1 for s, h in zip(translated.sources, translated.hyps) if s.strip() and not h.strip()),
+            **translated.decoding_stats(settings),
+            "bleu_vs_references": score_translations(translated.hyps, translated.refs)["bleu"] if translated.hyps else 0.0}
 
 
 def _write_tokenizers(task, out: Path) -> None:
@@ -94,9 +75,7 @@ def _write_tokenizers(task, out: Path) -> None:
 
 
 def check_distillable(directions: list[Direction], where: str) -> None:
-    """The directions of a multilingual teacher whose distilled corpus is one file per language:
-    each target language written from one source language, and no language both a source (kept
-    as it is) and a target (replaced by translations); else a ``ValueError`` naming them."""
+    """Each target language written from one source, and none both source and target."""
     sources = {s for s, _ in directions}
     for s, t in directions:
         if t in sources:
@@ -112,10 +91,7 @@ def check_distillable(directions: list[Direction], where: str) -> None:
 
 def _distill_directions(task, ckpt_path, directions: list[Direction], split: str, settings: DecodeSettings, out: Path,
                         data_dir: str, mirror_root: str | None, device, limit: int | None) -> dict:
-    """A multilingual teacher's distilled corpus: each direction's ``split`` translated into its
-    target language (sources tagged), written as one file per language, ``<split>.<src>`` the
-    sources as they are and ``<split>.<tgt>`` the translations, a multi-way parallel corpus the
-    student reads with the same ``data.pairs`` (``data.distill_dir``)."""
+    """A multilingual teacher's distilled corpus: one file per language."""
     label = checkpoint_label(ckpt_path)
     check_distillable(directions, label)
     translated = {d: translate_split(task, split, settings, data_dir, mirror_root, device, limit, direction=d)
@@ -139,12 +115,7 @@ def _distill_directions(task, ckpt_path, directions: list[Direction], split: str
         "pairs": [direction_name(d) for d in directions],
         "files": files,
         "directions": {
-            direction_name(d): {
-                "sentences": len(r.sources),
-                "empty_outputs": sum(1 for src, h in zip(r.sources, r.hyps) if src.strip() and not h.strip()),
-                **r.decoding_stats(settings),
-                "bleu_vs_references": score_translations(r.hyps, r.refs)["bleu"] if r.hyps else 0.0,
-            } for d, r in translated.items()},
+            direction_name(d): _stats(r, settings) for d, r in translated.items()},
     }
     write_text(out / "distill.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
     return summary

@@ -1,32 +1,10 @@
-"""`transformer-evaluate`: score a checkpoint on a split; the model, tokenizers and dataset
-come from the checkpoint alone.
+"""`transformer-evaluate`: score a checkpoint (or an ensemble) on a split; the model, tokenizers
+and dataset come from the checkpoint alone (docs/cli.md).
 
     transformer-evaluate ckpt_path=best.ckpt split=test_2016_flickr decode.strategy=beam decode.beam_size=5
     transformer-evaluate ckpt_path=best.ckpt src=news.en ref=news.zh    # any file pair
     transformer-evaluate ckpt_path=hf:Helsinki-NLP/opus-mt-de-en data=multi30k split=test_2016_flickr
-    transformer-evaluate ckpt_path=hf:<folder> data=parallel data.src_lang=de data.tgt_lang=en \
-        data.test=corpus/test split=test                                 # a corpus named as training names it
-
-A split is read by name from the corpus the checkpoint was trained on (its files, columns and
-held-out splits travel in the checkpoint), or from the corpus the command line names with
-training's keys (``data=multi30k``, or ``data=parallel`` and ``data.train/valid/test/tests``,
-``data.src_lang/tgt_lang``, ``data.format`` ...): what a Marian ``hf:<folder>``, which carries no
-corpus, is scored on. BLEU uses the sacreBLEU tokenizer of the target
-language (``zh``, ``ja-mecab``/``char``, else ``13a``) unless ``bleu_tokenize=`` says otherwise.
-
-Several checkpoints, ``ckpt_path=[a.ckpt,b.ckpt]``, are evaluated as an ensemble: translation
-models with their probabilities averaged at every step, taggers with each word's tag
-probabilities averaged (``TaggingTask.ensemble``). Outputs go to ``output_dir``, by default to
-``eval/`` (``eval_ensemble/``) in the run folder of the (first) checkpoint, beside the scores
-training wrote there.
-
-A multilingual checkpoint (trained with ``data.pairs``) is scored in each of its directions on
-each test split of its corpus (``split=`` one or a list; ``src_lang=``/``tgt_lang=`` one
-direction, or those from/into a language): a table, a row per split and a column per direction
-(cased BLEU / chrF), on standard error; the JSON holds each evaluation.
-
-    transformer-evaluate ckpt_path=multi.ckpt                       # every direction, every test split
-    transformer-evaluate ckpt_path=multi.ckpt tgt_lang=fr split=test_2016_flickr
+    transformer-evaluate ckpt_path=multi.ckpt tgt_lang=fr split=test_2016_flickr   # a multilingual model
 """
 
 from __future__ import annotations
@@ -49,9 +27,7 @@ CORPUS_KEYS = ("src_lang", "tgt_lang", "corpus_name", "train", "valid", "test", 
 
 
 def corpus_from_config(data: DictConfig | dict) -> dict:
-    """The corpus a data config names with training's keys (``data=multi30k``, or ``data=parallel``
-    with its files), as a checkpoint records its own (``TranslationDataModule.corpus``); nothing
-    is read yet."""
+    """The corpus a data config names with training's keys, as a checkpoint records its own."""
     from transformer.data.parallel.corpus import check_complete, config_sources, make_corpus
 
     d = {k: data.get(k) for k in CORPUS_KEYS}
@@ -101,12 +77,8 @@ def evaluate_checkpoint(ckpt_path: str | Sequence[str], split: str, decode: Deco
                         device: str = "auto", accel: str = "none", src: str | None = None, ref: str | None = None,
                         bleu_tokenize: str | None = None, quantize: str | None = None,
                         corpus: dict | None = None) -> dict:
-    """Load the checkpoint (or the ensemble of several) and ask its task to score ``split`` (of
-    its own corpus, or of ``corpus``: :func:`corpus_from_config`) or the ``src`` + ``ref`` file
-    pair (translation only), writing outputs under ``output_dir``; a multilingual checkpoint is
-    scored in every direction that has the split, as a dict keyed by direction (``en-de``)
-    (:func:`evaluate_directions` scores several splits). ``decode``: the decoding settings (a
-    block is read, and checked, first)."""
+    """Score ``split`` (or ``src``/``ref``, or a split of ``corpus``) with the checkpoint(s); a multilingual one per
+    direction."""
     settings = DecodeSettings.of(decode)
     label = checkpoint_label(ckpt_path)
     check_what_to_score(ckpt_path, split, src, ref, corpus)
@@ -158,9 +130,7 @@ def evaluate_directions(ckpt_path: str | Sequence[str], splits: Sequence[str] | 
                         device: str = "auto", accel: str = "none", quantize: str | None = None,
                         data_dir: str = "data/cache", mirror_root: str | None = None,
                         bleu_tokenize: str | None = None) -> list[dict]:
-    """A multilingual checkpoint scored on each split in each direction (or those ``src_lang``
-    and ``tgt_lang`` pick: ``evaluation.translation.evaluation_plan``), loaded once; the list
-    of metrics is also written to ``summary.json`` in ``output_dir``."""
+    """A multilingual checkpoint scored on each split in each direction, written to ``summary.json``."""
     from transformer.evaluation.translation import evaluation_plan
 
     settings = DecodeSettings.of(decode)
@@ -190,9 +160,7 @@ def _multilingual(ckpt_path) -> bool:
 def evaluate_grid(ckpt_path: str | Sequence[str], splits: Sequence[str],
                   decodes: Sequence[DecodeSettings | Mapping[str, Any]], output_dir: str | Path | None = None,
                   **kwargs) -> list[dict]:
-    """``evaluate_checkpoint`` on every split with every decoding configuration, in that order;
-    the list of metrics is also written to ``summary.json`` in ``output_dir`` (default: beside
-    the checkpoint, see ``default_output_dir``). ``kwargs`` go to ``evaluate_checkpoint``."""
+    """``evaluate_checkpoint`` on every split with every decoding, written to ``summary.json``."""
     out = Path(output_dir) if output_dir else default_output_dir(ckpt_path)
     results = [evaluate_checkpoint(ckpt_path, split, cfg, out, **kwargs) for split in splits for cfg in decodes]
     write_text(out / "summary.json", json.dumps(results, indent=2, ensure_ascii=False) + "\n")
@@ -200,10 +168,7 @@ def evaluate_grid(ckpt_path: str | Sequence[str], splits: Sequence[str],
 
 
 def default_output_dir(ckpt_path: str | Sequence[str]) -> Path:
-    """``eval/`` (``eval_ensemble/`` for several checkpoints) in the run folder of the (first)
-    checkpoint, where training writes its own test scores: a checkpoint in
-    ``<run>/checkpoints/`` (or a subfolder of it) belongs to ``<run>``; any other checkpoint is
-    its folder's."""
+    """``eval/`` (``eval_ensemble/``) in the run folder of the (first) checkpoint."""
     paths = checkpoint_paths(ckpt_path)
     folder = Path(paths[0]).resolve().parent
     run = next((p.parent for p in (folder, *folder.parents) if p.name == "checkpoints"), folder)

@@ -1,17 +1,7 @@
-"""`transformer-export`: write a checkpoint as a CTranslate2 model or a Hugging Face folder.
+"""`transformer-export`: a checkpoint as a CTranslate2 model or a Hugging Face folder (docs/cli.md).
 
-    transformer-export ckpt_path=best.ckpt format=ctranslate2 output_dir=ct2_model
-    transformer-export ckpt_path=best.ckpt output_dir=ct2_int8 quantization=int8
+    transformer-export ckpt_path=best.ckpt format=ctranslate2 output_dir=ct2_model quantization=int8
     transformer-export ckpt_path=best.ckpt format=hf output_dir=hf_model
-
-The directory holds ``model.bin``, ``config.json`` and the vocabulary (the tokenizer's pieces);
-the checkpoint's tokenizers are written beside them, so the export alone translates
-(README: "Serving with CTranslate2"). A model CTranslate2 would compute differently is refused
-with the reason.
-
-``format=hf`` writes ``config.json``, ``model.safetensors`` and the tokenizer's files that
-``transformers``' Auto classes load: a masked LM as BERT, RoBERTa or DistilBERT, a translation
-model as Marian (``export.hf``); a model no family computes is refused naming the setting.
 """
 
 from __future__ import annotations

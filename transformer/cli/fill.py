@@ -1,31 +1,8 @@
-"""`transformer-fill`: the pieces a masked language model (``experiment=pretrain``) puts in place
-of each ``[MASK]``, with their probabilities: Hugging Face's ``pipeline("fill-mask")`` on the
-command line.
+"""`transformer-fill`: the pieces a masked language model puts in place of each ``[MASK]``, with
+their probabilities, as Hugging Face's fill-mask pipeline gives them (docs/cli.md).
 
     echo "the movie was [MASK] ." | transformer-fill ckpt_path=pretrain.ckpt top_k=5
-    transformer-fill ckpt_path=pretrain.ckpt input=masked.txt output=fillers.tsv
-    transformer-fill ckpt_path=pretrain.ckpt input=masked.txt format=json
-    echo "the movie was [MASK] ." | transformer-fill ckpt_path=hf:bert-base-uncased
-
-``ckpt_path=hf:<folder>`` or ``hf:<hub id>``: a BERT, RoBERTa or DistilBERT masked LM from Hugging
-Face (``transformer.hub``), read onto our own model.
-
-Input: one sentence a line, with one or more ``[MASK]`` (``<mask>`` too); each mask stands for one
-piece of the model's vocabulary. A line without a mask is an error naming it.
-
-Output, ``format=tsv`` (the default): one line per mask, in input order::
-
-    <line>\\t<mask>\\t<filler 1>\\t<probability 1>\\t...\\t<filler k>\\t<probability k>
-
-``line`` is the input line (from 1), ``mask`` the mask's place in it (from 1), then the ``top_k``
-fillers, best first, each the piece's text and its probability (4 decimals).
-
-``format=json`` (or ``jsonl``): one JSON array per input line, one entry per mask in order, each
-a list of the ``top_k`` fillers as the Hugging Face pipeline gives them: ``{"token_str": ...,
-"token": <id>, "score": <probability>, "sequence": <the line with this mask filled>}`` (the
-pipeline's list of lists for several masks, here for one mask as well). A Hugging Face model's
-``sequence`` is decoded as the pipeline decodes it (WordPiece's spaces before punctuation tidied;
-with several masks, its framing and the other masks shown).
+    transformer-fill ckpt_path=hf:bert-base-uncased input=masked.txt output=fillers.json format=json
 """
 
 from __future__ import annotations

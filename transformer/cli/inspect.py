@@ -1,23 +1,12 @@
-"""`transformer-inspect`: pictures of what a checkpoint attends to, and of its positions.
+"""`transformer-inspect`: pictures of what a checkpoint attends to, and of its positions
+(docs/cli.md).
 
     transformer-inspect ckpt_path=best.ckpt text="Ein Hund rennt über die Wiese." output_dir=inspect
     transformer-inspect ckpt_path=best.ckpt input=src.de lines=5 decode.strategy=beam output_dir=inspect
     transformer-inspect ckpt_path=tagger.ckpt text="I saw a saw ." output_dir=inspect_tagger
-    transformer-inspect ckpt_path=sst2.ckpt text="a gorgeous , witty movie" output_dir=inspect_sst2
     transformer-inspect ckpt_path=strings.ckpt text=recording.wav output_dir=inspect_speech
-    transformer-inspect ckpt_path=pretrain.ckpt text="the movie was [MASK] ." output_dir=inspect_mlm
-    transformer-inspect ckpt_path=best.ckpt what=positions output_dir=inspect_positions
-    transformer-inspect ckpt_path=multi.ckpt text="A dog runs." tgt_lang=fr output_dir=inspect_fr
     transformer-inspect ckpt_path=cora.ckpt text=1701 output_dir=inspect_cora      # a node's attention
-
-A node classifier takes node ids (``text=<id>``, or ``input=`` a file of ids, one a line) and
-draws each node's attention over its neighbours.
-
-A speech checkpoint (input kind frames: a classifier, or a transcript model by CTC or the
-autoregressive decoder) takes a recording's path as ``text=`` (or a list of paths as ``input=``)
-and draws the encoder's self-attention over its frames. A multilingual translation checkpoint takes ``tgt_lang=`` as ``transformer-decode`` does. Writes PNGs (a panel per head, tokens on both axes), the raw weights as ``.npz`` beside them and
-an ``index.html``; see ``transformer.inspect.report`` for the files. Needs matplotlib
-(``pip install "transformer[inspect]"``).
+    transformer-inspect ckpt_path=best.ckpt what=positions output_dir=inspect_positions
 """
 
 from __future__ import annotations
@@ -30,7 +19,7 @@ from omegaconf import DictConfig, OmegaConf
 from transformer import kinds
 from transformer.cli.common import hydra_entry
 from transformer.cli.lines import read_lines
-from transformer.cli.tag import split_tokens
+from transformer.inference.tagger import split_tokens
 from transformer.decoding.settings import DecodeSettings
 from transformer.inspect import plots, report
 from transformer.inspect.classification import inspect_classification

@@ -10,12 +10,8 @@ from transformer.files import write_text
 
 
 def read_lines(path: str) -> tuple[list[str], str]:
-    """The lines of ``path`` (``-`` = stdin) as UTF-8 text, and a name for messages.
-
-    Lines are split on ``\n`` only, as ``wc -l`` counts them (one trailing ``\r`` is
-    removed): unlike ``str.splitlines`` a form feed, vertical tab, U+0085 or U+2028 inside
-    a line does not end it, so output line i always answers input line i.
-    """
+    """The lines of ``path`` (``-`` = stdin), split on ``\\n`` only as ``wc -l`` counts them, and a name for
+    messages."""
     if path == "-":
         raw, name = sys.stdin.buffer.read(), "<stdin>"
     else:

@@ -1,19 +1,9 @@
-"""`transformer-serve`: checkpoints of every kind behind an HTTP API and a page (``transformer.serve``).
+"""`transformer-serve`: checkpoints of every kind behind an HTTP API and a page
+(``transformer.serve``); everything is checked and loaded before the port is bound (docs/cli.md).
 
     transformer-serve 'models=[{id:de-en,ckpt_path:best.ckpt,decode:beam,beam_size:4}]'
     transformer-serve 'models=[{id:de-en,ckpt_path:a.ckpt},{id:upos,ckpt_path:tagger.ckpt}]' port=8080
     transformer-serve 'models=[{id:de-en-ct2,ckpt_path:exports/de-en,decode:beam}]'  # a CTranslate2 export
-    curl -s localhost:8000/v1/translate -H 'content-type: application/json' \\
-         -d '{"model": "de-en", "inputs": ["Ein Hund rennt."]}'
-
-The config is checked whole and every checkpoint loaded before the server binds its port: a
-missing checkpoint, a key conf/decode/default.yaml lacks, a strategy the checkpoint
-cannot decode with or an id given twice is one ``error:`` line naming the key, exit status 2.
-So is an address the server could not listen on (a host that does not resolve or is not this
-machine's, a port in use), found by binding it before any model loads (minutes, for a big
-one), and an unset API key variable. At start the server logs one line per model (its kind,
-decoding settings, threads) and its URL.
-Needs FastAPI, uvicorn and prometheus-client (``pip install -e ".[serve]"``).
 """
 
 from __future__ import annotations
@@ -158,9 +148,7 @@ def check_entries(cfg: DictConfig) -> list[dict]:
 
 
 def translation_settings(entry: dict, key: str) -> DecodeSettings:
-    """The decoding settings (``DecodeSettings``, what conf/decode/default.yaml writes out) with
-    the entry's strategy (``decode``) and its own keys over them, checked; the checkpoint's kind
-    judges the strategy when it is loaded."""
+    """The entry's decoding settings over the defaults, checked."""
     extra = {k: v for k, v in entry.items() if k not in ENTRY_KEYS}
     unknown = sorted(set(extra) - set(DecodeSettings.defaults()))
     if unknown:
@@ -279,9 +267,7 @@ def server_config(cfg: DictConfig):
 
 
 def model_line(model) -> str:
-    """What the start-up log says of a served model: id, kind, checkpoint, the decoding
-    settings that differ from their declared defaults (conf/decode/default.yaml), threads and
-    device."""
+    """The start-up log line of a served model: id, kind, checkpoint, non-default settings, threads, device."""
     import torch
 
     parts = []

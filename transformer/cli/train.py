@@ -22,7 +22,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from transformer import kinds
-from transformer.cli.callbacks import (
+from transformer.tasks.callbacks import (
     AtomicCheckpointIO,
     FinalLastCheckpoint,
     RandomState,
@@ -72,9 +72,7 @@ def build_loggers(cfg: DictConfig, resumed_step: int | None = None) -> list:
 
 
 def build_datamodule(cfg: DictConfig, ckpt: dict | None = None, pretrained: dict | None = None):
-    """The data module, reusing the resumed checkpoint's tokenizer when there is one
-    (``ckpt``, else read from ``cfg.ckpt_path``), else the pretrained checkpoint's
-    (``pretrained``, from ``init_from``)."""
+    """The data module, with the resumed (else the pretrained) checkpoint's tokenizer."""
     overrides = {}
     if ckpt is None and cfg.get("ckpt_path"):
         ckpt = read_checkpoint(cfg.ckpt_path)
@@ -102,9 +100,7 @@ def build_datamodule(cfg: DictConfig, ckpt: dict | None = None, pretrained: dict
 
 
 def write_tokenizers(out: Path, name: str, text: str | dict) -> str | dict[str, str]:
-    """Write a checkpoint's tokenizer(s) into ``out`` for the data module: one file (one tokenizer,
-    or a source and target that are the same) or ``{"src": path, "tgt": path}`` (two that differ,
-    such as a Marian model's two SentencePiece models)."""
+    """A checkpoint's tokenizer(s) written into ``out``: one path, or ``{src, tgt}`` paths when they differ."""
     if isinstance(text, dict):
         src, tgt = text.get("src") or text["tgt"], text.get("tgt")
         if tgt is not None and tgt != src:
@@ -117,14 +113,15 @@ def write_tokenizers(out: Path, name: str, text: str | dict) -> str | dict[str, 
     return str(out / f"{name}.json")
 
 
-def command_line_keys() -> set[str]:
-    """The keys the user set on the command line (Hydra's task overrides), e.g.
-    ``{"data.vocab_size", "trainer.max_epochs"}``; empty outside a Hydra run."""
+def command_line_keys(overrides=None) -> set[str]:
+    """The keys the command line sets (``overrides``, by default this run's Hydra task overrides)."""
     from hydra.core.hydra_config import HydraConfig
 
-    if not HydraConfig.initialized():
-        return set()
-    return {o.split("=", 1)[0].lstrip("+~") for o in HydraConfig.get().overrides.task}
+    if overrides is None:
+        if not HydraConfig.initialized():
+            return set()
+        overrides = HydraConfig.get().overrides.task
+    return {o.split("=", 1)[0].lstrip("+~") for o in overrides}
 
 
 def training_device(cfg: DictConfig) -> str:
@@ -142,11 +139,7 @@ def task_settings(cfg: DictConfig) -> tuple[type, dict]:
 
 
 def build_task(cfg: DictConfig, dm, pretrained: dict | None = None):
-    """The LightningModule: task settings + resolved model config + what the data knows (and,
-    started from a translation checkpoint, the vocabulary sizes and special ids it was trained
-    with: ``tasks.transfer.pretrained_task_settings``). The model is the plain modules unless the
-    config asks for the CPU fast paths (``accel=cpu``), applied here by
-    :func:`transformer.accel.apply`, the one place they enter a model."""
+    """The LightningModule from the task, model and data settings (and a pretrained translation model's sizes)."""
     from transformer import accel
 
     cls, task_cfg = task_settings(cfg)
@@ -167,11 +160,7 @@ def build_task(cfg: DictConfig, dm, pretrained: dict | None = None):
 
 
 def check_config(cfg: DictConfig, complete: bool = False) -> None:
-    """Type-check the instantiated groups (trainer, data, task, model, callbacks, loggers)
-    against their targets' signatures, and the decode settings of validation and test,
-    before any data is prepared; a required top-level value (``???``) left unset is an error.
-    ``complete``: the config is a run's, so its data must name a training source too (a preset
-    alone may leave it to the user)."""
+    """Type-check every group against its target and the decode blocks before any data is prepared."""
     missing = [key for key in cfg if OmegaConf.is_missing(cfg, key)]  # e.g. distill_dir
     if missing:
         raise ValueError(f"{', '.join(missing)}: required; set it on the command line ({missing[0]}=...)")
@@ -253,10 +242,7 @@ def quiet_lightning():
 
 
 def preflight(cfg: DictConfig) -> dict | None:
-    """Everything checked before a run writes anything (the command's validation step):
-    the config, the trainer's settings, the pretrained checkpoint of ``init_from`` against the
-    model, a classifier's teacher checkpoints, and the resumed checkpoint (returned) with its
-    model."""
+    """Everything checked before a run writes anything; returns the checkpoint it resumes, if any."""
     check_config(cfg, complete=True)
     with quiet_lightning():
         trainer_settings(cfg)  # accelerator, precision, loop settings: before any data is read
@@ -280,12 +266,7 @@ def preflight(cfg: DictConfig) -> dict | None:
 
 
 def check_same_start(cfg: DictConfig, ckpt: dict) -> None:
-    """``init_from`` beside ``ckpt_path``: the fine-tuning command repeated to resume it, as
-    Lightning and Hugging Face users resume. The resumed checkpoint holds the weights and the
-    tokenizer, so ``init_from`` copies nothing; it only fills the model settings the command line
-    leaves to the preset (from the resumed translation model itself, which holds every one, so a
-    Marian folder is needed no more). Anything that does not fit, a checkpoint not started from
-    that ``init_from``, is refused naming the clash rather than a key the user never typed."""
+    """``init_from`` beside ``ckpt_path`` (a fine-tuning resumed): the resumed run must have started from it."""
     try:
         if kinds.task_kind(ckpt) is kinds.TRANSLATION:
             if cfg.get("hydra") is not None:
@@ -299,13 +280,7 @@ def check_same_start(cfg: DictConfig, ckpt: dict) -> None:
 
 
 def read_init_from(cfg: DictConfig) -> dict:
-    """The pretrained checkpoint ``init_from`` names, checked against the configured run (every
-    problem one ``init_from: ...`` error): a masked-LM checkpoint of ours or ``hf:<folder>`` of
-    the BERT family (``hub.mlm_checkpoint``), whose encoder starts the model
-    (``tasks.transfer.check_init_from``), or a translation checkpoint of ours or a Marian
-    ``hf:<folder>`` (``hub.translation_checkpoint``), which starts the whole translation model
-    (``tasks.transfer.check_translation_init``). What the command line leaves to the preset is
-    first taken from the checkpoint."""
+    """The checkpoint ``init_from`` names (ours or ``hf:<folder>``), checked against the configured run."""
     from transformer.hub import HubError, init_checkpoint, is_hub_path
 
     path = cfg.init_from
@@ -331,14 +306,8 @@ def read_init_from(cfg: DictConfig) -> dict:
 
 
 def take_model_settings(cfg: DictConfig, ckpt: dict, settings_to_take=encoder_settings_to_take) -> None:
-    """Set the pretrained model's settings in ``cfg.model`` (``settings_to_take``: the encoder's
-    shape, or a translation model's every setting) where the command line (Hydra's record of it,
-    ``hydra.overrides.task``) leaves them to the preset: fine-tuning needs no ``model.d_model=...``
-    repeated, and a value typed that differs is still refused."""
-    from hydra.core.override_parser.overrides_parser import OverridesParser
-
-    overrides = OverridesParser.create().parse_overrides(list(cfg.hydra.overrides.task))
-    named = {o.key_or_group.split(".")[1] for o in overrides if o.key_or_group.startswith("model.")}
+    """Set the pretrained model's settings in ``cfg.model`` where the command line leaves them to the preset."""
+    named = {key.split(".")[1] for key in command_line_keys(cfg.hydra.overrides.task) if key.startswith("model.")}
     taken = settings_to_take(ckpt, OmegaConf.to_container(cfg.model, resolve=True), named)
     for key, value in taken.items():
         OmegaConf.update(cfg, f"model.{key}", value, merge=False, force_add=True)
@@ -374,9 +343,7 @@ def stopped_message(trainer: L.Trainer) -> str:
 
 
 def checkpoint_summary(trainer: L.Trainer) -> dict:
-    """Best checkpoint and score (the first ModelCheckpoint, the one with a monitor) and the
-    latest state: ``last.ckpt``, written by the monitor-less ``last_checkpoint`` callback
-    after every validation (or a ModelCheckpoint's own ``save_last`` file)."""
+    """The best checkpoint and score (the monitored ModelCheckpoint) and ``last.ckpt``."""
     cbs = trainer.checkpoint_callbacks
     ranked = next((cb for cb in cbs if cb.monitor is not None), None)
     last = next((cb.best_model_path for cb in cbs if cb.monitor is None and cb.best_model_path), None)
@@ -406,9 +373,7 @@ def run(cfg: DictConfig) -> dict:
 
 
 def train(cfg: DictConfig, ckpt: dict | None) -> dict:
-    """Fit, then report the best checkpoint (and evaluate it on ``test_splits``), in
-    ``output_dir``, a folder the caller has claimed (:func:`run`, or the command's job runner);
-    ``ckpt`` is the checkpoint :func:`preflight` read to resume from."""
+    """Fit in the claimed ``output_dir``, then report (and test) the best checkpoint."""
     out = Path(cfg.output_dir)
     quiet_library_noise()
     if cfg.data.get("data_dir"):
@@ -490,10 +455,7 @@ def start_task(cfg: DictConfig, dm, ckpt: dict | None, pretrained: dict | None):
 
 
 def warn_fresh_head(model, copied: list[str], path: str, what: str, not_used: list[str] | None = None) -> None:
-    """One warning when ``init_from`` is a Hugging Face folder without the head a masked LM has
-    (``hub.mlm_checkpoint``'s ``encoder_only``, ``what`` says which folder): the encoder is
-    copied, the folder's tensors ``not_used`` are not, and the parts of ``model`` named here
-    start fresh."""
+    """One warning naming what starts fresh when ``init_from`` is a folder without a masked LM's head."""
     fresh = sorted({name.split(".")[0] for name, _ in model.named_parameters() if name not in set(copied)})
     unused = f" (not used: {', '.join(not_used)})" if not_used else ""
     log.warning("init_from: %s: %s; its encoder is copied%s, fresh: %s", path, what, unused,
@@ -514,12 +476,8 @@ def warn_fresh_decoder(model, copied: int, path: str) -> None:
 
 
 def build_trainer(cfg: DictConfig, resumed_step: int | None, reload_each_epoch: bool = False):
-    """Lightning's Trainer from ``cfg.trainer``, with the configured callbacks and loggers.
-
-    ``reload_each_epoch``: the data draws a sample of its own each epoch, whose batch count
-    varies; Lightning reads a loader's length once, so the loader is made again every epoch
-    (unless ``trainer.reload_dataloaders_every_n_epochs`` says otherwise), else an epoch longer
-    than the first would stop at the first one's count."""
+    """Lightning's Trainer from ``cfg.trainer``, with the configured callbacks and loggers (loaders remade each epoch
+    for data that draws anew)."""
     extra = {}
     if reload_each_epoch and "reload_dataloaders_every_n_epochs" not in cfg.trainer:
         extra["reload_dataloaders_every_n_epochs"] = 1

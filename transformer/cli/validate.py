@@ -1,12 +1,5 @@
-"""One validation step before any work: a command's composed config, checked as a whole.
-
-``hydra_entry`` runs a command's check on the composed config before Hydra runs the command
-(so a refused run writes nothing, not even ``.hydra/``): paths are readable inputs or writable
-outputs, counts are positive, the device exists, a checkpoint path is given. The inference
-commands share one step, read off the keys their config has (:func:`inference`, :data:`CHECKS`);
-training (``cli/train.py: preflight``), averaging and serving bring their own. This module is the leaf of ``cli/``: it imports no other command module. Every problem is a
-``ValueError`` (or ``OSError``) naming the key, printed as one ``error:`` line.
-"""
+"""One validation step before any work: a command's composed config checked as a whole (paths,
+counts, device, checkpoints), every problem a ``ValueError`` or ``OSError`` naming the key."""
 
 from __future__ import annotations
 
@@ -140,10 +133,7 @@ FORMATS = {"classify": ("tsv", "jsonl"), "fill": ("tsv", "json", "jsonl")}  # fi
 
 
 def inference(name: str) -> Callable[[DictConfig], None]:
-    """The validation step of the inference command ``conf/<name>.yaml`` configures, read off the
-    keys its config has: the checkpoint(s), device, fast path, decoding settings, quantization,
-    counts, output format, the input file (optional where ``text=`` may replace it), the output
-    file, and the output folder (optional for evaluation, which defaults it beside the checkpoint)."""
+    """The validation step of an inference command, read off the keys its config has."""
 
     def check(cfg: DictConfig) -> None:
         checkpoints("ckpt_path", cfg.get("ckpt_path"))

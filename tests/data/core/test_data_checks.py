@@ -211,7 +211,7 @@ def test_a_conllu_file_with_a_byte_order_mark_reads_like_one_without(tmp_path):
 
 
 def test_tag_input_with_a_byte_order_mark(tmp_path):
-    from transformer.cli.tag import tag_lines
+    from transformer.inference.tag_lines import tag_lines
 
     class Tagger:
         tagset = "upos"
