@@ -459,11 +459,10 @@ def layer_decay_groups(module: torch.nn.Module, lr: float, decay: float) -> list
     ``lr * decay ** (L - i)``, its embedding and positions at ``lr * decay ** (L + 1)``, and
     everything above the layers (the final norm, the heads) at ``lr``; pretrained lower layers
     hold general features and move least. The first group is the top one (what ``lr`` logs);
-    ``decay`` 1.0 is one group at ``lr``. The encoder is ``module.model.encoder`` (or
-    ``module.encoder``), with its ``layers``."""
+    ``decay`` 1.0 is one group at ``lr``. The encoder is ``module.model.encoder``, with its
+    ``layers``."""
     params = [p for p in module.parameters() if p.requires_grad]
-    model = getattr(module, "model", module)
-    encoder = getattr(model, "encoder", None)
+    encoder = getattr(module.model, "encoder", None)  # a convolutional classifier has none
     if decay == 1.0 or encoder is None or not hasattr(encoder, "layers"):
         return [{"params": params, "lr": lr}]
     n = len(encoder.layers)
