@@ -103,13 +103,14 @@ def test_a_direction_s_score_is_its_own_sentences_bleu():
              "tgt_out": torch.tensor([i + [tok.pad_id] * (width - len(i)) for i in ids])}
     task.search_fn = lambda cfg: (lambda src: [[(tok.encode(h), 0.0)] for h in hyps])
     task._add_bleu_stats(batch)
-    for i, bleu in enumerate(task._direction_bleu):
+    overall, *directions = task._validation_bleu()
+    for i, bleu in enumerate(directions):
         own = CorpusBLEU()
         own.update([h for h, d in zip(hyps, direction) if d == i], [r for r, d in zip(refs, direction) if d == i])
         assert bleu.stats == own.stats and bleu.stats[0] > 0
     whole = CorpusBLEU()
     whole.update(hyps, refs)
-    assert task._bleu.stats == whole.stats
+    assert overall.stats == whole.stats
 
 
 @pytest.mark.parametrize("kind", ["nat", "nat_ctc"])

@@ -35,6 +35,7 @@ class ScriptedCTC:
     """Logits favouring a fixed path per row; two real decoder positions per source token."""
 
     blank_id = BLANK
+    output_ids = None  # the whole vocabulary, no shortlist
 
     def __init__(self, paths: list[list[int]], vocab: int = 12):
         self.paths, self.vocab = paths, vocab

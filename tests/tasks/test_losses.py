@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from transformer.tasks.classification import distillation_loss
-from transformer.tasks.schedules import inverse_sqrt_factor, inverse_sqrt_schedule
+from transformer.tasks.build import inverse_sqrt_factor, inverse_sqrt_schedule
 from transformer.tasks.translation import label_smoothed_nll
 
 

@@ -12,7 +12,7 @@ from cli.hydra_helpers import compose_cfg
 
 from model_configs import TINY
 from transformer.cli import train
-from transformer.tasks.schedules import RunLength, WarmupLength, warmup_linear_factor
+from transformer.tasks.build import RunLength, WarmupLength, warmup_linear_factor
 
 
 class Trainer(SimpleNamespace):

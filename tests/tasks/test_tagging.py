@@ -12,7 +12,7 @@ from transformer.evaluation.tagging import ensemble_report, rank_subsets
 from transformer.inference.tagger import chunk_sentence
 from transformer.models.tagger import pool_words
 from transformer.models.tagger_ensemble import TaggerEnsemble
-from transformer.tasks.schedules import warmup_linear_factor
+from transformer.tasks.build import warmup_linear_factor
 from transformer.tasks.tagging import TaggingTask, align_word_dims, tagging_loss
 
 TRAIN_WORDS = ("the cat sat on the mat . the dog did n't bark , and the cats were sitting "

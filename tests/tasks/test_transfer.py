@@ -13,7 +13,7 @@ from transformer.tasks.build import build_model
 from transformer.tasks.checkpoint import TASK_KEY
 from transformer.tasks.classification import ClassificationTask
 from transformer.tasks.mlm import MaskedLMTask
-from transformer.tasks.schedules import layer_decay_groups
+from transformer.tasks.build import layer_decay_groups
 from transformer.tasks.tagging import TaggingTask
 from transformer.tasks.transfer import check_init_from, copy_encoder, encoder_settings_to_take
 

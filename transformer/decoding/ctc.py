@@ -84,7 +84,7 @@ def banned_scores(model: CTCModel, src: Tensor, pad_id: int, ban_ids: Sequence[i
     enc = encode_source(model, src, src_lengths)
     real = model.decoder_mask(enc)  # (B, U)
     scores = model.decode(enc).float()  # (B, U, V), or (B, U, K) over a shortlist's columns
-    vocab = getattr(model, "output_ids", None)  # (K,) column -> id, or None
+    vocab = model.output_ids  # (K,) column -> id, or None
     banned = [i for i in (pad_id, *ban_ids) if i is not None and i != model.blank_id]
     if vocab is not None:  # ids -> the columns that hold them
         wanted = torch.tensor(banned, dtype=vocab.dtype, device=vocab.device)

@@ -102,8 +102,8 @@ def evaluate_tagging(tagger, data: dict, train_words, split: str, output_dir: Pa
     out = Path(output_dir)
     out.mkdir(parents=True, exist_ok=True)
     results = []
-    for (tagset, field), known in zip(heads, (getattr(tagger, "tags", None), getattr(tagger, "aux_tags", None))):
-        gold = [getattr(s, field) for s in sents]
+    for (tagset, field), known in zip(heads, (tagger.tags, tagger.aux_tags)):
+        gold = [s.tags(field) for s in sents]
         metrics = tagging_metrics(gold, preds[field], words, train_words)
         metrics = {
             "split": split, "dataset": data["name"], "tagset": tagset, **metrics,
@@ -154,9 +154,9 @@ def most_frequent_tag_baseline(dataset: str, tagset: str, split: str, data_dir: 
         field = tag_field(data)
         train = read_tagged_split(data, "train", data_dir, mirror_root)
     test = read_tagged_split(data, split, data_dir, mirror_root)
-    model = MostFrequentTagBaseline().fit([s.words for s in train], [getattr(s, field) for s in train])
+    model = MostFrequentTagBaseline().fit([s.words for s in train], [s.tags(field) for s in train])
     words = [s.words for s in test]
-    metrics = tagging_metrics([getattr(s, field) for s in test], model.predict(words), words,
+    metrics = tagging_metrics([s.tags(field) for s in test], model.predict(words), words,
                               {w for s in train for w in s.words})
     return {"dataset": dataset, "tagset": tagset, "split": split, "baseline": "most_frequent_tag",
             "train_sentences": len(train), **metrics}
@@ -190,7 +190,7 @@ def rank_subsets(member_probs: list[list[torch.Tensor]], gold_ids: list[list[int
 
 def _words_and_gold(task, split: str, data_dir: str, mirror_root: str | None):
     sents = read_tagged_split(task.hparams.data, split, data_dir, mirror_root)
-    return [s.words for s in sents], [getattr(s, task.tagset) for s in sents]
+    return [s.words for s in sents], [s.tags(task.tagset) for s in sents]
 
 
 def choose_members(tasks, labels: Sequence[str], split: str, data_dir: str = "data/cache",

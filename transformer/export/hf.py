@@ -59,10 +59,11 @@ def _refuse(setting: str, family: str) -> ExportError:
 
 
 def _require(cfg: Any, wants: Mapping[str, Any], what: str, verb: str = "computes") -> None:
-    """Refuse the first setting of ``cfg`` that differs from what ``what`` computes."""
+    """Refuse the first setting of ``cfg`` (a model config) that differs from what ``what`` computes."""
+    ours = vars(cfg)
     for name, want in wants.items():
-        if getattr(cfg, name) != want:
-            raise _refuse(f"{name}={getattr(cfg, name)!r}", f"{what} (which {verb} {name}={want!r})")
+        if ours[name] != want:
+            raise _refuse(f"{name}={ours[name]!r}", f"{what} (which {verb} {name}={want!r})")
 
 
 # ----------------------------------------------------------------------------- masked LMs
@@ -107,8 +108,8 @@ def _marian_config(model: EncoderDecoder, hp: Any) -> dict[str, Any]:
     free = ("output_bias", "mask_target_padding", "positional")
     computes = {k: v for k, v in family.switches.items() if k not in free}
     _require(cfg, {**computes, "type_vocab_size": 0, "window": None}, family.title)
-    for stack in ("encoder", "decoder"):
-        pos = getattr(model, stack).positional
+    for stack, part in (("encoder", model.encoder), ("decoder", model.decoder)):
+        pos = part.positional
         if type(pos) is not SinusoidalPositionalEncoding:
             raise _refuse(f"the {stack}'s positional encoding {type(pos).__name__}", "Marian (sinusoids)")
     if cfg.activation not in family.activations:
@@ -154,8 +155,8 @@ def _m2m100_config(model: EncoderDecoder, hp: Any, langs: Languages) -> dict[str
                    "window": None}, family.title)
     if model.decoder.output_bias is not None and bool(model.decoder.output_bias.detach().any()):
         raise _refuse("output_bias=True (a learned vocabulary-score bias)", "M2M100, which adds none")
-    for stack in ("encoder", "decoder"):
-        pos = getattr(model, stack).positional
+    for stack, part in (("encoder", model.encoder), ("decoder", model.decoder)):
+        pos = part.positional
         want = f"fairseq sinusoids from row pad_token_id + 1 = {hp.pad_id + 1}"
         if type(pos) is not SinusoidalPositionalEncoding:
             raise _refuse(f"the {stack}'s positional encoding {type(pos).__name__}", f"M2M100 ({want})")
@@ -244,15 +245,15 @@ def _tensors(family: Family, state: dict[str, torch.Tensor], flags: Mapping[str,
     return out
 
 
-def _check_read_back(family: Family, config: dict[str, Any], ours: Any, keys: tuple[str, ...]) -> None:
+def _check_read_back(family: Family, config: dict[str, Any], ours: Mapping[str, Any], keys: tuple[str, ...]) -> None:
     """The written config, read by the family's translation, gives our switches back."""
     try:
         read = family.translate(dict(config))
     except HubError as exc:
         raise ExportError(f"format=hf: the written config.json does not read back ({exc})") from None
     for key in keys:
-        if key in read and read[key] != getattr(ours, key):
-            raise ExportError(f"format=hf: {key}={getattr(ours, key)!r} reads back as {read[key]!r} in "
+        if key in read and read[key] != ours[key]:
+            raise ExportError(f"format=hf: {key}={ours[key]!r} reads back as {read[key]!r} in "
                               f"{family.model_type}")
 
 
@@ -264,7 +265,7 @@ def hf_folder_contents(task) -> tuple[dict[str, Any], dict[str, torch.Tensor], A
     if type(model) is MaskedLanguageModel:
         family = _mlm_family(model)
         config = family.write_config(vars(model.cfg))
-        _check_read_back(family, config, model.cfg, checked)
+        _check_read_back(family, config, vars(model.cfg), checked)
         tokenizer = task.tokenizer
         if tokenizer is None:
             raise ExportError("format=hf: the checkpoint carries no tokenizer")
@@ -277,7 +278,7 @@ def hf_folder_contents(task) -> tuple[dict[str, Any], dict[str, torch.Tensor], A
             raise ExportError(f"norm_first=True (pre-norm layers, M2M100's; Marian's are post-norm): "
                               f"{str(exc).removeprefix('format=hf: ')}") from None
         family = FAMILIES["m2m_100"]
-        _check_read_back(family, config, model.cfg, checked)
+        _check_read_back(family, config, vars(model.cfg), checked)
         state = {k: v for k, v in model.state_dict().items() if k != "decoder.output_bias"}  # zeros: none
         return config, _tensors(family, state, vars(model.cfg)), lambda folder: _translation_tokenizers(task, folder)
     if type(model) is EncoderDecoder:
@@ -287,7 +288,7 @@ def hf_folder_contents(task) -> tuple[dict[str, Any], dict[str, torch.Tensor], A
                           "takes it")
         config = _marian_config(model, task.hparams)
         family = FAMILIES["marian"]
-        _check_read_back(family, config, model.cfg, checked)
+        _check_read_back(family, config, vars(model.cfg), checked)
         state = model.state_dict()
         if model.encoder.positional.layout != "halves":
             state = interleaved_to_halves(state, model.cfg.d_model)
@@ -311,8 +312,8 @@ def _translation_tokenizers(task, folder: Path) -> None:
     elif coded:  # NLLB's tokenizer.json, its codes special tokens of it
         src.save(folder / "tokenizer.json")
         config = {"tokenizer_class": "NllbTokenizer", "model_max_length": task.model.cfg.max_len,
-                  **{f"{role}_token": src.id_to_token(getattr(src, f"{role}_id")) for role in ("bos", "eos", "pad",
-                                                                                              "unk")}}
+                  **{f"{role}_token": src.id_to_token(i) for role, i in (("bos", src.bos_id), ("eos", src.eos_id),
+                                                                         ("pad", src.pad_id), ("unk", src.unk_id))}}
         (folder / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False),
                                                       encoding="utf-8")
     elif src.to_str() == tgt.to_str():

@@ -31,7 +31,7 @@ def tagging_encode(translator, tokenizer, default: str | None, default_src: str 
     source languages (the sentence's ``src_lang``, else ``default_src``); a source cut to the
     model's length keeps its tag and loses its last piece."""
     encode = translator.encode
-    coded = getattr(translator, "coded", None)
+    coded = translator.coded
 
     def tagged(text: str) -> list[int]:
         before = translator.truncated

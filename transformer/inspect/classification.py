@@ -14,7 +14,7 @@ import torch
 from transformer import kinds
 from transformer.inspect import plots
 from transformer.inspect.attention import capture_encoder_attention
-from transformer.inspect.report import _save_npz, piece_labels
+from transformer.inspect.report import piece_labels
 
 
 def _frames(task, path: str, device) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
@@ -87,13 +87,11 @@ def inspect_classification(task, sentences: Sequence[str], out_dir: str | Path, 
     only: each head's weight on every token, and their mean), ``encoder_layer{i}.png`` (a panel
     per head) and ``attention.npz`` (see :func:`classification_attention`); an ``index.html``
     lists them under each sentence and its predicted label."""
-    out_dir = Path(out_dir)
-    written: list[Path] = []
-    sections: dict[str, list[str]] = {}
+    report = plots.Report(out_dir)
     for k, sentence in enumerate(sentences):
         arrays = classification_attention(task, sentence)
         tokens = list(arrays["tokens"])
-        folder = out_dir / f"sentence_{k}"
+        folder = report.folder(f"sentence_{k}")
         pictures = []
         if "pooling" in arrays:
             w = arrays["pooling"]  # (H, T)
@@ -109,19 +107,11 @@ def inspect_classification(task, sentences: Sequence[str], out_dir: str | Path, 
                                        "the class vector's attention over the patches (mean of the heads)",
                                        folder / "class_attention.png")
             pictures.append("class_attention.png")
-        layer = 0
-        while f"encoder.layer{layer}" in arrays:
-            plots.plot_heads(arrays[f"encoder.layer{layer}"], tokens, tokens, f"encoder self-attention, layer {layer}",
-                             folder / f"encoder_layer{layer}.png", max_tokens)
-            pictures.append(f"encoder_layer{layer}.png")
-            layer += 1
-        written.append(_save_npz(folder / "attention.npz", arrays))
-        written += [folder / p for p in pictures]
+        pictures += plots.plot_encoder_layers(arrays, tokens, folder, max_tokens)
         best = int(arrays["probabilities"].argmax())
         label = f"{task.labels[best]} ({arrays['probabilities'][best]:.2f})"
-        sections[f"{k}: {sentence} → {label}"] = [f"sentence_{k}/{p}" for p in pictures]
-    written.append(plots.write_index(out_dir, "attention", sections))
-    return written
+        report.add(f"sentence_{k}", f"{k}: {sentence} → {label}", arrays, pictures)
+    return report.close()
 
 
 __all__ = ["class_vector_maps", "classification_attention", "inspect_classification"]

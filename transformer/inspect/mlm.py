@@ -12,7 +12,7 @@ import torch
 from transformer.data.core.tokenizer import SPECIAL_TOKENS
 from transformer.inspect import plots
 from transformer.inspect.attention import capture_encoder_attention
-from transformer.inspect.report import _save_npz, piece_labels
+from transformer.inspect.report import piece_labels
 
 
 @torch.no_grad()
@@ -47,26 +47,14 @@ def inspect_mlm(task, sentences: Sequence[str], out_dir: str | Path, max_tokens:
     """Per sentence ``k`` a folder ``sentence_{k}/`` with ``encoder_layer{i}.png`` (a panel per
     head) and ``attention.npz`` (see :func:`mlm_attention`); an ``index.html`` lists them under
     each sentence and its fillers."""
-    out_dir = Path(out_dir)
-    written: list[Path] = []
-    sections: dict[str, list[str]] = {}
+    report = plots.Report(out_dir)
     for k, sentence in enumerate(sentences):
         arrays = mlm_attention(task, sentence)
         tokens = list(arrays["tokens"])
-        folder = out_dir / f"sentence_{k}"
-        pictures = []
-        layer = 0
-        while f"encoder.layer{layer}" in arrays:
-            plots.plot_heads(arrays[f"encoder.layer{layer}"], tokens, tokens, f"encoder self-attention, layer {layer}",
-                             folder / f"encoder_layer{layer}.png", max_tokens)
-            pictures.append(f"encoder_layer{layer}.png")
-            layer += 1
-        written.append(_save_npz(folder / "attention.npz", arrays))
-        written += [folder / p for p in pictures]
+        pictures = plots.plot_encoder_layers(arrays, tokens, report.folder(f"sentence_{k}"), max_tokens)
         fillers = ", ".join(arrays["fillers"].tolist())
-        sections[f"{k}: {sentence}" + (f" → {fillers}" if fillers else "")] = [f"sentence_{k}/{p}" for p in pictures]
-    written.append(plots.write_index(out_dir, "attention", sections))
-    return written
+        report.add(f"sentence_{k}", f"{k}: {sentence}" + (f" → {fillers}" if fillers else ""), arrays, pictures)
+    return report.close()
 
 
 __all__ = ["inspect_mlm", "mlm_attention"]

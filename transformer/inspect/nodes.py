@@ -18,7 +18,6 @@ import torch
 
 from transformer.data.graphs.datamodule import cached_graph, graph_batch, graph_files, node_inputs
 from transformer.inspect import plots
-from transformer.inspect.report import _save_npz
 
 
 def load_graph(data: dict, classes: Sequence[str]):
@@ -57,28 +56,24 @@ def inspect_nodes(model: torch.nn.Module, classes: Sequence[str], data: dict, no
     """Per node a folder ``node_<id>/`` with ``attention.png`` (a row per layer and head, a
     column per neighbour, and ``others`` for the rest of the graph) and ``attention.npz``
     (:func:`node_attention`); an ``index.html`` lists them under each node and its predicted class."""
-    out_dir = Path(out_dir)
+    report = plots.Report(out_dir)
     graph, batch = load_graph(data, classes)
-    written: list[Path] = []
-    sections: dict[str, list[str]] = {}
     for node in nodes:
         arrays = node_attention(model, graph, batch, node, classes)
         w, others = arrays["weights"], arrays["others"]  # (L, H, K), (L, H)
         n_layers, n_heads, _ = w.shape
         matrix = np.concatenate([w, others[..., None]], axis=-1).reshape(n_layers * n_heads, -1)  # (L·H, K + 1)
         rows = [f"layer {layer} head {h}" for layer in range(n_layers) for h in range(n_heads)]
-        folder = out_dir / f"node_{node}"
+        folder = report.folder(f"node_{node}")
         plots.plot_matrix(matrix, rows, [*arrays["neighbours"], "others"],
                           f"node {node}: attention over its neighbours", folder / "attention.png",
                           xlabel="neighbour (class)", ylabel="layer, head", max_tokens=max_tokens)
-        written += [_save_npz(folder / "attention.npz", arrays), folder / "attention.png"]
         best = int(arrays["probabilities"].argmax())
         gold = graph.labels[graph.ids.index(node)]
         truth = f", gold {classes[gold]}" if gold >= 0 else ""
-        sections[f"node {node} → {classes[best]} ({arrays['probabilities'][best]:.2f}{truth})"] = \
-            [f"node_{node}/attention.png"]
-    written.append(plots.write_index(out_dir, "attention", sections))
-    return written
+        report.add(f"node_{node}", f"node {node} → {classes[best]} ({arrays['probabilities'][best]:.2f}{truth})",
+                   arrays, ["attention.png"])
+    return report.close()
 
 
 __all__ = ["inspect_nodes", "load_graph", "node_attention"]

@@ -97,6 +97,20 @@ def plot_heads(weights: np.ndarray, rows: Sequence[str], cols: Sequence[str], ti
     return _save(fig, Path(path), h, title)
 
 
+def plot_encoder_layers(arrays: dict[str, np.ndarray], tokens: Sequence[str], folder: Path, max_tokens: int = 80,
+                        title: str = "encoder self-attention") -> list[str]:
+    """``folder/encoder_layer{i}.png`` for each ``encoder.layer{i} (H, T, T)`` of ``arrays``, a
+    panel per head (:func:`plot_heads`), both axes labelled with ``tokens``; their file names."""
+    pictures = []
+    layer = 0
+    while f"encoder.layer{layer}" in arrays:
+        plot_heads(arrays[f"encoder.layer{layer}"], tokens, tokens, f"{title}, layer {layer}",
+                   folder / f"encoder_layer{layer}.png", max_tokens)
+        pictures.append(f"encoder_layer{layer}.png")
+        layer += 1
+    return pictures
+
+
 def plot_matrix(matrix: np.ndarray, rows: Sequence[str] | None, cols: Sequence[str] | None, title: str,
                 path: str | Path, xlabel: str = "", ylabel: str = "", vmin: float | None = 0.0,
                 vmax: float | None = 1.0, cmap: str = "viridis", max_tokens: int = 80) -> int:
@@ -148,6 +162,38 @@ def plot_relative_bias(bias: np.ndarray, distances: np.ndarray, title: str, path
         ax.set_xlabel("key position - query position")
     fig.suptitle(title, fontsize=12)
     return _save(fig, Path(path), h, title)
+
+
+class Report:
+    """What each ``inspect_*`` writes for several items (sentences, recordings, nodes): per item
+    a folder of pictures beside ``attention.npz`` (the raw arrays), listed under a heading in
+    ``index.html``. Draw an item's pictures into :meth:`folder`, then :meth:`add` it."""
+
+    def __init__(self, out_dir: str | Path):
+        self.out_dir = Path(out_dir)
+        self.written: list[Path] = []
+        self.sections: dict[str, list[str]] = {}
+
+    def folder(self, name: str) -> Path:
+        return self.out_dir / name
+
+    def add(self, name: str, heading: str, arrays: dict[str, np.ndarray], pictures: Sequence[str]) -> None:
+        """Item ``name``'s arrays saved beside its ``pictures`` (drawn into :meth:`folder`)."""
+        folder = self.folder(name)
+        self.written += [save_npz(folder / "attention.npz", arrays), *(folder / p for p in pictures)]
+        self.sections[heading] = [f"{name}/{p}" for p in pictures]
+
+    def close(self) -> list[Path]:
+        """Write ``index.html``; returns every path written."""
+        self.written.append(write_index(self.out_dir, "attention", self.sections))
+        return self.written
+
+
+def save_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
+    """``arrays`` as one ``.npz`` at ``path`` (its folder made)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    np.savez(path, **arrays)
+    return path
 
 
 def write_index(out_dir: str | Path, title: str, sections: dict[str, list[str]]) -> Path:

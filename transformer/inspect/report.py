@@ -32,12 +32,6 @@ def piece_labels(tokenizer, ids: Sequence[int]) -> list[str]:
     return labels
 
 
-def _save_npz(path: Path, arrays: dict[str, np.ndarray]) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    np.savez(path, **arrays)
-    return path
-
-
 def inspect_translation(task, sentences: Sequence[str], decode, out_dir: str | Path,
                         max_tokens: int = 80, tgt_lang: str | None = None) -> list[Path]:
     """Attention of a translation checkpoint on its own translation of each sentence, searched
@@ -52,13 +46,11 @@ def inspect_translation(task, sentences: Sequence[str], decode, out_dir: str | P
     tag, + hypothesis) and ``target_out`` (hypothesis + EOS, what each row predicts).
     ``tgt_lang``: a multilingual model's target language, whose tag frames each sentence.
     """
-    out_dir = Path(out_dir)
     hp = task.hparams
     refuse_two_id_start(hp, "transformer-inspect")
     translator = task.translator(decode).set_target_language(tgt_lang)  # None: a bilingual model, untagged
     search = task.search_fn(decode)
-    written: list[Path] = []
-    sections: dict[str, list[str]] = {}
+    report = plots.Report(out_dir)
     for k, sentence in enumerate(sentences):
         ids, start = task.languages.split_tag(translator.encode(sentence))  # a decoder-side tag starts the target
         src = torch.tensor([ids + [hp.eos_id]], dtype=torch.long)  # (1, S), as the collator builds it
@@ -68,7 +60,7 @@ def inspect_translation(task, sentences: Sequence[str], decode, out_dir: str | P
         src_labels = piece_labels(task.src_tokenizer, src[0].tolist())
         tgt_in = piece_labels(task.tgt_tokenizer, [first, *hyp])
         tgt_out = piece_labels(task.tgt_tokenizer, [*hyp, hp.eos_id])
-        folder = out_dir / f"sentence_{k}"
+        folder = report.folder(f"sentence_{k}")
         arrays: dict[str, np.ndarray] = {"source": np.array(src_labels), "target_in": np.array(tgt_in),
                                          "target_out": np.array(tgt_out),
                                          "text": np.array([sentence, task.tgt_tokenizer.decode(hyp)])}
@@ -91,11 +83,8 @@ def inspect_translation(task, sentences: Sequence[str], decode, out_dir: str | P
                           f"alignment: cross-attention of layer {last}, mean over heads", folder / "alignment.png",
                           xlabel="source", ylabel="predicted target", max_tokens=max_tokens)
         pictures.append("alignment.png")
-        written.append(_save_npz(folder / "attention.npz", arrays))
-        written += [folder / p for p in pictures]
-        sections[f"{k}: {sentence} → {task.tgt_tokenizer.decode(hyp)}"] = [f"sentence_{k}/{p}" for p in pictures]
-    written.append(plots.write_index(out_dir, "attention", sections))
-    return written
+        report.add(f"sentence_{k}", f"{k}: {sentence} → {task.tgt_tokenizer.decode(hyp)}", arrays, pictures)
+    return report.close()
 
 
 def inspect_tagging(task, sentences: Sequence[Sequence[str]], out_dir: str | Path, max_tokens: int = 80) -> list[Path]:
@@ -106,9 +95,7 @@ def inspect_tagging(task, sentences: Sequence[Sequence[str]], out_dir: str | Pat
     Per sentence ``sentence_{k}/encoder_layer{i}.png`` and ``attention.npz`` with
     ``encoder.layer{i} (H, T, T)``, ``tokens`` and ``tags``.
     """
-    out_dir = Path(out_dir)
-    written: list[Path] = []
-    sections: dict[str, list[str]] = {}
+    report = plots.Report(out_dir)
     encoder = task.model.encoder
     for k, words in enumerate(sentences):
         with capture_encoder_attention(encoder) as calls:
@@ -123,19 +110,13 @@ def inspect_tagging(task, sentences: Sequence[Sequence[str]], out_dir: str | Pat
             pieces = piece_labels(task.tokenizer, ids)
             labels = [f"{p}/{tags[w]}" if j == 0 or word_ids[j - 1] != w else p
                       for j, (p, w) in enumerate(zip(pieces, word_ids))]
-        folder = out_dir / f"sentence_{k}"
         arrays = {"tokens": np.array(labels), "tags": np.array(tags)}
-        pictures = []
         for i, w in enumerate(calls[0]):
-            arrays[f"encoder.layer{i}"] = w[0].float().cpu().numpy()
-            plots.plot_heads(arrays[f"encoder.layer{i}"], labels, labels, f"tagger encoder self-attention, layer {i}",
-                             folder / f"encoder_layer{i}.png", max_tokens)
-            pictures.append(f"encoder_layer{i}.png")
-        written.append(_save_npz(folder / "attention.npz", arrays))
-        written += [folder / p for p in pictures]
-        sections[f"{k}: {' '.join(f'{w}/{t}' for w, t in zip(words, tags))}"] = [f"sentence_{k}/{p}" for p in pictures]
-    written.append(plots.write_index(out_dir, "attention", sections))
-    return written
+            arrays[f"encoder.layer{i}"] = w[0].float().cpu().numpy()  # (H, T, T)
+        pictures = plots.plot_encoder_layers(arrays, labels, report.folder(f"sentence_{k}"), max_tokens,
+                                             "tagger encoder self-attention")
+        report.add(f"sentence_{k}", f"{k}: {' '.join(f'{w}/{t}' for w, t in zip(words, tags))}", arrays, pictures)
+    return report.close()
 
 
 def inspect_positions(model: torch.nn.Module, out_dir: str | Path, n_positions: int = 64) -> list[Path]:
@@ -174,6 +155,6 @@ def inspect_positions(model: torch.nn.Module, out_dir: str | Path, n_positions: 
             pictures += [f"{stack}_bias.png", f"{stack}_bias_by_distance.png"]
     if not arrays:
         raise ValueError(f"{type(model).__name__} has no encoder or decoder with a positional encoding")
-    written = [_save_npz(out_dir / "positions.npz", arrays)] + [out_dir / p for p in pictures]
+    written = [plots.save_npz(out_dir / "positions.npz", arrays)] + [out_dir / p for p in pictures]
     written.append(plots.write_index(out_dir, "positional encodings", {"positions": pictures}))
     return written

@@ -18,7 +18,6 @@ import torch
 from transformer.inspect import plots
 from transformer.inspect.attention import capture_encoder_attention
 from transformer.inspect.classification import _frames
-from transformer.inspect.report import _save_npz
 
 
 @torch.no_grad()
@@ -41,27 +40,15 @@ def inspect_transcription(task, paths: Sequence[str], decode, out_dir: str | Pat
     head, positions by time on both axes) and ``attention.npz`` (:func:`transcription_attention`
     and ``transcript``, the model's own with the settings ``decode``, as ``transformer-decode``
     writes it); an ``index.html`` lists them under each recording and its transcript."""
-    out_dir = Path(out_dir)
     transcripts = [n[0][0] if n else "" for n in task.translator(decode).translate(list(paths))]
-    written: list[Path] = []
-    sections: dict[str, list[str]] = {}
+    report = plots.Report(out_dir)
     for k, (path, transcript) in enumerate(zip(paths, transcripts)):
         arrays = {**transcription_attention(task, path), "transcript": np.array(transcript)}
         tokens = list(arrays["tokens"])
-        folder = out_dir / f"sentence_{k}"
-        pictures = []
-        layer = 0
-        while f"encoder.layer{layer}" in arrays:
-            plots.plot_heads(arrays[f"encoder.layer{layer}"], tokens, tokens,
-                             f"encoder self-attention over frames, layer {layer}",
-                             folder / f"encoder_layer{layer}.png", max_tokens)
-            pictures.append(f"encoder_layer{layer}.png")
-            layer += 1
-        written.append(_save_npz(folder / "attention.npz", arrays))
-        written += [folder / p for p in pictures]
-        sections[f"{k}: {path} → {transcript!r}"] = [f"sentence_{k}/{p}" for p in pictures]
-    written.append(plots.write_index(out_dir, "attention", sections))
-    return written
+        pictures = plots.plot_encoder_layers(arrays, tokens, report.folder(f"sentence_{k}"), max_tokens,
+                                             "encoder self-attention over frames")
+        report.add(f"sentence_{k}", f"{k}: {path} → {transcript!r}", arrays, pictures)
+    return report.close()
 
 
 __all__ = ["inspect_transcription", "transcription_attention"]

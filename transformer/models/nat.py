@@ -26,6 +26,7 @@ from transformer.models.transformer import (
     final_norm,
     hp,
     init_weights,
+    layer_stack,
 )
 from transformer.modules.attention import merge_masks, pad_mask
 from transformer.modules.positional import build_positional
@@ -112,10 +113,7 @@ class NonAutoregressiveDecoder(nn.Module):
         self.positional = build_positional(cfg.positional, d_model, cfg.n_heads, cfg.max_len, causal=False)
         self.embedding_norm = embedding_norm(d_model, cfg)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.layers = nn.ModuleList(
-            DecoderLayer(d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.activation, cfg.norm_first, cfg.norm_eps)
-            for _ in range(cfg.n_decoder_layers)
-        )
+        self.layers = layer_stack(DecoderLayer, cfg, cfg.n_decoder_layers)
         self.final_norm = final_norm(d_model, cfg.norm_first, cfg.norm_eps)
         self.output_proj = VocabProjection(d_model, vocab_size)
         if cfg.tie_output:

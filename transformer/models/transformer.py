@@ -212,10 +212,7 @@ class TransformerEncoder(nn.Module):
         self.type_embedding = nn.Embedding(cfg.type_vocab_size, d_model) if cfg.type_vocab_size else None
         self.embedding_norm = embedding_norm(d_model, cfg)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.layers = nn.ModuleList(
-            EncoderLayer(d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.activation, cfg.norm_first, cfg.norm_eps)
-            for _ in range(n_layers)
-        )
+        self.layers = layer_stack(EncoderLayer, cfg, n_layers)
         self.final_norm = final_norm(d_model, cfg.norm_first, cfg.norm_eps)
 
     def embed_tokens(self, src: Tensor) -> Tensor:
@@ -322,10 +319,7 @@ class AutoregressiveDecoder(nn.Module):
         self.positional = build_positional(cfg.positional, d_model, cfg.n_heads, cfg.max_len, causal=True)
         self.embedding_norm = embedding_norm(d_model, cfg)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.layers = nn.ModuleList(
-            DecoderLayer(d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.activation, cfg.norm_first, cfg.norm_eps)
-            for _ in range(cfg.n_decoder_layers)
-        )
+        self.layers = layer_stack(DecoderLayer, cfg, cfg.n_decoder_layers)
         self.final_norm = final_norm(d_model, cfg.norm_first, cfg.norm_eps)
         self.output_proj = VocabProjection(d_model, vocab_size)
         if cfg.tie_output:
@@ -552,6 +546,13 @@ def final_norm(d_model: int, norm_first: bool, eps: float = 1e-5) -> nn.Module:
     return nn.LayerNorm(d_model, eps=eps) if norm_first else nn.Identity()
 
 
+def layer_stack(layer: type[nn.Module], cfg: StackConfig, n_layers: int) -> nn.ModuleList:
+    """``n_layers`` layers of class ``layer`` (:class:`EncoderLayer` or :class:`DecoderLayer`),
+    each of ``cfg``'s widths, dropout, activation and norm placement."""
+    return nn.ModuleList(layer(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.activation, cfg.norm_first,
+                               cfg.norm_eps) for _ in range(n_layers))
+
+
 def embedding_norm(d_model: int, cfg: StackConfig) -> nn.Module:
     """A stack's LayerNorm over its summed input embeddings when ``cfg.embedding_norm`` is on
     (BERT normalises its inputs, since they are not scaled); else ``nn.Identity`` (no weights)."""
@@ -629,4 +630,5 @@ __all__ = [
     "ACTIVATIONS", "AutoregressiveDecoder", "DecoderLayer", "EncoderConfig", "EncoderDecoder", "EncoderLayer",
     "EncoderOut", "FeedForward", "InputHook", "PositionalFactory", "StackConfig", "TransformerConfig",
     "TransformerEncoder", "VocabProjection", "count_parameters", "embedding_norm", "final_norm", "hp", "init_weights",
+    "layer_stack",
 ]

@@ -35,7 +35,7 @@ from transformer.models.classifier import ClassifierEnsemble
 from transformer.tasks.adversarial import InputCapture, adversarial_shift, check_eps
 from transformer.tasks.build import build_model
 from transformer.tasks.checkpoint import CheckpointError, OneTokenizerCheckpoint, load_task, read_checkpoint
-from transformer.tasks.schedules import ADAMW, optimizer_with_warmup
+from transformer.tasks.build import ADAMW, optimizer_with_warmup
 from transformer.ranges import Probability, Range
 
 log = logging.getLogger(__name__)
@@ -124,7 +124,7 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
             label must then come from more than one telling word (word dropout, Iyyer et al. 2015).
         layer_decay: below 1, each encoder layer below the top trains at this factor of the
             rate above it (layer-wise decay, for fine-tuning a pretrained encoder: ``init_from``;
-            ``tasks.schedules.layer_decay_groups``); 1.0 = one rate.
+            ``tasks.build.layer_decay_groups``); 1.0 = one rate.
         adversarial_eps: > 0 adds adversarial training (Miyato et al. 2017): each batch is also
             scored with its piece embeddings moved in the direction that raises the loss most,
             by ``adversarial_eps`` times the sentence's own embedding norm, and that loss is

@@ -58,7 +58,7 @@ from transformer.inference.tagger import model_max_len
 from transformer.models.mlm import ElectraModel
 from transformer.tasks.build import build_model
 from transformer.tasks.checkpoint import OneTokenizerCheckpoint
-from transformer.tasks.schedules import ADAMW, optimizer_with_warmup
+from transformer.tasks.build import ADAMW, optimizer_with_warmup
 from transformer.ranges import Range
 
 IGNORE_INDEX = -100

@@ -28,7 +28,7 @@ from transformer.inference import SearchFn, Translator
 from transformer.tasks.build import build_model
 from transformer.tasks.checkpoint import TASK_KEY, current_hyper_parameters, record_model_settings
 from transformer.tasks.build import build_optimizer, optimizer_node
-from transformer.tasks.schedules import inverse_sqrt_schedule
+from transformer.tasks.build import inverse_sqrt_schedule
 from transformer.ranges import Probability, Range
 
 
@@ -96,13 +96,9 @@ class Seq2SeqTask(L.LightningModule):
         self.tgt_tokenizer: SubwordTokenizer | None = None
         if tokenizers is not None:
             self.set_tokenizers(tokenizers)
-        # Validation BLEU tokenizes like evaluation: by the target language, or as the corpus says.
-        self._bleu = CorpusBLEU(bleu_tokenizer(tgt_lang, (data or {}).get("bleu_tokenize")))
-        # A multilingual model's validation BLEU of each direction too (``val/bleu/<src>-<tgt>``),
-        # each tokenized by its own target language.
+        # A multilingual model's validation BLEU of each direction too (``val/bleu/<src>-<tgt>``).
         self._directions = [direction_name(d) for d in self.languages.directions or ()]
-        self._direction_bleu = [CorpusBLEU(bleu_tokenizer(tgt, (data or {}).get("bleu_tokenize")))
-                                for _, tgt in self.languages.directions or ()]
+        self._bleu: list[CorpusBLEU] | None = None  # made by the validation that scores (_validation_bleu)
         # A transcript model (speech in: ``transformer.kinds``) also logs ``val/wer``, the word
         # error rate its checkpoints are chosen on (experiment=fsdd_strings: ``monitor: val/wer``).
         self._wer = WordErrorRate() if kinds.input_kind(data).frontend is not None else None
@@ -181,13 +177,24 @@ class Seq2SeqTask(L.LightningModule):
         refs = [self._strip(r) for r in batch["tgt_out"].tolist()]
         decode = self.tgt_tokenizer.decode
         hyps, refs = [decode(h) for h in hyps], [decode(r) for r in refs]
-        self._bleu.update(hyps, refs)
+        whole, *directions = self._validation_bleu()
+        whole.update(hyps, refs)
         if self._wer is not None:
             self._wer.update(hyps, refs)
-        if self._direction_bleu and "direction" in batch:  # the joined validation of several directions
+        if directions and "direction" in batch:  # the joined validation of several directions
             which = batch["direction"].tolist()
-            for i, bleu in enumerate(self._direction_bleu):
+            for i, bleu in enumerate(directions):
                 bleu.update([h for h, w in zip(hyps, which) if w == i], [r for r, w in zip(refs, which) if w == i])
+
+    def _validation_bleu(self) -> list[CorpusBLEU]:
+        """This validation's corpus BLEU: the whole split's, then one per direction, each
+        tokenized like evaluation by its target language (or as the corpus says). Made when a
+        validation first scores, and dropped once scored: training alone builds no metric."""
+        if self._bleu is None:
+            tokenize = (self.hparams.data or {}).get("bleu_tokenize")
+            targets = [self.hparams.tgt_lang, *(tgt for _, tgt in self.languages.directions or ())]
+            self._bleu = [CorpusBLEU(bleu_tokenizer(tgt, tokenize)) for tgt in targets]
+        return self._bleu
 
     def _strip(self, ids: list[int]) -> list[int]:
         hp = self.hparams
@@ -217,7 +224,7 @@ class Seq2SeqTask(L.LightningModule):
             return
         # Corpus BLEU: sum the sufficient statistics over ranks, then score once; a row for the
         # whole validation split, then one per direction.
-        rows = [self._bleu.stats, *(b.stats for b in self._direction_bleu)]
+        rows = [bleu.stats for bleu in self._validation_bleu()]
         stats = self.all_gather(torch.tensor(rows, dtype=torch.long, device=self.device))  # (1 + n_dir, N_STATS)
         if stats.dim() > 2:  # (world, 1 + n_dir, N_STATS)
             stats = stats.sum(0)
@@ -229,9 +236,7 @@ class Seq2SeqTask(L.LightningModule):
         if self._wer is not None:  # errors and reference words summed over ranks, then divided
             self.log("val/wer", float(self._wer.compute()), prog_bar=True, sync_dist=False)
             self._wer.reset()
-        self._bleu.reset()
-        for bleu in self._direction_bleu:
-            bleu.reset()
+        self._bleu = None
 
     # ----------------------------------------------------------------- inference
     def search_fn(self, decode: DecodeSettings | Mapping[str, Any] | None, stats: dict | None = None) -> SearchFn:

@@ -30,7 +30,7 @@ from transformer.models.tagger_ensemble import TaggerEnsemble, TaggerSpec, check
 from transformer.tasks.adversarial import InputCapture, adversarial_shift, check_eps
 from transformer.tasks.build import build_model
 from transformer.tasks.checkpoint import OneTokenizerCheckpoint
-from transformer.tasks.schedules import ADAMW, optimizer_with_warmup
+from transformer.tasks.build import ADAMW, optimizer_with_warmup
 from transformer.ranges import Probability, Range
 
 IGNORE_INDEX = -100
@@ -137,7 +137,7 @@ class TaggingTask(OneTokenizerCheckpoint, L.LightningModule):
             (logged as ``train/adv_loss``). About twice the training time; 0 = off.
         layer_decay: below 1, each encoder layer below the top trains at this factor of the
             rate above it (layer-wise decay, for fine-tuning a pretrained encoder: ``init_from``;
-            ``tasks.schedules.layer_decay_groups``); 1.0 = one rate.
+            ``tasks.build.layer_decay_groups``); 1.0 = one rate.
         tokenizer: the tokenizer JSON (``SubwordTokenizer.to_str``); kept out of hparams.
         train_words: training word forms (for unseen-word accuracy); kept out of hparams.
     """

@@ -66,6 +66,11 @@ class TaggedSentence:
     xpos: list[str]
     chunk: list[str] | None = None
 
+    def tags(self, field: str) -> list[str] | None:
+        """The tags of one annotation, named by its field (``tagged.corpus.tag_field``: ``upos``,
+        ``xpos`` or ``chunk``); a ``KeyError`` for any other name."""
+        return {"upos": self.upos, "xpos": self.xpos, "chunk": self.chunk}[field]
+
 
 # ---------------------------------------------------------------------------- lines
 

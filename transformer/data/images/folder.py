@@ -10,9 +10,11 @@ Shape legend: C channels, H height, W width.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Iterator
 
 import numpy as np
 import torch
@@ -48,26 +50,34 @@ def _reason(exc: BaseException) -> str:
     return getattr(exc, "strerror", None) or str(exc)
 
 
-def load_image(path: str | os.PathLike, height: int, width: int, channels: int = 1) -> torch.Tensor:
-    """One image as ``(C, H, W)`` float pixels in [0, 1], converted to grey (``channels=1``) or RGB
-    (``3``); an unreadable or non-image file, or one of another size than ``height x width``, is an
-    :class:`ImageError` naming it (images are never resized behind the user's back)."""
+@contextlib.contextmanager
+def _image_of_size(path: Path, height: int, width: int) -> Iterator[Any]:
+    """The image at ``path``, opened by Pillow and checked to be ``height x width``; a file that
+    is missing, not an image, of another size or truncated (found while the caller reads it) is
+    an :class:`ImageError` naming it."""
     from PIL import Image, UnidentifiedImageError
 
-    path = Path(path)
-    mode = _mode(channels)
     try:
         with Image.open(path) as img:
             if img.size != (width, height):
                 raise ImageError(path, f"a {img.size[1]}x{img.size[0]} image (height x width); the model reads "
                                        f"{height}x{width} images (data.height, data.width)")
-            pixels = np.asarray(img.convert(mode), dtype=np.float32) / 255.0  # (H, W) or (H, W, C)
+            yield img
     except UnidentifiedImageError:
         raise ImageError(path, "not an image file Pillow reads") from None
     except ImageError:
         raise
     except (OSError, SyntaxError, ValueError) as exc:  # missing, unreadable, truncated
         raise ImageError(path, f"cannot read the image ({_reason(exc)})") from None
+
+
+def load_image(path: str | os.PathLike, height: int, width: int, channels: int = 1) -> torch.Tensor:
+    """One image as ``(C, H, W)`` float pixels in [0, 1], converted to grey (``channels=1``) or RGB
+    (``3``); an unreadable or non-image file, or one of another size than ``height x width``, is an
+    :class:`ImageError` naming it (images are never resized behind the user's back)."""
+    mode = _mode(channels)
+    with _image_of_size(Path(path), height, width) as img:
+        pixels = np.asarray(img.convert(mode), dtype=np.float32) / 255.0  # (H, W) or (H, W, C)
     x = torch.from_numpy(pixels)
     return x.unsqueeze(0) if x.dim() == 2 else x.permute(2, 0, 1).contiguous()  # -> (C, H, W)
 
@@ -75,21 +85,8 @@ def load_image(path: str | os.PathLike, height: int, width: int, channels: int =
 def check_image(path: str | os.PathLike, height: int, width: int) -> None:
     """What :func:`load_image` would refuse, from the file's header and a full decode check
     (Pillow's ``verify``), without keeping the pixels."""
-    from PIL import Image, UnidentifiedImageError
-
-    path = Path(path)
-    try:
-        with Image.open(path) as img:
-            if img.size != (width, height):
-                raise ImageError(path, f"a {img.size[1]}x{img.size[0]} image (height x width); the model reads "
-                                       f"{height}x{width} images (data.height, data.width)")
-            img.verify()
-    except UnidentifiedImageError:
-        raise ImageError(path, "not an image file Pillow reads") from None
-    except ImageError:
-        raise
-    except (OSError, SyntaxError, ValueError) as exc:
-        raise ImageError(path, f"cannot read the image ({_reason(exc)})") from None
+    with _image_of_size(Path(path), height, width) as img:
+        img.verify()
 
 
 def read_folder(root: str | os.PathLike) -> list[ImageRow]:

@@ -169,7 +169,7 @@ def read_tagged_split(data: Mapping, split: str, data_dir: str | os.PathLike = "
 def unknown_tags(sentences: Sequence[TaggedSentence], field: str, known: Sequence[str]) -> Counter:
     """How often each tag of ``field`` outside ``known`` (the training tag set) occurs."""
     known_set = set(known)
-    return Counter(t for s in sentences for t in getattr(s, field) if t is not None and t not in known_set)
+    return Counter(t for s in sentences for t in s.tags(field) if t is not None and t not in known_set)
 
 
 class UposFromXpos:

@@ -222,7 +222,7 @@ class TaggingDataModule(TokenBudgetDataModule):
                      sum(len(s.words) for s in self._extra_sents), ", ".join(map(str, self.extra_train)))
 
     def _tags(self, sent: TaggedSentence, field: str | None = None) -> list[str]:
-        return getattr(sent, field or self._field)
+        return sent.tags(field or self._field)
 
     def _vocab(self, field: str, name: str) -> tuple[list[str], list[str]]:
         """The sorted training tags of ``field`` (the model's classes), and the sorted tags
