@@ -36,6 +36,30 @@ def test_lengths_below_seven_frames():
         ConvSubsampling(80, 16)(torch.randn(1, 20, 40), torch.tensor([20]))
 
 
+@pytest.mark.parametrize("t", [15, 16, 17, 30, 31, 100, 1001])
+def test_subsampling_by_eight_halves_once_more(t):
+    """x8: three convolutions, ``T' = (((T - 1) // 2 - 1) // 2 - 1) // 2`` by Conv2d's own
+    arithmetic; under 15 frames is refused; padding still never reaches a valid output."""
+    fe = ConvSubsampling(n_mels=40, d_model=16, channels=4, subsampling=8).eval()
+    expected = (_reference_length(t) - 3) // 2 + 1 if _reference_length(t) >= 3 else 0
+    x, mask = fe(torch.randn(1, t, 40), torch.tensor([t]))
+    assert x.shape == (1, expected, 16) and int(mask.sum()) == expected
+    assert int(fe.lengths_out(torch.tensor(t))) == expected and len(fe.conv) == 6
+    item = torch.randn(t, 40)
+    padded = torch.cat([item, 1e3 * torch.randn(40, 40)]).unsqueeze(0)  # (1, T + 40, M)
+    got, got_mask = fe(padded, torch.tensor([t]))
+    torch.testing.assert_close(got[0, :expected], fe(item.unsqueeze(0), torch.tensor([t]))[0][0], atol=1e-5, rtol=1e-5)
+    assert not got_mask[0, expected:].any()
+
+
+def test_subsampling_factor_and_its_shortest_input():
+    with pytest.raises(ValueError, match="at least 15 frames"):
+        ConvSubsampling(40, 16, subsampling=8)(torch.randn(1, 14, 40), torch.tensor([14]))
+    with pytest.raises(ValueError, match="4 or 8, got 6"):
+        ConvSubsampling(40, 16, subsampling=6)
+    assert ConvSubsampling(40, 16).lengths_out(torch.tensor(7)) == 1
+
+
 def test_padding_never_changes_valid_outputs():
     torch.manual_seed(0)
     fe = ConvSubsampling(n_mels=40, d_model=24, channels=6).eval()

@@ -123,3 +123,24 @@ def test_settings_that_belong_to_a_sibling_are_refused(tmp_path):
     torch.save(ckpt, tmp_path / "nat.ckpt")
     with pytest.raises(CheckpointError, match="hyper_parameters.loss: unknown key"):
         load_task(tmp_path / "nat.ckpt")
+
+
+def test_the_linear_schedule_decays_to_zero_at_the_trainers_last_step():
+    """``schedule: linear`` warms up, then falls linearly to 0 at the run's last update (the
+    trainer's estimate); the default stays the inverse square root; another name is refused."""
+    task = make(CTCTranslationTask, lr=1e-3, warmup_steps=10, schedule="linear")
+    task._trainer = SimpleNamespace(estimated_stepping_batches=110, gradient_clip_val=None)
+    scheduler = task.configure_optimizers()["lr_scheduler"]["scheduler"]
+    rates = []
+    for _ in range(110):
+        rates.append(scheduler.get_last_lr()[0])
+        scheduler.optimizer.step()
+        scheduler.step()
+    assert rates[9] == pytest.approx(1e-3) and rates[59] == pytest.approx(0.5e-3) and rates[109] == 0.0
+    plain = make(CTCTranslationTask, lr=1e-3, warmup_steps=10).configure_optimizers()["lr_scheduler"]["scheduler"]
+    for _ in range(39):
+        plain.optimizer.step()
+        plain.step()
+    assert plain.get_last_lr()[0] == pytest.approx(1e-3 * (10 / 40) ** 0.5)
+    with pytest.raises(ValueError, match="task.schedule"):
+        make(TranslationTask, schedule="cosine")

@@ -20,15 +20,16 @@ from transformer.inspect.report import piece_labels
 def _frames(task, path: str, device) -> tuple[torch.Tensor, torch.Tensor, list[str]]:
     """A recording as a speech model reads it: ``frames (1, T, M)``, ``lengths (1,)`` and the
     axis labels of the front end's output positions (their start times: 40 ms apart after ×4
-    subsampling of 10 ms frames)."""
+    subsampling of 10 ms frames, 80 ms after ×8)."""
     from transformer.data.speech.datamodule import frames_of
 
     src, lengths = frames_of([path], task.hparams.data)
     from transformer.data.speech.datamodule import feature_settings
     from transformer.modules.frontends import STRIDE
 
-    n = int(task.model.encoder.frontend.output_lengths(lengths)[0])
-    step = feature_settings(task.hparams.data).hop_ms * STRIDE**2  # two stride-2 convolutions
+    frontend = task.model.encoder.frontend
+    n = int(frontend.lengths_out(lengths)[0])
+    step = feature_settings(task.hparams.data).hop_ms * STRIDE**frontend.n_convs  # stride-2 convolutions
     return src.to(device), lengths.to(device), [f"{i * step:g} ms" for i in range(n)]
 
 

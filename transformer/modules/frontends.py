@@ -22,50 +22,63 @@ from torch import Tensor, nn
 from transformer.ranges import Range
 
 KERNEL, STRIDE = 3, 2
+# Subsampling factor -> stride-2 convolutions.
+SUBSAMPLING = {4: 2, 8: 3}
 
 
 class ConvSubsampling(nn.Module):
-    """Two 3x3 stride-2 convolutions with ReLU over (time, mel), then a linear map to ``d_model``:
-    ESPnet's ``Conv2dSubsampling`` (Dong et al. 2018, Speech-Transformer), without its positional
-    encoding, which the encoder adds.
+    """3x3 stride-2 convolutions with ReLU over (time, mel), then a linear map to ``d_model``:
+    ESPnet's ``Conv2dSubsampling`` (two convolutions, x4; Dong et al. 2018, Speech-Transformer) and
+    ``Conv2dSubsampling8`` (three, x8), without their positional encoding, which the encoder adds.
 
     Subsampling time by 4 turns 100 frames a second into 25 vectors a second: attention over a
-    minute of audio costs 16x less, and each vector still covers 40 ms.
+    minute of audio costs 16x less, and each vector still covers 40 ms. By 8, 12.5 vectors a
+    second of 80 ms each: half the positions again, for inputs whose units are long (a spoken
+    digit is about 400 ms) and a training budget that counts steps.
 
-    No padding in the convolutions: output frame ``t`` sees input frames ``4t .. 4t+6`` only, so
-    the ``T'`` valid outputs of an utterance depend on its own frames alone, never on the zeros
-    padding it in a batch. Output length: ``T' = ((T - 1) // 2 - 1) // 2`` (0 below 7 frames).
+    No padding in the convolutions: output frame ``t`` sees input frames ``4t .. 4t+6`` only (x8:
+    ``8t .. 8t+14``), so the ``T'`` valid outputs of an utterance depend on its own frames alone,
+    never on the zeros padding it in a batch. Output length: ``T' = ((T - 1) // 2 - 1) // 2``
+    (x4, 0 below 7 frames); x8 halves once more, ``(T' - 1) // 2`` (0 below 15 frames).
 
     Args:
         n_mels: features per input frame (M).
         d_model: output width (D).
         channels: convolution channels (C); ``None`` is ``d_model``, as in ESPnet.
+        subsampling: 4 or 8, the factor time (and the mel axis) shrinks by.
 
     Shapes:
         src ``(B, T, M)`` float, src_lengths ``(B,)`` long ->
         ``(B, T', D)`` vectors and ``src_pad_mask`` ``(B, T')`` bool (True = a real frame).
     """
 
-    def __init__(self, n_mels: int, d_model: int, channels: int | None = None):
+    def __init__(self, n_mels: int, d_model: int, channels: int | None = None, subsampling: int = 4):
         super().__init__()
+        if subsampling not in SUBSAMPLING:
+            raise ValueError(f"ConvSubsampling subsamples by {' or '.join(map(str, SUBSAMPLING))}, got {subsampling}")
         channels = channels or d_model
-        self.n_mels, self.d_model = n_mels, d_model
-        self.conv = nn.Sequential(
-            nn.Conv2d(1, channels, KERNEL, STRIDE), nn.ReLU(),
-            nn.Conv2d(channels, channels, KERNEL, STRIDE), nn.ReLU(),
-        )
-        freq = self.output_lengths(torch.tensor(n_mels)).item()  # the mel axis shrinks as time does
+        self.n_mels, self.d_model, self.n_convs = n_mels, d_model, SUBSAMPLING[subsampling]
+        self.min_frames = 2 ** (self.n_convs + 1) - 1  # the shortest input with one output: 7 (x4), 15 (x8)
+        layers: list[nn.Module] = [nn.Conv2d(1, channels, KERNEL, STRIDE), nn.ReLU()]
+        for _ in range(self.n_convs - 1):
+            layers += [nn.Conv2d(channels, channels, KERNEL, STRIDE), nn.ReLU()]
+        self.conv = nn.Sequential(*layers)
+        freq = self.output_lengths(torch.tensor(n_mels), self.n_convs).item()  # the mel axis shrinks as time does
         if freq < 1:
-            raise ValueError(f"ConvSubsampling needs n_mels >= 7, got {n_mels}")
+            raise ValueError(f"ConvSubsampling x{subsampling} needs n_mels >= {self.min_frames}, got {n_mels}")
         self.out = nn.Linear(channels * freq, d_model)
 
     @staticmethod
-    def output_lengths(lengths: Tensor) -> Tensor:
+    def output_lengths(lengths: Tensor, n_convs: int = 2) -> Tensor:
         """Output frames for input lengths: each 3-wide stride-2 convolution maps ``L`` to
-        ``(L - 1) // 2``; lengths under 7 give 0."""
-        for _ in range(2):
+        ``(L - 1) // 2``; lengths under 7 give 0 (x4; under 15 with ``n_convs`` 3, x8)."""
+        for _ in range(n_convs):
             lengths = torch.div(lengths - 1, STRIDE, rounding_mode="floor")
         return lengths.clamp(min=0)
+
+    def lengths_out(self, lengths: Tensor) -> Tensor:
+        """This front end's output frames for input lengths (:meth:`output_lengths` at its factor)."""
+        return self.output_lengths(lengths, self.n_convs)
 
     def forward(self, src: Tensor, src_lengths: Tensor) -> tuple[Tensor, Tensor]:
         """Subsample frames into ``d_model`` vectors.
@@ -81,12 +94,13 @@ class ConvSubsampling(nn.Module):
         b, t, m = src.shape
         if m != self.n_mels:
             raise ValueError(f"ConvSubsampling expects {self.n_mels} features per frame, got {m}")
-        if t < 7:
-            raise ValueError(f"ConvSubsampling needs at least 7 frames (70 ms at a 10 ms hop), got {t}")
+        if t < self.min_frames:
+            raise ValueError(f"ConvSubsampling needs at least {self.min_frames} frames "
+                             f"({10 * self.min_frames} ms at a 10 ms hop), got {t}")
         x = self.conv(src.unsqueeze(1))  # (B, T, M) -> (B, 1, T, M) -> (B, C, T', M')
         c, t_out, m_out = x.shape[1:]
         x = self.out(x.transpose(1, 2).reshape(b, t_out, c * m_out))  # (B, T', C, M') -> (B, T', C*M') -> (B, T', D)
-        lengths = self.output_lengths(src_lengths.to(x.device))  # (B,)
+        lengths = self.lengths_out(src_lengths.to(x.device))  # (B,)
         # Padding mask from lengths, in the convention of transformer/modules/attention.py:
         # True = a real position.
         src_pad_mask = torch.arange(t_out, device=x.device).unsqueeze(0) < lengths.unsqueeze(1)  # (1, T') < (B, 1)

@@ -28,7 +28,7 @@ from transformer.inference import SearchFn, Translator
 from transformer.tasks.build import build_model
 from transformer.tasks.checkpoint import TASK_KEY, current_hyper_parameters, record_model_settings
 from transformer.tasks.build import build_optimizer, optimizer_node
-from transformer.tasks.build import inverse_sqrt_schedule
+from transformer.tasks.build import RunLength, inverse_sqrt_schedule, warmup_linear_factor
 from transformer.ranges import Probability, Range
 
 
@@ -45,6 +45,8 @@ class Seq2SeqTask(L.LightningModule):
         label_smoothing: ε of the token loss.
         lr: the peak learning rate, reached after ``warmup_steps`` updates, then decayed as
             the inverse square root (Vaswani et al. 2017).
+        schedule: ``"inverse_sqrt"`` (after the warm-up) or ``"linear"`` (to 0 at the trainer's
+            last step: a run bounded by a few epochs ends at a low rate, not inverse-sqrt's tail).
         optimizer: a ``_partial_`` node of ``tasks.build.OPTIMIZERS``; None: Adam,
             betas (0.9, 0.98), eps 1e-9 (:data:`default_optimizer`).
         val_bleu, val_bleu_every: greedy BLEU on validation, every N epochs (NaN in between); a
@@ -75,6 +77,7 @@ class Seq2SeqTask(L.LightningModule):
         lr: Annotated[float, Range(0, 10)] = 5e-4,
         optimizer: dict | None = None,
         warmup_steps: Annotated[int, Range(0, 2**40)] = 4000,
+        schedule: str = "inverse_sqrt",
         val_bleu: bool = True,
         val_bleu_every: Annotated[int, Range(1, 2**40)] = 1,
         val_decode: dict | None = None,
@@ -82,6 +85,8 @@ class Seq2SeqTask(L.LightningModule):
         tokenizers: dict | None = None,
     ) -> None:
         super().__init__()
+        if schedule not in ("linear", "inverse_sqrt"):
+            raise ValueError(f"task.schedule must be 'linear' or 'inverse_sqrt', got {schedule!r}")
         if val_bleu_every < 1:
             raise ValueError(f"task.val_bleu_every must be >= 1, got {val_bleu_every}")
         DecodeSettings.check(val_decode or {}, "task.val_decode")
@@ -164,7 +169,12 @@ class Seq2SeqTask(L.LightningModule):
         clip = self._trainer.gradient_clip_val if self._trainer is not None else None
         optimizer = build_optimizer(self.parameters(), hp.optimizer or self.default_optimizer, hp.lr,
                                     fused=fused_adam(self.device, clip) or None)
-        scheduler = inverse_sqrt_schedule(optimizer, hp.warmup_steps)
+        if hp.get("schedule", "inverse_sqrt") == "linear":
+            total = RunLength(self._trainer, hp.warmup_steps)
+            scheduler = torch.optim.lr_scheduler.LambdaLR(
+                optimizer, lambda step: warmup_linear_factor(step, hp.warmup_steps, total(step)))
+        else:
+            scheduler = inverse_sqrt_schedule(optimizer, hp.warmup_steps)
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": scheduler, "interval": "step"}}
 
     def _add_bleu_stats(self, batch: dict) -> None:

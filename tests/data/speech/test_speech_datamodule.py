@@ -46,3 +46,24 @@ def test_an_unknown_fold_or_preset_is_refused_by_name(cache):
         SpeechDataModule(preset="timit", data_dir=cache)
     with pytest.raises(ValueError, match="data.fold='alice'"):
         SpeechDataModule(preset="fsdd", fold="alice", data_dir=cache, mirror_root=MIRROR).setup()
+
+
+def test_warps_apply_to_training_frames_only(cache):
+    """data.time_stretch / data.freq_warp warp the training split's items (drawn per epoch), never
+    dev or test, on the user's manifests as on a preset (the data module is the same)."""
+    dm = SpeechDataModule(preset="fsdd", data_dir=cache, mirror_root=MIRROR, sample_rate=8000, n_mels=20,
+                          time_stretch=0.2, freq_warp=0.1)
+    dm.setup()
+    train, dev, test = (dm._datasets[s] for s in ("train", "dev", "test"))
+    assert torch.equal(dev[0]["src"], dev.features(0)) and torch.equal(test[0]["src"], test.features(0))
+    changed = [not torch.equal(train[i]["src"], train.features(i)) for i in range(10)]
+    lengths = {train[i]["src"].shape[0] - train.features(i).shape[0] for i in range(10)}
+    assert all(changed) and len(lengths) > 1
+    first = train[0]["src"]
+    assert torch.equal(train[0]["src"], first)
+    train.set_epoch(1)
+    assert not torch.equal(train[0]["src"], first)
+    plain = SpeechDataModule(preset="fsdd", data_dir=cache, mirror_root=MIRROR, sample_rate=8000, n_mels=20)
+    plain.setup()
+    assert torch.equal(plain._datasets["train"][0]["src"], plain._datasets["train"].features(0))
+

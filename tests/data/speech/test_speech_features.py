@@ -9,8 +9,8 @@ import pytest
 import torch
 
 from transformer.data.speech.audio import load_audio
-from transformer.data.speech.features import (LOG_OFFSET, NORM_EPS, FeatureSettings, MaskingSettings, compute_features,
-                                              log_mel, normalize_utterance, spec_augment)
+from transformer.data.speech.features import (LOG_OFFSET, NORM_EPS, FeatureSettings, MaskingSettings, WarpSettings,
+                                              compute_features, log_mel, normalize_utterance, spec_augment, warp)
 
 
 def _librosa_log_mel(y: np.ndarray, s: FeatureSettings) -> np.ndarray:
@@ -82,3 +82,44 @@ def test_time_masks_capped_by_utterance_length():
     for seed in range(50):
         a = spec_augment(x, torch.Generator().manual_seed(seed), MaskingSettings(freq_masks=0, time_masks=1))
         assert int((a == 0).all(dim=1).sum()) <= 8  # 0.2 * 40
+
+
+def test_time_stretch_resamples_the_time_axis_within_its_bounds():
+    """A tempo change: 1 ± time_stretch times the frames, the first and last frame kept, a ramp
+    along time still a ramp; the same generator seed gives the same stretch."""
+    t = 100
+    ramp = torch.arange(t, dtype=torch.float32).unsqueeze(1).repeat(1, 8)  # (T, M): frame index
+    lengths = set()
+    for seed in range(30):
+        out = warp(ramp, torch.Generator().manual_seed(seed), WarpSettings(time_stretch=0.2))
+        assert 80 <= out.shape[0] <= 120 and out.shape[1] == 8
+        assert out[0, 0] == 0 and abs(float(out[-1, 0]) - (t - 1)) < 1e-3
+        assert (out[1:, 0] >= out[:-1, 0]).all()  # still in order: no frame moves past another
+        lengths.add(out.shape[0])
+    assert len(lengths) > 5  # the factor is drawn, not fixed
+    a = warp(ramp, torch.Generator().manual_seed(3), WarpSettings(time_stretch=0.2))
+    assert torch.equal(a, warp(ramp, torch.Generator().manual_seed(3), WarpSettings(time_stretch=0.2)))
+    short = torch.randn(16, 8)
+    for seed in range(20):  # a short item is never stretched below the front end's reach
+        assert warp(short, torch.Generator().manual_seed(seed), WarpSettings(time_stretch=0.4)).shape[0] >= 16
+
+
+def test_freq_warp_moves_a_formant_by_its_factor():
+    """Vocal tract length perturbation on the mel axis: a peak at bin 20 of 40 moves to about
+    20 a, a in 1 ± freq_warp; the frame count and bin 0 stay; no warp gives an equal copy."""
+    x = torch.zeros(10, 40)
+    x[:, 20] = 1.0
+    peaks = set()
+    for seed in range(30):
+        out = warp(x, torch.Generator().manual_seed(seed), WarpSettings(freq_warp=0.1))
+        assert out.shape == x.shape
+        peak = int(out[0].argmax())
+        assert 18 <= peak <= 22 and torch.allclose(out[0].sum(), torch.tensor(1.0), atol=0.25)
+        peaks.add(peak)
+    assert len(peaks) > 1
+    before = x.clone()
+    same = warp(x, torch.Generator().manual_seed(0), WarpSettings())
+    assert torch.equal(same, x) and same is not x and torch.equal(x, before)
+    with pytest.raises(ValueError, match="freq_warp"):
+        WarpSettings(freq_warp=1.5)
+

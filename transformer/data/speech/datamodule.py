@@ -29,7 +29,7 @@ from transformer.data.core.datamodule import TokenBudgetDataModule
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.core.readers import DataFormatError
 from transformer.data.speech.dataset import SpeechCollator, SpeechDataset
-from transformer.data.speech.features import FeatureSettings, MaskingSettings
+from transformer.data.speech.features import FeatureSettings, MaskingSettings, WarpSettings
 from transformer.data.speech.manifest import SpeechRow, read_manifest
 from transformer.ranges import Range
 
@@ -92,6 +92,11 @@ class SpeechDataModule(TokenBudgetDataModule):
         spec_augment: mask time and frequency bands of training frames (Park et al. 2019): two
             bands of up to ``freq_mask_width`` mel bins and two spans of up to
             ``time_mask_width`` frames (at most a fifth of the utterance) each.
+        time_stretch, freq_warp: warp training frames (``features.WarpSettings``, 0 = off): the
+            time axis by a factor in ``1 ± time_stretch`` (a tempo change), the mel axis by one in
+            ``1 ± freq_warp`` (another vocal tract's formants), drawn per utterance and epoch. A
+            stretched utterance has more frames than its header says: a batch can hold up to
+            ``time_stretch`` more than ``max_tokens``.
         max_tokens: frames per batch; max_len: training utterances with more frames are dropped.
         cache_features: keep each utterance's features in memory once computed (small sets).
         input: the input kind (``transformer.kinds``): frames.
@@ -117,6 +122,8 @@ class SpeechDataModule(TokenBudgetDataModule):
         spec_augment: bool = False,
         freq_mask_width: Annotated[int, Range(0, 512)] = 27,
         time_mask_width: Annotated[int, Range(0, 100_000)] = 40,
+        time_stretch: Annotated[float, Range(0.0, 0.5)] = 0.0,
+        freq_warp: Annotated[float, Range(0.0, 0.5)] = 0.0,
         data_dir: str | os.PathLike = "data/cache",
         max_tokens: Annotated[int, Range(1, 2**31)] = 20_000,
         max_len: Annotated[int, Range(1, 2**24)] = 60_000,
@@ -139,6 +146,7 @@ class SpeechDataModule(TokenBudgetDataModule):
         self.data_dir, self.max_len, self.cache_features = Path(data_dir), max_len, cache_features
         self.spec_augment = spec_augment
         self.masking = MaskingSettings(freq_width=freq_mask_width, time_width=time_mask_width)
+        self.warping = WarpSettings(time_stretch=time_stretch, freq_warp=freq_warp)
         self.features = FeatureSettings(sample_rate=sample_rate, n_mels=n_mels)
         self.test_splits = ["test"] if "test" in self.paths or preset else []
         self.tokenizer = None
@@ -196,10 +204,14 @@ class SpeechDataModule(TokenBudgetDataModule):
         for split, split_rows in rows.items():
             ds = SpeechDataset(split_rows, self.features, spec_augment=self.spec_augment and split == "train",
                                masking=self.masking, encode_target=ids.__getitem__, cache=self.cache_features,
-                               seed=self.seed)
+                               seed=self.seed, warping=self._warping(split))
             lengths = ds.lengths()  # frames, from the files' headers
             self._add_split(split, ds, lengths, lengths, f"{self.name}-{split}")
         log.info("speech data: %s", ", ".join(f"{s} {len(d)} utterances" for s, d in self._datasets.items()))
+
+    def _warping(self, split: str) -> WarpSettings:
+        """The warps of ``split``'s frames: the configured ones in training, none elsewhere."""
+        return self.warping if split == "train" else WarpSettings()
 
     def _lengths_of(self, ds) -> list[int]:
         return ds.lengths()
@@ -261,13 +273,16 @@ class SpeechTranscriptDataModule(SpeechDataModule):
                  strings_seed: int = 0, dev_fraction: Annotated[float, Range(0.0, 0.5)] = 0.1,
                  sample_rate: Annotated[int, Range(1000, 192_000)] = 16_000, n_mels: Annotated[int, Range(1, 512)] = 80,
                  spec_augment: bool = False, freq_mask_width: Annotated[int, Range(0, 512)] = 27,
-                 time_mask_width: Annotated[int, Range(0, 100_000)] = 40, data_dir: str | os.PathLike = "data/cache",
+                 time_mask_width: Annotated[int, Range(0, 100_000)] = 40,
+                 time_stretch: Annotated[float, Range(0.0, 0.5)] = 0.0, freq_warp: Annotated[float, Range(0.0, 0.5)] = 0.0,
+                 data_dir: str | os.PathLike = "data/cache",
                  max_tokens: Annotated[int, Range(1, 2**31)] = 20_000, max_len: Annotated[int, Range(1, 2**24)] = 60_000,
                  num_workers: Annotated[int, Range(0, 1024)] = 0, seed: int = 0, cache_features: bool = True,
                  input: str = "frames", src_lang: str = "speech", tgt_lang: str = "en"):
         super().__init__(train=train, dev=dev, test=test, name=name, preset=preset, dev_fraction=dev_fraction,
                          sample_rate=sample_rate, n_mels=n_mels, spec_augment=spec_augment,
-                         freq_mask_width=freq_mask_width, time_mask_width=time_mask_width, data_dir=data_dir,
+                         freq_mask_width=freq_mask_width, time_mask_width=time_mask_width,
+                         time_stretch=time_stretch, freq_warp=freq_warp, data_dir=data_dir,
                          max_tokens=max_tokens, max_len=max_len, num_workers=num_workers, seed=seed,
                          cache_features=cache_features, input=input)
         self.n_strings = {**FSDD_STRINGS, **(n_strings or {})}
@@ -305,7 +320,7 @@ class SpeechTranscriptDataModule(SpeechDataModule):
         for split, split_rows in rows.items():
             ds = SpeechDataset(split_rows, self.features, spec_augment=self.spec_augment and split == "train",
                                masking=self.masking, encode_target=encode, cache=self.cache_features,
-                               seed=self.seed)
+                               seed=self.seed, warping=self._warping(split))
             lengths = ds.lengths()  # frames, from the files' headers
             self._add_split(split, ds, lengths, lengths, f"{self.name}-{split}")
             if split == "train":

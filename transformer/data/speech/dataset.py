@@ -28,7 +28,8 @@ from torch.utils.data import Dataset
 
 from transformer.data.core.batching import IGNORE_INDEX
 from transformer.data.speech.audio import MAX_SECONDS, audio_samples, load_audio
-from transformer.data.speech.features import FeatureSettings, MaskingSettings, compute_features, spec_augment
+from transformer.data.speech.features import (FeatureSettings, MaskingSettings, WarpSettings, compute_features,
+                                              spec_augment, warp)
 from transformer.data.speech.manifest import SpeechRow
 
 
@@ -42,6 +43,8 @@ class SpeechDataset(Dataset):
             generator seeded by ``(seed, epoch, index)``, so they are the same whatever the
             number of loader workers, and differ from epoch to epoch (:meth:`set_epoch`).
         masking: the masks' numbers and widths.
+        warping: time and mel-axis warps of each item's frames (training only; before the masks,
+            from the same per-item generator); the default is none.
         encode_target: turns a row's text into the target (a label id, token ids); ``None``
             keeps the text.
         cache: keep each item's unmasked features in memory once computed (small sets).
@@ -59,11 +62,13 @@ class SpeechDataset(Dataset):
         cache: bool = False,
         seed: int = 0,
         max_seconds: float = MAX_SECONDS,
+        warping: WarpSettings = WarpSettings(),
     ):
         self.rows = list(rows)
         self.settings, self.masking = settings, masking
         self.spec_augment, self.encode_target = spec_augment, encode_target
         self.seed, self.epoch, self.max_seconds = seed, 0, max_seconds
+        self.warping = warping
         self._cache: dict[int, Tensor] | None = {} if cache else None
 
     def __len__(self) -> int:
@@ -72,7 +77,7 @@ class SpeechDataset(Dataset):
     def select(self, indices: Sequence[int]) -> "SpeechDataset":
         """The same dataset over the rows at ``indices`` (the training length filter's survivors)."""
         kept = SpeechDataset([self.rows[i] for i in indices], self.settings, self.spec_augment, self.masking,
-                             self.encode_target, self._cache is not None, self.seed, self.max_seconds)
+                             self.encode_target, self._cache is not None, self.seed, self.max_seconds, self.warping)
         return kept
 
     def set_epoch(self, epoch: int) -> None:
@@ -97,8 +102,12 @@ class SpeechDataset(Dataset):
 
     def __getitem__(self, i: int) -> dict:
         feats = self.features(i)
-        if self.spec_augment:
-            feats = spec_augment(feats, self.mask_generator(i), self.masking)
+        if self.spec_augment or self.warping.active:
+            generator = self.mask_generator(i)
+            if self.warping.active:
+                feats = warp(feats, generator, self.warping)
+            if self.spec_augment:
+                feats = spec_augment(feats, generator, self.masking)
         text = self.rows[i].text
         target = self.encode_target(text) if self.encode_target is not None else text
         return {"src": feats, "target": target, "index": i}

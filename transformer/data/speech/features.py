@@ -15,6 +15,9 @@ Frame rule: frames are centred (the signal is zero-padded by ``n_fft // 2`` at b
 Normalisation is per utterance and per mel bin (mean 0, variance 1 over the utterance's frames):
 it removes a recording's channel and level without corpus statistics to keep in a checkpoint.
 Masking (Park et al. 2019, SpecAugment) comes after it, so a masked value is the utterance mean.
+Warping (:func:`warp`: a stretch of the time axis, as speed perturbation changes an utterance's
+duration, and of the mel axis, as vocal tract length perturbation moves its formants) comes before
+the masks, on the same normalised frames.
 """
 
 from __future__ import annotations
@@ -178,3 +181,66 @@ def spec_augment(features: Tensor, generator: torch.Generator,
         start = draw(t - width)
         out[start:start + width, :] = 0.0
     return out
+
+
+@dataclass(frozen=True)
+class WarpSettings:
+    """Training-time warps of an utterance's frames, each drawn per item and epoch; 0 is off.
+
+    Attributes:
+        time_stretch: the time axis is resampled to ``T * r`` frames, ``r`` uniform in
+            ``[1 - time_stretch, 1 + time_stretch]``: a faster or slower talker (Ko et al. 2015's
+            speed perturbation, 0.9-1.1, keeps the pitch here: a tempo change).
+        freq_warp: the mel axis is stretched by ``a`` uniform in ``[1 - freq_warp, 1 + freq_warp]``,
+            bin ``j`` taking the value at ``j / a`` (Jaitly & Hinton 2013's vocal tract length
+            perturbation, factors 0.9-1.1, on the mel axis instead of Hz): a longer or shorter
+            vocal tract, another speaker's formants.
+    """
+
+    time_stretch: float = 0.0
+    freq_warp: float = 0.0
+
+    def __post_init__(self):
+        for name in ("time_stretch", "freq_warp"):
+            if not 0.0 <= getattr(self, name) < 1.0:
+                raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+
+    @property
+    def active(self) -> bool:
+        """Whether any warp is on."""
+        return self.time_stretch > 0 or self.freq_warp > 0
+
+
+def _resample_axis(x: Tensor, positions: Tensor) -> Tensor:
+    """Linear interpolation of ``x (L, K)`` along its first axis at fractional ``positions (L',)``
+    (clamped to the axis): ``(L', K)``."""
+    positions = positions.clamp(0, x.shape[0] - 1)
+    lo = positions.floor().long()  # (L',)
+    hi = (lo + 1).clamp(max=x.shape[0] - 1)
+    frac = (positions - lo).unsqueeze(1)  # (L', 1)
+    return x[lo] * (1 - frac) + x[hi] * frac
+
+
+def warp(features: Tensor, generator: torch.Generator, settings: WarpSettings) -> Tensor:
+    """Stretch an utterance's time and mel axes by factors drawn from ``generator`` (training only).
+
+    Args:
+        features: ``(T, M)`` normalised frames.
+        generator: the source of both draws, so one seed gives one warp.
+
+    Returns:
+        ``(T', M)`` float32, ``T' = round(T * r)`` (never shorter than ``min(T, 16)`` frames, so a
+        short item stays long enough for the front end); ``features`` is left as it was.
+    """
+    t, m = features.shape
+    r, a = (1.0 + s * (2 * float(torch.rand((), generator=generator)) - 1)
+            for s in (settings.time_stretch, settings.freq_warp))
+    out = features
+    if settings.time_stretch > 0:
+        new_t = max(round(t * r), min(t, 16))
+        positions = torch.arange(new_t, dtype=torch.float32) * ((t - 1) / max(new_t - 1, 1))  # (T',)
+        out = _resample_axis(out, positions)  # (T, M) -> (T', M)
+    if settings.freq_warp > 0:
+        positions = torch.arange(m, dtype=torch.float32) / a  # (M,)
+        out = _resample_axis(out.transpose(0, 1), positions).transpose(0, 1)  # (M, T') -> (M, T') -> (T', M)
+    return out.contiguous() if out is not features else features.clone()
