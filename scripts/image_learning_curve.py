@@ -1,7 +1,7 @@
 """The lectures' claim on the UCI digits: a CNN (a restricted self-attention) wins with little
 data, self-attention over patches with more. Test accuracy of the ViT (``experiment=digits``),
 the windowed ViT (``experiment=digits model.window=1``: each patch attends to its 3x3
-neighbourhood of patches) and the CNN (``experiment=digits_cnn``) trained on 10 %, 25 %, 50 % and
+neighbourhood of patches) and the CNN (``experiment=digits model=cnn``) trained on 10 %, 25 %, 50 % and
 100 % of the training images (``data.train_fraction``; per class, drawn by the seed), each with 3
 seeds, on the same fixed, seeded test set (20 % of each class, ``data.split_seed=0``).
 
@@ -29,7 +29,7 @@ import torch
 CONF = Path(__file__).resolve().parents[1] / "conf"
 
 MODELS = {"ViT": ["experiment=digits"], "windowed ViT": ["experiment=digits", "model.window=1"],
-          "CNN": ["experiment=digits_cnn"]}
+          "CNN": ["experiment=digits", "model=cnn"]}
 FRACTIONS = (0.1, 0.25, 0.5, 1.0)
 SEEDS = (1, 2, 3)
 # Updates between validations, whatever the run's share of the data (an epoch of 10 % is 3 updates).

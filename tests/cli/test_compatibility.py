@@ -76,8 +76,8 @@ ADDED = {"train experiment=multi30k_multi", "train experiment=multi30k_multi_cpu
          # Speech input: labelled recordings, FSDD digits, connected digit strings (AT and CTC).
          "train experiment=speech_classify", "train experiment=fsdd_digits", "train experiment=fsdd_strings",
          "train experiment=fsdd_strings_ctc",
-         # Image input: labelled image folders, the UCI digits with a ViT and with a CNN.
-         "train experiment=image_classify", "train experiment=digits", "train experiment=digits_cnn",
+         # Image input: labelled image folders, the UCI digits with a ViT (model=cnn: with a CNN).
+         "train experiment=image_classify", "train experiment=digits",
          # Graph input: node classification on a user's graph and the Planetoid presets, attention along the edges
          # or full attention with Laplacian positions.
          "train experiment=graph_nodes", "train experiment=cora", "train experiment=citeseer",

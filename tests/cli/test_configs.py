@@ -33,10 +33,13 @@ RECIPES = [(e, p) for e in MULTI30K for p in PAIRS] + [(e, None) for e in OTHERS
 # The recipes on a GPU; every other one is pinned to the CPU (trainer.accelerator=cpu, accel=cpu).
 GPU_RECIPES = {e for e in EXPERIMENTS
                if e.endswith("_gpu") or (e in MULTI30K + MULTILINGUAL and not e.endswith("_cpu"))}
-# conf/model/ holds sizes; the task picks the model kind over it.
+# conf/model/ holds sizes, the task picking the model kind over them, and the image models of
+# experiment=digits (a ViT, and the CNN it is compared with), which name their kind themselves.
 TASKS_OF_SIZE = {"tiny": ["translation", "nat", "nat_ctc"], "small": ["translation", "nat", "nat_ctc"],
                  "medium": ["translation", "nat", "nat_ctc"], "encoder": ["tagging", "classification"]}
-MODELS = [(size, task) for size in sorted(p.stem for p in (CONF / "model").glob("*.yaml")) for task in TASKS_OF_SIZE[size]]
+IMAGE_MODELS = {"vit": "SequenceClassifier", "cnn": "ConvClassifier"}
+assert set(TASKS_OF_SIZE) | set(IMAGE_MODELS) == {p.stem for p in (CONF / "model").glob("*.yaml")}
+MODELS = [(size, task) for size in sorted(TASKS_OF_SIZE) for task in TASKS_OF_SIZE[size]]
 # Every decoding strategy of conf/decode/default.yaml.
 DECODES = ["greedy", "beam", "nat_one_pass", "nat_length_beam", "mask_predict", "ctc_one_pass", "ctc_beam"]
 # What only the data knows, offered to any model or task constructor that asks for it.
@@ -172,6 +175,18 @@ def test_model_config_instantiates(model, task, tmp_path):
         assert n_params > 1_000_000
 
 
+@pytest.mark.parametrize("model", sorted(IMAGE_MODELS))
+def test_an_image_model_choice_changes_the_model_and_nothing_else(model, tmp_path):
+    cfg = compose_cfg("train", ["experiment=digits", f"model={model}", f"output_dir={tmp_path}"])
+    recipe = compose_cfg("train", ["experiment=digits", f"output_dir={tmp_path}"])
+    OmegaConf.resolve(cfg)
+    check_config(cfg)
+    built = task_from(cfg).model
+    assert type(built).__name__ == IMAGE_MODELS[model]
+    assert_architecture(built, cfg.model)
+    assert {k: v for k, v in cfg.items() if k != "model"} == {k: v for k, v in recipe.items() if k != "model"}
+
+
 GPU = ["trainer.accelerator=gpu", "trainer.precision=bf16-mixed"]
 
 
@@ -286,8 +301,8 @@ def test_recorded_choices_and_the_experiment_file_say_what_runs(experiment):
             assert node == block, key  # (tagging and classification decode nothing)
             continue
         chosen = _option(group.split("@")[0], choices[group], resolve=False)
-        if key == "model":  # the size file, then the model kind the task file names over it
-            chosen = OmegaConf.merge(chosen, _option("task", choices.task, resolve=False, part=None)["model"])
+        if key == "model":  # the model kind the task file names, then the model file over it (sizes, or its own kind)
+            chosen = OmegaConf.merge(_option("task", choices.task, resolve=False, part=None)["model"], chosen)
         expected = OmegaConf.to_container(OmegaConf.merge(chosen, block or {}), resolve=False)
         if key == "task":  # the decoding under task is its own choice, checked on its own
             node.pop("val_decode", None)

@@ -187,3 +187,24 @@ def test_inspect_draws_the_class_vector_s_attention_over_the_patches_on_the_imag
     np.testing.assert_allclose(maps[0].reshape(-1), arrays["encoder.layer0"][:, 0, 1:].mean(0), rtol=1e-6)
     # windowed model (window=1): the class vector still sees every patch
     assert (arrays["encoder.layer0"][:, 0, 1:] > 0).all()
+
+
+def test_with_callbacks_ema_the_average_of_the_weights_is_saved_and_tested(tmp_path):
+    import torch
+    from hydra_helpers import compose_cfg
+
+    from transformer.cli import train as train_cli
+    from transformer.tasks.checkpoint import load_task
+
+    folder = digit_folder(tmp_path / "digits")
+    ema = "callbacks.ema={_target_:lightning.pytorch.callbacks.EMAWeightAveraging,decay:0.5}"
+    summary = train_cli.run(compose_cfg("train", [
+        "experiment=image_classify", f"data.train={folder}", f"data.data_dir={tmp_path / 'cache'}",
+        f"output_dir={tmp_path / 'run'}", *TINY, ema]))
+    ckpt = torch.load(summary["best_checkpoint"], map_location="cpu", weights_only=False)
+    averaged, trained = ckpt["state_dict"], ckpt["current_model_state"]  # the trained weights beside their average
+    assert averaged.keys() == trained.keys()
+    assert any(not torch.equal(averaged[k], trained[k]) for k in averaged if averaged[k].is_floating_point())
+    # What is tested (and loaded by every command) is the average.
+    task = load_task(summary["best_checkpoint"])
+    assert all(torch.equal(v, averaged[k]) for k, v in task.state_dict().items())

@@ -120,6 +120,30 @@ def test_patch_embedding_is_one_linear_map_of_each_patch_and_every_patch_is_real
     torch.testing.assert_close(x, fe.proj(patchify(images, 2)))
 
 
+def test_overlapping_patches_are_a_convolution_of_kernel_p_and_stride_s():
+    torch.manual_seed(0)
+    fe = PatchEmbedding(height=8, width=12, patch_size=4, d_model=16, channels=3, stride=2)
+    images = torch.rand(2, 3, 8, 12)
+    x, mask = fe(images)
+    assert fe.grid == (4, 6) and x.shape == (2, 24, 16) and mask.all()  # the grid of 2x2 cells
+    conv = torch.nn.functional.conv2d(images, fe.proj.weight.view(16, 3, 4, 4), fe.proj.bias, stride=2, padding=1)
+    torch.testing.assert_close(x, conv.flatten(2).transpose(1, 2))  # (B, D, 4, 6) -> (B, 24, D)
+    # The token of cell (1, 2) reads rows 1..4 and columns 3..6 of the image: its 4x4 patch, centred.
+    torch.testing.assert_close(x[:, 1 * 6 + 2], fe.proj(images[:, :, 1:5, 3:7].reshape(2, -1)))
+
+
+def test_a_stride_equal_to_the_patch_side_is_the_plain_patch_embedding():
+    fe = PatchEmbedding(height=8, width=8, patch_size=2, d_model=8, stride=2)
+    images = torch.rand(3, 1, 8, 8)
+    torch.testing.assert_close(fe(images)[0], fe.proj(patchify(images, 2)))
+
+
+@pytest.mark.parametrize("patch_size, stride", [(4, 3), (2, 4)])
+def test_a_stride_that_does_not_centre_the_patches_is_refused(patch_size, stride):
+    with pytest.raises(ValueError, match="stride"):
+        PatchEmbedding(height=12, width=12, patch_size=patch_size, d_model=8, stride=stride)
+
+
 def test_patch_embedding_refuses_another_image_size():
     with pytest.raises(ValueError, match="does not divide"):
         PatchEmbedding(height=8, width=9, patch_size=2, d_model=8)

@@ -17,6 +17,7 @@ from __future__ import annotations
 from typing import Annotated
 
 import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer.ranges import Range
@@ -138,15 +139,21 @@ class PatchEmbedding(nn.Module):
     layer to ``d_model``. The encoder then adds positions (a learned table, as ViT) and, with
     ``ClsPooling``, the class vector before the patches.
 
+    With ``stride`` S below P the patches overlap (Xiao et al. 2021, "Early convolutions help
+    transformers see better": a small image's ViT gains from the overlap): the grid is that of
+    non-overlapping S x S cells, and each token reads the P x P patch centred on its cell, zeros
+    beyond the image's edge (a convolution of kernel P, stride S, padding (P - S) / 2).
+
     Every image of a model has the same size, so every patch is real: the padding mask is all
     True. ``grid`` (rows, columns of patches) tells the encoder the 2-D layout a ``window``
     restricts attention to (``modules.attention.grid_window_mask``).
 
     Args:
-        height, width: the image size in pixels (H, W), multiples of ``patch_size``.
+        height, width: the image size in pixels (H, W), multiples of the stride.
         patch_size: the patch side P.
         d_model: output width (D).
         channels: image channels C (1 grey, 3 RGB).
+        stride: the step S between patches, ``P - S`` even; ``None`` = P (non-overlapping).
 
     Shapes:
         src ``(B, C, H, W)`` float, src_lengths ignored -> ``(B, N, D)`` vectors and
@@ -155,13 +162,18 @@ class PatchEmbedding(nn.Module):
 
     def __init__(self, height: Annotated[int, Range(1, 2**16)], width: Annotated[int, Range(1, 2**16)],
                  patch_size: Annotated[int, Range(1, 2**16)], d_model: int,
-                 channels: Annotated[int, Range(1, 4)] = 1):
+                 channels: Annotated[int, Range(1, 4)] = 1, stride: int | None = None):
         super().__init__()
-        if height % patch_size or width % patch_size:
+        stride = patch_size if stride is None else stride
+        if stride > patch_size or (patch_size - stride) % 2:
+            raise ValueError(f"PatchEmbedding: stride {stride} with {patch_size}x{patch_size} patches: the "
+                             "stride is at most the patch side and differs from it by an even number")
+        if height % stride or width % stride:
             raise ValueError(f"PatchEmbedding: a {height}x{width} image does not divide into "
-                             f"{patch_size}x{patch_size} patches")
+                             f"{stride}x{stride} {'patches' if stride == patch_size else 'cells'}")
         self.height, self.width, self.patch_size, self.channels = height, width, patch_size, channels
-        self.grid = (height // patch_size, width // patch_size)
+        self.stride = stride
+        self.grid = (height // stride, width // stride)
         self.proj = nn.Linear(channels * patch_size * patch_size, d_model)
 
     @property
@@ -182,7 +194,12 @@ class PatchEmbedding(nn.Module):
         if tuple(src.shape[1:]) != (self.channels, self.height, self.width):
             raise ValueError(f"PatchEmbedding expects images of {self.channels}x{self.height}x{self.width} "
                              f"(channels x height x width), got {'x'.join(map(str, src.shape[1:]))}")
-        x = self.proj(patchify(src, self.patch_size))  # (B, N, C·P·P) -> (B, N, D)
+        if self.stride == self.patch_size:
+            patches = patchify(src, self.patch_size)  # (B, N, C·P·P)
+        else:  # overlapping: the same (C, P, P) order per patch, row-major over the grid
+            patches = F.unfold(src, self.patch_size, padding=(self.patch_size - self.stride) // 2,
+                               stride=self.stride).transpose(1, 2)  # (B, C·P·P, N) -> (B, N, C·P·P)
+        x = self.proj(patches)  # (B, N, C·P·P) -> (B, N, D)
         return x, torch.ones(x.shape[:2], dtype=torch.bool, device=x.device)  # (B, N)
 
 

@@ -121,19 +121,30 @@ def shifted(image: torch.Tensor, dy: int, dx: int) -> torch.Tensor:
     return out
 
 
+def erased(image: torch.Tensor, side: int, y: int, x: int) -> torch.Tensor:
+    """``image (C, H, W)`` with the ``side x side`` square centred on pixel ``(y, x)`` set to zero
+    (the part of it inside the image: a centre near the edge hides less)."""
+    out = image.clone()
+    top, left = y - side // 2, x - side // 2
+    out[:, max(top, 0):max(top + side, 0), max(left, 0):max(left + side, 0)] = 0
+    return out
+
+
 class ImageDataset(Dataset):
     """Labelled images as ``{"src": (C, H, W) float32, "target": label id, "index": int}``; each
     image is read when first asked for (``cache``: kept in memory after that, for small sets).
     ``shift > 0`` (training): each time an image is asked for it is moved by up to ``shift``
-    pixels in each direction, drawn from ``seed`` (zeros coming in)."""
+    pixels in each direction, drawn from ``seed`` (zeros coming in); ``erase > 0`` (training): then a
+    square of that side, centred on a pixel drawn from ``seed``, is set to zero (Cutout, DeVries
+    and Taylor 2017)."""
 
     def __init__(self, rows: Sequence[ImageRow], height: int, width: int, channels: int, label_ids: Mapping[str, int],
-                 cache: bool = True, shift: int = 0, seed: int = 0):
+                 cache: bool = True, shift: int = 0, erase: int = 0, seed: int = 0):
         self.rows = list(rows)
         self.height, self.width, self.channels = height, width, channels
         self.label_ids = label_ids
         self.cache: dict[int, torch.Tensor] | None = {} if cache else None
-        self.shift = shift
+        self.shift, self.erase = shift, erase
         self.rng = np.random.default_rng(seed)
 
     def __len__(self) -> int:
@@ -152,6 +163,9 @@ class ImageDataset(Dataset):
         if self.shift:
             dy, dx = self.rng.integers(-self.shift, self.shift + 1, size=2).tolist()
             image = shifted(image, dy, dx)
+        if self.erase:
+            y, x = self.rng.integers(0, (self.height, self.width)).tolist()
+            image = erased(image, self.erase, y, x)
         return {"src": image, "target": self.label_ids[self.rows[i].label], "index": i}
 
 
@@ -182,6 +196,9 @@ class ImageDataModule(TokenBudgetDataModule):
             ``seed``); 1.0 = all.
         shift: move each training image by up to this many pixels each way every time it is
             drawn (shifted copies: a ViT has no built-in translation invariance); 0 = off.
+        erase: hide a square of this side, centred anywhere in the image, each time a training
+            image is drawn (Cutout: the label must come from more than one part of the image);
+            0 = off.
         max_tokens: images per batch.
         cache_images: keep each image in memory once read (small sets).
         input: the input kind (``transformer.kinds``): patches.
@@ -207,6 +224,7 @@ class ImageDataModule(TokenBudgetDataModule):
         split_seed: int = 0,
         train_fraction: Annotated[float, Range(0.0, 1.0)] = 1.0,
         shift: Annotated[int, Range(0, 64)] = 0,
+        erase: Annotated[int, Range(0, 2**16)] = 0,
         data_dir: str | os.PathLike = "data/cache",
         max_tokens: Annotated[int, Range(1, 2**31)] = 64,
         num_workers: Annotated[int, Range(0, 1024)] = 0,
@@ -224,7 +242,7 @@ class ImageDataModule(TokenBudgetDataModule):
         self.height, self.width, self.channels = height, width, channels
         self.fractions = {"test_fraction": test_fraction, "dev_fraction": dev_fraction,
                           "train_fraction": train_fraction}
-        self.split_seed, self.shift = split_seed, shift
+        self.split_seed, self.shift, self.erase = split_seed, shift, erase
         self.data_dir, self.cache_images = Path(data_dir), cache_images
         self.max_len = 1  # every image is one unit of the budget: none is filtered
         self.test_splits = ["test"]
@@ -258,7 +276,8 @@ class ImageDataModule(TokenBudgetDataModule):
                                                       f"classes ({', '.join(self.labels)})")
         for split in SPLITS:
             ds = ImageDataset(rows[split], self.height, self.width, self.channels, ids, cache=self.cache_images,
-                              shift=self.shift if split == "train" else 0, seed=self.seed)
+                              shift=self.shift if split == "train" else 0, erase=self.erase if split == "train" else 0,
+                              seed=self.seed)
             self._add_split(split, ds, ds.lengths(), ds.lengths(), f"{self.name}-{split}")
         log.info("image data: %s", ", ".join(f"{s} {len(d)} images" for s, d in self._datasets.items()))
 
@@ -279,5 +298,5 @@ def images_of(paths: Sequence[str | os.PathLike], data: Mapping[str, Any]) -> to
     return torch.stack([load_image(p, data["height"], data["width"], data.get("channels", 1)) for p in paths])
 
 
-__all__ = ["ImageCollator", "ImageDataModule", "ImageDataset", "PRESETS", "check_images", "images_of", "label_order",
-           "shifted", "split_rows"]
+__all__ = ["ImageCollator", "ImageDataModule", "ImageDataset", "PRESETS", "check_images", "erased", "images_of",
+           "label_order", "shifted", "split_rows"]
