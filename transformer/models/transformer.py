@@ -451,6 +451,8 @@ class EncoderLayer(nn.Module):
         self.norm_first = norm_first
         self.residual = residual
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
         self.ffn = FeedForward(d_model, d_ff, dropout, activation) if feed_forward else None
         self.activation = None if feed_forward else ACTIVATIONS[activation]
         norm = (lambda: nn.LayerNorm(d_model, eps=norm_eps)) if layer_norm else nn.Identity
@@ -580,6 +582,7 @@ def embedding_norm(d_model: int, cfg: StackConfig) -> nn.Module:
 
 
 # ----------------------------------------------------------------------------- the feed-forward block
+# ELU: a graph attention layer's (Velickovic et al. 2018), for encoder layers without the FFN.
 ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu, "elu": F.elu}
 
 
