@@ -61,7 +61,8 @@ CLASSIFICATION = TaskKind("classification", "a classification", "label",
 MLM = TaskKind("mlm", "a masked-LM", "masked", frozenset({"fill", "inspect", "export", "average"}),
                recipe="transformer-train experiment=pretrain")
 NODE_CLASSIFICATION = TaskKind("node_classification", "a node classification", "per_token",
-                               frozenset({"evaluate", "inspect"}), recipe="transformer-train experiment=cora")
+                               frozenset({"evaluate", "inspect"}),
+                               recipe="transformer-train experiment=graph_nodes data.preset=cora")
 #: Every task kind by name: the one list of them.
 TASK_KINDS: dict[str, TaskKind] = {k.name: k for k in (TRANSLATION, NAT, CTC, TAGGING, CLASSIFICATION, MLM,
                                                        NODE_CLASSIFICATION)}

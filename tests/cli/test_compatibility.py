@@ -78,10 +78,9 @@ ADDED = {"train experiment=multi30k_multi", "train experiment=multi30k_multi_cpu
          "train experiment=fsdd_strings_ctc",
          # Image input: labelled image folders, the UCI digits with a ViT (model=cnn: with a CNN).
          "train experiment=image_classify", "train experiment=digits",
-         # Graph input: node classification on a user's graph and the Planetoid presets, attention along the edges
-         # or full attention with Laplacian positions.
-         "train experiment=graph_nodes", "train experiment=cora", "train experiment=citeseer",
-         "train experiment=cora_full", "train experiment=citeseer_full"}
+         # Graph input: node classification on a user's graph or a Planetoid preset (data.preset), attention
+         # along the edges or full attention with Laplacian positions.
+         "train experiment=graph_nodes", "train experiment=graph_nodes_full"}
 # Experiments folded into another: gum_upos_wsj's multi-task settings are gum_upos_adv's own now.
 REMOVED = {"train experiment=gum_upos_wsj"}
 MOVED = {f"task.{key}": f"task.optimizer.{key}" for key in ("betas", "eps", "weight_decay")}

@@ -1,5 +1,6 @@
-"""Layers: the norm_first switch (each placement against its formula), the stacks' final norm,
-cached decoder layer, feed-forward activations."""
+"""Layers: the norm_first switch (each placement against its formula), the encoder layer's
+residual / feed-forward / LayerNorm switches (each against its formula, down to a graph attention
+layer), the stacks' final norm, cached decoder layer, feed-forward activations."""
 
 import pytest
 import torch
@@ -43,6 +44,52 @@ def test_encoder_layer_matches_its_formula(norm_first):
         h = _ln(layer.norm_1, x + attn(x))
         want = _ln(layer.norm_2, h + layer.ffn(h))
     torch.testing.assert_close(layer(x)[0], want)
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_an_encoder_layer_without_residuals_matches_its_formula(norm_first):
+    torch.manual_seed(0)
+    full = _layer(EncoderLayer, norm_first)
+    layer = EncoderLayer(16, 2, 32, dropout=0.0, norm_first=norm_first, residual=False).eval()
+    layer.load_state_dict(full.state_dict())  # the same weights: only the residual paths differ
+    x = torch.randn(2, 5, 16)
+
+    def attn(h):
+        return layer.self_attn(h, h, h)[0]
+
+    if norm_first:  # Sublayer(LN(x)), twice
+        h = attn(_ln(layer.norm_1, x))
+        want = layer.ffn(_ln(layer.norm_2, h))
+    else:  # LN(Sublayer(x)), twice
+        h = _ln(layer.norm_1, attn(x))
+        want = _ln(layer.norm_2, layer.ffn(h))
+    torch.testing.assert_close(layer(x)[0], want)
+    assert not torch.allclose(layer(x)[0], full(x)[0])
+
+
+@pytest.mark.parametrize("norm_first", [False, True])
+def test_a_graph_attention_layer_is_attention_then_its_activation(norm_first):
+    # residual, feed_forward and layer_norm off: ELU(attention(x)), a GAT layer (Velickovic et al.
+    # 2018, eq. 5), whatever norm_first says; no FFN or LayerNorm weights are left.
+    torch.manual_seed(0)
+    layer = EncoderLayer(16, 2, 32, dropout=0.0, activation="elu", norm_first=norm_first, residual=False,
+                         feed_forward=False, layer_norm=False).eval()
+    assert layer.ffn is None and not any(isinstance(m, nn.LayerNorm) for m in layer.modules())
+    x = torch.randn(2, 5, 16)
+    mask = merge_masks(None, causal_mask(5))
+    torch.testing.assert_close(layer(x, mask)[0], F.elu(layer.self_attn(x, x, x, mask)[0]))
+    # with the residual kept, the activation follows the sum: ELU(x + attention(x))
+    kept = EncoderLayer(16, 2, 32, dropout=0.0, activation="elu", norm_first=norm_first, feed_forward=False,
+                        layer_norm=False).eval()
+    kept.load_state_dict(layer.state_dict())
+    torch.testing.assert_close(kept(x, mask)[0], F.elu(x + layer.self_attn(x, x, x, mask)[0]))
+
+
+def test_a_stack_without_layer_norms_has_no_final_norm():
+    cfg = StackConfig(vocab_size=10, pad_id=0, d_model=16, n_heads=2, d_ff=32, norm_first=True)
+    assert isinstance(TransformerEncoder(cfg, 2).final_norm, nn.LayerNorm)
+    stack = TransformerEncoder(cfg, 2, layer_norm=False)
+    assert not any(isinstance(m, nn.LayerNorm) for m in stack.modules())
 
 
 @pytest.mark.parametrize("norm_first", [False, True])

@@ -23,3 +23,9 @@ def test_the_table_gives_mean_and_std_over_seeds():
     lines = load().table(rows).splitlines()
     assert lines[2] == "| cora | 83.0 ± 1.0 | 2 | 80.0 | 100 | 30 |"
     assert lines[3].startswith("| citeseer | 70.0 ± 0.0 | 1 |")
+
+
+def test_a_row_is_named_by_its_preset_and_any_experiment_but_graph_nodes():
+    seeds = load()
+    assert seeds.recipe_name("graph_nodes", "cora") == "cora"
+    assert seeds.recipe_name("graph_nodes_full", "citeseer") == "citeseer (graph_nodes_full)"

@@ -39,6 +39,9 @@ class NodeClassifierConfig(EncoderConfig):
         attention_dropout: dropout on the attention weights; None = ``dropout``. Full attention
             over a few thousand nodes with dropout on its ``(N, N)`` weights cannot use the fused
             kernel and costs several times more on a CPU; along the edges it is cheap.
+        residual, feed_forward, layer_norm: the encoder layers' switches
+            (``models.transformer.EncoderLayer``); all three off with ``activation="elu"`` is a
+            graph attention network's layer (Velickovic et al. 2018), dot-product scored.
         frontend: required: ``NodeFeatures`` or ``LaplacianNodeFeatures``.
         positional: nodes have no order; ``None`` here means ``NoPositionalEncoding``.
     """
@@ -46,6 +49,9 @@ class NodeClassifierConfig(EncoderConfig):
     n_classes: int = hp(within=Range(1, 2**20))
     attention: str = "edges"
     attention_dropout: float | None = hp(None, within=Probability())
+    residual: bool = True
+    feed_forward: bool = True
+    layer_norm: bool = True
     vocab_size: int = hp(1, within=Range(1, 2**24))
     pad_id: int = hp(0, within=Range(0, 2**24))
     scale_embeddings: bool = False
@@ -79,7 +85,8 @@ class NodeClassifier(nn.Module):
         self.cfg = cfg
         self.attention = cfg.attention
         self.n_classes = cfg.n_classes
-        self.encoder = TransformerEncoder(cfg, cfg.n_layers)
+        self.encoder = TransformerEncoder(cfg, cfg.n_layers, residual=cfg.residual, feed_forward=cfg.feed_forward,
+                                          layer_norm=cfg.layer_norm)
         if cfg.attention_dropout is not None:
             for layer in self.encoder.layers:
                 layer.self_attn.dropout = cfg.attention_dropout

@@ -196,9 +196,12 @@ class TransformerEncoder(nn.Module):
             ``NoPositionalEncoding`` for none at all).
         n_layers: the depth (``cfg.n_encoder_layers`` or ``cfg.n_layers``).
         embedding: an existing ``nn.Embedding`` to share (joint vocabulary).
+        residual, feed_forward, layer_norm: ``EncoderLayer``'s switches, for every layer; without
+            ``layer_norm`` the stack has no final LayerNorm either.
     """
 
-    def __init__(self, cfg: StackConfig, n_layers: int, embedding: nn.Embedding | None = None):
+    def __init__(self, cfg: StackConfig, n_layers: int, embedding: nn.Embedding | None = None,
+                 residual: bool = True, feed_forward: bool = True, layer_norm: bool = True):
         super().__init__()
         self.d_model = d_model = cfg.d_model
         self.pad_id = cfg.pad_id
@@ -212,8 +215,9 @@ class TransformerEncoder(nn.Module):
         self.type_embedding = nn.Embedding(cfg.type_vocab_size, d_model) if cfg.type_vocab_size else None
         self.embedding_norm = embedding_norm(d_model, cfg)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.layers = layer_stack(EncoderLayer, cfg, n_layers)
-        self.final_norm = final_norm(d_model, cfg.norm_first, cfg.norm_eps)
+        self.layers = layer_stack(EncoderLayer, cfg, n_layers, residual=residual, feed_forward=feed_forward,
+                                  layer_norm=layer_norm)
+        self.final_norm = final_norm(d_model, cfg.norm_first and layer_norm, cfg.norm_eps)
 
     def embed_tokens(self, src: Tensor) -> Tensor:
         """``(B, S)`` ids -> ``(B, S, D)``, scaled by √d_model (Vaswani et al. 2017, sec. 3.4)
@@ -423,19 +427,31 @@ class EncoderLayer(nn.Module):
     ``LN(x + Dropout(sublayer(x)))`` (Vaswani et al. 2017) or, with ``norm_first``, pre-norm
     ``x + Dropout(sublayer(LN(x)))`` (Xiong et al. 2020).
 
+    Three switches take parts away, down to a graph attention layer (Velickovic et al. 2018,
+    eq. 5: ``ELU(attention(x))``, no residual, no norm, no FFN): ``residual=False`` replaces
+    ``x + sublayer`` by the sublayer's output; ``feed_forward=False`` leaves the FFN out and puts
+    ``activation`` after attention instead (the layer's one non-linearity); ``layer_norm=False``
+    makes the LayerNorms identities.
+
     ``forward(x (B, S, D), mask (B, 1, 1|S, S) bool | LocalWindow | None, attn_bias (1, H, S, S) | None,
     need_weights, rows) -> (x (B, S, D), weights (B, H, S, S) | None)``; given ``rows``
     (``modules.attention.PackedRows``), ``x`` is ``(N, D)``, the batch's real positions only.
     """
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu",
-                 norm_first: bool = False, norm_eps: float = 1e-5):
+                 norm_first: bool = False, norm_eps: float = 1e-5, residual: bool = True,
+                 feed_forward: bool = True, layer_norm: bool = True):
         super().__init__()
         self.norm_first = norm_first
+        self.residual = residual
         self.self_attn = MultiHeadAttention(d_model, n_heads, dropout)
-        self.ffn = FeedForward(d_model, d_ff, dropout, activation)
-        self.norm_1 = nn.LayerNorm(d_model, eps=norm_eps)
-        self.norm_2 = nn.LayerNorm(d_model, eps=norm_eps)
+        if activation not in ACTIVATIONS:
+            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
+        self.ffn = FeedForward(d_model, d_ff, dropout, activation) if feed_forward else None
+        self.activation = None if feed_forward else ACTIVATIONS[activation]
+        norm = (lambda: nn.LayerNorm(d_model, eps=norm_eps)) if layer_norm else nn.Identity
+        self.norm_1 = norm()
+        self.norm_2 = norm() if feed_forward else nn.Identity()
         self.dropout = nn.Dropout(dropout)
 
     def _self_attention(self, h: Tensor, mask, attn_bias, need_weights,
@@ -448,16 +464,23 @@ class EncoderLayer(nn.Module):
             out = rows.pack(out)  # (B, S, D) -> (N, D)
         return self.dropout(out), w
 
+    def _add(self, x: Tensor, sublayer: Tensor) -> Tensor:
+        return x + sublayer if self.residual else sublayer
+
     def forward(self, x: Tensor, mask: Tensor | None = None, attn_bias: Tensor | None = None,
                 need_weights: bool = False, rows: PackedRows | None = None) -> tuple[Tensor, Tensor | None]:
         if self.norm_first:
             a, w = self._self_attention(self.norm_1(x), mask, attn_bias, need_weights, rows)
-            x = x + a
-            x = x + self.dropout(self.ffn(self.norm_2(x)))
+            x = self._add(x, a)
+            if self.ffn is not None:
+                x = self._add(x, self.dropout(self.ffn(self.norm_2(x))))
         else:
             a, w = self._self_attention(x, mask, attn_bias, need_weights, rows)
-            x = self.norm_1(x + a)
-            x = self.norm_2(x + self.dropout(self.ffn(x)))
+            x = self.norm_1(self._add(x, a))
+            if self.ffn is not None:
+                x = self.norm_2(self._add(x, self.dropout(self.ffn(x))))
+        if self.ffn is None:
+            x = self.activation(x)
         return x, w
 
 
@@ -546,11 +569,12 @@ def final_norm(d_model: int, norm_first: bool, eps: float = 1e-5) -> nn.Module:
     return nn.LayerNorm(d_model, eps=eps) if norm_first else nn.Identity()
 
 
-def layer_stack(layer: type[nn.Module], cfg: StackConfig, n_layers: int) -> nn.ModuleList:
+def layer_stack(layer: type[nn.Module], cfg: StackConfig, n_layers: int, **switches: bool) -> nn.ModuleList:
     """``n_layers`` layers of class ``layer`` (:class:`EncoderLayer` or :class:`DecoderLayer`),
-    each of ``cfg``'s widths, dropout, activation and norm placement."""
+    each of ``cfg``'s widths, dropout, activation and norm placement (and an encoder layer's
+    ``residual``/``feed_forward``/``layer_norm`` switches)."""
     return nn.ModuleList(layer(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.activation, cfg.norm_first,
-                               cfg.norm_eps) for _ in range(n_layers))
+                               cfg.norm_eps, **switches) for _ in range(n_layers))
 
 
 def embedding_norm(d_model: int, cfg: StackConfig) -> nn.Module:
@@ -560,7 +584,8 @@ def embedding_norm(d_model: int, cfg: StackConfig) -> nn.Module:
 
 
 # ----------------------------------------------------------------------------- the feed-forward block
-ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu}
+# ELU: a graph attention layer's (Velickovic et al. 2018), for encoder layers without the FFN.
+ACTIVATIONS: dict[str, Callable[[Tensor], Tensor]] = {"relu": F.relu, "gelu": F.gelu, "silu": F.silu, "elu": F.elu}
 
 
 class FeedForward(nn.Module):

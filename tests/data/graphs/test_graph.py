@@ -103,3 +103,10 @@ def test_laplacian_eigenvectors_are_the_smallest_of_the_normalized_laplacian():
 def test_rows_are_normalized_to_sum_one_and_zero_rows_stay_zero():
     out = normalize_rows(np.array([[1, 3], [0, 0]], dtype=np.float32))
     assert out.tolist() == [[0.25, 0.75], [0, 0]]
+
+
+def test_a_graph_is_named_by_its_preset_unless_named(tmp_path):
+    # experiment=graph_nodes data.preset=cora runs and writes as "cora"; a user's files as "graph".
+    assert GraphDataModule(preset="cora").name == "cora"
+    assert GraphDataModule(preset="citeseer", name="mine").name == "mine"
+    assert GraphDataModule(*write_tiny_graph(tmp_path)).name == "graph"

@@ -134,7 +134,7 @@ class GraphDataModule(L.LightningDataModule):
     Args:
         nodes, edges: a user's ``nodes.tsv`` and ``edges.tsv`` (``data.graphs.graph``).
         preset: ``cora`` or ``citeseer`` (the Planetoid public split) instead of files.
-        name: what runs and outputs are called.
+        name: what runs and outputs are called; None: the preset's name, else ``graph``.
         directed: read ``edges.tsv`` as directed edges (a node attends to the nodes with an edge
             into it); default undirected, each edge both ways.
         normalize_features: divide each feature row by its sum (GCN's and GAT's preprocessing).
@@ -150,7 +150,7 @@ class GraphDataModule(L.LightningDataModule):
     draws_each_epoch = False
 
     def __init__(self, nodes: str | None = None, edges: str | None = None, preset: str | None = None,
-                 name: str = "graph", directed: bool = False, normalize_features: bool = True,
+                 name: str | None = None, directed: bool = False, normalize_features: bool = True,
                  laplacian_k: Annotated[int, Range(0, MAX_LAPLACIAN_K)] = 0,
                  data_dir: str | os.PathLike = "data/cache", mirror_root: str | None = None,
                  input: str = "nodes", seed: int = 0, num_workers: Annotated[int, Range(0, 1024)] = 0):
@@ -158,7 +158,7 @@ class GraphDataModule(L.LightningDataModule):
         check_graph({"nodes": nodes, "edges": edges, "preset": preset, "laplacian_k": laplacian_k, "input": input})
         self.nodes = str(Path(nodes).resolve()) if nodes else None
         self.edges = str(Path(edges).resolve()) if edges else None
-        self.preset, self.name, self.directed = preset, name, directed
+        self.preset, self.name, self.directed = preset, name or preset or "graph", directed
         self.normalize_features, self.laplacian_k = normalize_features, laplacian_k
         self.data_dir, self.mirror_root = str(data_dir), mirror_root
         self.tokenizer = None
