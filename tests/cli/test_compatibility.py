@@ -71,6 +71,8 @@ CHANGED.update({"task.warmup": None})
 CHANGED.update({f"{group}.{name}._target_": f"transformer.tasks.callbacks.{target}" for group, name, target in (
     ("callbacks", "early_stopping", "MeasuredEarlyStopping"), ("callbacks", "progress_bar", "progress_bar"),
     ("logger", "csv", "ResumableCSVLogger"))})
+# An exponential moving average of the weights (callbacks.ema), off unless a recipe sets it.
+CHANGED.update({"callbacks.ema": None})
 # Experiments added since 0.1.0: they have no composed config there to compare with.
 ADDED = {"train experiment=multi30k_multi", "train experiment=multi30k_multi_cpu",
          # Speech input: labelled recordings, FSDD digits, connected digit strings (AT and CTC).
