@@ -180,7 +180,7 @@ def check_config(cfg: DictConfig, complete: bool = False) -> None:
     for group in ("trainer", "data", "task"):
         check_config_types(cfg.get(group), group)
     check_task_config(cfg.get("task"))  # a translation task's shared settings and its optimizer node too
-    from transformer.data.core.checks import check_data_config
+    from transformer.data.core.datamodule import check_data_config
 
     check_data_config(cfg.get("data"), "data", complete)  # languages, column maps, splits, hub: before any file is read
     from transformer.data.parallel.languages import Languages

@@ -1,4 +1,4 @@
-"""The data half of training's validation step (``transformer/data/core/checks.py``) and the readers'
+"""The data half of training's validation step (``check_data_config``, ``data/core/datamodule.py``) and the readers'
 own guards: a column map that misses a language, columns that are no columns, two sources for
 one split, a pair of one language, no validation split, a hub dataset that cannot be there;
 a byte-order mark is no text; a training subset still reads its files to the end."""
@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
-from transformer.data.core.checks import check_data_config, check_hub, plain
-from transformer.data.core.readers import DataFormatError, iter_hub_rows, iter_lines, iter_rows, read_conllu
+from transformer.data.core.datamodule import check_data_config, plain
+from transformer.data.core.readers import DataFormatError, check_hub, iter_hub_rows, iter_lines, iter_rows, read_conllu
 from transformer.data.parallel.corpus import ParallelCorpus, check_columns, make_corpus
 from transformer.data.tagged.corpus import read_tagged_splits
 

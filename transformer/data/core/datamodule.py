@@ -15,6 +15,18 @@ by the trainer's rank/world size (so DDP needs ``Trainer(use_distributed_sampler
 ``dataloader(split)`` gives length-sorted batches of a whole split on every rank, each batch
 carrying ``index`` so outputs can be put back in split order
 (:func:`transformer.data.core.batching.restore_order`).
+
+Before any of that, training checks the composed ``data`` node as a whole
+(:func:`check_data_config`, before any file is read or the run folder exists): the tokenizer
+settings every kind shares (:func:`transformer.data.core.tokenizer.check_tokenizer`), then the
+checks the node's data module names as its ``check_config``, kept in each kind's ``corpus.py``
+with the corpus it describes (:func:`transformer.data.parallel.corpus.check_parallel`,
+:func:`transformer.data.labelled.corpus.check_labelled`, :func:`transformer.data.text.corpus.check_text`,
+:func:`transformer.data.tagged.corpus.check_tagged`). What a data module would only find out
+while preparing (or never: a column map that misses a language trains on one language twice)
+is a ``ValueError`` naming the key, printed by the command as one ``error:`` line. A config
+without a training source is a preset waiting for the user's files: it is checked for what it
+says, and asked for the files it lacks only as a run's config (``complete=True``).
 """
 
 from __future__ import annotations
@@ -28,11 +40,13 @@ from typing import Annotated, Any
 import lightning as L
 import numpy as np
 import torch
+from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 from torch.utils.data import DataLoader
 
 from transformer.data.core.batching import TokenBudgetBatchSampler
 from transformer.data.core.cache import cache_lock, check_cache, publish_cache
-from transformer.data.core.tokenizer import SubwordTokenizer
+from transformer.data.core.tokenizer import SubwordTokenizer, check_tokenizer
 from transformer.ranges import Range
 
 log = logging.getLogger(__name__)
@@ -75,8 +89,8 @@ class TokenBudgetDataModule(L.LightningDataModule):
 
     train_split = "train"
     val_split = "val"
-    # The checks of a config for this data module, ``(config dict, where) -> None``, run by
-    # transformer.data.core.checks.check_data_config before any file is read (each kind's checks.py).
+    # The checks of a config for this data module, ``(config dict, where, complete=...) -> None``,
+    # run by check_data_config before any file is read (each kind's corpus.py).
     check_config = None
     # Whether ``vocab_size`` was the user's own choice (the command line sets it): a smaller
     # real vocabulary is then worth a warning, not when a recipe's generous default was used.
@@ -291,5 +305,54 @@ def load_or_train_tokenizer(path: Path, texts_fn, vocab_size: int, model: str,
     return tok
 
 
-__all__ = ["FilterResult", "ResumableLoader", "TokenBudgetDataModule", "length_filter_columns",
-           "load_or_train_tokenizer"]
+# ---------------------------------------------------------------------------- checking a data config
+
+
+def plain(node: DictConfig) -> dict[str, Any]:
+    """The node's values as plain Python, each resolved where it can be; a value whose
+    interpolation does not resolve before Hydra runs (``${hydra:...}``) is kept as written,
+    and a required value left unset as ``"???"``."""
+    try:
+        return OmegaConf.to_container(node, resolve=True)
+    except OmegaConfBaseException:
+        pass
+    out = {}
+    for key in node:
+        try:
+            value = node[key]
+            out[key] = OmegaConf.to_container(value, resolve=True) if OmegaConf.is_config(value) else value
+        except OmegaConfBaseException:
+            raw = node._get_node(key)
+            out[key] = OmegaConf.to_container(raw, resolve=False) if OmegaConf.is_config(raw) else raw._value()
+    return out
+
+
+def data_module_checks(target: str):
+    """The checks the data module ``target`` (a config's ``_target_``) names as its
+    ``check_config`` (``check(d, where, complete=...)``), or None: a module without them, or a
+    target that does not import (``instantiate`` reports that itself)."""
+    import hydra.utils
+
+    try:
+        cls = hydra.utils.get_class(target)
+    except Exception:  # an unknown target is reported by instantiate itself
+        return None
+    return getattr(cls, "check_config", None)
+
+
+def check_data_config(data_cfg: DictConfig | None, where: str = "data", complete: bool = False) -> None:
+    """Check a composed ``data`` node (the module docstring says what) before any data is read;
+    a data module without checks of its own still has its tokenizer settings checked.
+    ``complete``: a run's config, which must also name its training source (a preset alone
+    may leave it to the user)."""
+    if not isinstance(data_cfg, DictConfig) or "_target_" not in data_cfg:
+        return
+    d = plain(data_cfg)
+    check_tokenizer(d, where)
+    check = data_module_checks(str(data_cfg._target_))
+    if check is not None:
+        check(d, where, complete=complete)
+
+
+__all__ = ["FilterResult", "ResumableLoader", "TokenBudgetDataModule", "check_data_config", "data_module_checks",
+           "length_filter_columns", "load_or_train_tokenizer", "plain"]

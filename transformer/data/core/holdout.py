@@ -16,7 +16,7 @@ read twice (count, then assign) as a stream.
 from __future__ import annotations
 
 import hashlib
-from typing import Iterable, Mapping
+from typing import Any, Iterable, Mapping
 
 
 def key_digest(key: str, seed: int) -> int:
@@ -82,4 +82,27 @@ class KeySplit:
         return self._held.get(key_digest(key, self.seed), self.train_name)
 
 
-__all__ = ["KeySplit", "key_digest"]
+def check_holdout(holdout: Any, files: Mapping[str, tuple[str | None, Any]], where: str) -> None:
+    """A data config's ``holdout`` (a corpus's checks call this where the config has one) carves
+    splits out of the training file: ``{split: row count or fraction below 1}``, never ``train``
+    itself, and never a split that also has a file (``files``: each split with a source, and the
+    key that gives it; None for a preset's own). A bad value is a ``ValueError`` naming the key,
+    before any file is read."""
+    if not isinstance(holdout, dict) or not holdout:
+        raise ValueError(f"{where}.holdout={holdout!r}: expected {{split: row count or fraction}}, e.g. {{dev: 0.1}}")
+    for split, size in holdout.items():
+        if split == "train":
+            raise ValueError(f"{where}.holdout.train: the held-out splits are carved from the training file; "
+                             "name the other splits (e.g. dev, test)")
+        if split in files:
+            key, value = files[split]
+            given = f"{where}.{key}={value}" if key else f"the preset's own {split} file"
+            raise ValueError(f"{where}.holdout.{split} and {given}: two sources for the {split} split; "
+                             f"give a file or a held-out share, not both")
+        if isinstance(size, bool) or not isinstance(size, (int, float)) or size <= 0 or (
+                isinstance(size, float) and size >= 1 and not size.is_integer()):
+            raise ValueError(f"{where}.holdout.{split}={size!r}: expected a row count (1, 2, ...) or a fraction "
+                             "between 0 and 1")
+
+
+__all__ = ["KeySplit", "check_holdout", "key_digest"]

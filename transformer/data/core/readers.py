@@ -438,6 +438,67 @@ def saved_dataset(folder: Path) -> bool:
     return (folder / "dataset_dict.json").is_file() or (folder / "state.json").is_file()
 
 
+OFFLINE_VARIABLES = ("HF_HUB_OFFLINE", "HF_DATASETS_OFFLINE")
+# Files `datasets.load_dataset` reads from a plain folder (its packaged builders), compressed or not.
+DATA_FILE_SUFFIXES = (".parquet", ".arrow", ".jsonl", ".json", ".csv", ".tsv", ".txt")
+
+
+def _has_data_files(folder: Path) -> bool:
+    """Whether ``folder`` holds a file ``load_dataset`` can read (the first one found ends the
+    walk); like ``datasets``, hidden files and folders (``.x``, ``__x``) do not count."""
+    for path in folder.rglob("*"):
+        if any(part.startswith((".", "__")) for part in path.relative_to(folder).parts):
+            continue
+        name = path.name.lower()
+        for packed in (".gz", ".zst", ".bz2", ".xz", ".zip"):
+            name = name.removesuffix(packed)
+        if name.endswith(DATA_FILE_SUFFIXES) and path.is_file():
+            return True
+    return False
+
+
+def offline() -> list[str]:
+    """The variables that switch the hub off (``HF_HUB_OFFLINE=1`` ...), as set now."""
+    return [v for v in OFFLINE_VARIABLES if os.environ.get(v, "").strip().upper() in ("1", "ON", "YES", "TRUE")]
+
+
+def _cached(name: str) -> bool:
+    """Whether a hub dataset has a copy in the local caches (what ``datasets`` reads offline)."""
+    import datasets.config
+    from huggingface_hub import constants
+
+    return ((Path(datasets.config.HF_DATASETS_CACHE) / name.replace("/", "___")).is_dir()
+            or (Path(constants.HF_HUB_CACHE) / f"datasets--{name.replace('/', '--')}").is_dir())
+
+
+def check_hub(hub: Any, where: str = "data.hub") -> None:
+    """What can be known of a hub source without loading it, as a ``ValueError`` naming
+    ``where``: a dataset name is given; a local folder is a dataset (written by
+    ``save_to_disk``, or holding data files); and offline (:func:`offline`), a name that is no
+    folder has a cached copy. Without that last check ``datasets`` retries the network before
+    it fails, with a traceback."""
+    if not isinstance(hub, dict):
+        raise ValueError(f"{where}={hub!r}: expected {{name: <dataset>, config: <config or null>}}")
+    name, config = hub.get("name"), hub.get("config")
+    if not isinstance(name, str) or name in ("", "???"):
+        raise ValueError(f"{where}.name: required (a Hugging Face dataset, e.g. {where}.name=wmt16, "
+                         "or a local folder)")
+    if config is not None and not isinstance(config, str):
+        raise ValueError(f"{where}.config={config!r}: expected a config name (e.g. ro-en) or null")
+    folder = Path(name).expanduser()
+    if folder.is_dir():
+        if not saved_dataset(folder) and not _has_data_files(folder):
+            raise ValueError(f"{where}.name={name}: a folder, but not a dataset: no dataset_dict.json or "
+                             f"state.json (save_to_disk) and no data files ({', '.join(DATA_FILE_SUFFIXES)})")
+        return
+    switched_off = offline()
+    if switched_off and not _cached(name):
+        setting = " ".join(f"{v}={os.environ[v]}" for v in switched_off)
+        raise ValueError(f"{where}.name={name}: not a local folder, and {setting} keeps the hub offline with no "
+                         f"cached copy of it: give a folder written by save_to_disk, or unset "
+                         f"{' and '.join(switched_off)} to download it")
+
+
 def load_hub(hub: dict, split: str):
     """One split of a hub dataset (``{"name", "config"}``) as a ``datasets.Dataset``: a folder
     written by ``save_to_disk`` through ``load_from_disk``, anything else (a hub name, a local
@@ -497,6 +558,7 @@ def hub_fingerprint(hub: dict, split: str) -> str:
     return str(load_hub(hub, split)._fingerprint)
 
 
-__all__ = ["FORMATS", "WORD_POS_CHUNK", "DataFormatError", "TaggedSentence", "check_column", "first_row",
+__all__ = ["FORMATS", "WORD_POS_CHUNK", "DataFormatError", "TaggedSentence", "check_column", "check_hub", "first_row",
            "hub_fingerprint", "infer_format", "iter_columns", "iter_conllu", "iter_hub_rows", "iter_line_pairs",
-           "iter_lines", "iter_rows", "load_hub", "read_columns", "read_conllu", "same_column", "saved_dataset"]
+           "iter_lines", "iter_rows", "load_hub", "offline", "read_columns", "read_conllu", "same_column",
+           "saved_dataset"]

@@ -58,6 +58,19 @@ def min_vocab_size(model: str) -> int:
     return len(pre_tokenizers.ByteLevel.alphabet()) + len(SPECIAL_TOKENS)
 
 
+def check_tokenizer(d: dict, where: str) -> None:
+    """A data config's ``tokenizer_model`` is one this project trains and its ``vocab_size`` one
+    that model can reach (every data module's config, before any file is read)."""
+    model, size = d.get("tokenizer_model"), d.get("vocab_size")
+    if model is None:
+        return
+    if model not in MODELS:
+        raise ValueError(f"{where}.tokenizer_model={model!r}: choose from {', '.join(MODELS)}")
+    if isinstance(size, int) and not isinstance(size, bool) and size < min_vocab_size(model):
+        raise ValueError(f"{where}.vocab_size={size}: a {model} tokenizer needs at least {min_vocab_size(model)} "
+                         f"pieces" + (" (the 256 bytes and the special tokens)" if model != "word" else ""))
+
+
 class SubwordTokenizer:
     """Encode text to ids and back; ``encode_words`` keeps word boundaries for tagging.
 

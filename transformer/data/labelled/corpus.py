@@ -17,8 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from transformer.data.core.checks import check_holdout
-from transformer.data.core.holdout import KeySplit
+from transformer.data.core.holdout import KeySplit, check_holdout
 from transformer.data.core.readers import DataFormatError, check_column, first_row, infer_format, iter_rows, same_column
 
 
@@ -162,7 +161,7 @@ def read_split(settings: Mapping[str, Any], split: str) -> LabelledFile:
 
 # ----------------------------------------------------------------------------- checking the config
 # The checks of a labelled-text config (transformer.data.labelled.datamodule.ClassificationDataModule),
-# run by transformer.data.core.checks.check_data_config before any file is read: a text
+# run by transformer.data.core.datamodule.check_data_config before any file is read: a text
 # and a label column, each its own; one source per split and a validation split; each local
 # file a table whose first row has both columns.
 
@@ -181,7 +180,8 @@ def check_labelled(d: dict, where: str, complete: bool = False) -> None:
         raise ValueError(f"{where}.text_column={text!r} and {where}.label_column={label!r}: one column for both; "
                          "the text and its label need a column each")
     files = {split: (split, d[split]) for split in ("train", "dev", "test") if d.get(split) is not None}
-    check_holdout(d.get("holdout"), files, where)
+    if d.get("holdout") is not None:
+        check_holdout(d["holdout"], files, where)
     if "train" not in files:
         if complete:
             raise ValueError(f"{where}.train: required (a labelled file: {where}.train=<file> {where}.dev=<file>, "

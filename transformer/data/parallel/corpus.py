@@ -34,10 +34,9 @@ import os
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from transformer.data.core.checks import check_holdout, check_hub
-from transformer.data.core.holdout import KeySplit
-from transformer.data.core.readers import (DataFormatError, check_column, first_row, hub_fingerprint, infer_format,
-                                           iter_hub_rows, iter_line_pairs, iter_rows, same_column)
+from transformer.data.core.holdout import KeySplit, check_holdout
+from transformer.data.core.readers import (DataFormatError, check_column, check_hub, first_row, hub_fingerprint,
+                                           infer_format, iter_hub_rows, iter_line_pairs, iter_rows, same_column)
 from transformer.data.core.sources import DATASETS, fetch
 from transformer.files import sha256_file
 
@@ -367,7 +366,7 @@ def _non_empty(pairs: Iterator[Pair], split: str, where: str) -> Iterator[Pair]:
 
 # ----------------------------------------------------------------------------- checking the config
 # The checks of a parallel corpus's config (transformer.data.parallel.datamodule.TranslationDataModule),
-# run by transformer.data.core.checks.check_data_config before any file is read:
+# run by transformer.data.core.datamodule.check_data_config before any file is read:
 #
 # - the language pair: two different codes; a column map names each of them (or ``src``/``tgt``)
 #   once and gives them two columns (transformer.data.parallel.corpus.check_columns);
@@ -375,7 +374,7 @@ def _non_empty(pairs: Iterator[Pair], split: str, where: str) -> Iterator[Pair]:
 #   transformer.data.core.readers.DataFormatError naming the file and line);
 # - every split has one source: a file or a share held out of the training file, not both, and
 #   training has a validation split to validate on;
-# - a hub dataset can be loaded (transformer.data.core.checks.check_hub).
+# - a hub dataset can be loaded (transformer.data.core.readers.check_hub).
 
 
 def _check_languages(d: dict, where: str) -> None:
@@ -406,7 +405,8 @@ def check_parallel(d: dict, where: str, complete: bool = False) -> None:
                 **{name: f"tests.{name}" for name in d.get("tests") or {}}}
     files = {split: (keys.get(split), source) for split, source in sources.items()}
     holdout = d.get("holdout")
-    check_holdout(holdout, files, where)
+    if holdout is not None:
+        check_holdout(holdout, files, where)
     if "train" not in sources:
         if complete:
             raise ValueError(f"{where}.train: required (the training file(s): {where}.train=corpus/train for "

@@ -32,9 +32,8 @@ import os
 from pathlib import Path
 from typing import Any, Iterator, Mapping, Sequence
 
-from transformer.data.core.checks import check_hub
 from transformer.data.core.holdout import key_digest
-from transformer.data.core.readers import (FORMATS, WORD_POS_CHUNK, first_row, hub_fingerprint, infer_format,
+from transformer.data.core.readers import (FORMATS, WORD_POS_CHUNK, check_hub, first_row, hub_fingerprint, infer_format,
                                            iter_columns, iter_conllu, iter_hub_rows, iter_lines, iter_rows)
 from transformer.data.core.sources import DATASETS, fetch
 from transformer.files import sha256_file
@@ -238,7 +237,7 @@ class TextCorpus:
 
 # ----------------------------------------------------------------------------- checking the config
 # The checks of an unlabelled-text config (transformer.data.text.datamodule.TextDataModule),
-# run by transformer.data.core.checks.check_data_config before any file is read: every
+# run by transformer.data.core.datamodule.check_data_config before any file is read: every
 # source a format can read, its local file there, a table's first row holding the column, a hub
 # dataset that can be loaded, and a held-out share when no validation source is given.
 
