@@ -28,7 +28,7 @@ from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.parallel.corpus import multi30k, read_pairs
 from transformer.decoding.precision import cpu_has_bf16
 from transformer.evaluation.hardware import cpu_name
-from transformer.inference.memory import bound_onednn_caches, keep_freed_memory
+from transformer.cli.common import bound_onednn_caches, keep_freed_memory
 from transformer.tasks.translation import TranslationTask
 
 

@@ -29,7 +29,7 @@ layers' and attention's, counted by ``torch.utils.flop_counter``), divided by th
 seconds, beside this machine's matmul limit at the model's shapes, fp32 and bf16
 (``scripts/bench_limit.py``, measured at the start of the run). CTranslate2's rows divide the
 same count by its time: the work its search does, up to how it batches.
-The process keeps the memory it frees (``transformer.inference.memory``), as the inference
+The process keeps the memory it frees (``transformer.cli.common.keep_freed_memory``), as the inference
 commands do; CTranslate2, in the same process, has its own caching allocator.
 """
 
@@ -49,7 +49,7 @@ import torch
 
 from transformer.accel.quantize import apply_quantize
 from transformer.evaluation.hardware import cpu_name
-from transformer.inference.memory import bound_onednn_caches, keep_freed_memory
+from transformer.cli.common import bound_onednn_caches, keep_freed_memory
 
 from transformer.data.parallel.corpus import multi30k, read_pairs
 from transformer.evaluation import score_translations
@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> dict:
     args = parser.parse_args(argv)
 
     torch.set_num_threads(args.threads)
-    keep_freed_memory()  # as the inference commands do (transformer.inference.memory)
+    keep_freed_memory()  # as the inference commands do (transformer.cli.common)
     bound_onednn_caches()
     task = load_task(args.ckpt)
     hp = task.hparams

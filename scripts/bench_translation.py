@@ -309,7 +309,7 @@ def main():
     torch.manual_seed(0)
     device = torch.device(args.device)
     if device.type == "cpu":
-        from transformer.inference.memory import keep_freed_memory
+        from transformer.cli.common import keep_freed_memory
 
         keep_freed_memory()  # as transformer-train does on a CPU (the peer gains from it alike)
     tok, batches, val_src = build_batches(args)

@@ -30,7 +30,7 @@ from torch.profiler import ProfilerActivity, profile
 
 from transformer.cli.common import CONF_DIR
 from transformer.cli.train import build_datamodule, build_task, training_device
-from transformer.inference.memory import keep_freed_memory
+from transformer.cli.common import keep_freed_memory
 
 
 def compose_train_config(overrides: list[str], output_dir: str):

@@ -1,9 +1,13 @@
 """The door every command passes through: compose once, check once, run (docs/cli.md, "Runs,
-sweeps and run folders"). A user error anywhere is one ``error:`` line and exit status 2."""
+sweeps and run folders"). A user error anywhere is one ``error:`` line and exit status 2. A
+command that decodes or trains on a CPU also sets how its process keeps memory
+(:func:`keep_freed_memory`, :func:`bound_onednn_caches`)."""
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import ctypes.util
 import dataclasses
 import functools
 import itertools
@@ -317,7 +321,6 @@ def load_for_inference(ckpt_path, device: str = "auto", backend: str = "none", q
     """``(task, device)``: the checkpoint(s) in eval mode on ``device``, fast path and quantization applied."""
     from transformer import accel
     from transformer.accel.quantize import apply_quantize, check_quantize
-    from transformer.inference.memory import bound_onednn_caches, keep_freed_memory
     from transformer.tasks.checkpoint import load_task
 
     dev = resolve_device(device)  # a bad device or backend fails before the checkpoint is read
@@ -334,3 +337,62 @@ def load_for_inference(ckpt_path, device: str = "auto", backend: str = "none", q
 def claimed(cfg: DictConfig):
     """The run folder of a training config (``output_dir``), claimed for the block (``files.run_folder``)."""
     return run_folder(Path(cfg.output_dir), cfg.get("ckpt_path"))
+
+
+# ----------------------------------------------------------------------------- the process's memory
+# Every decoding step allocates tensors of megabytes and frees them at the next: a beam step's
+# log-probabilities over the vocabulary are (N, V), 18 MB for 565 rows of 8,000. glibc's malloc
+# serves an allocation that large with fresh pages from the kernel (mmap) and returns them when it
+# is freed, and the kernel zeroes each fresh page at its first touch: on a 2-core Intel Xeon, 0.9
+# million page faults and 1.8 s of system time in 16 s of beam 5 over 1,000 sentences, 50 thousand
+# and 0.1 s with the two thresholds below raised. A CPU training step does the same at a larger
+# scale (1.13x the tokens per second in fp32, 1.07x in bf16, on a 2-core AMD EPYC). CTranslate2
+# gets the same from its own caching allocator. The price: the process keeps what it freed, so its
+# resident size stays near its peak, which suits a command whose every batch reaches the same peak
+# again (on one 2-core AMD EPYC, compiled greedy decoding of a file ran slower with the thresholds
+# raised, 228 against 256 sentences/s, and beam 5 faster, 73.4 against 68.6). So the inference
+# commands (load_for_inference) call keep_freed_memory once, before they load a model, and
+# transformer-train before it builds one to train on a CPU.
+#
+# oneDNN (compiled decoding's products on packed weights, bf16 training's products) keeps what it
+# built for each product shape it has seen: its primitive cache and ideep's cache above it, 1,024
+# entries each by default. Search changes its row count at every batch and whenever rows finish,
+# and every training batch has a length of its own, so the resident size grew with every new shape
+# (2-core AMD EPYC: a compiled server through a soak and an overload of 500 clients, 919 MB to
+# 1,170 MB; 400 bf16 CPU-recipe updates peaked at 4.5 GB). bound_onednn_caches bounds both:
+# decoding keeps 256 entries (every source length of single sentences for a step's handful of
+# weight shapes; a new shape costs about 0.3 ms a product; the server then ended at 954 MB),
+# training 64, as every batch is a new shape anyway (the 400 updates then peaked at 1.9 GB in the
+# same time with the same losses). The measurements are in docs/experiments.md ("Speed").
+
+# mallopt's parameters (glibc's malloc.h).
+M_TRIM_THRESHOLD = -1  # free memory at the top of the heap past this goes back to the system
+M_MMAP_THRESHOLD = -3  # allocations from this size up get pages of their own (mmap)
+# Both raised to 1 GiB: every tensor of a decoding step comes from the heap, and the heap keeps
+# what is freed.
+THRESHOLD = 1 << 30
+# Entries kept by oneDNN's primitive cache and by ideep's computation cache; both read their
+# environment variable once, at their first use.
+ONEDNN_CACHES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
+ONEDNN_CACHE_ENTRIES = 256  # decoding's; training's: TRAINING_CACHE_ENTRIES
+TRAINING_CACHE_ENTRIES = 64
+
+
+def keep_freed_memory() -> bool:
+    """Raise glibc's mmap and trim thresholds for this process; True if both were set, False
+    where the C library is not glibc (nothing changes then)."""
+    name = ctypes.util.find_library("c")
+    try:
+        libc = ctypes.CDLL(name)
+        mallopt = libc.mallopt
+    except (OSError, AttributeError, TypeError):
+        return False
+    mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
+    return bool(mallopt(M_MMAP_THRESHOLD, THRESHOLD)) and bool(mallopt(M_TRIM_THRESHOLD, THRESHOLD))
+
+
+def bound_onednn_caches(entries: int = ONEDNN_CACHE_ENTRIES) -> dict[str, str]:
+    """Bound oneDNN's caches of per-shape products to ``entries`` each, unless the environment
+    already sets them (the user's value wins); the variables as they now stand. Only takes
+    effect before the process's first oneDNN product: each cache reads its variable once."""
+    return {name: os.environ.setdefault(name, str(entries)) for name in ONEDNN_CACHES}

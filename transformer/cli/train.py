@@ -29,12 +29,12 @@ from transformer.tasks.callbacks import (
     ResumableCSVLogger,
     quiet_library_noise,
 )
-from transformer.cli.common import GROUP_HINTS, StoppedBySignal, claimed, hydra_entry
+from transformer.cli.common import (GROUP_HINTS, TRAINING_CACHE_ENTRIES, StoppedBySignal, bound_onednn_caches, claimed,
+                                    hydra_entry, keep_freed_memory)
 from transformer.decoding.precision import cpu_has_bf16
 from transformer.decoding.settings import DecodeSettings
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.files import write_text
-from transformer.inference.memory import TRAINING_CACHE_ENTRIES, bound_onednn_caches, keep_freed_memory
 from transformer.models.transformer import count_parameters
 from transformer.ranges import check_count
 from transformer.tasks.build import check_config_types, check_model_config, check_task_config, position_limit, show

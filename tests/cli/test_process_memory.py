@@ -1,11 +1,12 @@
-"""The inference commands keep freed memory for the next allocation (glibc's thresholds)."""
+"""A command that decodes or trains on a CPU keeps freed memory for the next allocation (glibc's
+thresholds) and bounds oneDNN's per-shape caches (``cli/common.py``)."""
 
 import platform
-from pathlib import Path
 import subprocess
 import sys
 
 import pytest
+from hydra_helpers import compose_cfg
 
 # Three 48 MB tensors written and freed four times; the page faults of the last three rounds.
 # 48 MB is above the largest mmap threshold glibc picks by itself (32 MB), so by default every
@@ -13,7 +14,7 @@ import pytest
 ROUNDS = """
 import resource, sys
 import torch
-from transformer.inference.memory import keep_freed_memory
+from transformer.cli.common import keep_freed_memory
 
 if sys.argv[1] == "keep":
     assert keep_freed_memory()
@@ -44,12 +45,12 @@ def test_freed_tensors_are_reused_without_fresh_pages():
 
 @glibc
 def test_the_inference_loader_keeps_freed_memory(monkeypatch):
-    import transformer.inference.memory as memory
+    import transformer.cli.common as common
     from transformer.cli.common import load_for_inference
     from transformer.tasks.checkpoint import CheckpointError
 
     calls = []
-    monkeypatch.setattr(memory, "keep_freed_memory", lambda: calls.append(1) or True)
+    monkeypatch.setattr(common, "keep_freed_memory", lambda: calls.append(1) or True)
     with pytest.raises(CheckpointError):  # kept before the checkpoint is read
         load_for_inference("/nonexistent/model.ckpt", "cpu")
     assert calls == [1]
@@ -57,11 +58,6 @@ def test_the_inference_loader_keeps_freed_memory(monkeypatch):
 
 @glibc
 def test_training_on_a_cpu_keeps_freed_memory_and_bounds_onednn_before_it_builds_anything(monkeypatch, tmp_path):
-    import sys
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "cli"))
-    from hydra_helpers import compose_cfg
-
     import transformer.cli.train as train_cli
 
     calls = []
@@ -87,7 +83,7 @@ def test_training_on_a_cpu_keeps_freed_memory_and_bounds_onednn_before_it_builds
 # (about 220 MB here); bounded, at most the bound's worth.
 SHAPES = """
 import ctypes, sys
-from transformer.inference.memory import bound_onednn_caches
+from transformer.cli.common import bound_onednn_caches
 bound_onednn_caches(int(sys.argv[1]))
 import torch
 
@@ -114,7 +110,7 @@ def test_onednn_keeps_a_bounded_number_of_product_shapes(monkeypatch):
 
 
 def test_the_user_s_cache_bound_wins(monkeypatch):
-    from transformer.inference.memory import ONEDNN_CACHE_ENTRIES, bound_onednn_caches
+    from transformer.cli.common import ONEDNN_CACHE_ENTRIES, bound_onednn_caches
 
     monkeypatch.setenv("LRU_CACHE_CAPACITY", "7")
     monkeypatch.delenv("ONEDNN_PRIMITIVE_CACHE_CAPACITY", raising=False)
@@ -122,12 +118,12 @@ def test_the_user_s_cache_bound_wins(monkeypatch):
 
 
 def test_the_inference_loader_bounds_onednn_caches_before_reading(monkeypatch):
-    import transformer.inference.memory as memory
+    import transformer.cli.common as common
     from transformer.cli.common import load_for_inference
     from transformer.tasks.checkpoint import CheckpointError
 
     calls = []
-    monkeypatch.setattr(memory, "bound_onednn_caches", lambda: calls.append(1) or {})
+    monkeypatch.setattr(common, "bound_onednn_caches", lambda: calls.append(1) or {})
     with pytest.raises(CheckpointError):
         load_for_inference("/nonexistent/model.ckpt", "cpu")
     assert calls == [1]
