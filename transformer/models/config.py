@@ -102,7 +102,7 @@ class TransformerConfig(StackConfig):
         n_encoder_layers, n_decoder_layers: the depth of each stack.
         tgt_vocab_size: target vocabulary size when vocabularies are separate.
         share_embeddings: one embedding matrix for source and target (joint vocabulary;
-            requires equal sizes).
+            requires equal sizes: ``models.transformer.target_vocab_size``).
         tie_output: output projection = target embedding (Press & Wolf 2017).
         output_bias: a learned bias per target piece added to the decoder's vocabulary scores
             (Marian's ``final_logits_bias``); off: the projection alone, as the paper.
@@ -118,15 +118,6 @@ class TransformerConfig(StackConfig):
     tie_output: bool = True
     output_bias: bool = False
     mask_target_padding: bool = True
-
-    def target_vocab_size(self) -> int:
-        """The target vocabulary size (the source's when not given); shared embeddings need one
-        joint vocabulary, else a ``ValueError`` says how to fix the config."""
-        size = self.vocab_size if self.tgt_vocab_size is None else self.tgt_vocab_size
-        if self.share_embeddings and size != self.vocab_size:
-            raise ValueError(f"share_embeddings needs one joint vocabulary, got {self.vocab_size} source vs "
-                             f"{size} target ids; set share_embeddings=false")
-        return size
 
 
 @dataclass(kw_only=True)

@@ -23,7 +23,8 @@ import torch
 from torch import Tensor, nn
 
 from transformer.models.nat import NonAutoregressiveDecoder
-from transformer.models.transformer import EncoderOut, TransformerConfig, TransformerEncoder, hp, init_weights
+from transformer.models.transformer import (EncoderOut, TransformerConfig, TransformerEncoder, hp, init_weights,
+                                            target_vocab_size)
 from transformer.ranges import Range
 
 UPSAMPLE_MODES = ("copy", "interpolate")
@@ -124,7 +125,7 @@ class CTCNonAutoregressiveModel(nn.Module):
 
     def __init__(self, cfg: CTCConfig):
         super().__init__()
-        tgt_vocab_size = cfg.target_vocab_size()
+        tgt_vocab_size = target_vocab_size(cfg)
         if cfg.blank_id is None:
             raise ValueError("a CTC model needs blank_id (the tokenizer's [MASK] id)")
         if not cfg.upsample_ratio >= 1:

@@ -27,6 +27,7 @@ from transformer.models.transformer import (
     hp,
     init_weights,
     layer_stack,
+    target_vocab_size,
 )
 from transformer.modules.attention import merge_masks, pad_mask
 from transformer.modules.positional import build_positional
@@ -236,7 +237,7 @@ class NonAutoregressiveModel(nn.Module):
 
     def __init__(self, cfg: NATConfig):
         super().__init__()
-        tgt_vocab_size = cfg.target_vocab_size()
+        tgt_vocab_size = target_vocab_size(cfg)
         if cfg.decoder_input == "mask" and cfg.mask_id is None:
             raise ValueError("decoder_input='mask' needs mask_id")
         self.cfg = cfg

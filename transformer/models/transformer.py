@@ -87,7 +87,7 @@ class EncoderDecoder(nn.Module):
         self.cfg = cfg
         self.pad_id = cfg.pad_id
         self.src_vocab_size = cfg.vocab_size
-        self.vocab_size = cfg.target_vocab_size()
+        self.vocab_size = target_vocab_size(cfg)
         self.encoder = TransformerEncoder(cfg, cfg.n_encoder_layers)
         self.decoder = AutoregressiveDecoder(
             cfg, self.vocab_size, embedding=self.encoder.embedding if cfg.share_embeddings else None,
@@ -563,6 +563,17 @@ class DecoderLayer(nn.Module):
         return out.reshape(n, t, -1), w
 
 
+def target_vocab_size(cfg: TransformerConfig) -> int:
+    """The target vocabulary an encoder-decoder builds (the source's when ``tgt_vocab_size`` is
+    not given); shared embeddings need one joint vocabulary, else a ``ValueError`` says how to
+    fix the config."""
+    size = cfg.vocab_size if cfg.tgt_vocab_size is None else cfg.tgt_vocab_size
+    if cfg.share_embeddings and size != cfg.vocab_size:
+        raise ValueError(f"share_embeddings needs one joint vocabulary, got {cfg.vocab_size} source vs "
+                         f"{size} target ids; set share_embeddings=false")
+    return size
+
+
 def final_norm(d_model: int, norm_first: bool, eps: float = 1e-5) -> nn.Module:
     """A stack's last step: a LayerNorm after pre-norm layers, whose output is not normalised
     otherwise (Xiong et al. 2020); nothing (``nn.Identity``, no weights) after post-norm ones."""
@@ -655,5 +666,5 @@ __all__ = [
     "ACTIVATIONS", "AutoregressiveDecoder", "DecoderLayer", "EncoderConfig", "EncoderDecoder", "EncoderLayer",
     "EncoderOut", "FeedForward", "InputHook", "PositionalFactory", "StackConfig", "TransformerConfig",
     "TransformerEncoder", "VocabProjection", "count_parameters", "embedding_norm", "final_norm", "hp", "init_weights",
-    "layer_stack",
+    "layer_stack", "target_vocab_size",
 ]
