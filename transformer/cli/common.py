@@ -340,51 +340,24 @@ def claimed(cfg: DictConfig):
 
 
 # ----------------------------------------------------------------------------- the process's memory
-# Every decoding step allocates tensors of megabytes and frees them at the next: a beam step's
-# log-probabilities over the vocabulary are (N, V), 18 MB for 565 rows of 8,000. glibc's malloc
-# serves an allocation that large with fresh pages from the kernel (mmap) and returns them when it
-# is freed, and the kernel zeroes each fresh page at its first touch: on a 2-core Intel Xeon, 0.9
-# million page faults and 1.8 s of system time in 16 s of beam 5 over 1,000 sentences, 50 thousand
-# and 0.1 s with the two thresholds below raised. A CPU training step does the same at a larger
-# scale (1.13x the tokens per second in fp32, 1.07x in bf16, on a 2-core AMD EPYC). CTranslate2
-# gets the same from its own caching allocator. The price: the process keeps what it freed, so its
-# resident size stays near its peak, which suits a command whose every batch reaches the same peak
-# again (on one 2-core AMD EPYC, compiled greedy decoding of a file ran slower with the thresholds
-# raised, 228 against 256 sentences/s, and beam 5 faster, 73.4 against 68.6). So the inference
-# commands (load_for_inference) call keep_freed_memory once, before they load a model, and
-# transformer-train before it builds one to train on a CPU.
-#
-# oneDNN (compiled decoding's products on packed weights, bf16 training's products) keeps what it
-# built for each product shape it has seen: its primitive cache and ideep's cache above it, 1,024
-# entries each by default. Search changes its row count at every batch and whenever rows finish,
-# and every training batch has a length of its own, so the resident size grew with every new shape
-# (2-core AMD EPYC: a compiled server through a soak and an overload of 500 clients, 919 MB to
-# 1,170 MB; 400 bf16 CPU-recipe updates peaked at 4.5 GB). bound_onednn_caches bounds both:
-# decoding keeps 256 entries (every source length of single sentences for a step's handful of
-# weight shapes; a new shape costs about 0.3 ms a product; the server then ended at 954 MB),
-# training 64, as every batch is a new shape anyway (the 400 updates then peaked at 1.9 GB in the
-# same time with the same losses). The measurements are in docs/experiments.md ("Speed").
-
-# mallopt's parameters (glibc's malloc.h).
-M_TRIM_THRESHOLD = -1  # free memory at the top of the heap past this goes back to the system
-M_MMAP_THRESHOLD = -3  # allocations from this size up get pages of their own (mmap)
-# Both raised to 1 GiB: every tensor of a decoding step comes from the heap, and the heap keeps
-# what is freed.
-THRESHOLD = 1 << 30
-# Entries kept by oneDNN's primitive cache and by ideep's computation cache; both read their
-# environment variable once, at their first use.
+# A decoding or CPU training step frees tensors of megabytes and allocates them again at the next;
+# glibc hands blocks that large back to the kernel, which zeroes fresh pages at first touch (0.9
+# million page faults, 1.8 s of system time in 16 s of beam 5; 50 thousand and 0.1 s with its
+# thresholds raised, at the price of a resident size near the peak). oneDNN keeps state for every
+# product shape it meets, and search and training meet a new one at almost every batch: bounded,
+# the resident size stays flat. The measurements: docs/experiments.md ("Speed").
+M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # mallopt's parameters (glibc's malloc.h)
+THRESHOLD = 1 << 30  # both raised to 1 GiB: the heap keeps what a step frees
+# oneDNN's primitive cache and ideep's computation cache; each reads its variable at first use.
 ONEDNN_CACHES = ("ONEDNN_PRIMITIVE_CACHE_CAPACITY", "LRU_CACHE_CAPACITY")
-ONEDNN_CACHE_ENTRIES = 256  # decoding's; training's: TRAINING_CACHE_ENTRIES
-TRAINING_CACHE_ENTRIES = 64
+ONEDNN_CACHE_ENTRIES, TRAINING_CACHE_ENTRIES = 256, 64  # decoding's, training's
 
 
 def keep_freed_memory() -> bool:
     """Raise glibc's mmap and trim thresholds for this process; True if both were set, False
     where the C library is not glibc (nothing changes then)."""
-    name = ctypes.util.find_library("c")
     try:
-        libc = ctypes.CDLL(name)
-        mallopt = libc.mallopt
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c")).mallopt
     except (OSError, AttributeError, TypeError):
         return False
     mallopt.argtypes, mallopt.restype = [ctypes.c_int, ctypes.c_int], ctypes.c_int
