@@ -1,10 +1,10 @@
 """Data, by kind. ``core/`` is what every kind shares: dataset sources (download/mirror +
 checksums), readers (one per file format), the subword tokenizer, seeded held-out splits, the
-Arrow cache, token-budget batching, the config checks every kind runs and the base
-LightningDataModule. Each kind of data has its own package: ``parallel/`` (sentence pairs,
+Arrow cache, token-budget batching and the base LightningDataModule (with the data config check
+every kind runs). Each kind of data has its own package: ``parallel/`` (sentence pairs,
 translation), ``text/`` (unlabelled text, pretraining), ``labelled/`` (a label per text,
 classification) and ``tagged/`` (a tag per word, tagging), each with its corpus reader
-(``corpus.py``), its config checks (``checks.py``) and its LightningDataModule, which tokenizes
+and its config checks (``corpus.py``) and its LightningDataModule, which tokenizes
 the corpus into the cache (``datamodule.py``), named by its path in configs
 (``transformer.data.parallel.datamodule.TranslationDataModule``).
 

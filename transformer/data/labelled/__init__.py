@@ -1,2 +1,2 @@
-"""Labelled text (a label per text, for classification): the corpus reader (``corpus.py``), its
-config checks (``checks.py``) and the ClassificationDataModule (``datamodule.py``)."""
+"""Labelled text (a label per text, for classification): the corpus reader and its config
+checks (``corpus.py``) and the ClassificationDataModule (``datamodule.py``)."""

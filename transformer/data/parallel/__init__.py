@@ -1,2 +1,2 @@
-"""Parallel text (sentence pairs, for translation): the corpus reader (``corpus.py``), its config
-checks (``checks.py``) and the TranslationDataModule (``datamodule.py``)."""
+"""Parallel text (sentence pairs, for translation): the corpus reader and its config
+checks (``corpus.py``) and the TranslationDataModule (``datamodule.py``)."""

@@ -1,2 +1,2 @@
-"""Tagged text (a tag per word, for tagging): the corpus reader (``corpus.py``), its option
-checks (``checks.py``) and the TaggingDataModule (``datamodule.py``)."""
+"""Tagged text (a tag per word, for tagging): the corpus reader and its option
+checks (``corpus.py``) and the TaggingDataModule (``datamodule.py``)."""

@@ -1,2 +1,2 @@
-"""Unlabelled text (passages, for pretraining): the corpus reader (``corpus.py``), its config
-checks (``checks.py``) and the TextDataModule (``datamodule.py``)."""
+"""Unlabelled text (passages, for pretraining): the corpus reader and its config
+checks (``corpus.py``) and the TextDataModule (``datamodule.py``)."""
