@@ -73,6 +73,9 @@ CHANGED.update({f"{group}.{name}._target_": f"transformer.tasks.callbacks.{targe
     ("logger", "csv", "ResumableCSVLogger"))})
 # An exponential moving average of the weights (callbacks.ema), off unless a recipe sets it.
 CHANGED.update({"callbacks.ema": None})
+# The encoder attention's score for node classification (model.attention_score): dot, as before;
+# GCN's degree normalisation as a bias along the edges (model.degree_bias), off.
+CHANGED.update({"model.attention_score": "dot", "model.degree_bias": False})
 # Experiments added since 0.1.0: they have no composed config there to compare with.
 ADDED = {"train experiment=multi30k_multi", "train experiment=multi30k_multi_cpu",
          # Speech input: labelled recordings, FSDD digits, connected digit strings (AT and CTC).

@@ -71,9 +71,26 @@ def test_attention_dropout_is_its_own_setting():
     assert model("full", dropout=0.3).encoder.layers[0].self_attn.dropout == 0.3  # None: the model's dropout
 
 
+def test_the_attention_score_is_a_switch_dot_by_default():
+    from transformer.modules.attention import AdditiveAttention, MultiHeadAttention
+
+    assert all(type(layer.self_attn) is MultiHeadAttention for layer in model("edges").encoder.layers)
+    net = model("edges", attention_score="additive")
+    assert all(type(layer.self_attn) is AdditiveAttention for layer in net.encoder.layers)
+    n = 6
+    x, edges = torch.randn(1, n, 5), path_graph(n)
+    out, weights = net(x, edges, need_weights=True)
+    torch.testing.assert_close(net(x, edges), out, atol=1e-5, rtol=1e-5)  # the edge path and the dense weights agree
+    assert weights[0][0, :, 0, 2:].abs().sum() == 0  # node 0 hears nodes 0 and 1 only
+    with pytest.raises(ValueError, match="attention_score must be one of"):
+        model("edges", attention_score="cosine")
+
+
 def test_a_node_classifier_refuses_what_it_cannot_read():
     with pytest.raises(ValueError, match="attention must be one of"):
         model("everywhere")
+    with pytest.raises(ValueError, match="degree_bias weighs the graph's edges"):
+        model("full", degree_bias=True)
     with pytest.raises(ValueError, match="needs a node front end"):
         NodeClassifier(NodeClassifierConfig(d_model=8, n_heads=2, n_layers=1, d_ff=8, n_classes=2))
     with pytest.raises(ValueError, match="n_features is not set"):

@@ -1,12 +1,13 @@
 """A graph's adjacency as self-attention's mask: attention along the edges (the dense mask and
 the edge-by-edge path) equals full attention with a -inf bias off the edges, gradients included;
-the mask has self-loops and reads edges source -> target."""
+the mask has self-loops and reads edges source -> target; GAT's additive score follows its
+formula along the edges as on the dense mask."""
 
 from __future__ import annotations
 
 import torch
 
-from transformer.modules.attention import EdgeMask, MultiHeadAttention, adjacency_mask
+from transformer.modules.attention import AdditiveAttention, EdgeMask, MultiHeadAttention, adjacency_mask
 
 
 def random_graph(n: int = 30, e: int = 80, seed: int = 0) -> torch.Tensor:
@@ -64,3 +65,62 @@ def test_a_node_hears_nothing_beyond_its_edges():
     y[0, 2] -= 3.0  # node 2 sends to no one either (1 -> 2 only)
     moved, _ = mha(y, y, y, EdgeMask(edges, n))
     torch.testing.assert_close(moved[0, :2], out[0, :2])
+
+
+def test_the_additive_score_is_gats_formula_and_nothing_off_the_edges():
+    n, d, h = 4, 4, 2
+    edges = torch.tensor([[0, 2, 3], [1, 1, 2]])  # 0 -> 1, 2 -> 1, 3 -> 2; node 0 hears only itself
+    torch.manual_seed(0)
+    att = AdditiveAttention(d, h).eval()
+    x = torch.randn(1, n, d)
+    wx = att.w_v(x)[0].view(n, h, d // h)  # (N, H, d_head): W x, shared by score and value
+    expected = torch.zeros(n, h, d // h)
+    weights = torch.zeros(h, n, n)
+    for i in range(n):
+        hears = [i] + [int(s) for s, t in edges.T if int(t) == i]  # N(i) and i itself
+        for head in range(h):
+            e = torch.stack([torch.nn.functional.leaky_relu(
+                att.a_dst[head] @ wx[i, head] + att.a_src[head] @ wx[j, head], 0.2) for j in hears])
+            alpha = torch.softmax(e, 0)
+            expected[i, head] = sum(a * wx[j, head] for a, j in zip(alpha, hears))
+            weights[head, i, hears] = alpha
+    expected = att.w_o(expected.reshape(1, n, d))
+    along_edges, _ = att(x, x, x, EdgeMask(edges, n))
+    dense, got = att(x, x, x, EdgeMask(edges, n), need_weights=True)
+    for out in (along_edges, dense):
+        torch.testing.assert_close(out, expected, atol=1e-5, rtol=1e-5)
+    torch.testing.assert_close(got[0], weights, atol=1e-6, rtol=1e-5)
+    assert (got[0][:, ~adjacency_mask(edges, n)] == 0).all()  # masked entries get exactly 0
+    assert not hasattr(att, "w_q") and not hasattr(att, "w_k")  # one projection: W
+
+
+def test_additive_attention_along_the_edges_equals_its_dense_mask_gradients_included():
+    n = 30
+    edges = random_graph(n)
+    att = AdditiveAttention(16, 4).eval()
+    x = torch.randn(2, n, 16, requires_grad=True)
+    bias = torch.zeros(n, n).masked_fill(~adjacency_mask(edges, n), float("-inf"))  # (N, N)
+    reference, _ = att(x, x, x, None, attn_bias=bias)
+    along_edges, _ = att(x, x, x, EdgeMask(edges, n))
+    torch.testing.assert_close(along_edges, reference, atol=1e-5, rtol=1e-5)
+    grad_ref, = torch.autograd.grad(reference.square().sum(), x)
+    grad_edges, = torch.autograd.grad(along_edges.square().sum(), x)
+    torch.testing.assert_close(grad_edges, grad_ref, atol=1e-5, rtol=1e-5)
+
+
+def test_the_degree_bias_is_gcns_normalisation_along_the_edges_as_on_the_dense_mask():
+    n = 12
+    edges = random_graph(n, 30, seed=1)
+    mask = adjacency_mask(edges, n)
+    degree = mask.sum(-1).float()  # (N,): incoming edges with the self-loop
+    gcn = torch.zeros(n, n).masked_fill(~mask, float("-inf")) - 0.5 * (degree[:, None] * degree[None, :]).log()
+    for att in (MultiHeadAttention(8, 2).eval(), AdditiveAttention(8, 2).eval()):
+        x = torch.randn(1, n, 8)
+        reference, _ = att(x, x, x, None, attn_bias=gcn)
+        along_edges, _ = att(x, x, x, EdgeMask(edges, n, degree_bias=True))
+        weighed, weights = att(x, x, x, EdgeMask(edges, n, degree_bias=True), need_weights=True)
+        plain, _ = att(x, x, x, EdgeMask(edges, n))
+        for out in (along_edges, weighed):
+            torch.testing.assert_close(out, reference, atol=1e-5, rtol=1e-5)
+        assert not torch.allclose(plain, reference, atol=1e-3)  # the bias changes what a node hears
+        assert (weights[0][:, ~mask] == 0).all()

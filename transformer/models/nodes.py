@@ -41,7 +41,11 @@ class NodeClassifierConfig(EncoderConfig):
             kernel and costs several times more on a CPU; along the edges it is cheap.
         residual, feed_forward, layer_norm: the encoder layers' switches
             (``models.transformer.EncoderLayer``); all three off with ``activation="elu"`` is a
-            graph attention network's layer (Velickovic et al. 2018), dot-product scored.
+            graph attention network's layer (Velickovic et al. 2018).
+        degree_bias: along the edges, add GCN's ``log(1 / sqrt(d_i d_j))`` to the attention scores
+            (``modules.attention.EdgeMask``).
+        attention_score: ``"dot"`` (the Transformer's scaled dot product) or ``"additive"``
+            (GAT's score, ``modules.attention.AdditiveAttention``: one projection for score and value).
         frontend: required: ``NodeFeatures`` or ``LaplacianNodeFeatures``.
         positional: nodes have no order; ``None`` here means ``NoPositionalEncoding``.
     """
@@ -52,6 +56,8 @@ class NodeClassifierConfig(EncoderConfig):
     residual: bool = True
     feed_forward: bool = True
     layer_norm: bool = True
+    attention_score: str = "dot"
+    degree_bias: bool = False
     vocab_size: int = hp(1, within=Range(1, 2**24))
     pad_id: int = hp(0, within=Range(0, 2**24))
     scale_embeddings: bool = False
@@ -78,6 +84,8 @@ class NodeClassifier(nn.Module):
             raise ValueError(f"attention must be one of {ATTENTIONS}, got {cfg.attention!r}")
         if cfg.frontend is None:
             raise ValueError("a node classifier needs a node front end (frontend: NodeFeatures)")
+        if cfg.degree_bias and cfg.attention != "edges":
+            raise ValueError("degree_bias weighs the graph's edges: use attention=edges")
         if cfg.window is not None:
             raise ValueError("window: nodes have no order to take a window along; use attention=edges")
         if cfg.positional is None:
@@ -86,7 +94,7 @@ class NodeClassifier(nn.Module):
         self.attention = cfg.attention
         self.n_classes = cfg.n_classes
         self.encoder = TransformerEncoder(cfg, cfg.n_layers, residual=cfg.residual, feed_forward=cfg.feed_forward,
-                                          layer_norm=cfg.layer_norm)
+                                          layer_norm=cfg.layer_norm, attention_score=cfg.attention_score)
         if cfg.attention_dropout is not None:
             for layer in self.encoder.layers:
                 layer.self_attn.dropout = cfg.attention_dropout
@@ -102,7 +110,7 @@ class NodeClassifier(nn.Module):
             if edge_index is None:
                 raise ValueError("attention=edges needs the graph's edges")
             # The adjacency with self-loops, computed along the edges (modules.attention.EdgeMask).
-            mask = EdgeMask(edge_index.to(src.device), src.size(1))
+            mask = EdgeMask(edge_index.to(src.device), src.size(1), degree_bias=self.cfg.degree_bias)
         out = self.encoder.forward_embeddings(x, real, need_weights, attn_mask=mask)
         h, weights = out if need_weights else (out, None)  # (B, N, D)
         logits = self.classifier(self.dropout(h))  # (B, N, C)

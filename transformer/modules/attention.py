@@ -294,6 +294,9 @@ class EdgeMask:
     Edges name real nodes only, so padding is never a key; a padded query attends to itself
     alone (its output is never read).
 
+    ``degree_bias`` adds GCN's normalisation ``log(1 / sqrt(d_i d_j))`` to each edge's score (Kipf
+    & Welling 2017; ``d`` counts self-loops); under the softmax the key's ``-log(d_j) / 2`` remains.
+
     Shapes: ``edge_index (2, E)`` long (row 0 sources = keys, row 1 targets = queries); q, k, v
     ``(B, H, N, d_head)`` with every batch row sharing the edges.
     """
@@ -301,12 +304,14 @@ class EdgeMask:
     edge_index: Tensor
     n_nodes: int
     self_loops: bool = True
+    degree_bias: bool = False
     _pairs: tuple[Tensor, Tensor] | None = field(default=None, init=False, repr=False)
-    _dense: Tensor | None = field(default=None, init=False, repr=False)
+    _dense: tuple[Tensor, Tensor | None] | None = field(default=None, init=False, repr=False)
 
-    def pairs(self) -> tuple[Tensor, Tensor]:
+    def pairs(self, device: torch.device | str | None = None) -> tuple[Tensor, Tensor]:
         """``(query (E'), key (E'))`` node indices of every allowed pair, each once (self-loops
-        added), sorted by query; built once per mask and shared by the layers of a stack."""
+        added), sorted by query, on ``device``; built once per mask and shared by the layers of a
+        stack."""
         if self._pairs is None:
             q_idx, k_idx = self.edge_index[1], self.edge_index[0]
             if self.self_loops:
@@ -314,12 +319,25 @@ class EdgeMask:
                 q_idx, k_idx = torch.cat([q_idx, loops]), torch.cat([k_idx, loops])
             flat = torch.unique(q_idx * self.n_nodes + k_idx)  # sorted, duplicates dropped
             self._pairs = (flat // self.n_nodes, flat % self.n_nodes)
-        return self._pairs
+        return tuple(i.to(device) for i in self._pairs) if device is not None else self._pairs
 
-    def dense(self, device: torch.device | str | None = None) -> Tensor:
-        """``(1, 1, N, N)`` bool: the mask as full attention sees it (for returned weights)."""
+    def bias(self, device: torch.device | str | None = None) -> Tensor | None:
+        """``(E',)`` the degree bias of every pair of :meth:`pairs`, or None without ``degree_bias``."""
+        if not self.degree_bias:
+            return None
+        qi, ki = self.pairs(device)
+        log_degree = torch.bincount(qi, minlength=self.n_nodes).clamp(min=1).float().log()  # (N,)
+        return -0.5 * (log_degree[qi] + log_degree[ki])
+
+    def dense(self, device: torch.device | str | None = None) -> tuple[Tensor, Tensor | None]:
+        """``(mask (1, 1, N, N) bool, bias (1, 1, N, N) | None)``: the mask (and degree bias) as full
+        attention sees it (for returned weights)."""
         if self._dense is None:
-            self._dense = merge_masks(None, adjacency_mask(self.edge_index.to(device), self.n_nodes, self.self_loops))
+            mask = merge_masks(None, adjacency_mask(self.edge_index.to(device), self.n_nodes, self.self_loops))
+            bias = self.bias(device)
+            if bias is not None:
+                bias = torch.zeros(mask.shape[2:], device=device).index_put_(self.pairs(device), bias)[None, None]
+            self._dense = mask, bias
         return self._dense
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, dropout_p: float = 0.0) -> Tensor:
@@ -327,11 +345,18 @@ class EdgeMask:
         equal to dense attention under :meth:`dense` (dropout on the weights, as there)."""
         if q.size(2) != self.n_nodes or k.size(2) != self.n_nodes:
             raise ValueError(f"an EdgeMask over {self.n_nodes} nodes got {q.size(2)} queries and {k.size(2)} keys")
-        qi, ki = self.pairs()  # (E,), (E,)
-        qi, ki = qi.to(q.device), ki.to(q.device)
+        qi, ki = self.pairs(q.device)  # (E,), (E,)
         scores = (q.index_select(2, qi) * k.index_select(2, ki)).sum(-1) / math.sqrt(q.size(-1))  # (B, H, E)
-        # Softmax over each query's edges: subtract the query's max score (every query has at least
-        # its self-loop, or no edge and so no score to take), exponentiate, divide by the sum.
+        return self.mix(scores, v, dropout_p)
+
+    def mix(self, scores: Tensor, v: Tensor, dropout_p: float = 0.0) -> Tensor:
+        """A score per edge ``(B, H, E)`` (in :meth:`pairs`' order) -> the softmax over each query's
+        edges applied to the values ``v (B, H, N, d)`` -> ``(B, H, N, d)``."""
+        qi, ki = self.pairs(v.device)
+        bias = self.bias(v.device)
+        scores = scores if bias is None else scores + bias
+        # Subtract the query's max score (every query has at least its self-loop, or no edge and so
+        # no score to take), exponentiate, divide by the sum.
         b, h, _ = scores.shape
         top = scores.new_full((b, h, self.n_nodes), float("-inf"))
         top = top.scatter_reduce(2, qi.expand(b, h, -1), scores, "amax", include_self=True)  # (B, H, N)
@@ -341,7 +366,7 @@ class EdgeMask:
         if dropout_p > 0:
             weights = F.dropout(weights, dropout_p)
         mixed = weights.unsqueeze(-1) * v.index_select(2, ki)  # (B, H, E, 1) * (B, H, E, d) -> (B, H, E, d)
-        return q.new_zeros(q.shape).index_add(2, qi, mixed)  # sum each query's edges -> (B, H, N, d)
+        return v.new_zeros(v.shape).index_add(2, qi, mixed)  # sum each query's edges -> (B, H, N, d)
 
 
 def packable() -> bool:
@@ -411,6 +436,12 @@ def attention_weights(
         scores = scores / math.sqrt(q.size(-1))
     if attn_bias is not None:
         scores = scores + attn_bias
+    return masked_softmax(scores, mask)
+
+
+def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
+    """Softmax of ``scores (..., T_q, T_k)`` over the keys ``mask`` (bool, broadcastable, True =
+    may attend) allows; a query with every key masked gets zero weights, never NaN."""
     empty = _empty_rows(mask)
     if mask is not None:
         # Give fully masked rows every key so softmax stays finite; zeroed below.
@@ -540,7 +571,7 @@ class MultiHeadAttention(nn.Module):
                 raise ValueError("an EdgeMask takes no position bias: nodes have no order")
             if not need_weights:
                 return self._output(mask.attend(q, k, v, p), None), None
-            mask = mask.dense(q.device)  # returned weights: the dense (N, N) mask
+            mask, attn_bias = mask.dense(q.device)  # returned weights: the dense (N, N) mask
         if isinstance(mask, LocalWindow):
             if attn_bias is not None:
                 raise ValueError("a LocalWindow carries its own position bias: pass attn_bias=None")
@@ -610,3 +641,59 @@ class MultiHeadAttention(nn.Module):
         q = self.project_q(query)
         k, v = self.project_kv(key, value)
         return self.attend(q, k, v, mask, attn_bias, need_weights)
+
+
+class AdditiveAttention(MultiHeadAttention):
+    """Multi-head attention scored as a graph attention network scores it (Velickovic et al. 2018,
+    eqs. 1-4): per head ``e_ij = LeakyReLU_0.2(a_dst · W x_i + a_src · W x_j)``, softmax over the
+    keys ``j`` query ``i`` may attend to, values ``W x_j``. One projection ``W`` (``w_v``) makes
+    queries, keys and values (GAT shares it between score and value), so ``project_q`` and
+    ``project_kv`` both return ``W x`` in heads; heads are concatenated and projected by ``W_o``.
+
+    Shapes, masks and ``attn_bias`` (added to the scores) as :class:`MultiHeadAttention`;
+    ``a_dst, a_src (H, d_head)``. A :class:`LocalWindow` is computed as its dense band.
+    """
+
+    def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, negative_slope: float = 0.2):
+        super().__init__(d_model, n_heads, dropout, bias)
+        del self.w_q, self.w_k  # W = w_v scores as well
+        self.negative_slope = negative_slope
+        self.a_dst = nn.Parameter(nn.init.xavier_uniform_(torch.empty(n_heads, self.d_head)))
+        self.a_src = nn.Parameter(nn.init.xavier_uniform_(torch.empty(n_heads, self.d_head)))
+
+    def project_q(self, query: Tensor) -> Tensor:
+        return self._split_heads(self.w_v(query))  # (B, T_q, D) -> (B, H, T_q, d_head)
+
+    def project_kv(self, key: Tensor, value: Tensor | None = None) -> tuple[Tensor, Tensor]:
+        k = self._split_heads(self.w_v(key))  # (B, H, T_k, d_head)
+        return k, (k if value is None or value is key else self._split_heads(self.w_v(value)))
+
+    def project_packed(self, x: Tensor, rows: PackedRows, kv_only: bool = False) -> tuple[Tensor, ...]:
+        wx = self._split_heads(rows.unpack(self.w_v(x)))  # (N, D) -> (B, H, T, d_head)
+        return (wx, wx) if kv_only else (wx, wx, wx)
+
+    def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
+               attn_bias: Tensor | None = None, need_weights: bool = False) -> tuple[Tensor, Tensor | None]:
+        p = self.dropout if self.training else 0.0
+        dst = (q * self.a_dst[:, None]).sum(-1)  # (B, H, T_q, d) * (H, 1, d) -> (B, H, T_q)
+        src = (k * self.a_src[:, None]).sum(-1)  # (B, H, T_k)
+        if isinstance(mask, EdgeMask):
+            if attn_bias is not None:
+                raise ValueError("an EdgeMask takes no position bias: nodes have no order")
+            if not need_weights:
+                qi, ki = mask.pairs(q.device)
+                scores = F.leaky_relu(dst.index_select(2, qi) + src.index_select(2, ki), self.negative_slope)  # (B, H, E)
+                return self._output(mask.mix(scores, v, p), None), None
+            mask, attn_bias = mask.dense(q.device)
+        mask, attn_bias = mask.dense(q.device) if isinstance(mask, LocalWindow) else (mask, attn_bias)
+        if mask is not None and mask.dim() < 4:
+            mask = mask.view((1,) * (4 - mask.dim()) + tuple(mask.shape))  # -> (B|1, H|1, T_q|1, T_k)
+        scores = F.leaky_relu(dst.unsqueeze(-1) + src.unsqueeze(-2), self.negative_slope)  # (B, H, T_q, T_k)
+        weights = masked_softmax(scores if attn_bias is None else scores + attn_bias, mask)
+        mixed = F.dropout(weights, p) if p > 0 else weights
+        ctx = mixed @ v  # (B, H, T_q, T_k) @ (B, H, T_k, d_head) -> (B, H, T_q, d_head)
+        return self._output(ctx, _empty_rows(mask)), (weights if need_weights else None)
+
+
+#: ``attention_score`` -> the attention class: Transformer's scaled dot product or GAT's additive score.
+ATTENTION_SCORES: dict[str, type[MultiHeadAttention]] = {"dot": MultiHeadAttention, "additive": AdditiveAttention}
