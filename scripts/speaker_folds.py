@@ -6,7 +6,15 @@ run's ``train_summary.json``. Folds run ``--parallel`` at a time, one thread eac
 
     python3 scripts/speaker_folds.py --out runs/folds [--parallel 2] [--speakers george theo] [-- key=value ...]
 
-Prints one JSON object: each fold's accuracy, their mean and standard deviation.
+The default fold validates on a seeded tenth of its training speakers' recordings: a dev set of
+voices the model trains on, which cannot tell whether a change carries a digit to a new voice.
+``--dev-speaker next`` holds a second speaker out as the dev set instead (the speaker after the
+test speaker in ``SPEAKERS``' order, round the end: george's fold validates on jackson, yweweler's
+on george): four speakers train, one unseen speaker picks the checkpoint, another is tested. The
+fold's manifests go to ``<out>/manifests/<test speaker>/{train,dev,test}.tsv``.
+
+Prints one JSON object: each fold's test accuracy and best dev accuracy (with ``--dev-speaker``,
+each fold's dev speaker too), the test accuracies' mean and standard deviation.
 """
 
 from __future__ import annotations
@@ -23,18 +31,52 @@ from pathlib import Path
 SPEAKERS = ("george", "jackson", "lucas", "nicolas", "theo", "yweweler")
 
 
+def dev_speaker_of(speaker: str) -> str:
+    """The speaker held out as dev when ``speaker`` is tested: the next one, round the end."""
+    return SPEAKERS[(SPEAKERS.index(speaker) + 1) % len(SPEAKERS)]
+
+
+def fold_rows(recordings, test_speaker: str, dev_speaker: str) -> dict[str, list[tuple[Path, str]]]:
+    """``(audio path, digit)`` rows of one fold: the test speaker's recordings, the dev speaker's,
+    and everyone else's for training (every index of each: a fold ignores the official split)."""
+    if test_speaker == dev_speaker:
+        raise ValueError(f"the dev speaker must differ from the test speaker ({test_speaker})")
+    rows = {"train": [], "dev": [], "test": []}
+    for r in recordings:
+        split = "test" if r.speaker == test_speaker else "dev" if r.speaker == dev_speaker else "train"
+        rows[split].append((r.path, str(r.digit)))
+    return rows
+
+
+def write_fold_manifests(out: Path, speakers: list[str]) -> dict[str, list[str]]:
+    """Each fold's manifests under ``out/manifests/<speaker>``; returns the data overrides of each
+    fold (its own manifests instead of the preset)."""
+    from transformer.data.speech.fsdd import fsdd_recordings
+    from transformer.data.speech.manifest import write_manifest
+
+    data_dir = Path(os.environ.get("TRANSFORMER_CACHE", Path(os.environ.get("HOME", ".")) / ".cache/transformer"))
+    recordings = fsdd_recordings(data_dir)
+    overrides = {}
+    for speaker in speakers:
+        folder = out / "manifests" / speaker
+        folder.mkdir(parents=True, exist_ok=True)
+        for split, rows in fold_rows(recordings, speaker, dev_speaker_of(speaker)).items():
+            write_manifest(folder / f"{split}.tsv", rows)
+        overrides[speaker] = ["data.preset=null", *(f"data.{s}={folder / f'{s}.tsv'}" for s in ("train", "dev", "test"))]
+    return overrides
+
+
 def start(speaker: str, out: Path, overrides: list[str]) -> subprocess.Popen:
     run = out / speaker
     log = (out / f"{speaker}.log").open("w")
     env = dict(os.environ, OMP_NUM_THREADS="1")
     return subprocess.Popen([sys.executable, "-m", "transformer.cli.train", "experiment=fsdd_digits",
-                             f"data.fold={speaker}", f"hydra.run.dir={run}", *overrides],
+                             f"hydra.run.dir={run}", *overrides],
                             stdout=log, stderr=subprocess.STDOUT, env=env)
 
 
-def accuracy(out: Path, speaker: str) -> float:
-    summary = json.loads((out / speaker / "train_summary.json").read_text())
-    return summary["test"]["test"]["acc"]
+def summary(out: Path, speaker: str) -> dict:
+    return json.loads((out / speaker / "train_summary.json").read_text())
 
 
 def main() -> None:
@@ -42,14 +84,22 @@ def main() -> None:
     parser.add_argument("--out", type=Path, required=True, help="a folder for the six runs and their logs")
     parser.add_argument("--parallel", type=int, default=1, help="folds trained at once (one thread each)")
     parser.add_argument("--speakers", nargs="+", default=list(SPEAKERS), choices=SPEAKERS)
+    parser.add_argument("--dev-speaker", choices=["none", "next"], default="none",
+                        help="none: a seeded tenth of the training speakers validates; next: the next "
+                             "speaker is held out as dev")
     parser.add_argument("overrides", nargs="*", help="training overrides for every fold (after --)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
+    if args.dev_speaker == "next":
+        fold_overrides = write_fold_manifests(args.out, args.speakers)
+    else:
+        fold_overrides = {s: [f"data.fold={s}"] for s in args.speakers}
     todo, running, seconds = list(args.speakers), {}, {}
     while todo or running:
         while todo and len(running) < args.parallel:
             speaker = todo.pop(0)
-            running[speaker] = (start(speaker, args.out, args.overrides), time.perf_counter())
+            running[speaker] = (start(speaker, args.out, [*fold_overrides[speaker], *args.overrides]),
+                                time.perf_counter())
         time.sleep(5)
         for speaker, (proc, began) in list(running.items()):
             if proc.poll() is not None:
@@ -57,10 +107,15 @@ def main() -> None:
                     sys.exit(f"error: fold {speaker} failed (exit {proc.returncode}); see {args.out / speaker}.log")
                 seconds[speaker] = round(time.perf_counter() - began)
                 del running[speaker]
-    folds = {s: accuracy(args.out, s) for s in args.speakers}
+    summaries = {s: summary(args.out, s) for s in args.speakers}
+    folds = {s: summaries[s]["test"]["test"]["acc"] for s in args.speakers}
     values = list(folds.values())
-    print(json.dumps({"folds": folds, "mean": statistics.mean(values),
-                      "stdev": statistics.stdev(values) if len(values) > 1 else 0.0, "seconds": seconds}, indent=2))
+    result = {"folds": folds, "mean": statistics.mean(values),
+              "stdev": statistics.stdev(values) if len(values) > 1 else 0.0, "seconds": seconds}
+    if args.dev_speaker == "next":
+        result["dev_speakers"] = {s: dev_speaker_of(s) for s in args.speakers}
+    result["best_dev"] = {s: summaries[s]["best_score"] for s in args.speakers}
+    print(json.dumps(result, indent=2))
 
 
 if __name__ == "__main__":

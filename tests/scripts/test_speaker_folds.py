@@ -1,0 +1,47 @@
+"""scripts/speaker_folds.py: with a dev speaker, a fold trains, validates and tests on three
+disjoint sets of voices."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+
+from transformer.data.speech.fsdd import FSDD_SPEAKERS, Recording
+
+SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "speaker_folds.py"
+
+
+def load():
+    spec = importlib.util.spec_from_file_location("speaker_folds", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def recordings():
+    return [Recording(d, s, i, Path(f"/r/{d}_{s}_{i}.wav")) for s in FSDD_SPEAKERS for d in range(10) for i in range(3)]
+
+
+def test_each_fold_validates_on_another_unseen_speaker():
+    folds = load()
+    assert folds.SPEAKERS == FSDD_SPEAKERS
+    dev = [folds.dev_speaker_of(s) for s in folds.SPEAKERS]
+    assert sorted(dev) == sorted(folds.SPEAKERS)  # every speaker is a dev speaker once
+    assert all(d != s for d, s in zip(dev, folds.SPEAKERS))
+    assert folds.dev_speaker_of("yweweler") == "george"
+
+
+def test_a_folds_splits_hold_disjoint_speakers_and_every_recording():
+    rows = load().fold_rows(recordings(), "lucas", "nicolas")
+    speakers = {split: {Path(p).stem.split("_")[1] for p, _ in split_rows} for split, split_rows in rows.items()}
+    assert speakers["test"] == {"lucas"} and speakers["dev"] == {"nicolas"}
+    assert speakers["train"] == set(FSDD_SPEAKERS) - {"lucas", "nicolas"}
+    assert [len(rows[s]) for s in ("train", "dev", "test")] == [120, 30, 30]
+    assert ("/r/7_lucas_2.wav", "7") in [(str(p), t) for p, t in rows["test"]]
+
+
+def test_the_dev_speaker_is_not_the_test_speaker():
+    with pytest.raises(ValueError, match="must differ"):
+        load().fold_rows(recordings(), "theo", "theo")
