@@ -64,6 +64,18 @@ def test_a_tiny_model_trains_and_is_scored_on_test(trained):
     assert set(ckpt["tokenizers"]) == {"tgt"}
 
 
+def test_the_ctc_recipe_keeps_and_scores_an_average_of_the_weights(trained):
+    experiment, summary = trained
+    ckpt = torch.load(summary["best_checkpoint"], map_location="cpu", weights_only=True)
+    # callbacks.ema: the checkpoint's state_dict (what validation, the test and evaluate read) is the
+    # moving average; the trained weights travel beside it, for a resume
+    assert ("current_model_state" in ckpt) == experiment.endswith("ctc")
+    if experiment.endswith("ctc"):
+        average, trained_weights = ckpt["state_dict"], ckpt["current_model_state"]
+        assert average.keys() == trained_weights.keys()
+        assert any(not torch.equal(average[k], trained_weights[k]) for k in average)
+
+
 def test_evaluate_reads_the_checkpoint_alone(trained, strings, tmp_path):
     from transformer.cli import evaluate
 
