@@ -93,6 +93,26 @@ def test_evaluate_reads_the_checkpoint_alone(trained, strings, tmp_path):
         assert transcript_scores(hyps, refs) == {"wer": metrics["wer"], "string_acc": metrics["string_acc"]}
 
 
+def test_evaluate_reads_a_manifest_named_as_training_names_it(trained, strings, tmp_path):
+    """``data=speech_transcripts data.test=<manifest>`` scores that manifest (split null: its test),
+    as ``split=<manifest>`` does; a text corpus is refused, naming the input kinds."""
+    from transformer.cli import evaluate
+
+    _, summary = trained
+    common = [f"ckpt_path={summary['best_checkpoint']}", "decode.max_len_a=0", "decode.max_len_b=12", "device=cpu"]
+    by_file = evaluate.run(compose_cfg("eval", [*common, f"split={strings['test']}", f"output_dir={tmp_path / 'a'}"]))
+    named = evaluate.run(compose_cfg("eval", [*common, "data=speech_transcripts", f"data.test={strings['test']}",
+                                              f"output_dir={tmp_path / 'b'}"]))
+    assert named["split"] == "test" and named["utterances"] == 4
+    assert {k: named[k] for k in ("wer", "string_acc", "file")} == {k: by_file[k] for k in ("wer", "string_acc", "file")}
+    assert (tmp_path / "b" / f"test.{named['decode']['strategy']}.hyp").read_text() == \
+        (tmp_path / "a" / f"test.{by_file['decode']['strategy']}.hyp").read_text()
+    with pytest.raises(ValueError, match="a corpus of text inputs; .* reads frames"):
+        evaluate.run(compose_cfg("eval", [*common, "data=parallel", "data.src_lang=de", "data.tgt_lang=en",
+                                          f"data.test={strings['test']}", f"output_dir={tmp_path / 'c'}"]))
+    assert not (tmp_path / "c").exists()
+
+
 def test_decode_transcribes_audio_paths_in_order(trained, strings, tmp_path):
     from transformer.cli import decode
     from transformer.tasks.checkpoint import load_task

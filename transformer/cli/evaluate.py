@@ -15,6 +15,7 @@ from typing import Any, Mapping, Sequence
 
 from omegaconf import DictConfig, OmegaConf
 
+from transformer import kinds
 from transformer.cli.common import checkpoint_label, checkpoint_paths, hydra_entry, load_for_inference
 from transformer.decoding.settings import DecodeSettings
 from transformer.files import write_text
@@ -27,9 +28,13 @@ CORPUS_KEYS = ("src_lang", "tgt_lang", "corpus_name", "train", "valid", "test", 
 
 
 def corpus_from_config(data: DictConfig | dict) -> dict:
-    """The corpus a data config names with training's keys, as a checkpoint records its own."""
+    """The corpus a data config names with training's keys, as a checkpoint records its own: for an
+    input kind with a front end (recordings), its manifests by split."""
     from transformer.data.parallel.corpus import check_complete, config_sources, make_corpus
 
+    kind = kinds.input_kind(data)
+    if kind.frontend is not None:
+        return {"input": kind.name, "paths": {s: str(Path(data[s]).resolve()) for s in MANIFESTS if data.get(s)}}
     d = {k: data.get(k) for k in CORPUS_KEYS}
     d = {k: OmegaConf.to_container(v, resolve=True) if OmegaConf.is_config(v) else v for k, v in d.items()}
     sources, valid_name = config_sources(d["corpus_name"] or "parallel", d["train"], d["valid"], d["test"],
@@ -43,6 +48,8 @@ def corpus_from_config(data: DictConfig | dict) -> dict:
     return corpus
 
 
+#: The splits of a data config whose input is recordings: one manifest each.
+MANIFESTS = ("train", "dev", "test")
 #: The language names a folder without ``source_lang``/``target_lang`` is read with (``hub.folder``).
 _UNNAMED = ("source", "target")
 
@@ -53,6 +60,12 @@ def use_corpus(task, corpus: dict, label: str) -> None:
     if task.kind.shape != "sequence":
         raise ValueError(f"data=...: a corpus of sentence pairs scores translations; {label} is "
                          f"{task.kind.what} checkpoint")
+    given, reads = kinds.input_kind(corpus), kinds.input_kind(task.hparams)
+    if given is not reads:
+        raise ValueError(f"data=...: a corpus of {given.name} inputs; {label} reads {reads.name}")
+    if reads.frontend is not None:  # recordings: the checkpoint's data settings with these manifests
+        task.hparams["data"] = {**task.hparams["data"], "paths": corpus["paths"]}
+        return
     from transformer.data.parallel.languages import CODES, Languages
 
     ours, hp = task.languages, task.hparams
@@ -197,8 +210,10 @@ def run(cfg: DictConfig) -> dict | list[dict]:
         task, _ = load_for_inference(cfg.ckpt_path, "cpu", "none", None)
         task.languages.check_direction(cfg.get("src_lang"), cfg.get("tgt_lang"))
     corpus = corpus_from_config(cfg.data) if cfg.get("data") else None
+    named = (corpus or {}).get("paths") or (corpus or {}).get("sources") or {}  # data.test=...: split null is it
     metrics = evaluate_checkpoint(
-        cfg.ckpt_path, splits[0] if splits else "test_2016_flickr", OmegaConf.to_container(cfg.decode, resolve=True),
+        cfg.ckpt_path, splits[0] if splits else "test" if "test" in named else "test_2016_flickr",
+        OmegaConf.to_container(cfg.decode, resolve=True),
         cfg.output_dir or default_output_dir(cfg.ckpt_path),
         data_dir=cfg.data_dir, mirror_root=cfg.mirror_root, device=cfg.device, accel=cfg.get("accel", "none"),
         src=cfg.get("src"), ref=cfg.get("ref"), bleu_tokenize=cfg.get("bleu_tokenize"), quantize=cfg.get("quantize"),
