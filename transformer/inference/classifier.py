@@ -76,15 +76,20 @@ class SentenceClassifier:
         return [[(self.labels[i], float(p)) for p, i in zip(vs, ix)] for vs, ix in zip(values.tolist(), indices.tolist())]
 
 
-class AudioClassifier(SentenceClassifier):
-    """Label probabilities of audio files (a speech classifier, ``transformer.kinds.FRAMES``): each
-    input is a file's path, read into frames with the checkpoint's feature settings
-    (``data``: its data settings); a batch holds up to ``max_tokens`` frames."""
+class FileClassifier(SentenceClassifier):
+    """Label probabilities of files (an input kind other than text, ``transformer.kinds``): each
+    input is a file's path, read with the checkpoint's data settings (``data``); ``max_tokens``
+    bounds a batch in the input kind's own units."""
 
-    def __init__(self, members: Sequence[Member], labels: Sequence[str], data: dict, max_tokens: int = 20_000,
+    def __init__(self, members: Sequence[Member], labels: Sequence[str], data: dict, max_tokens: int,
                  device: str | torch.device | None = None):
         super().__init__(members, labels, max_tokens, device)
         self.data = dict(data)
+
+
+class AudioClassifier(FileClassifier):
+    """Label probabilities of audio files (a speech classifier, ``transformer.kinds.FRAMES``), read
+    into frames with the checkpoint's feature settings; a batch holds up to ``max_tokens`` frames."""
 
     @torch.no_grad()
     def _member_probs(self, model: nn.Module, tokenizer, max_len: int, paths: Sequence[str]) -> torch.Tensor:
@@ -102,15 +107,10 @@ class AudioClassifier(SentenceClassifier):
         return out
 
 
-class ImageClassifier(SentenceClassifier):
-    """Label probabilities of image files (an image classifier, ``transformer.kinds.PATCHES``): each
-    input is a file's path, read at the checkpoint's image size (``data``: its data settings; a
-    file of another size is refused, naming it); a batch holds up to ``max_tokens`` images."""
-
-    def __init__(self, members: Sequence[Member], labels: Sequence[str], data: dict, max_tokens: int = 64,
-                 device: str | torch.device | None = None):
-        super().__init__(members, labels, max_tokens, device)
-        self.data = dict(data)
+class ImageClassifier(FileClassifier):
+    """Label probabilities of image files (an image classifier, ``transformer.kinds.PATCHES``), read
+    at the checkpoint's image size (a file of another size is refused, naming it); a batch holds up
+    to ``max_tokens`` images."""
 
     @torch.no_grad()
     def _member_probs(self, model: nn.Module, tokenizer, max_len: int, paths: Sequence[str]) -> torch.Tensor:
@@ -124,4 +124,4 @@ class ImageClassifier(SentenceClassifier):
         return out
 
 
-__all__ = ["AudioClassifier", "ImageClassifier", "Member", "SentenceClassifier"]
+__all__ = ["AudioClassifier", "FileClassifier", "ImageClassifier", "Member", "SentenceClassifier"]

@@ -22,11 +22,12 @@ source ids, so requests into different languages decode together in one batch.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from pathlib import Path
 from collections import OrderedDict
 from dataclasses import dataclass
-from typing import Hashable, Sequence
+from typing import Hashable, Iterator, Sequence
 
 import torch
 
@@ -614,25 +615,33 @@ class UploadClassificationModel(ClassificationModel):
         raise NotImplementedError
 
     def predict(self, texts: Sequence[str], settings: Hashable) -> list[dict]:
-        import base64
-        import binascii
-        import tempfile
+        with uploaded(texts, self.upload, self.refused()) as paths:
+            return super().predict(paths, settings)
 
-        refused = self.refused()
-        with tempfile.TemporaryDirectory(prefix="transformer-serve-") as folder:
-            paths = []
-            for i, text in enumerate(texts):
-                try:
-                    data = base64.b64decode(text, validate=True)
-                except (binascii.Error, ValueError):
-                    raise RequestError(f"input {i}: not {self.upload} in base64") from None
-                path = Path(folder) / f"input{i}"
-                path.write_bytes(data)
-                paths.append(str(path))
+
+@contextlib.contextmanager
+def uploaded(texts: Sequence[str], what: str, refused: type[Exception]) -> Iterator[list[str]]:
+    """Each base64 input decoded into a file of a private temporary folder, removed afterwards: their
+    paths, in order. An input that is not base64 (not ``what``), or a file the reader refuses
+    (``refused``), is a :class:`RequestError` naming the input, the private folder left out."""
+    import base64
+    import binascii
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="transformer-serve-") as folder:
+        paths = []
+        for i, text in enumerate(texts):
             try:
-                return super().predict(paths, settings)
-            except refused as exc:
-                raise RequestError(str(exc).replace(folder + "/", "")) from None
+                data = base64.b64decode(text, validate=True)
+            except (binascii.Error, ValueError):
+                raise RequestError(f"input {i}: not {what} in base64") from None
+            path = Path(folder) / f"input{i}"
+            path.write_bytes(data)
+            paths.append(str(path))
+        try:
+            yield paths
+        except refused as exc:
+            raise RequestError(str(exc).replace(folder + "/", "")) from None
 
 
 def audio_warm_up(sample_rate: int) -> str:
@@ -696,5 +705,5 @@ def image_warm_up(data: dict) -> str:
 
 
 __all__ = ["AudioClassificationModel", "ClassificationModel", "CTranslate2Model", "ImageClassificationModel", "Limits", "RequestError", "ServedModel", "Source", "TaggingModel",
-           "TranslationModel", "UploadClassificationModel", "audio_warm_up", "image_warm_up", "word_attention",
+           "TranslationModel", "UploadClassificationModel", "audio_warm_up", "image_warm_up", "uploaded", "word_attention",
            "word_groups", "word_start_rule"]

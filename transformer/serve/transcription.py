@@ -6,10 +6,9 @@ carries an upload, and the answer is what ``transformer-decode`` writes for the 
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Hashable, Sequence
 
-from transformer.serve.served import RequestError, TranslationModel, audio_warm_up
+from transformer.serve.served import RequestError, TranslationModel, audio_warm_up, uploaded
 
 
 class TranscriptionModel(TranslationModel):
@@ -43,34 +42,10 @@ class TranscriptionModel(TranslationModel):
         return max(1, int(len(text) * 3 / 4 * self.frames_per_byte))  # frames of 16-bit audio, about
 
     def predict(self, texts: Sequence[str], settings: Hashable) -> list[dict]:
-        import tempfile
-
         from transformer.data.speech.audio import AudioError
 
-        with tempfile.TemporaryDirectory(prefix="transformer-serve-") as folder:
-            paths = write_uploads(texts, Path(folder), "an audio file")
-            try:
-                return super().predict(paths, settings)
-            except AudioError as exc:
-                raise RequestError(str(exc).replace(folder + "/", "")) from None
+        with uploaded(texts, "an audio file", AudioError) as paths:
+            return super().predict(paths, settings)
 
 
-def write_uploads(texts: Sequence[str], folder: Path, what: str) -> list[str]:
-    """Each base64 input decoded into a file of ``folder``: their paths, in order; an input that
-    is not base64 is a :class:`RequestError` naming it as not ``what``."""
-    import base64
-    import binascii
-
-    paths = []
-    for i, text in enumerate(texts):
-        try:
-            data = base64.b64decode(text, validate=True)
-        except (binascii.Error, ValueError):
-            raise RequestError(f"input {i}: not {what} in base64") from None
-        path = folder / f"input{i}"
-        path.write_bytes(data)
-        paths.append(str(path))
-    return paths
-
-
-__all__ = ["TranscriptionModel", "write_uploads"]
+__all__ = ["TranscriptionModel"]

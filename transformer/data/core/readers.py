@@ -39,7 +39,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, Any, Iterator, Sequence
+from typing import IO, Any, Callable, Iterator, Sequence
 
 log = logging.getLogger(__name__)
 
@@ -204,13 +204,15 @@ def _dotted(row: Any, key: str) -> Any:
     return row
 
 
-def _json_value(row: dict, key: str, path: Path, line_no: int) -> str:
+def _text_at(row: dict, key: str, error: Callable[[str], Exception], missing: str, holds: str) -> str:
+    """The text at the dotted ``key`` of a JSON or hub row; else ``error`` of the message ``missing``
+    or ``holds`` (formatted with ``key`` and the value's ``type``) names what is wrong."""
     try:
         value = _dotted(row, key)
     except KeyError:
-        raise DataFormatError(path, line_no, f"key {key!r} missing") from None
+        raise error(missing.format(key=key)) from None
     if not isinstance(value, str):
-        raise DataFormatError(path, line_no, f"key {key!r} holds {type(value).__name__}, not a string")
+        raise error(holds.format(key=key, type=type(value).__name__))
     return value
 
 
@@ -226,7 +228,8 @@ def _iter_jsonl(path: Path, columns: Sequence[str]) -> Iterator[Row]:
             raise DataFormatError(path, i, f"not a JSON object ({e.msg} at column {e.colno})") from None
         if not isinstance(row, dict):
             raise DataFormatError(path, i, f"not a JSON object ({type(row).__name__})")
-        yield i, tuple(_json_value(row, str(c), path, i) for c in columns)
+        yield i, tuple(_text_at(row, str(c), lambda m: DataFormatError(path, i, m), "key {key!r} missing",
+                                "key {key!r} holds {type}, not a string") for c in columns)
     _report_blank(path, blank)
 
 
@@ -524,16 +527,6 @@ def load_hub(hub: dict, split: str):
     return ds
 
 
-def _hub_value(row: dict, key: str, where: str, i: int) -> str:
-    try:
-        value = _dotted(row, key)
-    except KeyError:
-        raise ValueError(f"{where}, row {i}: no column {key!r} (set data.columns)") from None
-    if not isinstance(value, str):
-        raise ValueError(f"{where}, row {i}: column {key!r} holds {type(value).__name__}, not text")
-    return value
-
-
 def iter_hub_rows(hub: dict, split: str, columns: Sequence[int | str]) -> Iterator[Row]:
     """``(row number, (value per chosen column))`` of one split of a hub dataset
     (:func:`load_hub`), in dataset order, read from the memory-mapped table a batch at a time;
@@ -550,7 +543,9 @@ def iter_hub_rows(hub: dict, split: str, columns: Sequence[int | str]) -> Iterat
         for values in zip(*batch.values()):
             row = dict(zip(batch, values))
             i += 1
-            yield i, tuple(_hub_value(row, k, where, i) for k in keys)
+            yield i, tuple(_text_at(row, k, lambda m: ValueError(f"{where}, row {i}: {m}"),
+                                    "no column {key!r} (set data.columns)", "column {key!r} holds {type}, not text")
+                           for k in keys)
 
 
 def hub_fingerprint(hub: dict, split: str) -> str:

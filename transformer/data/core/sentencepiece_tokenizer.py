@@ -20,6 +20,7 @@ JSON string (:meth:`to_str`), which a checkpoint carries as it carries a ``token
 from __future__ import annotations
 
 import base64
+import functools
 import hashlib
 import json
 from pathlib import Path
@@ -82,7 +83,6 @@ class SentencePieceTokenizer:
         self._sp = _processor(self._model)
         self._sp_decode = self._sp if decode_model is None or decode_model == model else _processor(decode_model)
         self._special_ids = frozenset(self._vocab[t] for t in (unk, eos, pad, *self._others))
-        self._hash: str | None = None
 
     # ------------------------------------------------------------------ building
 
@@ -158,11 +158,10 @@ class SentencePieceTokenizer:
     def special_ids(self) -> frozenset[int]:
         return self._special_ids
 
-    @property
+    @functools.cached_property
     def content_hash(self) -> str:
-        if self._hash is None:
-            self._hash = hashlib.sha256(self.to_str().encode("utf-8")).hexdigest()
-        return self._hash
+        """sha256 of :meth:`to_str`: identifies the vocabulary in cache keys."""
+        return hashlib.sha256(self.to_str().encode("utf-8")).hexdigest()
 
     @property
     def pad_id(self) -> int:

@@ -243,6 +243,16 @@ def fetch_source(
     return dest
 
 
+def pinned_sources(listing: Path, url: str) -> dict[str, Source]:
+    """The files a ``sha256sum``-style listing names (``<sha256> <folder>/<file>`` a line), keyed by
+    relative path, each fetched from ``url`` + its path below the listing's folder."""
+    sources = {}
+    for line in listing.read_text(encoding="utf-8").splitlines():
+        sha, rel = line.split()
+        sources[rel] = Source(rel, url + rel.split("/", 1)[1], sha)
+    return sources
+
+
 def source_checksums(relpaths: list[str] | tuple[str, ...]) -> list[str]:
     """Registry sha256 of each path (used in cache keys)."""
     return [DATASETS[r].sha256 for r in relpaths]

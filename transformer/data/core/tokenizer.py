@@ -30,6 +30,7 @@ The whole state is ``tokenizer.json`` (``to_str``), so a checkpoint can carry it
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import os
@@ -83,7 +84,6 @@ class SubwordTokenizer:
         # tokenizers, hence set on every construction.)
         tokenizer.encode_special_tokens = True
         self._tok = tokenizer
-        self._hash: str | None = None
         state = json.loads(tokenizer.to_str())
         self._ids = special_ids_of(tokenizer)
         self._special_ids = frozenset(self._ids.values()) | {
@@ -131,24 +131,13 @@ class SubwordTokenizer:
             alphabet = pre_tokenizers.ByteLevel.alphabet()
             if vocab_size < min_vocab_size(model):
                 raise ValueError(f"vocab_size {vocab_size} is below the byte alphabet + specials ({min_vocab_size(model)})")
+            common = dict(vocab_size=vocab_size, special_tokens=SPECIAL_TOKENS, initial_alphabet=alphabet,
+                          show_progress=False)
             if model == "bpe":
-                tok = Tokenizer(models.BPE(unk_token=UNK))
-                trainer = trainers.BpeTrainer(
-                    vocab_size=vocab_size,
-                    min_frequency=min_frequency,
-                    special_tokens=SPECIAL_TOKENS,
-                    initial_alphabet=alphabet,
-                    show_progress=False,
-                )
+                tok, trainer = Tokenizer(models.BPE(unk_token=UNK)), trainers.BpeTrainer(min_frequency=min_frequency,
+                                                                                         **common)
             else:
-                tok = Tokenizer(models.Unigram())
-                trainer = trainers.UnigramTrainer(
-                    vocab_size=vocab_size,
-                    special_tokens=SPECIAL_TOKENS,
-                    unk_token=UNK,
-                    initial_alphabet=alphabet,
-                    show_progress=False,
-                )
+                tok, trainer = Tokenizer(models.Unigram()), trainers.UnigramTrainer(unk_token=UNK, **common)
             tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=prefix_space, use_regex=True)
             tok.decoder = decoders.ByteLevel()
         tok.train_from_iterator(texts, trainer=trainer)
@@ -286,32 +275,13 @@ class SubwordTokenizer:
         """The wrapped ``tokenizers.Tokenizer``."""
         return self._tok
 
-    @property
+    @functools.cached_property
     def content_hash(self) -> str:
         """sha256 of :meth:`to_str`: identifies the vocabulary in cache keys."""
-        if self._hash is None:
-            self._hash = hashlib.sha256(self.to_str().encode("utf-8")).hexdigest()
-        return self._hash
+        return hashlib.sha256(self.to_str().encode("utf-8")).hexdigest()
 
-    @property
-    def pad_id(self) -> int:
-        return self._ids["pad"]
-
-    @property
-    def bos_id(self) -> int:
-        return self._ids["bos"]
-
-    @property
-    def eos_id(self) -> int:
-        return self._ids["eos"]
-
-    @property
-    def unk_id(self) -> int:
-        return self._ids["unk"]
-
-    @property
-    def mask_id(self) -> int:
-        return self._ids["mask"]
+    # The id of each special role (``ROLES``), read-only.
+    pad_id, bos_id, eos_id, unk_id, mask_id = (property(lambda self, role=role: self._ids[role]) for role in ROLES)
 
     @property
     def prefix_space(self) -> bool:

@@ -31,7 +31,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse
 
-from transformer.data.core.sources import Source, fetch_source
+from transformer.data.core.sources import Source, fetch_source, pinned_sources
 from transformer.data.graphs.graph import NO_LABEL, Graph, write_graph
 
 PLANETOID_COMMIT = "af6abf4"
@@ -89,11 +89,7 @@ def restricted_load(path: str | Path):
 @functools.lru_cache(maxsize=1)
 def planetoid_sources() -> dict[str, Source]:
     """Each file's :class:`Source` (relative path ``planetoid/ind.<name>.<part>``, pinned URL, sha256)."""
-    sources = {}
-    for line in Path(__file__).with_name("planetoid.sha256").read_text(encoding="utf-8").splitlines():
-        sha, rel = line.split()
-        sources[rel] = Source(rel, PLANETOID_URL + rel[len("planetoid/"):], sha)
-    return sources
+    return pinned_sources(Path(__file__).with_name("planetoid.sha256"), PLANETOID_URL)
 
 
 def fetch_planetoid(name: str, cache_dir: str | os.PathLike, mirror_root: str | os.PathLike | None = None,

@@ -336,21 +336,22 @@ class Languages:
         """The directions the model was trained on; a bilingual model's one pair."""
         return list(self.directions) if self.directions is not None else [(self.src_lang, self.tgt_lang)]
 
-    @property
-    def sources(self) -> list[str]:
-        """The languages the model reads, in the order of its directions (of a model between
-        any two of its languages, in their order)."""
+    def _side(self, side: int) -> list[str]:
+        """The languages on one side (0: read, 1: written) of the model's directions, in their
+        order (of a model between any two of its languages, those languages in their order)."""
         if self.languages is not None:
             return list(self.languages)
-        return list(dict.fromkeys(s for s, _ in self.trained))
+        return list(dict.fromkeys(d[side] for d in self.trained))
+
+    @property
+    def sources(self) -> list[str]:
+        """The languages the model reads (:meth:`_side`)."""
+        return self._side(0)
 
     @property
     def targets(self) -> list[str]:
-        """The languages the model writes, in the order of its directions (of a model between
-        any two of its languages, in their order)."""
-        if self.languages is not None:
-            return list(self.languages)
-        return list(dict.fromkeys(t for _, t in self.trained))
+        """The languages the model writes (:meth:`_side`)."""
+        return self._side(1)
 
     def record(self) -> dict[str, Any]:
         """What a checkpoint records of these languages, in ``hyper_parameters``' shape

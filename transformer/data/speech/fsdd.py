@@ -24,7 +24,7 @@ from typing import Iterable, Mapping, NamedTuple, Sequence
 import numpy as np
 import soundfile as sf
 
-from transformer.data.core.sources import Source, fetch_source
+from transformer.data.core.sources import Source, fetch_source, pinned_sources
 from transformer.data.speech.audio import read_audio, resample
 from transformer.data.speech.manifest import write_manifest
 from transformer.files import atomic_open, write_text
@@ -67,11 +67,7 @@ def fsdd_relpath(digit: int, speaker: str, index: int) -> str:
 @functools.lru_cache(maxsize=1)
 def fsdd_sources() -> dict[str, Source]:
     """Every recording's :class:`Source` (relative path, pinned URL, sha256), keyed by relpath."""
-    sources = {}
-    for line in Path(__file__).with_name("fsdd.sha256").read_text(encoding="utf-8").splitlines():
-        sha, rel = line.split()
-        sources[rel] = Source(rel, FSDD_URL + rel[len("fsdd/"):], sha)
-    return sources
+    return pinned_sources(Path(__file__).with_name("fsdd.sha256"), FSDD_URL)
 
 
 def _choice(name: str, given: Iterable | None, allowed: Sequence) -> list:
