@@ -15,7 +15,6 @@ from omegaconf import DictConfig
 from transformer import kinds
 from transformer.cli.common import hydra_entry, load_for_inference
 from transformer.cli.lines import read_lines, write_lines
-from transformer.cli.validate import FORMATS
 from transformer.ranges import check_count
 
 log = logging.getLogger(__name__)
@@ -35,8 +34,6 @@ def format_predictions(top: list[list[tuple[str, float]]], fmt: str = "tsv") -> 
 
 
 def run(cfg: DictConfig) -> list[str]:
-    if cfg.format not in FORMATS["classify"]:
-        raise ValueError(f"format={cfg.format!r} unknown; choose from {', '.join(FORMATS['classify'])}")
     top_k = cfg.top_k
     check_count("top_k", top_k)
     lines, name = read_lines(cfg.input)  # a missing or non-UTF-8 input fails before the model loads

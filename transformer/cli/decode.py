@@ -32,31 +32,33 @@ def run(cfg: DictConfig) -> list[str]:
     task, device = load_for_inference(cfg.ckpt_path, cfg.device, cfg.get("accel", "none"), cfg.get("quantize"))
     kinds.require(task, "decode", str(cfg.ckpt_path))
     if settings.pivot is not None:  # src_lang -> pivot -> tgt_lang, one model
-        return decode_through_pivot(cfg, task, settings, device)
-    # the language asked for, checked against the checkpoint's directions before any input is read
-    src_lang, tgt_lang = task.languages.check_direction(cfg.get("src_lang"), cfg.get("tgt_lang"), settings.zero_shot)
-    translator = task.translator(settings, device=device)
-    translator.set_target_language(task.languages.check_target(tgt_lang), src_lang)
-    sources, _ = read_lines(cfg.input)
-    n_best = settings.n_best
-    if settings.print_alignment:
-        # each line gets " ||| i-j ..." (source-target piece indices, from cross-attention)
-        from transformer.inspect.attention import translate_with_alignments, with_alignments
-
-        nbest, alignments = translate_with_alignments(task, translator, sources, settings.alignment_layer)
-        lines = with_alignments(format_output(nbest, n_best), alignments, n_best)
+        lines, truncated = decode_through_pivot(cfg, task, settings, device)
     else:
-        lines = format_output(translator.translate(sources), n_best)
+        # the language asked for, checked against the checkpoint's directions before any input is read
+        src_lang, tgt_lang = task.languages.check_direction(cfg.get("src_lang"), cfg.get("tgt_lang"),
+                                                            settings.zero_shot)
+        translator = task.translator(settings, device=device)
+        translator.set_target_language(task.languages.check_target(tgt_lang), src_lang)
+        sources, _ = read_lines(cfg.input)
+        if settings.print_alignment:
+            # each line gets " ||| i-j ..." (source-target piece indices, from cross-attention)
+            from transformer.inspect.attention import translate_with_alignments, with_alignments
+
+            nbest, alignments = translate_with_alignments(task, translator, sources, settings.alignment_layer)
+            lines = with_alignments(format_output(nbest, settings.n_best), alignments, settings.n_best)
+        else:
+            lines = format_output(translator.translate(sources), settings.n_best)
+        truncated = translator.truncated
     write_lines(lines, cfg.output)
-    if translator.truncated:
-        print(f"warning: {translator.truncated} input(s) longer than the model's maximum source "
-              f"length were truncated", file=sys.stderr)
+    if truncated:
+        print(f"warning: {truncated} input(s) longer than the model's maximum source length were truncated",
+              file=sys.stderr)
     return lines
 
 
-def decode_through_pivot(cfg: DictConfig, task, settings: DecodeSettings, device) -> list[str]:
-    """The input lines through ``decode.pivot`` into ``tgt_lang`` (``inference.pivot``); both
-    legs are checked before anything is read or written."""
+def decode_through_pivot(cfg: DictConfig, task, settings: DecodeSettings, device) -> tuple[list[str], int]:
+    """The input lines through ``decode.pivot`` into ``tgt_lang`` (``inference.pivot``), and how many
+    were truncated; both legs are checked before anything is read."""
     from transformer.inference.pivot import pivot_translate
 
     task.languages.check_pivot(cfg.get("src_lang"), settings.pivot, cfg.get("tgt_lang"))
@@ -65,12 +67,7 @@ def decode_through_pivot(cfg: DictConfig, task, settings: DecodeSettings, device
                          "pivot's text, not to the input)")
     sources, _ = read_lines(cfg.input)
     nbest, truncated = pivot_translate(task, settings, sources, cfg.get("src_lang"), cfg.get("tgt_lang"), device)
-    lines = format_output(nbest, settings.n_best)
-    write_lines(lines, cfg.output)
-    if truncated:
-        print(f"warning: {truncated} input(s) longer than the model's maximum source length were truncated",
-              file=sys.stderr)
-    return lines
+    return format_output(nbest, settings.n_best), truncated
 
 
 main = hydra_entry("decode")(run)

@@ -15,6 +15,7 @@ from omegaconf import DictConfig, OmegaConf
 
 from transformer import kinds
 from transformer.cli.common import checkpoint_label, hydra_entry, load_for_inference
+from transformer.data.core.tokenizer import write_tokenizers
 from transformer.data.parallel.languages import Direction, direction_name
 from transformer.decoding.settings import DecodeSettings
 from transformer.evaluation import score_translations
@@ -47,7 +48,7 @@ def distill(ckpt_path: str | list[str], split: str, decode: DecodeSettings | Map
     src_path, tgt_path = inside(out, f"{split}.{langs.src_lang}"), inside(out, f"{split}.{langs.tgt_lang}")
     _write_lines(src_path, translated.sources)
     _write_lines(tgt_path, translated.hyps)
-    _write_tokenizers(task, out)
+    write_tokenizers(out, "tokenizer", {"src": task.src_tokenizer.to_str(), "tgt": task.tgt_tokenizer.to_str()})
     stats = _stats(translated, settings)
     bleu = stats.pop("bleu_vs_references")
     summary = {"checkpoint": checkpoint_label(ckpt_path), "split": split, "pair": f"{langs.src_lang}-{langs.tgt_lang}",
@@ -62,16 +63,6 @@ def _stats(translated, settings: DecodeSettings) -> dict:
             "empty_outputs": sum(1 for s, h in zip(translated.sources, translated.hyps) if s.strip() and not h.strip()),
             **translated.decoding_stats(settings),
             "bleu_vs_references": score_translations(translated.hyps, translated.refs)["bleu"] if translated.hyps else 0.0}
-
-
-def _write_tokenizers(task, out: Path) -> None:
-    """The teacher's tokenizer(s), for the student to share its vocabulary."""
-    src_tok, tgt_tok = task.src_tokenizer.to_str(), task.tgt_tokenizer.to_str()
-    if src_tok == tgt_tok:
-        write_text(out / "tokenizer.json", src_tok)
-    else:
-        write_text(out / "tokenizer.src.json", src_tok)
-        write_text(out / "tokenizer.tgt.json", tgt_tok)
 
 
 def check_distillable(directions: list[Direction], where: str) -> None:
@@ -108,7 +99,7 @@ def _distill_directions(task, ckpt_path, directions: list[Direction], split: str
     for lang, lines in written.items():
         files[lang] = str(inside(out, f"{split}.{lang}"))
         _write_lines(Path(files[lang]), lines)
-    _write_tokenizers(task, out)
+    write_tokenizers(out, "tokenizer", {"src": task.src_tokenizer.to_str(), "tgt": task.tgt_tokenizer.to_str()})
     summary = {
         "checkpoint": label,
         "split": split,

@@ -10,6 +10,7 @@ and dataset come from the checkpoint alone (docs/cli.md).
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
@@ -192,8 +193,6 @@ def run(cfg: DictConfig) -> dict | list[dict]:
     split = cfg.get("split")
     splits = None if split is None else ([split] if isinstance(split, str) else list(split))
     if cfg.get("src") is None and not cfg.get("data") and _multilingual(cfg.ckpt_path):
-        import sys
-
         from transformer.evaluation.translation import direction_table
 
         results = evaluate_directions(

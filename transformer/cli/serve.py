@@ -138,11 +138,8 @@ def check_entries(cfg: DictConfig) -> list[dict]:
         if not _export_dir(entry.get("ckpt_path")):
             validate.checkpoints(f"{key}.ckpt_path", entry.get("ckpt_path"))
         decode = entry.get("decode")
-        if decode is not None and not isinstance(decode, str):
-            raise ValueError(f"{key}.decode={show(decode)}: expected a decoding strategy "
-                             f"({', '.join(strategies.NAMES)})")
         if decode is not None and decode not in strategies.NAMES:
-            raise ValueError(f"{key}.decode={decode}: not a decoding strategy; expected one of "
+            raise ValueError(f"{key}.decode={show(decode)}: not a decoding strategy; expected one of "
                              f"{', '.join(strategies.NAMES)}")
     return entries
 

@@ -9,7 +9,6 @@
 
 from __future__ import annotations
 
-import contextlib
 import inspect
 import json
 import logging
@@ -33,7 +32,7 @@ from transformer.cli.common import (GROUP_HINTS, TRAINING_CACHE_ENTRIES, Stopped
                                     hydra_entry, keep_freed_memory)
 from transformer.decoding.precision import cpu_has_bf16
 from transformer.decoding.settings import DecodeSettings
-from transformer.data.core.tokenizer import SubwordTokenizer
+from transformer.data.core.tokenizer import SubwordTokenizer, write_tokenizers
 from transformer.files import write_text
 from transformer.models.transformer import count_parameters
 from transformer.ranges import check_count
@@ -90,27 +89,13 @@ def build_datamodule(cfg: DictConfig, ckpt: dict | None = None, pretrained: dict
         out.mkdir(parents=True, exist_ok=True)
         overrides["tokenizer_path"] = write_tokenizers(out, name, text)
     limit = position_limit(OmegaConf.to_container(cfg.model, resolve=True))
-    if limit is not None and "max_positions" in _data_parameters(cfg):
+    if limit is not None and "max_positions" in inspect.signature(get_class(cfg.data._target_)).parameters:
         overrides["max_positions"] = limit  # rows the learned position table cannot hold are cut
     # Plain containers (not DictConfig) in the data module: its hyperparameters are saved in
     # checkpoints, and a DictConfig there stops torch.load(weights_only=True) on resume.
     dm = instantiate(cfg.data, _convert_="all", **overrides)
     dm.vocab_size_chosen = "data.vocab_size" in command_line_keys()
     return dm
-
-
-def write_tokenizers(out: Path, name: str, text: str | dict) -> str | dict[str, str]:
-    """A checkpoint's tokenizer(s) written into ``out``: one path, or ``{src, tgt}`` paths when they differ."""
-    if isinstance(text, dict):
-        src, tgt = text.get("src") or text["tgt"], text.get("tgt")
-        if tgt is not None and tgt != src:
-            paths = {side: out / f"{name}.{side}.json" for side in ("src", "tgt")}
-            write_text(paths["src"], src)
-            write_text(paths["tgt"], tgt)
-            return {side: str(p) for side, p in paths.items()}
-        text = src
-    write_text(out / f"{name}.json", text)
-    return str(out / f"{name}.json")
 
 
 def command_line_keys(overrides=None) -> set[str]:
@@ -208,7 +193,6 @@ def trainer_settings(cfg: DictConfig) -> None:
     """Build the trainer once, without callbacks or loggers, so that Lightning judges the
     accelerator, device count, precision and loop settings before any data is read."""
     from hydra.errors import InstantiationException
-    from hydra.utils import instantiate
     from lightning.fabric.utilities.exceptions import MisconfigurationException
 
     trainer = cfg.get("trainer")
@@ -231,21 +215,14 @@ def trainer_settings(cfg: DictConfig) -> None:
         raise ValueError(f"trainer: {' '.join(str(cause).split())}") from None
 
 
-@contextlib.contextmanager
-def quiet_lightning():
-    """Silence Lightning's start-up lines (GPU available ..., tips) while probing."""
-    logging.disable(logging.WARNING)
-    try:
-        yield
-    finally:
-        logging.disable(logging.NOTSET)
-
-
 def preflight(cfg: DictConfig) -> dict | None:
     """Everything checked before a run writes anything; returns the checkpoint it resumes, if any."""
     check_config(cfg, complete=True)
-    with quiet_lightning():
+    logging.disable(logging.WARNING)  # Lightning's start-up lines (GPU available ..., tips) while probing
+    try:
         trainer_settings(cfg)  # accelerator, precision, loop settings: before any data is read
+    finally:
+        logging.disable(logging.NOTSET)
     ckpt = None
     if cfg.get("ckpt_path"):
         if not isinstance(cfg.ckpt_path, str):
@@ -311,12 +288,6 @@ def take_model_settings(cfg: DictConfig, ckpt: dict, settings_to_take=encoder_se
     taken = settings_to_take(ckpt, OmegaConf.to_container(cfg.model, resolve=True), named)
     for key, value in taken.items():
         OmegaConf.update(cfg, f"model.{key}", value, merge=False, force_add=True)
-
-
-def _data_parameters(cfg: DictConfig) -> set[str]:
-    """The arguments the configured data module takes."""
-    target = cfg.get("data", {}).get("_target_")
-    return set(inspect.signature(get_class(target)).parameters) if isinstance(target, str) else set()
 
 
 def check_resumed_model(cfg: DictConfig, ckpt: dict) -> None:
@@ -389,8 +360,6 @@ def train(cfg: DictConfig, ckpt: dict | None) -> dict:
     dm = build_datamodule(cfg, ckpt, pretrained)
     dm.prepare_data()
     dm.setup("fit")
-    if hasattr(dm, "save_tokenizers"):
-        dm.save_tokenizers(out)
     task, resumed_step = start_task(cfg, dm, ckpt, pretrained)
     del ckpt, pretrained
     trainer = build_trainer(cfg, resumed_step, reload_each_epoch=dm.draws_each_epoch)

@@ -118,14 +118,6 @@ def device(cfg: DictConfig) -> None:
     resolve_device(value)
 
 
-def quantize(cfg: DictConfig) -> None:
-    """``quantize``: none or int8, and int8 only on a CPU."""
-    from transformer.accel.quantize import check_quantize
-
-    if cfg.get("quantize") not in (None, "none"):
-        check_quantize(cfg.quantize, resolve_device(cfg.get("device", "auto")).type)
-
-
 # The counts an inference command may take (positive integers; ``limit`` may be null: no limit).
 COUNTS = ("lines", "max_tokens", "top_k", "positions", "limit")
 # The output formats of the commands that choose one here (transformer-tag's are read in cli/tag.py).
@@ -147,7 +139,10 @@ def inference(name: str) -> Callable[[DictConfig], None]:
             DecodeSettings.check(OmegaConf.to_container(cfg.decode, resolve=True))
             if cfg.decode.get("shortlist") not in (None, "train"):
                 input_file("decode.shortlist", cfg.decode.shortlist)
-        quantize(cfg)
+        if cfg.get("quantize") not in (None, "none"):  # int8 only on a CPU
+            from transformer.accel.quantize import check_quantize
+
+            check_quantize(cfg.quantize, resolve_device(cfg.get("device", "auto")).type)
         counts(cfg, *(key for key in COUNTS if key in cfg), optional=("limit",))
         if name in FORMATS and cfg.get("format") not in FORMATS[name]:
             raise ValueError(f"format={show(cfg.get('format'))} unknown; choose from {', '.join(FORMATS[name])}")

@@ -307,6 +307,21 @@ class SubwordTokenizer:
     __hash__ = None  # type: ignore[assignment]
 
 
+def write_tokenizers(out: Path, name: str, text: str | dict) -> str | dict[str, str]:
+    """Tokenizer JSON (one, or ``{src, tgt}``) written into ``out`` as ``<name>.json``, or as
+    ``<name>.src.json`` and ``<name>.tgt.json`` when the two differ: the path(s) written."""
+    if isinstance(text, dict):
+        src, tgt = text.get("src") or text["tgt"], text.get("tgt")
+        if tgt is not None and tgt != src:
+            paths = {side: out / f"{name}.{side}.json" for side in ("src", "tgt")}
+            write_text(paths["src"], src)
+            write_text(paths["tgt"], tgt)
+            return {side: str(p) for side, p in paths.items()}
+        text = src
+    write_text(out / f"{name}.json", text)
+    return str(out / f"{name}.json")
+
+
 def special_ids_of(tokenizer: Tokenizer) -> dict[str, int]:
     """The id of each special role (``ROLES``): ids 0..4 of a tokenizer trained here, else the
     token of either name (``<pad>`` or ``[PAD]`` ...) wherever the vocabulary has it; a
