@@ -22,8 +22,11 @@ source ids, so requests into different languages decode together in one batch.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import contextlib
 import logging
+import tempfile
 from pathlib import Path
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -599,9 +602,8 @@ class ClassificationModel(ServedModel):
 
 class UploadClassificationModel(ClassificationModel):
     """A classifier whose inputs are files (``transformer.kinds``: an input kind other than text)
-    on ``/v1/classify``: each input is one file encoded in base64, as a JSON body carries an upload.
-    The files are decoded in a private temporary folder that is removed after the request; a file
-    the model cannot read (``refused``, the reader's error) is a 422 naming the input."""
+    on ``/v1/classify``: each input is one file encoded in base64, as a JSON body carries an upload
+    (:func:`uploaded`); a file the model cannot read (``refused()``, the reader's error) is a 422."""
 
     #: What one input is, for messages.
     upload = "a file"
@@ -609,10 +611,6 @@ class UploadClassificationModel(ClassificationModel):
     def __init__(self, *args, **kwargs):
         super().__init__(*args, **kwargs)
         self.attends, self.options = False, ("top_k",)
-
-    def refused(self) -> type[Exception]:
-        """The reader's error for a file it cannot use."""
-        raise NotImplementedError
 
     def predict(self, texts: Sequence[str], settings: Hashable) -> list[dict]:
         with uploaded(texts, self.upload, self.refused()) as paths:
@@ -624,10 +622,6 @@ def uploaded(texts: Sequence[str], what: str, refused: type[Exception]) -> Itera
     """Each base64 input decoded into a file of a private temporary folder, removed afterwards: their
     paths, in order. An input that is not base64 (not ``what``), or a file the reader refuses
     (``refused``), is a :class:`RequestError` naming the input, the private folder left out."""
-    import base64
-    import binascii
-    import tempfile
-
     with tempfile.TemporaryDirectory(prefix="transformer-serve-") as folder:
         paths = []
         for i, text in enumerate(texts):
@@ -635,8 +629,7 @@ def uploaded(texts: Sequence[str], what: str, refused: type[Exception]) -> Itera
                 data = base64.b64decode(text, validate=True)
             except (binascii.Error, ValueError):
                 raise RequestError(f"input {i}: not {what} in base64") from None
-            path = Path(folder) / f"input{i}"
-            path.write_bytes(data)
+            (path := Path(folder) / f"input{i}").write_bytes(data)
             paths.append(str(path))
         try:
             yield paths
@@ -646,8 +639,6 @@ def uploaded(texts: Sequence[str], what: str, refused: type[Exception]) -> Itera
 
 def audio_warm_up(sample_rate: int) -> str:
     """A speech model's warm-up input: half a second of silence, a WAV in base64."""
-    import base64
-
     from transformer.data.speech.audio import silent_wav
 
     return base64.b64encode(silent_wav(sample_rate)).decode()
@@ -694,7 +685,6 @@ class ImageClassificationModel(UploadClassificationModel):
 
 def image_warm_up(data: dict) -> str:
     """An image model's warm-up input: a blank PNG of the model's size, in base64."""
-    import base64
     import io
 
     from PIL import Image
