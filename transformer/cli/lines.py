@@ -6,6 +6,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from transformer.cli.validate import input_file
 from transformer.files import write_text
 
 
@@ -15,12 +16,8 @@ def read_lines(path: str) -> tuple[list[str], str]:
     if path == "-":
         raw, name = sys.stdin.buffer.read(), "<stdin>"
     else:
-        p = Path(path)
-        if not p.exists():
-            raise FileNotFoundError(f"input file not found: {p}")
-        if p.is_dir():
-            raise IsADirectoryError(f"input={p}: a folder, not a file")
-        raw, name = p.read_bytes(), str(p)  # a regular file, /dev/stdin or a named pipe
+        input_file("input", str(path))  # a regular file, /dev/stdin or a named pipe
+        raw, name = Path(path).read_bytes(), str(path)
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

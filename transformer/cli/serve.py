@@ -139,7 +139,7 @@ def check_entries(cfg: DictConfig) -> list[dict]:
             validate.checkpoints(f"{key}.ckpt_path", entry.get("ckpt_path"))
         decode = entry.get("decode")
         if decode is not None and decode not in strategies.NAMES:
-            raise ValueError(f"{key}.decode={show(decode)}: not a decoding strategy; expected one of "
+            raise ValueError(f"{key}.decode={decode}: not a decoding strategy; expected one of "
                              f"{', '.join(strategies.NAMES)}")
     return entries
 
