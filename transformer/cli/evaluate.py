@@ -26,6 +26,8 @@ from transformer.files import write_text
 #: (vocabulary, batching, cache) belong to training.
 CORPUS_KEYS = ("src_lang", "tgt_lang", "corpus_name", "train", "valid", "test", "tests", "valid_name", "format",
                "columns", "header", "holdout", "holdout_seed", "hub", "bleu_tokenize", "train_files")
+#: The splits of a data config whose input is recordings: one manifest each.
+MANIFESTS = ("train", "dev", "test")
 
 
 def corpus_from_config(data: DictConfig | dict) -> dict:
@@ -49,8 +51,6 @@ def corpus_from_config(data: DictConfig | dict) -> dict:
     return corpus
 
 
-#: The splits of a data config whose input is recordings: one manifest each.
-MANIFESTS = ("train", "dev", "test")
 #: The language names a folder without ``source_lang``/``target_lang`` is read with (``hub.folder``).
 _UNNAMED = ("source", "target")
 
