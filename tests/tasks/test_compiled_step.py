@@ -27,6 +27,7 @@ def _run(model, fn, batch):
     return loss.detach(), nll.detach(), {n: p.grad.clone() for n, p in model.named_parameters()}
 
 
+@pytest.mark.slow  # inductor compiles forward and backward: about a minute on one core
 def test_compiled_loss_and_gradients_equal_eager():
     pytest.importorskip("torch._inductor")
     model, batch = _model_and_batch()
