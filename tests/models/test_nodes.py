@@ -10,6 +10,7 @@ import pytest
 import torch
 
 from transformer.models.nodes import NodeClassifier, NodeClassifierConfig
+from transformer.modules.attention import EdgeMask
 from transformer.modules.frontends import LaplacianNodeFeatures, NodeFeatures
 
 
@@ -120,3 +121,36 @@ def test_input_dropout_draws_only_for_non_zero_features():
     assert (dropped[..., 10:] == 0).all()
     kept = dropped[..., :10]
     assert set(kept.unique().tolist()) <= {0.0, 2.0} and 0 < int(kept.count_nonzero()) < 30
+
+
+def test_the_attention_output_layer_attends_along_the_edges_only():
+    from transformer.models.nodes import EdgeAttentionOutput
+
+    n = 6
+    x, edges = torch.randn(1, n, 5), path_graph(n)
+    for attention in ("edges", "full"):
+        net = model(attention, n_layers=1, output="attention", output_heads=2)
+        assert type(net.classifier) is EdgeAttentionOutput and net.classifier.proj.out_features == 2 * 3
+        out = net(x, edges)  # (1, N, C)
+        assert out.shape == (1, n, 3)
+        # the output layer alone: node 0's scores hear nodes 0 and 1, never node 4
+        h = torch.randn(1, n, 16)
+        mask = EdgeMask(edges, n)
+        moved = h.clone()
+        moved[0, 4] += 5.0
+        changed = (net.classifier(moved, mask) - net.classifier(h, mask)).abs().amax(-1)[0] > 1e-6  # (N,)
+        assert changed.tolist() == [False, False, False, True, True, True]
+    # attention in one layer and at the output: two hops, as two layers with a linear output
+    net = model("edges", n_layers=1, output="attention")
+    y = x.clone()
+    y[0, 5] += 5.0
+    changed = (net(y, edges) - net(x, edges)).abs().amax(-1)[0] > 1e-6
+    assert changed.tolist() == [False, False, False, True, True, True]
+
+
+def test_the_output_is_a_switch_linear_by_default():
+    assert type(model("edges").classifier) is torch.nn.Linear
+    with pytest.raises(ValueError, match="output must be one of"):
+        model("edges", output="pooled")
+    with pytest.raises(ValueError, match="needs the graph's edges"):
+        model("full", output="attention")(torch.randn(1, 4, 5))
