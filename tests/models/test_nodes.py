@@ -70,6 +70,11 @@ def test_attention_dropout_is_its_own_setting():
     net = model("full", attention_dropout=0.0, dropout=0.5)
     assert all(layer.self_attn.dropout == 0.0 for layer in net.encoder.layers) and net.dropout.p == 0.5
     assert model("full", dropout=0.3).encoder.layers[0].self_attn.dropout == 0.3  # None: the model's dropout
+    net = model("edges", encoder_dropout=0.0, dropout=0.5)
+    assert net.encoder.dropout.p == 0.0 and all(layer.dropout.p == 0.0 for layer in net.encoder.layers)
+    assert net.dropout.p == 0.5  # before the output layer
+    net = model("edges", dropout=0.3)
+    assert net.encoder.dropout.p == 0.3 and net.encoder.layers[0].dropout.p == 0.3  # None: the model's dropout
 
 
 def test_the_attention_score_is_a_switch_dot_by_default():

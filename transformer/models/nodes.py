@@ -89,6 +89,10 @@ class NodeClassifierConfig(EncoderConfig):
         attention_dropout: dropout on the attention weights; None = ``dropout``. Full attention
             over a few thousand nodes with dropout on its ``(N, N)`` weights cannot use the fused
             kernel and costs several times more on a CPU; along the edges it is cheap.
+        encoder_dropout: dropout inside the encoder, on the front end's vectors and on the
+            layers' sublayer outputs; None = ``dropout``. A graph attention network has none
+            there: its dropouts are on the features (the front end's ``input_dropout``), the
+            attention weights and the output layer's input (``dropout``).
         residual, feed_forward, layer_norm: the encoder layers' switches
             (``models.transformer.EncoderLayer``); all three off with ``activation="elu"`` is a
             graph attention network's layer (Velickovic et al. 2018).
@@ -107,6 +111,7 @@ class NodeClassifierConfig(EncoderConfig):
     n_classes: int = hp(within=Range(1, 2**20))
     attention: str = "edges"
     attention_dropout: float | None = hp(None, within=Probability())
+    encoder_dropout: float | None = hp(None, within=Probability())
     residual: bool = True
     feed_forward: bool = True
     layer_norm: bool = True
@@ -156,6 +161,10 @@ class NodeClassifier(nn.Module):
         if cfg.attention_dropout is not None:
             for layer in self.encoder.layers:
                 layer.self_attn.dropout = cfg.attention_dropout
+        if cfg.encoder_dropout is not None:
+            self.encoder.dropout.p = cfg.encoder_dropout
+            for layer in self.encoder.layers:
+                layer.dropout.p = cfg.encoder_dropout
         self.dropout = nn.Dropout(cfg.dropout)
         if cfg.output == "attention":
             output_dropout = cfg.dropout if cfg.attention_dropout is None else cfg.attention_dropout
