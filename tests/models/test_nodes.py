@@ -1,6 +1,7 @@
 """The node classifier: the same model whatever order the nodes are listed in (nodes are a set:
-no positions), attention along the edges reaches L hops in L layers, and the Laplacian front end
-flips eigenvector signs in training only."""
+no positions), attention along the edges reaches L hops in L layers, GAT's attention output layer
+hears a node's neighbours only, and the Laplacian front end flips eigenvector signs in training
+only."""
 
 from __future__ import annotations
 
