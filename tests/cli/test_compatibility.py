@@ -76,6 +76,11 @@ CHANGED.update({"callbacks.ema": None})
 # The encoder attention's score for node classification (model.attention_score): dot, as before;
 # GCN's degree normalisation as a bias along the edges (model.degree_bias), off.
 CHANGED.update({"model.attention_score": "dot", "model.degree_bias": False})
+# What scores a node's classes (model.output): a linear layer, as before, or GAT's attention output
+# layer with model.output_heads heads; experiment=graph_nodes is GAT's network and takes it.
+CHANGED.update({"model.output": "linear", "model.output_heads": 1})
+# Dropout inside a node classifier's encoder (model.encoder_dropout): null, model.dropout as before.
+CHANGED.update({"model.encoder_dropout": None})
 # Experiments added since 0.1.0: they have no composed config there to compare with.
 ADDED = {"train experiment=multi30k_multi", "train experiment=multi30k_multi_cpu",
          # Speech input: labelled recordings, FSDD digits, connected digit strings (AT and CTC).

@@ -1,6 +1,7 @@
 """The node classifier: the same model whatever order the nodes are listed in (nodes are a set:
-no positions), attention along the edges reaches L hops in L layers, and the Laplacian front end
-flips eigenvector signs in training only."""
+no positions), attention along the edges reaches L hops in L layers, GAT's attention output layer
+hears a node's neighbours only, and the Laplacian front end flips eigenvector signs in training
+only."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import pytest
 import torch
 
 from transformer.models.nodes import NodeClassifier, NodeClassifierConfig
+from transformer.modules.attention import EdgeMask
 from transformer.modules.frontends import LaplacianNodeFeatures, NodeFeatures
 
 
@@ -69,6 +71,11 @@ def test_attention_dropout_is_its_own_setting():
     net = model("full", attention_dropout=0.0, dropout=0.5)
     assert all(layer.self_attn.dropout == 0.0 for layer in net.encoder.layers) and net.dropout.p == 0.5
     assert model("full", dropout=0.3).encoder.layers[0].self_attn.dropout == 0.3  # None: the model's dropout
+    net = model("edges", encoder_dropout=0.0, dropout=0.5)
+    assert net.encoder.dropout.p == 0.0 and all(layer.dropout.p == 0.0 for layer in net.encoder.layers)
+    assert net.dropout.p == 0.5  # before the output layer
+    net = model("edges", dropout=0.3)
+    assert net.encoder.dropout.p == 0.3 and net.encoder.layers[0].dropout.p == 0.3  # None: the model's dropout
 
 
 def test_the_attention_score_is_a_switch_dot_by_default():
@@ -120,3 +127,36 @@ def test_input_dropout_draws_only_for_non_zero_features():
     assert (dropped[..., 10:] == 0).all()
     kept = dropped[..., :10]
     assert set(kept.unique().tolist()) <= {0.0, 2.0} and 0 < int(kept.count_nonzero()) < 30
+
+
+def test_the_attention_output_layer_attends_along_the_edges_only():
+    from transformer.models.nodes import EdgeAttentionOutput
+
+    n = 6
+    x, edges = torch.randn(1, n, 5), path_graph(n)
+    for attention in ("edges", "full"):
+        net = model(attention, n_layers=1, output="attention", output_heads=2)
+        assert type(net.classifier) is EdgeAttentionOutput and net.classifier.proj.out_features == 2 * 3
+        out = net(x, edges)  # (1, N, C)
+        assert out.shape == (1, n, 3)
+        # the output layer alone: node 0's scores hear nodes 0 and 1, never node 4
+        h = torch.randn(1, n, 16)
+        mask = EdgeMask(edges, n)
+        moved = h.clone()
+        moved[0, 4] += 5.0
+        changed = (net.classifier(moved, mask) - net.classifier(h, mask)).abs().amax(-1)[0] > 1e-6  # (N,)
+        assert changed.tolist() == [False, False, False, True, True, True]
+    # attention in one layer and at the output: two hops, as two layers with a linear output
+    net = model("edges", n_layers=1, output="attention")
+    y = x.clone()
+    y[0, 5] += 5.0
+    changed = (net(y, edges) - net(x, edges)).abs().amax(-1)[0] > 1e-6
+    assert changed.tolist() == [False, False, False, True, True, True]
+
+
+def test_the_output_is_a_switch_linear_by_default():
+    assert type(model("edges").classifier) is torch.nn.Linear
+    with pytest.raises(ValueError, match="output must be one of"):
+        model("edges", output="pooled")
+    with pytest.raises(ValueError, match="needs the graph's edges"):
+        model("full", output="attention")(torch.randn(1, 4, 5))

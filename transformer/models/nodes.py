@@ -6,7 +6,9 @@ each node's feature row a vector; the encoder's self-attention then either runs 
 graph's edges only (``attention="edges"``: the adjacency with self-loops is the attention mask,
 which is what graph attention networks do) or over every node (``attention="full"``), which
 needs the graph told another way: ``LaplacianNodeFeatures`` adds Laplacian eigenvectors as
-positions. A linear layer scores each node's classes.
+positions. A linear layer scores each node's classes, or (``output="attention"``) one more
+attention along the edges whose values are the classes' scores, a graph attention network's
+output layer (``EdgeAttentionOutput``).
 
 Shape legend: B graphs, N nodes, F features per node, D = d_model, H heads, C classes.
 """
@@ -17,6 +19,8 @@ import dataclasses
 import functools
 from dataclasses import dataclass
 
+import torch
+import torch.nn.functional as F
 from torch import Tensor, nn
 
 from transformer.models.transformer import EncoderConfig, TransformerEncoder, hp, init_weights
@@ -26,6 +30,52 @@ from transformer.ranges import Probability, Range
 
 #: What each node attends to: its neighbours and itself, or every node.
 ATTENTIONS = ("edges", "full")
+#: What scores a node's classes from the encoder's output: a linear layer, or attention along the edges.
+OUTPUTS = ("linear", "attention")
+
+
+class EdgeAttentionOutput(nn.Module):
+    """A graph attention network's output layer (Velickovic et al. 2018, sec. 3.3, eq. 6): per head
+    ``h``, ``W_h x`` maps each node to C class scores, node ``i`` takes the softmax-weighted mean of
+    ``W_h x_j`` over itself and its neighbours ``j`` with GAT's additive score
+    ``LeakyReLU_0.2(a_dst · W_h x_i + a_src · W_h x_j)``, and the heads' results are averaged
+    (not concatenated: the output is the classes).
+
+    One more hop than a linear classifier: a node's class scores are its neighbours' scores,
+    weighted. GAT uses one head on Cora and CiteSeer, eight on PubMed.
+
+    Shapes: x ``(B, N, D)``, mask an ``EdgeMask`` over the N nodes -> logits ``(B, N, C)``;
+    internally ``(B, H, N, C)``; ``a_dst, a_src (H, C)``.
+
+    Args:
+        d_model: D, the encoder's width.
+        n_classes: C.
+        n_heads: H, heads averaged.
+        attention_dropout: dropout on the attention weights (GAT: 0.6, as on its first layer).
+        negative_slope: the LeakyReLU's, 0.2 as GAT's.
+    """
+
+    def __init__(self, d_model: int, n_classes: int, n_heads: int = 1, attention_dropout: float = 0.0,
+                 negative_slope: float = 0.2):
+        super().__init__()
+        self.n_heads, self.n_classes = n_heads, n_classes
+        self.attention_dropout = attention_dropout
+        self.negative_slope = negative_slope
+        # A bias in W x is GAT's bias after the mean: the weights sum to 1, and a_dst·b, a_src·b are
+        # the same for every key of a query, so the softmax does not see it.
+        self.proj = nn.Linear(d_model, n_heads * n_classes)
+        self.a_dst = nn.Parameter(nn.init.xavier_uniform_(torch.empty(n_heads, n_classes)))
+        self.a_src = nn.Parameter(nn.init.xavier_uniform_(torch.empty(n_heads, n_classes)))
+
+    def forward(self, x: Tensor, mask: EdgeMask) -> Tensor:
+        b, n, _ = x.shape
+        wx = self.proj(x).view(b, n, self.n_heads, self.n_classes).transpose(1, 2)  # (B, N, H·C) -> (B, H, N, C)
+        dst = (wx * self.a_dst[:, None]).sum(-1)  # (B, H, N, C) * (H, 1, C) -> (B, H, N)
+        src = (wx * self.a_src[:, None]).sum(-1)  # (B, H, N)
+        qi, ki = mask.pairs(x.device)  # (E,), (E,)
+        scores = F.leaky_relu(dst.index_select(2, qi) + src.index_select(2, ki), self.negative_slope)  # (B, H, E)
+        p = self.attention_dropout if self.training else 0.0
+        return mask.mix(scores, wx, p).mean(1)  # (B, H, N, C) -> (B, N, C)
 
 
 @dataclass(kw_only=True)
@@ -39,6 +89,10 @@ class NodeClassifierConfig(EncoderConfig):
         attention_dropout: dropout on the attention weights; None = ``dropout``. Full attention
             over a few thousand nodes with dropout on its ``(N, N)`` weights cannot use the fused
             kernel and costs several times more on a CPU; along the edges it is cheap.
+        encoder_dropout: dropout inside the encoder, on the front end's vectors and on the
+            layers' sublayer outputs; None = ``dropout``. A graph attention network has none
+            there: its dropouts are on the features (the front end's ``input_dropout``), the
+            attention weights and the output layer's input (``dropout``).
         residual, feed_forward, layer_norm: the encoder layers' switches
             (``models.transformer.EncoderLayer``); all three off with ``activation="elu"`` is a
             graph attention network's layer (Velickovic et al. 2018).
@@ -46,6 +100,10 @@ class NodeClassifierConfig(EncoderConfig):
             (``modules.attention.EdgeMask``).
         attention_score: ``"dot"`` (the Transformer's scaled dot product) or ``"additive"``
             (GAT's score, ``modules.attention.AdditiveAttention``: one projection for score and value).
+        output: ``"linear"`` (a linear layer per node) or ``"attention"`` (``EdgeAttentionOutput``:
+            GAT's second layer, attention along the edges onto the classes; with ``attention="full"``
+            it still attends along the edges).
+        output_heads: the output attention's heads, averaged (GAT: 1 on Cora and CiteSeer).
         frontend: required: ``NodeFeatures`` or ``LaplacianNodeFeatures``.
         positional: nodes have no order; ``None`` here means ``NoPositionalEncoding``.
     """
@@ -53,11 +111,14 @@ class NodeClassifierConfig(EncoderConfig):
     n_classes: int = hp(within=Range(1, 2**20))
     attention: str = "edges"
     attention_dropout: float | None = hp(None, within=Probability())
+    encoder_dropout: float | None = hp(None, within=Probability())
     residual: bool = True
     feed_forward: bool = True
     layer_norm: bool = True
     attention_score: str = "dot"
     degree_bias: bool = False
+    output: str = "linear"
+    output_heads: int = hp(1, within=Range(1, 1024))
     vocab_size: int = hp(1, within=Range(1, 2**24))
     pad_id: int = hp(0, within=Range(0, 2**24))
     scale_embeddings: bool = False
@@ -66,7 +127,7 @@ class NodeClassifierConfig(EncoderConfig):
 
 class NodeClassifier(nn.Module):
     """Node front end + Transformer encoder (attention masked by the adjacency, or full) +
-    linear classifier per node.
+    a linear classifier per node or GAT's attention output layer (``EdgeAttentionOutput``).
 
     ``forward(src (B, N, F), edge_index (2, E) long, src_lengths (B,) | None) -> logits
     (B, N, C)``: a batch is one graph (or B feature sets of one graph: the edges are shared); with ``need_weights=True`` also each layer's attention weights ``(B, H, N, N)``
@@ -82,6 +143,8 @@ class NodeClassifier(nn.Module):
         super().__init__()
         if cfg.attention not in ATTENTIONS:
             raise ValueError(f"attention must be one of {ATTENTIONS}, got {cfg.attention!r}")
+        if cfg.output not in OUTPUTS:
+            raise ValueError(f"output must be one of {OUTPUTS}, got {cfg.output!r}")
         if cfg.frontend is None:
             raise ValueError("a node classifier needs a node front end (frontend: NodeFeatures)")
         if cfg.degree_bias and cfg.attention != "edges":
@@ -98,23 +161,33 @@ class NodeClassifier(nn.Module):
         if cfg.attention_dropout is not None:
             for layer in self.encoder.layers:
                 layer.self_attn.dropout = cfg.attention_dropout
+        if cfg.encoder_dropout is not None:
+            self.encoder.dropout.p = cfg.encoder_dropout
+            for layer in self.encoder.layers:
+                layer.dropout.p = cfg.encoder_dropout
         self.dropout = nn.Dropout(cfg.dropout)
-        self.classifier = nn.Linear(cfg.d_model, cfg.n_classes)
+        if cfg.output == "attention":
+            output_dropout = cfg.dropout if cfg.attention_dropout is None else cfg.attention_dropout
+            self.classifier = EdgeAttentionOutput(cfg.d_model, cfg.n_classes, cfg.output_heads, output_dropout)
+        else:
+            self.classifier = nn.Linear(cfg.d_model, cfg.n_classes)
         init_weights(self, cfg.d_model)
 
     def forward(self, src: Tensor, edge_index: Tensor | None = None, src_lengths: Tensor | None = None,
                 need_weights: bool = False):
         x, real = self.encoder.embed(src, src_lengths)  # (B, N, D), (B, N)
-        mask = None
-        if self.attention == "edges":
+        edges = None
+        if self.attention == "edges" or self.cfg.output == "attention":
             if edge_index is None:
-                raise ValueError("attention=edges needs the graph's edges")
+                raise ValueError(f"attention={self.attention} with output={self.cfg.output} needs the graph's edges")
             # The adjacency with self-loops, computed along the edges (modules.attention.EdgeMask).
-            mask = EdgeMask(edge_index.to(src.device), src.size(1), degree_bias=self.cfg.degree_bias)
+            edges = EdgeMask(edge_index.to(src.device), src.size(1), degree_bias=self.cfg.degree_bias)
+        mask = edges if self.attention == "edges" else None
         out = self.encoder.forward_embeddings(x, real, need_weights, attn_mask=mask)
         h, weights = out if need_weights else (out, None)  # (B, N, D)
-        logits = self.classifier(self.dropout(h))  # (B, N, C)
+        h = self.dropout(h)
+        logits = self.classifier(h, edges) if self.cfg.output == "attention" else self.classifier(h)  # (B, N, C)
         return (logits, weights) if need_weights else logits
 
 
-__all__ = ["ATTENTIONS", "NodeClassifier", "NodeClassifierConfig"]
+__all__ = ["ATTENTIONS", "OUTPUTS", "EdgeAttentionOutput", "NodeClassifier", "NodeClassifierConfig"]
