@@ -59,6 +59,20 @@ def test_manifests_and_counts(strings):
         assert (info.samplerate, info.channels, info.subtype) == (8000, 1, "PCM_16")
 
 
+def test_more_training_strings_leave_dev_and_test_alone(fsdd_few, strings, tmp_path):
+    # experiment=fsdd_strings_ctc trains on more strings than the preset's default: its scores
+    # compare with other counts' only if dev and test are the same files, and the larger training
+    # set begins with the smaller one
+    out, _ = strings
+    more = tmp_path / "more"
+    make_digit_strings(fsdd_few, more, {**COUNTS, "train": 3 * COUNTS["train"]}, seed=3)
+    for split in ("dev", "test"):
+        assert _folder_bytes(more / split) == _folder_bytes(out / split)
+        assert (more / f"{split}.sources.tsv").read_bytes() == (out / f"{split}.sources.tsv").read_bytes()
+    fewer, larger = _sources(out, "train"), _sources(more, "train")
+    assert len(larger) == 3 * len(fewer) and all(larger[k] == v for k, v in fewer.items())
+
+
 def test_never_mixes_splits_one_speaker_per_string(fsdd_few, strings):
     out, _ = strings
     pools = string_pools(fsdd_few, seed=3)
