@@ -43,7 +43,7 @@ class ConvSubsampling(nn.Module):
     (x4, 0 below 7 frames); x8 halves once more, ``(T' - 1) // 2`` (0 below 15 frames).
 
     Args:
-        n_mels: features per input frame (M).
+        n_mels: features per input frame (M: mel bands, or their cepstra with ``data.n_ceps``).
         d_model: output width (D).
         channels: convolution channels (C); ``None`` is ``d_model``, as in ESPnet.
         subsampling: 4 or 8, the factor time (and the mel axis) shrinks by.

@@ -1,4 +1,4 @@
-"""Log-mel features equal librosa's reference; frames follow the 10 ms rule; normalisation and
+"""Log-mel features and their cepstra (MFCCs) equal librosa's reference; frames follow the 10 ms rule; normalisation and
 SpecAugment masking do what they say, seeded."""
 
 from __future__ import annotations
@@ -10,13 +10,14 @@ import torch
 
 from transformer.data.speech.audio import load_audio
 from transformer.data.speech.features import (LOG_OFFSET, NORM_EPS, FeatureSettings, MaskingSettings, WarpSettings,
-                                              compute_features, log_mel, normalize_utterance, spec_augment, warp)
+                                              compute_features, feature_width, log_mel, normalize_utterance,
+                                              spec_augment, warp)
 
 
 def _librosa_log_mel(y: np.ndarray, s: FeatureSettings) -> np.ndarray:
     """The reference: librosa's own melspectrogram with the same parameters, then log; (T, M)."""
     mel = librosa.feature.melspectrogram(
-        y=y, sr=s.sample_rate, n_fft=512, hop_length=s.hop_length, win_length=s.win_length, window="hann",
+        y=y, sr=s.sample_rate, n_fft=s.fft_size, hop_length=s.hop_length, win_length=s.win_length, window="hann",
         center=True, pad_mode="constant", power=2.0, n_mels=s.n_mels, fmin=0.0, fmax=None, htk=False, norm="slaney")
     return np.log(mel + LOG_OFFSET).T
 
@@ -39,6 +40,32 @@ def test_log_mel_equals_librosa_on_real_recordings(fsdd_few, n_mels):
         # normalised features are the reference, normalised
         ref_norm = (ref - ref.mean(0)) / np.sqrt(ref.var(0) + NORM_EPS)
         np.testing.assert_allclose(compute_features(y, s).numpy(), ref_norm, atol=1e-4, rtol=0)
+
+
+@pytest.mark.parametrize("n_mels, n_ceps", [(40, 20), (80, 13)])
+def test_mfccs_equal_librosa_on_real_recordings(fsdd_few, n_mels, n_ceps):
+    s = FeatureSettings(sample_rate=8000, n_mels=n_mels, n_ceps=n_ceps, normalize=False)
+    for rec in fsdd_few[::23]:
+        y = load_audio(rec.path, sample_rate=8000)
+        ours = compute_features(y, s).numpy()
+        assert ours.shape == (1 + len(y) // s.hop_length, n_ceps) and s.n_features == n_ceps
+        # the cepstra of our log-mel: librosa's MFCC (an orthonormal DCT-II), to float32 rounding
+        ref = librosa.feature.mfcc(S=log_mel(y, s).numpy().T, n_mfcc=n_ceps, dct_type=2, norm="ortho").T
+        np.testing.assert_allclose(ours, ref, atol=1e-5, rtol=1e-6)
+        # and the whole path from the waveform, librosa's log-mel included, as tight as log-mel's
+        ref = librosa.feature.mfcc(S=_librosa_log_mel(y, s).T, n_mfcc=n_ceps, dct_type=2, norm="ortho").T
+        np.testing.assert_allclose(ours, ref, atol=1e-4, rtol=0)
+        ref_norm = (ref - ref.mean(0)) / np.sqrt(ref.var(0) + NORM_EPS)
+        normalized = compute_features(y, FeatureSettings(sample_rate=8000, n_mels=n_mels, n_ceps=n_ceps)).numpy()
+        np.testing.assert_allclose(normalized, ref_norm, atol=1e-4, rtol=0)
+
+
+def test_the_feature_width_follows_n_ceps():
+    assert FeatureSettings(n_mels=40).n_features == feature_width(40, None) == 40
+    assert FeatureSettings(n_mels=40, n_ceps=20).n_features == feature_width(40, 20) == 20
+    for bad in (0, 41):
+        with pytest.raises(ValueError, match="n_ceps"):
+            FeatureSettings(n_mels=40, n_ceps=bad)
 
 
 def test_one_second_is_100_frames_and_ten_minutes_60000():

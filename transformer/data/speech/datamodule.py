@@ -89,6 +89,8 @@ class SpeechDataModule(TokenBudgetDataModule):
         fold: with ``preset=fsdd``, hold this speaker out as the test set (leave one speaker out).
         dev_fraction: without a dev manifest, this seeded share of the training rows validates.
         sample_rate, n_mels: the features (25 ms windows every 10 ms: 100 frames a second).
+        n_ceps: keep this many cepstral coefficients of the log-mel bands (MFCCs); None keeps
+            the bands. The front end's width follows (``${feature_width:...}`` in the configs).
         spec_augment: mask time and frequency bands of training frames (Park et al. 2019): two
             bands of up to ``freq_mask_width`` mel bins and two spans of up to
             ``time_mask_width`` frames (at most a fifth of the utterance) each.
@@ -119,6 +121,7 @@ class SpeechDataModule(TokenBudgetDataModule):
         dev_fraction: Annotated[float, Range(0.0, 0.5)] = 0.1,
         sample_rate: Annotated[int, Range(1000, 192_000)] = 16_000,
         n_mels: Annotated[int, Range(1, 512)] = 80,
+        n_ceps: Annotated[int | None, Range(1, 512)] = None,
         spec_augment: bool = False,
         freq_mask_width: Annotated[int, Range(0, 512)] = 27,
         time_mask_width: Annotated[int, Range(0, 100_000)] = 40,
@@ -147,7 +150,7 @@ class SpeechDataModule(TokenBudgetDataModule):
         self.spec_augment = spec_augment
         self.masking = MaskingSettings(freq_width=freq_mask_width, time_width=time_mask_width)
         self.warping = WarpSettings(time_stretch=time_stretch, freq_warp=freq_warp)
-        self.features = FeatureSettings(sample_rate=sample_rate, n_mels=n_mels)
+        self.features = FeatureSettings(sample_rate=sample_rate, n_mels=n_mels, n_ceps=n_ceps)
         self.test_splits = ["test"] if "test" in self.paths or preset else []
         self.tokenizer = None
         self.labels: list[str] = []
@@ -272,6 +275,7 @@ class SpeechTranscriptDataModule(SpeechDataModule):
                  name: str = "speech", preset: str | None = None, n_strings: dict | None = None,
                  strings_seed: int = 0, dev_fraction: Annotated[float, Range(0.0, 0.5)] = 0.1,
                  sample_rate: Annotated[int, Range(1000, 192_000)] = 16_000, n_mels: Annotated[int, Range(1, 512)] = 80,
+                 n_ceps: Annotated[int | None, Range(1, 512)] = None,
                  spec_augment: bool = False, freq_mask_width: Annotated[int, Range(0, 512)] = 27,
                  time_mask_width: Annotated[int, Range(0, 100_000)] = 40,
                  time_stretch: Annotated[float, Range(0.0, 0.5)] = 0.0, freq_warp: Annotated[float, Range(0.0, 0.5)] = 0.0,
@@ -280,7 +284,7 @@ class SpeechTranscriptDataModule(SpeechDataModule):
                  num_workers: Annotated[int, Range(0, 1024)] = 0, seed: int = 0, cache_features: bool = True,
                  input: str = "frames", src_lang: str = "speech", tgt_lang: str = "en"):
         super().__init__(train=train, dev=dev, test=test, name=name, preset=preset, dev_fraction=dev_fraction,
-                         sample_rate=sample_rate, n_mels=n_mels, spec_augment=spec_augment,
+                         sample_rate=sample_rate, n_mels=n_mels, n_ceps=n_ceps, spec_augment=spec_augment,
                          freq_mask_width=freq_mask_width, time_mask_width=time_mask_width,
                          time_stretch=time_stretch, freq_warp=freq_warp, data_dir=data_dir,
                          max_tokens=max_tokens, max_len=max_len, num_workers=num_workers, seed=seed,

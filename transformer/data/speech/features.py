@@ -1,6 +1,7 @@
-"""Log-mel features and SpecAugment masking: a waveform in, ``(T, n_mels)`` frames out.
+"""Log-mel (or MFCC) features and SpecAugment masking: a waveform in, ``(T, K)`` frames out.
 
-Shape legend: N samples, T frames, F = n_fft // 2 + 1 frequency bins, M = n_mels.
+Shape legend: N samples, T frames, F = n_fft // 2 + 1 frequency bins, M = n_mels,
+C = n_ceps, K = the features per frame (C with cepstra, else M).
 
 The lectures' framing: a 25 ms window every 10 ms, so one second is 100 frames. The short-time
 Fourier transform is ``torch.stft`` (Hann window, zero-padded to ``n_fft``, the next power of two),
@@ -8,6 +9,11 @@ the mel filterbank is librosa's (Slaney's mel scale and area normalisation, libr
 the features are ``log(mel power + LOG_OFFSET)``. This is exactly
 ``log(librosa.feature.melspectrogram(..., center=True, pad_mode="constant") + LOG_OFFSET)``, which
 the tests check.
+
+Cepstra (``n_ceps``): the first ``n_ceps`` coefficients of an orthonormal DCT-II of each frame's
+log-mel bands, ``scipy.fft.dct(log_mel, type=2, norm="ortho")``, librosa's ``mfcc`` on the same
+log-mel. The DCT decorrelates the bands and keeps the spectral envelope (the vocal tract's shape)
+while dropping the fine structure that the pitch leaves, which varies most between speakers.
 
 Frame rule: frames are centred (the signal is zero-padded by ``n_fft // 2`` at both ends), so
 ``N`` samples give ``T = 1 + N // hop`` frames and frame ``t`` is centred on sample ``t * hop``.
@@ -41,6 +47,12 @@ LOG_OFFSET = 1e-6
 NORM_EPS = 1e-2
 
 
+def feature_width(n_mels: int, n_ceps: int | None = None) -> int:
+    """Features per frame: ``n_ceps`` when set, else ``n_mels``. The configs' ``${feature_width:
+    ${data.n_mels},${data.n_ceps}}`` gives the front end this width, so the two cannot disagree."""
+    return int(n_mels) if n_ceps is None else int(n_ceps)
+
+
 @dataclass(frozen=True)
 class FeatureSettings:
     """How a waveform becomes frames; stored with a model so that inference computes the same.
@@ -48,6 +60,8 @@ class FeatureSettings:
     Attributes:
         sample_rate: the rate audio is resampled to before framing (Hz).
         n_mels: mel bins per frame (M).
+        n_ceps: keep this many cepstral coefficients of the log-mel bands (MFCCs, C <= M);
+            ``None`` keeps the log-mel bands themselves.
         win_ms: window length; 25 ms is 400 samples at 16 kHz.
         hop_ms: hop between frames; 10 ms gives 100 frames a second.
         n_fft: FFT size; ``None`` is the next power of two at or above the window.
@@ -57,6 +71,7 @@ class FeatureSettings:
 
     sample_rate: int = MODEL_SAMPLE_RATE
     n_mels: int = 80
+    n_ceps: int | None = None
     win_ms: float = 25.0
     hop_ms: float = 10.0
     n_fft: int | None = None
@@ -67,9 +82,16 @@ class FeatureSettings:
     def __post_init__(self):
         if self.n_mels < 1 or self.sample_rate < 1 or self.win_ms <= 0 or self.hop_ms <= 0:
             raise ValueError(f"feature settings must be positive: {self}")
+        if self.n_ceps is not None and not 1 <= self.n_ceps <= self.n_mels:
+            raise ValueError(f"n_ceps={self.n_ceps}: keep between 1 and n_mels={self.n_mels} cepstral coefficients")
         if self.n_fft is not None and self.n_fft < self.win_length:
             raise ValueError(f"n_fft={self.n_fft} is shorter than the {self.win_ms} ms window "
                              f"({self.win_length} samples)")
+
+    @property
+    def n_features(self) -> int:
+        """Features per frame (K): ``n_ceps`` with cepstra, else ``n_mels``."""
+        return feature_width(self.n_mels, self.n_ceps)
 
     @property
     def win_length(self) -> int:
@@ -123,17 +145,29 @@ def log_mel(waveform: Tensor | np.ndarray, settings: FeatureSettings = FeatureSe
     return torch.log(mel + LOG_OFFSET).transpose(0, 1).contiguous()  # (M, T) -> (T, M)
 
 
+def cepstra(log_mel_frames: Tensor, n_ceps: int) -> Tensor:
+    """MFCCs: the first ``n_ceps`` coefficients of each frame's orthonormal DCT-II,
+    ``(T, M) -> (T, C)`` float32."""
+    from scipy.fft import dct
+
+    ceps = dct(log_mel_frames.numpy(), type=2, norm="ortho", axis=1)[:, :n_ceps]  # (T, M) -> (T, C)
+    return torch.from_numpy(np.ascontiguousarray(ceps, dtype=np.float32))
+
+
 def normalize_utterance(features: Tensor) -> Tensor:
-    """Mean 0 and variance 1 for each mel bin over one utterance's frames: ``(T, M) -> (T, M)``."""
+    """Mean 0 and variance 1 for each feature over one utterance's frames: ``(T, K) -> (T, K)``."""
     mean = features.mean(dim=0, keepdim=True)  # (1, M)
     var = features.var(dim=0, unbiased=False, keepdim=True)  # (1, M)
     return (features - mean) / torch.sqrt(var + NORM_EPS)
 
 
 def compute_features(waveform: Tensor | np.ndarray, settings: FeatureSettings = FeatureSettings()) -> Tensor:
-    """The model's input frames for one waveform: log-mel, then (by default) per-utterance
-    normalisation. ``(N,)`` at ``settings.sample_rate`` -> ``(T, M)`` float32."""
-    features = log_mel(waveform, settings)
+    """The model's input frames for one waveform: log-mel (and its cepstra with ``n_ceps``),
+    then (by default) per-utterance normalisation. ``(N,)`` at ``settings.sample_rate`` ->
+    ``(T, K)`` float32."""
+    features = log_mel(waveform, settings)  # (T, M)
+    if settings.n_ceps is not None:
+        features = cepstra(features, settings.n_ceps)  # (T, M) -> (T, C)
     return normalize_utterance(features) if settings.normalize else features
 
 
