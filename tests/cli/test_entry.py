@@ -77,3 +77,26 @@ def test_a_failure_that_is_no_user_error_is_raised_not_swallowed(tmp_path, monke
     monkeypatch.setattr(sys, "argv", ["transformer-export", "ckpt_path=model.ckpt", "output_dir=out"])
     with pytest.raises(RuntimeError, match="a bug"):  # with its traceback, and a non-zero exit status
         hydra_entry("export")(broken)()
+
+
+def test_an_early_error_line_does_not_wait_for_lightning(tmp_path):
+    """A command that fails before it needs Lightning prints its error line without importing it
+    (seconds of start-up on a CPU machine); once Lightning is loaded its configuration error is
+    still a user error."""
+    import subprocess
+
+    probe = (
+        "import sys\n"
+        "from transformer.cli import decode\n"
+        "sys.argv = ['transformer-decode', 'ckpt_path=missing.ckpt']\n"
+        "try:\n"
+        "    decode.main()\n"
+        "except SystemExit as exc:\n"
+        "    print(exc.code, 'lightning' in sys.modules)\n"
+        "from transformer.cli.common import user_errors\n"
+        "from lightning.fabric.utilities.exceptions import MisconfigurationException\n"
+        "print(MisconfigurationException in user_errors())\n"
+    )
+    done = subprocess.run([sys.executable, "-c", probe], cwd=tmp_path, capture_output=True, text=True, timeout=240)
+    assert done.stdout.split() == ["2", "False", "True"], done.stderr[-2000:]
+    assert done.stderr.strip().splitlines() == ["error: ckpt_path=missing.ckpt: checkpoint not found"]

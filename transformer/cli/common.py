@@ -49,16 +49,17 @@ MULTIRUN_FLAGS = ("-m", "--multirun")
 
 
 def user_errors() -> tuple[type[BaseException], ...]:
-    """Exceptions that describe bad input (file, key, value, device), not bugs."""
-    from lightning.fabric.utilities.exceptions import MisconfigurationException
-
+    """Exceptions that describe bad input (file, key, value, device), not bugs. Lightning's
+    configuration error counts only once Lightning is loaded: a command that fails before it never
+    raised one, and importing Lightning to name it would cost seconds before the error line."""
     from transformer.data.core.readers import DataFormatError
     from transformer.data.core.sources import ChecksumError, DownloadError
     from transformer.tasks.checkpoint import CheckpointError
 
+    lightning = sys.modules.get("lightning.fabric.utilities.exceptions")
     return (CheckpointError, DiskFullError, FileNotFoundError, FileExistsError, IsADirectoryError, NotADirectoryError,
-            PermissionError, ValueError, KeyError, MisconfigurationException, DataFormatError, ChecksumError,
-            DownloadError)
+            PermissionError, ValueError, KeyError, DataFormatError, ChecksumError, DownloadError,
+            *((lightning.MisconfigurationException,) if lightning else ()))
 
 
 class StoppedBySignal(RuntimeError):
