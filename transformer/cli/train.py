@@ -13,21 +13,13 @@ import inspect
 import json
 import logging
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import lightning as L
 import torch
 from hydra.utils import get_class, instantiate
-from lightning.pytorch.utilities.exceptions import SIGTERMException
 from omegaconf import DictConfig, OmegaConf
 
 from transformer import kinds
-from transformer.tasks.callbacks import (
-    AtomicCheckpointIO,
-    FinalLastCheckpoint,
-    RandomState,
-    ResumableCSVLogger,
-    quiet_library_noise,
-)
 from transformer.cli.common import (GROUP_HINTS, TRAINING_CACHE_ENTRIES, StoppedBySignal, bound_onednn_caches, claimed,
                                     hydra_entry, keep_freed_memory)
 from transformer.decoding.precision import cpu_has_bf16
@@ -49,6 +41,9 @@ from transformer.tasks.transfer import (
     start_from,
 )
 
+if TYPE_CHECKING:
+    import lightning as L
+
 log = logging.getLogger(__name__)
 
 
@@ -62,6 +57,8 @@ def _instantiate_group(group: DictConfig | None) -> list:
 def build_loggers(cfg: DictConfig, resumed_step: int | None = None) -> list:
     """The ``logger`` group; when resuming from a checkpoint at ``resumed_step``, CSV loggers
     keep the rows their ``metrics.csv`` already has from before that step."""
+    from transformer.tasks.callbacks import ResumableCSVLogger
+
     loggers = _instantiate_group(cfg.get("logger"))
     if resumed_step is not None:
         for logger in loggers:
@@ -345,6 +342,13 @@ def run(cfg: DictConfig) -> dict:
 
 def train(cfg: DictConfig, ckpt: dict | None) -> dict:
     """Fit in the claimed ``output_dir``, then report (and test) the best checkpoint."""
+    # Lightning is imported here, not at the top: a command line refused by the checks before
+    # training prints its error line without Lightning's seconds of start-up.
+    import lightning as L
+    from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+    from transformer.tasks.callbacks import quiet_library_noise
+
     out = Path(cfg.output_dir)
     quiet_library_noise()
     if cfg.data.get("data_dir"):
@@ -447,6 +451,8 @@ def warn_fresh_decoder(model, copied: int, path: str) -> None:
 def build_trainer(cfg: DictConfig, resumed_step: int | None, reload_each_epoch: bool = False):
     """Lightning's Trainer from ``cfg.trainer``, with the configured callbacks and loggers (loaders remade each epoch
     for data that draws anew)."""
+    from transformer.tasks.callbacks import AtomicCheckpointIO, FinalLastCheckpoint, RandomState
+
     extra = {}
     if reload_each_epoch and "reload_dataloaders_every_n_epochs" not in cfg.trainer:
         extra["reload_dataloaders_every_n_epochs"] = 1
