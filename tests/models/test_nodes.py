@@ -160,3 +160,72 @@ def test_the_output_is_a_switch_linear_by_default():
         model("edges", output="pooled")
     with pytest.raises(ValueError, match="needs the graph's edges"):
         model("full", output="attention")(torch.randn(1, 4, 5))
+
+
+def gat(**kwargs) -> NodeClassifier:
+    """GAT's network through the switches: one additive layer without projections, ELU, the
+    attention output layer."""
+    return model("edges", n_layers=1, attention_score="additive", residual=False, feed_forward=False,
+                 layer_norm=False, activation="elu", output="attention", attention_projections=False, **kwargs)
+
+
+def hand_written_gat_head(x, edges, w, a_dst, a_src):
+    """One head of Velickovic et al.'s layer, node by node: ``x (N, F)``, ``w (F, d)`` ->
+    ``(N, d)`` values and the ``(N, N)`` attention coefficients."""
+    n = x.size(0)
+    wx = x @ w  # (N, d)
+    out, alpha = torch.zeros(n, w.size(1), dtype=x.dtype), torch.zeros(n, n, dtype=x.dtype)
+    for i in range(n):
+        hears = sorted({i} | {int(s) for s, t in edges.T if int(t) == i})  # N(i) with the self-loop
+        e = torch.stack([torch.nn.functional.leaky_relu(a_dst @ wx[i] + a_src @ wx[j], 0.2) for j in hears])
+        alpha[i, hears] = torch.softmax(e, 0)
+        out[i] = sum(alpha[i, j] * wx[j] for j in hears)
+    return out, alpha
+
+
+def test_without_attention_projections_the_network_is_gats_exactly():
+    n, heads, d_head, f, c = 6, 2, 8, 5, 3
+    edges = torch.tensor([[0, 1, 1, 2, 3, 4, 2], [1, 0, 2, 1, 4, 3, 0]])  # node 5 has no edge
+    net = gat().double()
+    layer, out_layer = net.encoder.layers[0].self_attn, net.classifier
+    with torch.no_grad():  # biases away from their zero initialisation, so that their place is tested
+        layer.bias.normal_()
+        out_layer.bias.normal_()
+    # one linear map: the front end's, without bias, is W; the attention has no W or W_o of its own
+    assert net.encoder.frontend.proj.bias is None
+    assert not any(hasattr(layer, name) for name in ("w_q", "w_k", "w_v", "w_o"))
+    x = torch.randn(1, n, f, dtype=torch.float64)
+    w = net.encoder.frontend.proj.weight.T  # (F, H·d_head): head h is columns h·d_head ..
+    hidden, alphas = zip(*(hand_written_gat_head(x[0], edges, w[:, h * d_head:(h + 1) * d_head],
+                                                  layer.a_dst[h], layer.a_src[h]) for h in range(heads)))
+    hidden = torch.nn.functional.elu(torch.cat(hidden, -1) + layer.bias)  # heads concatenated, bias, ELU
+    logits, _ = hand_written_gat_head(hidden, edges, out_layer.proj.weight.T, out_layer.a_dst[0], out_layer.a_src[0])
+    logits = logits + out_layer.bias  # one output head: nothing to average
+    got, weights = net(x, edges, need_weights=True)
+    torch.testing.assert_close(net(x, edges)[0], logits, atol=1e-6, rtol=1e-6)  # along the edges
+    torch.testing.assert_close(got[0], logits, atol=1e-6, rtol=1e-6)  # dense, with weights
+    torch.testing.assert_close(weights[0][0], torch.stack(alphas), atol=1e-6, rtol=1e-6)
+    assert (torch.stack(alphas) == 0).eq(weights[0][0] == 0).all()  # masked to the edges and self-loops
+
+
+def test_without_attention_projections_dropout_falls_where_gats_does():
+    net = gat(dropout=0.5, attention_dropout=0.0)
+    net.encoder.frontend.dropout.p = 0.0
+    n = 6
+    x, edges = torch.randn(1, n, 5), path_graph(n)
+    _, weights = net(x, edges, need_weights=True)
+    net.train()
+    torch.manual_seed(1)
+    trained, train_weights = net(x, edges, need_weights=True)
+    # the scores see W x whole (no dropout on the front end's vectors) ...
+    torch.testing.assert_close(train_weights[0], weights[0])
+    # ... the values are dropped: every value off, the layer's output is its bias alone
+    layer = net.encoder.layers[0].self_attn
+    assert layer.value_dropout == 0.5 and net.classifier.value_dropout == 0.5
+    layer.value_dropout = 1.0
+    h = net.encoder.forward_embeddings(*net.encoder.embed(x), attn_mask=EdgeMask(edges, n))  # (1, N, D)
+    torch.testing.assert_close(h, torch.nn.functional.elu(layer.bias).expand(1, n, -1))
+    # an explicit encoder_dropout still applies; the dot product has no layer without projections
+    assert gat(encoder_dropout=0.2).encoder.dropout.p == 0.2
+    with pytest.raises(ValueError, match="attention_score='additive'"):
+        model("edges", attention_projections=False)

@@ -5,6 +5,7 @@ formula along the edges as on the dense mask."""
 
 from __future__ import annotations
 
+import pytest
 import torch
 
 from transformer.modules.attention import AdditiveAttention, EdgeMask, MultiHeadAttention, adjacency_mask
@@ -94,10 +95,11 @@ def test_the_additive_score_is_gats_formula_and_nothing_off_the_edges():
     assert not hasattr(att, "w_q") and not hasattr(att, "w_k")  # one projection: W
 
 
-def test_additive_attention_along_the_edges_equals_its_dense_mask_gradients_included():
+@pytest.mark.parametrize("projections", [True, False])
+def test_additive_attention_along_the_edges_equals_its_dense_mask_gradients_included(projections):
     n = 30
     edges = random_graph(n)
-    att = AdditiveAttention(16, 4).eval()
+    att = AdditiveAttention(16, 4, projections=projections).eval()
     x = torch.randn(2, n, 16, requires_grad=True)
     bias = torch.zeros(n, n).masked_fill(~adjacency_mask(edges, n), float("-inf"))  # (N, N)
     reference, _ = att(x, x, x, None, attn_bias=bias)

@@ -53,17 +53,22 @@ class EdgeAttentionOutput(nn.Module):
         n_heads: H, heads averaged.
         attention_dropout: dropout on the attention weights (GAT: 0.6, as on its first layer).
         negative_slope: the LeakyReLU's, 0.2 as GAT's.
+        value_dropout: dropout on the values ``W_h x_j`` after the scores are taken (GAT's code: 0.6).
+        projection_bias: a bias in ``W x``; False: a bias ``(C,)`` after the heads' mean instead,
+            as GAT's code adds it. The two are the same when the weights sum to 1 (in evaluation:
+            ``a_dst·b`` and ``a_src·b`` are the same for every key of a query, so the softmax does
+            not see ``b``), not in training with dropout on the weights.
     """
 
     def __init__(self, d_model: int, n_classes: int, n_heads: int = 1, attention_dropout: float = 0.0,
-                 negative_slope: float = 0.2):
+                 negative_slope: float = 0.2, value_dropout: float = 0.0, projection_bias: bool = True):
         super().__init__()
         self.n_heads, self.n_classes = n_heads, n_classes
         self.attention_dropout = attention_dropout
+        self.value_dropout = value_dropout
         self.negative_slope = negative_slope
-        # A bias in W x is GAT's bias after the mean: the weights sum to 1, and a_dst·b, a_src·b are
-        # the same for every key of a query, so the softmax does not see it.
-        self.proj = nn.Linear(d_model, n_heads * n_classes)
+        self.proj = nn.Linear(d_model, n_heads * n_classes, bias=projection_bias)
+        self.bias = None if projection_bias else nn.Parameter(torch.zeros(n_classes))
         self.a_dst = nn.Parameter(nn.init.xavier_uniform_(torch.empty(n_heads, n_classes)))
         self.a_src = nn.Parameter(nn.init.xavier_uniform_(torch.empty(n_heads, n_classes)))
 
@@ -75,7 +80,10 @@ class EdgeAttentionOutput(nn.Module):
         qi, ki = mask.pairs(x.device)  # (E,), (E,)
         scores = F.leaky_relu(dst.index_select(2, qi) + src.index_select(2, ki), self.negative_slope)  # (B, H, E)
         p = self.attention_dropout if self.training else 0.0
-        return mask.mix(scores, wx, p).mean(1)  # (B, H, N, C) -> (B, N, C)
+        if self.training and self.value_dropout > 0:
+            wx = F.dropout(wx, self.value_dropout)
+        out = mask.mix(scores, wx, p).mean(1)  # (B, H, N, C) -> (B, N, C)
+        return out if self.bias is None else out + self.bias
 
 
 @dataclass(kw_only=True)
@@ -104,6 +112,13 @@ class NodeClassifierConfig(EncoderConfig):
             GAT's second layer, attention along the edges onto the classes; with ``attention="full"``
             it still attends along the edges).
         output_heads: the output attention's heads, averaged (GAT: 1 on Cora and CiteSeer).
+        attention_projections: False (with ``attention_score="additive"``) makes the network GAT's
+            exactly (the authors' ``attn_head``): the front end's linear map, without bias, is the
+            layer's ``W``, heads are slices of it, and the attention has no ``W`` or ``W_o`` of its
+            own (``AdditiveAttention(projections=False)``), a bias after the weighted sum. Dropout
+            as GAT places it: ``dropout`` on the values ``W x_j`` (not on the front end's vectors or
+            the layer's output, unless ``encoder_dropout`` is set), and the attention output layer
+            drops its values too and adds its bias after the heads' mean.
         frontend: required: ``NodeFeatures`` or ``LaplacianNodeFeatures``.
         positional: nodes have no order; ``None`` here means ``NoPositionalEncoding``.
     """
@@ -119,6 +134,7 @@ class NodeClassifierConfig(EncoderConfig):
     degree_bias: bool = False
     output: str = "linear"
     output_heads: int = hp(1, within=Range(1, 1024))
+    attention_projections: bool = True
     vocab_size: int = hp(1, within=Range(1, 2**24))
     pad_id: int = hp(0, within=Range(0, 2**24))
     scale_embeddings: bool = False
@@ -153,22 +169,32 @@ class NodeClassifier(nn.Module):
             raise ValueError("window: nodes have no order to take a window along; use attention=edges")
         if cfg.positional is None:
             cfg = dataclasses.replace(cfg, positional=functools.partial(NoPositionalEncoding))
+        gat = not cfg.attention_projections
+        if gat:
+            # The front end's map is GAT's W x, which has no bias (the attention adds its own after the mean).
+            cfg = dataclasses.replace(cfg, frontend=functools.partial(cfg.frontend, bias=False))
         self.cfg = cfg
         self.attention = cfg.attention
         self.n_classes = cfg.n_classes
         self.encoder = TransformerEncoder(cfg, cfg.n_layers, residual=cfg.residual, feed_forward=cfg.feed_forward,
-                                          layer_norm=cfg.layer_norm, attention_score=cfg.attention_score)
-        if cfg.attention_dropout is not None:
-            for layer in self.encoder.layers:
+                                          layer_norm=cfg.layer_norm, attention_score=cfg.attention_score,
+                                          attention_projections=cfg.attention_projections)
+        for layer in self.encoder.layers:
+            if cfg.attention_dropout is not None:
                 layer.self_attn.dropout = cfg.attention_dropout
-        if cfg.encoder_dropout is not None:
-            self.encoder.dropout.p = cfg.encoder_dropout
+            if gat:
+                layer.self_attn.value_dropout = cfg.dropout
+        # GAT drops nothing between its layer's input (the features) and its output's ELU.
+        encoder_dropout = 0.0 if gat and cfg.encoder_dropout is None else cfg.encoder_dropout
+        if encoder_dropout is not None:
+            self.encoder.dropout.p = encoder_dropout
             for layer in self.encoder.layers:
-                layer.dropout.p = cfg.encoder_dropout
+                layer.dropout.p = encoder_dropout
         self.dropout = nn.Dropout(cfg.dropout)
         if cfg.output == "attention":
             output_dropout = cfg.dropout if cfg.attention_dropout is None else cfg.attention_dropout
-            self.classifier = EdgeAttentionOutput(cfg.d_model, cfg.n_classes, cfg.output_heads, output_dropout)
+            self.classifier = EdgeAttentionOutput(cfg.d_model, cfg.n_classes, cfg.output_heads, output_dropout,
+                                                  value_dropout=cfg.dropout if gat else 0.0, projection_bias=not gat)
         else:
             self.classifier = nn.Linear(cfg.d_model, cfg.n_classes)
         init_weights(self, cfg.d_model)

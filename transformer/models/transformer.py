@@ -198,13 +198,13 @@ class TransformerEncoder(nn.Module):
             ``NoPositionalEncoding`` for none at all).
         n_layers: the depth (``cfg.n_encoder_layers`` or ``cfg.n_layers``).
         embedding: an existing ``nn.Embedding`` to share (joint vocabulary).
-        residual, feed_forward, layer_norm, attention_score: ``EncoderLayer``'s switches, for every
-            layer; without ``layer_norm`` the stack has no final LayerNorm either.
+        residual, feed_forward, layer_norm, attention_score, attention_projections: ``EncoderLayer``'s
+            switches, for every layer; without ``layer_norm`` the stack has no final LayerNorm either.
     """
 
     def __init__(self, cfg: StackConfig, n_layers: int, embedding: nn.Embedding | None = None,
                  residual: bool = True, feed_forward: bool = True, layer_norm: bool = True,
-                 attention_score: str = "dot"):
+                 attention_score: str = "dot", attention_projections: bool = True):
         super().__init__()
         self.d_model = d_model = cfg.d_model
         self.pad_id = cfg.pad_id
@@ -219,7 +219,8 @@ class TransformerEncoder(nn.Module):
         self.embedding_norm = embedding_norm(d_model, cfg)
         self.dropout = nn.Dropout(cfg.dropout)
         self.layers = layer_stack(EncoderLayer, cfg, n_layers, residual=residual, feed_forward=feed_forward,
-                                  layer_norm=layer_norm, attention_score=attention_score)
+                                  layer_norm=layer_norm, attention_score=attention_score,
+                                  attention_projections=attention_projections)
         self.final_norm = final_norm(d_model, cfg.norm_first and layer_norm, cfg.norm_eps)
 
     def embed_tokens(self, src: Tensor) -> Tensor:
@@ -436,7 +437,8 @@ class EncoderLayer(nn.Module):
     ``activation`` after attention instead (the layer's one non-linearity); ``layer_norm=False``
     makes the LayerNorms identities. ``attention_score`` picks the attention class
     (``modules.attention.ATTENTION_SCORES``): ``"dot"`` (scaled dot product) or ``"additive"``
-    (GAT's score, ``AdditiveAttention``).
+    (GAT's score, ``AdditiveAttention``); ``attention_projections=False`` (additive only) takes its
+    input as ``W x`` with no ``W_o``, GAT's layer exactly (``AdditiveAttention(projections=False)``).
 
     ``forward(x (B, S, D), mask (B, 1, 1|S, S) bool | LocalWindow | None, attn_bias (1, H, S, S) | None,
     need_weights, rows) -> (x (B, S, D), weights (B, H, S, S) | None)``; given ``rows``
@@ -445,13 +447,19 @@ class EncoderLayer(nn.Module):
 
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu",
                  norm_first: bool = False, norm_eps: float = 1e-5, residual: bool = True,
-                 feed_forward: bool = True, layer_norm: bool = True, attention_score: str = "dot"):
+                 feed_forward: bool = True, layer_norm: bool = True, attention_score: str = "dot",
+                 attention_projections: bool = True):
         super().__init__()
         self.norm_first = norm_first
         self.residual = residual
         if attention_score not in ATTENTION_SCORES:
             raise ValueError(f"attention_score must be one of {sorted(ATTENTION_SCORES)}, got {attention_score!r}")
-        self.self_attn = ATTENTION_SCORES[attention_score](d_model, n_heads, dropout)
+        if attention_projections:
+            self.self_attn = ATTENTION_SCORES[attention_score](d_model, n_heads, dropout)
+        elif attention_score == "additive":
+            self.self_attn = AdditiveAttention(d_model, n_heads, dropout, projections=False)
+        else:
+            raise ValueError("attention_projections=False is GAT's layer: it needs attention_score='additive'")
         if activation not in ACTIVATIONS:
             raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}, got {activation!r}")
         self.ffn = FeedForward(d_model, d_ff, dropout, activation) if feed_forward else None
@@ -590,7 +598,7 @@ def final_norm(d_model: int, norm_first: bool, eps: float = 1e-5) -> nn.Module:
 def layer_stack(layer: type[nn.Module], cfg: StackConfig, n_layers: int, **switches: bool | str) -> nn.ModuleList:
     """``n_layers`` layers of class ``layer`` (:class:`EncoderLayer` or :class:`DecoderLayer`),
     each of ``cfg``'s widths, dropout, activation and norm placement (and an encoder layer's
-    ``residual``/``feed_forward``/``layer_norm``/``attention_score`` switches)."""
+    ``residual``/``feed_forward``/``layer_norm``/``attention_score``/``attention_projections`` switches)."""
     return nn.ModuleList(layer(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.activation, cfg.norm_first,
                                cfg.norm_eps, **switches) for _ in range(n_layers))
 
@@ -641,7 +649,8 @@ def init_weights(module: nn.Module, d_model: int | None = None) -> None:
       (Vaswani et al. 2017, sec. 3.4) token vectors have unit variance; the
       ``padding_idx`` row is zeroed. ``d_model`` defaults to each table's width.
     * LayerNorm: ones and zeros.
-    * ``AdditiveAttention``'s score vectors: Xavier-uniform over ``(H, d_head)`` (GAT's).
+    * ``AdditiveAttention``'s score vectors: Xavier-uniform over ``(H, d_head)`` (GAT's); its bias
+      without projections: zeros.
 
     Embeddings are initialised after Linears so that an output projection tied to
     an embedding ends up with the embedding initialisation.
@@ -659,6 +668,8 @@ def init_weights(module: nn.Module, d_model: int | None = None) -> None:
         elif isinstance(m, AdditiveAttention):
             nn.init.xavier_uniform_(m.a_dst)
             nn.init.xavier_uniform_(m.a_src)
+            if not m.projections:
+                nn.init.zeros_(m.bias)
     for m in modules:
         if isinstance(m, nn.Embedding):
             std = (d_model or m.embedding_dim) ** -0.5

@@ -216,18 +216,20 @@ class NodeFeatures(nn.Module):
 
     ``input_dropout`` drops feature entries before the map: on Cora's sparse bag-of-words
     features GAT uses 0.6 (Velickovic et al. 2018, sec. 3.3), and little labelled data needs it.
+    ``bias=False`` makes the map GAT's ``W`` (a graph attention layer without projections of its
+    own, ``AdditiveAttention(projections=False)``, adds its bias after attention).
 
     Shapes: src ``(B, N, F)`` float, src_lengths ``(B,)`` long -> ``(B, N, D)`` and
     ``src_pad_mask (B, N)`` bool (True = a real node).
     """
 
-    def __init__(self, d_model: int, n_features: int | None = None, input_dropout: float = 0.0):
+    def __init__(self, d_model: int, n_features: int | None = None, input_dropout: float = 0.0, bias: bool = True):
         super().__init__()
         if n_features is None:
             raise ValueError("NodeFeatures: n_features is not set (the node classification task sets it from the data)")
         self.n_features = n_features
         self.dropout = nn.Dropout(input_dropout)
-        self.proj = nn.Linear(n_features, d_model)
+        self.proj = nn.Linear(n_features, d_model, bias=bias)
 
     def _check(self, src: Tensor, width: int) -> None:
         if src.size(-1) != width:
@@ -261,8 +263,9 @@ class LaplacianNodeFeatures(NodeFeatures):
     Shapes: src ``(B, N, F + K)`` float, src_lengths ``(B,)`` -> ``(B, N, D)``, ``(B, N)`` bool.
     """
 
-    def __init__(self, d_model: int, laplacian_k: int, n_features: int | None = None, input_dropout: float = 0.0):
-        super().__init__(d_model, n_features, input_dropout)
+    def __init__(self, d_model: int, laplacian_k: int, n_features: int | None = None, input_dropout: float = 0.0,
+                 bias: bool = True):
+        super().__init__(d_model, n_features, input_dropout, bias)
         self.laplacian_k = laplacian_k
         self.position = nn.Linear(laplacian_k, d_model)
 
