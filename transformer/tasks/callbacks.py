@@ -245,6 +245,78 @@ class MeasuredEarlyStopping(EarlyStopping):
             super().on_train_epoch_end(trainer, pl_module)
 
 
+class JointEarlyStopping(MeasuredEarlyStopping):
+    """Early stopping and the kept model on two metrics, as graph attention networks are trained
+    (Velickovic et al. 2018, the authors' training loop): patience counts the validations where
+    neither ``monitor`` (in ``mode``) nor ``second`` (in ``second_mode``) reached its best so far,
+    a tie counting as reached (GAT: validation accuracy or loss); a validation where both did, each
+    at least as good as its own best, is the model to keep.
+
+    Lightning's ``EarlyStopping`` and ``ModelCheckpoint`` each watch one metric, so this callback
+    writes a third for the checkpoint to monitor: ``kept`` (with ``mode``), ``monitor``'s value at
+    a validation to keep and NaN at the others, which ``ModelCheckpoint`` never saves. A later
+    validation to keep replaces an earlier one with the same value, as GAT's loop saves over its
+    model: ``kept`` carries a step of 1e-9 per kept validation (in float64, far below any digit
+    reported). The checks run at the end of each validation, before the checkpoint reads ``kept``.
+
+    Args:
+        monitor, mode: the first metric (GAT: ``val/acc``, ``max``).
+        second, second_mode: the second (GAT: ``val/loss``, ``min``).
+        kept: the name of the metric written for ``ModelCheckpoint``.
+        patience and the rest: ``EarlyStopping``'s.
+    """
+
+    def __init__(self, monitor: str, second: str, mode: str = "max", second_mode: str = "min",
+                 kept: str = "val/kept", **kwargs) -> None:
+        kwargs["check_on_train_epoch_end"] = False  # kept must be written before the checkpoint reads it
+        super().__init__(monitor=monitor, mode=mode, **kwargs)
+        if second_mode not in ("min", "max"):
+            raise ValueError(f"second_mode must be 'min' or 'max', got {second_mode!r}")
+        self.second, self.second_mode, self.kept = second, second_mode, kept
+        self.second_best = torch.tensor(math.inf if second_mode == "min" else -math.inf)
+        self.n_kept = 0
+
+    @staticmethod
+    def _reached(value: torch.Tensor, best: torch.Tensor, mode: str) -> bool:
+        return bool(value <= best) if mode == "min" else bool(value >= best)
+
+    def _run_early_stopping_check(self, trainer: L.Trainer) -> None:
+        logs = trainer.callback_metrics
+        if trainer.fast_dev_run or not self._validate_condition_metric(logs):
+            return
+        if self.second not in logs:
+            raise RuntimeError(f"JointEarlyStopping: the second metric {self.second!r} was not logged "
+                               f"(logged: {', '.join(sorted(logs))})")
+        first, second = logs[self.monitor].squeeze().double(), logs[self.second].squeeze().double()
+        reached = (self._reached(first, self.best_score.double(), self.mode),
+                   self._reached(second, self.second_best.double(), self.second_mode))
+        if all(reached):
+            self.n_kept += 1
+            logs[self.kept] = first + (1e-9 if self.mode == "max" else -1e-9) * self.n_kept
+        else:
+            logs[self.kept] = torch.tensor(math.nan, dtype=torch.float64)
+        if any(reached):
+            pick = torch.maximum if self.mode == "max" else torch.minimum
+            self.best_score = pick(first, self.best_score.double()).float()
+            pick = torch.maximum if self.second_mode == "max" else torch.minimum
+            self.second_best = pick(second, self.second_best.double()).float()
+            self.wait_count = 0
+            return
+        self.wait_count += 1
+        if self.wait_count >= self.patience:
+            trainer.should_stop = True
+            self.stopped_epoch = trainer.current_epoch
+            self.stopping_reason_message = (f"neither {self.monitor} nor {self.second} reached its best in the last "
+                                            f"{self.wait_count} validations")
+
+    def state_dict(self) -> dict[str, Any]:
+        return {**super().state_dict(), "second_best": self.second_best, "n_kept": self.n_kept}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        self.second_best, self.n_kept = state_dict["second_best"], state_dict["n_kept"]
+
+
 class LineProgressBar(ProgressBar):
     """Progress for a log file (``nohup``, a scheduler, a pipe): one plain line every
     ``refresh_rate`` training steps and one after each validation, instead of a terminal bar's
