@@ -81,6 +81,9 @@ CHANGED.update({"model.attention_score": "dot", "model.degree_bias": False})
 CHANGED.update({"model.output": "linear", "model.output_heads": 1})
 # Dropout inside a node classifier's encoder (model.encoder_dropout): null, model.dropout as before.
 CHANGED.update({"model.encoder_dropout": None})
+# A node classifier's attention without projections of its own (model.attention_projections=false,
+# GAT's layer exactly): on by default, as before; experiment=graph_nodes is GAT's network and turns it off.
+CHANGED.update({"model.attention_projections": True})
 # Experiments added since 0.1.0: they have no composed config there to compare with.
 ADDED = {"train experiment=multi30k_multi", "train experiment=multi30k_multi_cpu",
          # Speech input: labelled recordings, FSDD digits, connected digit strings (AT and CTC).
