@@ -193,7 +193,7 @@ def test_without_attention_projections_the_network_is_gats_exactly():
         out_layer.bias.normal_()
     # one linear map: the front end's, without bias, is W; the attention has no W or W_o of its own
     assert net.encoder.frontend.proj.bias is None
-    assert not any(hasattr(layer, name) for name in ("w_q", "w_k", "w_v", "w_o"))
+    assert {name for name, _ in layer.named_parameters()} == {"a_dst", "a_src", "bias"}
     x = torch.randn(1, n, f, dtype=torch.float64)
     w = net.encoder.frontend.proj.weight.T  # (F, H·d_head): head h is columns h·d_head ..
     hidden, alphas = zip(*(hand_written_gat_head(x[0], edges, w[:, h * d_head:(h + 1) * d_head],

@@ -47,9 +47,7 @@ def pad_mask(tokens: Tensor, pad_id: int) -> Tensor:
     return tokens != pad_id
 
 
-def _query_key_positions(
-    t_q: int, t_k: int | None, device: torch.device | str | None
-) -> tuple[Tensor, Tensor]:
+def _query_key_positions(t_q: int, t_k: int | None, device: torch.device | str | None) -> tuple[Tensor, Tensor]:
     """Absolute query positions ``(T_q, 1)`` and key positions ``(1, T_k)`` (offset rule)."""
     t_k = t_q if t_k is None else t_k
     if t_q > t_k:
@@ -73,9 +71,7 @@ def causal_mask(t_q: int, t_k: int | None = None, device: torch.device | str | N
     return k_pos <= q_pos  # (T_q, T_k)
 
 
-def local_window_mask(
-    t_q: int, t_k: int | None, window: int, device: torch.device | str | None = None
-) -> Tensor:
+def local_window_mask(t_q: int, t_k: int | None, window: int, device: torch.device | str | None = None) -> Tensor:
     """Truncated (local) self-attention: only keys within ``window`` positions.
 
     Restricting attention to a neighbourhood of size ``r`` is the "restricted
@@ -418,13 +414,8 @@ def _empty_rows(mask: Tensor | None) -> Tensor | None:
     return ~mask.any(dim=-1, keepdim=True)
 
 
-def attention_weights(
-    q: Tensor,
-    k: Tensor,
-    scale: bool = True,
-    mask: Tensor | None = None,
-    attn_bias: Tensor | None = None,
-) -> Tensor:
+def attention_weights(q: Tensor, k: Tensor, scale: bool = True, mask: Tensor | None = None,
+                      attn_bias: Tensor | None = None) -> Tensor:
     """softmax(Q Kᵀ / √d_k + bias): ``q (..., T_q, d_k)``, ``k (..., T_k, d_k)`` -> ``(..., T_q, T_k)``.
 
     ``mask`` is bool broadcastable to ``(..., T_q, T_k)``, True = may attend; a query with every
@@ -452,15 +443,8 @@ def masked_softmax(scores: Tensor, mask: Tensor | None) -> Tensor:
     return weights
 
 
-def scaled_dot_product(
-    q: Tensor,
-    k: Tensor,
-    v: Tensor,
-    scale: bool = True,
-    mask: Tensor | None = None,
-    attn_bias: Tensor | None = None,
-    dropout_p: float = 0.0,
-) -> tuple[Tensor, Tensor]:
+def scaled_dot_product(q: Tensor, k: Tensor, v: Tensor, scale: bool = True, mask: Tensor | None = None,
+                       attn_bias: Tensor | None = None, dropout_p: float = 0.0) -> tuple[Tensor, Tensor]:
     """softmax(Q Kᵀ / √d_k + bias) V, written out (eq. 1 of Vaswani et al. 2017).
 
     Args:
@@ -650,43 +634,33 @@ class AdditiveAttention(MultiHeadAttention):
     queries, keys and values (GAT shares it between score and value), so ``project_q`` and
     ``project_kv`` both return ``W x`` in heads; heads are concatenated and projected by ``W_o``.
 
-    ``projections=False`` is GAT's layer exactly: the input already is ``W x`` (the linear map
-    before this module, without bias, is GAT's ``W``), heads are slices of it, there is no ``W_o``,
-    and a bias ``b`` is added after the weighted sum (the authors' ``attn_head``). ``value_dropout``
-    drops the values ``W x_j`` after the scores are taken from them, as that code does (GAT drops
-    its layer's input, the weights and the values; not the output).
+    ``projections=False``, GAT's layer exactly (the authors' ``attn_head``): the input is ``W x``
+    already, heads are slices of it, no ``W_o``, a bias ``(D,)`` after the weighted sum;
+    ``value_dropout`` drops the values once the scores are taken (that code drops weights and values).
 
     Shapes, masks and ``attn_bias`` (added to the scores) as :class:`MultiHeadAttention`;
-    ``a_dst, a_src (H, d_head)``, ``bias (D,)`` without projections. A :class:`LocalWindow` is
-    computed as its dense band.
+    ``a_dst, a_src (H, d_head)``. A :class:`LocalWindow` is computed as its dense band.
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, negative_slope: float = 0.2,
                  projections: bool = True, value_dropout: float = 0.0):
         super().__init__(d_model, n_heads, dropout, bias)
         del self.w_q, self.w_k  # W = w_v scores as well
-        self.projections = projections
-        if not projections:
-            del self.w_v, self.w_o  # W is the layer before; the heads' concatenation is the output
-            self.bias = nn.Parameter(torch.zeros(d_model))
-        self.negative_slope = negative_slope
-        self.value_dropout = value_dropout
+        if not projections:  # W is the map before this module; the heads' concatenation, the output
+            self.w_v, self.w_o, self.bias = nn.Identity(), nn.Identity(), nn.Parameter(torch.zeros(d_model))
+        self.projections, self.negative_slope, self.value_dropout = projections, negative_slope, value_dropout
         self.a_dst = nn.Parameter(nn.init.xavier_uniform_(torch.empty(n_heads, self.d_head)))
         self.a_src = nn.Parameter(nn.init.xavier_uniform_(torch.empty(n_heads, self.d_head)))
 
-    def _w(self, x: Tensor) -> Tensor:
-        """``W x`` (``(..., D)`` -> ``(..., D)``): ``w_v``, or the input itself without projections."""
-        return self.w_v(x) if self.projections else x
-
     def project_q(self, query: Tensor) -> Tensor:
-        return self._split_heads(self._w(query))  # (B, T_q, D) -> (B, H, T_q, d_head)
+        return self._split_heads(self.w_v(query))  # (B, T_q, D) -> (B, H, T_q, d_head)
 
     def project_kv(self, key: Tensor, value: Tensor | None = None) -> tuple[Tensor, Tensor]:
-        k = self._split_heads(self._w(key))  # (B, H, T_k, d_head)
-        return k, (k if value is None or value is key else self._split_heads(self._w(value)))
+        k = self._split_heads(self.w_v(key))  # (B, H, T_k, d_head)
+        return k, (k if value is None or value is key else self._split_heads(self.w_v(value)))
 
     def project_packed(self, x: Tensor, rows: PackedRows, kv_only: bool = False) -> tuple[Tensor, ...]:
-        wx = self._split_heads(rows.unpack(self._w(x)))  # (N, D) -> (B, H, T, d_head)
+        wx = self._split_heads(rows.unpack(self.w_v(x)))  # (N, D) -> (B, H, T, d_head)
         return (wx, wx) if kv_only else (wx, wx, wx)
 
     def attend(self, q: Tensor, k: Tensor, v: Tensor, mask: Tensor | None = None,
@@ -694,8 +668,7 @@ class AdditiveAttention(MultiHeadAttention):
         p = self.dropout if self.training else 0.0
         dst = (q * self.a_dst[:, None]).sum(-1)  # (B, H, T_q, d) * (H, 1, d) -> (B, H, T_q)
         src = (k * self.a_src[:, None]).sum(-1)  # (B, H, T_k)
-        if self.training and self.value_dropout > 0:
-            v = F.dropout(v, self.value_dropout)  # the values only: the scores saw W x whole
+        v = F.dropout(v, self.value_dropout) if self.training and self.value_dropout > 0 else v  # after the scores
         if isinstance(mask, EdgeMask):
             if attn_bias is not None:
                 raise ValueError("an EdgeMask takes no position bias: nodes have no order")
@@ -714,11 +687,8 @@ class AdditiveAttention(MultiHeadAttention):
         return self._output(ctx, _empty_rows(mask)), (weights if need_weights else None)
 
     def _output(self, ctx: Tensor, empty: Tensor | None) -> Tensor:
-        if self.projections:
-            return super()._output(ctx, empty)
-        b, _, t_q, _ = ctx.shape
-        out = ctx.transpose(1, 2).reshape(b, t_q, self.d_model) + self.bias  # (B, H, T_q, d_head) -> (B, T_q, D)
-        return out if empty is None else out.masked_fill(empty.all(dim=1), 0.0)
+        ctx = ctx if self.projections else ctx + self.bias.view(self.n_heads, 1, self.d_head)  # (B, H, T_q, d_head)
+        return super()._output(ctx, empty)
 
 
 #: ``attention_score`` -> the attention class: Transformer's scaled dot product or GAT's additive score.
