@@ -229,3 +229,20 @@ def test_without_attention_projections_dropout_falls_where_gats_does():
     assert gat(encoder_dropout=0.2).encoder.dropout.p == 0.2
     with pytest.raises(ValueError, match="attention_score='additive'"):
         model("edges", attention_projections=False)
+
+
+def test_dropout_groups_draw_the_features_dropout_anew_for_each_block_of_the_map():
+    torch.manual_seed(0)
+    x = torch.zeros(1, 20, 50)
+    x[0, :, :10] = 1.0
+    for groups, same in ((1, True), (2, False)):
+        front = NodeFeatures(d_model=4, n_features=50, input_dropout=0.5, bias=False, dropout_groups=groups).train()
+        with torch.no_grad():
+            front.proj.weight.zero_()
+            front.proj.weight[:, :10] = 1.0  # every output sums the ten non-zero features
+        out, _ = front(x, torch.tensor([20]))  # (1, N, 4): columns 0-1 one block, 2-3 the other
+        assert torch.equal(out[..., 0], out[..., 2]) is same  # one draw for the map, or a draw per block
+        torch.testing.assert_close(out[..., 0], out[..., 1])  # inside a block, one draw
+        assert torch.equal(front.eval()(x, torch.tensor([20]))[0], x @ front.proj.weight.T)  # evaluation: no dropout
+    with pytest.raises(ValueError, match="must divide d_model"):
+        NodeFeatures(d_model=6, n_features=5, dropout_groups=4)

@@ -217,17 +217,22 @@ class NodeFeatures(nn.Module):
     ``input_dropout`` drops feature entries before the map: on Cora's sparse bag-of-words
     features GAT uses 0.6 (Velickovic et al. 2018, sec. 3.3), and little labelled data needs it.
     ``bias=False`` makes the map GAT's ``W`` (a graph attention layer without projections of its
-    own, ``AdditiveAttention(projections=False)``, adds its bias after attention).
+    own, ``AdditiveAttention(projections=False)``, adds its bias after attention). With
+    ``dropout_groups`` G, each of G equal column blocks of the map (a head's ``W``) maps its own
+    dropout draw of the features in training, as GAT's code drops its input once per head.
 
     Shapes: src ``(B, N, F)`` float, src_lengths ``(B,)`` long -> ``(B, N, D)`` and
     ``src_pad_mask (B, N)`` bool (True = a real node).
     """
 
-    def __init__(self, d_model: int, n_features: int | None = None, input_dropout: float = 0.0, bias: bool = True):
+    def __init__(self, d_model: int, n_features: int | None = None, input_dropout: float = 0.0, bias: bool = True,
+                 dropout_groups: Annotated[int, Range(1, 2**16)] = 1):
         super().__init__()
         if n_features is None:
             raise ValueError("NodeFeatures: n_features is not set (the node classification task sets it from the data)")
-        self.n_features = n_features
+        if d_model % dropout_groups:
+            raise ValueError(f"dropout_groups={dropout_groups} must divide d_model={d_model}")
+        self.n_features, self.dropout_groups = n_features, dropout_groups
         self.dropout = nn.Dropout(input_dropout)
         self.proj = nn.Linear(n_features, d_model, bias=bias)
 
@@ -244,9 +249,19 @@ class NodeFeatures(nn.Module):
         where = features.nonzero(as_tuple=True)  # 3 x (nnz,)
         return torch.zeros_like(features).index_put_(where, self.dropout(features[where]))
 
+    def map(self, features: Tensor) -> Tensor:
+        """Dropout and the linear map, ``(B, N, F)`` -> ``(B, N, D)``; a draw per column block with
+        ``dropout_groups``."""
+        g = self.dropout_groups
+        if g == 1 or not self.training or self.dropout.p == 0:
+            return self.proj(self.drop(features))
+        biases = [None] * g if self.proj.bias is None else self.proj.bias.chunk(g)
+        # G blocks of (D/G, F) weights, each on its own dropped features -> G x (B, N, D/G) -> (B, N, D)
+        return torch.cat([F.linear(self.drop(features), w, b) for w, b in zip(self.proj.weight.chunk(g), biases)], -1)
+
     def forward(self, src: Tensor, src_lengths: Tensor) -> tuple[Tensor, Tensor]:
         self._check(src, self.n_features)
-        return self.proj(self.drop(src)), _lengths_mask(src_lengths.to(src.device), src.size(1))
+        return self.map(src), _lengths_mask(src_lengths.to(src.device), src.size(1))
 
 
 class LaplacianNodeFeatures(NodeFeatures):
@@ -264,8 +279,8 @@ class LaplacianNodeFeatures(NodeFeatures):
     """
 
     def __init__(self, d_model: int, laplacian_k: int, n_features: int | None = None, input_dropout: float = 0.0,
-                 bias: bool = True):
-        super().__init__(d_model, n_features, input_dropout, bias)
+                 bias: bool = True, dropout_groups: Annotated[int, Range(1, 2**16)] = 1):
+        super().__init__(d_model, n_features, input_dropout, bias, dropout_groups)
         self.laplacian_k = laplacian_k
         self.position = nn.Linear(laplacian_k, d_model)
 
@@ -275,5 +290,5 @@ class LaplacianNodeFeatures(NodeFeatures):
         if self.training:
             signs = torch.randint(0, 2, (src.size(0), 1, self.laplacian_k), device=src.device) * 2 - 1  # (B, 1, K)
             eigvecs = eigvecs * signs.to(eigvecs.dtype)
-        x = self.proj(self.drop(features)) + self.position(eigvecs)  # (B, N, D)
+        x = self.map(features) + self.position(eigvecs)  # (B, N, D)
         return x, _lengths_mask(src_lengths.to(src.device), src.size(1))
