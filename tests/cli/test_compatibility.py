@@ -84,6 +84,8 @@ CHANGED.update({"model.encoder_dropout": None})
 # A node classifier's attention without projections of its own (model.attention_projections=false,
 # GAT's layer exactly): on by default, as before; experiment=graph_nodes is GAT's network and turns it off.
 CHANGED.update({"model.attention_projections": True})
+# Mixing training images in pairs (task.mixup, task.cutmix), off.
+CHANGED.update({"task.mixup": 0.0, "task.cutmix": 0.0})
 # Experiments added since 0.1.0: they have no composed config there to compare with.
 ADDED = {"train experiment=multi30k_multi", "train experiment=multi30k_multi_cpu",
          # Speech input: labelled recordings, FSDD digits, connected digit strings (AT and CTC).

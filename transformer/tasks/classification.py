@@ -34,6 +34,7 @@ from transformer.inference.tagger import model_max_len
 from transformer.models.classifier import ClassifierEnsemble
 from transformer.tasks.adversarial import InputCapture, adversarial_shift, check_eps
 from transformer.tasks.build import build_model
+from transformer.tasks.mixing import Mixed, mix_images
 from transformer.tasks.checkpoint import CheckpointError, OneTokenizerCheckpoint, load_task, read_checkpoint
 from transformer.tasks.build import ADAMW, optimizer_with_warmup
 from transformer.ranges import Probability, Range
@@ -129,6 +130,11 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
             scored with its piece embeddings moved in the direction that raises the loss most,
             by ``adversarial_eps`` times the sentence's own embedding norm, and that loss is
             added (``train/adv_loss``; ``tasks.adversarial``). About twice the training time.
+        mixup, cutmix: images only: above 0, each training batch's images are mixed in pairs,
+            by blending (mixup, Zhang et al. 2018) or by pasting a box of one into the other
+            (CutMix, Yun et al. 2019), the mix weight drawn from Beta(a, a) with ``a`` the value
+            given; the loss mixes the two labels' losses alike (``tasks.mixing``). Both set: one
+            of the two for each batch, with equal odds. 0 = off.
         teacher: a classification checkpoint, or a list of them (their ensemble), to distil
             from: the loss is ``(1 - distill_weight)`` × cross-entropy with the labels plus
             ``distill_weight`` × :func:`distillation_loss` at ``distill_temperature``.
@@ -157,6 +163,8 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         token_dropout: float = 0.0,
         layer_decay: float = 1.0,
         adversarial_eps: float = 0.0,
+        mixup: Annotated[float, Range(0, 100)] = 0.0,
+        cutmix: Annotated[float, Range(0, 100)] = 0.0,
         teacher: str | list[str] | None = None,
         distill_weight: float = 0.5,
         distill_temperature: float = 1.0,
@@ -168,6 +176,9 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         if not 0 < layer_decay <= 1:
             raise ValueError(f"task.layer_decay={layer_decay!r}: expected a factor in (0, 1] (1.0 = off)")
         check_eps(adversarial_eps)
+        if (mixup > 0 or cutmix > 0) and kinds.input_kind(data) is not kinds.PATCHES:
+            raise ValueError(f"task.mixup={mixup!r}, task.cutmix={cutmix!r}: mixing blends images; this run reads "
+                             f"{kinds.input_kind(data).name}")
         if not 0 <= distill_weight <= 1:
             raise ValueError(f"task.distill_weight={distill_weight!r}: expected a weight in [0, 1]")
         if not distill_temperature > 0:
@@ -237,28 +248,39 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         hit = (torch.rand(src.shape, device=src.device) < p) & src.ne(pad)  # (B, T)
         return src.masked_fill(hit, self.tokenizer.unk_id)
 
-    def _objective(self, batch: dict, src: torch.Tensor, input_hook=None) -> tuple[torch.Tensor, torch.Tensor | None]:
+    def _objective(self, batch: dict, src: torch.Tensor, input_hook=None,
+                   mixed: Mixed | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
         """The training loss of ``src (B, T)``: cross-entropy, mixed with the distillation loss
-        (also returned; ``None`` without a teacher)."""
+        (also returned; ``None`` without a teacher). ``mixed``: ``src`` mixes pairs of images,
+        and so do the targets (each ``lam`` its own, ``1 - lam`` its partner's)."""
         logits = self.model(src, input_hook, batch.get("src_lengths"))  # (B, C)
-        loss = self._loss(logits, batch["labels"])
+        labels = batch["labels"]  # (B,)
+        loss = self._loss(logits, labels)
+        if mixed is not None:
+            loss = mixed.lam * loss + (1 - mixed.lam) * self._loss(logits, labels[mixed.partner])
         if self._teacher_probs is None:
             return loss, None
         w = self.hparams.distill_weight
-        soft = distillation_loss(logits, self._teacher_probs[batch["index"]], self.hparams.distill_temperature)
+        target = self._teacher_probs[batch["index"]]  # (B, C)
+        if mixed is not None:
+            target = mixed.lam * target + (1 - mixed.lam) * target[mixed.partner]
+        soft = distillation_loss(logits, target, self.hparams.distill_temperature)
         return (1 - w) * loss + w * soft, soft
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        src = self._hide_tokens(batch["src"])  # (B, T)
+        src = self._hide_tokens(batch["src"])  # (B, T), or (B, C, H, W) images
+        mixup, cutmix = self.hparams.get("mixup", 0.0), self.hparams.get("cutmix", 0.0)
+        mixed = mix_images(src, mixup, cutmix) if mixup > 0 or cutmix > 0 else None
+        src = src if mixed is None else mixed.src
         eps = self.hparams.adversarial_eps
         seen = InputCapture() if eps > 0 else None
-        loss, soft = self._objective(batch, src, seen)
+        loss, soft = self._objective(batch, src, seen, mixed)
         n = batch["labels"].numel()
         if soft is not None:
             self.log("train/distill", soft, batch_size=n)
         if seen is not None:
             r = adversarial_shift(loss, seen.x, eps)  # (B, T, D)
-            adv, _ = self._objective(batch, src, lambda x: x + r)
+            adv, _ = self._objective(batch, src, lambda x: x + r, mixed)
             self.log("train/adv_loss", adv, batch_size=n)
             loss = loss + adv
         self.log("train/loss", loss, prog_bar=True, batch_size=n)
