@@ -204,7 +204,7 @@ def build_ctranslate2_spec(task):
     _ct2()  # ExportError with the install command when missing
     from ctranslate2.specs import transformer_spec
 
-    model = task.model
+    model = task.model  # a JointCTCEncoderDecoder's CTC head is not read: it only trains the encoder
     check_exportable(model)
     enc, dec = model.encoder, model.decoder
     relative = isinstance(enc.positional, RelativePositionBias)

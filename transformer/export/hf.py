@@ -50,6 +50,7 @@ from transformer.data.parallel.languages import Languages
 from transformer.export.folder import ExportError, write_export_dir
 from transformer.hub.families import FAMILIES, MLM_SWITCHES, Family, HubError, tied_parameters
 from transformer.models.mlm import MaskedLanguageModel
+from transformer.models.ctc import JointCTCEncoderDecoder
 from transformer.models.transformer import EncoderDecoder
 from transformer.modules.positional import LearnedPositionalEncoding, SinusoidalPositionalEncoding
 
@@ -258,8 +259,12 @@ def _check_read_back(family: Family, config: dict[str, Any], ours: Mapping[str, 
 
 
 def hf_folder_contents(task) -> tuple[dict[str, Any], dict[str, torch.Tensor], Any]:
-    """``(config.json, tensors, tokenizer writer)`` for ``task``'s model, or an :class:`ExportError`."""
+    """``(config.json, tensors, tokenizer writer)`` for ``task``'s model, or an :class:`ExportError`.
+    A ``JointCTCEncoderDecoder`` is written without its CTC head, which only trains the encoder:
+    the encoder-decoder that decodes is what the family holds (CTranslate2's export skips it alike)."""
     model = task.model
+    if isinstance(model, JointCTCEncoderDecoder):
+        model = model.attention_model()
     checked = ("norm_first", "embedding_norm", "scale_embeddings", "activation", "norm_eps", "d_model", "n_heads",
                "d_ff", "tie_output", "type_vocab_size", "head_activation", "share_embeddings")
     if type(model) is MaskedLanguageModel:

@@ -2,7 +2,7 @@
 encoder-decoder) and the models built on its stacks (NAT, CTC, tagger, classifier, masked LM), each
 built from one config dataclass. Plain ``torch.nn``, no Lightning or Hydra."""
 
-from transformer.models.ctc import CTCConfig, CTCNonAutoregressiveModel
+from transformer.models.ctc import CTCConfig, CTCNonAutoregressiveModel, JointCTCEncoderDecoder
 from transformer.models.nat import LengthPredictor, NATConfig, NonAutoregressiveDecoder, NonAutoregressiveModel
 from transformer.models.tagger import Tagger, TaggerConfig
 from transformer.models.transformer import (
@@ -25,6 +25,7 @@ __all__ = [
     "EncoderConfig",
     "EncoderDecoder",
     "EncoderOut",
+    "JointCTCEncoderDecoder",
     "LengthPredictor",
     "NATConfig",
     "NonAutoregressiveDecoder",

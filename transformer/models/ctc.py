@@ -10,6 +10,10 @@ token never occurs in text, and reusing it keeps the tokenizer, the vocabulary s
 output projection unchanged (an extra output row would need an untied projection or a special
 row outside the shared embedding).
 
+``JointCTCEncoderDecoder`` is the autoregressive ``EncoderDecoder`` with a CTC projection of
+its encoder output beside the decoder, for joint CTC-attention training (Watanabe et al. 2017,
+"Hybrid CTC/attention", as ESPnet trains; ``tasks.translation``'s ``ctc_weight``).
+
 Shape legend: B batch, S source length, U = λ·S upsampled (decoder) length, D = d_model,
 V vocabulary (blank included).
 """
@@ -23,8 +27,8 @@ import torch
 from torch import Tensor, nn
 
 from transformer.models.nat import NonAutoregressiveDecoder
-from transformer.models.transformer import (EncoderOut, TransformerConfig, TransformerEncoder, hp, init_weights,
-                                            target_vocab_size)
+from transformer.models.transformer import (EncoderDecoder, EncoderOut, TransformerConfig, TransformerEncoder,
+                                            VocabProjection, hp, init_weights, target_vocab_size)
 from transformer.ranges import Range
 
 UPSAMPLE_MODES = ("copy", "interpolate")
@@ -175,3 +179,44 @@ class CTCNonAutoregressiveModel(nn.Module):
         enc = self.encode(src, src_lengths)
         return self.decode(enc), self.decoder_mask(enc)
 
+
+
+class JointCTCEncoderDecoder(EncoderDecoder):
+    """``EncoderDecoder`` plus a CTC head: a projection of every encoder position to the target
+    vocabulary, whose CTC loss trained beside the decoder's cross-entropy pushes the encoder
+    towards monotonic, per-position evidence of the target and so speeds up the decoder's
+    learning to align with it (Watanabe et al. 2017; Kim, Hori & Watanabe 2017).
+
+    The blank is ``pad_id``: no target holds padding and the decoder never emits it, so the head
+    needs no extra vocabulary row (the CTC models reuse ``[MASK]`` because their projection is
+    tied to an embedding; this one is not). Decoding is the decoder's alone (greedy, beam):
+    the head shapes training only, and ``attention_model`` is the same network without it.
+
+    Shapes: as ``EncoderDecoder``; ``ctc_logits(enc) -> (B, S, V)`` at every encoder position
+    (padding included; ``enc.src_pad_mask (B, S)`` says which are real).
+
+    Args:
+        cfg: the sizes and switches (``TransformerConfig``), as ``EncoderDecoder``'s.
+    """
+
+    config_class = TransformerConfig
+
+    def __init__(self, cfg: TransformerConfig):
+        super().__init__(cfg)
+        self.blank_id = cfg.pad_id
+        self.ctc_proj = VocabProjection(cfg.d_model, self.vocab_size)
+        init_weights(self.ctc_proj)  # the encoder-decoder's weights are drawn as EncoderDecoder(cfg) draws them
+
+    def ctc_logits(self, enc: EncoderOut) -> Tensor:
+        """CTC scores of every encoder position: ``memory (B, S, D) -> (B, S, V)``."""
+        return self.ctc_proj(enc.memory)
+
+    def attention_model(self) -> EncoderDecoder:
+        """An ``EncoderDecoder`` holding this model's encoder and decoder (the same modules, not
+        copies) without the CTC head: what decodes, and what an export writes."""
+        plain = EncoderDecoder.__new__(EncoderDecoder)
+        nn.Module.__init__(plain)
+        plain.cfg, plain.pad_id = self.cfg, self.pad_id
+        plain.src_vocab_size, plain.vocab_size = self.src_vocab_size, self.vocab_size
+        plain.encoder, plain.decoder = self.encoder, self.decoder
+        return plain

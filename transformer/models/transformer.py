@@ -105,14 +105,18 @@ class EncoderDecoder(nn.Module):
         src_pad_mask = pad_mask(src, self.pad_id)
         return EncoderOut(self.encoder(src, src_pad_mask), src_pad_mask)
 
-    def forward(self, src: Tensor, tgt_in: Tensor, src_lengths: Tensor | None = None) -> Tensor:
-        """Teacher-forced logits ``(B, T, V)`` (``src_lengths``: of frames, see ``encode``)."""
-        enc = self.encode(src, src_lengths)
+    def forward(self, src: Tensor, tgt_in: Tensor, src_lengths: Tensor | None = None,
+                enc: EncoderOut | None = None) -> Tensor:
+        """Teacher-forced logits ``(B, T, V)`` (``src_lengths``: of frames, see ``encode``;
+        ``enc``: ``encode(src)`` computed already, which ``src`` is then not encoded again)."""
+        enc = self.encode(src, src_lengths) if enc is None else enc
         return self.decoder(tgt_in, enc.memory, enc.src_pad_mask, self._target_mask(tgt_in))
 
-    def decoder_states(self, src: Tensor, tgt_in: Tensor, src_lengths: Tensor | None = None) -> Tensor:
-        """Teacher-forced decoder output states ``(B, T, D)``, before the vocabulary projection."""
-        enc = self.encode(src, src_lengths)
+    def decoder_states(self, src: Tensor, tgt_in: Tensor, src_lengths: Tensor | None = None,
+                       enc: EncoderOut | None = None) -> Tensor:
+        """Teacher-forced decoder output states ``(B, T, D)``, before the vocabulary projection
+        (``enc``: as for ``forward``)."""
+        enc = self.encode(src, src_lengths) if enc is None else enc
         return self.decoder.states(tgt_in, enc.memory, enc.src_pad_mask, self._target_mask(tgt_in))
 
     def _target_mask(self, tgt_in: Tensor) -> Tensor | None:

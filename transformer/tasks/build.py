@@ -33,7 +33,8 @@ from typing import Any, Iterable, Mapping
 import torch
 from omegaconf import DictConfig, ListConfig, OmegaConf
 
-from transformer.models import CTCNonAutoregressiveModel, EncoderDecoder, NonAutoregressiveModel, Tagger
+from transformer.models import (CTCNonAutoregressiveModel, EncoderDecoder, JointCTCEncoderDecoder,
+                                NonAutoregressiveModel, Tagger)
 from transformer.models.classifier import SequenceClassifier
 from transformer.models.cnn import ConvClassifier
 from transformer.models.mlm import ElectraModel, MaskedLanguageModel
@@ -126,6 +127,7 @@ def find_hydra_keys(node: Any, where: str) -> None:
 # Adding a model class is one line here.
 MODELS: dict[str, type[torch.nn.Module]] = {
     "EncoderDecoder": EncoderDecoder,
+    "JointCTCEncoderDecoder": JointCTCEncoderDecoder,
     "NonAutoregressiveModel": NonAutoregressiveModel,
     "CTCNonAutoregressiveModel": CTCNonAutoregressiveModel,
     "Tagger": Tagger,

@@ -9,7 +9,7 @@ V vocabulary.
 
 from __future__ import annotations
 
-from typing import Any, Mapping, Sequence
+from typing import Annotated, Any, Mapping, Sequence
 
 import torch
 import torch.nn.functional as F
@@ -21,6 +21,8 @@ from transformer.decoding.compiled import compiled_decoding
 from transformer.decoding.precision import decoding_model
 from transformer.decoding.settings import DecodeSettings
 from transformer.inference import SearchFn
+from transformer.models.transformer import EncoderOut
+from transformer.ranges import Probability
 from transformer.tasks.seq2seq import Seq2SeqTask, frames_of_batch
 
 
@@ -69,7 +71,8 @@ def all_positions_loss(model: torch.nn.Module, src: torch.Tensor, tgt_in: torch.
     vocabulary projection and padded positions are ignored by the loss, so shapes depend only on
     ``(B, S, T)``: no boolean indexing, no host sync, one compiled graph per batch shape (what a
     GPU and ``torch.compile`` want). ``frames``: ``src_lengths (B,)`` of frames ``src (B, T, F)``
-    (an input front end), or nothing for token ids.
+    (an input front end), or nothing for token ids; ``enc``: the batch's encoder output computed
+    already (joint CTC training encodes once for both losses).
     """
     logits = model(src, tgt_in, **frames)  # (B, T, V)
     return label_smoothed_nll(logits, tgt_out, label_smoothing, pad_id)
@@ -94,6 +97,20 @@ def real_positions_loss(model: torch.nn.Module, src: torch.Tensor, tgt_in: torch
 
 # The translation losses by the name ``task.loss`` gives.
 TRANSLATION_LOSSES = {"all_positions": all_positions_loss, "real_positions": real_positions_loss}
+
+
+def encoder_ctc_loss(model: torch.nn.Module, enc: EncoderOut, tgt_in: torch.Tensor, pad_id: int) -> torch.Tensor:
+    """The CTC loss of a ``JointCTCEncoderDecoder``'s head over the encoder positions ``enc``, per
+    target token it covers: the CTC task's targets (``tgt_in`` without its first token: no BOS,
+    no EOS) and loss (``tasks.ctc.ctc_losses``; a sentence with fewer real encoder positions
+    than it needs adds nothing)."""
+    from transformer.tasks.ctc import ctc_losses  # tasks.ctc imports this module (through tasks.nat)
+    from transformer.tasks.nat import nat_targets
+
+    target, real = nat_targets(tgt_in, pad_id)  # (B, L)
+    log_probs = F.log_softmax(model.ctc_logits(enc).float(), dim=-1)  # (B, S, V)
+    loss_sum, n_tokens, _ = ctc_losses(log_probs, enc.src_pad_mask.sum(1), target, real.sum(1), model.blank_id)
+    return loss_sum / n_tokens.clamp(min=1)
 
 
 def frames_length_cap(cfg: DecodeSettings, data: Mapping[str, Any]) -> DecodeSettings:
@@ -128,6 +145,11 @@ class TranslationTask(Seq2SeqTask):
         compile: run the training and validation loss through ``torch.compile``, with
             ``compile_mode`` (``default``, ``reduce-overhead`` for CUDA graphs,
             ``max-autotune``); the checkpoint and its state-dict keys are the same either way.
+        ctc_weight: w of joint CTC-attention training (Watanabe et al. 2017): the loss is
+            ``w * CTC + (1 - w) * cross-entropy``, the CTC loss that of the model's CTC head over
+            the encoder positions (``models.JointCTCEncoderDecoder``; ESPnet's usual w is 0.3),
+            logged as ``train/ctc`` and ``val/ctc``. 0 (the default): the cross-entropy alone, as
+            for a plain ``EncoderDecoder``; above 0 the model must have the head.
     """
 
     kind = kinds.TRANSLATION
@@ -135,10 +157,15 @@ class TranslationTask(Seq2SeqTask):
     model_kind = strategies.AUTOREGRESSIVE
 
     def __init__(self, loss: str = "all_positions", compile: bool = False, compile_mode: str = "default",
-                 **shared: Any) -> None:
+                 ctc_weight: Annotated[float, Probability()] = 0.0, **shared: Any) -> None:
         if loss not in TRANSLATION_LOSSES:
             raise ValueError(f"task.loss must be one of {sorted(TRANSLATION_LOSSES)}, got {loss!r}")
         super().__init__(**shared)
+        self.ctc_weight = float(ctc_weight)
+        if self.ctc_weight > 0 and not hasattr(self.model, "ctc_logits"):
+            raise ValueError(f"task.ctc_weight={ctc_weight} needs a CTC head on the encoder: "
+                             f"model._target_=transformer.models.JointCTCEncoderDecoder "
+                             f"(this model is a {type(self.model).__name__})")
         loss_fn = TRANSLATION_LOSSES[loss]
         self.loss_fn = torch.compile(loss_fn, mode=compile_mode) if compile else loss_fn
 
@@ -178,25 +205,37 @@ class TranslationTask(Seq2SeqTask):
         """Teacher-forced logits ``(B, T, V)``."""
         return self.model(src, tgt_in, **({} if src_lengths is None else {"src_lengths": src_lengths}))
 
-    def _loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, int]:
+    def _loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, int, torch.Tensor | None]:
+        """``(loss, nll, n_tokens, ctc)``: ``ctc`` is the CTC head's loss (None when
+        ``ctc_weight`` is 0), already mixed into ``loss``; ``nll`` is the decoder's."""
         hp = self.hparams
+        inputs, ctc = frames_of_batch(batch), None
+        if self.ctc_weight > 0:
+            inputs["enc"] = self.model.encode(batch["src"], **inputs)  # one encoder pass for both losses
         loss, nll = self.loss_fn(self.model, batch["src"], batch["tgt_in"], batch["tgt_out"],
-                                 hp.label_smoothing, hp.pad_id, **frames_of_batch(batch))
+                                 hp.label_smoothing, hp.pad_id, **inputs)
+        if self.ctc_weight > 0:
+            ctc = encoder_ctc_loss(self.model, inputs["enc"], batch["tgt_in"], hp.pad_id)
+            loss = self.ctc_weight * ctc + (1.0 - self.ctc_weight) * loss
         # The collator counts real target tokens on the host; counting here would sync.
         n_tokens = batch["n_tokens"] if "n_tokens" in batch else int(batch["tgt_out"].ne(hp.pad_id).sum())
-        return loss, nll, n_tokens
+        return loss, nll, n_tokens, ctc
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
-        loss, nll, n_tokens = self._loss(batch)
+        loss, nll, n_tokens, ctc = self._loss(batch)
         self.log("train/loss", loss, prog_bar=True, batch_size=n_tokens)
         self.log("train/nll", nll, batch_size=n_tokens)
+        if ctc is not None:
+            self.log("train/ctc", ctc, batch_size=n_tokens)
         self.log("lr", self.optimizers().param_groups[0]["lr"], prog_bar=True)
         return loss
 
     def validation_step(self, batch: dict, batch_idx: int) -> None:
-        loss, nll, n_tokens = self._loss(batch)
+        loss, nll, n_tokens, ctc = self._loss(batch)
         self.log("val/loss", loss, prog_bar=True, batch_size=n_tokens, sync_dist=True)
         self.log("val/nll", nll, batch_size=n_tokens, sync_dist=True)
+        if ctc is not None:
+            self.log("val/ctc", ctc, batch_size=n_tokens, sync_dist=True)
         if self._bleu_due():
             self._add_bleu_stats(batch)
 
