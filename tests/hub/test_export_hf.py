@@ -113,6 +113,26 @@ def test_our_post_norm_translation_model_is_written_as_marian(mirror_root, tmp_p
     assert hf_tok(sources, padding=True, return_tensors="pt")["input_ids"].tolist() == src.tolist()
 
 
+def test_a_joint_ctc_model_is_written_without_its_ctc_head(mirror_root, tmp_path):
+    """The CTC head of joint CTC-attention training (models.JointCTCEncoderDecoder) only trains the
+    encoder: the folder holds the encoder-decoder, which computes our logits, and no other tensor."""
+    from safetensors.torch import load_file
+
+    pairs = multi30k_slice(mirror_root, "train", 300, tmp_path / "cache")
+    task = tiny_task(pairs, steps=20, norm_first=False, _target_="transformer.models.JointCTCEncoderDecoder")
+    assert "model.ctc_proj.weight" in task.state_dict()
+    out = _export(_save(task, tmp_path / "t.ckpt"), tmp_path / "out")
+    assert not any("ctc" in name for name in load_file(out / "model.safetensors"))
+    hf = _load(transformers.MarianMTModel, out)  # no missing or unexpected keys
+    src = src_batch(task, [s for s, _ in pairs[:4]])
+    tok = task.tgt_tokenizer
+    tgt_in = _padded([[task.hparams.bos_id] + tok.encode(t) for _, t in pairs[:4]], tok.pad_id)
+    with torch.no_grad():
+        expected = hf(input_ids=src, attention_mask=src.ne(tok.pad_id).long(), decoder_input_ids=tgt_in).logits
+        ours = task.model(src, tgt_in)
+    assert (ours - expected)[tgt_in.ne(tok.pad_id)].abs().max().item() < TOL
+
+
 def _cli(args: list[str]) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
     return subprocess.run([sys.executable, "-m", "transformer.cli.export", *args], capture_output=True, text=True,
