@@ -57,6 +57,9 @@ class DecodeSettings:
     shortlist: Optional[str] = setting("train", "CTC: score only these tokens: train, a target-side text file "
                                                 "or null (every token)")
     blank_penalty: float = setting(0.0, "CTC: subtracted from the blank's logit; > 0 lengthens outputs")
+    ctc_weight: float = setting(0.0, "autoregressive search of a model with a CTC head (task.ctc_weight > 0): the "
+                                     "CTC prefix score's weight in every step's score; 0 = the decoder alone",
+                                Range(0, 1))
     pivot: Optional[str] = setting(None, "multilingual model: translate src_lang into this language, then that "
                                          "into tgt_lang (same model, same settings); null = directly")
     zero_shot: bool = setting(False, "multilingual model: also a direction it was not trained on, from a language it "

@@ -133,7 +133,8 @@ def _refinement_needs_masks(model, read: dict) -> None:
 _NAT_ONE_PASS = _non_autoregressive(nat_one_pass, return_stats=True)
 _CTC_ONE_PASS = _non_autoregressive(ctc_one_pass, return_stats=True)
 _LENGTH = ("max_len_a", "max_len_b")  # the length cap: max_len_a * source length + max_len_b
-_AT_MODEL = ("compile", "dtype")  # a compiled step (decoding.compiled), a bf16 copy (decoding.precision)
+# a compiled step (decoding.compiled), a bf16 copy (decoding.precision), joint CTC scores (decoding.joint_ctc)
+_AT_MODEL = ("compile", "dtype", "ctc_weight")
 _NAT = ("collapse_repeats",)
 
 STRATEGIES: tuple[Strategy, ...] = (

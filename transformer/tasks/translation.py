@@ -18,6 +18,7 @@ from transformer import kinds
 from transformer.accel.cross_entropy import runs_on, smoothed_cross_entropy
 from transformer.decoding import EnsembleModel, strategies
 from transformer.decoding.compiled import compiled_decoding
+from transformer.decoding.joint_ctc import JointCTCDecoding
 from transformer.decoding.precision import decoding_model
 from transformer.decoding.settings import DecodeSettings
 from transformer.inference import SearchFn
@@ -254,6 +255,10 @@ class TranslationTask(Seq2SeqTask):
         if frames.frontend is not None:
             cfg = frames_length_cap(cfg, self.hparams.data)
         model = decoding_model(self.model, cfg.dtype)  # a bf16 copy for decode.dtype=bf16
+        if cfg.ctc_weight > 0:  # joint CTC/attention scores (Watanabe et al. 2017), a model with a CTC head
+            if cfg.compile:
+                raise ValueError("decode.ctc_weight > 0 searches eagerly: set decode.compile=false")
+            model = JointCTCDecoding(model, cfg.ctc_weight, self.hparams.eos_id)
         if cfg.compile:
             model = compiled_decoding(model, next(model.parameters()).device)
         search = strategy.bind(model, cfg, self.search_ids())
