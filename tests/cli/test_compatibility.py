@@ -87,7 +87,9 @@ CHANGED.update({"model.attention_projections": True})
 # Mixing training images in pairs (task.mixup, task.cutmix), off.
 CHANGED.update({"task.mixup": 0.0, "task.cutmix": 0.0})
 # Joint CTC-attention training of a translation model (task.ctc_weight): 0, off, as before.
-CHANGED.update({"task.ctc_weight": 0.0})
+# Joint CTC/attention decoding (decode.ctc_weight): 0, the decoder alone, as before.
+CHANGED.update({"task.ctc_weight": 0.0,
+                **{key: 0.0 for key in ("decode.ctc_weight", "task.val_decode.ctc_weight", "test_decode.ctc_weight")}})
 # Experiments added since 0.1.0: they have no composed config there to compare with.
 ADDED = {"train experiment=multi30k_multi", "train experiment=multi30k_multi_cpu",
          # Speech input: labelled recordings, FSDD digits, connected digit strings (AT and CTC).
