@@ -64,16 +64,36 @@ def test_a_tiny_model_trains_and_is_scored_on_test(trained):
     assert set(ckpt["tokenizers"]) == {"tgt"}
 
 
-def test_the_ctc_recipe_keeps_and_scores_an_average_of_the_weights(trained):
+def test_both_recipes_keep_and_score_an_average_of_the_weights(trained):
     experiment, summary = trained
     ckpt = torch.load(summary["best_checkpoint"], map_location="cpu", weights_only=True)
     # callbacks.ema: the checkpoint's state_dict (what validation, the test and evaluate read) is the
     # moving average; the trained weights travel beside it, for a resume
-    assert ("current_model_state" in ckpt) == experiment.endswith("ctc")
-    if experiment.endswith("ctc"):
-        average, trained_weights = ckpt["state_dict"], ckpt["current_model_state"]
-        assert average.keys() == trained_weights.keys()
-        assert any(not torch.equal(average[k], trained_weights[k]) for k in average)
+    average, trained_weights = ckpt["state_dict"], ckpt["current_model_state"]
+    assert average.keys() == trained_weights.keys()
+    assert any(not torch.equal(average[k], trained_weights[k]) for k in average)
+
+
+def test_the_autoregressive_recipe_trains_a_ctc_head_and_decodes_with_it(trained, strings, tmp_path):
+    """experiment=fsdd_strings: joint CTC-attention training (task.ctc_weight) of a model with a CTC
+    head, whose prefix scores its search reads (decode.ctc_weight); evaluate takes either."""
+    from transformer.cli import evaluate
+
+    experiment, summary = trained
+    if experiment != "fsdd_strings":
+        pytest.skip("the autoregressive recipe's")
+    ckpt = torch.load(summary["best_checkpoint"], map_location="cpu", weights_only=True)
+    assert ckpt["hyper_parameters"]["ctc_weight"] == 0.3
+    assert "model.ctc_proj.weight" in ckpt["state_dict"]
+    assert summary["test"]["test"]["decode"]["ctc_weight"] == 0.7
+    scores = {}
+    for w in (0.0, 0.7):
+        report = evaluate.run(compose_cfg("eval", [f"ckpt_path={summary['best_checkpoint']}", "split=test",
+                                                   f"output_dir={tmp_path / str(w)}", f"decode.ctc_weight={w}",
+                                                   "decode.max_len_a=0", "decode.max_len_b=16", "device=cpu"]))
+        scores[w] = report
+        assert report["decode"]["ctc_weight"] == w and report["utterances"] == 4
+    assert scores[0.7]["wer"] == pytest.approx(summary["test"]["test"]["wer"])
 
 
 def test_evaluate_reads_the_checkpoint_alone(trained, strings, tmp_path):
