@@ -85,15 +85,15 @@ def test_the_autoregressive_recipe_trains_a_ctc_head_and_decodes_with_it(trained
     ckpt = torch.load(summary["best_checkpoint"], map_location="cpu", weights_only=True)
     assert ckpt["hyper_parameters"]["ctc_weight"] == 0.3
     assert "model.ctc_proj.weight" in ckpt["state_dict"]
-    assert summary["test"]["test"]["decode"]["ctc_weight"] == 0.7
+    assert summary["test"]["test"]["decode"]["ctc_weight"] == 0.9
     scores = {}
-    for w in (0.0, 0.7):
+    for w in (0.0, 0.9):
         report = evaluate.run(compose_cfg("eval", [f"ckpt_path={summary['best_checkpoint']}", "split=test",
                                                    f"output_dir={tmp_path / str(w)}", f"decode.ctc_weight={w}",
                                                    "decode.max_len_a=0", "decode.max_len_b=16", "device=cpu"]))
         scores[w] = report
         assert report["decode"]["ctc_weight"] == w and report["utterances"] == 4
-    assert scores[0.7]["wer"] == pytest.approx(summary["test"]["test"]["wer"])
+    assert scores[0.9]["wer"] == pytest.approx(summary["test"]["test"]["wer"])
 
 
 def test_evaluate_reads_the_checkpoint_alone(trained, strings, tmp_path):
