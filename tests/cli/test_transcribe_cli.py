@@ -242,7 +242,7 @@ def test_inspect_draws_encoder_attention_over_a_recording_s_frames(trained, stri
     experiment, summary = trained
     folder = Path(strings["test"]).parent
     recording = folder / Path(strings["test"]).read_text().splitlines()[0].split("\t")[0]
-    step = 80 if experiment.endswith("ctc") else 40  # ms a position: the CTC recipe's front end is x8, the other's x4
+    step = 80  # ms a position: both recipes' front ends are x8
     cfg = compose_cfg("inspect", [f"ckpt_path={summary['best_checkpoint']}", f"text={recording}",
                                   f"output_dir={tmp_path}", "decode.max_len_a=0", "decode.max_len_b=12"])
     written = {p.name for p in inspect.run(cfg)}
