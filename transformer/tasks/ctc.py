@@ -47,11 +47,10 @@ from transformer.tasks.build import build_model
 from transformer.tasks.glancing import (
     GlancingSchedule,
     ctc_best_alignment,
-    ctc_required_lengths,
     reveal_counts,
     reveal_positions,
 )
-from transformer.tasks.nat import nat_targets
+from transformer.tasks.ctc_loss import ctc_losses, nat_targets
 from transformer.tasks.seq2seq import Seq2SeqTask
 from transformer.ranges import Probability, Range
 
@@ -59,21 +58,6 @@ log = logging.getLogger(__name__)
 
 # The checkpoint key of the training targets' token ids (CTCTranslationTask.output_vocab).
 OUTPUT_VOCAB_KEY = "output_vocab"
-
-def ctc_losses(log_probs: Tensor, in_lengths: Tensor, target: Tensor, tgt_lengths: Tensor,
-               blank_id: int) -> tuple[Tensor, Tensor, Tensor]:
-    """Summed CTC loss, the target tokens it covers, and the sentences it cannot align.
-
-    Args:
-        log_probs: ``(B, U, V)`` fp32; in_lengths: ``(B,)``; target: ``(B, L)``; tgt_lengths: ``(B,)``.
-
-    Returns:
-        ``(loss_sum, n_tokens, n_infeasible)``, scalars; infeasible sentences add 0 and no tokens.
-    """
-    losses = F.ctc_loss(log_probs.transpose(0, 1), target, in_lengths, tgt_lengths, blank=blank_id,
-                        reduction="none", zero_infinity=True)  # (U, B, V) -> (B,)
-    feasible = in_lengths >= ctc_required_lengths(target, tgt_lengths)  # (B,)
-    return losses.sum(), (tgt_lengths * feasible).sum(), (~feasible).sum()
 
 
 class CTCTranslationTask(Seq2SeqTask):

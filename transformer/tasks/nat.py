@@ -46,24 +46,11 @@ from transformer.decoding import strategies
 from transformer.decoding.settings import DecodeSettings
 from transformer.inference import SearchFn
 from transformer.tasks.build import build_model
+from transformer.tasks.ctc_loss import nat_targets
 from transformer.tasks.glancing import GlancingSchedule, reveal_counts, reveal_positions
 from transformer.tasks.seq2seq import Seq2SeqTask
 from transformer.tasks.translation import label_smoothed_nll
 from transformer.ranges import Range
-
-def nat_targets(tgt_in: Tensor, pad_id: int) -> tuple[Tensor, Tensor]:
-    """The NAT target (no BOS, no EOS) and its padding mask from the data module's ``tgt_in``.
-
-    Args:
-        tgt_in: ``(B, T + 1)`` BOS + target, right-padded with ``pad_id``.
-
-    Returns:
-        ``target (B, T)`` (PAD after each sentence) and ``tgt_pad_mask (B, T)`` (True = real).
-    """
-    target = tgt_in[:, 1:]  # (B, T + 1) -> (B, T): drop the BOS column
-    real = target.ne(pad_id)  # (B, T)
-    return target, real
-
 
 def random_mask(real: Tensor, generator: torch.Generator | None = None) -> Tensor:
     """Mask-Predict's training mask: per sentence ``n ~ Uniform{1..L}`` real positions.

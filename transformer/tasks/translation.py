@@ -24,6 +24,7 @@ from transformer.decoding.settings import DecodeSettings
 from transformer.inference import SearchFn
 from transformer.models.transformer import EncoderOut
 from transformer.ranges import Probability
+from transformer.tasks.ctc_loss import ctc_losses, nat_targets
 from transformer.tasks.seq2seq import Seq2SeqTask, frames_of_batch
 
 
@@ -103,11 +104,8 @@ TRANSLATION_LOSSES = {"all_positions": all_positions_loss, "real_positions": rea
 def encoder_ctc_loss(model: torch.nn.Module, enc: EncoderOut, tgt_in: torch.Tensor, pad_id: int) -> torch.Tensor:
     """The CTC loss of a ``JointCTCEncoderDecoder``'s head over the encoder positions ``enc``, per
     target token it covers: the CTC task's targets (``tgt_in`` without its first token: no BOS,
-    no EOS) and loss (``tasks.ctc.ctc_losses``; a sentence with fewer real encoder positions
-    than it needs adds nothing)."""
-    from transformer.tasks.ctc import ctc_losses  # tasks.ctc imports this module (through tasks.nat)
-    from transformer.tasks.nat import nat_targets
-
+    no EOS) and loss (``tasks.ctc_loss``; a sentence with fewer real encoder positions than it
+    needs adds nothing)."""
     target, real = nat_targets(tgt_in, pad_id)  # (B, L)
     log_probs = F.log_softmax(model.ctc_logits(enc).float(), dim=-1)  # (B, S, V)
     loss_sum, n_tokens, _ = ctc_losses(log_probs, enc.src_pad_mask.sum(1), target, real.sum(1), model.blank_id)
