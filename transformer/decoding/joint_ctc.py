@@ -200,5 +200,6 @@ class JointCTCDecoding(nn.Module):
             last, empty, before = c, False, cache.psi.gather(1, c.unsqueeze(1)).squeeze(1)  # (N,)
         psi = prefix_scores(r, last, x, lengths, self.eos_id, empty)  # (N, V)
         ctc = torch.nan_to_num(psi - before.unsqueeze(1), nan=NEG)  # (N, V): -inf - -inf is no prefix
-        scores = (1.0 - self.weight) * att.float() + self.weight * ctc
+        # at weight 1 the decoder's scores are left out, not multiplied by 0 (0 * -inf is NaN)
+        scores = ctc if self.weight == 1.0 else (1.0 - self.weight) * att.float() + self.weight * ctc
         return scores, JointCache(kv, r, last, psi, empty)
