@@ -83,7 +83,7 @@ def test_the_autoregressive_recipe_trains_a_ctc_head_and_decodes_with_it(trained
     if experiment != "fsdd_strings":
         pytest.skip("the autoregressive recipe's")
     ckpt = torch.load(summary["best_checkpoint"], map_location="cpu", weights_only=True)
-    assert ckpt["hyper_parameters"]["ctc_weight"] == 0.3
+    assert ckpt["hyper_parameters"]["ctc_weight"] == 0.5
     assert "model.ctc_proj.weight" in ckpt["state_dict"]
     assert summary["test"]["test"]["decode"]["ctc_weight"] == 0.9
     scores = {}
