@@ -67,3 +67,18 @@ def test_warps_apply_to_training_frames_only(cache):
     plain.setup()
     assert torch.equal(plain._datasets["train"][0]["src"], plain._datasets["train"].features(0))
 
+
+
+def test_speed_perturbation_applies_to_training_audio_only(cache):
+    """data.speed_perturb resamples the training split's waveforms (0.8: 1.25 times the frames),
+    never dev or test's."""
+    dm = SpeechDataModule(preset="fsdd", data_dir=cache, mirror_root=MIRROR, sample_rate=8000, n_mels=20,
+                          speed_perturb=[0.8])
+    dm.setup()
+    train, dev, test = (dm._datasets[s] for s in ("train", "dev", "test"))
+    assert torch.equal(dev[0]["src"], dev.features(0)) and torch.equal(test[0]["src"], test.features(0))
+    for i in range(3):
+        n = train.features(i).shape[0]
+        assert abs(train[i]["src"].shape[0] - 1.25 * n) <= 2
+    with pytest.raises(ValueError, match="data.speed_perturb"):
+        SpeechDataModule(preset="fsdd", data_dir=cache, speed_perturb=[3.0])

@@ -106,3 +106,30 @@ def test_works_in_a_dataloader(rows):
     assert [b["src"].shape[0] for b in batches] == [3, 3]
     assert batches[0]["src"].shape[1] == int(batches[0]["src_lengths"].max())
     assert batches[1]["target"].dtype == torch.long
+
+
+def test_speed_perturbation_resamples_the_waveform_pitch_and_all(tmp_path):
+    """A factor f plays the recording f times as fast: N / f samples, and a 1 kHz tone comes out
+    at f kHz (a time stretch of the frames would keep it at 1 kHz); the factor is drawn per item
+    and epoch, only from the factors given."""
+    from transformer.data.speech.audio import resample
+
+    rate, settings = 8000, FeatureSettings(sample_rate=8000, n_mels=40)
+    path = write_wav(tmp_path / "tone.wav", sine(1000.0, 0.5, rate), rate)
+    rows = [SpeechRow(path, "1", "m.tsv:1")]
+    fast = SpeechDataset(rows, settings, speeds=(1.25,))
+    expected = compute_features(resample(load_audio(path, rate), 10_000, rate), settings)
+    assert torch.equal(fast[0]["src"], expected) and expected.shape[0] == settings.num_frames(3200)
+    higher = compute_features(sine(1250.0, 0.4, rate), settings)
+    mid = expected.shape[0] // 2
+    assert int(expected[mid].argmax()) == int(higher[mid].argmax())
+    assert int(expected[mid].argmax()) > int(compute_features(sine(1000.0, 0.5, rate), settings)[mid].argmax())
+    drawn = SpeechDataset(rows, settings, speeds=(0.8, 1.25), cache=True)
+    lengths = set()
+    for epoch in range(8):
+        drawn.set_epoch(epoch)
+        lengths.add(drawn[0]["src"].shape[0])
+    assert lengths == {settings.num_frames(5000), settings.num_frames(3200)}
+    assert torch.equal(SpeechDataset(rows, settings, speeds=(1.0,))[0]["src"], compute_features(load_audio(path, rate), settings))
+    with pytest.raises(ValueError, match="speed factors"):
+        SpeechDataset(rows, settings, speeds=(0.0,))

@@ -99,6 +99,12 @@ class SpeechDataModule(TokenBudgetDataModule):
             ``1 ± freq_warp`` (another vocal tract's formants), drawn per utterance and epoch. A
             stretched utterance has more frames than its header says: a batch can hold up to
             ``time_stretch`` more than ``max_tokens``.
+        speed_perturb: speed perturbation of training audio (Ko et al. 2015; Kaldi's recipe is
+            ``[0.9, 1.0, 1.1]``): each utterance's waveform resampled by one of these factors, drawn
+            per utterance and epoch, before its features (``SpeechDataset``'s ``speeds``). Unlike
+            ``time_stretch`` it moves pitch and formants with the tempo, as a faster talker with a
+            shorter vocal tract would. None (or empty) is off; a factor below 1 lengthens an
+            utterance, so a batch can hold up to ``1 / min(factors)`` times ``max_tokens``.
         max_tokens: frames per batch; max_len: training utterances with more frames are dropped.
         cache_features: keep each utterance's features in memory once computed (small sets).
         input: the input kind (``transformer.kinds``): frames.
@@ -127,6 +133,7 @@ class SpeechDataModule(TokenBudgetDataModule):
         time_mask_width: Annotated[int, Range(0, 100_000)] = 40,
         time_stretch: Annotated[float, Range(0.0, 0.5)] = 0.0,
         freq_warp: Annotated[float, Range(0.0, 0.5)] = 0.0,
+        speed_perturb: Sequence[float] | None = None,
         data_dir: str | os.PathLike = "data/cache",
         max_tokens: Annotated[int, Range(1, 2**31)] = 20_000,
         max_len: Annotated[int, Range(1, 2**24)] = 60_000,
@@ -150,6 +157,9 @@ class SpeechDataModule(TokenBudgetDataModule):
         self.spec_augment = spec_augment
         self.masking = MaskingSettings(freq_width=freq_mask_width, time_width=time_mask_width)
         self.warping = WarpSettings(time_stretch=time_stretch, freq_warp=freq_warp)
+        self.speeds = tuple(float(f) for f in speed_perturb or ())
+        if any(not 0.5 <= f <= 2.0 for f in self.speeds):
+            raise ValueError(f"data.speed_perturb={list(self.speeds)}: factors must be in [0.5, 2]")
         self.features = FeatureSettings(sample_rate=sample_rate, n_mels=n_mels, n_ceps=n_ceps)
         self.test_splits = ["test"] if "test" in self.paths or preset else []
         self.tokenizer = None
@@ -207,7 +217,8 @@ class SpeechDataModule(TokenBudgetDataModule):
         for split, split_rows in rows.items():
             ds = SpeechDataset(split_rows, self.features, spec_augment=self.spec_augment and split == "train",
                                masking=self.masking, encode_target=ids.__getitem__, cache=self.cache_features,
-                               seed=self.seed, warping=self._warping(split))
+                               seed=self.seed, warping=self._warping(split),
+                               speeds=self.speeds if split == "train" else ())
             lengths = ds.lengths()  # frames, from the files' headers
             self._add_split(split, ds, lengths, lengths, f"{self.name}-{split}")
         log.info("speech data: %s", ", ".join(f"{s} {len(d)} utterances" for s, d in self._datasets.items()))
@@ -279,6 +290,7 @@ class SpeechTranscriptDataModule(SpeechDataModule):
                  spec_augment: bool = False, freq_mask_width: Annotated[int, Range(0, 512)] = 27,
                  time_mask_width: Annotated[int, Range(0, 100_000)] = 40,
                  time_stretch: Annotated[float, Range(0.0, 0.5)] = 0.0, freq_warp: Annotated[float, Range(0.0, 0.5)] = 0.0,
+                 speed_perturb: Sequence[float] | None = None,
                  data_dir: str | os.PathLike = "data/cache",
                  max_tokens: Annotated[int, Range(1, 2**31)] = 20_000, max_len: Annotated[int, Range(1, 2**24)] = 60_000,
                  num_workers: Annotated[int, Range(0, 1024)] = 0, seed: int = 0, cache_features: bool = True,
@@ -286,7 +298,8 @@ class SpeechTranscriptDataModule(SpeechDataModule):
         super().__init__(train=train, dev=dev, test=test, name=name, preset=preset, dev_fraction=dev_fraction,
                          sample_rate=sample_rate, n_mels=n_mels, n_ceps=n_ceps, spec_augment=spec_augment,
                          freq_mask_width=freq_mask_width, time_mask_width=time_mask_width,
-                         time_stretch=time_stretch, freq_warp=freq_warp, data_dir=data_dir,
+                         time_stretch=time_stretch, freq_warp=freq_warp, speed_perturb=speed_perturb,
+                         data_dir=data_dir,
                          max_tokens=max_tokens, max_len=max_len, num_workers=num_workers, seed=seed,
                          cache_features=cache_features, input=input)
         self.n_strings = {**FSDD_STRINGS, **(n_strings or {})}
@@ -324,7 +337,8 @@ class SpeechTranscriptDataModule(SpeechDataModule):
         for split, split_rows in rows.items():
             ds = SpeechDataset(split_rows, self.features, spec_augment=self.spec_augment and split == "train",
                                masking=self.masking, encode_target=encode, cache=self.cache_features,
-                               seed=self.seed, warping=self._warping(split))
+                               seed=self.seed, warping=self._warping(split),
+                               speeds=self.speeds if split == "train" else ())
             lengths = ds.lengths()  # frames, from the files' headers
             self._add_split(split, ds, lengths, lengths, f"{self.name}-{split}")
             if split == "train":

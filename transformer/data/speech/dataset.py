@@ -27,7 +27,7 @@ from torch import Tensor
 from torch.utils.data import Dataset
 
 from transformer.data.core.batching import IGNORE_INDEX
-from transformer.data.speech.audio import MAX_SECONDS, audio_samples, load_audio
+from transformer.data.speech.audio import MAX_SECONDS, audio_samples, load_audio, resample
 from transformer.data.speech.features import (FeatureSettings, MaskingSettings, WarpSettings, compute_features,
                                               spec_augment, warp)
 from transformer.data.speech.manifest import SpeechRow
@@ -45,6 +45,12 @@ class SpeechDataset(Dataset):
         masking: the masks' numbers and widths.
         warping: time and mel-axis warps of each item's frames (training only; before the masks,
             from the same per-item generator); the default is none.
+        speeds: speed perturbation (Ko et al. 2015, Kaldi's 0.9 / 1.0 / 1.1): each item's
+            waveform is resampled by one of these factors, drawn per item and epoch from the same
+            generator (first), before its features are computed. A factor ``f`` plays the
+            recording ``f`` times as fast: ``N / f`` samples, every frequency times ``f``, so the
+            pitch and formants move with the tempo (``warping``'s time stretch keeps them). Empty
+            (the default) is off; with ``cache`` each factor's features are kept.
         encode_target: turns a row's text into the target (a label id, token ids); ``None``
             keeps the text.
         cache: keep each item's unmasked features in memory once computed (small sets).
@@ -63,13 +69,17 @@ class SpeechDataset(Dataset):
         seed: int = 0,
         max_seconds: float = MAX_SECONDS,
         warping: WarpSettings = WarpSettings(),
+        speeds: Sequence[float] = (),
     ):
         self.rows = list(rows)
         self.settings, self.masking = settings, masking
         self.spec_augment, self.encode_target = spec_augment, encode_target
         self.seed, self.epoch, self.max_seconds = seed, 0, max_seconds
         self.warping = warping
-        self._cache: dict[int, Tensor] | None = {} if cache else None
+        self.speeds = tuple(float(f) for f in speeds)
+        if any(not 0.5 <= f <= 2.0 for f in self.speeds):
+            raise ValueError(f"speed factors must be in [0.5, 2], got {list(self.speeds)}")
+        self._cache: dict[tuple[int, float], Tensor] | None = {} if cache else None
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -77,22 +87,29 @@ class SpeechDataset(Dataset):
     def select(self, indices: Sequence[int]) -> "SpeechDataset":
         """The same dataset over the rows at ``indices`` (the training length filter's survivors)."""
         kept = SpeechDataset([self.rows[i] for i in indices], self.settings, self.spec_augment, self.masking,
-                             self.encode_target, self._cache is not None, self.seed, self.max_seconds, self.warping)
+                             self.encode_target, self._cache is not None, self.seed, self.max_seconds, self.warping,
+                             self.speeds)
         return kept
 
     def set_epoch(self, epoch: int) -> None:
         """Draw a new set of masks: called by the training loop at the start of each epoch."""
         self.epoch = epoch
 
-    def features(self, i: int) -> Tensor:
-        """Unmasked frames of item ``i``: ``(T, M)`` float32."""
-        if self._cache is not None and i in self._cache:
-            return self._cache[i]
+    def features(self, i: int, speed: float = 1.0) -> Tensor:
+        """Unmasked frames of item ``i`` (its waveform played ``speed`` times as fast): ``(T, M)``
+        float32."""
+        key = (i, speed)
+        if self._cache is not None and key in self._cache:
+            return self._cache[key]
         row = self.rows[i]
-        waveform = load_audio(row.path, self.settings.sample_rate, self.max_seconds, where=row.where or None)
+        rate = self.settings.sample_rate
+        waveform = load_audio(row.path, rate, self.max_seconds, where=row.where or None)  # (N,)
+        if speed != 1.0:
+            # read as if recorded at speed x rate, brought back to rate: (N,) -> (N / speed,)
+            waveform = resample(waveform, round(rate * speed), rate)
         feats = compute_features(waveform, self.settings)  # (T, M)
         if self._cache is not None:
-            self._cache[i] = feats
+            self._cache[key] = feats
         return feats
 
     def mask_generator(self, i: int) -> torch.Generator:
@@ -101,13 +118,15 @@ class SpeechDataset(Dataset):
         return torch.Generator().manual_seed(int(state) & ((1 << 63) - 1))
 
     def __getitem__(self, i: int) -> dict:
-        feats = self.features(i)
-        if self.spec_augment or self.warping.active:
-            generator = self.mask_generator(i)
-            if self.warping.active:
-                feats = warp(feats, generator, self.warping)
-            if self.spec_augment:
-                feats = spec_augment(feats, generator, self.masking)
+        generator = self.mask_generator(i) if self.spec_augment or self.warping.active or self.speeds else None
+        speed = 1.0
+        if self.speeds:
+            speed = self.speeds[int(torch.randint(0, len(self.speeds), (), generator=generator))]
+        feats = self.features(i, speed)
+        if self.warping.active:
+            feats = warp(feats, generator, self.warping)
+        if self.spec_augment:
+            feats = spec_augment(feats, generator, self.masking)
         text = self.rows[i].text
         target = self.encode_target(text) if self.encode_target is not None else text
         return {"src": feats, "target": target, "index": i}
