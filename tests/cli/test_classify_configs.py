@@ -1,5 +1,5 @@
-"""The classification recipes compose: sst2 on a CPU and sst2_gpu (the CPU one smaller than the
-GPU one), the pooling swapped by ``_target_``, and the user-files recipe."""
+"""The classification recipes compose: sst2 on a CPU and with its GPU overrides (the CPU one
+smaller than the GPU one), the pooling swapped by ``_target_``, and the user-files recipe."""
 
 from __future__ import annotations
 
@@ -12,10 +12,20 @@ from transformer.models.pooling import MeanPooling
 from transformer.tasks.classification import ClassificationTask
 
 
+def gpu_overrides() -> list[str]:
+    """The GPU command the sst2 recipe's comment gives, as overrides."""
+    from pathlib import Path
+
+    text = (Path(__file__).parents[2] / "conf" / "experiment" / "sst2.yaml").read_text()
+    lines = text[text.index("# On one GPU"):].splitlines()[1:4]
+    words = " ".join(line.lstrip("# ").strip() for line in lines).split()
+    assert words[:2] == ["transformer-train", "experiment=sst2"]
+    return words[2:]
+
+
 def test_sst2_sizes(tmp_path):
     cpu = compose_cfg("train", ["experiment=sst2", f"output_dir={tmp_path}"])
-    gpu = compose_cfg("train", ["experiment=sst2_gpu", f"output_dir={tmp_path}"])
-    assert (cpu.name, gpu.name) == ("sst2_cpu", "sst2")
+    gpu = compose_cfg("train", ["experiment=sst2", *gpu_overrides(), f"output_dir={tmp_path}"])
     assert (cpu.trainer.accelerator, cpu.trainer.precision, cpu.accel) == ("cpu", "32-true", "cpu")
     assert (gpu.trainer.accelerator, gpu.trainer.precision, gpu.accel) == ("gpu", "bf16-mixed", "none")
     assert cpu.model.d_model < gpu.model.d_model and cpu.data.max_tokens < gpu.data.max_tokens

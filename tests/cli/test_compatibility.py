@@ -45,7 +45,7 @@ CHANGED.update({f"{name}: data._target_": DATA_MODULES[config["data"]["_target_"
                 if config.get("data", {}).get("_target_") in DATA_MODULES})
 # Labels a file writes as ids may be named (data.label_names): none by default; SST-2's 0/1 named.
 CHANGED.update({"train experiment=classify: data.label_names": None,
-                **{f"train experiment={exp}: data.label_names": ["negative", "positive"] for exp in ("sst2", "sst2_gpu")}})
+                **{f"train experiment={exp}: data.label_names": ["negative", "positive"] for exp in ("sst2",)}})
 # The optimizer is a node of its own (task.optimizer), holding the settings that were task keys,
 # with the class each task built: Adam for translation, AdamW for the encoder tasks.
 # The server's operating options, each off or at its plain default.
@@ -101,7 +101,8 @@ ADDED = {"train experiment=multi30k_multi", "train experiment=multi30k_multi_cpu
          # along the edges or full attention with Laplacian positions.
          "train experiment=graph_nodes", "train experiment=graph_nodes_full"}
 # Experiments folded into another: gum_upos_wsj's multi-task settings are gum_upos_adv's own now.
-REMOVED = {"train experiment=gum_upos_wsj"}
+# sst2_gpu is experiment=sst2 with the GPU command its comment gives.
+REMOVED = {"train experiment=gum_upos_wsj", "train experiment=sst2_gpu"}
 MOVED = {f"task.{key}": f"task.optimizer.{key}" for key in ("betas", "eps", "weight_decay")}
 SEQ2SEQ_TASKS = ("TranslationTask", "NATTranslationTask", "CTCTranslationTask")
 for name, config in COMPOSED.items():

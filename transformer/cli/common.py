@@ -293,7 +293,7 @@ def hydra_message(exc: BaseException, args: list[str]) -> str:
 # What a command line typed with a group option the configs do not have means in this layout.
 GROUP_HINTS = {
     "size": "(a CPU recipe is its own experiment file: experiment=multi30k_cpu, multi30k_nat_cpu, "
-            "multi30k_nat_ctc_cpu, sst2; a GPU one: multi30k, sst2_gpu ...)",
+            "multi30k_nat_ctc_cpu, sst2; a GPU one: multi30k, multi30k_nat ...; sst2 gives its GPU command)",
     "pair": "(a language pair is data.src_lang=<src> data.tgt_lang=<tgt>)",
     "model": "(model= picks a size, tiny | small | medium for translation, encoder for tagging and "
              "classification; the task picks the model kind: model=small task=nat)",
