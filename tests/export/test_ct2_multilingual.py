@@ -40,8 +40,8 @@ def export_dir(task, tmp_path_factory) -> Path:
 
 def ours(task, tgt_lang: str, **decode) -> list[list[str]]:
     """Our own search on each sentence tagged for ``tgt_lang``: its n-best texts (searched once
-    per module)."""
-    key = (id(task), tgt_lang, tuple(sorted(decode.items())))
+    per task; the key holds the task itself, so a freed task's id cannot stand for another's)."""
+    key = (task, tgt_lang, tuple(sorted(decode.items())))
     if key not in _SEARCHED:
         _SEARCHED[key] = _ours(task, tgt_lang, **decode)
     return _SEARCHED[key]
