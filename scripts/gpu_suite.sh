@@ -14,11 +14,12 @@
 #          -> OUTDIR/<step>/ (run folder), OUTDIR/<step>.md (training time, epochs, tables)
 #   nat_ctc  (not in the default list; after de_en) the de_en step's averaged checkpoint distils the
 #          training set (transformer-distill, beam 5; kept and reused if OUTDIR/nat_ctc_distill
-#          holds it), experiment=multi30k_nat_ctc trains on it to $SUITE_CTC_MAX_TIME (default
+#          holds it), experiment=multi30k_nat_ctc_cpu with the GPU command its comment gives
+#          trains on it to $SUITE_CTC_MAX_TIME (default
 #          00:00:05:00), then one pass on test_2016_flickr (BLEU cased and lowercased) and
 #          scripts/nat_benchmark.py (AT greedy vs CTC one pass, batch 1 and 64, on the GPU and on
 #          one warm CPU thread) -> OUTDIR/nat_ctc/, OUTDIR/nat_ctc.md. A CPU try-out:
-#            SUITE_CTC_MAX_TIME=00:00:01:00 SUITE_CTC_OVERRIDES="experiment=multi30k_nat_ctc_cpu debug=fast" \
+#            SUITE_CTC_CPU=1 SUITE_CTC_MAX_TIME=00:00:01:00 SUITE_CTC_OVERRIDES="debug=fast" \
 #            SUITE_DISTILL_OVERRIDES="limit=64" bash scripts/gpu_suite.sh OUTDIR nat_ctc
 #
 # Training uses the recipe plus $SUITE_TRAIN_OVERRIDES (default: a compiled loss); a training
@@ -112,8 +113,14 @@ nat_ctc() {  # distil with de_en's averaged teacher, train the CTC recipe on it,
       decode.beam_size=5 data_dir="$cache" ${SUITE_DISTILL_OVERRIDES:-} >"$run.distill.log" 2>&1 \
       || { echo "distillation failed: see $run.distill.log" >&2; status=1; return; }
   fi
+  # The GPU command conf/experiment/multi30k_nat_ctc_cpu.yaml gives (SUITE_CTC_CPU=1: the CPU recipe).
+  local gpu=(accel=none model=medium trainer.accelerator=gpu trainer.precision=bf16-mixed data.max_tokens=8192
+             data.pad_to_multiple=8 task.lr=7e-4 task.warmup_steps=1000 trainer.max_epochs=120
+             task.glancing.anneal_steps=4000 callbacks.recent_checkpoints.save_top_k=0 test_decode.blank_penalty=0.0
+             'name=multi30k_${data.src_lang}_${data.tgt_lang}_nat_ctc')
+  [ "${SUITE_CTC_CPU:-0}" = 1 ] && gpu=()
   start=$(date +%s)
-  python3 -m transformer.cli.train experiment=multi30k_nat_ctc data.distill_dir="$distilled" \
+  python3 -m transformer.cli.train experiment=multi30k_nat_ctc_cpu "${gpu[@]}" data.distill_dir="$distilled" \
     hydra.run.dir="$run" data.data_dir="$cache" test_splits=[] trainer.max_time="${SUITE_CTC_MAX_TIME:-00:00:05:00}" \
     ${SUITE_CTC_OVERRIDES:-} >"$run.train.log" 2>&1
   local rc=$?
@@ -131,7 +138,7 @@ nat_ctc() {  # distil with de_en's averaged teacher, train the CTC recipe on it,
   {
     local gpu
     gpu=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)
-    echo "## multi30k_nat_ctc on distilled de→en ($(date -u +%F), ${gpu:-no GPU})"
+    echo "## multi30k_nat_ctc_cpu's GPU command on distilled de→en ($(date -u +%F), ${gpu:-no GPU})"
     echo
     echo "Teacher: $teacher; overrides: \`${SUITE_CTC_OVERRIDES:-}\`; wall time of transformer-train: $((end - start)) s."
     python3 - "$run" <<'PY'

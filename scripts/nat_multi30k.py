@@ -3,7 +3,7 @@ and on distilled targets -> BLEU with one pass and Mask-Predict T=1,4,10.
 
     TRANSFORMER_DATA_MIRROR=../shared/datasets python3 scripts/nat_multi30k.py --pair de_en --out runs/nat
     # reuse a trained teacher, CPU-sized students, a time budget per training run:
-    python3 scripts/nat_multi30k.py --at-ckpt at.ckpt --nat-experiment-suffix _cpu \
+    python3 scripts/nat_multi30k.py --at-ckpt at.ckpt --students cpu \
         --train-extra trainer.max_epochs=100 trainer.max_time=00:00:30:00
 
 Each step is one of the project's CLIs run as a subprocess (the commands are printed and kept
@@ -21,6 +21,11 @@ import sys
 from pathlib import Path
 
 ITERATIONS = (1, 4, 10)
+# The GPU command conf/experiment/multi30k_nat_cpu.yaml gives (experiment=multi30k's size, batches and
+# schedule, 120 epochs, every test split's length beam of 3).
+GPU_STUDENTS = ["accel=none", "model=medium", "trainer.accelerator=gpu", "trainer.precision=bf16-mixed",
+                "data.max_tokens=8192", "data.pad_to_multiple=8", "task.lr=7e-4", "task.warmup_steps=1000",
+                "trainer.max_epochs=120", "test_decode.length_beam=3"]
 
 
 def parse_args(argv=None) -> argparse.Namespace:
@@ -29,8 +34,8 @@ def parse_args(argv=None) -> argparse.Namespace:
     p.add_argument("--out", default="runs/nat_multi30k", type=Path)
     p.add_argument("--at-ckpt", help="a trained AT checkpoint (skip training the teacher)")
     p.add_argument("--at-experiment", default="multi30k", help="trained on the pair (multi30k or multi30k_cpu)")
-    p.add_argument("--nat-experiment-suffix", default="",
-                   help="'' (students: experiment=multi30k_nat, on a GPU) or '_cpu' (multi30k_nat_cpu)")
+    p.add_argument("--students", default="gpu", choices=["gpu", "cpu"],
+                   help="experiment=multi30k_nat_cpu with the GPU command its comment gives, or as it is")
     p.add_argument("--train-extra", nargs="*", default=[], help="overrides for every training run")
     p.add_argument("--at-extra", nargs="*", default=[], help="overrides for the teacher only")
     p.add_argument("--nat-extra", nargs="*", default=[], help="overrides for both NAT runs")
@@ -101,8 +106,8 @@ def main(argv=None) -> dict:
         run("distill", f"ckpt_path={at_ckpt}", "split=train", f"output_dir={distill_dir}", "decode.strategy=beam",
             f"decode.beam_size={args.distill_beam}", f"device={args.device}", *limit)
 
-    nat = "multi30k_nat" + args.nat_experiment_suffix
-    nat_recipe = pair
+    nat = "multi30k_nat_cpu"
+    nat_recipe = [*pair, *(GPU_STUDENTS if args.students == "gpu" else [])]
     # Both students use the teacher's tokenizer, so only the training targets differ.
     shared_vocab = f"++data.tokenizer_path={distill_dir}/tokenizer.json"
     students = {

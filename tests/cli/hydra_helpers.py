@@ -44,3 +44,29 @@ def main_status(module, args: list[str], capsys, monkeypatch, stdin: bytes | Non
     except SystemExit as exc:
         code = 0 if exc.code is None else exc.code
     return code, capsys.readouterr().err
+
+
+# An optional group of overrides in a documented command: " [key=value ...]", one level of [..] inside.
+OPTIONAL = __import__("re").compile(r" \[\w[\w.]*=(?:[^\[\]]|\[[^\[\]]*\])*\]")
+
+
+def documented_commands(folder: str = "experiment") -> list[tuple[str, list[str]]]:
+    """The ``transformer-train`` commands the comments of ``conf/<folder>/*.yaml`` give, each as
+    ``(file:line, overrides)``: continuation lines joined, shell quoting undone, optional
+    ``[...]`` groups left out; a command with a ``<placeholder>`` is skipped."""
+    import shlex
+
+    found = []
+    for path in sorted((CONF / folder).glob("*.yaml")):
+        lines = path.read_text().splitlines()
+        for i, line in enumerate(lines):
+            text = line.lstrip("#").strip()
+            if not text.startswith("transformer-train ") or not line.startswith("#"):
+                continue
+            while text.endswith("\\") and i + 1 < len(lines):
+                i += 1
+                text = text[:-1] + " " + lines[i].lstrip("#").strip()
+            text = OPTIONAL.sub("", text)
+            if "<" not in text and "..." not in text:
+                found.append((f"{path.stem}:{lines.index(line) + 1}", shlex.split(text, comments=True)[1:]))
+    return found

@@ -4,7 +4,7 @@ smaller than the GPU one), the pooling swapped by ``_target_``, and the user-fil
 from __future__ import annotations
 
 import pytest
-from hydra_helpers import compose_cfg
+from hydra_helpers import compose_cfg, documented_commands
 from omegaconf import OmegaConf
 
 from transformer.cli.train import check_config
@@ -14,13 +14,8 @@ from transformer.tasks.classification import ClassificationTask
 
 def gpu_overrides() -> list[str]:
     """The GPU command the sst2 recipe's comment gives, as overrides."""
-    from pathlib import Path
-
-    text = (Path(__file__).parents[2] / "conf" / "experiment" / "sst2.yaml").read_text()
-    lines = text[text.index("# On one GPU"):].splitlines()[1:4]
-    words = " ".join(line.lstrip("# ").strip() for line in lines).split()
-    assert words[:2] == ["transformer-train", "experiment=sst2"]
-    return words[2:]
+    [gpu] = [args for where, args in documented_commands() if where.startswith("sst2:") and "accel=none" in args]
+    return gpu[1:]
 
 
 def test_sst2_sizes(tmp_path):

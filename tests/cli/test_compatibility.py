@@ -91,8 +91,7 @@ CHANGED.update({"task.mixup": 0.0, "task.cutmix": 0.0})
 CHANGED.update({"task.ctc_weight": 0.0,
                 **{key: 0.0 for key in ("decode.ctc_weight", "task.val_decode.ctc_weight", "test_decode.ctc_weight")}})
 # Experiments added since 0.1.0: they have no composed config there to compare with.
-ADDED = {"train experiment=multi30k_multi", "train experiment=multi30k_multi_cpu",
-         # Speech input: labelled recordings, FSDD digits, connected digit strings (AT and CTC).
+ADDED = {# Speech input: labelled recordings, FSDD digits, connected digit strings (AT and CTC).
          "train experiment=speech_classify", "train experiment=fsdd_digits", "train experiment=fsdd_strings",
          "train experiment=fsdd_strings_ctc",
          # Image input: labelled image folders, the UCI digits with a ViT (model=cnn: with a CNN).
@@ -101,8 +100,16 @@ ADDED = {"train experiment=multi30k_multi", "train experiment=multi30k_multi_cpu
          # along the edges or full attention with Laplacian positions.
          "train experiment=graph_nodes", "train experiment=graph_nodes_full"}
 # Experiments folded into another: gum_upos_wsj's multi-task settings are gum_upos_adv's own now.
-# sst2_gpu is experiment=sst2 with the GPU command its comment gives.
-REMOVED = {"train experiment=gum_upos_wsj", "train experiment=sst2_gpu"}
+# The GPU halves of CPU recipes are the commands the CPU files' comments give (sst2_gpu: experiment=sst2's;
+# multi30k_nat and multi30k_nat_ctc: experiment=multi30k_nat_cpu's and multi30k_nat_ctc_cpu's).
+REMOVED = {"train experiment=gum_upos_wsj", "train experiment=sst2_gpu", "train experiment=multi30k_nat",
+           "train experiment=multi30k_nat_ctc"}
+# The CPU NAT recipes train every epoch with a patience longer than their epochs (which the GPU
+# commands share), where they had no early stopping.
+CHANGED.update({f"train experiment={e}: callbacks.early_stopping{key}": value
+                for e in ("multi30k_nat_cpu", "multi30k_nat_ctc_cpu") for key, value in (
+                    ("", MISSING), ("._target_", "transformer.tasks.callbacks.MeasuredEarlyStopping"),
+                    (".monitor", "${monitor}"), (".mode", "${monitor_mode}"), (".patience", 20))})
 MOVED = {f"task.{key}": f"task.optimizer.{key}" for key in ("betas", "eps", "weight_decay")}
 SEQ2SEQ_TASKS = ("TranslationTask", "NATTranslationTask", "CTCTranslationTask")
 for name, config in COMPOSED.items():

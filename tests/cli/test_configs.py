@@ -10,11 +10,12 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from hydra_helpers import compose_cfg
+from hydra_helpers import compose_cfg, documented_commands
 from hydra.utils import get_class, instantiate
 from lightning.pytorch.accelerators import CPUAccelerator
 from omegaconf import OmegaConf, open_dict
 
+from transformer.cli.common import FOLDED, check_overrides
 from transformer.cli.train import check_config, emulated_bf16, task_settings
 from transformer.data.core.sources import multi30k_relpath
 from transformer.tasks.build import build_model, model_fields
@@ -22,17 +23,20 @@ from transformer.tasks.build import task_parameters
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
-# Multi30k experiments take any language pair (data.src_lang, data.tgt_lang); each has a GPU
-# recipe (multi30k, ...) and a CPU twin (multi30k_cpu, ...). The multilingual ones (multi30k_multi,
-# data.pairs) name their directions instead.
-MULTILINGUAL = [e for e in EXPERIMENTS if e.startswith("multi30k_multi")]
-MULTI30K = [e for e in EXPERIMENTS if e.startswith("multi30k") and e not in MULTILINGUAL]
+# Multi30k experiments take any language pair (data.src_lang, data.tgt_lang); multi30k is the GPU
+# recipe, the others CPU ones.
+MULTI30K = [e for e in EXPERIMENTS if e.startswith("multi30k")]
 OTHERS = [e for e in EXPERIMENTS if e not in MULTI30K]
 PAIRS = ["cs_en", "de_en", "en_cs", "en_de", "en_fr", "fr_en"]
 RECIPES = [(e, p) for e in MULTI30K for p in PAIRS] + [(e, None) for e in OTHERS]
 # The recipes on a GPU; every other one is pinned to the CPU (trainer.accelerator=cpu, accel=cpu).
-GPU_RECIPES = {e for e in EXPERIMENTS
-               if e.endswith("_gpu") or (e in MULTI30K + MULTILINGUAL and not e.endswith("_cpu"))}
+GPU_RECIPES = {e for e in MULTI30K if not e.endswith("_cpu")}
+# The commands a recipe file's comment gives beyond its own name: on the project's data (a GPU size,
+# the multilingual model) each composes and instantiates as a recipe file does; on a user's files
+# (which these tests do not have) each composes.
+USER_FILES = ("data.train=", "data.nodes=", "data.files=", "data.hub=")
+COMMANDS = {where: args for where, args in documented_commands() if len(args) > 1}
+ON_USER_FILES = {where for where, args in COMMANDS.items() if any(a.startswith(USER_FILES) for a in args)}
 # conf/model/ holds sizes, the task picking the model kind over them, and the image models of
 # experiment=digits (a ViT, and the CNN it is compared with), which name their kind themselves.
 TASKS_OF_SIZE = {"tiny": ["translation", "nat", "nat_ctc"], "small": ["translation", "nat", "nat_ctc"],
@@ -98,7 +102,30 @@ def pair_overrides(pair: str | None) -> list[str]:
 
 @pytest.mark.parametrize(("experiment", "pair"), RECIPES)
 def test_experiment_composes_and_instantiates(experiment, pair, tmp_path):
-    cfg = compose_cfg("train", [f"experiment={experiment}", *pair_overrides(pair), f"output_dir={tmp_path}"])
+    check_recipe([f"experiment={experiment}", *pair_overrides(pair)], experiment in GPU_RECIPES, tmp_path,
+                 experiment if pair else None, pair)
+
+
+@pytest.mark.parametrize("where", sorted(set(COMMANDS) - ON_USER_FILES))
+def test_a_command_a_recipe_file_gives_composes_and_instantiates(where, tmp_path):
+    args = COMMANDS[where]
+    experiment = args[0].removeprefix("experiment=")
+    on_gpu = "trainer.accelerator=gpu" in args or (experiment in GPU_RECIPES and "trainer.accelerator=cpu" not in args)
+    check_recipe(args, on_gpu, tmp_path)
+
+
+@pytest.mark.parametrize("where", sorted(ON_USER_FILES))
+def test_a_command_on_a_users_files_composes(where, tmp_path):
+    cfg = compose_cfg("train", [*COMMANDS[where], f"output_dir={tmp_path}"])
+    OmegaConf.resolve(cfg)
+    assert cfg.data.get("train") or cfg.data.get("nodes") or cfg.data.get("files") or cfg.data.get("hub")
+
+
+def check_recipe(args: list[str], on_gpu: bool, tmp_path, experiment: str | None = None, pair: str | None = None):
+    """``train`` composed with ``args``: it resolves, type-checks, and its data module, task, trainer and
+    callbacks instantiate; GPU and CPU recipes ask for their hardware. With a Multi30k ``experiment``'s
+    ``pair`` the run folder and the test splits follow the pair."""
+    cfg = compose_cfg("train", [*args, f"output_dir={tmp_path}"])
     OmegaConf.resolve(cfg)  # every interpolation resolves
     assert cfg.monitor and cfg.monitor_mode in ("min", "max")
     check_config(cfg)  # every value has the type its target's signature asks for
@@ -114,7 +141,6 @@ def test_experiment_composes_and_instantiates(experiment, pair, tmp_path):
         assert cfg.name == f"multi30k_{src}_{tgt}{kind}" + ("_cpu" if experiment.endswith("_cpu") else "")
         for split in cfg.test_splits:  # every split the recipe tests on exists for the pair
             multi30k_relpath(split, src), multi30k_relpath(split, tgt)
-    on_gpu = experiment in GPU_RECIPES
     expected_hardware = ("gpu", "bf16-mixed") if on_gpu else ("cpu", "32-true")
     assert (cfg.trainer.accelerator, cfg.trainer.precision) == expected_hardware
     # the CPU fast paths are opt-in: every CPU recipe asks for them, no GPU recipe does
@@ -161,6 +187,21 @@ def test_unknown_experiment_or_group_is_refused(tmp_path):
     for bad, named in (["experiment=multi30k_tpu"], "multi30k_tpu"), (["experiment=multi30k", "size=cpu"], "size"):
         with pytest.raises(Exception, match=named):
             compose_cfg("train", [*bad, f"output_dir={tmp_path}"])
+
+
+@pytest.mark.parametrize("name", sorted(FOLDED))
+def test_an_experiment_folded_into_another_recipe_names_its_replacement(name, tmp_path):
+    import shlex
+
+    with pytest.raises(ValueError, match=rf"Could not find 'experiment/{name}'.* \({name} is experiment=") as caught:
+        check_overrides("train", [f"experiment={name}", f"output_dir={tmp_path}"])
+    replacement = str(caught.value).rsplit(f"({name} is ", 1)[1].rstrip(")")
+    if " with " not in replacement:  # a command: it composes, as a recipe file's comment gives it
+        args = shlex.split(replacement)
+        assert any(args == given[:len(args)] for given in COMMANDS.values()), args
+        compose_cfg("train", [*args, f"output_dir={tmp_path}"])
+    else:  # the file it names gives the command
+        assert any(where.startswith(replacement.split()[0].removeprefix("experiment=") + ":") for where in COMMANDS)
 
 
 @pytest.mark.parametrize("model, task", MODELS)

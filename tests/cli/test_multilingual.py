@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra_helpers import compose_cfg, main_status
+from hydra_helpers import compose_cfg, documented_commands, main_status
 
 from transformer.cli import decode as decode_cli
 from transformer.cli import evaluate as evaluate_cli
@@ -30,6 +30,8 @@ TINY = ["model=tiny", "data.vocab_size=400", "data.max_tokens=600", "trainer.max
         "trainer.limit_train_batches=4", "trainer.limit_val_batches=1", "trainer.log_every_n_steps=1",
         "callbacks.progress_bar=null", "logger.tensorboard=null", "task.warmup_steps=5", "accel=none",
         "task.val_decode.max_len_a=0", "task.val_decode.max_len_b=6", "trainer.max_time=null"]
+# The multilingual CPU recipe: the command experiment=multi30k_cpu's comment gives.
+[MULTI30K_MULTI_CPU] = [args for where, args in documented_commands() if where.startswith("multi30k_cpu:") and len(args) > 1]
 SHORT = ["decode.max_len_a=0", "decode.max_len_b=6", "device=cpu"]
 
 
@@ -203,12 +205,12 @@ def test_evaluate_scores_every_direction(trained, tmp_path, capsys):
 def test_pairs_all_and_the_multi30k_preset(corpus):
     assert check_pairs({"train": f"{corpus}/train", "pairs": "all", "corpus_name": "parallel"}) == [
         ("de", "en"), ("de", "fr"), ("en", "de"), ("en", "fr"), ("fr", "de"), ("fr", "en")]
-    cfg = compose_cfg("train", ["experiment=multi30k_multi_cpu", "data.pairs=all"])
+    cfg = compose_cfg("train", [*MULTI30K_MULTI_CPU, "data.pairs=all"])
     from omegaconf import OmegaConf
 
     d = OmegaConf.to_container(cfg.data, resolve=True)
     assert len(check_pairs(d)) == 12  # en, de, fr, cs: every ordered pair
-    cfg = compose_cfg("train", ["experiment=multi30k_multi_cpu"])
+    cfg = compose_cfg("train", MULTI30K_MULTI_CPU)
     assert check_pairs(OmegaConf.to_container(cfg.data, resolve=True)) == [("en", "de"), ("en", "fr"), ("en", "cs")]
     # a table with a column per language
     assert check_pairs({"train": f"{corpus}/t.tsv", "pairs": "all", "corpus_name": "parallel",

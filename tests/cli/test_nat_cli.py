@@ -24,7 +24,7 @@ def nat_run(tmp_path_factory, mirror_root):
 
     root = tmp_path_factory.mktemp("nat_cli")
     cfg = compose_cfg("train", [
-        "experiment=multi30k_nat", *TINY_NAT, f"output_dir={root / 'run'}",
+        "experiment=multi30k_nat_cpu", "accel=none", *TINY_NAT, f"output_dir={root / 'run'}",
         f"data.data_dir={root / 'cache'}", f"data.mirror_root={mirror_root}",
     ])
     summary = train.run(cfg)

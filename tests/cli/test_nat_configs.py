@@ -6,7 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from hydra_helpers import compose_cfg
+from hydra_helpers import compose_cfg, documented_commands
 import torch
 from hydra.utils import get_class, instantiate
 from omegaconf import OmegaConf
@@ -23,7 +23,7 @@ FACTS = dict(vocab_size=120, pad_id=0, bos_id=1, eos_id=2, mask_id=4, src_lang="
 
 def test_the_nat_configs_exist():
     assert {"tiny", "small", "medium"} <= {p.stem for p in (CONF / "model").glob("*.yaml")}
-    assert {"multi30k_nat", "multi30k_nat_cpu"} <= set(NAT_EXPERIMENTS)
+    assert {"multi30k_nat_cpu", "multi30k_nat_ctc_cpu"} <= set(NAT_EXPERIMENTS)
     assert "distill_dir" in (CONF / "data" / "multi30k.yaml").read_text()
 
 
@@ -89,9 +89,26 @@ def test_nat_experiment_composes_and_instantiates(experiment, distilled, pair, t
 
 
 def test_distilled_runs_are_named_apart(tmp_path):
-    plain = compose_cfg("train", ["experiment=multi30k_nat", f"output_dir={tmp_path}"])
-    distilled = compose_cfg("train", ["experiment=multi30k_nat", f"data.distill_dir={tmp_path}", f"output_dir={tmp_path}"])
-    assert (plain.name, distilled.name) == ("multi30k_de_en_nat", "multi30k_de_en_nat_distill")
+    plain = compose_cfg("train", ["experiment=multi30k_nat_cpu", f"output_dir={tmp_path}"])
+    distilled = compose_cfg("train", ["experiment=multi30k_nat_cpu", f"data.distill_dir={tmp_path}", f"output_dir={tmp_path}"])
+    assert (plain.name, distilled.name) == ("multi30k_de_en_nat_cpu", "multi30k_de_en_nat_distill_cpu")
+
+
+@pytest.mark.parametrize("experiment", ["multi30k_nat_cpu", "multi30k_nat_ctc_cpu"])
+def test_each_nat_recipe_gives_its_gpu_command(experiment, tmp_path):
+    """The GPU command a NAT recipe's comment gives: the GPU recipe's size, batches and schedule,
+    trained until 20 epochs without a gain, tested on every split; the CPU recipe trains every epoch."""
+    [gpu] = [args for where, args in documented_commands() if where.startswith(f"{experiment}:") and len(args) > 1]
+    cpu = compose_cfg("train", [f"experiment={experiment}", f"output_dir={tmp_path}"])
+    on_gpu = compose_cfg("train", [*gpu, f"output_dir={tmp_path}"])
+    at = compose_cfg("train", ["experiment=multi30k", f"output_dir={tmp_path}"])
+    for key in ("model.d_model", "model.n_heads", "model.n_encoder_layers", "model.d_ff", "trainer.accelerator", "trainer.precision", "data.max_tokens", "data.pad_to_multiple",
+                "task.lr", "task.warmup_steps", "test_splits"):
+        assert OmegaConf.select(on_gpu, key) == OmegaConf.select(at, key), key
+    assert on_gpu.task._target_ == cpu.task._target_ and on_gpu.accel == "none"
+    assert cpu.callbacks.early_stopping.patience == on_gpu.callbacks.early_stopping.patience == 20
+    assert cpu.trainer.max_epochs < 20 < on_gpu.trainer.max_epochs
+    assert OmegaConf.to_container(on_gpu, resolve=True)["name"] == experiment.replace("multi30k", "multi30k_de_en").removesuffix("_cpu")
 
 
 @pytest.mark.parametrize("decode", NAT_DECODES)
@@ -122,7 +139,7 @@ def test_distilled_data_module_hyperparameters_load_with_weights_only(tmp_path):
     refuses omegaconf objects such as the ``train_files`` mapping."""
     from transformer.cli.train import build_datamodule
 
-    cfg = compose_cfg("train", ["experiment=multi30k_nat", f"data.distill_dir={tmp_path}",
+    cfg = compose_cfg("train", ["experiment=multi30k_nat_cpu", f"data.distill_dir={tmp_path}",
                                 f"output_dir={tmp_path}"])
     dm = build_datamodule(cfg)
     assert dm.train_files == {"src": f"{tmp_path}/train.de", "tgt": f"{tmp_path}/train.en"}

@@ -66,7 +66,7 @@ def test_dry_run_of_the_multilingual_recipe_scores_each_direction(tmp_path, mirr
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:]
     recipe = json.loads((out / "recipe.json").read_text())
-    assert "experiment=multi30k_multi_cpu" in recipe["command"]
+    assert "experiment=multi30k_cpu data.pairs=[en-de,en-fr,en-cs] data.vocab_size=12000" in recipe["command"]
     for search in ("greedy", "beam5"):
         each = recipe["test_2016_flickr"][search]
         assert sorted(each) == ["en-cs", "en-de", "en-fr"], each

@@ -287,13 +287,21 @@ def hydra_message(exc: BaseException, args: list[str]) -> str:
     lines = [line for line in dict.fromkeys(lines) if not line.startswith(("full_key:", "object_type="))]
     hints = [hint for key, hint in GROUP_HINTS.items()
              if f"'{key}'" in " ".join(lines) and any(a.lstrip("+~").startswith(f"{key}=") for a in args)]
+    hints += [f"({name} is {hint})" for name, hint in FOLDED.items() if f"'experiment/{name}'" in text]
     return " ".join(lines + hints)
 
 
+# Experiments that are a command another recipe's file gives, in its comment.
+_PAIRS = '"data.pairs=[en-de,en-fr,en-cs]" data.vocab_size=12000'
+FOLDED = {"sst2_gpu": "experiment=sst2 with the GPU command conf/experiment/sst2.yaml gives",
+          "multi30k_nat": "experiment=multi30k_nat_cpu with the GPU command its file gives",
+          "multi30k_nat_ctc": "experiment=multi30k_nat_ctc_cpu with the GPU command its file gives",
+          "multi30k_multi": f"experiment=multi30k {_PAIRS} task.warmup_steps=3000",
+          "multi30k_multi_cpu": f"experiment=multi30k_cpu {_PAIRS} task.warmup_steps=900 trainer.max_time=00:03:00:00"}
 # What a command line typed with a group option the configs do not have means in this layout.
 GROUP_HINTS = {
     "size": "(a CPU recipe is its own experiment file: experiment=multi30k_cpu, multi30k_nat_cpu, "
-            "multi30k_nat_ctc_cpu, sst2; a GPU one: multi30k, multi30k_nat ...; sst2 gives its GPU command)",
+            "multi30k_nat_ctc_cpu, sst2; a GPU one: multi30k; the others give their GPU command in a comment)",
     "pair": "(a language pair is data.src_lang=<src> data.tgt_lang=<tgt>)",
     "model": "(model= picks a size, tiny | small | medium for translation, encoder for tagging and "
              "classification; the task picks the model kind: model=small task=nat)",

@@ -2,7 +2,7 @@
 teacher's translations of a split written as a corpus to train on (docs/cli.md).
 
     transformer-distill ckpt_path=at.ckpt split=train output_dir=distill/de_en decode.strategy=beam decode.beam_size=5
-    transformer-train experiment=multi30k_nat data.distill_dir=distill/de_en
+    transformer-train experiment=multi30k_nat_cpu data.distill_dir=distill/de_en
 """
 
 from __future__ import annotations
