@@ -229,6 +229,41 @@ def test_the_server_transcribes_an_uploaded_recording(trained, strings):
     assert wrong.status_code == 400 and "/v1/translate" in wrong.text
 
 
+def test_the_server_decodes_with_the_ctc_prefix_scores_its_model_entry_asks_for(trained, strings):
+    """decode.ctc_weight behind transformer-serve: a model entry's ctc_weight is the served search's
+    (the transcript transformer-decode writes at that weight); a CTC model, which has no decoder to
+    mix the scores into, refuses it in one line naming the entry."""
+    pytest.importorskip("fastapi")
+    import base64
+
+    from fastapi.testclient import TestClient
+    from omegaconf import OmegaConf
+
+    from transformer.cli.serve import load_model
+    from transformer.serve.app import ServeConfig, create_app
+    from transformer.serve.served import Limits
+    from transformer.tasks.checkpoint import load_task
+
+    experiment, summary = trained
+    entry = {"id": "digits", "ckpt_path": summary["best_checkpoint"], "max_len_a": 0, "max_len_b": 12, "ctc_weight": 0.9}
+    cfg = OmegaConf.create({"device": "cpu"})
+    if experiment == "fsdd_strings_ctc":
+        with pytest.raises(ValueError, match=r"^models\[0\]\.[^\n]*ctc_weight[^\n]*$"):
+            load_model(entry, "models[0]", cfg, Limits())
+        return
+    model = load_model(entry, "models[0]", cfg, Limits())
+    assert model.decoding.ctc_weight == 0.9
+    folder = Path(strings["test"]).parent
+    paths = [folder / line.split("\t")[0] for line in Path(strings["test"]).read_text().splitlines()]
+    direct = [n[0][0] for n in load_task(summary["best_checkpoint"]).translator(model.decoding).translate(
+        [str(p) for p in paths])]
+    with TestClient(create_app([model], ServeConfig())) as client:
+        ok = client.post("/v1/translate", json={"model": "digits",
+                                                "inputs": [base64.b64encode(p.read_bytes()).decode() for p in paths]})
+    assert ok.status_code == 200, ok.text
+    assert [o["translation"] for o in ok.json()["outputs"]] == direct
+
+
 def test_inspect_draws_encoder_attention_over_a_recording_s_frames(trained, strings, tmp_path):
     """transformer-inspect on a transcript checkpoint: the encoder's (H, T, T) self-attention over
     the front end's positions, labelled by time, with the model's own transcript; with a window

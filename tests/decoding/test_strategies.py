@@ -72,6 +72,8 @@ def test_settings_only_autoregressive_search_reads_are_refused_elsewhere(kind):
         choose(DecodeSettings(compile=True), kind)
     with pytest.raises(ValueError, match=r"\(set decode\.dtype=fp32\)"):
         choose(DecodeSettings(dtype="bf16"), kind)
+    with pytest.raises(ValueError, match=r"decode\.ctc_weight=0\.9: applies to .*\(set decode\.ctc_weight=0\.0\)"):
+        choose(DecodeSettings(ctc_weight=0.9), kind)  # joint scores mix into an autoregressive decoder's
     choose(DecodeSettings(beam_size=3), kind)  # any other key a strategy does not read is ignored
 
 

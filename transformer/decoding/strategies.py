@@ -37,10 +37,10 @@ CHECKPOINT = {AUTOREGRESSIVE: "an autoregressive", NAT: "a non-autoregressive", 
 # What ``decode.strategy`` is when a block leaves it out.
 DEFAULT = "greedy"
 
-# Settings that change how the model runs rather than what is searched for: set on a kind whose
-# strategies do not read them they are refused (a user would believe they took effect); any other
+# Settings that change how the model runs or scores rather than what is searched for: set on a kind
+# whose strategies do not read them they are refused (a user would believe they took effect); any other
 # key a strategy does not read is ignored, as one decoding block serves every strategy.
-REFUSED_UNREAD = ("compile", "dtype")
+REFUSED_UNREAD = ("compile", "dtype", "ctc_weight")
 
 # Per sentence (B lists, in input order) its hypotheses, best first: (target ids, score).
 NBest = list[list[tuple[list[int], float]]]
