@@ -122,6 +122,13 @@ def test_refuses_a_local_window_with_the_reason(mirror_root, tmp_path):
     assert not (tmp_path / "w").exists()
 
 
+def test_refuses_positions_added_to_the_encoder_output_with_the_reason(tmp_path):
+    task = tiny_task([("a b", "c d")] * 4, steps=0, vocab_size=270, memory_positions=True)
+    with pytest.raises(ExportError, match="memory_positions"):
+        export_ctranslate2(task, tmp_path / "m")
+    assert not (tmp_path / "m").exists()
+
+
 def test_missing_ctranslate2_says_how_to_install(monkeypatch, tmp_path):
     import sys
 

@@ -149,6 +149,16 @@ def test_a_pre_norm_model_is_refused_by_name_and_nothing_is_written(mirror_root,
     assert not out.exists() and not any((tmp_path / "parent").iterdir())
 
 
+@pytest.mark.parametrize("norm_first", [False, True])  # Marian's layers, M2M100's
+def test_positions_added_to_the_encoder_output_are_refused_by_name(norm_first):
+    from transformer.export.folder import ExportError
+    from transformer.export.hf import hf_folder_contents
+
+    task = tiny_task([("a b", "c d")] * 4, steps=0, vocab_size=270, norm_first=norm_first, memory_positions=True)
+    with pytest.raises(ExportError, match="memory_positions=True"):
+        hf_folder_contents(task)
+
+
 def test_a_non_empty_output_dir_is_kept_without_force(tmp_path):
     folder = write_folder("bert", tmp_path / "in")
     (tmp_path / "out").mkdir()

@@ -90,6 +90,9 @@ def check_exportable(model: nn.Module) -> None:
         known = (SinusoidalPositionalEncoding, LearnedPositionalEncoding, NoPositionalEncoding, RelativePositionBias)
         if type(pos) not in known:
             raise ExportError(f"the {name}'s positional encoding {type(pos).__name__} has no CTranslate2 equivalent")
+    if model.cfg.memory_positions:
+        raise ExportError("the decoder adds positions to the encoder output it attends to (memory_positions=true); "
+                          "CTranslate2's cross-attention reads the encoder output as it is")
     if model.cfg.type_vocab_size:
         raise ExportError(f"the encoder adds a token-type embedding (type_vocab_size={model.cfg.type_vocab_size}); "
                           "CTranslate2's Transformer has none")

@@ -108,7 +108,7 @@ def _marian_config(model: EncoderDecoder, hp: Any) -> dict[str, Any]:
     # changes only teacher forcing, and the positions are checked by their module.
     free = ("output_bias", "mask_target_padding", "positional")
     computes = {k: v for k, v in family.switches.items() if k not in free}
-    _require(cfg, {**computes, "type_vocab_size": 0, "window": None}, family.title)
+    _require(cfg, {**computes, "type_vocab_size": 0, "window": None, "memory_positions": False}, family.title)
     for stack, part in (("encoder", model.encoder), ("decoder", model.decoder)):
         pos = part.positional
         if type(pos) is not SinusoidalPositionalEncoding:
@@ -153,7 +153,7 @@ def _m2m100_config(model: EncoderDecoder, hp: Any, langs: Languages) -> dict[str
                       "source's language code and whose decoder is forced to the target's after EOS")
     free = ("positional", "tgt_vocab_size", "output_bias", "mask_target_padding")  # checked below
     _require(cfg, {**{k: v for k, v in family.switches.items() if k not in free}, "type_vocab_size": 0,
-                   "window": None}, family.title)
+                   "window": None, "memory_positions": False}, family.title)
     if model.decoder.output_bias is not None and bool(model.decoder.output_bias.detach().any()):
         raise _refuse("output_bias=True (a learned vocabulary-score bias)", "M2M100, which adds none")
     for stack, part in (("encoder", model.encoder), ("decoder", model.decoder)):

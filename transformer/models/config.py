@@ -109,6 +109,11 @@ class TransformerConfig(StackConfig):
         mask_target_padding: teacher forcing hides target padding from the decoder's
             self-attention; off: only the future is hidden (Marian, whose decoder starts from the
             padding id). Right-padded targets give the same scores at every real position either way.
+        memory_positions: the decoder adds sinusoidal positions to the encoder output it attends
+            to (its cross-attention keys and values), so that each step can find where in the
+            source it is. A text encoder's output keeps the positions it was given; a speech
+            encoder trained with a CTC head gives the decoder little of them, and its decoder then
+            attends to the same frames at every step (docs/experiments.md). Off: the paper's.
     """
 
     n_encoder_layers: int = hp(6, within=Range(1, 256))
@@ -118,6 +123,7 @@ class TransformerConfig(StackConfig):
     tie_output: bool = True
     output_bias: bool = False
     mask_target_padding: bool = True
+    memory_positions: bool = False
 
 
 @dataclass(kw_only=True)
