@@ -337,14 +337,8 @@ class AutoregressiveDecoder(nn.Module):
         if cfg.tie_output:
             self.output_proj.weight = self.embedding.weight
         self.output_bias = nn.Parameter(torch.zeros(vocab_size)) if cfg.output_bias else None
-        # Positions of the encoder output, added where cross-attention reads it (memory_positions).
-        self.memory_positional = SinusoidalPositionalEncoding(d_model, max_len=cfg.max_len) \
-            if cfg.memory_positions else None
-
-    def attended(self, memory: Tensor) -> Tensor:
-        """The encoder output as cross-attention reads it: ``memory (B, S, D)`` plus the
-        positions ``0 .. S - 1`` with ``memory_positions``, else as it is."""
-        return memory if self.memory_positional is None else self.memory_positional(memory)
+        self.memory_positional = (SinusoidalPositionalEncoding(d_model, max_len=cfg.max_len) if cfg.memory_positions
+                                  else nn.Identity())  # the encoder output as cross-attention reads it
 
     def _states(self, tokens, memory, src_pad_mask, tgt_pad_mask, cache, need_weights):
         """Decoder output states ``(B, t, D)`` (after the final norm) and per-layer weights."""
@@ -364,7 +358,7 @@ class AutoregressiveDecoder(nn.Module):
         else:
             cross_mask = merge_masks(src_pad_mask)  # (B, 1, 1, S)
         bias = self.positional.attention_bias(t, t_k, offset)  # (1, H, t, T) or None
-        memory = None if memory is None else self.attended(memory)  # (B, S, D)
+        memory = None if memory is None else self.memory_positional(memory)  # (B, S, D)
         weights = []
         for i, layer in enumerate(self.layers):
             x, w = layer(x, memory, self_mask, cross_mask, bias, cache, i, need_weights)
@@ -413,7 +407,7 @@ class AutoregressiveDecoder(nn.Module):
 
     def cross_kv(self, memory: Tensor, src_pad_mask: Tensor | None = None) -> list[tuple[Tensor, Tensor]]:
         """Every layer's cross-attention keys and values of ``memory``, each ``(B, H, S, d_head)``."""
-        memory = self.attended(memory)  # (B, S, D)
+        memory = self.memory_positional(memory)  # (B, S, D)
         rows = PackedRows(src_pad_mask) if src_pad_mask is not None and packable() else None
         if rows is None or rows.fraction == 1.0:
             return [layer.cross_attn.project_kv(memory) for layer in self.layers]
