@@ -229,6 +229,21 @@ def test_the_server_transcribes_an_uploaded_recording(trained, strings):
     assert wrong.status_code == 400 and "/v1/translate" in wrong.text
 
 
+def test_a_run_resumes_from_its_last_checkpoint_with_the_checkpoint_s_vocabulary(trained, strings, tmp_path):
+    """ckpt_path=<last.ckpt> continues a speech run: the transcripts are read with the checkpoint's
+    tokenizer (its ids), and training goes on from the saved step to the new epoch count."""
+    from transformer.cli import train
+
+    experiment, summary = trained
+    last = Path(summary["last_checkpoint"])
+    args = [o for o in train_overrides(experiment, strings, tmp_path / "run") if o != "trainer.max_epochs=2"]
+    resumed = train.run(compose_cfg("train", [*args, "trainer.max_epochs=3", f"ckpt_path={last}"]))
+    assert resumed["epochs"] == 3 and resumed["global_step"] > summary["global_step"]
+    saved = torch.load(last, map_location="cpu", weights_only=False)["tokenizers"]
+    again = torch.load(resumed["last_checkpoint"], map_location="cpu", weights_only=False)["tokenizers"]
+    assert again == saved
+
+
 def test_the_server_decodes_with_the_ctc_prefix_scores_its_model_entry_asks_for(trained, strings):
     """decode.ctc_weight behind transformer-serve: a model entry's ctc_weight is the served search's
     (the transcript transformer-decode writes at that weight); a CTC model, which has no decoder to

@@ -277,6 +277,8 @@ class SpeechTranscriptDataModule(SpeechDataModule):
             the training seed).
         src_lang, tgt_lang: names of the two sides, for the reports (``tgt_lang`` also picks
             validation BLEU's tokenizer).
+        tokenizer_path: a saved ``tokenizer.json`` (or ``{tgt: path}``) to read the transcripts
+            with instead of one trained on them: a resumed run's, so its ids stay the checkpoint's.
     """
 
     presets = TRANSCRIPT_PRESETS
@@ -294,7 +296,8 @@ class SpeechTranscriptDataModule(SpeechDataModule):
                  data_dir: str | os.PathLike = "data/cache",
                  max_tokens: Annotated[int, Range(1, 2**31)] = 20_000, max_len: Annotated[int, Range(1, 2**24)] = 60_000,
                  num_workers: Annotated[int, Range(0, 1024)] = 0, seed: int = 0, cache_features: bool = True,
-                 input: str = "frames", src_lang: str = "speech", tgt_lang: str = "en"):
+                 input: str = "frames", src_lang: str = "speech", tgt_lang: str = "en",
+                 tokenizer_path: str | os.PathLike | dict | None = None):
         super().__init__(train=train, dev=dev, test=test, name=name, preset=preset, dev_fraction=dev_fraction,
                          sample_rate=sample_rate, n_mels=n_mels, n_ceps=n_ceps, spec_augment=spec_augment,
                          freq_mask_width=freq_mask_width, time_mask_width=time_mask_width,
@@ -306,6 +309,7 @@ class SpeechTranscriptDataModule(SpeechDataModule):
         self.strings_seed, self.src_lang, self.tgt_lang = strings_seed, src_lang, tgt_lang
         self.src_tokenizer = None  # frames have no source tokenizer (transformer.kinds)
         self.tgt_tokenizer: SubwordTokenizer | None = None
+        self.tokenizer_path = tokenizer_path["tgt"] if isinstance(tokenizer_path, dict) else tokenizer_path
         self.pieces_per_second = DEFAULT_PIECES_PER_SECOND  # the training transcripts' (transcript_rate), once read
 
     @property
@@ -331,7 +335,8 @@ class SpeechTranscriptDataModule(SpeechDataModule):
         if self.preset is not None:
             self._preset_manifests()
         rows = self._rows()
-        self.tgt_tokenizer = SubwordTokenizer.train((r.text for r in rows["train"]), vocab_size=100_000, model="word")
+        self.tgt_tokenizer = (SubwordTokenizer.load(self.tokenizer_path) if self.tokenizer_path else
+                              SubwordTokenizer.train((r.text for r in rows["train"]), vocab_size=100_000, model="word"))
         check_transcripts(rows, self.tgt_tokenizer)
         encode = self.tgt_tokenizer.encode
         for split, split_rows in rows.items():
