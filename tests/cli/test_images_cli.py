@@ -208,3 +208,40 @@ def test_with_callbacks_ema_the_average_of_the_weights_is_saved_and_tested(tmp_p
     # What is tested (and loaded by every command) is the average.
     task = load_task(summary["best_checkpoint"])
     assert all(torch.equal(v, averaged[k]) for k, v in task.state_dict().items())
+
+
+def test_a_vit_student_learns_its_cnn_teachers_labels_on_an_image_folder(tmp_path):
+    """``task.teacher`` on images: a ViT trained on a folder whose digits 0 and 1 swapped their
+    class folders, learning only from a CNN teacher of the real folder (``distill_weight=1``),
+    classifies its training images as the teacher does, by their real digit."""
+    import shutil
+
+    import torch
+    from hydra_helpers import compose_cfg
+
+    from transformer.cli import train as train_cli
+    from transformer.tasks.checkpoint import load_task
+
+    real = digit_folder(tmp_path / "digits")
+    swapped = tmp_path / "swapped"
+    shutil.copytree(real, swapped)
+    (swapped / "0").rename(swapped / "x")
+    (swapped / "1").rename(swapped / "0")
+    (swapped / "x").rename(swapped / "1")
+    # experiment=digits on a user's folder: its CNN (model=cnn) teaches its ViT, here a tiny one
+    common = ["experiment=digits", "data.preset=null", f"data.data_dir={tmp_path / 'cache'}", "data.max_tokens=8",
+              "trainer.max_steps=120", "task.lr=3e-3", "task.warmup_steps=2", "callbacks.ema=null",
+              "callbacks.progress_bar=null", "logger.tensorboard=null"]
+    teacher = train_cli.run(compose_cfg("train", [*common, "model=cnn", f"data.train={real}",
+                                                  f"output_dir={tmp_path / 'teacher'}"]))
+    student = train_cli.run(compose_cfg("train", [
+        *common, f"data.train={swapped}", f"output_dir={tmp_path / 'student'}", "model.d_model=16", "model.n_heads=2",
+        "model.n_layers=1", "model.d_ff=32", f"task.teacher={teacher['last_checkpoint']}", "task.distill_weight=1.0"]))
+    cached = list((tmp_path / "cache" / "teachers").glob("*.pt"))
+    assert len(cached) == 1 and torch.load(cached[0]).shape == (21, 3)  # the 21 training images, 3 classes
+    paths = sorted(str(p) for p in swapped.glob("*/*.png"))
+    real_digit = [{"0": "1", "1": "0"}.get(Path(p).parent.name, Path(p).parent.name) for p in paths]
+    said = [top[0][0] for top in load_task(student["last_checkpoint"]).classifier().top_k(paths)]
+    teacher_said = [top[0][0] for top in load_task(teacher["last_checkpoint"]).classifier().top_k(paths)]
+    assert sum(t == d for t, d in zip(teacher_said, real_digit)) >= 27  # the teacher knows the digits
+    assert sum(s == d for s, d in zip(said, real_digit)) >= 24  # learning the swapped folders gives under 10

@@ -63,13 +63,17 @@ def check_teacher(teacher: str | Sequence[str] | None) -> None:
 
 
 def teacher_probabilities(teacher: str | Sequence[str], labels: Sequence[str], texts: Sequence[str],
-                          cache_dir: Path | str, device: torch.device | str = "cpu") -> torch.Tensor:
-    """``(N, C)``: the teacher's label probabilities (an ensemble's mean) of ``texts``, column
-    ``c`` for ``labels[c]``; read from ``cache_dir/teachers/`` when the same checkpoints have
-    classified the same texts before. A teacher with other labels is a ``ValueError``."""
+                          cache_dir: Path | str, device: torch.device | str = "cpu",
+                          kind: kinds.InputKind = kinds.TEXT) -> torch.Tensor:
+    """``(N, C)``: the teacher's label probabilities (an ensemble's mean) of ``texts`` (for an
+    input kind other than text, ``kind``, the files' paths), column ``c`` for ``labels[c]``; read
+    from ``cache_dir/teachers/`` when the same checkpoints have classified the same texts (files
+    of the same content) before. A teacher with other labels or another input kind is a
+    ``ValueError``."""
     paths = teacher_paths(teacher)
     digest = hashlib.sha256()
-    for part in [*(sha256_file(p) for p in paths), *labels, *texts]:
+    files = [sha256_file(t) for t in texts] if kind is not kinds.TEXT else []
+    for part in [*(sha256_file(p) for p in paths), *labels, *texts, *files]:
         digest.update(part.encode("utf-8") + b"\0")
     cached = inside(Path(cache_dir) / "teachers", f"{digest.hexdigest()[:24]}.pt")
     if cached.is_file():
@@ -80,6 +84,9 @@ def teacher_probabilities(teacher: str | Sequence[str], labels: Sequence[str], t
         task = load_task(paths if len(paths) > 1 else paths[0])
     except (CheckpointError, ValueError) as exc:  # a member unreadable, or members that disagree on labels
         raise ValueError(f"task.teacher: {exc}") from None
+    if kinds.input_kind(task.hparams) is not kind:
+        raise ValueError(f"task.teacher: {paths[0]} reads {kinds.input_kind(task.hparams).one_input} an input, "
+                         f"the training data {kind.one_input}")
     if sorted(task.data_labels) != sorted(labels):
         raise ValueError(f"task.teacher: {paths[0]} has the labels {task.data_labels}, the training file "
                          f"{list(labels)}")
@@ -234,10 +241,12 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
     def on_fit_start(self) -> None:
         if teacher_paths(self.hparams.get("teacher")):
             dm = self.trainer.datamodule
-            texts = dm.raw("train").texts  # the batch's ``index`` is the row's position here
+            kind = kinds.input_kind(self.hparams)
+            rows = dm.raw("train")  # the batch's ``index`` is the row's position here
+            texts = rows.texts if kind is kinds.TEXT else [str(row.path) for row in rows]
             log.info("task.teacher: classifying %d training rows with %s", len(texts), self.hparams.teacher)
             self._teacher_probs = teacher_probabilities(self.hparams.teacher, self.data_labels, texts,
-                                                        dm.data_dir, self.device).to(self.device)
+                                                        dm.data_dir, self.device, kind).to(self.device)
 
     def _hide_tokens(self, src: torch.Tensor) -> torch.Tensor:
         """``src (B, T)`` with a ``token_dropout`` fraction of its real pieces set to ``<unk>``."""
