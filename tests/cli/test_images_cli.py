@@ -213,7 +213,8 @@ def test_with_callbacks_ema_the_average_of_the_weights_is_saved_and_tested(tmp_p
 def test_a_vit_student_learns_its_cnn_teachers_labels_on_an_image_folder(tmp_path):
     """``task.teacher`` on images: a ViT trained on a folder whose digits 0 and 1 swapped their
     class folders, learning only from a CNN teacher of the real folder (``distill_weight=1``),
-    classifies its training images as the teacher does, by their real digit."""
+    classifies its training images as the teacher does, by their real digit; so too when the
+    teacher classifies each mixed training batch (``task.distill_online``)."""
     import shutil
 
     import torch
@@ -245,3 +246,13 @@ def test_a_vit_student_learns_its_cnn_teachers_labels_on_an_image_folder(tmp_pat
     teacher_said = [top[0][0] for top in load_task(teacher["last_checkpoint"]).classifier().top_k(paths)]
     assert sum(t == d for t, d in zip(teacher_said, real_digit)) >= 27  # the teacher knows the digits
     assert sum(s == d for s, d in zip(said, real_digit)) >= 24  # learning the swapped folders gives under 10
+    # distill_online: the teacher reads each mixed batch instead (nothing cached), to the same end
+    online = train_cli.run(compose_cfg("train", [
+        *common, f"data.train={swapped}", f"output_dir={tmp_path / 'online'}", "model.d_model=16", "model.n_heads=2",
+        "model.n_layers=1", "model.d_ff=32", f"task.teacher={teacher['last_checkpoint']}", "task.distill_weight=1.0",
+        "task.distill_online=true", "task.mixup=0.2", f"data.data_dir={tmp_path / 'cache2'}"]))
+    assert not (tmp_path / "cache2" / "teachers").exists()
+    said = [top[0][0] for top in load_task(online["last_checkpoint"]).classifier().top_k(paths)]
+    assert sum(s == d for s, d in zip(said, real_digit)) >= 24
+    ckpt = torch.load(online["last_checkpoint"], map_location="cpu", weights_only=True)
+    assert not any(k.startswith("_teachers") or "teacher" in k for k in ckpt["state_dict"])

@@ -97,6 +97,44 @@ def teacher_probabilities(teacher: str | Sequence[str], labels: Sequence[str], t
     return probs
 
 
+def online_teachers(teacher: str | Sequence[str], labels: Sequence[str], data: dict,
+                    device: torch.device | str = "cpu") -> list[torch.nn.Module]:
+    """The teacher's models (an ensemble's members), in eval mode on ``device``, each with its
+    outputs' columns in the order of ``labels``, for images of the size ``data`` declares. A
+    teacher with other labels, another input kind or another image size is a ``ValueError``."""
+    paths = teacher_paths(teacher)
+    try:
+        task = load_task(paths if len(paths) > 1 else paths[0])
+    except (CheckpointError, ValueError) as exc:
+        raise ValueError(f"task.teacher: {exc}") from None
+    theirs = task.hparams.data
+    if kinds.input_kind(theirs) is not kinds.PATCHES:
+        raise ValueError(f"task.teacher: {paths[0]} reads {kinds.input_kind(theirs).one_input} an input, "
+                         f"the training data {kinds.PATCHES.one_input}")
+    size = [(d["height"], d["width"], d.get("channels", 1)) for d in (theirs, data)]
+    if size[0] != size[1]:
+        raise ValueError(f"task.teacher: {paths[0]} reads {size[0][0]}x{size[0][1]} images of {size[0][2]} "
+                         f"channel(s), the training data {size[1][0]}x{size[1][1]} of {size[1][2]}")
+    if sorted(task.data_labels) != sorted(labels):
+        raise ValueError(f"task.teacher: {paths[0]} has the labels {task.data_labels}, the training file "
+                         f"{list(labels)}")
+    order = [task.data_labels.index(label) for label in labels]
+    return [_Reordered(model, order).to(device).eval() for model, _, _ in task.members()]
+
+
+class _Reordered(torch.nn.Module):
+    """A classifier whose logits' columns are picked in ``order`` (a teacher's labels in the
+    student's order): ``forward(src) -> (B, C)``."""
+
+    def __init__(self, model: torch.nn.Module, order: Sequence[int]):
+        super().__init__()
+        self.model = model
+        self.register_buffer("order", torch.tensor(list(order)), persistent=False)
+
+    def forward(self, src: torch.Tensor) -> torch.Tensor:
+        return self.model(src)[:, self.order]  # (B, C)
+
+
 def distillation_loss(logits: torch.Tensor, target: torch.Tensor, temperature: float = 1.0) -> torch.Tensor:
     """``T² · KL(target_T ‖ softmax(logits / T))``, the batch mean, where ``target (B, C)`` are
     probabilities and ``target_T`` them sharpened or softened by ``T`` (Hinton et al. 2015;
@@ -145,6 +183,9 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         teacher: a classification checkpoint, or a list of them (their ensemble), to distil
             from: the loss is ``(1 - distill_weight)`` × cross-entropy with the labels plus
             ``distill_weight`` × :func:`distillation_loss` at ``distill_temperature``.
+        distill_online: images only: the teacher classifies each training batch as the student
+            sees it (mixed by mixup or CutMix), as DeiT's teacher does (Touvron et al. 2021),
+            rather than each training image once; its models are kept out of the checkpoint.
         tokenizer: the tokenizer JSON (``SubwordTokenizer.to_str``); kept out of hparams.
     """
 
@@ -175,6 +216,7 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         teacher: str | list[str] | None = None,
         distill_weight: float = 0.5,
         distill_temperature: float = 1.0,
+        distill_online: bool = False,
         tokenizer: str | None = None,
     ) -> None:
         super().__init__()
@@ -190,6 +232,9 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
             raise ValueError(f"task.distill_weight={distill_weight!r}: expected a weight in [0, 1]")
         if not distill_temperature > 0:
             raise ValueError(f"task.distill_temperature={distill_temperature!r}: expected a temperature above 0")
+        if distill_online and kinds.input_kind(data) is not kinds.PATCHES:
+            raise ValueError(f"task.distill_online=true: the teacher reads each training batch's images; this run "
+                             f"reads {kinds.input_kind(data).name}")
         self.save_hyperparameters(ignore=["tokenizer"])
         # ``data_labels`` match the files (gold labels, teachers); ``labels`` are what outputs show.
         self.data_labels = list(labels)
@@ -198,6 +243,7 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         self.tokenizer: SubwordTokenizer | None = SubwordTokenizer.from_str(tokenizer) if tokenizer else None
         self._val_confusion: torch.Tensor | None = None
         self._teacher_probs: torch.Tensor | None = None  # (N, C) over the training rows; not saved
+        self._teachers: list[torch.nn.Module] = []  # distill_online's models: a plain list, so not saved
 
     # ----------------------------------------------------------------- construction
     @staticmethod
@@ -239,7 +285,9 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         return F.cross_entropy(logits.float(), labels, label_smoothing=self.hparams.label_smoothing)
 
     def on_fit_start(self) -> None:
-        if teacher_paths(self.hparams.get("teacher")):
+        if teacher_paths(self.hparams.get("teacher")) and self.hparams.get("distill_online"):
+            self._teachers = online_teachers(self.hparams.teacher, self.data_labels, self.hparams.data, self.device)
+        elif teacher_paths(self.hparams.get("teacher")):
             dm = self.trainer.datamodule
             kind = kinds.input_kind(self.hparams)
             rows = dm.raw("train")  # the batch's ``index`` is the row's position here
@@ -267,12 +315,16 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         loss = self._loss(logits, labels)
         if mixed is not None:
             loss = mixed.lam * loss + (1 - mixed.lam) * self._loss(logits, labels[mixed.partner])
-        if self._teacher_probs is None:
+        if self._teachers:
+            with torch.no_grad():  # the images as the student sees them, mixed or not
+                target = torch.stack([torch.softmax(m(src).float(), -1) for m in self._teachers]).mean(0)  # (B, C)
+        elif self._teacher_probs is None:
             return loss, None
+        else:
+            target = self._teacher_probs[batch["index"]]  # (B, C)
+            if mixed is not None:
+                target = mixed.lam * target + (1 - mixed.lam) * target[mixed.partner]
         w = self.hparams.distill_weight
-        target = self._teacher_probs[batch["index"]]  # (B, C)
-        if mixed is not None:
-            target = mixed.lam * target + (1 - mixed.lam) * target[mixed.partner]
         soft = distillation_loss(logits, target, self.hparams.distill_temperature)
         return (1 - w) * loss + w * soft, soft
 
@@ -337,4 +389,4 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
                                        data_labels=self.data_labels)
 
 
-__all__ = ["ClassificationTask", "check_teacher", "distillation_loss", "teacher_probabilities"]
+__all__ = ["ClassificationTask", "check_teacher", "distillation_loss", "online_teachers", "teacher_probabilities"]
