@@ -7,9 +7,12 @@ are never read), deals each class into ``--k`` folds (seeded, fixed), and for ea
 the model) on the other folds in a plain loop: AdamW, warm-up then linear (or cosine) decay, label
 smoothing, mixup or CutMix, an exponential average of the weights, as the recipe's task and
 callbacks do. It scores the held-out fold with the final averaged weights (no checkpoint is
-chosen), one thread.
+chosen), one thread. ``--teacher cnn`` first trains that model (``experiment=digits model=cnn``,
+the same loop, no mixing) on the same folds, kept in ``--teacher-cache``, and the student learns
+from it as ``task.teacher`` teaches (``--distill online``: ``task.distill_online``).
 
     python3 scripts/image_folds.py [--steps 3000] [--mixup 0.2] [--folds 0,1] [-- model.n_layers=4 ...]
+    python3 scripts/image_folds.py --teacher cnn --distill online --mixup 0.8 --cutmix 1.0
 
 Prints each fold's correct images and CPU seconds, then one JSON line: the settings and the
 images right over the folds (``ema_correct``; ``raw_correct`` with the last weights).
