@@ -17,13 +17,14 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from dataclasses import dataclass
 
 import torch
 import torch.nn.functional as F
 from torch import Tensor, nn
 
-from transformer.models.transformer import EncoderConfig, TransformerEncoder, hp, init_weights, xavier_uniform_per_head_
+from transformer.models.transformer import EncoderConfig, TransformerEncoder, hp, init_weights
 from transformer.modules.attention import EdgeMask
 from transformer.modules.positional import NoPositionalEncoding
 from transformer.ranges import Probability, Range
@@ -32,6 +33,17 @@ from transformer.ranges import Probability, Range
 ATTENTIONS = ("edges", "full")
 #: What scores a node's classes from the encoder's output: a linear layer, or attention along the edges.
 OUTPUTS = ("linear", "attention")
+
+
+def xavier_uniform_per_head_(weight: Tensor, n_heads: int) -> Tensor:
+    """Xavier-uniform (Glorot & Bengio 2010) over each of ``n_heads`` equal row blocks of a
+    ``(rows, fan_in)`` weight, a head's map by itself: fan-out ``rows / n_heads``, fan-in a row's
+    size, as the GAT authors' code initialises each head's 1x1 convolutions (``init_weights`` does
+    the same for ``AdditiveAttention``'s score vectors without projections). In place."""
+    fan_out, fan_in = weight.size(0) // n_heads, weight[0].numel()
+    bound = math.sqrt(6.0 / (fan_in + fan_out))
+    with torch.no_grad():
+        return weight.uniform_(-bound, bound)
 
 
 class EdgeAttentionOutput(nn.Module):
@@ -239,4 +251,5 @@ class NodeClassifier(nn.Module):
         return (logits, weights) if need_weights else logits
 
 
-__all__ = ["ATTENTIONS", "OUTPUTS", "EdgeAttentionOutput", "NodeClassifier", "NodeClassifierConfig"]
+__all__ = ["ATTENTIONS", "OUTPUTS", "EdgeAttentionOutput", "NodeClassifier", "NodeClassifierConfig",
+           "xavier_uniform_per_head_"]

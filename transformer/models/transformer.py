@@ -202,9 +202,8 @@ class TransformerEncoder(nn.Module):
             ``NoPositionalEncoding`` for none at all).
         n_layers: the depth (``cfg.n_encoder_layers`` or ``cfg.n_layers``).
         embedding: an existing ``nn.Embedding`` to share (joint vocabulary).
-        residual, feed_forward, layer_norm, attention_score, attention_projections, score_bias:
-            ``EncoderLayer``'s switches, for every layer; without ``layer_norm`` the stack has no final
-            LayerNorm either.
+        residual, feed_forward, layer_norm, attention_score, attention_projections, score_bias: the
+            ``EncoderLayer`` switches of every layer; without ``layer_norm`` no final LayerNorm either.
     """
 
     def __init__(self, cfg: StackConfig, n_layers: int, embedding: nn.Embedding | None = None,
@@ -447,8 +446,7 @@ class EncoderLayer(nn.Module):
     makes the LayerNorms identities. ``attention_score`` picks the attention class
     (``modules.attention.ATTENTION_SCORES``): ``"dot"`` (scaled dot product) or ``"additive"``
     (GAT's score, ``AdditiveAttention``); ``attention_projections=False`` (additive only) takes its
-    input as ``W x`` with no ``W_o``, GAT's layer exactly (``AdditiveAttention(projections=False)``),
-    with ``score_bias`` the authors' bias in each score vector's product.
+    input as ``W x`` with no ``W_o``, GAT's layer exactly (``score_bias``: with the authors' score biases).
 
     ``forward(x (B, S, D), mask (B, 1, 1|S, S) bool | LocalWindow | None, attn_bias (1, H, S, S) | None,
     need_weights, rows) -> (x (B, S, D), weights (B, H, S, S) | None)``; given ``rows``
@@ -607,9 +605,7 @@ def final_norm(d_model: int, norm_first: bool, eps: float = 1e-5) -> nn.Module:
 
 def layer_stack(layer: type[nn.Module], cfg: StackConfig, n_layers: int, **switches: bool | str) -> nn.ModuleList:
     """``n_layers`` layers of class ``layer`` (:class:`EncoderLayer` or :class:`DecoderLayer`),
-    each of ``cfg``'s widths, dropout, activation and norm placement (and an encoder layer's
-    ``residual``/``feed_forward``/``layer_norm``/``attention_score``/``attention_projections``/``score_bias``
-    switches)."""
+    each of ``cfg``'s widths, dropout, activation and norm placement, and an encoder layer's switches."""
     return nn.ModuleList(layer(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.activation, cfg.norm_first,
                                cfg.norm_eps, **switches) for _ in range(n_layers))
 
@@ -660,10 +656,8 @@ def init_weights(module: nn.Module, d_model: int | None = None) -> None:
       (Vaswani et al. 2017, sec. 3.4) token vectors have unit variance; the
       ``padding_idx`` row is zeroed. ``d_model`` defaults to each table's width.
     * LayerNorm: ones and zeros.
-    * ``AdditiveAttention``'s score vectors: Xavier-uniform over ``(H, d_head)``; without
-      projections (GAT's layer), over each head's vector by itself as the GAT authors' code
-      initialises its 1x1 convolutions (``xavier_uniform_per_head_``: ``d_head`` in, 1 out), and
-      its biases (after the weighted sum, in the scores) zeros.
+    * ``AdditiveAttention``'s score vectors: Xavier-uniform over ``(H, d_head)``; without projections
+      (GAT's layer) over each head's own fans (``d_head`` in, 1 out, as the authors' code), biases zero.
 
     Embeddings are initialised after Linears so that an output projection tied to
     an embedding ends up with the embedding initialisation.
@@ -678,15 +672,12 @@ def init_weights(module: nn.Module, d_model: int | None = None) -> None:
             nn.init.ones_(m.weight)
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
-        elif isinstance(m, AdditiveAttention) and m.projections:
-            nn.init.xavier_uniform_(m.a_dst)
-            nn.init.xavier_uniform_(m.a_src)
         elif isinstance(m, AdditiveAttention):
-            xavier_uniform_per_head_(m.a_dst, m.n_heads)
-            xavier_uniform_per_head_(m.a_src, m.n_heads)
-            for bias in (m.bias, m.b_dst, m.b_src):
-                if bias is not None:
-                    nn.init.zeros_(bias)
+            bound = math.sqrt(6.0 / (m.d_head + 1))  # without projections: a head's vector, d_head in, 1 out
+            for a in (m.a_dst, m.a_src):
+                nn.init.xavier_uniform_(a) if m.projections else nn.init.uniform_(a, -bound, bound)
+            if not m.projections:  # its score biases (b_dst, b_src) are born zero
+                nn.init.zeros_(m.bias)
     for m in modules:
         if isinstance(m, nn.Embedding):
             std = (d_model or m.embedding_dim) ** -0.5
@@ -694,17 +685,6 @@ def init_weights(module: nn.Module, d_model: int | None = None) -> None:
             if m.padding_idx is not None:
                 with torch.no_grad():
                     m.weight[m.padding_idx].zero_()
-
-
-def xavier_uniform_per_head_(weight: Tensor, n_heads: int) -> Tensor:
-    """Xavier-uniform (Glorot & Bengio 2010) over each of ``n_heads`` equal row blocks of a
-    ``(rows, fan_in)`` weight, a head's map by itself: fan-out ``rows / n_heads``, fan-in a row's
-    size. The GAT authors' code builds each head from 1x1 convolutions of its own, so each is
-    initialised over its own fans (a ``(H, d_head)`` score vector: ``d_head`` in, 1 out). In place."""
-    fan_out, fan_in = weight.size(0) // n_heads, weight[0].numel()
-    bound = math.sqrt(6.0 / (fan_in + fan_out))
-    with torch.no_grad():
-        return weight.uniform_(-bound, bound)
 
 
 def count_parameters(module: nn.Module, trainable_only: bool = True) -> int:
@@ -716,5 +696,5 @@ __all__ = [
     "ACTIVATIONS", "AutoregressiveDecoder", "DecoderLayer", "EncoderConfig", "EncoderDecoder", "EncoderLayer",
     "EncoderOut", "FeedForward", "InputHook", "PositionalFactory", "StackConfig", "TransformerConfig",
     "TransformerEncoder", "VocabProjection", "count_parameters", "embedding_norm", "final_norm", "hp", "init_weights",
-    "layer_stack", "target_vocab_size", "xavier_uniform_per_head_",
+    "layer_stack", "target_vocab_size",
 ]
