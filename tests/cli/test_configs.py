@@ -20,6 +20,7 @@ from transformer.cli.train import check_config, emulated_bf16, task_settings
 from transformer.data.core.sources import multi30k_relpath
 from transformer.tasks.build import build_model, model_fields
 from transformer.tasks.build import task_parameters
+from transformer.tasks.callbacks import MeasuredEarlyStopping
 
 CONF = Path(__file__).resolve().parents[2] / "conf"
 EXPERIMENTS = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
@@ -156,7 +157,7 @@ def check_recipe(args: list[str], on_gpu: bool, tmp_path, experiment: str | None
     trainer = instantiate(cfg.trainer, callbacks=callbacks, logger=loggers)
     assert isinstance(trainer.accelerator, CPUAccelerator)
     assert trainer.max_epochs == cfg.trainer.max_epochs and trainer.gradient_clip_val == cfg.trainer.gradient_clip_val
-    stopping = [c for c in trainer.callbacks if type(c).__name__ == "MeasuredEarlyStopping"]
+    stopping = [c for c in trainer.callbacks if isinstance(c, MeasuredEarlyStopping)]  # JointEarlyStopping is one
     if cfg.callbacks.early_stopping:
         assert [(c.monitor, c.patience) for c in stopping] == [(cfg.monitor, cfg.callbacks.early_stopping.patience)]
     else:

@@ -86,3 +86,15 @@ def test_a_checkpoint_that_leaves_a_changed_default_out_keeps_its_former_meaning
     # a setting the config names is never replaced
     named = {**hp, "model": {**TINY, "norm_first": True}}
     assert current_hyper_parameters(TranslationTask, named)["model"]["norm_first"]
+
+
+def test_a_graph_checkpoint_from_before_the_score_biases_builds_without_them():
+    from transformer.tasks.checkpoint import with_former_defaults
+
+    gat = {"_target_": "transformer.models.nodes.NodeClassifier", "d_model": 16, "n_heads": 2, "n_layers": 1,
+           "n_classes": 3, "attention_score": "additive", "attention_projections": False}
+    assert with_former_defaults(gat)["score_bias"] is False  # its state has no b_dst, b_src
+    checkpoint = {"hyper_parameters": {"model": dict(gat)}}
+    record_model_settings(checkpoint)  # one written now says it has them
+    assert checkpoint["hyper_parameters"]["model"]["score_bias"] is True
+    assert with_former_defaults(checkpoint["hyper_parameters"]["model"])["score_bias"] is True

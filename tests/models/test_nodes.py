@@ -169,15 +169,17 @@ def gat(**kwargs) -> NodeClassifier:
                  layer_norm=False, activation="elu", output="attention", attention_projections=False, **kwargs)
 
 
-def hand_written_gat_head(x, edges, w, a_dst, a_src):
-    """One head of Velickovic et al.'s layer, node by node: ``x (N, F)``, ``w (F, d)`` ->
-    ``(N, d)`` values and the ``(N, N)`` attention coefficients."""
+def hand_written_gat_head(x, edges, w, a_dst, a_src, b_dst=0.0, b_src=0.0):
+    """One head of the GAT authors' ``attn_head``, node by node: ``x (N, F)``, ``w (F, d)`` ->
+    ``(N, d)`` values and the ``(N, N)`` attention coefficients; the score vectors are 1x1
+    convolutions with a bias each (``f_1 = a_dst · W x_i + b_dst``, ``f_2 = a_src · W x_j + b_src``)."""
     n = x.size(0)
     wx = x @ w  # (N, d)
     out, alpha = torch.zeros(n, w.size(1), dtype=x.dtype), torch.zeros(n, n, dtype=x.dtype)
     for i in range(n):
         hears = sorted({i} | {int(s) for s, t in edges.T if int(t) == i})  # N(i) with the self-loop
-        e = torch.stack([torch.nn.functional.leaky_relu(a_dst @ wx[i] + a_src @ wx[j], 0.2) for j in hears])
+        e = torch.stack([torch.nn.functional.leaky_relu(a_dst @ wx[i] + b_dst + a_src @ wx[j] + b_src, 0.2)
+                         for j in hears])
         alpha[i, hears] = torch.softmax(e, 0)
         out[i] = sum(alpha[i, j] * wx[j] for j in hears)
     return out, alpha
@@ -188,24 +190,60 @@ def test_without_attention_projections_the_network_is_gats_exactly():
     edges = torch.tensor([[0, 1, 1, 2, 3, 4, 2], [1, 0, 2, 1, 4, 3, 0]])  # node 5 has no edge
     net = gat().double()
     layer, out_layer = net.encoder.layers[0].self_attn, net.classifier
+    biases = (layer.bias, out_layer.bias, layer.b_dst, layer.b_src, out_layer.b_dst, out_layer.b_src)
+    assert all((b == 0).all() for b in biases)
     with torch.no_grad():  # biases away from their zero initialisation, so that their place is tested
-        layer.bias.normal_()
-        out_layer.bias.normal_()
+        for b in biases:
+            b.normal_()
     # one linear map: the front end's, without bias, is W; the attention has no W or W_o of its own
     assert net.encoder.frontend.proj.bias is None
-    assert {name for name, _ in layer.named_parameters()} == {"a_dst", "a_src", "bias"}
+    assert {name for name, _ in layer.named_parameters()} == {"a_dst", "a_src", "bias", "b_dst", "b_src"}
     x = torch.randn(1, n, f, dtype=torch.float64)
     w = net.encoder.frontend.proj.weight.T  # (F, H·d_head): head h is columns h·d_head ..
     hidden, alphas = zip(*(hand_written_gat_head(x[0], edges, w[:, h * d_head:(h + 1) * d_head],
-                                                  layer.a_dst[h], layer.a_src[h]) for h in range(heads)))
+                                                  layer.a_dst[h], layer.a_src[h], layer.b_dst[h], layer.b_src[h])
+                                 for h in range(heads)))
     hidden = torch.nn.functional.elu(torch.cat(hidden, -1) + layer.bias)  # heads concatenated, bias, ELU
-    logits, _ = hand_written_gat_head(hidden, edges, out_layer.proj.weight.T, out_layer.a_dst[0], out_layer.a_src[0])
+    logits, _ = hand_written_gat_head(hidden, edges, out_layer.proj.weight.T, out_layer.a_dst[0], out_layer.a_src[0],
+                                      out_layer.b_dst[0], out_layer.b_src[0])
     logits = logits + out_layer.bias  # one output head: nothing to average
     got, weights = net(x, edges, need_weights=True)
     torch.testing.assert_close(net(x, edges)[0], logits, atol=1e-6, rtol=1e-6)  # along the edges
     torch.testing.assert_close(got[0], logits, atol=1e-6, rtol=1e-6)  # dense, with weights
     torch.testing.assert_close(weights[0][0], torch.stack(alphas), atol=1e-6, rtol=1e-6)
     assert (torch.stack(alphas) == 0).eq(weights[0][0] == 0).all()  # masked to the edges and self-loops
+
+
+def test_without_attention_projections_each_head_is_initialised_over_its_own_fans():
+    # The authors' code builds each head from 1x1 convolutions (Glorot-uniform: fan-in, fan-out of
+    # that head's kernel): W is F in, d_head out; a score vector d_head in, 1 out; the output
+    # layer's W is D in, C out. Over the whole tensors the bounds are smaller, so they are reached.
+    heads, d_head, f, c, d, out_heads = 8, 16, 5, 16, 128, 8
+    torch.manual_seed(0)
+    cfg = NodeClassifierConfig(d_model=d, n_heads=heads, n_layers=1, d_ff=32, n_classes=c, attention="edges",
+                               frontend=functools.partial(NodeFeatures, n_features=f), dropout=0.0,
+                               attention_score="additive", residual=False, feed_forward=False, layer_norm=False,
+                               activation="elu", output="attention", output_heads=out_heads,
+                               attention_projections=False)
+    net = NodeClassifier(cfg)
+    layer, out_layer = net.encoder.layers[0].self_attn, net.classifier
+    for weight, fan_in, fan_out, whole in (
+            (net.encoder.frontend.proj.weight, f, d_head, (f, d)),  # (D, F): a head's W is d_head rows
+            (layer.a_dst, d_head, 1, (d_head, heads)), (layer.a_src, d_head, 1, (d_head, heads)),
+            (out_layer.proj.weight, d, c, (d, out_heads * c)),  # (H·C, D): a head's W is C rows
+            (out_layer.a_dst, c, 1, (c, out_heads)), (out_layer.a_src, c, 1, (c, out_heads))):
+        bound, whole_bound = (6 / (fan_in + fan_out)) ** 0.5, (6 / sum(whole)) ** 0.5
+        assert weight.abs().max() <= bound and weight.abs().max() > max(whole_bound, 0.9 * bound)
+    # the scores' biases, as the convolutions', start at zero; a model with projections has none
+    assert (layer.b_dst == 0).all() and (out_layer.b_src == 0).all() and layer.b_dst.shape == (heads,)
+    assert model("edges", n_layers=1, attention_score="additive").encoder.layers[0].self_attn.b_dst is None
+
+
+def test_score_bias_off_leaves_gats_scores_without_a_constant():
+    net = gat(score_bias=False)
+    layer = net.encoder.layers[0].self_attn
+    assert layer.b_dst is None and net.classifier.b_dst is None
+    assert {name for name, _ in layer.named_parameters()} == {"a_dst", "a_src", "bias"}
 
 
 def test_without_attention_projections_dropout_falls_where_gats_does():

@@ -48,7 +48,8 @@ class Scripted(L.LightningModule):
 
 
 def test_gats_rule_stops_on_neither_metric_and_keeps_the_last_model_where_both_were_best(tmp_path):
-    stopping = JointEarlyStopping(monitor="val/acc", second="val/loss", patience=3)
+    stopping = JointEarlyStopping(monitor="val/acc", patience=3)  # GAT's second metric by default: the dev loss
+    assert (stopping.second, stopping.second_mode) == ("val/loss", "min")
     checkpoint = ModelCheckpoint(dirpath=tmp_path, filename="epoch{epoch:03d}", auto_insert_metric_name=False,
                                  monitor="val/kept", mode="max", save_top_k=1)
     trainer = L.Trainer(max_epochs=len(SCRIPT), callbacks=[stopping, checkpoint], logger=False,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from dataclasses import dataclass
 
 import torch
@@ -32,6 +33,17 @@ from transformer.ranges import Probability, Range
 ATTENTIONS = ("edges", "full")
 #: What scores a node's classes from the encoder's output: a linear layer, or attention along the edges.
 OUTPUTS = ("linear", "attention")
+
+
+def xavier_uniform_per_head_(weight: Tensor, n_heads: int) -> Tensor:
+    """Xavier-uniform (Glorot & Bengio 2010) over each of ``n_heads`` equal row blocks of a
+    ``(rows, fan_in)`` weight, a head's map by itself: fan-out ``rows / n_heads``, fan-in a row's
+    size, as the GAT authors' code initialises each head's 1x1 convolutions (``init_weights`` does
+    the same for ``AdditiveAttention``'s score vectors without projections). In place."""
+    fan_out, fan_in = weight.size(0) // n_heads, weight[0].numel()
+    bound = math.sqrt(6.0 / (fan_in + fan_out))
+    with torch.no_grad():
+        return weight.uniform_(-bound, bound)
 
 
 class EdgeAttentionOutput(nn.Module):
@@ -58,10 +70,14 @@ class EdgeAttentionOutput(nn.Module):
             as GAT's code adds it. The two are the same when the weights sum to 1 (in evaluation:
             ``a_dst·b`` and ``a_src·b`` are the same for every key of a query, so the softmax does
             not see ``b``), not in training with dropout on the weights.
+        score_bias: a learned constant per head in each half of the score, ``a_dst · W_h x_i + b_dst``
+            and ``a_src · W_h x_j + b_src``, as GAT's code (its score vectors are 1x1 convolutions
+            with a bias each); ``b_dst, b_src (H,)``.
     """
 
     def __init__(self, d_model: int, n_classes: int, n_heads: int = 1, attention_dropout: float = 0.0,
-                 negative_slope: float = 0.2, value_dropout: float = 0.0, projection_bias: bool = True):
+                 negative_slope: float = 0.2, value_dropout: float = 0.0, projection_bias: bool = True,
+                 score_bias: bool = False):
         super().__init__()
         self.n_heads, self.n_classes = n_heads, n_classes
         self.attention_dropout = attention_dropout
@@ -71,12 +87,16 @@ class EdgeAttentionOutput(nn.Module):
         self.bias = None if projection_bias else nn.Parameter(torch.zeros(n_classes))
         self.a_dst = nn.Parameter(nn.init.xavier_uniform_(torch.empty(n_heads, n_classes)))
         self.a_src = nn.Parameter(nn.init.xavier_uniform_(torch.empty(n_heads, n_classes)))
+        self.b_dst = nn.Parameter(torch.zeros(n_heads)) if score_bias else None
+        self.b_src = nn.Parameter(torch.zeros(n_heads)) if score_bias else None
 
     def forward(self, x: Tensor, mask: EdgeMask) -> Tensor:
         b, n, _ = x.shape
         wx = self.proj(x).view(b, n, self.n_heads, self.n_classes).transpose(1, 2)  # (B, N, H·C) -> (B, H, N, C)
         dst = (wx * self.a_dst[:, None]).sum(-1)  # (B, H, N, C) * (H, 1, C) -> (B, H, N)
         src = (wx * self.a_src[:, None]).sum(-1)  # (B, H, N)
+        if self.b_dst is not None:
+            dst, src = dst + self.b_dst[:, None], src + self.b_src[:, None]  # (B, H, N) + (H, 1)
         qi, ki = mask.pairs(x.device)  # (E,), (E,)
         scores = F.leaky_relu(dst.index_select(2, qi) + src.index_select(2, ki), self.negative_slope)  # (B, H, E)
         p = self.attention_dropout if self.training else 0.0
@@ -118,7 +138,12 @@ class NodeClassifierConfig(EncoderConfig):
             own (``AdditiveAttention(projections=False)``), a bias after the weighted sum. Dropout
             as GAT places it: ``dropout`` on the values ``W x_j`` (not on the front end's vectors or
             the layer's output, unless ``encoder_dropout`` is set), and the attention output layer
-            drops its values too and adds its bias after the heads' mean.
+            drops its values too and adds its bias after the heads' mean. Each head's ``W`` (the
+            front end's map, the output layer's) and score vectors are Xavier-initialised over
+            that head's own fans, as the authors' 1x1 convolutions are.
+        score_bias: with ``attention_projections=False``, GAT's bias in each of a layer's two score
+            products (the authors' ``f_1``, ``f_2`` are 1x1 convolutions with a bias each), in both
+            layers; two learned constants per head inside the LeakyReLU. Off: the scores without.
         frontend: required: ``NodeFeatures`` or ``LaplacianNodeFeatures``.
         positional: nodes have no order; ``None`` here means ``NoPositionalEncoding``.
     """
@@ -135,6 +160,7 @@ class NodeClassifierConfig(EncoderConfig):
     output: str = "linear"
     output_heads: int = hp(1, within=Range(1, 1024))
     attention_projections: bool = True
+    score_bias: bool = True
     vocab_size: int = hp(1, within=Range(1, 2**24))
     pad_id: int = hp(0, within=Range(0, 2**24))
     scale_embeddings: bool = False
@@ -178,7 +204,8 @@ class NodeClassifier(nn.Module):
         self.n_classes = cfg.n_classes
         self.encoder = TransformerEncoder(cfg, cfg.n_layers, residual=cfg.residual, feed_forward=cfg.feed_forward,
                                           layer_norm=cfg.layer_norm, attention_score=cfg.attention_score,
-                                          attention_projections=cfg.attention_projections)
+                                          attention_projections=cfg.attention_projections,
+                                          score_bias=gat and cfg.score_bias)
         for layer in self.encoder.layers:
             if cfg.attention_dropout is not None:
                 layer.self_attn.dropout = cfg.attention_dropout
@@ -194,10 +221,18 @@ class NodeClassifier(nn.Module):
         if cfg.output == "attention":
             output_dropout = cfg.dropout if cfg.attention_dropout is None else cfg.attention_dropout
             self.classifier = EdgeAttentionOutput(cfg.d_model, cfg.n_classes, cfg.output_heads, output_dropout,
-                                                  value_dropout=cfg.dropout if gat else 0.0, projection_bias=not gat)
+                                                  value_dropout=cfg.dropout if gat else 0.0, projection_bias=not gat,
+                                                  score_bias=gat and cfg.score_bias)
         else:
             self.classifier = nn.Linear(cfg.d_model, cfg.n_classes)
         init_weights(self, cfg.d_model)
+        if gat:
+            # The authors' code makes each head's W a 1x1 convolution of its own, Xavier over that
+            # head's fans (Cora: 1433 in, 8 out, a bound of 0.0645 against 0.0633 over all 64 columns).
+            xavier_uniform_per_head_(self.encoder.frontend.proj.weight, cfg.n_heads)  # (D, F): H blocks of d_head
+            if cfg.output == "attention":
+                for weight in (self.classifier.proj.weight, self.classifier.a_dst, self.classifier.a_src):
+                    xavier_uniform_per_head_(weight, cfg.output_heads)  # (H·C, D), (H, C), (H, C)
 
     def forward(self, src: Tensor, edge_index: Tensor | None = None, src_lengths: Tensor | None = None,
                 need_weights: bool = False):
@@ -216,4 +251,5 @@ class NodeClassifier(nn.Module):
         return (logits, weights) if need_weights else logits
 
 
-__all__ = ["ATTENTIONS", "OUTPUTS", "EdgeAttentionOutput", "NodeClassifier", "NodeClassifierConfig"]
+__all__ = ["ATTENTIONS", "OUTPUTS", "EdgeAttentionOutput", "NodeClassifier", "NodeClassifierConfig",
+           "xavier_uniform_per_head_"]

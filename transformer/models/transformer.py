@@ -202,13 +202,13 @@ class TransformerEncoder(nn.Module):
             ``NoPositionalEncoding`` for none at all).
         n_layers: the depth (``cfg.n_encoder_layers`` or ``cfg.n_layers``).
         embedding: an existing ``nn.Embedding`` to share (joint vocabulary).
-        residual, feed_forward, layer_norm, attention_score, attention_projections: ``EncoderLayer``'s
-            switches, for every layer; without ``layer_norm`` the stack has no final LayerNorm either.
+        residual, feed_forward, layer_norm, attention_score, attention_projections, score_bias: the
+            ``EncoderLayer`` switches of every layer; without ``layer_norm`` no final LayerNorm either.
     """
 
     def __init__(self, cfg: StackConfig, n_layers: int, embedding: nn.Embedding | None = None,
                  residual: bool = True, feed_forward: bool = True, layer_norm: bool = True,
-                 attention_score: str = "dot", attention_projections: bool = True):
+                 attention_score: str = "dot", attention_projections: bool = True, score_bias: bool = False):
         super().__init__()
         self.d_model = d_model = cfg.d_model
         self.pad_id = cfg.pad_id
@@ -224,7 +224,7 @@ class TransformerEncoder(nn.Module):
         self.dropout = nn.Dropout(cfg.dropout)
         self.layers = layer_stack(EncoderLayer, cfg, n_layers, residual=residual, feed_forward=feed_forward,
                                   layer_norm=layer_norm, attention_score=attention_score,
-                                  attention_projections=attention_projections)
+                                  attention_projections=attention_projections, score_bias=score_bias)
         self.final_norm = final_norm(d_model, cfg.norm_first and layer_norm, cfg.norm_eps)
 
     def embed_tokens(self, src: Tensor) -> Tensor:
@@ -446,7 +446,7 @@ class EncoderLayer(nn.Module):
     makes the LayerNorms identities. ``attention_score`` picks the attention class
     (``modules.attention.ATTENTION_SCORES``): ``"dot"`` (scaled dot product) or ``"additive"``
     (GAT's score, ``AdditiveAttention``); ``attention_projections=False`` (additive only) takes its
-    input as ``W x`` with no ``W_o``, GAT's layer exactly (``AdditiveAttention(projections=False)``).
+    input as ``W x`` with no ``W_o``, GAT's layer exactly (``score_bias``: with the authors' score biases).
 
     ``forward(x (B, S, D), mask (B, 1, 1|S, S) bool | LocalWindow | None, attn_bias (1, H, S, S) | None,
     need_weights, rows) -> (x (B, S, D), weights (B, H, S, S) | None)``; given ``rows``
@@ -456,7 +456,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu",
                  norm_first: bool = False, norm_eps: float = 1e-5, residual: bool = True,
                  feed_forward: bool = True, layer_norm: bool = True, attention_score: str = "dot",
-                 attention_projections: bool = True):
+                 attention_projections: bool = True, score_bias: bool = False):
         super().__init__()
         self.norm_first = norm_first
         self.residual = residual
@@ -465,7 +465,7 @@ class EncoderLayer(nn.Module):
         if attention_projections:
             self.self_attn = ATTENTION_SCORES[attention_score](d_model, n_heads, dropout)
         elif attention_score == "additive":
-            self.self_attn = AdditiveAttention(d_model, n_heads, dropout, projections=False)
+            self.self_attn = AdditiveAttention(d_model, n_heads, dropout, projections=False, score_bias=score_bias)
         else:
             raise ValueError("attention_projections=False is GAT's layer: it needs attention_score='additive'")
         if activation not in ACTIVATIONS:
@@ -605,8 +605,7 @@ def final_norm(d_model: int, norm_first: bool, eps: float = 1e-5) -> nn.Module:
 
 def layer_stack(layer: type[nn.Module], cfg: StackConfig, n_layers: int, **switches: bool | str) -> nn.ModuleList:
     """``n_layers`` layers of class ``layer`` (:class:`EncoderLayer` or :class:`DecoderLayer`),
-    each of ``cfg``'s widths, dropout, activation and norm placement (and an encoder layer's
-    ``residual``/``feed_forward``/``layer_norm``/``attention_score``/``attention_projections`` switches)."""
+    each of ``cfg``'s widths, dropout, activation and norm placement, and an encoder layer's switches."""
     return nn.ModuleList(layer(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.activation, cfg.norm_first,
                                cfg.norm_eps, **switches) for _ in range(n_layers))
 
@@ -657,8 +656,8 @@ def init_weights(module: nn.Module, d_model: int | None = None) -> None:
       (Vaswani et al. 2017, sec. 3.4) token vectors have unit variance; the
       ``padding_idx`` row is zeroed. ``d_model`` defaults to each table's width.
     * LayerNorm: ones and zeros.
-    * ``AdditiveAttention``'s score vectors: Xavier-uniform over ``(H, d_head)`` (GAT's); its bias
-      without projections: zeros.
+    * ``AdditiveAttention``'s score vectors: Xavier-uniform over ``(H, d_head)``; without projections
+      (GAT's layer) over each head's own fans (``d_head`` in, 1 out, as the authors' code), biases zero.
 
     Embeddings are initialised after Linears so that an output projection tied to
     an embedding ends up with the embedding initialisation.
@@ -674,9 +673,10 @@ def init_weights(module: nn.Module, d_model: int | None = None) -> None:
             if m.bias is not None:
                 nn.init.zeros_(m.bias)
         elif isinstance(m, AdditiveAttention):
-            nn.init.xavier_uniform_(m.a_dst)
-            nn.init.xavier_uniform_(m.a_src)
-            if not m.projections:
+            bound = math.sqrt(6.0 / (m.d_head + 1))  # without projections: a head's vector, d_head in, 1 out
+            for a in (m.a_dst, m.a_src):
+                nn.init.xavier_uniform_(a) if m.projections else nn.init.uniform_(a, -bound, bound)
+            if not m.projections:  # its score biases (b_dst, b_src) are born zero
                 nn.init.zeros_(m.bias)
     for m in modules:
         if isinstance(m, nn.Embedding):

@@ -637,13 +637,14 @@ class AdditiveAttention(MultiHeadAttention):
     ``projections=False``, GAT's layer exactly (the authors' ``attn_head``): the input is ``W x``
     already, heads are slices of it, no ``W_o``, a bias ``(D,)`` after the weighted sum;
     ``value_dropout`` drops the values once the scores are taken (that code drops weights and values).
+    ``score_bias`` adds ``b_dst, b_src (H,)`` to ``a_dst · W x_i``, ``a_src · W x_j`` (its convolutions' biases).
 
     Shapes, masks and ``attn_bias`` (added to the scores) as :class:`MultiHeadAttention`;
     ``a_dst, a_src (H, d_head)``. A :class:`LocalWindow` is computed as its dense band.
     """
 
     def __init__(self, d_model: int, n_heads: int, dropout: float = 0.0, bias: bool = True, negative_slope: float = 0.2,
-                 projections: bool = True, value_dropout: float = 0.0):
+                 projections: bool = True, value_dropout: float = 0.0, score_bias: bool = False):
         super().__init__(d_model, n_heads, dropout, bias)
         del self.w_q, self.w_k  # W = w_v scores as well
         if not projections:  # W is the map before this module; the heads' concatenation, the output
@@ -651,6 +652,8 @@ class AdditiveAttention(MultiHeadAttention):
         self.projections, self.negative_slope, self.value_dropout = projections, negative_slope, value_dropout
         self.a_dst = nn.Parameter(nn.init.xavier_uniform_(torch.empty(n_heads, self.d_head)))
         self.a_src = nn.Parameter(nn.init.xavier_uniform_(torch.empty(n_heads, self.d_head)))
+        self.b_dst, self.b_src = (nn.Parameter(torch.zeros(n_heads)), nn.Parameter(torch.zeros(n_heads))) \
+            if score_bias else (None, None)
 
     def project_q(self, query: Tensor) -> Tensor:
         return self._split_heads(self.w_v(query))  # (B, T_q, D) -> (B, H, T_q, d_head)
@@ -668,6 +671,8 @@ class AdditiveAttention(MultiHeadAttention):
         p = self.dropout if self.training else 0.0
         dst = (q * self.a_dst[:, None]).sum(-1)  # (B, H, T_q, d) * (H, 1, d) -> (B, H, T_q)
         src = (k * self.a_src[:, None]).sum(-1)  # (B, H, T_k)
+        if self.b_dst is not None:
+            dst, src = dst + self.b_dst[:, None], src + self.b_src[:, None]  # (B, H, T) + (H, 1)
         v = F.dropout(v, self.value_dropout) if self.training and self.value_dropout > 0 else v  # after the scores
         if isinstance(mask, EdgeMask):
             if attn_bias is not None:

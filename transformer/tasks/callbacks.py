@@ -261,12 +261,12 @@ class JointEarlyStopping(MeasuredEarlyStopping):
 
     Args:
         monitor, mode: the first metric (GAT: ``val/acc``, ``max``).
-        second, second_mode: the second (GAT: ``val/loss``, ``min``).
+        second, second_mode: the second (GAT's, the defaults: ``val/loss``, ``min``).
         kept: the name of the metric written for ``ModelCheckpoint``.
         patience and the rest: ``EarlyStopping``'s.
     """
 
-    def __init__(self, monitor: str, second: str, mode: str = "max", second_mode: str = "min",
+    def __init__(self, monitor: str, second: str = "val/loss", mode: str = "max", second_mode: str = "min",
                  kept: str = "val/kept", **kwargs) -> None:
         kwargs["check_on_train_epoch_end"] = False  # kept must be written before the checkpoint reads it
         super().__init__(monitor=monitor, mode=mode, **kwargs)

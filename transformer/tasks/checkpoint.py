@@ -48,6 +48,8 @@ FORMER_DEFAULTS: dict[str, dict[str, Any]] = {
     **{name: {"norm_first": False, "max_len": 1024}
        for name in ("EncoderDecoder", "NonAutoregressiveModel", "CTCNonAutoregressiveModel", "Tagger")},
     "SequenceClassifier": {"norm_first": False},
+    # GAT's score biases (NodeClassifierConfig.score_bias) came after its layer without projections.
+    "NodeClassifier": {"score_bias": False},
 }
 
 
