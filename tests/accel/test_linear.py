@@ -54,7 +54,8 @@ def test_one_row_other_dtypes_and_autocast_keep_f_linear():
 
 @needs_onednn
 @pytest.mark.parametrize("bias", [True, False])
-def test_training_gradients_equal_linear(bias):
+def test_training_gradients_equal_linear(bias, monkeypatch):
+    monkeypatch.setattr(linear_mod, "MIN_TRAIN_ROWS", 2)  # the oneDNN path on a few rows
     layer, ref = _pair(bias)
     x = torch.randn(3, 7, 16, requires_grad=True)
     x_ref = x.detach().clone().requires_grad_(True)
@@ -73,6 +74,21 @@ def test_training_gradients_equal_linear(bias):
     y = torch.randn(5, 16, requires_grad=True)
     frozen(y).sum().backward()  # input gradient only
     torch.testing.assert_close(y.grad, frozen.weight.sum(0).expand(5, 16), atol=1e-5, rtol=1e-5)
+
+
+@needs_onednn
+def test_training_takes_onednn_only_from_min_train_rows():
+    layer, ref = _pair()
+    rows = linear_mod.MIN_TRAIN_ROWS
+    for n, packed in ((rows - 1, False), (rows, True)):
+        x = torch.randn(n, 16, requires_grad=True)
+        out = layer(x)
+        assert ("OneDNN" in type(out.grad_fn).__name__) is packed
+        torch.testing.assert_close(out, ref(x), atol=1e-5, rtol=1e-5)
+        out.sum().backward()
+        torch.testing.assert_close(x.grad, ref.weight.sum(0).expand(n, 16), atol=1e-5, rtol=1e-5)
+    frozen_input = torch.randn(rows // 2, 2, 16)  # rows are every leading dim together; the weight trains
+    assert "OneDNN" in type(layer(frozen_input).grad_fn).__name__
 
 
 def test_without_onednn_inference_falls_back(monkeypatch):

@@ -21,6 +21,10 @@ product and the input gradient ``dY W`` run on oneDNN with the weight packed afr
 step (it changes every update; packing costs a copy of the weight), the weight gradient
 ``dYᵀ X`` stays an MKL product (oneDNN needs a repacked ``X`` there, which cost more than it
 gained). Forward + backward of one layer at 4096 rows: 1.35-1.55x faster than ``F.linear``.
+The two packs a layer costs each step are paid back only by products of many rows: below
+``MIN_TRAIN_ROWS`` (2048) the packed path was level with ``F.linear`` or slower on a 2-core AMD
+EPYC (Zen 4), up to 3.5x at 128-256 rows of 144 -> 576, so smaller inputs train on
+``F.linear`` (BENCHMARKS.md: the speech recipes' batches of 60-500 rows).
 Under CPU autocast (bf16) and on other devices everything is ``F.linear``.
 """
 
@@ -32,6 +36,9 @@ from torch import Tensor, nn
 
 # Inputs with fewer rows take F.linear (MKL's matrix-vector product wins at one row).
 MIN_ROWS = 2
+# Training inputs with fewer rows take F.linear: two packs of the weight a step cost more than
+# oneDNN's faster product gains below it (module docstring).
+MIN_TRAIN_ROWS = 2048
 
 _onednn_ok: bool | None = None
 
@@ -130,7 +137,7 @@ class Linear(nn.Linear):
                 # a weight created under inference_mode has no version counter to watch
                 if not self.weight.is_inference():
                     return _onednn_product(x, self.packed_weight(), self.bias)
-            elif x.requires_grad or self.weight.requires_grad:
+            elif (x.requires_grad or self.weight.requires_grad) and x.numel() >= MIN_TRAIN_ROWS * x.size(-1):
                 return _OneDNNLinear.apply(x, self.weight, self.bias)
         return self._unpacked(x)
 
