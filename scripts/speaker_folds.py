@@ -36,15 +36,15 @@ def dev_speaker_of(speaker: str) -> str:
     return SPEAKERS[(SPEAKERS.index(speaker) + 1) % len(SPEAKERS)]
 
 
-def fold_rows(recordings, test_speaker: str, dev_speaker: str) -> dict[str, list[tuple[Path, str]]]:
-    """``(audio path, digit)`` rows of one fold: the test speaker's recordings, the dev speaker's,
+def fold_rows(recordings, test_speaker: str, dev_speaker: str) -> dict[str, list[tuple[Path, str, str]]]:
+    """``(audio path, digit, speaker)`` rows of one fold: the test speaker's recordings, the dev speaker's,
     and everyone else's for training (every index of each: a fold ignores the official split)."""
     if test_speaker == dev_speaker:
         raise ValueError(f"the dev speaker must differ from the test speaker ({test_speaker})")
     rows = {"train": [], "dev": [], "test": []}
     for r in recordings:
         split = "test" if r.speaker == test_speaker else "dev" if r.speaker == dev_speaker else "train"
-        rows[split].append((r.path, str(r.digit)))
+        rows[split].append((r.path, str(r.digit), r.speaker))
     return rows
 
 

@@ -29,7 +29,7 @@ from transformer.data.core.datamodule import TokenBudgetDataModule
 from transformer.data.core.tokenizer import SubwordTokenizer
 from transformer.data.core.readers import DataFormatError
 from transformer.data.speech.dataset import SpeechCollator, SpeechDataset
-from transformer.data.speech.features import FeatureSettings, MaskingSettings, WarpSettings
+from transformer.data.speech.features import NORMALIZE_MODES, FeatureSettings, MaskingSettings, WarpSettings
 from transformer.data.speech.manifest import SpeechRow, read_manifest
 from transformer.ranges import Range
 
@@ -63,9 +63,23 @@ def check_speech(d: dict, where: str, complete: bool = False, presets: Sequence[
     if complete and preset is None and d.get("train") is None:
         raise ValueError(f"{where}.train: required (a manifest of audio path<TAB>text rows, or {where}.preset="
                          f"{presets[0]})")
+    normalize = d.get("normalize", "utterance")
+    if normalize not in NORMALIZE_MODES:
+        raise ValueError(f"{where}.normalize={normalize!r}: one of {', '.join(NORMALIZE_MODES)}")
     for split in ("train", "dev", "test"):
         if d.get(split) is not None:
-            read_manifest(d[split])
+            rows = read_manifest(d[split])
+            if normalize != "utterance":
+                check_speakers(rows, f"{where}.normalize={normalize}")
+
+
+def check_speakers(rows: Sequence[SpeechRow], why: str) -> None:
+    """Every row names its speaker, else one ``DataFormatError`` naming the first row without."""
+    for row in rows:
+        if not row.speaker:
+            path, _, line = row.where.rpartition(":")
+            raise DataFormatError(path, int(line or 0), f"no speaker column; {why} needs one (audio path<TAB>text"
+                                                        f"<TAB>speaker)")
 
 
 class LabelCollator(SpeechCollator):
@@ -107,6 +121,13 @@ class SpeechDataModule(TokenBudgetDataModule):
             utterance, so a batch can hold up to ``1 / min(factors)`` times ``max_tokens``.
         max_tokens: frames per batch; max_len: training utterances with more frames are dropped.
         cache_features: keep each utterance's features in memory once computed (small sets).
+        normalize: what each feature is normalised over (``features.NORMALIZE_MODES``):
+            ``utterance``, each recording's own frames; ``speaker``, mean and variance of every
+            frame of the recording's speaker in its split (Kaldi's per-speaker CMVN: the voice and
+            microphone go, a short word's own spectrum stays); ``speaker_mean``, that mean alone.
+            The speaker modes need a speaker column in every manifest (``audio path<TAB>label<TAB>
+            speaker``; the FSDD preset writes it from the file names); inference takes all the
+            files of one call as one speaker (``frames_of``).
         input: the input kind (``transformer.kinds``): frames.
         mirror_root: a preset's offline mirror (else ``$TRANSFORMER_DATA_MIRROR``).
     """
@@ -140,6 +161,7 @@ class SpeechDataModule(TokenBudgetDataModule):
         num_workers: Annotated[int, Range(0, 1024)] = 0,
         seed: int = 0,
         cache_features: bool = True,
+        normalize: str = "utterance",
         input: str = "frames",
         label_names: Sequence[str] | None = None,
         mirror_root: str | None = None,
@@ -160,7 +182,12 @@ class SpeechDataModule(TokenBudgetDataModule):
         self.speeds = tuple(float(f) for f in speed_perturb or ())
         if any(not 0.5 <= f <= 2.0 for f in self.speeds):
             raise ValueError(f"data.speed_perturb={list(self.speeds)}: factors must be in [0.5, 2]")
-        self.features = FeatureSettings(sample_rate=sample_rate, n_mels=n_mels, n_ceps=n_ceps)
+        if normalize not in NORMALIZE_MODES:
+            raise ValueError(f"data.normalize={normalize!r}: one of {', '.join(NORMALIZE_MODES)}")
+        self.normalize = normalize
+        # a speaker's statistics replace the utterance's own (SpeechDataset applies them)
+        self.features = FeatureSettings(sample_rate=sample_rate, n_mels=n_mels, n_ceps=n_ceps,
+                                        normalize=normalize == "utterance")
         self.test_splits = ["test"] if "test" in self.paths or preset else []
         self.tokenizer = None
         self.labels: list[str] = []
@@ -169,9 +196,9 @@ class SpeechDataModule(TokenBudgetDataModule):
 
     def settings(self) -> dict:
         """What a checkpoint keeps to read a split and an input again: the manifests (absolute),
-        the input kind and the feature settings."""
+        the input kind, the feature settings and what they are normalised over."""
         return {"name": self.name, "input": "frames", "paths": {s: str(p) for s, p in self.paths.items()},
-                "features": asdict(self.features)}
+                "features": asdict(self.features), "normalize": self.normalize}
 
     # ----------------------------------------------------------------- reading
     def _preset_manifests(self) -> None:
@@ -192,6 +219,9 @@ class SpeechDataModule(TokenBudgetDataModule):
         if "train" not in self.paths:
             raise ValueError("data.train is required: a manifest of audio path<TAB>label rows (or data.preset=fsdd)")
         rows = {split: read_manifest(path) for split, path in self.paths.items()}
+        if self.normalize != "utterance":
+            for split_rows in rows.values():
+                check_speakers(split_rows, f"data.normalize={self.normalize}")
         if "dev" not in rows:
             order = np.random.default_rng(self.seed).permutation(len(rows["train"]))
             n_dev = max(1, int(round(self.dev_fraction * len(order))))
@@ -215,13 +245,18 @@ class SpeechDataModule(TokenBudgetDataModule):
                     raise DataFormatError(path, int(line), f"label {row.text!r} is not among the training labels "
                                                            f"({', '.join(self.labels)})")
         for split, split_rows in rows.items():
-            ds = SpeechDataset(split_rows, self.features, spec_augment=self.spec_augment and split == "train",
-                               masking=self.masking, encode_target=ids.__getitem__, cache=self.cache_features,
-                               seed=self.seed, warping=self._warping(split),
-                               speeds=self.speeds if split == "train" else ())
+            ds = self._dataset(split, split_rows, ids.__getitem__)
             lengths = ds.lengths()  # frames, from the files' headers
             self._add_split(split, ds, lengths, lengths, f"{self.name}-{split}")
         log.info("speech data: %s", ", ".join(f"{s} {len(d)} utterances" for s, d in self._datasets.items()))
+
+    def _dataset(self, split: str, rows: list[SpeechRow], encode_target) -> SpeechDataset:
+        """``split``'s dataset: training's with its augmentations, each split's speakers
+        normalised by their own statistics in that split (``normalize``)."""
+        train = split == "train"
+        return SpeechDataset(rows, self.features, spec_augment=self.spec_augment and train, masking=self.masking,
+                             encode_target=encode_target, cache=self.cache_features, seed=self.seed,
+                             warping=self._warping(split), speeds=self.speeds if train else (), normalize=self.normalize)
 
     def _warping(self, split: str) -> WarpSettings:
         """The warps of ``split``'s frames: the configured ones in training, none elsewhere."""
@@ -296,7 +331,7 @@ class SpeechTranscriptDataModule(SpeechDataModule):
                  data_dir: str | os.PathLike = "data/cache",
                  max_tokens: Annotated[int, Range(1, 2**31)] = 20_000, max_len: Annotated[int, Range(1, 2**24)] = 60_000,
                  num_workers: Annotated[int, Range(0, 1024)] = 0, seed: int = 0, cache_features: bool = True,
-                 input: str = "frames", src_lang: str = "speech", tgt_lang: str = "en",
+                 normalize: str = "utterance", input: str = "frames", src_lang: str = "speech", tgt_lang: str = "en",
                  tokenizer_path: str | os.PathLike | dict | None = None):
         super().__init__(train=train, dev=dev, test=test, name=name, preset=preset, dev_fraction=dev_fraction,
                          sample_rate=sample_rate, n_mels=n_mels, n_ceps=n_ceps, spec_augment=spec_augment,
@@ -304,7 +339,7 @@ class SpeechTranscriptDataModule(SpeechDataModule):
                          time_stretch=time_stretch, freq_warp=freq_warp, speed_perturb=speed_perturb,
                          data_dir=data_dir,
                          max_tokens=max_tokens, max_len=max_len, num_workers=num_workers, seed=seed,
-                         cache_features=cache_features, input=input)
+                         cache_features=cache_features, normalize=normalize, input=input)
         self.n_strings = {**FSDD_STRINGS, **(n_strings or {})}
         self.strings_seed, self.src_lang, self.tgt_lang = strings_seed, src_lang, tgt_lang
         self.src_tokenizer = None  # frames have no source tokenizer (transformer.kinds)
@@ -340,10 +375,7 @@ class SpeechTranscriptDataModule(SpeechDataModule):
         check_transcripts(rows, self.tgt_tokenizer)
         encode = self.tgt_tokenizer.encode
         for split, split_rows in rows.items():
-            ds = SpeechDataset(split_rows, self.features, spec_augment=self.spec_augment and split == "train",
-                               masking=self.masking, encode_target=encode, cache=self.cache_features,
-                               seed=self.seed, warping=self._warping(split),
-                               speeds=self.speeds if split == "train" else ())
+            ds = self._dataset(split, split_rows, encode)
             lengths = ds.lengths()  # frames, from the files' headers
             self._add_split(split, ds, lengths, lengths, f"{self.name}-{split}")
             if split == "train":

@@ -19,7 +19,8 @@ unmasked features once computed, for small sets such as FSDD's (about 9 MB of fr
 
 from __future__ import annotations
 
-from typing import Any, Callable, Sequence
+from dataclasses import replace
+from typing import Any, Callable, Mapping, Sequence
 
 import numpy as np
 import torch
@@ -28,8 +29,8 @@ from torch.utils.data import Dataset
 
 from transformer.data.core.batching import IGNORE_INDEX
 from transformer.data.speech.audio import MAX_SECONDS, audio_samples, load_audio, resample
-from transformer.data.speech.features import (FeatureSettings, MaskingSettings, WarpSettings, compute_features,
-                                              spec_augment, warp)
+from transformer.data.speech.features import (NORMALIZE_MODES, FeatureSettings, MaskingSettings, WarpSettings,
+                                              compute_features, frame_statistics, normalize_with, spec_augment, warp)
 from transformer.data.speech.manifest import SpeechRow
 
 
@@ -56,6 +57,12 @@ class SpeechDataset(Dataset):
         cache: keep each item's unmasked features in memory once computed (small sets).
         seed: the masks' seed.
         max_seconds: longer audio files are refused (one error line naming file and row).
+        normalize: ``utterance`` (``settings.normalize``: each utterance over its own frames),
+            ``speaker`` (mean and variance of every frame of the row's speaker in these rows,
+            from unperturbed audio) or ``speaker_mean`` (that mean alone). The speaker modes need
+            every row's speaker (a manifest's third column) and compute the statistics once, here
+            (:attr:`speaker_stats`), unless ``speaker_stats`` gives them.
+        speaker_stats: ``{speaker: (mean (K,), var (K,))}`` to normalise with instead.
     """
 
     def __init__(
@@ -70,9 +77,16 @@ class SpeechDataset(Dataset):
         max_seconds: float = MAX_SECONDS,
         warping: WarpSettings = WarpSettings(),
         speeds: Sequence[float] = (),
+        normalize: str = "utterance",
+        speaker_stats: Mapping[str, tuple[Tensor, Tensor]] | None = None,
     ):
+        if normalize not in NORMALIZE_MODES:
+            raise ValueError(f"normalize={normalize!r}: one of {', '.join(NORMALIZE_MODES)}")
         self.rows = list(rows)
-        self.settings, self.masking = settings, masking
+        self.normalize = normalize
+        # the speaker's statistics replace the utterance's own
+        self.settings = settings if normalize == "utterance" else replace(settings, normalize=False)
+        self.masking = masking
         self.spec_augment, self.encode_target = spec_augment, encode_target
         self.seed, self.epoch, self.max_seconds = seed, 0, max_seconds
         self.warping = warping
@@ -80,6 +94,20 @@ class SpeechDataset(Dataset):
         if any(not 0.5 <= f <= 2.0 for f in self.speeds):
             raise ValueError(f"speed factors must be in [0.5, 2], got {list(self.speeds)}")
         self._cache: dict[tuple[int, float], Tensor] | None = {} if cache else None
+        self.speaker_stats: dict[str, tuple[Tensor, Tensor]] = {}
+        if normalize != "utterance":
+            missing = next((r for r in self.rows if not r.speaker), None)
+            if missing is not None:
+                raise ValueError(f"{missing.where or missing.path}: normalize={normalize} needs each row's speaker "
+                                 f"(a third manifest column: audio path<TAB>text<TAB>speaker)")
+            self.speaker_stats = dict(speaker_stats) if speaker_stats is not None else self._speaker_statistics()
+
+    def _speaker_statistics(self) -> dict[str, tuple[Tensor, Tensor]]:
+        """Each speaker's frame mean and variance over their rows, unperturbed audio."""
+        by_speaker: dict[str, list[int]] = {}
+        for i, row in enumerate(self.rows):
+            by_speaker.setdefault(row.speaker, []).append(i)
+        return {spk: frame_statistics(self._raw_features(i) for i in items) for spk, items in by_speaker.items()}
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -88,7 +116,7 @@ class SpeechDataset(Dataset):
         """The same dataset over the rows at ``indices`` (the training length filter's survivors)."""
         kept = SpeechDataset([self.rows[i] for i in indices], self.settings, self.spec_augment, self.masking,
                              self.encode_target, self._cache is not None, self.seed, self.max_seconds, self.warping,
-                             self.speeds)
+                             self.speeds, self.normalize, self.speaker_stats)
         return kept
 
     def set_epoch(self, epoch: int) -> None:
@@ -96,8 +124,16 @@ class SpeechDataset(Dataset):
         self.epoch = epoch
 
     def features(self, i: int, speed: float = 1.0) -> Tensor:
-        """Unmasked frames of item ``i`` (its waveform played ``speed`` times as fast): ``(T, M)``
-        float32."""
+        """Unmasked, normalised frames of item ``i`` (its waveform played ``speed`` times as fast):
+        ``(T, M)`` float32."""
+        feats = self._raw_features(i, speed)
+        if self.normalize == "utterance":
+            return feats
+        mean, var = self.speaker_stats[self.rows[i].speaker]
+        return normalize_with(feats, mean, var if self.normalize == "speaker" else None)
+
+    def _raw_features(self, i: int, speed: float = 1.0) -> Tensor:
+        """Item ``i``'s frames before any speaker's statistics (cached with ``cache``)."""
         key = (i, speed)
         if self._cache is not None and key in self._cache:
             return self._cache[key]

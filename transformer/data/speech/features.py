@@ -20,6 +20,10 @@ Frame rule: frames are centred (the signal is zero-padded by ``n_fft // 2`` at b
 
 Normalisation is per utterance and per mel bin (mean 0, variance 1 over the utterance's frames):
 it removes a recording's channel and level without corpus statistics to keep in a checkpoint.
+Per speaker instead (``NORMALIZE_MODES``; Kaldi's per-speaker CMVN): the mean (and variance) of
+every frame of one speaker's recordings in a split (:func:`frame_statistics`,
+:func:`normalize_with`), which removes the voice and the microphone but not the word: a 0.4 s
+word's own mean is that word's average spectrum, which per-utterance normalisation removes too.
 Masking (Park et al. 2019, SpecAugment) comes after it, so a masked value is the utterance mean.
 Warping (:func:`warp`: a stretch of the time axis, as speed perturbation changes an utterance's
 duration, and of the mel axis, as vocal tract length perturbation moves its formants) comes before
@@ -30,6 +34,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
+from typing import Iterable
 
 import numpy as np
 import torch
@@ -45,6 +50,10 @@ LOG_OFFSET = 1e-6
 # this leaves as it is; a bin that barely moves (the empty band of upsampled 8 kHz audio, digital
 # silence) stays near 0 instead of being scaled up into noise, and a constant one is exactly 0.
 NORM_EPS = 1e-2
+#: What features are normalised over (``data.normalize``): each utterance's own frames; every
+#: frame of its speaker's recordings in the split, mean and variance (Kaldi's per-speaker CMVN with
+#: ``--norm-vars``); or the speaker's mean alone (Kaldi's default, ``norm_vars=false``).
+NORMALIZE_MODES = ("utterance", "speaker", "speaker_mean")
 
 
 def feature_width(n_mels: int, n_ceps: int | None = None) -> int:
@@ -66,7 +75,8 @@ class FeatureSettings:
         hop_ms: hop between frames; 10 ms gives 100 frames a second.
         n_fft: FFT size; ``None`` is the next power of two at or above the window.
         f_min, f_max: the filterbank's band; ``f_max=None`` is half the sample rate.
-        normalize: per-utterance mean/variance normalisation of each mel bin.
+        normalize: per-utterance mean/variance normalisation of each mel bin (off when a
+            speaker's statistics normalise instead, ``data.normalize=speaker``).
     """
 
     sample_rate: int = MODEL_SAMPLE_RATE
@@ -159,6 +169,30 @@ def normalize_utterance(features: Tensor) -> Tensor:
     mean = features.mean(dim=0, keepdim=True)  # (1, M)
     var = features.var(dim=0, unbiased=False, keepdim=True)  # (1, M)
     return (features - mean) / torch.sqrt(var + NORM_EPS)
+
+
+def frame_statistics(utterances: Iterable[Tensor]) -> tuple[Tensor, Tensor]:
+    """Mean and (population) variance of each feature over every frame of ``utterances``
+    (``(T_i, K)`` each; float64 sums): ``(K,)`` and ``(K,)`` float32. A speaker's statistics for
+    ``normalize=speaker``: a long utterance weighs by its frames, as Kaldi's ``compute-cmvn-stats``."""
+    count, total, squares = 0, None, None
+    for u in utterances:
+        u = u.double()
+        total = u.sum(dim=0) if total is None else total + u.sum(dim=0)  # (K,)
+        squares = u.square().sum(dim=0) if squares is None else squares + u.square().sum(dim=0)  # (K,)
+        count += u.shape[0]
+    if not count:
+        raise ValueError("no frames to take statistics of")
+    mean = total / count
+    var = (squares / count - mean.square()).clamp(min=0.0)
+    return mean.float(), var.float()
+
+
+def normalize_with(features: Tensor, mean: Tensor, var: Tensor | None) -> Tensor:
+    """``(features - mean) / sqrt(var + NORM_EPS)`` with a speaker's statistics, or the mean
+    alone removed with ``var=None``: ``(T, K) -> (T, K)``."""
+    centred = features - mean  # (T, K) - (K,)
+    return centred if var is None else centred / torch.sqrt(var + NORM_EPS)
 
 
 def compute_features(waveform: Tensor | np.ndarray, settings: FeatureSettings = FeatureSettings()) -> Tensor:

@@ -123,7 +123,8 @@ def fsdd_recordings(
 
 
 def write_fsdd_manifests(out_dir: str | os.PathLike, recordings: Sequence[Recording]) -> dict[str, Path]:
-    """Manifests of the digit classification presets, label = the digit.
+    """Manifests of the digit classification presets, label = the digit, speaker = the file
+    name's speaker (the third column, for ``data.normalize=speaker``).
 
     Writes ``train.tsv`` and ``test.tsv`` (the official split) and, for each speaker, the
     leave-one-speaker-out fold ``speaker=<name>/{train,test}.tsv`` (that speaker's recordings are
@@ -140,7 +141,7 @@ def write_fsdd_manifests(out_dir: str | os.PathLike, recordings: Sequence[Record
     for prefix, is_test in folds.items():
         (out_dir / prefix).mkdir(parents=True, exist_ok=True)
         for split in ("train", "test"):
-            rows = [(r.path, str(r.digit)) for r in recordings if is_test(r) == (split == "test")]
+            rows = [(r.path, str(r.digit), r.speaker) for r in recordings if is_test(r) == (split == "test")]
             written[prefix + split] = write_manifest(out_dir / prefix / f"{split}.tsv", rows)
     return written
 
