@@ -35,11 +35,13 @@ def test_each_fold_validates_on_another_unseen_speaker():
 
 def test_a_folds_splits_hold_disjoint_speakers_and_every_recording():
     rows = load().fold_rows(recordings(), "lucas", "nicolas")
-    speakers = {split: {Path(p).stem.split("_")[1] for p, _ in split_rows} for split, split_rows in rows.items()}
+    speakers = {split: {Path(p).stem.split("_")[1] for p, _, _ in split_rows} for split, split_rows in rows.items()}
     assert speakers["test"] == {"lucas"} and speakers["dev"] == {"nicolas"}
     assert speakers["train"] == set(FSDD_SPEAKERS) - {"lucas", "nicolas"}
     assert [len(rows[s]) for s in ("train", "dev", "test")] == [120, 30, 30]
-    assert ("/r/7_lucas_2.wav", "7") in [(str(p), t) for p, t in rows["test"]]
+    assert ("/r/7_lucas_2.wav", "7", "lucas") in [(str(p), t, s) for p, t, s in rows["test"]]
+    # the speaker column names each row's speaker (data.normalize=speaker groups by it)
+    assert all(Path(p).stem.split("_")[1] == s for split_rows in rows.values() for p, _, s in split_rows)
 
 
 def test_the_dev_speaker_is_not_the_test_speaker():

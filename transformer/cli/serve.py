@@ -208,6 +208,12 @@ def load_model(entry: dict, key: str, cfg: DictConfig, limits):
         return load_export(entry, key, cfg, limits)
     task, device = load_for_inference(entry["ckpt_path"], cfg.device)
     kind = kinds.require(task, "serve", f"{key}.ckpt_path")
+    normalize = dict(task.hparams.get("data") or {}).get("normalize", "utterance")
+    if normalize != "utterance":
+        # its inputs need a speaker's other recordings, and a request batch mixes clients' uploads
+        raise ValueError(f"{key}.ckpt_path: a model trained with data.normalize={normalize} normalises each "
+                         f"recording with its speaker's statistics, which one upload does not give; serve a model "
+                         f"normalised per utterance, or use transformer-classify / transformer-transcribe")
     label = checkpoint_label(entry["ckpt_path"])
     name = Path(label).name if isinstance(label, str) else ", ".join(Path(p).name for p in label)
     if kind.shape == "sequence":

@@ -13,6 +13,7 @@ from typing import Sequence
 
 import torch
 
+from transformer.data.core.readers import DataFormatError
 from transformer.data.labelled.corpus import label_ids, read_split, split_path
 from transformer.files import inside, write_text
 
@@ -53,14 +54,21 @@ def evaluate_classification(classifier, data: dict, split: str, output_dir: Path
 
     Writes ``{name}.{split}.predictions.tsv`` (predicted label, its probability, gold label,
     text; file order; labels by name) and ``{name}.{split}.metrics.json`` into ``output_dir``; returns the
-    metrics. A row whose label the training file did not have is a ``DataFormatError``.
+    metrics. A row whose label the training file did not have is a ``DataFormatError``, and so
+    is a speech manifest without a speaker column for a speaker-normalised checkpoint.
     """
     path = split_path(data, split)
     rows = read_split(data, split)
     names = classifier.labels
     gold = torch.as_tensor(label_ids(rows, data_labels or names), dtype=torch.long)  # (N,)
+    speakers = {}
+    if data.get("normalize", "utterance") != "utterance":  # a speech checkpoint normalised per speaker
+        if not rows.speakers:
+            raise DataFormatError(path, 1, f"no speaker column; the checkpoint's data.normalize={data['normalize']} "
+                                           f"needs each row's speaker (audio path<TAB>label<TAB>speaker)")
+        speakers = {"speakers": rows.speakers}
     start = time.perf_counter()
-    probs = classifier.probabilities(rows.texts)  # (N, C)
+    probs = classifier.probabilities(rows.texts, **speakers)  # (N, C)
     seconds = time.perf_counter() - start
     best, pred = probs.max(dim=-1)  # (N,), (N,)
     metrics = {"split": split, "file": str(path), "dataset": data.get("name"),

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from transformer.decoding.settings import DecodeSettings
-from transformer.data.speech.datamodule import check_transcripts
+from transformer.data.speech.datamodule import check_speakers, check_transcripts
 from transformer.data.speech.manifest import read_manifest
 from transformer.files import inside, write_text
 
@@ -50,6 +50,8 @@ def evaluate_transcripts(task, split: str, decode_cfg: DecodeSettings | dict, ou
 
     A manifest row whose audio file is missing, or whose transcript has a word the checkpoint's
     vocabulary lacks, is one ``DataFormatError`` naming the manifest and row, before any decoding.
+    A speaker-normalised checkpoint takes each row's speaker from the manifest's third column,
+    as its training did; a manifest without one is a ``DataFormatError``.
     """
     decode_cfg = DecodeSettings.of(decode_cfg)
     data = dict(task.hparams.data)
@@ -58,7 +60,11 @@ def evaluate_transcripts(task, split: str, decode_cfg: DecodeSettings | dict, ou
     check_transcripts({split: rows}, task.tgt_tokenizer)
     transcriber = task.translator(decode_cfg, device=device)
     start = time.perf_counter()
-    nbest = transcriber.translate([str(r.path) for r in rows], wheres=[r.where for r in rows])
+    speakers = None
+    if data.get("normalize", "utterance") != "utterance":  # each row's speaker, as in training
+        check_speakers(rows, f"the checkpoint's data.normalize={data['normalize']}")
+        speakers = [r.speaker for r in rows]
+    nbest = transcriber.translate([str(r.path) for r in rows], wheres=[r.where for r in rows], speakers=speakers)
     seconds = time.perf_counter() - start
     hyps, refs = [n[0][0] if n else "" for n in nbest], [r.text for r in rows]
     metrics = {"split": split, "file": str(path), "dataset": data.get("name"), "utterances": len(rows),

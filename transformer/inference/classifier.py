@@ -89,10 +89,28 @@ class FileClassifier(SentenceClassifier):
 
 class AudioClassifier(FileClassifier):
     """Label probabilities of audio files (a speech classifier, ``transformer.kinds.FRAMES``), read
-    into frames with the checkpoint's feature settings; a batch holds up to ``max_tokens`` frames."""
+    into frames with the checkpoint's feature settings; a batch holds up to ``max_tokens`` frames.
+    A speaker-normalised checkpoint (``data.normalize=speaker``) normalises each file with the
+    statistics of its speaker's files among the inputs (``speakers``), or of all the inputs of
+    the call when no speakers are given (``data.speech.datamodule.input_statistics``)."""
+
+    def probabilities(self, texts: Sequence[str], speakers: Sequence[str] | None = None) -> torch.Tensor:
+        """``(N, C)``: each file's label probabilities, the members' mean; ``speakers``: one per
+        file (a manifest's speaker column), for a speaker-normalised checkpoint."""
+        from transformer.data.speech.datamodule import input_statistics
+
+        self.truncated = 0
+        if not texts:
+            return torch.zeros(0, len(self.labels))
+        stats = input_statistics(list(texts), self.data, speakers=speakers)  # once for every member
+        for model, _, _ in self.members:
+            model.eval()
+        probs = [self._member_probs(m, tok, n, texts, stats) for m, tok, n in self.members]
+        return torch.stack(probs).mean(dim=0)  # (M, N, C) -> (N, C)
 
     @torch.no_grad()
-    def _member_probs(self, model: nn.Module, tokenizer, max_len: int, paths: Sequence[str]) -> torch.Tensor:
+    def _member_probs(self, model: nn.Module, tokenizer, max_len: int, paths: Sequence[str],
+                      stats: list | None = None) -> torch.Tensor:
         from transformer.data.speech.datamodule import feature_settings, frames_of
         from transformer.data.speech.audio import audio_samples
 
@@ -101,7 +119,8 @@ class AudioClassifier(FileClassifier):
                    for i, p in enumerate(paths)]
         out = torch.zeros(len(paths), len(self.labels))  # (N, C)
         for batch in token_budget_batches(lengths, self.max_tokens):
-            src, src_lengths = frames_of([paths[i] for i in batch], self.data)  # (B, T, M), (B,)
+            src, src_lengths = frames_of([paths[i] for i in batch], self.data,
+                                         stats=[stats[i] for i in batch] if stats is not None else None)  # (B, T, M), (B,)
             logits = model(src.to(self.device), src_lengths=src_lengths.to(self.device)).float()  # (B, C)
             out[torch.as_tensor(batch)] = torch.softmax(logits, dim=-1).cpu()
         return out

@@ -25,7 +25,10 @@ class Transcriber:
     Each input is a file's path, read into frames with the checkpoint's feature settings
     (``data``: its data settings, ``data.speech.datamodule.frames_of``); a batch holds up to
     ``max_frames`` frames (padding counted). An empty (or whitespace-only) input transcribes to
-    ``""``; a file that cannot be read is one ``AudioError`` naming it and its input line.
+    ``""``; a file that cannot be read is one ``AudioError`` naming it and its input line. A
+    speaker-normalised checkpoint (``data.normalize=speaker``) normalises each file with the
+    statistics of its speaker's files among the inputs (``speakers``), or of all the files of the
+    call when none are given (``data.speech.datamodule.input_statistics``).
 
     Args:
         search: the task's search (``search(src (B, T, M), src_lengths=(B,))``).
@@ -51,14 +54,16 @@ class Transcriber:
         return dict(self.stats)
 
     @torch.no_grad()
-    def translate(self, paths: Sequence[str], wheres: Sequence[str] | None = None) -> list[list[tuple[str, float]]]:
+    def translate(self, paths: Sequence[str], wheres: Sequence[str] | None = None,
+                  speakers: Sequence[str] | None = None) -> list[list[tuple[str, float]]]:
         """Transcribe the audio files at ``paths``: an n-best list each, in input order. A bad file
         is one ``AudioError`` naming it and where it was given (``wheres``, one per path, e.g.
-        a manifest's ``test.tsv:12``; default ``input:<1-based position>``)."""
+        a manifest's ``test.tsv:12``; default ``input:<1-based position>``); ``speakers``, one
+        per path, group the files for a speaker-normalised checkpoint."""
         from transformer.data.speech.audio import audio_samples, load_audio
         from transformer.data.speech.dataset import SpeechCollator
-        from transformer.data.speech.datamodule import feature_settings
-        from transformer.data.speech.features import compute_features
+        from transformer.data.speech.datamodule import feature_settings, input_statistics
+        from transformer.data.speech.features import compute_features, normalize_with
 
         settings = feature_settings(self.data)
         out: list[list[tuple[str, float]]] = [[("", 0.0)] for _ in paths]
@@ -67,9 +72,13 @@ class Transcriber:
         # every file's header first (no decoding): a bad one stops the run before any work
         lengths = [settings.num_frames(audio_samples(p, settings.sample_rate, where=wheres[i]))
                    for i, p in todo]
+        stats = input_statistics([p for _, p in todo], self.data, [wheres[i] for i, _ in todo],
+                                 [speakers[i] for i, _ in todo] if speakers is not None else None)
         for batch in token_budget_batches(lengths, self.max_frames):
             feats = [compute_features(load_audio(todo[b][1], settings.sample_rate, where=wheres[todo[b][0]]),
                                       settings) for b in batch]  # (T, M) each
+            if stats is not None:
+                feats = [normalize_with(f, *stats[b]) for b, f in zip(batch, feats)]
             ready = SpeechCollator()([{"src": f, "target": 0, "index": b} for b, f in zip(batch, feats)])
             results = self.search(ready["src"].to(self.device),  # (B, T, M)
                                   src_lengths=ready["src_lengths"].to(self.device))  # (B,)

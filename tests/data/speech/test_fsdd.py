@@ -79,6 +79,7 @@ def test_classification_manifests(fsdd_few, tmp_path):
     for key, split_rows in rows.items():
         recs = [by_path[row.path] for row in split_rows]
         assert all(row.text == str(rec.digit) for row, rec in zip(split_rows, recs))  # label = the digit
+        assert all(row.speaker == rec.speaker for row, rec in zip(split_rows, recs))  # from the file name
         if key in ("train", "test"):
             assert {r.split for r in recs} == {key}
         else:

@@ -82,3 +82,41 @@ def test_speed_perturbation_applies_to_training_audio_only(cache):
         assert abs(train[i]["src"].shape[0] - 1.25 * n) <= 2
     with pytest.raises(ValueError, match="data.speed_perturb"):
         SpeechDataModule(preset="fsdd", data_dir=cache, speed_perturb=[3.0])
+
+
+def test_speaker_normalisation_per_split_on_the_preset(cache):
+    """data.normalize=speaker: each split's speakers normalised by their statistics in that split
+    (the preset's manifests name the speakers); the checkpoint's settings record it, with the
+    per-utterance normalisation of the features off."""
+    dm = SpeechDataModule(preset="fsdd", data_dir=cache, mirror_root=MIRROR, sample_rate=8000, n_mels=20,
+                          normalize="speaker")
+    dm.setup()
+    settings = dm.settings()
+    assert settings["normalize"] == "speaker" and settings["features"]["normalize"] is False
+    train, test = dm._datasets["train"], dm._datasets["test"]
+    assert set(train.speaker_stats) == set(test.speaker_stats) == {"george", "jackson", "lucas", "nicolas", "theo",
+                                                                    "yweweler"}
+    assert not torch.equal(train.speaker_stats["theo"][0], test.speaker_stats["theo"][0])  # each split its own
+    theo = torch.cat([test.features(i) for i, r in enumerate(test.rows) if r.speaker == "theo"])  # (T, K)
+    assert theo.mean(0).abs().max() < 1e-4
+    plain = SpeechDataModule(preset="fsdd", data_dir=cache, mirror_root=MIRROR, sample_rate=8000, n_mels=20)
+    assert plain.settings()["normalize"] == "utterance" and plain.settings()["features"]["normalize"] is True
+
+
+def test_speaker_normalisation_without_a_speaker_column_is_one_line(tmp_path, cache):
+    """A manifest without the speaker column under data.normalize=speaker: one DataFormatError
+    naming the manifest and its first row, from the config check and from the data module."""
+    from transformer.data.core.readers import DataFormatError
+    from transformer.data.speech.datamodule import check_speech
+    from transformer.data.speech.fsdd import fsdd_recordings
+    from transformer.data.speech.manifest import write_manifest
+
+    recs = fsdd_recordings(cache, MIRROR, speakers=["theo"], digits=[0, 1], indices=[5, 6])
+    train = write_manifest(tmp_path / "train.tsv", [(r.path, str(r.digit)) for r in recs])
+    for check in (lambda: check_speech({"train": str(train), "normalize": "speaker"}, "data"),
+                  lambda: SpeechDataModule(train=str(train), data_dir=cache, normalize="speaker").setup()):
+        with pytest.raises(DataFormatError) as e:
+            check()
+        assert str(e.value).startswith(f"{train}:1: no speaker column") and "\n" not in str(e.value)
+    with pytest.raises(ValueError, match="data.normalize='global'"):
+        SpeechDataModule(train=str(train), normalize="global")

@@ -133,3 +133,89 @@ def test_speed_perturbation_resamples_the_waveform_pitch_and_all(tmp_path):
     assert torch.equal(SpeechDataset(rows, settings, speeds=(1.0,))[0]["src"], compute_features(load_audio(path, rate), settings))
     with pytest.raises(ValueError, match="speed factors"):
         SpeechDataset(rows, settings, speeds=(0.0,))
+
+
+# ----------------------------------------------------------------------------- per-speaker normalisation
+MFCC = FeatureSettings(sample_rate=8000, n_mels=40, n_ceps=20)
+
+
+@pytest.fixture
+def two_speakers(fsdd_few, tmp_path):
+    """Four recordings of george and three of theo, with the speaker column."""
+    picked = [r for r in fsdd_few if r.speaker == "george"][:4] + [r for r in fsdd_few if r.speaker == "theo"][:3]
+    manifest = write_manifest(tmp_path / "spk.tsv", [(r.path, str(r.digit), r.speaker) for r in picked])
+    return read_manifest(manifest)
+
+
+def test_speaker_statistics_are_the_mean_and_variance_of_all_their_frames(two_speakers):
+    """Each speaker's statistics equal numpy's over the concatenated frames of their recordings
+    (features without per-utterance normalisation), and every item is normalised by them."""
+    from dataclasses import replace
+
+    from transformer.data.speech.features import NORM_EPS
+
+    ds = SpeechDataset(two_speakers, MFCC, normalize="speaker", cache=True)
+    raw = {i: compute_features(load_audio(r.path, 8000), replace(MFCC, normalize=False)).numpy()
+           for i, r in enumerate(two_speakers)}
+    assert set(ds.speaker_stats) == {"george", "theo"}
+    for speaker in ("george", "theo"):
+        frames = np.concatenate([raw[i] for i, r in enumerate(two_speakers) if r.speaker == speaker]).astype(np.float64)
+        mean, var = ds.speaker_stats[speaker]
+        np.testing.assert_allclose(mean.numpy(), frames.mean(axis=0), rtol=1e-5, atol=1e-4)
+        np.testing.assert_allclose(var.numpy(), frames.var(axis=0), rtol=1e-4, atol=1e-4)
+    for i, row in enumerate(two_speakers):
+        mean, var = ds.speaker_stats[row.speaker]
+        expected = (raw[i] - mean.numpy()) / np.sqrt(var.numpy() + NORM_EPS)
+        np.testing.assert_allclose(ds[i]["src"].numpy(), expected, rtol=1e-5, atol=1e-5)
+    # over all of a speaker's frames, each feature has mean 0 and variance about 1
+    george = torch.cat([ds[i]["src"] for i, r in enumerate(two_speakers) if r.speaker == "george"])
+    assert george.mean(0).abs().max() < 1e-4 and (george.var(0, unbiased=False) - 1).abs().max() < 0.02
+
+
+def test_a_speakers_utterances_share_one_shift(two_speakers):
+    """``speaker_mean``: every frame of one speaker's recordings moves by the same vector (the
+    speaker's mean), another speaker's by another; per-utterance normalisation moves each
+    recording by its own."""
+    from dataclasses import replace
+
+    raw = [compute_features(load_audio(r.path, 8000), replace(MFCC, normalize=False)) for r in two_speakers]
+    shifted = SpeechDataset(two_speakers, MFCC, normalize="speaker_mean")
+    shifts = [(raw[i] - shifted[i]["src"]) for i in range(len(two_speakers))]  # (T_i, K) each
+    for shift in shifts:  # one vector over an utterance's frames
+        assert torch.allclose(shift, shift[0].expand_as(shift), atol=1e-4)
+    george = [s[0] for s, r in zip(shifts, two_speakers) if r.speaker == "george"]
+    theo = [s[0] for s, r in zip(shifts, two_speakers) if r.speaker == "theo"]
+    assert all(torch.allclose(s, george[0], atol=1e-4) for s in george)
+    assert all(torch.allclose(s, theo[0], atol=1e-4) for s in theo)
+    assert not torch.allclose(george[0], theo[0], atol=1e-2)
+    own = SpeechDataset(two_speakers, MFCC)  # per utterance: its own shift
+    own_shifts = [(raw[i] - own[i]["src"] * raw[i].std(0, unbiased=False))[0] for i in range(2)]
+    assert not torch.allclose(own_shifts[0], own_shifts[1], atol=1e-2)
+
+
+def test_utterance_mode_is_the_per_utterance_features(two_speakers):
+    """The default is unchanged: each item is ``compute_features`` of its audio, whatever the
+    speaker column says, and no statistics are taken."""
+    ds = SpeechDataset(two_speakers, MFCC)
+    assert ds.normalize == "utterance" and ds.speaker_stats == {} and ds.settings.normalize
+    for i, row in enumerate(two_speakers):
+        assert torch.equal(ds[i]["src"], compute_features(load_audio(row.path, 8000), MFCC))
+
+
+def test_speaker_statistics_come_from_unperturbed_audio(two_speakers):
+    """With speed perturbation a speaker's statistics are those of the recordings as they are,
+    and a perturbed item is normalised by them."""
+    plain = SpeechDataset(two_speakers, MFCC, normalize="speaker")
+    perturbed = SpeechDataset(two_speakers, MFCC, normalize="speaker", speeds=(0.9, 1.1), seed=3)
+    for speaker, (mean, var) in plain.speaker_stats.items():
+        assert torch.equal(perturbed.speaker_stats[speaker][0], mean)
+        assert torch.equal(perturbed.speaker_stats[speaker][1], var)
+    kept = perturbed.select([0, 5])
+    assert kept.speaker_stats is not perturbed.speaker_stats and kept.speaker_stats == perturbed.speaker_stats
+
+
+def test_speaker_modes_need_every_rows_speaker(rows):
+    with pytest.raises(ValueError, match=r"m.tsv:1: normalize=speaker needs each row's speaker"):
+        SpeechDataset(rows, MFCC, normalize="speaker")
+    with pytest.raises(ValueError, match="normalize='corpus'"):
+        SpeechDataset(rows, MFCC, normalize="corpus")

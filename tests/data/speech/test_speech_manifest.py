@@ -29,8 +29,8 @@ def test_paths_are_relative_to_the_manifest(corpus, monkeypatch):
     assert [r.path for r in rows] == [corpus / "data/a.wav", corpus / "data/b.wav", corpus / "elsewhere/c.wav"]
     assert [r.text for r in rows] == ["one two", "7", "hello world"]
     assert rows[1].where == f"{manifest}:2"
-    path, text, _ = rows[0]
-    assert isinstance(rows[0], SpeechRow) and text == "one two"
+    path, text, _, speaker = rows[0]
+    assert isinstance(rows[0], SpeechRow) and text == "one two" and speaker == ""
 
 
 @pytest.mark.parametrize("header", ["path\ttranscript", "audio\tlabel", "wav\ttext"])
@@ -58,7 +58,10 @@ def test_crlf_and_trailing_blank_lines(corpus):
 @pytest.mark.parametrize("body, row, message", [
     ("a.wav\tx\nmissing.wav\ty\n", 2, "missing.wav: no such audio file"),
     ("a.wav\tx\n\nb.wav\ty\n", 2, "empty row"),
-    ("a.wav\tx\tthird\n", 1, "3 tab-separated columns, expected 2"),
+    ("a.wav\tx\tjo\tfourth\n", 1, "4 tab-separated columns, expected 2 or 3"),
+    ("a.wav\tx\nb.wav\ty\tjo\n", 2, "3 tab-separated columns, expected 2 (audio path<TAB>transcript) as in the first row"),
+    ("a.wav\tx\tjo\nb.wav\ty\n", 2, "2 tab-separated columns, expected 3 (audio path<TAB>transcript<TAB>speaker)"),
+    ("a.wav\tx\tjo\nb.wav\ty\t \n", 2, "b.wav: empty speaker"),
     ("a.wav x\n", 1, "1 tab-separated columns, expected 2"),
     ("a.wav\tx\nb.wav\t  \n", 2, "b.wav: empty transcript"),
     ("a.wav\tx\n\tx\n", 2, "empty audio path"),
@@ -80,6 +83,21 @@ def test_not_utf8_and_missing_manifest(corpus):
         read_manifest(manifest)
     with pytest.raises(DataFormatError, match=r"nope.tsv:0: cannot read the manifest"):
         read_manifest(corpus / "nope.tsv")
+
+
+def test_an_optional_speaker_column(corpus):
+    """A third column names each row's speaker; without it the speaker is empty."""
+    manifest = corpus / "data" / "m.tsv"
+    manifest.write_text("path\ttext\tspeaker\na.wav\t4\tjo\nb.wav\t7\t al \n")
+    assert [(r.text, r.speaker) for r in read_manifest(manifest)] == [("4", "jo"), ("7", "al")]
+    manifest.write_text("a.wav\t4\n")
+    assert read_manifest(manifest)[0].speaker == ""
+    rows = [(corpus / "data/a.wav", "4", "jo"), (corpus / "elsewhere/c.wav", "zero", "al")]
+    written = write_manifest(corpus / "data" / "out.tsv", rows)
+    assert written.read_text().splitlines() == ["a.wav\t4\tjo", "../elsewhere/c.wav\tzero\tal"]
+    assert [(r.path, r.text, r.speaker) for r in read_manifest(written)] == rows
+    with pytest.raises(ValueError, match="with and without a speaker"):
+        write_manifest(corpus / "bad.tsv", [rows[0], rows[1][:2]])
 
 
 def test_write_then_read_round_trip(corpus):

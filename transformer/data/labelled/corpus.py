@@ -23,12 +23,14 @@ from transformer.data.core.readers import DataFormatError, check_column, first_r
 
 @dataclass
 class LabelledFile:
-    """A file's rows: ``texts[i]`` has label ``labels[i]`` and sits on line ``lines[i]``."""
+    """A file's rows: ``texts[i]`` has label ``labels[i]`` and sits on line ``lines[i]``; a speech
+    manifest with a speaker column gives ``speakers[i]`` too (else ``speakers`` is empty)."""
 
     path: Path
     texts: list[str] = field(default_factory=list)
     labels: list[str] = field(default_factory=list)
     lines: list[int] = field(default_factory=list)
+    speakers: list[str] = field(default_factory=list)
 
     def __len__(self) -> int:
         return len(self.texts)
@@ -150,7 +152,8 @@ def read_split(settings: Mapping[str, Any], split: str) -> LabelledFile:
 
         manifest = read_manifest(path)
         return LabelledFile(path, [str(r.path) for r in manifest], [r.text for r in manifest],
-                            [int(r.where.rpartition(":")[2]) for r in manifest])
+                            [int(r.where.rpartition(":")[2]) for r in manifest],
+                            [r.speaker for r in manifest] if all(r.speaker for r in manifest) else [])
     rows = read_labelled(path, settings["text_column"], settings["label_column"], settings.get("file_format"),
                          settings.get("header", False))
     holdout = settings.get("holdout") or {}

@@ -414,18 +414,56 @@ def check_transcripts(rows: dict[str, list[SpeechRow]], tokenizer) -> None:
                                                        f"of the training transcripts")
 
 
-def frames_of(paths: Sequence[str], data: dict, where: str = "input") -> tuple[torch.Tensor, torch.Tensor]:
-    """Audio files -> a padded batch ``(frames (B, T, M), lengths (B,))`` with a checkpoint's
-    feature settings (``data["features"]``); a bad file is one ``AudioError`` naming it."""
+def input_statistics(paths: Sequence[str], data: dict, wheres: Sequence[str] | None = None,
+                     speakers: Sequence[str] | None = None) -> list[tuple[torch.Tensor, torch.Tensor | None]] | None:
+    """Under a speaker-normalised checkpoint (``data["normalize"]``: ``speaker`` or
+    ``speaker_mean``), each input's statistics ``(mean (K,), var (K,) or None)``: those of every
+    frame of the inputs that share its speaker (``speakers``, one per path: a manifest's column),
+    or with ``speakers=None`` of all the inputs of the call, taken as one speaker's recordings (the
+    files given to ``transformer-classify`` or ``transformer-transcribe`` at once; a single file is
+    then normalised by its own frames). ``None`` under per-utterance normalisation. A bad file is
+    one ``AudioError`` naming it and where it was given (``wheres``; default ``input:<n>``)."""
     from transformer.data.speech.audio import load_audio
-    from transformer.data.speech.features import compute_features
+    from transformer.data.speech.features import compute_features, frame_statistics
+
+    mode = data.get("normalize", "utterance")
+    if mode == "utterance":
+        return None
+    if mode not in NORMALIZE_MODES:
+        raise ValueError(f"data.normalize={mode!r}: one of {', '.join(NORMALIZE_MODES)}")
+    settings = feature_settings(data)
+    wheres = list(wheres) if wheres is not None else [f"input:{i + 1}" for i in range(len(paths))]
+    speakers = list(speakers) if speakers is not None else [""] * len(paths)
+    groups: dict[str, list[int]] = {}
+    for i, speaker in enumerate(speakers):
+        groups.setdefault(speaker, []).append(i)
+    stats = {}
+    for speaker, items in groups.items():
+        mean, var = frame_statistics(compute_features(load_audio(paths[i], settings.sample_rate, where=wheres[i]),
+                                                      settings) for i in items)
+        stats[speaker] = (mean, var if mode == "speaker" else None)
+    return [stats[s] for s in speakers]
+
+
+def frames_of(paths: Sequence[str], data: dict, where: str = "input",
+              stats: Sequence[tuple[torch.Tensor, torch.Tensor | None]] | None = None) -> tuple[torch.Tensor, torch.Tensor]:
+    """Audio files -> a padded batch ``(frames (B, T, M), lengths (B,))`` with a checkpoint's
+    feature settings (``data["features"]``), each file normalised with its ``stats`` when given
+    (:func:`input_statistics`; a speaker-normalised checkpoint without them takes ``paths`` as
+    one speaker's); a bad file is one ``AudioError`` naming it."""
+    from transformer.data.speech.audio import load_audio
+    from transformer.data.speech.features import compute_features, normalize_with
 
     settings = feature_settings(data)
+    if stats is None:
+        stats = input_statistics(paths, data, [f"{where}:{i + 1}" for i in range(len(paths))])
     feats = [compute_features(load_audio(p, settings.sample_rate, where=f"{where}:{i + 1}"), settings)
              for i, p in enumerate(paths)]
+    if stats is not None:
+        feats = [normalize_with(f, *stats[i]) for i, f in enumerate(feats)]
     batch = SpeechCollator()([{"src": f, "target": 0, "index": i} for i, f in enumerate(feats)])
     return batch["src"], batch["src_lengths"]
 
 
 __all__ = ["DEFAULT_PIECES_PER_SECOND", "LabelCollator", "SpeechDataModule", "SpeechTranscriptDataModule", "TranscriptCollator", "check_speech",
-           "check_transcripts", "feature_settings", "frames_of", "transcript_rate"]
+           "check_speakers", "check_transcripts", "feature_settings", "frames_of", "input_statistics", "transcript_rate"]
