@@ -186,3 +186,119 @@ def test_a_ten_minute_recording_classifies_in_bounded_memory(trained, tmp_path):
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert len(proc.stdout.strip().splitlines()) == 1
     assert resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss < 2 * 1024 * 1024  # KiB: under 2 GB
+
+
+# ----------------------------------------------------------------------------- per-speaker normalisation
+def speaker_manifest(path: Path, recordings: Path, names: list[str]) -> Path:
+    """``audio path<TAB>digit<TAB>speaker`` rows (the speaker from FSDD's file name)."""
+    manifest(path, recordings, names)
+    rows = [f"{line}\t{line.split('_')[1]}" for line in path.read_text().splitlines()]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained_per_speaker(mirror_root, tmp_path_factory):
+    recordings = mirror_root / "fsdd" / "recordings"
+    root = tmp_path_factory.mktemp("speech-speaker")
+    names = [f"{d}_{s}_{i}.wav" for d in (0, 1) for s in ("george", "theo") for i in range(5, 11)]
+    tests = [f"{d}_{s}_{i}.wav" for d in (0, 1) for s in ("george", "theo") for i in range(2)]
+    train = speaker_manifest(root / "train.tsv", recordings, names)
+    test = speaker_manifest(root / "test.tsv", recordings, tests)
+    run = root / "run"
+    proc = run_cli("train", "experiment=speech_classify", f"data.train={train}", f"data.test={test}",
+                   f"data.data_dir={root / 'cache'}", f"hydra.run.dir={run}", *TINY_MODEL, "data.normalize=speaker",
+                   cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return root, json.loads((run / "train_summary.json").read_text())
+
+
+def test_a_speaker_normalised_classifier_records_it_and_evaluates_by_the_speaker_column(trained_per_speaker):
+    """The checkpoint keeps data.normalize=speaker; evaluation normalises each test row with its
+    speaker's statistics from the manifest, as the data module did in training, so the accuracy
+    read back equals the one the training's test reported."""
+    import torch
+
+    root, summary = trained_per_speaker
+    ckpt = summary["best_checkpoint"]
+    hp = torch.load(ckpt, map_location="cpu", weights_only=False)["hyper_parameters"]
+    assert hp["data"]["normalize"] == "speaker" and hp["data"]["features"]["normalize"] is False
+    proc = run_cli("evaluate", f"ckpt_path={ckpt}", "split=test", f"output_dir={root / 'eval'}", cwd=root)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (written,) = (root / "eval").glob("*.test.metrics.json")
+    metrics = json.loads(written.read_text())
+    assert metrics["n"] == 8 and metrics["acc"] == summary["test"]["test"]["acc"]
+    # the classifier's probabilities are the model's on the data module's frames (speaker statistics
+    # of the test split), not on frames normalised any other way
+    from transformer.data.speech.datamodule import feature_settings
+    from transformer.data.speech.dataset import SpeechDataset
+    from transformer.data.speech.manifest import read_manifest
+    from transformer.tasks.checkpoint import load_task
+
+    task = load_task(ckpt)
+    rows = read_manifest(root / "test.tsv")
+    ds = SpeechDataset(rows, feature_settings(hp["data"]), normalize="speaker")
+    model = task.members()[0][0].eval()
+    with torch.no_grad():
+        expected = torch.cat([torch.softmax(model(ds[i]["src"][None], src_lengths=torch.tensor([len(ds[i]["src"])])),
+                                            -1) for i in range(len(ds))])  # (N, C)
+    got = task.classifier().probabilities([str(r.path) for r in rows], speakers=[r.speaker for r in rows])
+    assert torch.allclose(got, expected, atol=1e-5)
+    assert not torch.allclose(task.classifier().probabilities([str(r.path) for r in rows]), expected, atol=1e-3)
+
+
+def test_files_without_speakers_are_one_speaker_a_call(trained_per_speaker):
+    """transformer-classify's files (no speaker column) are normalised together as one speaker's:
+    the answer for each file depends on the others of the call, and equals the in-process
+    classifier's with every file given one speaker; a manifest to evaluate without the speaker
+    column is one error line."""
+    from transformer.tasks.checkpoint import load_task
+
+    root, summary = trained_per_speaker
+    ckpt = summary["best_checkpoint"]
+    paths = [str(root / "audio" / n) for n in ("1_theo_0.wav", "0_george_1.wav", "0_theo_1.wav")]
+    proc = run_cli("classify", f"ckpt_path={ckpt}", "top_k=2", cwd=root, stdin="\n".join(paths) + "\n")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    printed = [[float(x) for x in line.split("\t")[1::2]] for line in proc.stdout.strip().splitlines()]
+    classifier = load_task(ckpt).classifier()
+    together = classifier.probabilities(paths)
+    assert torch_close(together, classifier.probabilities(paths, speakers=["x", "x", "x"]))
+    apart = classifier.probabilities(paths, speakers=["theo", "george", "theo"])
+    assert not torch_close(together, apart)  # the statistics follow the speakers
+    assert [sorted(p, reverse=True) for p in printed] == [sorted(round(v, 4) for v in row)[::-1][:2]
+                                                          for row in together.tolist()]
+    no_speakers = manifest(root / "plain.tsv", root / "audio", ["1_theo_0.wav", "0_george_1.wav"])
+    line = one_error(run_cli("evaluate", f"ckpt_path={ckpt}", f"split={no_speakers}",
+                             f"output_dir={root / 'eval-plain'}", cwd=root))
+    assert "plain.tsv" in line and "no speaker column" in line
+    assert not (root / "eval-plain").exists()
+
+
+def torch_close(a, b) -> bool:
+    import torch
+
+    return bool(torch.allclose(a, b, atol=1e-6))
+
+
+def test_speaker_normalisation_without_the_column_is_one_line_before_training(mirror_root, tmp_path):
+    recordings = mirror_root / "fsdd" / "recordings"
+    train = manifest(tmp_path / "train.tsv", recordings, ["0_george_5.wav", "1_george_5.wav"])
+    proc = run_cli("train", "experiment=speech_classify", f"data.train={train}", f"data.data_dir={tmp_path / 'c'}",
+                   f"hydra.run.dir={tmp_path / 'run'}", *TINY_MODEL, "data.normalize=speaker", cwd=tmp_path)
+    line = one_error(proc)
+    assert "train.tsv:1" in line and "no speaker column" in line and "data.normalize=speaker" in line
+    assert not (tmp_path / "run").exists()
+
+
+def test_the_server_refuses_a_speaker_normalised_model_in_one_line(trained_per_speaker):
+    """One upload gives no speaker's statistics, and a batch mixes clients: refused at start."""
+    pytest.importorskip("fastapi")
+    from hydra_helpers import compose_cfg
+
+    from transformer.cli import serve
+
+    _, summary = trained_per_speaker
+    cfg = compose_cfg("serve", [f"models=[{{id:digits,ckpt_path:{summary['best_checkpoint']}}}]"])
+    with pytest.raises(ValueError, match=r"models\[0\].ckpt_path: a model trained with data.normalize=speaker") as e:
+        serve.check(cfg)
+    assert "\n" not in str(e.value)
