@@ -2,8 +2,9 @@
 
 ``audio.py`` reads a file (libsndfile) as one float32 channel at the model's sample rate (soxr
 resamples), or raises one :class:`AudioError` line naming file and row; ``features.py`` frames it
-(25 ms windows every 10 ms, log-mel, per-utterance normalisation, SpecAugment masks for
-training); ``manifest.py`` reads and writes ``audio path<TAB>transcript`` TSVs, the main path;
+(25 ms windows every 10 ms, log-mel, per-utterance or per-speaker normalisation, SpecAugment
+masks for training); ``manifest.py`` reads and writes ``audio path<TAB>transcript`` TSVs (a
+speaker column optional), the main path;
 ``dataset.py`` is the torch Dataset over manifest rows and the collate that pads frames;
 ``fsdd.py`` is the Free Spoken Digit Dataset preset (fetched like every dataset, written as
 manifests) and the connected digit strings made from it. The model's speech front end is
