@@ -11,7 +11,9 @@ voices the model trains on, which cannot tell whether a change carries a digit t
 ``--dev-speaker next`` holds a second speaker out as the dev set instead (the speaker after the
 test speaker in ``SPEAKERS``' order, round the end: george's fold validates on jackson, yweweler's
 on george): four speakers train, one unseen speaker picks the checkpoint, another is tested. The
-fold's manifests go to ``<out>/manifests/<test speaker>/{train,dev,test}.tsv``.
+fold's manifests go to ``<out>/manifests/<test speaker>/{train,dev,test}.tsv``, each row with its
+speaker (``data.normalize=speaker_mean`` normalises by it; the held-out speaker's statistics come
+from their own unlabelled recordings).
 
 Prints one JSON object: each fold's test accuracy and best dev accuracy (with ``--dev-speaker``,
 each fold's dev speaker too), the test accuracies' mean and standard deviation.
