@@ -100,3 +100,21 @@ def test_without_mixing_the_loss_is_the_plain_one():
     batch = {"src": images(), "labels": torch.tensor([0, 1, 2, 0, 1, 2]), "index": torch.arange(6)}
     loss = task.training_step(batch, 0)
     assert loss.item() == pytest.approx(F.cross_entropy(task.model(batch["src"]), batch["labels"]).item(), rel=1e-6)
+
+
+@pytest.mark.parametrize("temperature", [1.0, 3.0])
+def test_the_teacher_s_term_is_at_the_distillation_temperature(temperature):
+    """``task.distill_temperature`` reaches the training loss: ``T² · KL`` of the teacher's and
+    the student's probabilities, both softened by ``T`` (Hinton et al. 2015), not those at 1."""
+    task = image_task(distill_weight=1.0, distill_temperature=temperature)
+    batch = {"src": images(), "labels": torch.tensor([0, 1, 2, 0, 1, 2]), "index": torch.arange(6)}
+    torch.manual_seed(1)
+    task._teacher_probs = torch.softmax(3 * torch.randn(6, 3), -1)  # (N, C): each training row's
+    loss = task.training_step(batch, 0)
+    logits = task.model(batch["src"])  # (B, C)
+    p_t = torch.softmax(task._teacher_probs.log() / temperature, -1)
+    expected = F.kl_div(F.log_softmax(logits / temperature, -1), p_t, reduction="batchmean") * temperature ** 2
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-5)
+    if temperature != 1.0:
+        at_1 = F.kl_div(F.log_softmax(logits, -1), task._teacher_probs, reduction="batchmean")
+        assert loss.item() != pytest.approx(at_1.item(), rel=1e-2)

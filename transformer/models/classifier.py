@@ -15,7 +15,7 @@ from torch import Tensor, nn
 
 from transformer.models.pooling import AttentionPooling
 from transformer.models.transformer import EncoderConfig, InputHook, TransformerEncoder, hp, init_weights
-from transformer.ranges import Range
+from transformer.ranges import Probability, Range
 
 
 @dataclass
@@ -37,10 +37,15 @@ class ClassifierConfig(EncoderConfig):
         n_classes: number of labels C (from the data).
         pooling: a factory called with ``d_model, n_heads`` (a ``_partial_`` config of
             ``ClsPooling``, ``FirstPooling``, ``MeanPooling`` or ``AttentionPooling``); ``None`` = attention.
+        drop_path: stochastic depth (Huang et al. 2016) in the encoder's layers: in training each
+            residual branch is dropped for a whole sample, at this rate in the top layer and less
+            below it, linearly down to 0 in the first (``modules.drop_path.depth_rates``; DeiT's
+            ViTs use 0.1); 0 = off.
     """
 
     n_classes: int = hp(within=Range(1, 2**20))
     pooling: Callable[..., nn.Module] | None = hp(None, factory=True)
+    drop_path: float = hp(0.0, within=Probability())
 
 
 class SequenceClassifier(nn.Module):
@@ -64,7 +69,7 @@ class SequenceClassifier(nn.Module):
         self.pad_id = cfg.pad_id
         self.vocab_size = cfg.vocab_size
         self.n_classes = cfg.n_classes
-        self.encoder = TransformerEncoder(cfg, cfg.n_layers)
+        self.encoder = TransformerEncoder(cfg, cfg.n_layers, drop_path=cfg.drop_path)
         self.pooling = (cfg.pooling or AttentionPooling)(d_model=cfg.d_model, n_heads=cfg.n_heads)
         self.dropout = nn.Dropout(cfg.dropout)
         self.classifier = nn.Linear(cfg.d_model, cfg.n_classes)

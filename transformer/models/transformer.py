@@ -47,20 +47,10 @@ from transformer.models.config import (
     TransformerConfig,
     hp,
 )
-from transformer.modules.attention import (
-    ATTENTION_SCORES,
-    AdditiveAttention,
-    EdgeMask,
-    LocalWindow,
-    MultiHeadAttention,
-    PackedRows,
-    causal_mask,
-    grid_window_mask,
-    packable,
-    merge_masks,
-    pad_mask,
-    padding_bias,
-)
+from transformer.modules.attention import (ATTENTION_SCORES, AdditiveAttention, EdgeMask, LocalWindow,
+                                          MultiHeadAttention, PackedRows, causal_mask, grid_window_mask, packable,
+                                          merge_masks, pad_mask, padding_bias)
+from transformer.modules.drop_path import DropPath, depth_rates
 from transformer.modules.kv_cache import KVCache, StaticKVCache
 from transformer.modules.positional import SinusoidalPositionalEncoding, build_positional
 
@@ -204,11 +194,13 @@ class TransformerEncoder(nn.Module):
         embedding: an existing ``nn.Embedding`` to share (joint vocabulary).
         residual, feed_forward, layer_norm, attention_score, attention_projections, score_bias: the
             ``EncoderLayer`` switches of every layer; without ``layer_norm`` no final LayerNorm either.
+        drop_path: stochastic depth's rate at the top layer, rising from 0 at the bottom (``depth_rates``).
     """
 
     def __init__(self, cfg: StackConfig, n_layers: int, embedding: nn.Embedding | None = None,
                  residual: bool = True, feed_forward: bool = True, layer_norm: bool = True,
-                 attention_score: str = "dot", attention_projections: bool = True, score_bias: bool = False):
+                 attention_score: str = "dot", attention_projections: bool = True, score_bias: bool = False,
+                 drop_path: float = 0.0):
         super().__init__()
         self.d_model = d_model = cfg.d_model
         self.pad_id = cfg.pad_id
@@ -222,7 +214,7 @@ class TransformerEncoder(nn.Module):
         self.type_embedding = nn.Embedding(cfg.type_vocab_size, d_model) if cfg.type_vocab_size else None
         self.embedding_norm = embedding_norm(d_model, cfg)
         self.dropout = nn.Dropout(cfg.dropout)
-        self.layers = layer_stack(EncoderLayer, cfg, n_layers, residual=residual, feed_forward=feed_forward,
+        self.layers = layer_stack(EncoderLayer, cfg, n_layers, drop_path, residual=residual, feed_forward=feed_forward,
                                   layer_norm=layer_norm, attention_score=attention_score,
                                   attention_projections=attention_projections, score_bias=score_bias)
         self.final_norm = final_norm(d_model, cfg.norm_first and layer_norm, cfg.norm_eps)
@@ -447,6 +439,8 @@ class EncoderLayer(nn.Module):
     (``modules.attention.ATTENTION_SCORES``): ``"dot"`` (scaled dot product) or ``"additive"``
     (GAT's score, ``AdditiveAttention``); ``attention_projections=False`` (additive only) takes its
     input as ``W x`` with no ``W_o``, GAT's layer exactly (``score_bias``: with the authors' score biases).
+    ``drop_path``: in training, each residual branch is dropped for a whole sample at this rate
+    (stochastic depth, Huang et al. 2016; ``modules.drop_path``).
 
     ``forward(x (B, S, D), mask (B, 1, 1|S, S) bool | LocalWindow | None, attn_bias (1, H, S, S) | None,
     need_weights, rows) -> (x (B, S, D), weights (B, H, S, S) | None)``; given ``rows``
@@ -456,7 +450,7 @@ class EncoderLayer(nn.Module):
     def __init__(self, d_model: int, n_heads: int, d_ff: int, dropout: float = 0.1, activation: str = "relu",
                  norm_first: bool = False, norm_eps: float = 1e-5, residual: bool = True,
                  feed_forward: bool = True, layer_norm: bool = True, attention_score: str = "dot",
-                 attention_projections: bool = True, score_bias: bool = False):
+                 attention_projections: bool = True, score_bias: bool = False, drop_path: float = 0.0):
         super().__init__()
         self.norm_first = norm_first
         self.residual = residual
@@ -476,6 +470,7 @@ class EncoderLayer(nn.Module):
         self.norm_1 = norm()
         self.norm_2 = norm() if feed_forward else nn.Identity()
         self.dropout = nn.Dropout(dropout)
+        self.drop_path = DropPath(drop_path)
 
     def _self_attention(self, h: Tensor, mask, attn_bias, need_weights,
                         rows: PackedRows | None = None) -> tuple[Tensor, Tensor | None]:
@@ -487,21 +482,21 @@ class EncoderLayer(nn.Module):
             out = rows.pack(out)  # (B, S, D) -> (N, D)
         return self.dropout(out), w
 
-    def _add(self, x: Tensor, sublayer: Tensor) -> Tensor:
-        return x + sublayer if self.residual else sublayer
+    def _add(self, x: Tensor, sublayer: Tensor, rows: PackedRows | None) -> Tensor:
+        return x + self.drop_path(sublayer, rows) if self.residual else sublayer
 
     def forward(self, x: Tensor, mask: Tensor | None = None, attn_bias: Tensor | None = None,
                 need_weights: bool = False, rows: PackedRows | None = None) -> tuple[Tensor, Tensor | None]:
         if self.norm_first:
             a, w = self._self_attention(self.norm_1(x), mask, attn_bias, need_weights, rows)
-            x = self._add(x, a)
+            x = self._add(x, a, rows)
             if self.ffn is not None:
-                x = self._add(x, self.dropout(self.ffn(self.norm_2(x))))
+                x = self._add(x, self.dropout(self.ffn(self.norm_2(x))), rows)
         else:
             a, w = self._self_attention(x, mask, attn_bias, need_weights, rows)
-            x = self.norm_1(self._add(x, a))
+            x = self.norm_1(self._add(x, a, rows))
             if self.ffn is not None:
-                x = self.norm_2(self._add(x, self.dropout(self.ffn(x))))
+                x = self.norm_2(self._add(x, self.dropout(self.ffn(x)), rows))
         if self.ffn is None:
             x = self.activation(x)
         return x, w
@@ -603,11 +598,14 @@ def final_norm(d_model: int, norm_first: bool, eps: float = 1e-5) -> nn.Module:
     return nn.LayerNorm(d_model, eps=eps) if norm_first else nn.Identity()
 
 
-def layer_stack(layer: type[nn.Module], cfg: StackConfig, n_layers: int, **switches: bool | str) -> nn.ModuleList:
+def layer_stack(layer: type[nn.Module], cfg: StackConfig, n_layers: int, drop_path: float = 0.0,
+                **switches: bool | str) -> nn.ModuleList:
     """``n_layers`` layers of class ``layer`` (:class:`EncoderLayer` or :class:`DecoderLayer`),
-    each of ``cfg``'s widths, dropout, activation and norm placement, and an encoder layer's switches."""
+    each of ``cfg``'s widths, dropout, activation and norm placement, and an encoder layer's switches;
+    ``drop_path`` (encoder layers): stochastic depth, layer ``i`` at ``depth_rates(drop_path, n_layers)[i]``."""
+    rates = [{"drop_path": r} if drop_path else {} for r in depth_rates(drop_path, n_layers)]
     return nn.ModuleList(layer(cfg.d_model, cfg.n_heads, cfg.d_ff, cfg.dropout, cfg.activation, cfg.norm_first,
-                               cfg.norm_eps, **switches) for _ in range(n_layers))
+                               cfg.norm_eps, **switches, **rate) for rate in rates)
 
 
 def embedding_norm(d_model: int, cfg: StackConfig) -> nn.Module:
