@@ -50,21 +50,25 @@ TINY_MODEL = ["model.d_model=32", "model.n_heads=2", "model.n_layers=1", "model.
 N_CEPS = 12  # of TINY_MODEL's 20 mel bands
 
 
-@pytest.fixture(scope="module")
-def trained(mirror_root, tmp_path_factory):
-    recordings = mirror_root / "fsdd" / "recordings"
-    root = tmp_path_factory.mktemp("speech")
+def train_tiny(recordings: Path, root: Path, write_manifest, *overrides: str) -> tuple[Path, dict]:
+    """A tiny classifier of 0s and 1s from george and theo (takes 5-10 train, 0-1 test), trained
+    through the command line in ``root``: ``(root, its train_summary.json)``."""
     names = [f"{d}_{s}_{i}.wav" for d in (0, 1) for s in ("george", "theo") for i in range(5, 11)]
     tests = [f"{d}_{s}_{i}.wav" for d in (0, 1) for s in ("george", "theo") for i in range(2)]
-    train = manifest(root / "train.tsv", recordings, names)
-    test = manifest(root / "test.tsv", recordings, tests)
+    train = write_manifest(root / "train.tsv", recordings, names)
+    test = write_manifest(root / "test.tsv", recordings, tests)
     run = root / "run"
-    # MFCCs (data.n_ceps): the checkpoint must carry them for evaluate, classify and serve
     proc = run_cli("train", "experiment=speech_classify", f"data.train={train}", f"data.test={test}",
-                   f"data.data_dir={root / 'cache'}", f"hydra.run.dir={run}", *TINY_MODEL, f"data.n_ceps={N_CEPS}",
-                   cwd=root)
+                   f"data.data_dir={root / 'cache'}", f"hydra.run.dir={run}", *TINY_MODEL, *overrides, cwd=root)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return root, json.loads((run / "train_summary.json").read_text())
+
+
+@pytest.fixture(scope="module")
+def trained(mirror_root, tmp_path_factory):
+    # MFCCs (data.n_ceps): the checkpoint must carry them for evaluate, classify and serve
+    return train_tiny(mirror_root / "fsdd" / "recordings", tmp_path_factory.mktemp("speech"), manifest,
+                      f"data.n_ceps={N_CEPS}")
 
 
 def test_a_speech_classifier_trains_evaluates_and_classifies_audio_files(trained):
@@ -199,18 +203,8 @@ def speaker_manifest(path: Path, recordings: Path, names: list[str]) -> Path:
 
 @pytest.fixture(scope="module")
 def trained_per_speaker(mirror_root, tmp_path_factory):
-    recordings = mirror_root / "fsdd" / "recordings"
-    root = tmp_path_factory.mktemp("speech-speaker")
-    names = [f"{d}_{s}_{i}.wav" for d in (0, 1) for s in ("george", "theo") for i in range(5, 11)]
-    tests = [f"{d}_{s}_{i}.wav" for d in (0, 1) for s in ("george", "theo") for i in range(2)]
-    train = speaker_manifest(root / "train.tsv", recordings, names)
-    test = speaker_manifest(root / "test.tsv", recordings, tests)
-    run = root / "run"
-    proc = run_cli("train", "experiment=speech_classify", f"data.train={train}", f"data.test={test}",
-                   f"data.data_dir={root / 'cache'}", f"hydra.run.dir={run}", *TINY_MODEL, "data.normalize=speaker",
-                   cwd=root)
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    return root, json.loads((run / "train_summary.json").read_text())
+    return train_tiny(mirror_root / "fsdd" / "recordings", tmp_path_factory.mktemp("speech-speaker"),
+                      speaker_manifest, "data.normalize=speaker")
 
 
 def test_a_speaker_normalised_classifier_records_it_and_evaluates_by_the_speaker_column(trained_per_speaker):
