@@ -67,7 +67,7 @@ def trained(tmp_path_factory):
     folder = digit_folder(root / "digits")
     summary = train_cli.run(compose_cfg("train", [
         "experiment=image_classify", f"data.train={folder}", f"data.data_dir={root / 'cache'}",
-        f"output_dir={root / 'run'}", "model.window=1", *TINY]))
+        f"output_dir={root / 'run'}", "model.window=1", "test_checkpoint=last", *TINY]))
     return root, summary
 
 
@@ -100,6 +100,9 @@ def test_an_image_classifier_trains_evaluates_and_classifies_image_files(trained
     (written,) = (root / "eval").glob("*.test.metrics.json")
     metrics = json.loads(written.read_text())
     assert 0 <= metrics["acc"] <= 1 and metrics["n"] == 6  # 20 % of each class of 10
+    # test_checkpoint=last: the run's own test scored the last checkpoint, as evaluate does
+    assert summary["test"]["test"]["checkpoint"] == ckpt != summary["best_checkpoint"]
+    assert summary["test"]["test"]["acc"] == metrics["acc"]
     paths = [str(root / "digits" / "1" / "0.png"), str(root / "digits" / "2" / "3.png")]
     code, out, err = in_process(classify, [f"ckpt_path={ckpt}", "top_k=3"], capsys, monkeypatch,
                                 stdin="\n".join(paths) + "\n")
@@ -256,3 +259,14 @@ def test_a_vit_student_learns_its_cnn_teachers_labels_on_an_image_folder(tmp_pat
     assert sum(s == d for s, d in zip(said, real_digit)) >= 24
     ckpt = torch.load(online["last_checkpoint"], map_location="cpu", weights_only=True)
     assert not any(k.startswith("_teachers") or "teacher" in k for k in ckpt["state_dict"])
+
+
+def test_the_checkpoint_a_run_tests_is_best_or_last(tmp_path):
+    from hydra_helpers import compose_cfg
+
+    from transformer.cli import train as train_cli
+
+    cfg = compose_cfg("train", ["experiment=digits", f"output_dir={tmp_path / 'run'}", "test_checkpoint=worst"])
+    with pytest.raises(ValueError, match=r"^test_checkpoint='worst': expected best or last$"):
+        train_cli.preflight(cfg)
+    assert not (tmp_path / "run").exists()

@@ -152,6 +152,8 @@ def check_config(cfg: DictConfig, complete: bool = False) -> None:
         expected = int if key == "seed" else str
         if key in cfg and (not isinstance(cfg[key], expected) or isinstance(cfg[key], bool)):
             raise ValueError(f"{key}={cfg[key]!r}: expected {expected.__name__}")
+    if cfg.get("test_checkpoint", "best") not in ("best", "last"):
+        raise ValueError(f"test_checkpoint={show(cfg.test_checkpoint)}: expected best or last")
     for key in ("trainer", "callbacks", "logger"):  # train.yaml's blocks; null turns callbacks or loggers off
         if not isinstance(cfg.get(key), DictConfig) and not (key != "trainer" and cfg.get(key) is None):
             raise ValueError(f"{key}={cfg.get(key)!r}: expected its settings as keys, {key}.<name>=... "
@@ -341,7 +343,7 @@ def run(cfg: DictConfig) -> dict:
 
 
 def train(cfg: DictConfig, ckpt: dict | None) -> dict:
-    """Fit in the claimed ``output_dir``, then report (and test) the best checkpoint."""
+    """Fit in the claimed ``output_dir``, then report (and test) the best or the last checkpoint."""
     # Lightning is imported here, not at the top: a command line refused by the checks before
     # training prints its error line without Lightning's seconds of start-up.
     import lightning as L
@@ -374,20 +376,15 @@ def train(cfg: DictConfig, ckpt: dict | None) -> dict:
         trainer.fit(task, datamodule=dm, ckpt_path=cfg.get("ckpt_path"), weights_only=True)
     except SIGTERMException:
         raise StoppedBySignal(stopped_message(trainer)) from None
-    summary = {
-        "output_dir": str(out),
-        "parameters": count_parameters(task.model),
-        "global_step": trainer.global_step,
-        "epochs": trainer.current_epoch,
-        **checkpoint_summary(trainer),
-        "monitor": cfg.get("monitor"),
-    }
-    if cfg.get("test_splits") and trainer.is_global_zero and summary["best_checkpoint"]:
+    summary = {"output_dir": str(out), "parameters": count_parameters(task.model), "global_step": trainer.global_step,
+               "epochs": trainer.current_epoch, **checkpoint_summary(trainer), "monitor": cfg.get("monitor")}
+    tested = summary[f"{cfg.get('test_checkpoint', 'best')}_checkpoint"]
+    if cfg.get("test_splits") and trainer.is_global_zero and tested:
         from transformer.cli.evaluate import evaluate_checkpoint
 
         test_decode = DecodeSettings.of(cfg.get("test_decode"), "test_decode")  # null: every default
         summary["test"] = {
-            split: evaluate_checkpoint(summary["best_checkpoint"], split, test_decode,
+            split: evaluate_checkpoint(tested, split, test_decode,
                                        out / "eval", data_dir=cfg.data.get("data_dir", "data/cache"),
                                        mirror_root=cfg.data.get("mirror_root"))
             for split in cfg.test_splits
