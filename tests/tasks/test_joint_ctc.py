@@ -76,7 +76,7 @@ def test_the_ctc_term_sends_gradients_into_the_encoder():
     enc = joint.model.encode(b["src"])
     from transformer.tasks.translation import encoder_ctc_loss
 
-    encoder_ctc_loss(joint.model, enc, b["tgt_in"], PAD).backward()
+    encoder_ctc_loss(joint.model, enc, b["tgt_in"], PAD)[0].backward()
     grads = {name: p.grad for name, p in joint.model.named_parameters()}
     assert grads["ctc_proj.weight"].abs().sum() > 0
     assert all(g is not None and g.abs().sum() > 0 for n, g in grads.items() if n.startswith("encoder.layers."))
@@ -111,3 +111,74 @@ def test_the_head_survives_the_checkpoint_and_decoding_is_the_decoder_s(tmp_path
     assert "ctc_proj.weight" not in plain.state_dict()
     back.model = plain
     assert back.search_fn({"strategy": "greedy", "max_len_a": 0.0, "max_len_b": 6})(src) == search(src)
+
+
+def best_path_by_enumeration(log_probs: torch.Tensor, target: list[int], blank: int) -> list[int] | None:
+    """The highest-scoring frame labelling that collapses to ``target``, as the index of the
+    target token each frame emits (-1: blank); None when no labelling does."""
+    import itertools
+
+    best, found = float("-inf"), None
+    for labels in itertools.product(range(log_probs.size(1)), repeat=log_probs.size(0)):
+        tokens, index, prev = [], [], None
+        for c in labels:
+            if c != blank and c != prev:
+                tokens.append(c)
+            index.append(-1 if c == blank else len(tokens) - 1)
+            prev = c
+        score = sum(float(log_probs[u, c]) for u, c in enumerate(labels))
+        if tokens == target and score > best:
+            best, found = score, index
+    return found
+
+
+def test_the_ctc_alignment_is_the_best_path_that_spells_the_target():
+    from transformer.tasks.ctc_loss import ctc_alignment
+
+    torch.manual_seed(0)
+    for _ in range(25):
+        n_frames, n_tokens = 6, int(torch.randint(1, 4, ()))
+        target = torch.randint(1, 4, (n_tokens,)).tolist()  # repeats included: they need a blank between
+        log_probs = torch.randn(n_frames, 4).log_softmax(-1)
+        expected = best_path_by_enumeration(log_probs, target, blank=0)
+        got = ctc_alignment(log_probs[None], torch.tensor([n_frames]), torch.tensor([target]),
+                            torch.tensor([n_tokens]), blank_id=0)[0].tolist()
+        assert got == (expected if expected is not None else [-1] * n_frames), (target, got, expected)
+    # a batch: a shorter sentence's padded frames and target positions take no part
+    lp = torch.randn(2, 6, 4).log_softmax(-1)
+    got = ctc_alignment(lp, torch.tensor([6, 4]), torch.tensor([[1, 2, 2], [3, 0, 0]]), torch.tensor([3, 1]), 0)
+    assert got[1, 4:].tolist() == [-1, -1]
+    assert got[1, :4].tolist() == best_path_by_enumeration(lp[1, :4], [3], blank=0)
+    assert got[0].tolist() == best_path_by_enumeration(lp[0], [1, 2, 2], blank=0)
+
+
+def test_the_attention_guide_adds_the_mass_off_the_ctc_path_and_trains_the_decoder_s_attention():
+    from transformer.tasks.translation import encoder_ctc_loss, guided_attention_losses
+
+    g, w = 0.5, 0.3
+    guided, plain = task(JOINT, ctc_weight=w, attention_guide=g), task(JOINT, ctc_weight=w)
+    b = batch()
+    loss, nll, _, ctc = guided._loss(b)
+    base_loss, base_nll, _, base_ctc = plain._loss(b)  # the same weights (seed 0)
+    torch.testing.assert_close(ctc, base_ctc)
+    torch.testing.assert_close(nll, base_nll)
+    enc = guided.model.encode(b["src"])
+    _, path = encoder_ctc_loss(guided.model, enc, b["tgt_in"], PAD, align=True)
+    _, _, guide = guided_attention_losses(guided.model, enc, b["tgt_in"], b["tgt_out"], path, 0.1, PAD)
+    torch.testing.assert_close(loss, base_loss + g * guide)
+    # by hand: head 0 of the last cross-attention, row j's weight on the frames emitting token j
+    _, weights = guided.model.decoder(b["tgt_in"], enc.memory, enc.src_pad_mask, None, need_weights=True)
+    cross = weights[-1][1][:, 0]  # (B, T, S)
+    terms = [-torch.log(cross[s, j][path[s] == j].sum()) for s in range(2) for j in range(3) if (path[s] == j).any()]
+    assert len(terms) == 4  # 3 tokens + 1 (the sentences' real tokens)
+    torch.testing.assert_close(guide, torch.stack(terms).mean())
+    # the guide trains the decoder's cross-attention (its queries) and the encoder, not the CTC head
+    guide.backward()
+    grads = {name: p.grad for name, p in guided.model.named_parameters()}
+    assert grads["decoder.layers.0.cross_attn.w_q.weight"].abs().sum() > 0
+    assert grads["ctc_proj.weight"] is None
+
+
+def test_the_attention_guide_needs_the_ctc_head_trained():
+    with pytest.raises(ValueError, match=r"task.attention_guide=0.5 follows the CTC head's alignment"):
+        task(JOINT, attention_guide=0.5)

@@ -36,7 +36,7 @@ def ckpt_of(task) -> dict:
 
 
 @pytest.mark.parametrize("cls, own", [
-    (TranslationTask, {"loss", "compile", "compile_mode", "ctc_weight"}),
+    (TranslationTask, {"loss", "compile", "compile_mode", "ctc_weight", "attention_guide"}),
     (NATTranslationTask, {"mask_id", "length_loss_weight", "glancing"}),
     (CTCTranslationTask, {"mask_id", "glancing", "label_smoothing"}),
 ])

@@ -23,8 +23,8 @@ from transformer.decoding.precision import decoding_model
 from transformer.decoding.settings import DecodeSettings
 from transformer.inference import SearchFn
 from transformer.models.transformer import EncoderOut
-from transformer.ranges import Probability
-from transformer.tasks.ctc_loss import ctc_losses, nat_targets
+from transformer.ranges import Probability, Range
+from transformer.tasks.ctc_loss import ctc_alignment, ctc_losses, nat_targets
 from transformer.tasks.seq2seq import Seq2SeqTask, frames_of_batch
 
 
@@ -101,15 +101,39 @@ def real_positions_loss(model: torch.nn.Module, src: torch.Tensor, tgt_in: torch
 TRANSLATION_LOSSES = {"all_positions": all_positions_loss, "real_positions": real_positions_loss}
 
 
-def encoder_ctc_loss(model: torch.nn.Module, enc: EncoderOut, tgt_in: torch.Tensor, pad_id: int) -> torch.Tensor:
+def encoder_ctc_loss(model: torch.nn.Module, enc: EncoderOut, tgt_in: torch.Tensor, pad_id: int,
+                     align: bool = False) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The CTC loss of a ``JointCTCEncoderDecoder``'s head over the encoder positions ``enc``, per
     target token it covers: the CTC task's targets (``tgt_in`` without its first token: no BOS,
     no EOS) and loss (``tasks.ctc_loss``; a sentence with fewer real encoder positions than it
-    needs adds nothing)."""
+    needs adds nothing); with ``align``, also the head's best path (``ctc_alignment``, ``(B, S)``:
+    the target token each encoder position emits, -1 for none), else None."""
     target, real = nat_targets(tgt_in, pad_id)  # (B, L)
     log_probs = F.log_softmax(model.ctc_logits(enc).float(), dim=-1)  # (B, S, V)
-    loss_sum, n_tokens, _ = ctc_losses(log_probs, enc.src_pad_mask.sum(1), target, real.sum(1), model.blank_id)
-    return loss_sum / n_tokens.clamp(min=1)
+    lengths = enc.src_pad_mask.sum(1)  # (B,)
+    loss_sum, n_tokens, _ = ctc_losses(log_probs, lengths, target, real.sum(1), model.blank_id)
+    path = ctc_alignment(log_probs, lengths, target, real.sum(1), model.blank_id) if align else None
+    return loss_sum / n_tokens.clamp(min=1), path
+
+
+def guided_attention_losses(model: torch.nn.Module, enc: EncoderOut, tgt_in: torch.Tensor, tgt_out: torch.Tensor,
+                            path: torch.Tensor, label_smoothing: float,
+                            pad_id: int) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """``(loss, nll, guide)``: the decoder's teacher-forced losses (as ``all_positions_loss``) and
+    how far the first head of its last cross-attention is from where the CTC head emits each
+    token: the mean over target tokens j of ``-log`` (the weight decoder row j, which writes token
+    j, puts on the encoder positions whose CTC path ``path (B, S)`` emits token j). Tokens the path
+    does not place (an unaligned sentence) are left out."""
+    logits, weights = model.decoder(tgt_in, enc.memory, enc.src_pad_mask, model._target_mask(tgt_in),
+                                    need_weights=True)  # (B, T, V), per layer (self, cross (B, H, T, S))
+    loss, nll = label_smoothed_nll(logits, tgt_out, label_smoothing, pad_id)
+    n_tokens = tgt_in.size(1) - 1  # rows 0 .. L-1 write the tokens, the last one EOS
+    cross = weights[-1][1][:, 0, :n_tokens].float()  # (B, L, S)
+    emits = path.unsqueeze(1) == torch.arange(n_tokens, device=path.device).view(1, -1, 1)  # (B, L, S)
+    placed = emits.any(-1)  # (B, L)
+    mass = (cross * emits).sum(-1).clamp(min=1e-6)  # (B, L)
+    guide = -(mass.log() * placed).sum() / placed.sum().clamp(min=1)
+    return loss, nll, guide
 
 
 def frames_length_cap(cfg: DecodeSettings, data: Mapping[str, Any]) -> DecodeSettings:
@@ -149,6 +173,12 @@ class TranslationTask(Seq2SeqTask):
             the encoder positions (``models.JointCTCEncoderDecoder``; ESPnet's usual w is 0.3),
             logged as ``train/ctc`` and ``val/ctc``. 0 (the default): the cross-entropy alone, as
             for a plain ``EncoderDecoder``; above 0 the model must have the head.
+        attention_guide: g, with ``ctc_weight`` above 0: ``g`` times ``guided_attention_losses``'
+            guide is added to the loss (logged as ``train/guide`` and ``val/guide``): one head of
+            the decoder's last cross-attention learns to read, for each token it writes, the
+            encoder positions where the CTC head's best path emits that token. The decoder must
+            then know where it is in the recording, which content alone cannot tell when a
+            token repeats. Training only: the model and its search are unchanged. 0: off.
     """
 
     kind = kinds.TRANSLATION
@@ -156,7 +186,8 @@ class TranslationTask(Seq2SeqTask):
     model_kind = strategies.AUTOREGRESSIVE
 
     def __init__(self, loss: str = "all_positions", compile: bool = False, compile_mode: str = "default",
-                 ctc_weight: Annotated[float, Probability()] = 0.0, **shared: Any) -> None:
+                 ctc_weight: Annotated[float, Probability()] = 0.0,
+                 attention_guide: Annotated[float, Range(0.0, 100.0)] = 0.0, **shared: Any) -> None:
         if loss not in TRANSLATION_LOSSES:
             raise ValueError(f"task.loss must be one of {sorted(TRANSLATION_LOSSES)}, got {loss!r}")
         super().__init__(**shared)
@@ -165,6 +196,10 @@ class TranslationTask(Seq2SeqTask):
             raise ValueError(f"task.ctc_weight={ctc_weight} needs a CTC head on the encoder: "
                              f"model._target_=transformer.models.JointCTCEncoderDecoder "
                              f"(this model is a {type(self.model).__name__})")
+        self.attention_guide = float(attention_guide)
+        if self.attention_guide > 0 and self.ctc_weight == 0:
+            raise ValueError(f"task.attention_guide={attention_guide} follows the CTC head's alignment: "
+                             f"it needs task.ctc_weight > 0 (and the model's CTC head)")
         loss_fn = TRANSLATION_LOSSES[loss]
         self.loss_fn = torch.compile(loss_fn, mode=compile_mode) if compile else loss_fn
 
@@ -206,16 +241,25 @@ class TranslationTask(Seq2SeqTask):
 
     def _loss(self, batch: dict) -> tuple[torch.Tensor, torch.Tensor, int, torch.Tensor | None]:
         """``(loss, nll, n_tokens, ctc)``: ``ctc`` is the CTC head's loss (None when
-        ``ctc_weight`` is 0), already mixed into ``loss``; ``nll`` is the decoder's."""
+        ``ctc_weight`` is 0), already mixed into ``loss`` (as the attention guide, logged here);
+        ``nll`` is the decoder's."""
         hp = self.hparams
         inputs, ctc = frames_of_batch(batch), None
         if self.ctc_weight > 0:
             inputs["enc"] = self.model.encode(batch["src"], **inputs)  # one encoder pass for both losses
-        loss, nll = self.loss_fn(self.model, batch["src"], batch["tgt_in"], batch["tgt_out"],
-                                 hp.label_smoothing, hp.pad_id, **inputs)
+            ctc, path = encoder_ctc_loss(self.model, inputs["enc"], batch["tgt_in"], hp.pad_id,
+                                         align=self.attention_guide > 0)
+        if self.attention_guide > 0:
+            loss, nll, guide = guided_attention_losses(self.model, inputs["enc"], batch["tgt_in"], batch["tgt_out"],
+                                                       path, hp.label_smoothing, hp.pad_id)
+            self.log(f"{'train' if self.training else 'val'}/guide", guide, batch_size=batch["tgt_in"].size(0))
+        else:
+            loss, nll = self.loss_fn(self.model, batch["src"], batch["tgt_in"], batch["tgt_out"],
+                                     hp.label_smoothing, hp.pad_id, **inputs)
         if self.ctc_weight > 0:
-            ctc = encoder_ctc_loss(self.model, inputs["enc"], batch["tgt_in"], hp.pad_id)
             loss = self.ctc_weight * ctc + (1.0 - self.ctc_weight) * loss
+        if self.attention_guide > 0:
+            loss = loss + self.attention_guide * guide
         # The collator counts real target tokens on the host; counting here would sync.
         n_tokens = batch["n_tokens"] if "n_tokens" in batch else int(batch["tgt_out"].ne(hp.pad_id).sum())
         return loss, nll, n_tokens, ctc
