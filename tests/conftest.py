@@ -1,4 +1,5 @@
-"""Shared pytest fixtures: seeding, the offline dataset mirror, a no-network guard."""
+"""Shared pytest fixtures: seeding, the offline dataset mirror, a no-network guard; torch threads
+shared out among pytest-xdist's worker processes."""
 
 from __future__ import annotations
 
@@ -9,6 +10,23 @@ from pathlib import Path
 import pytest
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
+
+
+def pytest_configure(config):
+    """Each pytest-xdist worker gets its share of the cores as torch threads (one each for ``-n 2``
+    on two cores), and so do the commands it starts (``OMP_NUM_THREADS``). Left at torch's
+    default, every worker runs one thread per core: OpenMP's threads then wait on each other
+    across the processes, and a test that trains in process takes several times as long on a
+    busy 2-core machine. A thread count the environment sets is kept."""
+    workers = os.environ.get("PYTEST_XDIST_WORKER_COUNT")
+    if not workers or "OMP_NUM_THREADS" in os.environ:
+        return
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    threads = max(1, cores // int(workers))
+    os.environ["OMP_NUM_THREADS"] = str(threads)  # before torch starts its pool; inherited by subprocesses
+    import torch
+
+    torch.set_num_threads(threads)
 
 
 def _mirror_root() -> Path | None:
