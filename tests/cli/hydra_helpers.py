@@ -31,19 +31,29 @@ def compose_cfg(config_name: str, overrides: list[str], hydra_node: bool = False
 def main_status(module, args: list[str], capsys, monkeypatch, stdin: bytes | None = None) -> tuple[int, str]:
     """``(exit status, stderr)`` of a command's real ``main()`` (Hydra included), run
     in-process with ``args`` (and ``stdin``, if given, as standard input)."""
+    code, _, err = main_output(module, args, capsys, monkeypatch, stdin)
+    return code, err
+
+
+def main_output(module, args: list[str], capsys, monkeypatch, stdin: bytes | str | None = None) -> tuple[int, str, str]:
+    """``(exit status, stdout, stderr)`` of a command's real ``main()`` (Hydra included), run
+    in-process with ``args`` (and ``stdin``, if given, as standard input): what the console
+    script does, without a second interpreter's start-up."""
     import io
     import sys
 
     monkeypatch.setattr(sys, "argv", [module.__name__, *args])
     if stdin is not None:
-        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(stdin), encoding="utf-8"))
+        data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
+        monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
     capsys.readouterr()
     try:
         module.main()
         code = 0
     except SystemExit as exc:
         code = 0 if exc.code is None else exc.code
-    return code, capsys.readouterr().err
+    out, err = capsys.readouterr()
+    return code, out, err
 
 
 # An optional group of overrides in a documented command: " [key=value ...]", one level of [..] inside.

@@ -1,4 +1,6 @@
-"""train -> evaluate -> tag through the real CLIs (subprocesses) on a slice of GUM."""
+"""train -> evaluate -> tag through the real CLIs on a slice of GUM: training and tagging standard
+input in processes of their own (as a user runs them), evaluation and the further tag calls
+(CoNLL-U, ensembles) through the commands' ``main()`` in this process."""
 
 from __future__ import annotations
 
@@ -9,7 +11,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from hydra_helpers import main_output
 from model_configs import TINY
+
+from transformer.cli import evaluate, tag
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -34,21 +39,24 @@ def cli(module: str, *args: str, stdin: str | None = None, cwd: Path) -> subproc
     return proc
 
 
-def test_train_evaluate_tag_round_trip(tmp_path, mirror_root):
+def test_train_evaluate_tag_round_trip(tmp_path, mirror_root, capsys, monkeypatch):
     cache = tmp_path / "cache"
     run_dir = tmp_path / "run"
     cli("transformer.cli.train", "experiment=gum_upos", "debug=fast", *TINY["tagger_tiny"],
         f"hydra.run.dir={run_dir}", f"data.data_dir={cache}", f"data.mirror_root={mirror_root}",
         "logger.tensorboard=null", "trainer.limit_val_batches=1.0", "task.warmup_steps=1", "task.lr=3e-3",
-        cwd=tmp_path)
+        "test_splits=[]", cwd=tmp_path)
     summary = json.loads((run_dir / "train_summary.json").read_text())
     best = summary["best_checkpoint"]
     assert best and Path(best).is_file()
 
     # evaluate: everything (model, tokenizer, dataset, training words) from the checkpoint
-    out = cli("transformer.cli.evaluate", f"ckpt_path={best}", "split=dev", f"data_dir={cache}",
-              f"mirror_root={mirror_root}", f"output_dir={tmp_path / 'eval'}", "device=cpu", cwd=tmp_path)
-    metrics = json.loads(out.stdout[out.stdout.index("{\n"):])
+    monkeypatch.chdir(tmp_path)
+    code, out, err = main_output(evaluate, [f"ckpt_path={best}", "split=dev", f"data_dir={cache}",
+                                            f"mirror_root={mirror_root}", f"output_dir={tmp_path / 'eval'}",
+                                            "device=cpu"], capsys, monkeypatch)
+    assert code == 0, err[-3000:]
+    metrics = json.loads(out[out.index("{\n"):])
     assert metrics["dataset"] == "gum" and metrics["tagset"] == "upos" and metrics["split"] == "dev"
     assert metrics["sentences"] == 784 and metrics["tokens"] > 10000
     # the dev accuracy read back from the checkpoint is the val/acc that selected it
@@ -72,8 +80,9 @@ def test_train_evaluate_tag_round_trip(tmp_path, mirror_root):
     # tag: CoNLL-U file in, CoNLL-U file out, same line count, ranges/comments untouched
     src = tmp_path / "in.conllu"
     src.write_text(CONLLU_IN, encoding="utf-8")
-    cli("transformer.cli.tag", f"ckpt_path={best}", f"input={src}", f"output={tmp_path / 'out.conllu'}",
-        "format=conllu", "device=cpu", cwd=tmp_path)
+    code, _, err = main_output(tag, [f"ckpt_path={best}", f"input={src}", f"output={tmp_path / 'out.conllu'}",
+                                     "format=conllu", "device=cpu"], capsys, monkeypatch)
+    assert code == 0, err[-3000:]
     got = (tmp_path / "out.conllu").read_text(encoding="utf-8").split("\n")
     want = CONLLU_IN.split("\n")
     assert len(got) == len(want)
@@ -89,9 +98,10 @@ def test_train_evaluate_tag_round_trip(tmp_path, mirror_root):
     # an ensemble of a checkpoint with itself tags exactly as the checkpoint alone
     last = summary["last_checkpoint"]
     for ckpts in (f"[{best},{best}]", f"[{best},{last}]"):
-        ens = cli("transformer.cli.tag", f"ckpt_path={ckpts}", "input=-", "output=-", "device=cpu",
-                  stdin=text_in, cwd=tmp_path)
-        ens_lines = ens.stdout.split("\n")[:-1]
+        code, out, err = main_output(tag, [f"ckpt_path={ckpts}", "input=-", "output=-", "device=cpu"], capsys,
+                                     monkeypatch, stdin=text_in)
+        assert code == 0, err[-3000:]
+        ens_lines = out.split("\n")[:-1]
         assert [len(line.split()) for line in ens_lines] == [7, 0, 0, 3]
         if ckpts == f"[{best},{best}]":
             assert ens_lines == lines

@@ -1,5 +1,7 @@
 """Train → evaluate → resume → decode → average through the real command lines, on a slice
-of Multi30k de→en from the mirror (tiny model, a few dozen steps, CPU)."""
+of Multi30k de→en from the mirror (tiny model, a few dozen steps, CPU): the first training,
+evaluation and decoding in processes of their own, the rest through the commands' ``main()`` in
+this process."""
 
 from __future__ import annotations
 
@@ -13,10 +15,12 @@ from pathlib import Path
 
 import pytest
 import torch
-from hydra_helpers import compose_cfg
+from hydra_helpers import compose_cfg, main_output, main_status
 
 from transformer.cli import average as average_cli
 from transformer.cli import decode as decode_cli
+from transformer.cli import evaluate as evaluate_cli
+from transformer.cli import train as train_cli
 from transformer.cli.evaluate import evaluate_checkpoint, evaluate_grid
 from transformer.tasks.checkpoint import CheckpointError, load_task
 
@@ -45,7 +49,7 @@ def cli(module: str, args: list[str], env: dict, stdin: str | None = None, check
 @pytest.fixture(scope="module")
 def env(mirror_root, tmp_path_factory):
     e = dict(os.environ, TRANSFORMER_DATA_MIRROR=str(mirror_root), HF_DATASETS_OFFLINE="1",
-             PYTHONUNBUFFERED="1", OMP_NUM_THREADS="2")
+             PYTHONUNBUFFERED="1")
     e["CACHE"] = str(tmp_path_factory.mktemp("cache"))
     return e
 
@@ -109,7 +113,7 @@ def test_evaluate_grid_runs_every_split_and_decoding_and_writes_a_summary(traine
     assert (out / "test_2017_mscoco.beam.hyp.en").is_file() and results[1]["checkpoint"] == best
 
 
-def test_resume_continues_step_count_and_lr_schedule(trained, env, tmp_path):
+def test_resume_continues_step_count_and_lr_schedule(trained, env, tmp_path, capsys, monkeypatch):
     first = json.loads((trained / "train_summary.json").read_text())
     ckpt0 = torch.load(first["last_checkpoint"], map_location="cpu", weights_only=False)
     steps = first["global_step"]
@@ -117,8 +121,11 @@ def test_resume_continues_step_count_and_lr_schedule(trained, env, tmp_path):
     # writes into another run's folder)
     run = tmp_path / "run"
     shutil.copytree(trained, run)
-    cli("train", [*TRAIN_ARGS, "trainer.max_epochs=2", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
-                  f"hydra.run.dir={run}", f"data.data_dir={env['CACHE']}"], env)
+    monkeypatch.setenv("TRANSFORMER_DATA_MIRROR", env["TRANSFORMER_DATA_MIRROR"])
+    monkeypatch.chdir(tmp_path)
+    code, _, err = main_output(train_cli, [*TRAIN_ARGS, "trainer.max_epochs=2", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
+                                           f"hydra.run.dir={run}", f"data.data_dir={env['CACHE']}"], capsys, monkeypatch)
+    assert code == 0, err[-3000:]
     second = json.loads((run / "train_summary.json").read_text())
     with (trained / "csv" / "metrics.csv").open(newline="") as f:
         before = list(csv.DictReader(f))
@@ -179,13 +186,13 @@ def test_average_checkpoints(trained, tmp_path):
     assert load_task(out).hparams.src_lang == "de"  # still a usable checkpoint
 
 
-def test_bad_inputs_give_clear_errors(trained, env, tmp_path):
-    missing = cli("evaluate", [f"ckpt_path={tmp_path}/nope.ckpt"], env, check=False)
-    assert missing.returncode == 2 and "checkpoint not found" in missing.stderr
-    assert "Traceback" not in missing.stderr
-    pair = cli("train", ["data.src_lang=xx", "model=tiny", f"hydra.run.dir={tmp_path}",
-                         f"data.data_dir={env['CACHE']}"], env, check=False)
-    assert pair.returncode == 2 and "'xx'" in pair.stderr and "Traceback" not in pair.stderr
+def test_bad_inputs_give_clear_errors(trained, env, tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    code, err = main_status(evaluate_cli, [f"ckpt_path={tmp_path}/nope.ckpt"], capsys, monkeypatch)
+    assert code == 2 and "checkpoint not found" in err and "Traceback" not in err
+    code, err = main_status(train_cli, ["data.src_lang=xx", "model=tiny", f"hydra.run.dir={tmp_path}",
+                                        f"data.data_dir={env['CACHE']}"], capsys, monkeypatch)
+    assert code == 2 and "'xx'" in err and "Traceback" not in err
     corrupt = tmp_path / "corrupt.ckpt"
     corrupt.write_bytes(b"\x00garbage")
     with pytest.raises(CheckpointError, match="not a readable checkpoint"):
@@ -208,26 +215,32 @@ def test_over_long_input_is_truncated_and_reported(trained, tmp_path, capsys):
     assert "1 input(s) longer than the model's maximum source length were truncated" in capsys.readouterr().err
 
 
-def test_evaluate_and_decode_an_ensemble_of_checkpoints(trained, env, tmp_path):
+def test_evaluate_and_decode_an_ensemble_of_checkpoints(trained, env, tmp_path, capsys, monkeypatch):
     best = json.loads((trained / "train_summary.json").read_text())["best_checkpoint"]
     avg = tmp_path / "avg.ckpt"  # a second, different model with the same tokenizer
     ckpts = sorted(str(c) for c in (trained / "checkpoints").glob("*.ckpt"))
     average_cli.run(compose_cfg("average", [f"inputs=[{','.join(ckpts)}]", f"output={avg}"]))
-    proc = cli("evaluate", [f"ckpt_path=[{best},{avg}]", "split=test_2017_mscoco", "decode.strategy=beam",
-                            "decode.beam_size=2", "decode.max_len_a=0", "decode.max_len_b=6",
-                            f"data_dir={env['CACHE']}"], env)
-    metrics = json.loads(proc.stdout[proc.stdout.index("{"):])
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("TRANSFORMER_DATA_MIRROR", env["TRANSFORMER_DATA_MIRROR"])
+    code, out, err = main_output(evaluate_cli, [f"ckpt_path=[{best},{avg}]", "split=test_2017_mscoco",
+                                                "decode.max_len_a=0", "decode.max_len_b=6", f"data_dir={env['CACHE']}"],
+                                 capsys, monkeypatch)
+    assert code == 0, err[-3000:]
+    metrics = json.loads(out[out.index("{"):])
     assert metrics["checkpoint"] == [best, str(avg)] and metrics["sentences"] == 461
     # default output folder for an ensemble: in the first checkpoint's run folder, beside its eval/
-    assert (Path(best).parent.parent / "eval_ensemble" / "test_2017_mscoco.beam.json").is_file()
-    # the decode CLI takes the same list; each line matches the ensemble translating it alone
+    assert (Path(best).parent.parent / "eval_ensemble" / "test_2017_mscoco.greedy.json").is_file()
+    # the decode command takes the same list; with beam search (each member's cache reordered with
+    # the beams) each line matches the ensemble translating it alone
     lines = ["Ein Hund läuft.", "", "Zwei Männer stehen auf der Straße."]
-    out = cli("decode", [f"ckpt_path=[{best},{avg}]", "decode.max_len_a=0", "decode.max_len_b=6"], env,
-              stdin="\n".join(lines) + "\n", cwd=tmp_path).stdout.split("\n")
+    beam = {"strategy": "beam", "beam_size": 2, "max_len_a": 0, "max_len_b": 6}
+    code, out, err = main_output(decode_cli, [f"ckpt_path=[{best},{avg}]", *(f"decode.{k}={v}" for k, v in beam.items())],
+                                 capsys, monkeypatch, stdin="\n".join(lines) + "\n")
+    assert code == 0, err[-3000:]
     task = load_task([best, str(avg)])
     assert type(task.model).__name__ == "EnsembleModel" and len(task.model.members) == 2
-    translator = task.translator({"strategy": "greedy", "max_len_a": 0, "max_len_b": 6})
-    assert out[:3] == [translator.translate([s])[0][0][0] if s else "" for s in lines]
+    translator = task.translator(beam)
+    assert out.split("\n")[:3] == [translator.translate([s])[0][0][0] if s else "" for s in lines]
 
 
 def test_ensemble_members_must_agree_on_language_pair_and_kind(trained):
