@@ -1,7 +1,10 @@
 """Speech classification end to end from the command line on a few real recordings: a user's
 manifests train a tiny frames classifier (through the classification task, the encoder behind a
 convolutional front end), the checkpoint evaluates (accuracy) and classifies audio files, and
-bad audio or manifest rows end with one ``error:`` line naming the file and row, nothing written."""
+bad audio or manifest rows end with one ``error:`` line naming the file and row, nothing written.
+
+The commands run their ``main()`` in this process; transformer-classify also runs as a process
+of its own, on good files and on a ten-minute recording (whose memory is that process's)."""
 
 from __future__ import annotations
 
@@ -13,6 +16,7 @@ import time
 from pathlib import Path
 
 import pytest
+from hydra_helpers import main_output
 
 pytest.importorskip("soundfile")
 
@@ -21,6 +25,18 @@ def run_cli(module: str, *args: str, cwd: Path, stdin: str | None = None) -> sub
     env = dict(os.environ, OMP_NUM_THREADS="1", HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
     return subprocess.run([sys.executable, "-m", f"transformer.cli.{module}", *args], capture_output=True, text=True,
                           cwd=cwd, env=env, timeout=600, input=stdin)
+
+
+def in_process(command: str, *args: str, cwd: Path, capsys, monkeypatch,
+               stdin: str | None = None) -> subprocess.CompletedProcess:
+    """What :func:`run_cli` gives, from the command's ``main()`` run in this process."""
+    import importlib
+
+    with monkeypatch.context() as m:
+        m.chdir(cwd)
+        code, out, err = main_output(importlib.import_module(f"transformer.cli.{command}"), list(args), capsys, m,
+                                     stdin=stdin)
+    return subprocess.CompletedProcess(command, code, out, err)
 
 
 def one_error(proc: subprocess.CompletedProcess) -> str:
@@ -52,15 +68,19 @@ N_CEPS = 12  # of TINY_MODEL's 20 mel bands
 
 def train_tiny(recordings: Path, root: Path, write_manifest, *overrides: str) -> tuple[Path, dict]:
     """A tiny classifier of 0s and 1s from george and theo (takes 5-10 train, 0-1 test), trained
-    through the command line in ``root``: ``(root, its train_summary.json)``."""
+    by transformer-train's ``run`` in ``root``: ``(root, its train_summary.json)``."""
+    from hydra_helpers import compose_cfg
+
+    from transformer.cli import train as train_cli
+
     names = [f"{d}_{s}_{i}.wav" for d in (0, 1) for s in ("george", "theo") for i in range(5, 11)]
     tests = [f"{d}_{s}_{i}.wav" for d in (0, 1) for s in ("george", "theo") for i in range(2)]
     train = write_manifest(root / "train.tsv", recordings, names)
     test = write_manifest(root / "test.tsv", recordings, tests)
     run = root / "run"
-    proc = run_cli("train", "experiment=speech_classify", f"data.train={train}", f"data.test={test}",
-                   f"data.data_dir={root / 'cache'}", f"hydra.run.dir={run}", *TINY_MODEL, *overrides, cwd=root)
-    assert proc.returncode == 0, proc.stderr[-3000:]
+    train_cli.run(compose_cfg("train", ["experiment=speech_classify", f"data.train={train}", f"data.test={test}",
+                                        f"data.data_dir={root / 'cache'}", f"output_dir={run}", *TINY_MODEL,
+                                        *overrides]))
     return root, json.loads((run / "train_summary.json").read_text())
 
 
@@ -71,7 +91,7 @@ def trained(mirror_root, tmp_path_factory):
                       f"data.n_ceps={N_CEPS}")
 
 
-def test_a_speech_classifier_trains_evaluates_and_classifies_audio_files(trained):
+def test_a_speech_classifier_trains_evaluates_and_classifies_audio_files(trained, capsys, monkeypatch):
     root, summary = trained
     ckpt = summary["last_checkpoint"]
     assert summary["global_step"] > 0
@@ -80,7 +100,8 @@ def test_a_speech_classifier_trains_evaluates_and_classifies_audio_files(trained
     hp = torch.load(ckpt, map_location="cpu", weights_only=False)["hyper_parameters"]
     assert hp["data"]["features"]["n_ceps"] == N_CEPS  # the features travel with the weights
     assert hp["model"]["frontend"]["n_mels"] == N_CEPS  # the front end reads one value a cepstrum
-    proc = run_cli("evaluate", f"ckpt_path={ckpt}", "split=test", f"output_dir={root / 'eval'}", cwd=root)
+    proc = in_process("evaluate", f"ckpt_path={ckpt}", "split=test", f"output_dir={root / 'eval'}", cwd=root,
+                      capsys=capsys, monkeypatch=monkeypatch)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (written,) = (root / "eval").glob("*.test.metrics.json")
     metrics = json.loads(written.read_text())
@@ -93,25 +114,27 @@ def test_a_speech_classifier_trains_evaluates_and_classifies_audio_files(trained
 
 
 @pytest.mark.parametrize("damage", ["not_audio", "empty", "missing"])
-def test_a_bad_audio_file_to_classify_is_one_line_naming_it(trained, tmp_path, damage):
+def test_a_bad_audio_file_to_classify_is_one_line_naming_it(trained, tmp_path, damage, capsys, monkeypatch):
     _, summary = trained
     bad = tmp_path / "bad.wav"
     if damage == "not_audio":
         bad.write_text("this is not a recording\n")
     elif damage == "empty":
         bad.write_bytes(b"")
-    proc = run_cli("classify", f"ckpt_path={summary['last_checkpoint']}", cwd=tmp_path, stdin=f"{bad}\n")
+    proc = in_process("classify", f"ckpt_path={summary['last_checkpoint']}", cwd=tmp_path, stdin=f"{bad}\n",
+                      capsys=capsys, monkeypatch=monkeypatch)
     assert "bad.wav" in one_error(proc)
     assert sorted(p.name for p in tmp_path.iterdir()) == (["bad.wav"] if damage != "missing" else [])
 
 
-def test_a_manifest_row_whose_file_is_missing_is_one_line_naming_the_row(mirror_root, tmp_path):
+def test_a_manifest_row_whose_file_is_missing_is_one_line_naming_the_row(mirror_root, tmp_path, capsys, monkeypatch):
     recordings = mirror_root / "fsdd" / "recordings"
     train = manifest(tmp_path / "train.tsv", recordings, ["0_george_5.wav", "1_george_5.wav"])
     with train.open("a") as f:
         f.write("audio/nowhere.wav\t1\n")
-    proc = run_cli("train", "experiment=speech_classify", f"data.train={train}", f"data.data_dir={tmp_path / 'c'}",
-                   f"hydra.run.dir={tmp_path / 'run'}", *TINY_MODEL, cwd=tmp_path)
+    proc = in_process("train", "experiment=speech_classify", f"data.train={train}", f"data.data_dir={tmp_path / 'c'}",
+                      f"hydra.run.dir={tmp_path / 'run'}", *TINY_MODEL, cwd=tmp_path, capsys=capsys,
+                      monkeypatch=monkeypatch)
     line = one_error(proc)
     assert "train.tsv:3" in line and "nowhere.wav" in line
     assert not (tmp_path / "run").exists()
@@ -207,7 +230,8 @@ def trained_per_speaker(mirror_root, tmp_path_factory):
                       speaker_manifest, "data.normalize=speaker")
 
 
-def test_a_speaker_normalised_classifier_records_it_and_evaluates_by_the_speaker_column(trained_per_speaker):
+def test_a_speaker_normalised_classifier_records_it_and_evaluates_by_the_speaker_column(trained_per_speaker, capsys,
+                                                                                       monkeypatch):
     """The checkpoint keeps data.normalize=speaker; evaluation normalises each test row with its
     speaker's statistics from the manifest, as the data module did in training, so the accuracy
     read back equals the one the training's test reported."""
@@ -217,7 +241,8 @@ def test_a_speaker_normalised_classifier_records_it_and_evaluates_by_the_speaker
     ckpt = summary["best_checkpoint"]
     hp = torch.load(ckpt, map_location="cpu", weights_only=False)["hyper_parameters"]
     assert hp["data"]["normalize"] == "speaker" and hp["data"]["features"]["normalize"] is False
-    proc = run_cli("evaluate", f"ckpt_path={ckpt}", "split=test", f"output_dir={root / 'eval'}", cwd=root)
+    proc = in_process("evaluate", f"ckpt_path={ckpt}", "split=test", f"output_dir={root / 'eval'}", cwd=root,
+                      capsys=capsys, monkeypatch=monkeypatch)
     assert proc.returncode == 0, proc.stderr[-3000:]
     (written,) = (root / "eval").glob("*.test.metrics.json")
     metrics = json.loads(written.read_text())
@@ -241,7 +266,7 @@ def test_a_speaker_normalised_classifier_records_it_and_evaluates_by_the_speaker
     assert not torch.allclose(task.classifier().probabilities([str(r.path) for r in rows]), expected, atol=1e-3)
 
 
-def test_files_without_speakers_are_one_speaker_a_call(trained_per_speaker):
+def test_files_without_speakers_are_one_speaker_a_call(trained_per_speaker, capsys, monkeypatch):
     """transformer-classify's files (no speaker column) are normalised together as one speaker's:
     the answer for each file depends on the others of the call, and equals the in-process
     classifier's with every file given one speaker; a manifest to evaluate without the speaker
@@ -251,7 +276,8 @@ def test_files_without_speakers_are_one_speaker_a_call(trained_per_speaker):
     root, summary = trained_per_speaker
     ckpt = summary["best_checkpoint"]
     paths = [str(root / "audio" / n) for n in ("1_theo_0.wav", "0_george_1.wav", "0_theo_1.wav")]
-    proc = run_cli("classify", f"ckpt_path={ckpt}", "top_k=2", cwd=root, stdin="\n".join(paths) + "\n")
+    proc = in_process("classify", f"ckpt_path={ckpt}", "top_k=2", cwd=root, stdin="\n".join(paths) + "\n",
+                      capsys=capsys, monkeypatch=monkeypatch)
     assert proc.returncode == 0, proc.stderr[-3000:]
     printed = [[float(x) for x in line.split("\t")[1::2]] for line in proc.stdout.strip().splitlines()]
     classifier = load_task(ckpt).classifier()
@@ -262,8 +288,8 @@ def test_files_without_speakers_are_one_speaker_a_call(trained_per_speaker):
     assert [sorted(p, reverse=True) for p in printed] == [sorted(round(v, 4) for v in row)[::-1][:2]
                                                           for row in together.tolist()]
     no_speakers = manifest(root / "plain.tsv", root / "audio", ["1_theo_0.wav", "0_george_1.wav"])
-    line = one_error(run_cli("evaluate", f"ckpt_path={ckpt}", f"split={no_speakers}",
-                             f"output_dir={root / 'eval-plain'}", cwd=root))
+    line = one_error(in_process("evaluate", f"ckpt_path={ckpt}", f"split={no_speakers}",
+                                f"output_dir={root / 'eval-plain'}", cwd=root, capsys=capsys, monkeypatch=monkeypatch))
     assert "plain.tsv" in line and "no speaker column" in line
     assert not (root / "eval-plain").exists()
 
@@ -274,11 +300,13 @@ def torch_close(a, b) -> bool:
     return bool(torch.allclose(a, b, atol=1e-6))
 
 
-def test_speaker_normalisation_without_the_column_is_one_line_before_training(mirror_root, tmp_path):
+def test_speaker_normalisation_without_the_column_is_one_line_before_training(mirror_root, tmp_path, capsys,
+                                                                                monkeypatch):
     recordings = mirror_root / "fsdd" / "recordings"
     train = manifest(tmp_path / "train.tsv", recordings, ["0_george_5.wav", "1_george_5.wav"])
-    proc = run_cli("train", "experiment=speech_classify", f"data.train={train}", f"data.data_dir={tmp_path / 'c'}",
-                   f"hydra.run.dir={tmp_path / 'run'}", *TINY_MODEL, "data.normalize=speaker", cwd=tmp_path)
+    proc = in_process("train", "experiment=speech_classify", f"data.train={train}", f"data.data_dir={tmp_path / 'c'}",
+                      f"hydra.run.dir={tmp_path / 'run'}", *TINY_MODEL, "data.normalize=speaker", cwd=tmp_path,
+                      capsys=capsys, monkeypatch=monkeypatch)
     line = one_error(proc)
     assert "train.tsv:1" in line and "no speaker column" in line and "data.normalize=speaker" in line
     assert not (tmp_path / "run").exists()
