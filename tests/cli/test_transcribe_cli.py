@@ -6,9 +6,6 @@ and transformer-decode transcribes audio paths; bad manifests are one ``error:``
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -158,13 +155,13 @@ def test_word_error_rate_and_string_accuracy():
     assert scores == {"wer": round(2 / 9, 4), "string_acc": round(1 / 3, 4)}
 
 
-def run_cli(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=240)
+def test_bad_transcripts_and_missing_files_are_one_error_line(trained, strings, tmp_path, capsys, monkeypatch):
+    """Through transformer-evaluate's ``main()`` (tests/cli/test_checkpoint_is_data.py runs it as a
+    process of its own to an error line)."""
+    from hydra_helpers import main_status
 
+    from transformer.cli import evaluate
 
-def test_bad_transcripts_and_missing_files_are_one_error_line(trained, strings, tmp_path):
     _, summary = trained
     folder = Path(strings["test"]).parent
     rows = Path(strings["test"]).read_text().splitlines()
@@ -172,13 +169,14 @@ def test_bad_transcripts_and_missing_files_are_one_error_line(trained, strings, 
     unknown.write_text(f"{folder / rows[0].split(chr(9))[0]}\t4 1 seven\n")
     missing = tmp_path / "missing.tsv"
     missing.write_text(f"{folder / rows[0].split(chr(9))[0]}\t4 1\nnope.wav\t1 2\n")
+    monkeypatch.chdir(tmp_path)
     for manifest, message in ((unknown, f"error: {unknown}:1: transcript word 'seven' is not in the vocabulary"),
                               (missing, f"error: {missing}:2: nope.wav: no such audio file")):
         out = tmp_path / manifest.stem
-        proc = run_cli("transformer.cli.evaluate", f"ckpt_path={summary['best_checkpoint']}", f"split={manifest}",
-                       f"output_dir={out}", "device=cpu", cwd=tmp_path)
-        assert proc.returncode == 2, proc.stderr[-2000:]
-        assert proc.stderr.strip().splitlines()[-1].startswith(message) and "Traceback" not in proc.stderr
+        code, err = main_status(evaluate, [f"ckpt_path={summary['best_checkpoint']}", f"split={manifest}",
+                                           f"output_dir={out}", "device=cpu"], capsys, monkeypatch)
+        assert code == 2, err[-2000:]
+        assert err.strip().splitlines()[-1].startswith(message) and "Traceback" not in err
         assert not out.exists()  # nothing written
 
 

@@ -123,7 +123,7 @@ def test_resume_continues_step_count_and_lr_schedule(trained, env, tmp_path, cap
     shutil.copytree(trained, run)
     monkeypatch.setenv("TRANSFORMER_DATA_MIRROR", env["TRANSFORMER_DATA_MIRROR"])
     monkeypatch.chdir(tmp_path)
-    code, _, err = main_output(train_cli, [*TRAIN_ARGS, "trainer.max_epochs=2", f"ckpt_path={run / 'checkpoints' / 'last.ckpt'}",
+    code, _, err = main_output(train_cli, [*TRAIN_ARGS, "trainer.max_epochs=2", f"ckpt_path={run / 'checkpoints/last.ckpt'}",
                                            f"hydra.run.dir={run}", f"data.data_dir={env['CACHE']}"], capsys, monkeypatch)
     assert code == 0, err[-3000:]
     second = json.loads((run / "train_summary.json").read_text())
