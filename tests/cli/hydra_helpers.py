@@ -38,20 +38,32 @@ def main_status(module, args: list[str], capsys, monkeypatch, stdin: bytes | Non
 def main_output(module, args: list[str], capsys, monkeypatch, stdin: bytes | str | None = None) -> tuple[int, str, str]:
     """``(exit status, stdout, stderr)`` of a command's real ``main()`` (Hydra included), run
     in-process with ``args`` (and ``stdin``, if given, as standard input): what the console
-    script does, without a second interpreter's start-up."""
+    script does, without a second interpreter's start-up. Every logger's handlers are put back
+    afterwards: those added on the way (Hydra's job logging, Lightning's on its import) write to
+    this test's captured stderr, which is closed once the test ends."""
     import io
+    import logging
     import sys
 
     monkeypatch.setattr(sys, "argv", [module.__name__, *args])
     if stdin is not None:
         data = stdin.encode("utf-8") if isinstance(stdin, str) else stdin
         monkeypatch.setattr(sys, "stdin", io.TextIOWrapper(io.BytesIO(data), encoding="utf-8"))
+    loggers = [logging.getLogger(), *(lg for lg in logging.Logger.manager.loggerDict.values()
+                                      if isinstance(lg, logging.Logger))]
+    before = {lg: (lg.handlers[:], lg.level) for lg in loggers}
     capsys.readouterr()
     try:
         module.main()
         code = 0
     except SystemExit as exc:
         code = 0 if exc.code is None else exc.code
+    finally:
+        for logger in [logging.getLogger(), *logging.Logger.manager.loggerDict.values()]:
+            if isinstance(logger, logging.Logger):
+                handlers, level = before.get(logger, ([], logger.level))
+                logger.handlers[:] = handlers
+                logger.setLevel(level)
     out, err = capsys.readouterr()
     return code, out, err
 

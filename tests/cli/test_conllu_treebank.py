@@ -1,6 +1,7 @@
 """Any CoNLL-U treebank given by its files trains, evaluates and tags through the real CLIs:
 a small generated treebank with a word that contains a space (Vietnamese ``sinh viên``),
-multiword-token and empty-node lines, and a dev tag the training file lacks."""
+multiword-token and empty-node lines, and a dev tag the training file lacks. Bad treebanks end
+in one error line from transformer-train's ``main()``, run in this process."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ import sys
 from pathlib import Path
 
 import pytest
+from hydra_helpers import main_status
 from model_configs import TINY
+
+from transformer.cli import train as train_cli
 
 # (form, UPOS): "sinh viên" (student) is one word written with a space.
 LEXICON = [("tôi", "PRON"), ("bạn", "PRON"), ("là", "AUX"), ("sinh viên", "NOUN"), ("giáo viên", "NOUN"),
@@ -108,35 +112,35 @@ def test_a_treebank_given_by_paths_trains_evaluates_and_tags(tmp_path):
     assert any(g.split("\t")[1:2] == ["sinh viên"] for g in got)
 
 
-def test_a_short_conllu_row_is_one_error_line_naming_file_and_line(tmp_path):
+def train_error(tmp_path: Path, capsys, monkeypatch, *args: str) -> str:
+    """The last line transformer-train writes to stderr, which must end it with status 2."""
+    monkeypatch.chdir(tmp_path)
+    code, err = main_status(train_cli, ["experiment=ud_upos", "debug=fast", *TINY["tagger_tiny"], *args,
+                                        f"hydra.run.dir={tmp_path / 'run'}", f"data.data_dir={tmp_path / 'cache'}"],
+                            capsys, monkeypatch)
+    assert code == 2 and "Traceback" not in err, err[-2000:]
+    return err.strip().splitlines()[-1]
+
+
+def test_a_short_conllu_row_is_one_error_line_naming_file_and_line(tmp_path, capsys, monkeypatch):
     files = write_treebank(tmp_path, n_train=5)
     lines = files["train"].read_text(encoding="utf-8").splitlines()
     bad = next(i for i, line in enumerate(lines) if line.startswith("2\t"))
     lines[bad] = "\t".join(lines[bad].split("\t")[:9])
     files["train"].write_text("\n".join(lines) + "\n", encoding="utf-8")
-    proc = cli("transformer.cli.train", "experiment=ud_upos", "debug=fast", *TINY["tagger_tiny"],
-               f"data.train={files['train']}", f"data.dev={files['dev']}", f"data.data_dir={tmp_path / 'cache'}",
-               f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path, ok=False)
-    assert proc.returncode == 2
-    err = proc.stderr.strip().splitlines()
-    assert err[-1] == f"error: {files['train']}:{bad + 1}: expected 10 tab-separated columns, found 9"
-    assert "Traceback" not in proc.stderr
+    last = train_error(tmp_path, capsys, monkeypatch, f"data.train={files['train']}", f"data.dev={files['dev']}")
+    assert last == f"error: {files['train']}:{bad + 1}: expected 10 tab-separated columns, found 9"
 
 
-def test_no_training_file_is_one_error_line(tmp_path):
-    proc = cli("transformer.cli.train", "experiment=ud_upos", "debug=fast", *TINY["tagger_tiny"],
-               f"hydra.run.dir={tmp_path / 'run'}", f"data.data_dir={tmp_path / 'cache'}", cwd=tmp_path, ok=False)
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1].startswith("error: data.train: required (a CoNLL-U or CoNLL-2000 ")
+def test_no_training_file_is_one_error_line(tmp_path, capsys, monkeypatch):
+    last = train_error(tmp_path, capsys, monkeypatch)
+    assert last.startswith("error: data.train: required (a CoNLL-U or CoNLL-2000 ")
     assert not (tmp_path / "run").exists()
 
 
 @pytest.mark.parametrize("missing", ["dev", "test"])
-def test_a_missing_file_is_named(tmp_path, missing):
+def test_a_missing_file_is_named(tmp_path, missing, capsys, monkeypatch):
     files = write_treebank(tmp_path, n_train=5)
     files[missing].unlink()
-    proc = cli("transformer.cli.train", "experiment=ud_upos", "debug=fast", *TINY["tagger_tiny"],
-               *(f"data.{s}={p}" for s, p in files.items()), f"hydra.run.dir={tmp_path / 'run'}",
-               f"data.data_dir={tmp_path / 'cache'}", cwd=tmp_path, ok=False)
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1] == f"error: tagging data file not found: {files[missing]}"
+    last = train_error(tmp_path, capsys, monkeypatch, *(f"data.{s}={p}" for s, p in files.items()))
+    assert last == f"error: tagging data file not found: {files[missing]}"
