@@ -6,15 +6,12 @@ files end with one ``error:`` line."""
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from hydra_helpers import compose_cfg
+from hydra_helpers import compose_cfg, main_status
 
 from transformer.cli import classify, train
 from transformer.cli.average import average_checkpoints
@@ -159,21 +156,16 @@ def test_inspect_draws_pooling_and_encoder_attention(trained, tmp_path):
     assert list(arrays["tokens"]) == ["a", "lovely", "film"]
 
 
-def run_cli(module: str, *args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
-    return subprocess.run([sys.executable, "-m", module, *args], capture_output=True, text=True, cwd=cwd, env=env,
-                          timeout=240)
-
-
-def test_bad_label_file_is_one_error_line(trained, tmp_path):
+def test_bad_label_file_is_one_error_line(trained, tmp_path, capsys, monkeypatch):
     root, _ = trained
     dev = write_split(tmp_path / "dev.tsv", ["lovely\tpos", "so so\tmeh", "dull\tneg"])
-    proc = run_cli("transformer.cli.train", *train_overrides(root, tmp_path / "run", dev)[:-1],
-                   f"hydra.run.dir={tmp_path / 'run'}", cwd=tmp_path)
-    assert proc.returncode == 2
-    assert proc.stderr.strip().splitlines()[-1] == (f"error: {dev}:2: label 'meh' is not one of the training "
-                                                    "file's labels ['neg', 'pos']")
-    assert "Traceback" not in proc.stderr
+    monkeypatch.chdir(tmp_path)
+    code, err = main_status(train, [*train_overrides(root, tmp_path / "run", dev)[:-1],
+                                    f"hydra.run.dir={tmp_path / 'run'}"], capsys, monkeypatch)
+    assert code == 2
+    assert err.strip().splitlines()[-1] == (f"error: {dev}:2: label 'meh' is not one of the training "
+                                            "file's labels ['neg', 'pos']")
+    assert "Traceback" not in err
 
 
 def test_classify_refuses_a_bad_top_k_and_a_missing_input(trained, tmp_path):

@@ -1,34 +1,24 @@
 """Bad data settings and files through the real ``transformer-train`` / ``transformer-tag``
-entries: each ends in one ``error: ...`` line naming the key, file or line, with exit status 2,
-and a setting that can be judged before any file is read is refused before the run folder
-exists. A CoNLL-U file that starts with a byte-order mark trains and tags like any other."""
+entries (their ``main()``, run in this process): each ends in one ``error: ...`` line naming the
+key, file or line, with exit status 2, and a setting that can be judged before any file is read
+is refused before the run folder exists. A CoNLL-U file that starts with a byte-order mark trains and tags like any other."""
 
 from __future__ import annotations
 
 import gzip
-import os
 import re
-import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
-from hydra_helpers import compose_cfg, main_status
+from hydra_helpers import compose_cfg, main_output, main_status
 
+from transformer.cli import tag as tag_cli
 from transformer.cli import train as train_cli
 from model_configs import TINY
 
-REPO = Path(__file__).resolve().parents[2]
 BOM = "\ufeff"
 WORDS = [("the", "DET"), ("a", "DET"), ("dog", "NOUN"), ("cat", "NOUN"), ("runs", "VERB"), ("sleeps", "VERB")]
-
-
-def cli(module: str, args: list[str], cwd: Path) -> subprocess.Popen:
-    env = dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1", OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.Popen([sys.executable, "-m", f"transformer.cli.{module}", *args], cwd=cwd, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
 
 
 @pytest.fixture
@@ -84,7 +74,7 @@ def test_bad_data_settings_end_in_one_error_line_before_the_run_folder(files, tm
     assert time.monotonic() - start < 30  # no network retries
 
 
-def test_a_subset_reads_whole_files_and_names_the_broken_one(tmp_path):
+def test_a_subset_reads_whole_files_and_names_the_broken_one(tmp_path, capsys, monkeypatch):
     """``debug=fast`` trains on 64 pairs, but files that differ in length, or a ``.gz`` cut
     short, past those pairs are still one error line naming the file(s)."""
     corpus = tmp_path / "corpus"
@@ -96,14 +86,14 @@ def test_a_subset_reads_whole_files_and_names_the_broken_one(tmp_path):
     (corpus / "cut.de.gz").write_bytes(whole[:-40])
     cases = {"short": r"short\.en:200: parallel files differ in length: .*short\.de ends at line 199",
              "cut": r"cut\.de\.gz:\d+: cannot be read"}
-    procs = {name: cli("train", [*PARALLEL, "debug=fast", "data.src_lang=en", "data.tgt_lang=de",
-                                 f"data.train={corpus / name}", f"data.valid={corpus / name}",
-                                 f"data.data_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / name}"], tmp_path)
-             for name in cases}
-    for name, proc in procs.items():
-        _, stderr = proc.communicate(timeout=300)
+    monkeypatch.chdir(tmp_path)
+    for name in cases:
+        code, stderr = main_status(train_cli, [*PARALLEL, "debug=fast", "data.src_lang=en", "data.tgt_lang=de",
+                                               f"data.train={corpus / name}", f"data.valid={corpus / name}",
+                                               f"data.data_dir={tmp_path / 'cache'}", f"hydra.run.dir={tmp_path / name}"],
+                                   capsys, monkeypatch)
         errors = [line for line in stderr.splitlines() if line.startswith("error:")]
-        assert proc.returncode == 2 and "Traceback" not in stderr, stderr[-2000:]
+        assert code == 2 and "Traceback" not in stderr, stderr[-2000:]
         assert len(errors) == 1 and errors[0] == stderr.strip().splitlines()[-1], stderr[-2000:]
         assert re.search(cases[name], errors[0]), errors[0]
 
@@ -114,7 +104,7 @@ def conllu(sentences: list[list[tuple[str, str]]], start: int = 0) -> str:
                    for n, s in enumerate(sentences))
 
 
-def test_a_conllu_file_with_a_byte_order_mark_trains_and_tags(tmp_path):
+def test_a_conllu_file_with_a_byte_order_mark_trains_and_tags(tmp_path, capsys, monkeypatch):
     sents = [[WORDS[i % 2], WORDS[2 + i % 2], WORDS[4 + (i // 2) % 2]] for i in range(40)]
     train, dev = tmp_path / "train.conllu", tmp_path / "dev.conllu"
     train.write_text(BOM + conllu(sents[:32]), encoding="utf-8")
@@ -126,10 +116,10 @@ def test_a_conllu_file_with_a_byte_order_mark_trains_and_tags(tmp_path):
     summary = train_cli.run(cfg)
     assert summary["global_step"] >= 1
     out = tmp_path / "tagged.conllu"
-    proc = cli("tag", [f"ckpt_path={summary['last_checkpoint']}", f"input={dev}", f"output={out}", "device=cpu"],
-               tmp_path)
-    _, stderr = proc.communicate(timeout=300)
-    assert proc.returncode == 0, stderr[-2000:]
+    monkeypatch.chdir(tmp_path)
+    code, _, stderr = main_output(tag_cli, [f"ckpt_path={summary['last_checkpoint']}", f"input={dev}", f"output={out}",
+                                            "device=cpu"], capsys, monkeypatch)
+    assert code == 0, stderr[-2000:]
     tagged = out.read_text(encoding="utf-8").splitlines()
     source = dev.read_text(encoding="utf-8").removeprefix(BOM).splitlines()
     assert len(tagged) == len(source) and tagged[0] == "# sent_id = s32"

@@ -7,15 +7,12 @@ line naming the key, before any folder is made."""
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
-from hydra_helpers import compose_cfg
+from hydra_helpers import compose_cfg, main_status
 
 from transformer.cli import classify, train
 from transformer.cli.evaluate import evaluate_checkpoint
@@ -118,21 +115,16 @@ def test_a_checkpoint_without_names_says_the_ids(named, tmp_path):
     assert set(metrics["per_class"]) == {"0", "1"}
 
 
-def run_train(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    env = dict(os.environ, OMP_NUM_THREADS="1", HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1")
-    return subprocess.run([sys.executable, "-m", "transformer.cli.train", *args], capture_output=True, text=True,
-                          cwd=cwd, env=env, timeout=240)
-
-
-def test_a_wrong_count_of_names_is_one_error_line_before_any_folder(named, tmp_path):
+def test_a_wrong_count_of_names_is_one_error_line_before_any_folder(named, tmp_path, capsys, monkeypatch):
     root, _ = named
     run_dir = tmp_path / "run"
-    proc = run_train(*overrides(root, run_dir, "data.label_names=[bad,good,ugly]", f"hydra.run.dir={run_dir}"),
-                     cwd=tmp_path)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    last = proc.stderr.strip().splitlines()[-1]
+    monkeypatch.chdir(tmp_path)
+    code, err = main_status(train, overrides(root, run_dir, "data.label_names=[bad,good,ugly]",
+                                             f"hydra.run.dir={run_dir}"), capsys, monkeypatch)
+    assert code == 2, err[-2000:]
+    last = err.strip().splitlines()[-1]
     assert last.startswith("error: data.label_names=") and "3 name(s) for the training file's 2 labels" in last
-    assert "Traceback" not in proc.stderr and not run_dir.exists()
+    assert "Traceback" not in err and not run_dir.exists()
 
 
 @pytest.mark.parametrize("names, says", [("[good,good]", "'good' names two labels"),
