@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from hydra_helpers import compose_cfg
+from hydra_helpers import compose_cfg, main_status
 from tiny_translation import src_batch, trained_tiny_task
 
 from transformer.cli import decode as decode_cli
@@ -151,12 +151,14 @@ def test_export_cli_writes_a_ctranslate2_model(translation_ckpt, tmp_path):
     assert (out / "target_tokenizer.json").is_file()
 
 
-def test_bad_input_is_one_error_line_and_status_2(translation_ckpt, tagger_ckpt, tmp_path):
+def test_bad_input_is_one_error_line_and_status_2(translation_ckpt, tagger_ckpt, tmp_path, capsys, monkeypatch):
+    # transformer-export as a process of its own (transformer-inspect runs as one below)
     proc = cli("export", [f"ckpt_path={tagger_ckpt}", f"output_dir={tmp_path / 'x'}"])
     assert proc.returncode == 2 and proc.stderr.strip().startswith("error:") and "Tagger" in proc.stderr
     assert len(proc.stderr.strip().splitlines()) == 1
-    proc = cli("inspect", [f"ckpt_path={tmp_path / 'missing.ckpt'}", "text=x"])
-    assert proc.returncode == 2 and "checkpoint not found" in proc.stderr
+    monkeypatch.chdir(tmp_path)
+    code, err = main_status(inspect_cli, [f"ckpt_path={tmp_path / 'missing.ckpt'}", "text=x"], capsys, monkeypatch)
+    assert code == 2 and "checkpoint not found" in err
     # the same wrapper turns these ValueErrors into "error: ..." and status 2
     with pytest.raises(ValueError, match="text="):
         inspect_cli.run(compose_cfg("inspect", [f"ckpt_path={translation_ckpt}", f"output_dir={tmp_path / 'y'}"]))

@@ -15,7 +15,7 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from hydra_helpers import compose_cfg
+from hydra_helpers import compose_cfg, main_status
 
 from transformer.cli import train as train_cli
 from transformer.files import LOCK_NAME, check_run_folder, claim_run_folder, release_run_folder
@@ -47,13 +47,15 @@ def train_args(folder: Path, mirror_root: Path, cache: Path, *extra: str) -> lis
             *extra]
 
 
-def test_a_refused_run_writes_nothing_not_even_hydra_files(tmp_path):
+def test_a_refused_run_writes_nothing_not_even_hydra_files(tmp_path, capsys, monkeypatch):
+    """Through transformer-train's ``main()`` in process, Hydra included (the other tests here run
+    it as a process of its own)."""
     run = fake_run(tmp_path / "run")
     before = tree(run)
-    proc = subprocess.run([sys.executable, "-m", "transformer.cli.train", "model=tiny", f"hydra.run.dir={run}"],
-                          cwd=tmp_path, env=env(), capture_output=True, text=True, timeout=240)
-    assert proc.returncode == 2, proc.stderr[-2000:]
-    assert proc.stderr.strip().splitlines()[-1].startswith("error: ") and "already holds a run" in proc.stderr
+    monkeypatch.chdir(tmp_path)
+    code, err = main_status(train_cli, ["model=tiny", f"hydra.run.dir={run}"], capsys, monkeypatch)
+    assert code == 2, err[-2000:]
+    assert err.strip().splitlines()[-1].startswith("error: ") and "already holds a run" in err
     assert tree(run) == before
 
 
