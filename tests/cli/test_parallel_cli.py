@@ -5,14 +5,11 @@ bad corpora ending in one ``error:`` line with file and line."""
 from __future__ import annotations
 
 import json
-import os
 import random
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
-from hydra_helpers import compose_cfg
+from hydra_helpers import compose_cfg, main_status
 
 from transformer.cli import decode as decode_cli
 from transformer.cli import train as train_cli
@@ -20,7 +17,6 @@ from transformer.cli.common import user_errors
 from transformer.cli.distill import distill
 from transformer.cli.evaluate import evaluate_checkpoint
 
-REPO = Path(__file__).resolve().parents[2]
 WORDS = {"hundo": "狗", "kato": "猫", "viro": "男人", "virino": "女人", "kuras": "跑", "dormas": "睡觉",
          "manĝas": "吃", "pomon": "苹果", "granda": "大", "malgranda": "小", "la": "", "en": "在", "domo": "房子"}
 TINY = ["model=tiny", "data.vocab_size=300", "data.max_tokens=600", "trainer.max_epochs=1",
@@ -107,14 +103,7 @@ def test_a_file_carved_into_seeded_splits_trains_and_evaluates(tmp_path):
         evaluate_checkpoint(summary["best_checkpoint"], "newstest", {"strategy": "greedy"}, tmp_path, device="cpu")
 
 
-def _cli(module: str, args: list[str]) -> subprocess.CompletedProcess:
-    env = dict(os.environ, HF_DATASETS_OFFLINE="1", OMP_NUM_THREADS="1",
-               PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-m", f"transformer.cli.{module}", *args], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=300)
-
-
-def test_bad_corpora_end_in_one_error_line_with_file_and_line(tmp_path):
+def test_bad_corpora_end_in_one_error_line_with_file_and_line(tmp_path, capsys, monkeypatch):
     """Each mistake a user's corpus can hold ends as one ``error:`` line naming the file and
     line, with exit status 2."""
     folder = tmp_path / "c"
@@ -139,11 +128,14 @@ def test_bad_corpora_end_in_one_error_line_with_file_and_line(tmp_path):
     def valid(train: str) -> str:  # training needs a validation split: the same file will do here
         return train.replace("data.train=", "data.valid=", 1)
 
-    # the real command line once: exit status 2 and one error line
-    proc = _cli("train", [*base, cases[0][0], valid(cases[0][0]), f"hydra.run.dir={tmp_path / 'run'}"])
-    lines = proc.stderr.strip().splitlines()
-    assert proc.returncode == 2 and "Traceback" not in proc.stderr, proc.stderr[-2000:]
-    assert lines[-1].startswith("error: ") and cases[0][1] in lines[-1], proc.stderr[-2000:]
+    # the command's main() once (tests/cli/test_bad_input.py runs it as a process of its own to an
+    # error line): exit status 2 and one error line
+    monkeypatch.chdir(tmp_path)
+    code, err = main_status(train_cli, [*base, cases[0][0], valid(cases[0][0]), f"hydra.run.dir={tmp_path / 'run'}"],
+                            capsys, monkeypatch)
+    lines = err.strip().splitlines()
+    assert code == 2 and "Traceback" not in err, err[-2000:]
+    assert lines[-1].startswith("error: ") and cases[0][1] in lines[-1], err[-2000:]
     # the others in process: each is one of the errors the entry point turns into that line
     for i, (train, message) in enumerate(cases[1:]):
         cfg = compose_cfg("train", [*base, train, valid(train), f"output_dir={tmp_path / f'run{i}'}"])

@@ -7,9 +7,6 @@ computes is one ``error:`` line naming the setting, and nothing is written."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,14 +16,13 @@ pytest.importorskip("sentencepiece")
 transformers = pytest.importorskip("transformers")
 
 from folders import FAMILIES, sentences, write_folder  # noqa: E402
-from cli.hydra_helpers import compose_cfg  # noqa: E402
+from cli.hydra_helpers import compose_cfg, main_status  # noqa: E402
 from marian_folder import write_marian_folder  # noqa: E402
 from tiny_translation import multi30k_slice, src_batch, tiny_task, trained_tiny_task  # noqa: E402
 from transformer.cli import export as export_cli  # noqa: E402
 from transformer.tasks.checkpoint import TASK_KEY, load_task  # noqa: E402
 
 TOL = 1e-5
-REPO = Path(__file__).resolve().parents[2]
 TEXTS = ["the movie was great .", "café naïve 日本語 😀 a good day and a good night .", "über",
          "she said that it was fine , but he did not agree ."]
 
@@ -133,19 +129,16 @@ def test_a_joint_ctc_model_is_written_without_its_ctc_head(mirror_root, tmp_path
     assert (ours - expected)[tgt_in.ne(tok.pad_id)].abs().max().item() < TOL
 
 
-def _cli(args: list[str]) -> subprocess.CompletedProcess:
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(REPO), os.environ.get("PYTHONPATH", "")]))
-    return subprocess.run([sys.executable, "-m", "transformer.cli.export", *args], capture_output=True, text=True,
-                          env=env, cwd=REPO, timeout=300)
-
-
-def test_a_pre_norm_model_is_refused_by_name_and_nothing_is_written(mirror_root, tmp_path):
+def test_a_pre_norm_model_is_refused_by_name_and_nothing_is_written(mirror_root, tmp_path, capsys, monkeypatch):
+    """Through transformer-export's ``main()`` in process (tests/cli/test_inspect_export_cli.py runs
+    it as a process of its own to an error line)."""
     ckpt = _save(trained_tiny_task(str(mirror_root)), tmp_path / "pre.ckpt")
     out = tmp_path / "parent" / "out"
     out.parent.mkdir()
-    proc = _cli([f"ckpt_path={ckpt}", "format=hf", f"output_dir={out}"])
-    assert proc.returncode == 2 and proc.stderr.strip().startswith("error:") and "norm_first" in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    monkeypatch.chdir(tmp_path)
+    code, err = main_status(export_cli, [f"ckpt_path={ckpt}", "format=hf", f"output_dir={out}"], capsys, monkeypatch)
+    assert code == 2 and err.strip().startswith("error:") and "norm_first" in err
+    assert len(err.strip().splitlines()) == 1, err
     assert not out.exists() and not any((tmp_path / "parent").iterdir())
 
 

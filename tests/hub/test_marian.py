@@ -143,15 +143,15 @@ def test_fill_refuses_a_translation_folder(folder):
         mlm_checkpoint(f"hf:{folder}")
 
 
-def test_the_decode_command_reads_a_marian_folder(folder, tmp_path):
-    import os
-    import subprocess
-    import sys
+def test_the_decode_command_reads_a_marian_folder(folder, tmp_path, capsys, monkeypatch):
+    from cli.hydra_helpers import main_output
+
+    from transformer.cli import decode
 
     inp = tmp_path / "src.txt"
     inp.write_text("\n".join(SOURCES) + "\n", encoding="utf-8")
-    out = subprocess.run([sys.executable, "-m", "transformer.cli.decode", f"ckpt_path=hf:{folder}", f"input={inp}",
-                          "decode.strategy=beam", "decode.beam_size=5", "device=cpu"],
-                         capture_output=True, text=True, env={**os.environ, "HF_HUB_OFFLINE": "1"}, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert len(out.stdout.splitlines()) == len(SOURCES)
+    monkeypatch.chdir(tmp_path)
+    code, stdout, err = main_output(decode, [f"ckpt_path=hf:{folder}", f"input={inp}", "decode.strategy=beam",
+                                             "decode.beam_size=5", "device=cpu"], capsys, monkeypatch)
+    assert code == 0, err
+    assert len(stdout.splitlines()) == len(SOURCES)
