@@ -92,6 +92,9 @@ CHANGED.update({"task.distill_online": False})
 # Joint CTC/attention decoding (decode.ctc_weight): 0, the decoder alone, as before.
 CHANGED.update({"task.ctc_weight": 0.0,
                 **{key: 0.0 for key in ("decode.ctc_weight", "task.val_decode.ctc_weight", "test_decode.ctc_weight")}})
+# Which checkpoint a run's test scores (test_checkpoint): the best, as before. A loss guiding the
+# decoder's cross-attention by the CTC head's alignment (task.attention_guide): 0, off.
+CHANGED.update({"test_checkpoint": "best", "task.attention_guide": 0.0})
 # Experiments added since 0.1.0: they have no composed config there to compare with.
 ADDED = {# Speech input: labelled recordings, FSDD digits, connected digit strings (AT and CTC).
          "train experiment=speech_classify", "train experiment=fsdd_digits", "train experiment=fsdd_strings",
