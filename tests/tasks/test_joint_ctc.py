@@ -113,43 +113,28 @@ def test_the_head_survives_the_checkpoint_and_decoding_is_the_decoder_s(tmp_path
     assert back.search_fn({"strategy": "greedy", "max_len_a": 0.0, "max_len_b": 6})(src) == search(src)
 
 
-def best_path_by_enumeration(log_probs: torch.Tensor, target: list[int], blank: int) -> list[int] | None:
-    """The highest-scoring frame labelling that collapses to ``target``, as the index of the
-    target token each frame emits (-1: blank); None when no labelling does."""
-    import itertools
-
-    best, found = float("-inf"), None
-    for labels in itertools.product(range(log_probs.size(1)), repeat=log_probs.size(0)):
-        tokens, index, prev = [], [], None
-        for c in labels:
-            if c != blank and c != prev:
-                tokens.append(c)
-            index.append(-1 if c == blank else len(tokens) - 1)
-            prev = c
-        score = sum(float(log_probs[u, c]) for u, c in enumerate(labels))
-        if tokens == target and score > best:
-            best, found = score, index
-    return found
-
-
-def test_the_ctc_alignment_is_the_best_path_that_spells_the_target():
+def test_the_ctc_alignment_numbers_the_tokens_of_the_best_path():
+    """Each position of the Viterbi path (tasks.glancing.ctc_best_alignment, tested against every
+    path in test_ctc_task.py) gets the index of the target token it emits: two recordings of one
+    digit, a blank between them, are tokens j and j + 1."""
     from transformer.tasks.ctc_loss import ctc_alignment
+    from transformer.tasks.glancing import ctc_best_alignment
 
     torch.manual_seed(0)
-    for _ in range(25):
-        n_frames, n_tokens = 6, int(torch.randint(1, 4, ()))
-        target = torch.randint(1, 4, (n_tokens,)).tolist()  # repeats included: they need a blank between
-        log_probs = torch.randn(n_frames, 4).log_softmax(-1)
-        expected = best_path_by_enumeration(log_probs, target, blank=0)
-        got = ctc_alignment(log_probs[None], torch.tensor([n_frames]), torch.tensor([target]),
-                            torch.tensor([n_tokens]), blank_id=0)[0].tolist()
-        assert got == (expected if expected is not None else [-1] * n_frames), (target, got, expected)
-    # a batch: a shorter sentence's padded frames and target positions take no part
-    lp = torch.randn(2, 6, 4).log_softmax(-1)
-    got = ctc_alignment(lp, torch.tensor([6, 4]), torch.tensor([[1, 2, 2], [3, 0, 0]]), torch.tensor([3, 1]), 0)
-    assert got[1, 4:].tolist() == [-1, -1]
-    assert got[1, :4].tolist() == best_path_by_enumeration(lp[1, :4], [3], blank=0)
-    assert got[0].tolist() == best_path_by_enumeration(lp[0], [1, 2, 2], blank=0)
+    blank = 0
+    log_probs = torch.randn(3, 8, 4).log_softmax(-1)
+    target, lengths, frames = torch.tensor([[1, 2, 2], [3, 3, 3], [2, 0, 0]]), torch.tensor([3, 3, 1]), torch.tensor([8, 4, 5])
+    index = ctc_alignment(log_probs, frames, target, lengths, blank)  # (B, U)
+    ids, feasible = ctc_best_alignment(log_probs, frames, target, lengths, blank, pad_id=-1)
+    assert feasible.tolist() == [True, False, True]  # 3 3 3 needs 5 positions
+    assert index[1].tolist() == [-1] * 8 and index[2, 5:].tolist() == [-1] * 3
+    for b in (0, 2):
+        emitted = [(u, int(i)) for u, i in enumerate(index[b].tolist()) if i >= 0]
+        assert [int(target[b, i]) for _, i in emitted] == [int(ids[b, u]) for u, _ in emitted]
+        assert sorted({i for _, i in emitted}) == list(range(int(lengths[b])))  # each token, in order
+        assert [i for _, i in emitted] == sorted(i for _, i in emitted)
+        blanks = [u for u in range(int(frames[b])) if int(ids[b, u]) == blank]
+        assert blanks == [u for u in range(int(frames[b])) if int(index[b, u]) == -1]
 
 
 def test_the_attention_guide_adds_the_mass_off_the_ctc_path_and_trains_the_decoder_s_attention():

@@ -86,6 +86,20 @@ def ctc_required_lengths(targets: Tensor, target_lengths: Tensor) -> Tensor:
 @torch.no_grad()
 def ctc_best_alignment(log_probs: Tensor, input_lengths: Tensor, targets: Tensor, target_lengths: Tensor,
                        blank_id: int, pad_id: int) -> tuple[Tensor, Tensor]:
+    """The most probable CTC path that collapses to each target, as the ids it emits
+    (:func:`ctc_best_states`' lattice states read as tokens and blanks).
+
+    Returns:
+        ``path (B, T)`` long (``pad_id`` past each row's input length) and ``feasible (B,)``
+        bool; a row whose input is too short for its target gets an all-``pad_id`` path.
+    """
+    state, feasible = ctc_best_states(log_probs, input_lengths, targets, target_lengths, blank_id)
+    path = _interleave_blanks(targets, blank_id).gather(1, state.clamp(min=0))  # (B, T)
+    return path.masked_fill(state.lt(0), pad_id), feasible
+
+
+def ctc_best_states(log_probs: Tensor, input_lengths: Tensor, targets: Tensor, target_lengths: Tensor,
+                    blank_id: int) -> tuple[Tensor, Tensor]:
     """The most probable CTC path that collapses to each target (Viterbi over the CTC lattice).
 
     States are the target interleaved with blanks, ``_ y1 _ y2 ... yL _`` (``2L + 1`` of them);
@@ -97,8 +111,9 @@ def ctc_best_alignment(log_probs: Tensor, input_lengths: Tensor, targets: Tensor
         targets: ``(B, L)`` padded target ids; target_lengths: ``(B,)``.
 
     Returns:
-        ``path (B, T)`` long (``pad_id`` past each row's input length) and ``feasible (B,)``
-        bool; a row whose input is too short for its target gets an all-``pad_id`` path.
+        ``state (B, T)`` long, the lattice state each position is in on that path (``2j + 1``:
+        emitting target token ``j``; even: a blank), -1 past each row's input length; and
+        ``feasible (B,)`` bool; a row whose input is too short for its target gets all -1.
     """
     b, t_max, _ = log_probs.shape
     log_probs = log_probs.float()
@@ -121,7 +136,7 @@ def ctc_best_alignment(log_probs: Tensor, input_lengths: Tensor, targets: Tensor
         active = (t < input_lengths).unsqueeze(1)  # (B, 1): rows still inside their input
         alpha = torch.where(active, best + emit[:, t], alpha)
         back[:, t] = arg
-    return _backtrack(alpha, back, states, input_lengths, target_lengths, pad_id)
+    return _backtrack(alpha, back, input_lengths, target_lengths)
 
 
 def _interleave_blanks(targets: Tensor, blank_id: int) -> Tensor:
@@ -132,8 +147,7 @@ def _interleave_blanks(targets: Tensor, blank_id: int) -> Tensor:
     return states
 
 
-def _backtrack(alpha: Tensor, back: Tensor, states: Tensor, input_lengths: Tensor, target_lengths: Tensor,
-               pad_id: int) -> tuple[Tensor, Tensor]:
+def _backtrack(alpha: Tensor, back: Tensor, input_lengths: Tensor, target_lengths: Tensor) -> tuple[Tensor, Tensor]:
     """Follow the back-pointers from the better of each row's two final states."""
     b, t_max, _ = back.shape
     rows = torch.arange(b, device=alpha.device)
@@ -142,10 +156,9 @@ def _backtrack(alpha: Tensor, back: Tensor, states: Tensor, input_lengths: Tenso
     end_token = alpha[rows, (last - 1).clamp(min=0)].masked_fill(target_lengths.eq(0), float("-inf"))
     feasible = torch.isfinite(torch.maximum(end_blank, end_token))  # (B,)
     s = torch.where(end_token > end_blank, last - 1, last)  # (B,)
-    path = torch.full((b, t_max), pad_id, dtype=torch.long, device=alpha.device)
+    path = torch.full((b, t_max), -1, dtype=torch.long, device=alpha.device)
     for t in range(t_max - 1, -1, -1):
         active = t < input_lengths  # (B,)
-        path[:, t] = torch.where(active, states[rows, s], path[:, t])
+        path[:, t] = torch.where(active, s, path[:, t])
         s = torch.where(active, s - back[rows, t, s], s)
-    path = path.masked_fill(~feasible.unsqueeze(1), pad_id)
-    return path, feasible
+    return path.masked_fill(~feasible.unsqueeze(1), -1), feasible
