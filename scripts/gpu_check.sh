@@ -33,6 +33,16 @@
 # recipe_train instead, and the evaluations score each of its directions (recipe.json holds them
 # by direction); the steps before it are then better skipped, to leave it their time:
 #   GPU_CHECK_RECIPE=multi30k_multi GPU_CHECK_SKIP="bench_train bench_decode profile" bash scripts/gpu_check.sh OUTDIR
+# GPU_CHECK_RECIPE=inputs trains the presets of the other inputs instead, side by side on the one GPU,
+# each unchanged but for trainer.accelerator=gpu and the time cap: experiment=fsdd_digits (speech
+# frames, one label), experiment=fsdd_strings (speech frames, a digit string), experiment=graph_nodes
+# data.preset=cora (graph nodes) and experiment=digits (image patches). Each tests its own best
+# checkpoint, so eval_greedy and eval_beam5 do not run; recipe.json holds each run's summary and
+# wall time, and gpu_tests adds tests/data/graphs/test_pyg.py (PyTorch Geometric is on the GPU image).
+# The data: .gpu_data/fsdd and .gpu_data/planetoid copied from the mirror (~30 MiB), and the speech
+# wheels in .whl (soundfile, soxr, librosa, audioread, pooch, decorator, platformdirs, cffi,
+# pycparser, filelock):
+#   GPU_CHECK_RECIPE=inputs GPU_CHECK_SKIP="bench_train bench_decode profile" bash scripts/gpu_check.sh OUTDIR
 #
 # GPU_CHECK_DRY=1: the same steps on the CPU at toy sizes (d_model 32, 1+1 layers, a few steps;
 # experiment=multi30k_cpu debug=fast model=tiny and a 20-second cap) to test this script; without
@@ -73,8 +83,8 @@ dry=${GPU_CHECK_DRY:-0}
 [ "$dry" = 0 ] || dry=1
 recipe_name=${GPU_CHECK_RECIPE:-multi30k}
 case "$recipe_name" in
-  multi30k|multi30k_multi) ;;
-  *) echo "error: GPU_CHECK_RECIPE=$recipe_name: expected multi30k or multi30k_multi" >&2; exit 2 ;;
+  multi30k|multi30k_multi|inputs) ;;
+  *) echo "error: GPU_CHECK_RECIPE=$recipe_name: expected multi30k, multi30k_multi or inputs" >&2; exit 2 ;;
 esac
 budget=${GPU_CHECK_BUDGET_S:-510}
 work=${GPU_CHECK_WORK:-$(mktemp -d /tmp/gpu_check.XXXXXX)}
@@ -190,6 +200,10 @@ if [ "$dry" = 1 ]; then
   recipe_overrides=(debug=fast model=tiny data.vocab_size=400 accel=none)  # the compiled plain step, as on a GPU
   max_time_s=20
   profile_warmup=2
+  inputs_device=cpu
+  # the presets at toy sizes: a few updates each, 40 digit strings
+  inputs_overrides=(trainer.max_steps=3 trainer.max_epochs=1 test_checkpoint=last "callbacks.progress_bar=null")
+  inputs_strings=(data.n_strings.train=40 data.n_strings.dev=10 data.n_strings.test=10)
 else
   dims=(--d-model 512 --layers 4 --heads 8 --d-ff 2048)
   bench_common=(--device cuda --train-sentences 29000 --warmup-steps 10 --train-steps 30 --pad-to-multiple 8)
@@ -198,6 +212,9 @@ else
   recipe_overrides=()
   max_time_s=240
   profile_warmup=3
+  inputs_device=gpu
+  inputs_overrides=("callbacks.progress_bar=null")
+  inputs_strings=()
 fi
 # The multilingual recipe: the single-pair one with three directions, a vocabulary for four languages
 # and three times the warm-up (as the commands in conf/experiment/multi30k.yaml and multi30k_cpu.yaml).
@@ -286,7 +303,41 @@ train_args=(experiment=$recipe "${recipe_overrides[@]}" "trainer.max_time=$max_t
             "hydra.run.dir=$run" "data.data_dir=$cache")
 echo "python3 -m transformer.cli.train ${train_args[*]}" >"$work/recipe_command.txt"
 recipe_start=$SECONDS
-step recipe_train $((max_time_s + 120)) python3 -m transformer.cli.train "${train_args[@]}"
+if [ "$recipe_name" = inputs ]; then
+  # The four presets side by side, a quarter of the CPU threads each (their data loading and speech
+  # features are CPU work); each writes its own run folder and its wall time beside it.
+  # (a function run by `timeout` through `bash -c`: its settings travel in the environment)
+  inputs_train() {
+    local name pid rc=0 pids=() threads=$(( $(nproc) / 4 > 0 ? $(nproc) / 4 : 1 ))
+    for name in fsdd_digits fsdd_strings cora digits; do
+      local args=("experiment=$name")
+      [ "$name" = cora ] && args=(experiment=graph_nodes data.preset=cora)
+      # shellcheck disable=SC2206
+      [ "$name" = fsdd_strings ] && args+=($INPUTS_STRINGS)
+      # shellcheck disable=SC2206  # the overrides hold no spaces
+      args+=("trainer.accelerator=$inputs_device" "trainer.max_time=$max_time" $INPUTS_OVERRIDES
+             "hydra.run.dir=$work/inputs/$name" "data.data_dir=$cache/$name")
+      mkdir -p "$work/inputs/$name"
+      echo "python3 -m transformer.cli.train ${args[*]}" >"$work/inputs/$name.command"
+      ( start=$SECONDS; OMP_NUM_THREADS=$threads python3 -m transformer.cli.train "${args[@]}" >"$work/inputs/$name.log" 2>&1
+        r=$?; echo $((SECONDS - start)) >"$work/inputs/$name.wall"; exit $r ) &
+      pids+=($!)
+    done
+    for pid in "${pids[@]}"; do wait "$pid" || rc=1; done
+    for name in fsdd_digits fsdd_strings cora digits; do
+      echo "---- $name: the end of its log"
+      tail -n 15 "$work/inputs/$name.log"
+    done
+    return $rc
+  }
+  export -f inputs_train
+  export inputs_device max_time work cache INPUTS_OVERRIDES="${inputs_overrides[*]}" \
+    INPUTS_STRINGS="${inputs_strings[*]}"
+  echo "the four presets: see recipe.json" >"$work/recipe_command.txt"
+  step recipe_train $((max_time_s + 150)) bash -c inputs_train
+else
+  step recipe_train $((max_time_s + 120)) python3 -m transformer.cli.train "${train_args[@]}"
+fi
 echo $((SECONDS - recipe_start)) >"$work/recipe_wall_s.txt"
 best=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["best_checkpoint"] or "")' \
   "$run/train_summary.json" 2>/dev/null)
@@ -306,7 +357,9 @@ launch() {  # launch NAME LOGFILE CMD...: in the background, its output to LOGFI
   ( start=$SECONDS; timeout -k 10 "$tail_limit" "$@" >"$log" 2>&1; echo "$? $((SECONDS - start))" >"$log.rc" ) &
   pids+=($!) names+=("$name")
 }
-if [ -n "$best" ] && [ -f "$best" ]; then
+if [ "$recipe_name" = inputs ]; then
+  note "GPU_CHECK_RECIPE=inputs: each preset tested its own best checkpoint (recipe.json), no Multi30k evaluation"
+elif [ -n "$best" ] && [ -f "$best" ]; then
   launch eval_greedy "$work/eval_greedy.log" python3 -m transformer.cli.evaluate ckpt_path="$best" \
     split=test_2016_flickr decode.strategy=greedy output_dir="$work/eval_greedy" data_dir="$cache"
   launch eval_beam5 "$work/eval_beam5.log" python3 -m transformer.cli.evaluate ckpt_path="$best" \
@@ -316,7 +369,12 @@ else
   record eval_greedy 1 0 0
   record eval_beam5 1 0 0
 fi
-launch gpu_tests "$out/gpu_tests.txt" python3 -m pytest -m gpu -q tests/gpu
+if [ "$recipe_name" = inputs ]; then
+  launch gpu_tests "$out/gpu_tests.txt" bash -c 'python3 -m pytest -m gpu -q -p no:cacheprovider -n 4 tests/gpu; a=$?;
+    python3 -m pytest -q -p no:cacheprovider tests/data/graphs/test_pyg.py; b=$?; exit $((a || b))'
+else
+  launch gpu_tests "$out/gpu_tests.txt" python3 -m pytest -m gpu -q tests/gpu
+fi
 for i in "${!pids[@]}"; do
   wait "${pids[$i]}"
   name=${names[$i]}
@@ -382,6 +440,16 @@ for name, stem in (("greedy", "greedy"), ("beam5", "beam")):
         recipe["test_2016_flickr"][name] = {d: {k: r.get(k) for k in keys if k in r} for d, r in each.items()}
     else:
         recipe["test_2016_flickr"][name] = {"error": "no result: see log.txt"}
+inputs = {}
+for f in sorted((work / "inputs").glob("*.command")):
+    name = f.stem
+    s = load(work / "inputs" / name / "train_summary.json") or {}
+    wall = work / "inputs" / f"{name}.wall"
+    inputs[name] = {"command": f.read_text().strip(), "wall_s": int(wall.read_text()) if wall.exists() else None,
+                    **{k: s.get(k) for k in ("epochs", "global_step", "parameters", "monitor", "best_score", "test")},
+                    "error": None if s else "no train_summary.json: see log.txt"}
+if inputs:
+    recipe = {"inputs": inputs, "train_wall_s": recipe["train_wall_s"]}
 (out / "recipe.json").write_text(json.dumps(recipe, indent=2) + "\n")
 
 # summary.md: one row per step, then the numbers that matter.
@@ -434,10 +502,22 @@ lines += [f"    {l}" for l in prof if l.startswith(("data and model", "one step"
     or ["    no result: see profile.txt"]
 
 multi = "multi30k_multi" in (recipe.get("command") or "")
+if "inputs" in recipe:
+    lines += ["", "## recipe_train (GPU_CHECK_RECIPE=inputs: the presets of speech, graphs and images)", "",
+              "| preset | wall s | epochs | updates | best dev | test |", "|---|---|---|---|---|---|"]
+    for name, r in recipe["inputs"].items():
+        test = (r.get("test") or {}).get("test") or {}
+        shown = ", ".join(f"{k} {v:.4g}" for k, v in test.items() if isinstance(v, float) and k not in ("seconds",))
+        lines.append(f"| {name} | {r['wall_s']} | {r['epochs']} | {r['global_step']} | {r['best_score']} | "
+                     f"{shown or r['error'] or 'no test'} |")
+    recipe["test_2016_flickr"] = {}
 title = "experiment=multi30k_multi, en→{de,fr,cs}" if multi else "experiment=multi30k, de→en"
-lines += ["", f"## recipe_train ({title}) and eval_greedy / eval_beam5", ""]
+if "inputs" not in recipe:
+    lines += ["", f"## recipe_train ({title}) and eval_greedy / eval_beam5", ""]
 s = recipe.get("train_summary")
-if s:
+if "inputs" in recipe:
+    pass
+elif s:
     conf = recipe.get("config", {})
     lines.append(f"Trained {recipe['train_wall_s']} s wall ({conf.get('max_time')} cap): {s['epochs']} epochs "
                  f"of {conf.get('max_epochs')} configured, {s['global_step']} updates, best val/bleu "
@@ -450,7 +530,8 @@ for name, m in recipe["test_2016_flickr"].items():
                      + (f" (lowercased {r['bleu_lowercase']})" if "bleu_lowercase" in r else ""))
 lines += ["", "## gpu_tests (pytest -m gpu -q tests/gpu)", ""]
 tests = (out / "gpu_tests.txt").read_text().strip().splitlines() if (out / "gpu_tests.txt").exists() else ["no output"]
-lines.append(f"    {tests[-1] if tests else 'no output'}")
+lines += [f"    {l}" for l in tests if " in " in l and l.rstrip().endswith("s")
+          and any(w in l for w in ("passed", "failed", "skipped", "error"))] or ["    no output"]
 (out / "summary.md").write_text("\n".join(lines) + "\n")
 PY
 for f in env.txt profile.txt gpu_tests.txt; do  # a step that never ran still leaves its file

@@ -75,10 +75,32 @@ def test_dry_run_of_the_multilingual_recipe_scores_each_direction(tmp_path, mirr
     assert "experiment=multi30k_multi, en→{de,fr,cs}" in summary and "test_2016_flickr en-fr beam5: BLEU" in summary
 
 
+def test_dry_run_of_the_other_inputs_trains_and_tests_each_preset(tmp_path, mirror_root):
+    out = tmp_path / "out"
+    env = dict(os.environ, GPU_CHECK_DRY="1", TRANSFORMER_DATA_MIRROR=str(mirror_root),
+               GPU_CHECK_WORK=str(tmp_path / "work"), GPU_CHECK_RECIPE="inputs",
+               GPU_CHECK_SKIP="bench_train bench_decode profile")
+    proc = subprocess.run(["bash", "scripts/gpu_check.sh", str(out)], cwd=REPO, env=env,
+                          capture_output=True, text=True, timeout=900)
+    assert proc.returncode == 0, proc.stdout[-4000:]
+    assert len(list(out.iterdir())) <= 8
+    inputs = json.loads((out / "recipe.json").read_text())["inputs"]
+    assert sorted(inputs) == ["cora", "digits", "fsdd_digits", "fsdd_strings"]
+    assert "experiment=graph_nodes data.preset=cora trainer.accelerator=cpu" in inputs["cora"]["command"]
+    for name, run in inputs.items():
+        assert run["global_step"] > 0 and run["wall_s"] > 0, name
+    for name in ("cora", "digits", "fsdd_digits"):
+        assert 0 <= inputs[name]["test"]["test"]["acc"] <= 1, name
+    assert inputs["fsdd_strings"]["test"]["test"]["wer"] >= 0
+    summary = (out / "summary.md").read_text()
+    assert re.search(r"^\| recipe_train \| ok \|", summary, re.M) and "| fsdd_strings |" in summary
+    assert "eval_greedy" not in summary
+
+
 def test_an_unknown_recipe_is_refused_in_one_line(tmp_path):
     env = dict(os.environ, GPU_CHECK_DRY="1", GPU_CHECK_RECIPE="wmt14", GPU_CHECK_WORK=str(tmp_path / "work"))
     proc = subprocess.run(["bash", "scripts/gpu_check.sh", str(tmp_path / "out")], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=60)
     assert proc.returncode == 2
     assert [line for line in proc.stdout.splitlines() + proc.stderr.splitlines() if line.startswith("error:")] == [
-        "error: GPU_CHECK_RECIPE=wmt14: expected multi30k or multi30k_multi"]
+        "error: GPU_CHECK_RECIPE=wmt14: expected multi30k, multi30k_multi or inputs"]
