@@ -76,3 +76,11 @@ def test_a_bad_row_of_the_graph_is_one_error_line_and_nothing_is_written(tmp_pat
     assert code == 2 and lines[-1].startswith("error: ") and message in lines[-1], err[-2000:]
     assert "Traceback" not in err
     assert not (tmp_path / "run").exists() and not (tmp_path / "cache").exists()
+
+
+def test_a_graph_trains_in_bf16_mixed_precision(tmp_path, capsys, monkeypatch):
+    # GAT's network under autocast: bf16 projections, the softmax along the edges in float32
+    code, err = train(tmp_path, capsys, monkeypatch, "trainer.precision=bf16-mixed")
+    assert code == 0, err[-3000:]
+    summary = json.loads((tmp_path / "run" / "train_summary.json").read_text())
+    assert summary["global_step"] == 4 and summary["test"]["test"]["n"] == 2

@@ -126,3 +126,22 @@ def test_the_degree_bias_is_gcns_normalisation_along_the_edges_as_on_the_dense_m
             torch.testing.assert_close(out, reference, atol=1e-5, rtol=1e-5)
         assert not torch.allclose(plain, reference, atol=1e-3)  # the bias changes what a node hears
         assert (weights[0][:, ~mask] == 0).all()
+
+
+@pytest.mark.parametrize("cls", [MultiHeadAttention, AdditiveAttention])
+def test_attention_along_the_edges_runs_under_bf16_autocast_as_dense_attention_does(cls):
+    # trainer.precision=bf16-mixed: the projections give bf16 values; the edge-by-edge softmax and
+    # sums run in float32 (as autocast runs dense attention's softmax) and return the values' dtype
+    n = 30
+    edges = random_graph(n)
+    att = cls(16, 4).eval()
+    x = torch.randn(2, n, 16, requires_grad=True)
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        along_edges, _ = att(x, x, x, EdgeMask(edges, n))
+        dense, _ = att(x, x, x, adjacency_mask(edges, n))
+    assert along_edges.dtype == dense.dtype == torch.bfloat16
+    torch.testing.assert_close(along_edges.float(), dense.float(), atol=3e-2, rtol=3e-2)
+    reference, _ = att(x, x, x, EdgeMask(edges, n))
+    torch.testing.assert_close(along_edges.float(), reference, atol=5e-2, rtol=5e-2)
+    along_edges.float().square().sum().backward()
+    assert x.grad is not None and torch.isfinite(x.grad).all()

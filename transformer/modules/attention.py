@@ -350,6 +350,10 @@ class EdgeMask:
         edges applied to the values ``v (B, H, N, d)`` -> ``(B, H, N, d)``."""
         qi, ki = self.pairs(v.device)
         bias = self.bias(v.device)
+        # The softmax and the sums in float32 at least, as autocast runs dense attention's softmax,
+        # whatever the scores' and values' dtype (bf16 under trainer.precision=bf16-mixed); the
+        # result in the values' dtype.
+        scores = scores.to(torch.promote_types(scores.dtype, torch.float32))
         scores = scores if bias is None else scores + bias
         # Subtract the query's max score (every query has at least its self-loop, or no edge and so
         # no score to take), exponentiate, divide by the sum.
@@ -362,7 +366,7 @@ class EdgeMask:
         if dropout_p > 0:
             weights = F.dropout(weights, dropout_p)
         mixed = weights.unsqueeze(-1) * v.index_select(2, ki)  # (B, H, E, 1) * (B, H, E, d) -> (B, H, E, d)
-        return v.new_zeros(v.shape).index_add(2, qi, mixed)  # sum each query's edges -> (B, H, N, d)
+        return mixed.new_zeros(v.shape).index_add(2, qi, mixed).to(v.dtype)  # sum each query's edges -> (B, H, N, d)
 
 
 def packable() -> bool:
