@@ -17,12 +17,6 @@ pytestmark = pytest.mark.gpu
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def _need_cuda():
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-
-
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
 def test_fused_attention_matches_explicit_path(dtype):
     torch.manual_seed(0)

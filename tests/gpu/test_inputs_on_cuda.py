@@ -17,12 +17,6 @@ pytestmark = pytest.mark.gpu
 REPO = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(autouse=True)
-def _need_cuda():
-    if not torch.cuda.is_available():
-        pytest.skip("no CUDA device")
-
-
 def command(module: str, *args: str, cwd: Path, mirror_root: Path | None = None) -> None:
     env = dict(os.environ, HF_DATASETS_OFFLINE="1", HF_HUB_OFFLINE="1",
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))

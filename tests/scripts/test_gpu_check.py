@@ -57,14 +57,20 @@ def test_dry_run_writes_every_output_and_passes(tmp_path, mirror_root):
     assert "8 steps, 0 failed" in log
 
 
-def test_dry_run_of_the_multilingual_recipe_scores_each_direction(tmp_path, mirror_root):
+def dry_run(tmp_path, mirror_root, recipe: str) -> Path:
+    """The dry run of ``GPU_CHECK_RECIPE=recipe`` without the benchmark steps; its output folder."""
     out = tmp_path / "out"
     env = dict(os.environ, GPU_CHECK_DRY="1", TRANSFORMER_DATA_MIRROR=str(mirror_root),
-               GPU_CHECK_WORK=str(tmp_path / "work"), GPU_CHECK_RECIPE="multi30k_multi",
+               GPU_CHECK_WORK=str(tmp_path / "work"), GPU_CHECK_RECIPE=recipe,
                GPU_CHECK_SKIP="bench_train bench_decode profile")
     proc = subprocess.run(["bash", "scripts/gpu_check.sh", str(out)], cwd=REPO, env=env,
                           capture_output=True, text=True, timeout=900)
     assert proc.returncode == 0, proc.stdout[-4000:]
+    return out
+
+
+def test_dry_run_of_the_multilingual_recipe_scores_each_direction(tmp_path, mirror_root):
+    out = dry_run(tmp_path, mirror_root, "multi30k_multi")
     recipe = json.loads((out / "recipe.json").read_text())
     assert "experiment=multi30k_cpu data.pairs=[en-de,en-fr,en-cs] data.vocab_size=12000" in recipe["command"]
     for search in ("greedy", "beam5"):
@@ -76,13 +82,7 @@ def test_dry_run_of_the_multilingual_recipe_scores_each_direction(tmp_path, mirr
 
 
 def test_dry_run_of_the_other_inputs_trains_and_tests_each_preset(tmp_path, mirror_root):
-    out = tmp_path / "out"
-    env = dict(os.environ, GPU_CHECK_DRY="1", TRANSFORMER_DATA_MIRROR=str(mirror_root),
-               GPU_CHECK_WORK=str(tmp_path / "work"), GPU_CHECK_RECIPE="inputs",
-               GPU_CHECK_SKIP="bench_train bench_decode profile")
-    proc = subprocess.run(["bash", "scripts/gpu_check.sh", str(out)], cwd=REPO, env=env,
-                          capture_output=True, text=True, timeout=900)
-    assert proc.returncode == 0, proc.stdout[-4000:]
+    out = dry_run(tmp_path, mirror_root, "inputs")
     assert len(list(out.iterdir())) <= 8
     inputs = json.loads((out / "recipe.json").read_text())["inputs"]
     assert sorted(inputs) == ["cora", "digits", "fsdd_digits", "fsdd_strings"]
