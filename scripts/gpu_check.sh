@@ -42,7 +42,8 @@
 # The data: .gpu_data/fsdd and .gpu_data/planetoid copied from the mirror (~30 MiB), and the speech
 # wheels in .whl (soundfile, soxr, librosa, audioread, pooch, decorator, platformdirs, cffi,
 # pycparser, filelock):
-#   GPU_CHECK_RECIPE=inputs GPU_CHECK_SKIP="bench_train bench_decode profile" bash scripts/gpu_check.sh OUTDIR
+#   GPU_CHECK_BUDGET_S=560 GPU_CHECK_RECIPE=inputs GPU_CHECK_SKIP="bench_train bench_decode profile" bash scripts/gpu_check.sh OUTDIR
+# (the device call's timeout_s=590: the four trainings ~300 s, the GPU tests up to 200 s)
 #
 # GPU_CHECK_DRY=1: the same steps on the CPU at toy sizes (d_model 32, 1+1 layers, a few steps;
 # experiment=multi30k_cpu debug=fast model=tiny and a 20-second cap) to test this script; without
@@ -345,6 +346,8 @@ best=$(python3 -c 'import json,sys; print(json.load(open(sys.argv[1]))["best_che
 # The two evaluations and the GPU tests side by side: none of them is timed. A third of the CPU
 # threads each, so that three processes do not oversubscribe the cores.
 tail_limit=$(box 150)
+# the inputs recipe's GPU tests train each input kind and evaluate it twice (~140 s with 4 workers)
+[ "$recipe_name" = inputs ] && tail_limit=$(box 200)
 [ "$tail_limit" -gt 0 ] || tail_limit=30  # the evaluations and tests still get a try
 threads=$(($(nproc) / 3))
 [ "$threads" -ge 1 ] || threads=1
