@@ -349,14 +349,10 @@ class EdgeMask:
         """A score per edge ``(B, H, E)`` (in :meth:`pairs`' order) -> the softmax over each query's
         edges applied to the values ``v (B, H, N, d)`` -> ``(B, H, N, d)``."""
         qi, ki = self.pairs(v.device)
-        bias = self.bias(v.device)
-        # The softmax and the sums in float32 at least, as autocast runs dense attention's softmax,
-        # whatever the scores' and values' dtype (bf16 under trainer.precision=bf16-mixed); the
-        # result in the values' dtype.
-        scores = scores.to(torch.promote_types(scores.dtype, torch.float32))
-        scores = scores if bias is None else scores + bias
-        # Subtract the query's max score (every query has at least its self-loop, or no edge and so
-        # no score to take), exponentiate, divide by the sum.
+        scores = scores.to(torch.promote_types(scores.dtype, torch.float32))  # bf16 under autocast: sum in fp32
+        scores = scores if (bias := self.bias(v.device)) is None else scores + bias
+        # Subtract the query's max score (every query has its self-loop, or no edge and no score),
+        # exponentiate, divide by the sum; the result in the values' dtype, as autocast's softmax.
         b, h, _ = scores.shape
         top = scores.new_full((b, h, self.n_nodes), float("-inf"))
         top = top.scatter_reduce(2, qi.expand(b, h, -1), scores, "amax", include_self=True)  # (B, H, N)
