@@ -326,3 +326,24 @@ def test_the_server_refuses_a_speaker_normalised_model_in_one_line(trained_per_s
     with pytest.raises(ValueError, match=r"models\[0\].ckpt_path: a model trained with data.normalize=speaker") as e:
         serve.check(cfg)
     assert "\n" not in str(e.value)
+
+
+def test_mixup_of_recordings_trains_and_is_recorded(mirror_root, tmp_path, monkeypatch):
+    """task.mixup on speech frames: pairs of recordings blended over the longer one's frames."""
+    import torch
+
+    from transformer.tasks import mixing
+
+    calls = []
+    real = mixing.mix_frames
+
+    def counted(src, lengths, mixup):
+        calls.append((tuple(src.shape), lengths.tolist()))
+        return real(src, lengths, mixup)
+
+    monkeypatch.setattr("transformer.tasks.classification.mix_frames", counted)
+    _, summary = train_tiny(mirror_root / "fsdd" / "recordings", tmp_path, manifest, "task.mixup=0.4")
+    assert summary["global_step"] > 0 and len(calls) == summary["global_step"]  # every training batch
+    assert all(len(shape) == 3 and shape[0] == len(lengths) for shape, lengths in calls)
+    hp = torch.load(summary["last_checkpoint"], map_location="cpu", weights_only=False)["hyper_parameters"]
+    assert hp["mixup"] == 0.4

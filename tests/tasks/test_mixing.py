@@ -1,5 +1,6 @@
-"""Mixing training images (``tasks.mixing``): mixup blends pairs, CutMix pastes a box, and the
-classifier's training loss mixes the two labels' losses by the same weight."""
+"""Mixing training images and speech frames (``tasks.mixing``): mixup blends pairs, CutMix pastes
+a box of an image, and the classifier's training loss mixes the two labels' losses by the same
+weight; mixed recordings are as long as the longer of the pair."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import torch
 import torch.nn.functional as F
 
 from transformer.tasks.classification import ClassificationTask
-from transformer.tasks.mixing import cutmix_box, mix_images
+from transformer.tasks.mixing import cutmix_box, mix_frames, mix_images
 
 VIT = {"_target_": "transformer.models.classifier.SequenceClassifier", "d_model": 16, "n_heads": 2, "n_layers": 1,
        "d_ff": 32, "dropout": 0.0, "activation": "relu", "norm_first": True, "max_len": 5, "scale_embeddings": False,
@@ -62,9 +63,24 @@ def test_cutmix_box_stays_inside_the_image(lam):
 def test_text_batches_are_refused():
     with pytest.raises(ValueError, match="mixup and CutMix mix images"):
         mix_images(torch.zeros(2, 5, dtype=torch.long), mixup=0.2)
-    with pytest.raises(ValueError, match="mixing blends images"):
+    with pytest.raises(ValueError, match="mixing blends images .*this run reads text"):
         ClassificationTask(model=dict(VIT), piece_vocab_size=1, pad_id=0, labels=["a", "b"], data={"name": "toy"},
                            mixup=0.2)
+    with pytest.raises(ValueError, match="this run reads frames"):  # CutMix pastes image boxes only
+        ClassificationTask(model=dict(VIT), piece_vocab_size=1, pad_id=0, labels=["a", "b"],
+                           data={"name": "toy", "input": "frames"}, cutmix=1.0)
+
+
+def test_mixup_of_frames_blends_pairs_over_the_longer_of_the_two():
+    torch.manual_seed(0)
+    lengths = torch.tensor([5, 3, 2, 4])
+    src = torch.rand(4, 5, 3) * (torch.arange(5)[None, :, None] < lengths[:, None, None])  # (B, T, F), zero padding
+    mixed = mix_frames(src, lengths, 0.4)
+    assert 0 < mixed.lam < 1 and sorted(mixed.partner.tolist()) == [0, 1, 2, 3]
+    assert torch.allclose(mixed.src, mixed.lam * src + (1 - mixed.lam) * src[mixed.partner])
+    assert mixed.lengths.tolist() == [max(a, b) for a, b in zip(lengths.tolist(), lengths[mixed.partner].tolist())]
+    beyond = torch.arange(5)[None, :] >= mixed.lengths[:, None]  # (B, T): padding of both recordings
+    assert mixed.src[beyond].eq(0).all()
 
 
 def image_task(**kw) -> ClassificationTask:

@@ -34,7 +34,7 @@ from transformer.inference.tagger import model_max_len
 from transformer.models.classifier import ClassifierEnsemble
 from transformer.tasks.adversarial import InputCapture, adversarial_shift, check_eps
 from transformer.tasks.build import build_model
-from transformer.tasks.mixing import Mixed, mix_images
+from transformer.tasks.mixing import Mixed, mix_frames, mix_images
 from transformer.tasks.checkpoint import CheckpointError, OneTokenizerCheckpoint, load_task, read_checkpoint
 from transformer.tasks.build import ADAMW, optimizer_with_warmup
 from transformer.ranges import Probability, Range
@@ -175,11 +175,11 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
             scored with its piece embeddings moved in the direction that raises the loss most,
             by ``adversarial_eps`` times the sentence's own embedding norm, and that loss is
             added (``train/adv_loss``; ``tasks.adversarial``). About twice the training time.
-        mixup, cutmix: images only: above 0, each training batch's images are mixed in pairs,
-            by blending (mixup, Zhang et al. 2018) or by pasting a box of one into the other
-            (CutMix, Yun et al. 2019), the mix weight drawn from Beta(a, a) with ``a`` the value
-            given; the loss mixes the two labels' losses alike (``tasks.mixing``). Both set: one
-            of the two for each batch, with equal odds. 0 = off.
+        mixup, cutmix: images (mixup: speech frames too): above 0, each training batch's inputs
+            are mixed in pairs, by blending (mixup, Zhang et al. 2018) or by pasting a box of one
+            image into the other (CutMix, Yun et al. 2019), the mix weight drawn from Beta(a, a)
+            with ``a`` the value given; the loss mixes the two labels' losses alike
+            (``tasks.mixing``). Both set: one of the two for each batch, with equal odds. 0 = off.
         teacher: a classification checkpoint, or a list of them (their ensemble), to distil
             from: the loss is ``(1 - distill_weight)`` × cross-entropy with the labels plus
             ``distill_weight`` × :func:`distillation_loss` at ``distill_temperature``.
@@ -225,9 +225,10 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         if not 0 < layer_decay <= 1:
             raise ValueError(f"task.layer_decay={layer_decay!r}: expected a factor in (0, 1] (1.0 = off)")
         check_eps(adversarial_eps)
-        if (mixup > 0 or cutmix > 0) and kinds.input_kind(data) is not kinds.PATCHES:
-            raise ValueError(f"task.mixup={mixup!r}, task.cutmix={cutmix!r}: mixing blends images; this run reads "
-                             f"{kinds.input_kind(data).name}")
+        if (cutmix > 0 and kinds.input_kind(data) is not kinds.PATCHES
+                or mixup > 0 and kinds.input_kind(data) not in (kinds.PATCHES, kinds.FRAMES)):
+            raise ValueError(f"task.mixup={mixup!r}, task.cutmix={cutmix!r}: mixing blends images (mixup: images or "
+                             f"speech frames); this run reads {kinds.input_kind(data).name}")
         if not 0 <= distill_weight <= 1:
             raise ValueError(f"task.distill_weight={distill_weight!r}: expected a weight in [0, 1]")
         if not distill_temperature > 0:
@@ -310,7 +311,8 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         """The training loss of ``src (B, T)``: cross-entropy, mixed with the distillation loss
         (also returned; ``None`` without a teacher). ``mixed``: ``src`` mixes pairs of images,
         and so do the targets (each ``lam`` its own, ``1 - lam`` its partner's)."""
-        logits = self.model(src, input_hook, batch.get("src_lengths"))  # (B, C)
+        lengths = batch.get("src_lengths") if mixed is None or mixed.lengths is None else mixed.lengths
+        logits = self.model(src, input_hook, lengths)  # (B, C)
         labels = batch["labels"]  # (B,)
         loss = self._loss(logits, labels)
         if mixed is not None:
@@ -331,7 +333,10 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         src = self._hide_tokens(batch["src"])  # (B, T), or (B, C, H, W) images
         mixup, cutmix = self.hparams.get("mixup", 0.0), self.hparams.get("cutmix", 0.0)
-        mixed = mix_images(src, mixup, cutmix) if mixup > 0 or cutmix > 0 else None
+        if kinds.input_kind(self.hparams) is kinds.FRAMES:
+            mixed = mix_frames(src, batch["src_lengths"], mixup) if mixup > 0 else None
+        else:
+            mixed = mix_images(src, mixup, cutmix) if mixup > 0 or cutmix > 0 else None
         src = src if mixed is None else mixed.src
         eps = self.hparams.adversarial_eps
         seen = InputCapture() if eps > 0 else None

@@ -1,4 +1,5 @@
-"""Mixing training images: mixup (Zhang et al. 2018) and CutMix (Yun et al. 2019).
+"""Mixing training inputs: mixup (Zhang et al. 2018) of images and of speech frames, and CutMix
+(Yun et al. 2019) of images.
 
 Each image of a batch is blended with another image of the same batch (a random pairing), and
 the loss is the same blend of the two labels' losses: mixup averages the pixels with weight
@@ -7,7 +8,11 @@ of the image left its own. A ViT has no locality built in, and on a few thousand
 memorises them; mixing asks it for labels between the training images (DeiT, Touvron et al.
 2021, trains with both, choosing one per batch).
 
-Shape legend: B images, C channels, H height, W width.
+Frames (B, T, F) blend the same way, position by position from the start; a pair of recordings
+of different lengths blends over the longer one's frames, the shorter one's padding adding nothing
+(audio mixup as PANNs trains it, Kong et al. 2020).
+
+Shape legend: B images or recordings, C channels, H height, W width, T frames, F features.
 """
 
 from __future__ import annotations
@@ -27,6 +32,7 @@ class Mixed:
     src: torch.Tensor
     partner: torch.Tensor
     lam: float
+    lengths: torch.Tensor | None = None  # frames: each mixed recording's real frames (B,)
 
 
 def cutmix_box(height: int, width: int, lam: float) -> tuple[int, int, int, int]:
@@ -62,4 +68,16 @@ def mix_images(src: torch.Tensor, mixup: float = 0.0, cutmix: float = 0.0) -> Mi
     return Mixed(out, partner, 1.0 - (bottom - top) * (right - left) / (height * width))
 
 
-__all__ = ["Mixed", "cutmix_box", "mix_images"]
+def mix_frames(src: torch.Tensor, lengths: torch.Tensor, mixup: float) -> Mixed:
+    """``src (B, T, F)`` padded frames with ``lengths (B,)``, each recording blended with a partner
+    of the batch by ``lam ~ Beta(mixup, mixup)``; the mixed recording is as long as the longer of
+    the two. Draws from torch's global generator (seeded with the run)."""
+    if src.dim() != 3 or lengths is None:
+        raise ValueError(f"mixup of frames mixes (B, T, F) batches with their lengths; got {tuple(src.shape)}")
+    alpha = torch.tensor(float(mixup))
+    lam = float(torch.distributions.Beta(alpha, alpha).sample())
+    partner = torch.randperm(src.size(0)).to(src.device)
+    return Mixed(lam * src + (1 - lam) * src[partner], partner, lam, torch.maximum(lengths, lengths[partner]))
+
+
+__all__ = ["Mixed", "cutmix_box", "mix_frames", "mix_images"]
