@@ -84,6 +84,19 @@ def test_speed_perturbation_applies_to_training_audio_only(cache):
         SpeechDataModule(preset="fsdd", data_dir=cache, speed_perturb=[3.0])
 
 
+def test_trim_db_endpoints_every_split_and_is_recorded(cache):
+    """data.trim_db endpoints each split's waveforms before their features (the test split too,
+    as inference will), and the checkpoint's feature settings carry it."""
+    plain = SpeechDataModule(preset="fsdd", data_dir=cache, mirror_root=MIRROR, sample_rate=8000, n_mels=20)
+    trimmed = SpeechDataModule(preset="fsdd", data_dir=cache, mirror_root=MIRROR, sample_rate=8000, n_mels=20,
+                               trim_db=20)
+    plain.setup(), trimmed.setup()
+    for split in ("train", "test"):
+        a, b = plain._datasets[split], trimmed._datasets[split]
+        assert sum(b.features(i).shape[0] for i in range(20)) < sum(a.features(i).shape[0] for i in range(20))
+    assert trimmed.settings()["features"]["trim_db"] == 20 and plain.settings()["features"]["trim_db"] is None
+
+
 def test_speaker_normalisation_per_split_on_the_preset(cache):
     """data.normalize=speaker: each split's speakers normalised by their statistics in that split
     (the preset's manifests name the speakers); the checkpoint's settings record it, with the

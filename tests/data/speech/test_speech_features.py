@@ -11,7 +11,8 @@ import torch
 from transformer.data.speech.audio import load_audio
 from transformer.data.speech.features import (LOG_OFFSET, NORM_EPS, FeatureSettings, MaskingSettings, WarpSettings,
                                               compute_features, feature_width, log_mel, normalize_utterance,
-                                              spec_augment, warp)
+                                              spec_augment, trim_silence, warp)
+from tests.data.speech.speech_files import sine
 
 
 def _librosa_log_mel(y: np.ndarray, s: FeatureSettings) -> np.ndarray:
@@ -150,3 +151,37 @@ def test_freq_warp_moves_a_formant_by_its_factor():
     with pytest.raises(ValueError, match="freq_warp"):
         WarpSettings(freq_warp=1.5)
 
+
+
+def test_trim_silence_cuts_quiet_margins_only():
+    """Endpointing: 0.3 s of a tone between 0.2 s and 0.4 s of faint noise (60 dB down) keeps
+    the tone and about a window of margin, as librosa's trim over 25 ms windows; a tone alone and
+    digital silence stay whole."""
+    rate = 8000
+    s = FeatureSettings(sample_rate=rate, n_mels=40, trim_db=30)
+    rng = np.random.default_rng(0)
+    noise = lambda sec: (5e-4 * rng.standard_normal(int(sec * rate))).astype(np.float32)  # noqa: E731
+    tone = sine(440, 0.3, rate)
+    x = np.concatenate([noise(0.2), tone, noise(0.4)])
+    y = trim_silence(x, s)
+    assert abs(len(y) - len(tone)) <= 2 * s.win_length
+    reference, _ = librosa.effects.trim(x, top_db=30, frame_length=s.win_length, hop_length=s.hop_length)
+    np.testing.assert_array_equal(y, reference)
+    assert len(trim_silence(tone, s)) == len(tone)
+    assert len(trim_silence(np.zeros(800, np.float32), s)) == 800
+
+
+def test_features_with_trim_db_are_the_trimmed_waveforms():
+    """compute_features with trim_db frames the endpointed waveform (fewer frames than the whole
+    recording's); without it every sample is framed; trim_db must be positive."""
+    rate = 8000
+    x = np.concatenate([np.zeros(2400, np.float32), sine(300, 0.3, rate), np.zeros(2400, np.float32)])
+    plain = FeatureSettings(sample_rate=rate, n_mels=40, n_ceps=13)
+    trimmed = FeatureSettings(sample_rate=rate, n_mels=40, n_ceps=13, trim_db=40)
+    assert compute_features(x, plain).shape[0] == plain.num_frames(len(x))
+    out = compute_features(x, trimmed)
+    assert torch.equal(out, compute_features(trim_silence(x, trimmed), plain))
+    assert out.shape[0] < plain.num_frames(len(x)) - 50
+    for bad in (0, -20):
+        with pytest.raises(ValueError, match="trim_db"):
+            FeatureSettings(trim_db=bad)

@@ -105,6 +105,9 @@ class SpeechDataModule(TokenBudgetDataModule):
         sample_rate, n_mels: the features (25 ms windows every 10 ms: 100 frames a second).
         n_ceps: keep this many cepstral coefficients of the log-mel bands (MFCCs); None keeps
             the bands. The front end's width follows (``${feature_width:...}`` in the configs).
+        trim_db: endpointing (``features.trim_silence``): each waveform's leading and trailing
+            stretches this many dB under its loudest window are cut before its features, in
+            training and at inference alike; None keeps every sample.
         spec_augment: mask time and frequency bands of training frames (Park et al. 2019): two
             bands of up to ``freq_mask_width`` mel bins and two spans of up to
             ``time_mask_width`` frames (at most a fifth of the utterance) each.
@@ -149,6 +152,7 @@ class SpeechDataModule(TokenBudgetDataModule):
         sample_rate: Annotated[int, Range(1000, 192_000)] = 16_000,
         n_mels: Annotated[int, Range(1, 512)] = 80,
         n_ceps: Annotated[int | None, Range(1, 512)] = None,
+        trim_db: Annotated[float | None, Range(1.0, 200.0)] = None,
         spec_augment: bool = False,
         freq_mask_width: Annotated[int, Range(0, 512)] = 27,
         time_mask_width: Annotated[int, Range(0, 100_000)] = 40,
@@ -187,7 +191,7 @@ class SpeechDataModule(TokenBudgetDataModule):
         self.normalize = normalize
         # a speaker's statistics replace the utterance's own (SpeechDataset applies them)
         self.features = FeatureSettings(sample_rate=sample_rate, n_mels=n_mels, n_ceps=n_ceps,
-                                        normalize=normalize == "utterance")
+                                        normalize=normalize == "utterance", trim_db=trim_db)
         self.test_splits = ["test"] if "test" in self.paths or preset else []
         self.tokenizer = None
         self.labels: list[str] = []
@@ -324,6 +328,7 @@ class SpeechTranscriptDataModule(SpeechDataModule):
                  strings_seed: int = 0, dev_fraction: Annotated[float, Range(0.0, 0.5)] = 0.1,
                  sample_rate: Annotated[int, Range(1000, 192_000)] = 16_000, n_mels: Annotated[int, Range(1, 512)] = 80,
                  n_ceps: Annotated[int | None, Range(1, 512)] = None,
+                 trim_db: Annotated[float | None, Range(1.0, 200.0)] = None,
                  spec_augment: bool = False, freq_mask_width: Annotated[int, Range(0, 512)] = 27,
                  time_mask_width: Annotated[int, Range(0, 100_000)] = 40,
                  time_stretch: Annotated[float, Range(0.0, 0.5)] = 0.0, freq_warp: Annotated[float, Range(0.0, 0.5)] = 0.0,
@@ -334,7 +339,8 @@ class SpeechTranscriptDataModule(SpeechDataModule):
                  normalize: str = "utterance", input: str = "frames", src_lang: str = "speech", tgt_lang: str = "en",
                  tokenizer_path: str | os.PathLike | dict | None = None):
         super().__init__(train=train, dev=dev, test=test, name=name, preset=preset, dev_fraction=dev_fraction,
-                         sample_rate=sample_rate, n_mels=n_mels, n_ceps=n_ceps, spec_augment=spec_augment,
+                         sample_rate=sample_rate, n_mels=n_mels, n_ceps=n_ceps, trim_db=trim_db,
+                         spec_augment=spec_augment,
                          freq_mask_width=freq_mask_width, time_mask_width=time_mask_width,
                          time_stretch=time_stretch, freq_warp=freq_warp, speed_perturb=speed_perturb,
                          data_dir=data_dir,

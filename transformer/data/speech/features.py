@@ -77,6 +77,8 @@ class FeatureSettings:
         f_min, f_max: the filterbank's band; ``f_max=None`` is half the sample rate.
         normalize: per-utterance mean/variance normalisation of each mel bin (off when a
             speaker's statistics normalise instead, ``data.normalize=speaker``).
+        trim_db: cut the leading and trailing stretches quieter than this many dB under the
+            waveform's loudest window (:func:`trim_silence`); ``None`` keeps the whole waveform.
     """
 
     sample_rate: int = MODEL_SAMPLE_RATE
@@ -88,8 +90,11 @@ class FeatureSettings:
     f_min: float = 0.0
     f_max: float | None = None
     normalize: bool = True
+    trim_db: float | None = None
 
     def __post_init__(self):
+        if self.trim_db is not None and not self.trim_db > 0:
+            raise ValueError(f"trim_db={self.trim_db}: a positive number of dB under the loudest window, or None")
         if self.n_mels < 1 or self.sample_rate < 1 or self.win_ms <= 0 or self.hop_ms <= 0:
             raise ValueError(f"feature settings must be positive: {self}")
         if self.n_ceps is not None and not 1 <= self.n_ceps <= self.n_mels:
@@ -195,10 +200,27 @@ def normalize_with(features: Tensor, mean: Tensor, var: Tensor | None) -> Tensor
     return centred if var is None else centred / torch.sqrt(var + NORM_EPS)
 
 
+def trim_silence(waveform: Tensor | np.ndarray, settings: FeatureSettings) -> np.ndarray:
+    """Endpointing: ``waveform`` without its leading and trailing windows quieter than
+    ``settings.trim_db`` dB under its loudest (``librosa.effects.trim`` over the features' 25 ms
+    windows and 10 ms hops). Recordings cut by different people keep different margins of silence
+    (FSDD's speakers from none to a third of a recording), which frame-averaged statistics and
+    mean pooling would otherwise read as part of the voice. A waveform with nothing above the
+    threshold's floor (digital silence) stays whole. ``(N,) -> (N',)``, ``N' <= N``."""
+    import librosa
+
+    x = np.asarray(waveform, dtype=np.float32)
+    trimmed, _ = librosa.effects.trim(x, top_db=settings.trim_db, frame_length=settings.win_length,
+                                      hop_length=settings.hop_length)
+    return trimmed if trimmed.size else x
+
+
 def compute_features(waveform: Tensor | np.ndarray, settings: FeatureSettings = FeatureSettings()) -> Tensor:
-    """The model's input frames for one waveform: log-mel (and its cepstra with ``n_ceps``),
-    then (by default) per-utterance normalisation. ``(N,)`` at ``settings.sample_rate`` ->
-    ``(T, K)`` float32."""
+    """The model's input frames for one waveform: its speech between endpoints (with
+    ``trim_db``), log-mel (and its cepstra with ``n_ceps``), then (by default) per-utterance
+    normalisation. ``(N,)`` at ``settings.sample_rate`` -> ``(T, K)`` float32."""
+    if settings.trim_db is not None:
+        waveform = trim_silence(waveform, settings)  # (N,) -> (N',)
     features = log_mel(waveform, settings)  # (T, M)
     if settings.n_ceps is not None:
         features = cepstra(features, settings.n_ceps)  # (T, M) -> (T, C)
