@@ -108,6 +108,9 @@ class SpeechDataModule(TokenBudgetDataModule):
         trim_db: endpointing (``features.trim_silence``): each waveform's leading and trailing
             stretches this many dB under its loudest window are cut before its features, in
             training and at inference alike; None keeps every sample.
+        f_min, f_max: the band the mel filterbank spans (Hz; f_max None is half the sample
+            rate): recordings whose microphones pass different bands (one cut below 100 Hz,
+            another dark above 3 kHz) compared over the band they share.
         spec_augment: mask time and frequency bands of training frames (Park et al. 2019): two
             bands of up to ``freq_mask_width`` mel bins and two spans of up to
             ``time_mask_width`` frames (at most a fifth of the utterance) each.
@@ -153,6 +156,8 @@ class SpeechDataModule(TokenBudgetDataModule):
         n_mels: Annotated[int, Range(1, 512)] = 80,
         n_ceps: Annotated[int | None, Range(1, 512)] = None,
         trim_db: Annotated[float | None, Range(1.0, 200.0)] = None,
+        f_min: Annotated[float, Range(0.0, 96_000.0)] = 0.0,
+        f_max: Annotated[float | None, Range(1.0, 96_000.0)] = None,
         spec_augment: bool = False,
         freq_mask_width: Annotated[int, Range(0, 512)] = 27,
         time_mask_width: Annotated[int, Range(0, 100_000)] = 40,
@@ -191,7 +196,8 @@ class SpeechDataModule(TokenBudgetDataModule):
         self.normalize = normalize
         # a speaker's statistics replace the utterance's own (SpeechDataset applies them)
         self.features = FeatureSettings(sample_rate=sample_rate, n_mels=n_mels, n_ceps=n_ceps,
-                                        normalize=normalize == "utterance", trim_db=trim_db)
+                                        normalize=normalize == "utterance", trim_db=trim_db, f_min=f_min,
+                                        f_max=f_max)
         self.test_splits = ["test"] if "test" in self.paths or preset else []
         self.tokenizer = None
         self.labels: list[str] = []
@@ -329,6 +335,8 @@ class SpeechTranscriptDataModule(SpeechDataModule):
                  sample_rate: Annotated[int, Range(1000, 192_000)] = 16_000, n_mels: Annotated[int, Range(1, 512)] = 80,
                  n_ceps: Annotated[int | None, Range(1, 512)] = None,
                  trim_db: Annotated[float | None, Range(1.0, 200.0)] = None,
+                 f_min: Annotated[float, Range(0.0, 96_000.0)] = 0.0,
+                 f_max: Annotated[float | None, Range(1.0, 96_000.0)] = None,
                  spec_augment: bool = False, freq_mask_width: Annotated[int, Range(0, 512)] = 27,
                  time_mask_width: Annotated[int, Range(0, 100_000)] = 40,
                  time_stretch: Annotated[float, Range(0.0, 0.5)] = 0.0, freq_warp: Annotated[float, Range(0.0, 0.5)] = 0.0,
@@ -340,7 +348,7 @@ class SpeechTranscriptDataModule(SpeechDataModule):
                  tokenizer_path: str | os.PathLike | dict | None = None):
         super().__init__(train=train, dev=dev, test=test, name=name, preset=preset, dev_fraction=dev_fraction,
                          sample_rate=sample_rate, n_mels=n_mels, n_ceps=n_ceps, trim_db=trim_db,
-                         spec_augment=spec_augment,
+                         f_min=f_min, f_max=f_max, spec_augment=spec_augment,
                          freq_mask_width=freq_mask_width, time_mask_width=time_mask_width,
                          time_stretch=time_stretch, freq_warp=freq_warp, speed_perturb=speed_perturb,
                          data_dir=data_dir,

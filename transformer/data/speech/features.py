@@ -97,6 +97,10 @@ class FeatureSettings:
             raise ValueError(f"trim_db={self.trim_db}: a positive number of dB under the loudest window, or None")
         if self.n_mels < 1 or self.sample_rate < 1 or self.win_ms <= 0 or self.hop_ms <= 0:
             raise ValueError(f"feature settings must be positive: {self}")
+        nyquist = self.sample_rate / 2
+        if not 0 <= self.f_min < (self.f_max if self.f_max is not None else nyquist) <= nyquist:
+            raise ValueError(f"f_min={self.f_min}, f_max={self.f_max}: a band within 0 to half the sample rate "
+                             f"({nyquist:g} Hz), f_min below f_max")
         if self.n_ceps is not None and not 1 <= self.n_ceps <= self.n_mels:
             raise ValueError(f"n_ceps={self.n_ceps}: keep between 1 and n_mels={self.n_mels} cepstral coefficients")
         if self.n_fft is not None and self.n_fft < self.win_length:
