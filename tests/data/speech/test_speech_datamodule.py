@@ -66,6 +66,13 @@ def test_warps_apply_to_training_frames_only(cache):
     plain = SpeechDataModule(preset="fsdd", data_dir=cache, mirror_root=MIRROR, sample_rate=8000, n_mels=20)
     plain.setup()
     assert torch.equal(plain._datasets["train"][0]["src"], plain._datasets["train"].features(0))
+    cropped = SpeechDataModule(preset="fsdd", data_dir=cache, mirror_root=MIRROR, sample_rate=8000, n_mels=20,
+                               edge_crop=0.3)
+    cropped.setup()
+    train, dev = cropped._datasets["train"], cropped._datasets["dev"]
+    assert torch.equal(dev[0]["src"], dev.features(0))
+    cut = [train.features(i).shape[0] - train[i]["src"].shape[0] for i in range(10)]
+    assert all(c >= 0 for c in cut) and sum(c > 0 for c in cut) >= 5
 
 
 
@@ -95,6 +102,8 @@ def test_trim_db_endpoints_every_split_and_is_recorded(cache):
         a, b = plain._datasets[split], trimmed._datasets[split]
         assert sum(b.features(i).shape[0] for i in range(20)) < sum(a.features(i).shape[0] for i in range(20))
     assert trimmed.settings()["features"]["trim_db"] == 20 and plain.settings()["features"]["trim_db"] is None
+    band = SpeechDataModule(preset="fsdd", data_dir=cache, sample_rate=8000, f_min=200, f_max=3400).settings()
+    assert (band["features"]["f_min"], band["features"]["f_max"]) == (200, 3400)
 
 
 def test_speaker_normalisation_per_split_on_the_preset(cache):

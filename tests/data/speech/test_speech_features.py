@@ -185,3 +185,40 @@ def test_features_with_trim_db_are_the_trimmed_waveforms():
     for bad in (0, -20):
         with pytest.raises(ValueError, match="trim_db"):
             FeatureSettings(trim_db=bad)
+
+
+def test_edge_crop_cuts_a_slice_from_each_end_within_its_bound():
+    """data.edge_crop: a training utterance loses up to that fraction of its frames at each end,
+    the two cuts drawn apart (both ends move over seeds); what stays is the middle, unchanged; a
+    short utterance keeps min(T, 16) frames; 0.5 and above are refused."""
+    x = torch.randn(100, 13)
+    cuts = set()
+    for seed in range(40):
+        out = warp(x, torch.Generator().manual_seed(seed), WarpSettings(edge_crop=0.2))
+        n = out.shape[0]
+        head = next(h for h in range(21) if torch.equal(x[h:h + n], out))
+        tail = 100 - n - head
+        assert 0 <= head <= 20 and 0 <= tail <= 20
+        cuts.add((head > 0, tail > 0))
+    assert (True, True) in cuts and len({c for c in cuts}) >= 2
+    short = torch.randn(18, 13)
+    for seed in range(10):
+        assert warp(short, torch.Generator().manual_seed(seed), WarpSettings(edge_crop=0.45)).shape[0] >= 16
+    assert WarpSettings(edge_crop=0.1).active and not WarpSettings().active
+    with pytest.raises(ValueError, match="edge_crop"):
+        WarpSettings(edge_crop=0.5)
+
+
+def test_the_filterbank_band_leaves_out_what_lies_outside_it():
+    """f_min, f_max: a 100 Hz tone fills the low bands of the full band's features and is gone
+    (but for the window's leakage, 35 dB down) from features over 400-3400 Hz; a band outside 0 to
+    Nyquist is refused."""
+    rate = 8000
+    tone = sine(100, 0.5, rate)
+    full = log_mel(tone, FeatureSettings(sample_rate=rate, n_mels=40))
+    band = log_mel(tone, FeatureSettings(sample_rate=rate, n_mels=40, f_min=400, f_max=3400))
+    assert full.max() > np.log(LOG_OFFSET) + 10
+    assert band.max() < full.max() - 8
+    for kw in (dict(f_min=300, f_max=200), dict(f_max=5000), dict(f_min=-1)):
+        with pytest.raises(ValueError, match="f_min"):
+            FeatureSettings(sample_rate=rate, **kw)

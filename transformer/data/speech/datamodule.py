@@ -119,6 +119,9 @@ class SpeechDataModule(TokenBudgetDataModule):
             ``1 ± freq_warp`` (another vocal tract's formants), drawn per utterance and epoch. A
             stretched utterance has more frames than its header says: a batch can hold up to
             ``time_stretch`` more than ``max_tokens``.
+        edge_crop: cut up to this fraction of each training utterance's frames from each end,
+            drawn per utterance and epoch (``features.WarpSettings``): onsets and final
+            consonants missing, as in recordings trimmed tightly by someone else; 0 = off.
         speed_perturb: speed perturbation of training audio (Ko et al. 2015; Kaldi's recipe is
             ``[0.9, 1.0, 1.1]``): each utterance's waveform resampled by one of these factors, drawn
             per utterance and epoch, before its features (``SpeechDataset``'s ``speeds``). Unlike
@@ -163,6 +166,7 @@ class SpeechDataModule(TokenBudgetDataModule):
         time_mask_width: Annotated[int, Range(0, 100_000)] = 40,
         time_stretch: Annotated[float, Range(0.0, 0.5)] = 0.0,
         freq_warp: Annotated[float, Range(0.0, 0.5)] = 0.0,
+        edge_crop: Annotated[float, Range(0.0, 0.45)] = 0.0,
         speed_perturb: Sequence[float] | None = None,
         data_dir: str | os.PathLike = "data/cache",
         max_tokens: Annotated[int, Range(1, 2**31)] = 20_000,
@@ -187,7 +191,7 @@ class SpeechDataModule(TokenBudgetDataModule):
         self.data_dir, self.max_len, self.cache_features = Path(data_dir), max_len, cache_features
         self.spec_augment = spec_augment
         self.masking = MaskingSettings(freq_width=freq_mask_width, time_width=time_mask_width)
-        self.warping = WarpSettings(time_stretch=time_stretch, freq_warp=freq_warp)
+        self.warping = WarpSettings(time_stretch=time_stretch, freq_warp=freq_warp, edge_crop=edge_crop)
         self.speeds = tuple(float(f) for f in speed_perturb or ())
         if any(not 0.5 <= f <= 2.0 for f in self.speeds):
             raise ValueError(f"data.speed_perturb={list(self.speeds)}: factors must be in [0.5, 2]")
@@ -340,6 +344,7 @@ class SpeechTranscriptDataModule(SpeechDataModule):
                  spec_augment: bool = False, freq_mask_width: Annotated[int, Range(0, 512)] = 27,
                  time_mask_width: Annotated[int, Range(0, 100_000)] = 40,
                  time_stretch: Annotated[float, Range(0.0, 0.5)] = 0.0, freq_warp: Annotated[float, Range(0.0, 0.5)] = 0.0,
+                 edge_crop: Annotated[float, Range(0.0, 0.45)] = 0.0,
                  speed_perturb: Sequence[float] | None = None,
                  data_dir: str | os.PathLike = "data/cache",
                  max_tokens: Annotated[int, Range(1, 2**31)] = 20_000, max_len: Annotated[int, Range(1, 2**24)] = 60_000,
@@ -350,7 +355,8 @@ class SpeechTranscriptDataModule(SpeechDataModule):
                          sample_rate=sample_rate, n_mels=n_mels, n_ceps=n_ceps, trim_db=trim_db,
                          f_min=f_min, f_max=f_max, spec_augment=spec_augment,
                          freq_mask_width=freq_mask_width, time_mask_width=time_mask_width,
-                         time_stretch=time_stretch, freq_warp=freq_warp, speed_perturb=speed_perturb,
+                         time_stretch=time_stretch, freq_warp=freq_warp, edge_crop=edge_crop,
+                         speed_perturb=speed_perturb,
                          data_dir=data_dir,
                          max_tokens=max_tokens, max_len=max_len, num_workers=num_workers, seed=seed,
                          cache_features=cache_features, normalize=normalize, input=input)

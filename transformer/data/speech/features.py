@@ -289,20 +289,26 @@ class WarpSettings:
             bin ``j`` taking the value at ``j / a`` (Jaitly & Hinton 2013's vocal tract length
             perturbation, factors 0.9-1.1, on the mel axis instead of Hz): a longer or shorter
             vocal tract, another speaker's formants.
+        edge_crop: up to this fraction of the frames is cut from each end, the two cuts drawn
+            uniformly and apart: a recording whose onset or final consonant was trimmed away, as
+            recordings cut by other people or an endpointer arrive.
     """
 
     time_stretch: float = 0.0
     freq_warp: float = 0.0
+    edge_crop: float = 0.0
 
     def __post_init__(self):
         for name in ("time_stretch", "freq_warp"):
             if not 0.0 <= getattr(self, name) < 1.0:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
+        if not 0.0 <= self.edge_crop < 0.5:
+            raise ValueError(f"edge_crop must be in [0, 0.5), got {self.edge_crop}")
 
     @property
     def active(self) -> bool:
         """Whether any warp is on."""
-        return self.time_stretch > 0 or self.freq_warp > 0
+        return self.time_stretch > 0 or self.freq_warp > 0 or self.edge_crop > 0
 
 
 def _resample_axis(x: Tensor, positions: Tensor) -> Tensor:
@@ -323,8 +329,9 @@ def warp(features: Tensor, generator: torch.Generator, settings: WarpSettings) -
         generator: the source of both draws, so one seed gives one warp.
 
     Returns:
-        ``(T', M)`` float32, ``T' = round(T * r)`` (never shorter than ``min(T, 16)`` frames, so a
-        short item stays long enough for the front end); ``features`` is left as it was.
+        ``(T', M)`` float32, ``T' = round(T * r)`` less the edges cut (never shorter than
+        ``min(T, 16)`` frames, so a short item stays long enough for the front end);
+        ``features`` is left as it was.
     """
     t, m = features.shape
     r, a = (1.0 + s * (2 * float(torch.rand((), generator=generator)) - 1)
@@ -337,4 +344,10 @@ def warp(features: Tensor, generator: torch.Generator, settings: WarpSettings) -
     if settings.freq_warp > 0:
         positions = torch.arange(m, dtype=torch.float32) / a  # (M,)
         out = _resample_axis(out.transpose(0, 1), positions).transpose(0, 1)  # (M, T') -> (M, T') -> (T', M)
+    if settings.edge_crop > 0:
+        n = out.shape[0]
+        head, tail = (int(float(torch.rand((), generator=generator)) * settings.edge_crop * n) for _ in range(2))
+        spare = max(n - min(n, 16), 0)  # frames that may go
+        head, tail = min(head, spare), min(tail, spare - min(head, spare))
+        out = out[head:n - tail]  # (T', M) -> (T' - head - tail, M)
     return out.contiguous() if out is not features else features.clone()
