@@ -3,20 +3,16 @@ on each file asked for, and one ``error:`` line (exit 2) for what it cannot read
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "tagging_baseline.py"
+from tests.script_module import load_script
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("tagging_baseline", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("tagging_baseline")
 
 
 def conllu(path: Path, sentences: list[list[tuple[str, str]]]) -> str:

@@ -3,17 +3,11 @@ population standard deviation, as the GAT paper reports them."""
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "graph_seeds.py"
+from tests.script_module import load_script
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("graph_seeds", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("graph_seeds")
 
 
 def test_the_table_gives_mean_and_std_over_seeds():

@@ -3,19 +3,13 @@ images it scores; a tiny run scores one held-out fold of the training and dev im
 
 from __future__ import annotations
 
-import importlib.util
-from pathlib import Path
-
 import numpy as np
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "image_folds.py"
+from tests.script_module import load_script
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("image_folds", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("image_folds")
 
 
 def test_each_class_is_dealt_evenly_round_the_folds():

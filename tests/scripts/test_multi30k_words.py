@@ -2,21 +2,16 @@
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from tests.script_module import load_script
 from transformer.data.core.readers import iter_lines
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "multi30k_words.py"
 
 
 def _load():
-    spec = importlib.util.spec_from_file_location("multi30k_words", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("multi30k_words")
 
 
 _script = _load()

@@ -3,21 +3,16 @@ disjoint sets of voices."""
 
 from __future__ import annotations
 
-import importlib.util
 from pathlib import Path
 
 import pytest
 
+from tests.script_module import load_script
 from transformer.data.speech.fsdd import FSDD_SPEAKERS, Recording
-
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "speaker_folds.py"
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("speaker_folds", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("speaker_folds")
 
 
 def recordings():

@@ -4,7 +4,6 @@ by their dev speakers over complete seeds only, and the deadline stops what cann
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import subprocess
 import sys
@@ -12,14 +11,11 @@ from pathlib import Path
 
 import pytest
 
-SCRIPT = Path(__file__).resolve().parents[2] / "scripts" / "speaker_sweep.py"
+from tests.script_module import load_script
 
 
 def load():
-    spec = importlib.util.spec_from_file_location("speaker_sweep", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("speaker_sweep")
 
 
 def test_settings_parse_into_names_and_overrides():

@@ -199,14 +199,11 @@ class SpeechDataModule(TokenBudgetDataModule):
             raise ValueError(f"data.normalize={normalize!r}: one of {', '.join(NORMALIZE_MODES)}")
         self.normalize = normalize
         # a speaker's statistics replace the utterance's own (SpeechDataset applies them)
-        self.features = FeatureSettings(sample_rate=sample_rate, n_mels=n_mels, n_ceps=n_ceps,
-                                        normalize=normalize == "utterance", trim_db=trim_db, f_min=f_min,
-                                        f_max=f_max)
+        self.features = FeatureSettings(sample_rate=sample_rate, n_mels=n_mels, n_ceps=n_ceps, trim_db=trim_db,
+                                        f_min=f_min, f_max=f_max, normalize=normalize == "utterance")
         self.test_splits = ["test"] if "test" in self.paths or preset else []
-        self.tokenizer = None
-        self.labels: list[str] = []
+        self.tokenizer, self.labels, self.mirror_root = None, [], mirror_root
         self.label_names = list(label_names) if label_names else None
-        self.mirror_root = mirror_root
 
     def settings(self) -> dict:
         """What a checkpoint keeps to read a split and an input again: the manifests (absolute),
