@@ -73,6 +73,16 @@ def test_warps_apply_to_training_frames_only(cache):
     assert torch.equal(dev[0]["src"], dev.features(0))
     cut = [train.features(i).shape[0] - train[i]["src"].shape[0] for i in range(10)]
     assert all(c >= 0 for c in cut) and sum(c > 0 for c in cut) >= 5
+    eq = SpeechDataModule(preset="fsdd", data_dir=cache, mirror_root=MIRROR, sample_rate=8000, n_mels=20,
+                          channel_eq=10, normalize="speaker_mean")
+    eq.setup()
+    train, dev = eq._datasets["train"], eq._datasets["dev"]
+    assert torch.equal(dev[0]["src"], dev.features(0))
+    offsets = [train[i]["src"] - train.features(i) for i in range(3)]  # one microphone a recording
+    assert all(torch.allclose(o, o[0].expand_as(o), atol=1e-5) and o.abs().max() > 0 for o in offsets)
+    assert not torch.allclose(offsets[0][0], offsets[1][0])
+    with pytest.raises(ValueError, match="data.channel_eq"):
+        SpeechDataModule(preset="fsdd", data_dir=cache, channel_eq=10)
 
 
 

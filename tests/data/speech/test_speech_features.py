@@ -11,7 +11,7 @@ import torch
 from transformer.data.speech.audio import load_audio
 from transformer.data.speech.features import (LOG_OFFSET, NORM_EPS, FeatureSettings, MaskingSettings, WarpSettings,
                                               compute_features, feature_width, log_mel, normalize_utterance,
-                                              spec_augment, trim_silence, warp)
+                                              channel_curve, draw_channel, spec_augment, trim_silence, warp)
 from tests.data.speech.speech_files import sine
 
 
@@ -222,3 +222,37 @@ def test_the_filterbank_band_leaves_out_what_lies_outside_it():
     for kw in (dict(f_min=300, f_max=200), dict(f_max=5000), dict(f_min=-1)):
         with pytest.raises(ValueError, match="f_min"):
             FeatureSettings(sample_rate=rate, **kw)
+
+
+@pytest.mark.parametrize("corner", [100, 300])
+def test_the_channel_curve_is_what_a_real_high_pass_does_to_the_bands(corner):
+    """channel_curve models a microphone chain as an offset of each log-mel band: white noise
+    through scipy's second-order Butterworth high-pass moves the bands by the curve, within 0.15
+    nats above the two lowest bands (whose triangles straddle the corner); no filter, no offset."""
+    from scipy import signal
+
+    s = FeatureSettings(sample_rate=8000, n_mels=40, normalize=False)
+    x = (0.1 * np.random.default_rng(0).standard_normal(80000)).astype(np.float32)
+    y = signal.sosfilt(signal.butter(2, corner, "highpass", fs=8000, output="sos"), x).astype(np.float32)
+    moved = (log_mel(y, s) - log_mel(x, s)).mean(dim=0)  # (M,)
+    curve = channel_curve(s, corner, 0.0, 0.0)
+    assert (moved - curve)[2:].abs().max() < 0.15 and curve[0] < -2
+    assert torch.equal(channel_curve(s, 0.0, 0.0, 0.0), torch.zeros(40))
+
+
+def test_a_channel_carries_into_cepstra_and_its_shelves_tilt_the_bands():
+    """With cepstra the curve is the bands' curve through the same DCT-II as the features; a
+    low shelf of +6 dB raises the low bands and a high shelf of -6 dB lowers the top ones; draws
+    are seeded and bounded by channel_eq, which stays within 0-30 dB."""
+    from scipy.fft import dct
+
+    bands = FeatureSettings(sample_rate=8000, n_mels=40)
+    ceps = FeatureSettings(sample_rate=8000, n_mels=40, n_ceps=13)
+    curve = channel_curve(bands, 0.0, 6.0, -6.0)
+    np.testing.assert_allclose(channel_curve(ceps, 0.0, 6.0, -6.0), dct(curve.numpy(), norm="ortho")[:13], atol=1e-5)
+    assert curve[0] > 0.5 * np.log(10 ** 0.6) and curve[-1] < -0.5 * np.log(10 ** 0.6)
+    g = lambda: torch.Generator().manual_seed(3)  # noqa: E731
+    assert torch.equal(draw_channel(g(), 10.0, bands), draw_channel(g(), 10.0, bands))
+    assert draw_channel(g(), 10.0, bands).max() <= np.log(10.0) + 1e-5
+    with pytest.raises(ValueError, match="channel_eq"):
+        WarpSettings(channel_eq=40)

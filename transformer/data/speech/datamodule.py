@@ -122,6 +122,10 @@ class SpeechDataModule(TokenBudgetDataModule):
         edge_crop: cut up to this fraction of each training utterance's frames from each end,
             drawn per utterance and epoch (``features.WarpSettings``): onsets and final
             consonants missing, as in recordings trimmed tightly by someone else; 0 = off.
+        channel_eq: another microphone for each training utterance, drawn per epoch: a high-pass
+            (corner 0-300 Hz) and shelves below 300 Hz and above 2 kHz of up to ``± channel_eq``
+            dB (``features.draw_channel``), before the speaker's statistics; the speaker modes of
+            ``normalize`` only; 0 = off.
         speed_perturb: speed perturbation of training audio (Ko et al. 2015; Kaldi's recipe is
             ``[0.9, 1.0, 1.1]``): each utterance's waveform resampled by one of these factors, drawn
             per utterance and epoch, before its features (``SpeechDataset``'s ``speeds``). Unlike
@@ -167,6 +171,7 @@ class SpeechDataModule(TokenBudgetDataModule):
         time_stretch: Annotated[float, Range(0.0, 0.5)] = 0.0,
         freq_warp: Annotated[float, Range(0.0, 0.5)] = 0.0,
         edge_crop: Annotated[float, Range(0.0, 0.45)] = 0.0,
+        channel_eq: Annotated[float, Range(0.0, 30.0)] = 0.0,
         speed_perturb: Sequence[float] | None = None,
         data_dir: str | os.PathLike = "data/cache",
         max_tokens: Annotated[int, Range(1, 2**31)] = 20_000,
@@ -191,12 +196,13 @@ class SpeechDataModule(TokenBudgetDataModule):
         self.data_dir, self.max_len, self.cache_features = Path(data_dir), max_len, cache_features
         self.spec_augment = spec_augment
         self.masking = MaskingSettings(freq_width=freq_mask_width, time_width=time_mask_width)
-        self.warping = WarpSettings(time_stretch=time_stretch, freq_warp=freq_warp, edge_crop=edge_crop)
+        self.warping = WarpSettings(time_stretch, freq_warp, edge_crop, channel_eq)
         self.speeds = tuple(float(f) for f in speed_perturb or ())
         if any(not 0.5 <= f <= 2.0 for f in self.speeds):
             raise ValueError(f"data.speed_perturb={list(self.speeds)}: factors must be in [0.5, 2]")
-        if normalize not in NORMALIZE_MODES:
-            raise ValueError(f"data.normalize={normalize!r}: one of {', '.join(NORMALIZE_MODES)}")
+        if normalize not in NORMALIZE_MODES or (channel_eq and normalize == "utterance"):
+            raise ValueError(f"data.normalize={normalize!r}: one of {', '.join(NORMALIZE_MODES[channel_eq > 0:])}"
+                             + (" (data.channel_eq works before a speaker's statistics)" if channel_eq else ""))
         self.normalize = normalize
         # a speaker's statistics replace the utterance's own (SpeechDataset applies them)
         self.features = FeatureSettings(sample_rate=sample_rate, n_mels=n_mels, n_ceps=n_ceps, trim_db=trim_db,
@@ -342,6 +348,7 @@ class SpeechTranscriptDataModule(SpeechDataModule):
                  time_mask_width: Annotated[int, Range(0, 100_000)] = 40,
                  time_stretch: Annotated[float, Range(0.0, 0.5)] = 0.0, freq_warp: Annotated[float, Range(0.0, 0.5)] = 0.0,
                  edge_crop: Annotated[float, Range(0.0, 0.45)] = 0.0,
+                 channel_eq: Annotated[float, Range(0.0, 30.0)] = 0.0,
                  speed_perturb: Sequence[float] | None = None,
                  data_dir: str | os.PathLike = "data/cache",
                  max_tokens: Annotated[int, Range(1, 2**31)] = 20_000, max_len: Annotated[int, Range(1, 2**24)] = 60_000,
@@ -353,7 +360,7 @@ class SpeechTranscriptDataModule(SpeechDataModule):
                          f_min=f_min, f_max=f_max, spec_augment=spec_augment,
                          freq_mask_width=freq_mask_width, time_mask_width=time_mask_width,
                          time_stretch=time_stretch, freq_warp=freq_warp, edge_crop=edge_crop,
-                         speed_perturb=speed_perturb,
+                         channel_eq=channel_eq, speed_perturb=speed_perturb,
                          data_dir=data_dir,
                          max_tokens=max_tokens, max_len=max_len, num_workers=num_workers, seed=seed,
                          cache_features=cache_features, normalize=normalize, input=input)

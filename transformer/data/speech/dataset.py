@@ -30,7 +30,8 @@ from torch.utils.data import Dataset
 from transformer.data.core.batching import IGNORE_INDEX
 from transformer.data.speech.audio import MAX_SECONDS, audio_samples, load_audio, resample
 from transformer.data.speech.features import (NORMALIZE_MODES, FeatureSettings, MaskingSettings, WarpSettings,
-                                              compute_features, frame_statistics, normalize_with, spec_augment, warp)
+                                              compute_features, draw_channel, frame_statistics, normalize_with, spec_augment,
+                                              warp)
 from transformer.data.speech.manifest import SpeechRow
 
 
@@ -82,6 +83,9 @@ class SpeechDataset(Dataset):
     ):
         if normalize not in NORMALIZE_MODES:
             raise ValueError(f"normalize={normalize!r}: one of {', '.join(NORMALIZE_MODES)}")
+        if warping.channel_eq and normalize == "utterance":
+            raise ValueError("channel_eq needs normalize=speaker or speaker_mean: each utterance's own "
+                             "normalisation removes a channel already")
         self.rows = list(rows)
         self.normalize = normalize
         # the speaker's statistics replace the utterance's own
@@ -123,10 +127,13 @@ class SpeechDataset(Dataset):
         """Draw a new set of masks: called by the training loop at the start of each epoch."""
         self.epoch = epoch
 
-    def features(self, i: int, speed: float = 1.0) -> Tensor:
-        """Unmasked, normalised frames of item ``i`` (its waveform played ``speed`` times as fast):
-        ``(T, M)`` float32."""
+    def features(self, i: int, speed: float = 1.0, channel: Tensor | None = None) -> Tensor:
+        """Unmasked, normalised frames of item ``i`` (its waveform played ``speed`` times as fast;
+        ``channel``, ``(K,)``, added to every frame before the speaker's statistics normalise
+        them): ``(T, M)`` float32."""
         feats = self._raw_features(i, speed)
+        if channel is not None:
+            feats = feats + channel  # (T, K) + (K,)
         if self.normalize == "utterance":
             return feats
         mean, var = self.speaker_stats[self.rows[i].speaker]
@@ -158,7 +165,8 @@ class SpeechDataset(Dataset):
         speed = 1.0
         if self.speeds:
             speed = self.speeds[int(torch.randint(0, len(self.speeds), (), generator=generator))]
-        feats = self.features(i, speed)
+        channel = draw_channel(generator, self.warping.channel_eq, self.settings) if self.warping.channel_eq else None
+        feats = self.features(i, speed, channel)
         if self.warping.active:
             feats = warp(feats, generator, self.warping)
         if self.spec_augment:

@@ -292,11 +292,17 @@ class WarpSettings:
         edge_crop: up to this fraction of the frames is cut from each end, the two cuts drawn
             uniformly and apart: a recording whose onset or final consonant was trimmed away, as
             recordings cut by other people or an endpointer arrive.
+        channel_eq: another microphone chain (:func:`draw_channel`): a second-order high-pass
+            with its corner uniform in 0-300 Hz and two shelves (below 300 Hz, above 2 kHz) with
+            gains uniform in ``± channel_eq`` dB, added to the unnormalised log-mel frames (a
+            filter multiplies the power spectrum). Applied by ``SpeechDataset`` before a
+            speaker's statistics normalise the frames, not by :func:`warp`.
     """
 
     time_stretch: float = 0.0
     freq_warp: float = 0.0
     edge_crop: float = 0.0
+    channel_eq: float = 0.0
 
     def __post_init__(self):
         for name in ("time_stretch", "freq_warp"):
@@ -304,11 +310,46 @@ class WarpSettings:
                 raise ValueError(f"{name} must be in [0, 1), got {getattr(self, name)}")
         if not 0.0 <= self.edge_crop < 0.5:
             raise ValueError(f"edge_crop must be in [0, 0.5), got {self.edge_crop}")
+        if not 0.0 <= self.channel_eq <= 30.0:
+            raise ValueError(f"channel_eq must be in [0, 30] dB, got {self.channel_eq}")
 
     @property
     def active(self) -> bool:
         """Whether any warp is on."""
-        return self.time_stretch > 0 or self.freq_warp > 0 or self.edge_crop > 0
+        return self.time_stretch > 0 or self.freq_warp > 0 or self.edge_crop > 0 or self.channel_eq > 0
+
+
+# A high-pass's attenuation is held to 40 dB (in nats of power): below it a recording holds its
+# noise floor, not the filtered speech.
+CHANNEL_FLOOR = -np.log(1e4)
+
+
+def channel_curve(settings: FeatureSettings, highpass_hz: float, low_db: float, high_db: float) -> Tensor:
+    """What a microphone chain adds to each log-mel band (nats of power, at the band's centre):
+    a second-order Butterworth high-pass at ``highpass_hz`` (0: none), a low shelf of ``low_db``
+    below 300 Hz and a high shelf of ``high_db`` above 2 kHz; with cepstra, the curve's first
+    ``n_ceps`` DCT-II coefficients (the DCT is linear, so the offset carries over). ``(K,)``."""
+    import librosa
+    from scipy.fft import dct
+
+    f_max = settings.f_max if settings.f_max is not None else settings.sample_rate / 2
+    f = librosa.mel_frequencies(settings.n_mels + 2, fmin=settings.f_min, fmax=f_max)[1:-1]  # (M,) band centres
+    power = np.ones_like(f)
+    if highpass_hz > 0:
+        power *= (f / highpass_hz) ** 4 / (1 + (f / highpass_hz) ** 4)
+    power *= 1 + (10 ** (low_db / 10) - 1) / (1 + (f / 300.0) ** 2)
+    power *= 1 + (10 ** (high_db / 10) - 1) * (f / 2000.0) ** 2 / (1 + (f / 2000.0) ** 2)
+    curve = np.maximum(np.log(power), CHANNEL_FLOOR)  # (M,)
+    if settings.n_ceps is not None:
+        curve = dct(curve, type=2, norm="ortho")[:settings.n_ceps]  # (M,) -> (C,)
+    return torch.as_tensor(curve, dtype=torch.float32)
+
+
+def draw_channel(generator: torch.Generator, max_db: float, settings: FeatureSettings) -> Tensor:
+    """A random microphone chain's :func:`channel_curve`: the high-pass corner uniform in 0-300 Hz,
+    each shelf's gain uniform in ``± max_db``. ``(K,)``."""
+    u = torch.rand(3, generator=generator).tolist()
+    return channel_curve(settings, 300.0 * u[0], max_db * (2 * u[1] - 1), max_db * (2 * u[2] - 1))
 
 
 def _resample_axis(x: Tensor, positions: Tensor) -> Tensor:
