@@ -229,20 +229,22 @@ def speaker_manifest(path: Path, recordings: Path, names: list[str]) -> Path:
 @pytest.fixture(scope="module")
 def trained_per_speaker(mirror_root, tmp_path_factory):
     return train_tiny(mirror_root / "fsdd" / "recordings", tmp_path_factory.mktemp("speech-speaker"),
-                      speaker_manifest, "data.normalize=speaker")
+                      speaker_manifest, "data.normalize=speaker", "data.trim_db=40", "data.channel_eq=6")
 
 
 def test_a_speaker_normalised_classifier_records_it_and_evaluates_by_the_speaker_column(trained_per_speaker, capsys,
                                                                                        monkeypatch):
-    """The checkpoint keeps data.normalize=speaker; evaluation normalises each test row with its
-    speaker's statistics from the manifest, as the data module did in training, so the accuracy
-    read back equals the one the training's test reported."""
+    """The checkpoint keeps data.normalize=speaker (and the endpointing, data.trim_db; the training
+    recordings went through random microphones, data.channel_eq); evaluation normalises each test
+    row with its speaker's statistics from the manifest, as the data module did in training, so
+    the accuracy read back equals the one the training's test reported."""
     import torch
 
     root, summary = trained_per_speaker
     ckpt = summary["best_checkpoint"]
     hp = torch.load(ckpt, map_location="cpu", weights_only=False)["hyper_parameters"]
     assert hp["data"]["normalize"] == "speaker" and hp["data"]["features"]["normalize"] is False
+    assert hp["data"]["features"]["trim_db"] == 40
     proc = in_process("evaluate", f"ckpt_path={ckpt}", "split=test", f"output_dir={root / 'eval'}", cwd=root,
                       capsys=capsys, monkeypatch=monkeypatch)
     assert proc.returncode == 0, proc.stderr[-3000:]
