@@ -320,7 +320,8 @@ class SpeechTranscriptDataModule(SpeechDataModule):
     test transcript with a word the training transcripts lack is one ``DataFormatError`` naming
     its manifest row.
 
-    Args beyond :class:`SpeechDataModule`'s (``fold`` and ``label_names`` do not apply):
+    Args beyond :class:`SpeechDataModule`'s (``fold`` and ``label_names`` do not apply, nor
+    ``edge_crop``: an utterance's cut edges would lose words its transcript keeps):
         preset: ``fsdd_strings``: connected digit strings made from the FSDD recordings
             (``fsdd.make_digit_strings``: test strings of test recordings only) into
             ``data_dir/fsdd/strings/...`` once, then read as manifests.
@@ -347,7 +348,6 @@ class SpeechTranscriptDataModule(SpeechDataModule):
                  spec_augment: bool = False, freq_mask_width: Annotated[int, Range(0, 512)] = 27,
                  time_mask_width: Annotated[int, Range(0, 100_000)] = 40,
                  time_stretch: Annotated[float, Range(0.0, 0.5)] = 0.0, freq_warp: Annotated[float, Range(0.0, 0.5)] = 0.0,
-                 edge_crop: Annotated[float, Range(0.0, 0.45)] = 0.0,
                  channel_eq: Annotated[float, Range(0.0, 30.0)] = 0.0,
                  speed_perturb: Sequence[float] | None = None,
                  data_dir: str | os.PathLike = "data/cache",
@@ -359,8 +359,8 @@ class SpeechTranscriptDataModule(SpeechDataModule):
                          sample_rate=sample_rate, n_mels=n_mels, n_ceps=n_ceps, trim_db=trim_db,
                          f_min=f_min, f_max=f_max, spec_augment=spec_augment,
                          freq_mask_width=freq_mask_width, time_mask_width=time_mask_width,
-                         time_stretch=time_stretch, freq_warp=freq_warp, edge_crop=edge_crop,
-                         channel_eq=channel_eq, speed_perturb=speed_perturb,
+                         time_stretch=time_stretch, freq_warp=freq_warp, channel_eq=channel_eq,
+                         speed_perturb=speed_perturb,
                          data_dir=data_dir,
                          max_tokens=max_tokens, max_len=max_len, num_workers=num_workers, seed=seed,
                          cache_features=cache_features, normalize=normalize, input=input)
