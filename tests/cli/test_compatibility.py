@@ -88,6 +88,8 @@ CHANGED.update({"model.attention_projections": True})
 CHANGED.update({"task.mixup": 0.0, "task.cutmix": 0.0})
 # A teacher classifying each training batch of images (task.distill_online): off, each row once as before.
 CHANGED.update({"task.distill_online": False})
+# Speaker-adversarial training of a classifier of recordings (task.speaker_adversarial): off.
+CHANGED.update({"task.speaker_adversarial": 0.0})
 # Joint CTC-attention training of a translation model (task.ctc_weight): 0, off, as before.
 # Joint CTC/attention decoding (decode.ctc_weight): 0, the decoder alone, as before.
 CHANGED.update({"task.ctc_weight": 0.0,

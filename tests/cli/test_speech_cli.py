@@ -349,3 +349,47 @@ def test_mixup_of_recordings_trains_and_is_recorded(mirror_root, tmp_path, monke
     assert all(len(shape) == 3 and shape[0] == len(lengths) for shape, lengths in calls)
     hp = torch.load(summary["last_checkpoint"], map_location="cpu", weights_only=False)["hyper_parameters"]
     assert hp["mixup"] == 0.4
+
+
+def test_speaker_adversarial_training_learns_the_speakers_and_the_checkpoint_evaluates(mirror_root, tmp_path,
+                                                                                      capsys, monkeypatch):
+    """task.speaker_adversarial on a manifest with a speaker column: the training voices travel in
+    the checkpoint with the speaker classifier, every training batch scores its speakers, and the
+    checkpoint evaluates and classifies as any other."""
+    import torch
+
+    from transformer.tasks import classification
+
+    seen = []
+    real = classification.ClassificationTask._speaker_loss
+
+    def counted(self, vector, speakers, mixed):
+        seen.append(list(speakers))
+        return real(self, vector, speakers, mixed)
+
+    monkeypatch.setattr(classification.ClassificationTask, "_speaker_loss", counted)
+    root, summary = train_tiny(mirror_root / "fsdd" / "recordings", tmp_path, speaker_manifest,
+                               "task.speaker_adversarial=1.0")
+    assert summary["global_step"] > 0 and len(seen) == summary["global_step"]
+    assert {s for batch in seen for s in batch} == {"george", "theo"}
+    ckpt = torch.load(summary["last_checkpoint"], map_location="cpu", weights_only=False)
+    assert ckpt["hyper_parameters"]["speaker_adversarial"] == 1.0
+    assert ckpt["hyper_parameters"]["speakers"] == ["george", "theo"]
+    assert any(key.startswith("speaker_adversary.") for key in ckpt["state_dict"])
+    proc = in_process("evaluate", f"ckpt_path={summary['last_checkpoint']}", "split=test",
+                      f"output_dir={root / 'eval'}", cwd=root, capsys=capsys, monkeypatch=monkeypatch)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    (written,) = (root / "eval").glob("*.test.metrics.json")
+    assert json.loads(written.read_text())["n"] == 8
+
+
+def test_speaker_adversarial_training_without_the_speaker_column_is_one_line_before_training(mirror_root, tmp_path,
+                                                                                            capsys, monkeypatch):
+    recordings = mirror_root / "fsdd" / "recordings"
+    train = manifest(tmp_path / "train.tsv", recordings, ["0_george_5.wav", "1_george_5.wav"])
+    proc = in_process("train", "experiment=speech_classify", f"data.train={train}", f"data.data_dir={tmp_path / 'c'}",
+                      f"hydra.run.dir={tmp_path / 'run'}", *TINY_MODEL, "task.speaker_adversarial=0.5", cwd=tmp_path,
+                      capsys=capsys, monkeypatch=monkeypatch)
+    line = one_error(proc)
+    assert "train.tsv:1" in line and "no speaker column" in line and "task.speaker_adversarial=0.5" in line
+    assert not (tmp_path / "run").exists() and not (tmp_path / "c").exists()

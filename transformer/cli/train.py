@@ -231,10 +231,9 @@ def preflight(cfg: DictConfig) -> dict | None:
         check_same_start(cfg, ckpt)
     elif cfg.get("init_from") is not None:
         read_init_from(cfg)
-    if cfg.task.get("teacher") is not None:
-        from transformer.tasks.classification import check_teacher
-
-        check_teacher(OmegaConf.to_container(cfg.task, resolve=True)["teacher"])
+    cls, task_cfg = task_settings(cfg)
+    if hasattr(cls, "preflight"):  # the task's own settings against the data config, before any is read
+        cls.preflight(task_cfg, OmegaConf.to_container(cfg.data, resolve=True))
     if ckpt is None:
         return None
     check_resumed_model(cfg, ckpt)

@@ -88,8 +88,12 @@ class SequenceClassifier(nn.Module):
         vector, weights = self.pooling(h, mask2)  # (B, D), (B, H, T') | None
         return Pooled(vector, weights, x2.size(1) - x.size(1))
 
+    def classify(self, vector: Tensor) -> Tensor:
+        """The label logits ``(B, C)`` of pooled vectors ``(B, D)``."""
+        return self.classifier(self.dropout(vector))  # (B, C)
+
     def forward(self, src: Tensor, input_hook: InputHook | None = None, src_lengths: Tensor | None = None) -> Tensor:
-        return self.classifier(self.dropout(self.pool(src, input_hook, src_lengths).vector))  # (B, C)
+        return self.classify(self.pool(src, input_hook, src_lengths).vector)  # (B, C)
 
 
 class ClassifierEnsemble(nn.Module):

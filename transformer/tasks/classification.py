@@ -35,6 +35,7 @@ from transformer.models.classifier import ClassifierEnsemble
 from transformer.tasks.adversarial import InputCapture, adversarial_shift, check_eps
 from transformer.tasks.build import build_model
 from transformer.tasks.mixing import Mixed, mix_frames, mix_images
+from transformer.tasks.speaker_adversary import SpeakerAdversary, check_speaker_data, check_speakers, ramp
 from transformer.tasks.checkpoint import CheckpointError, OneTokenizerCheckpoint, load_task, read_checkpoint
 from transformer.tasks.build import ADAMW, optimizer_with_warmup
 from transformer.ranges import Probability, Range
@@ -186,6 +187,14 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         distill_online: images only: the teacher classifies each training batch as the student
             sees it (mixed by mixup or CutMix), as DeiT's teacher does (Touvron et al. 2021),
             rather than each training image once; its models are kept out of the checkpoint.
+        speaker_adversarial: > 0 adds speaker-adversarial training (``tasks.speaker_adversary``;
+            Ganin et al. 2016, Meng et al. 2018): a small classifier learns each training
+            recording's speaker from the pooled vector, and the encoder gets that loss's gradient
+            reversed, times this weight (ramped up from 0 over the run), so the vector keeps less
+            of the training voices. Logged: ``train/speaker_loss``, ``train/speaker_acc``. Needs
+            ``speakers``; 0 = off.
+        speakers: the training recordings' speakers (a speech manifest's third column; from the
+            data module).
         tokenizer: the tokenizer JSON (``SubwordTokenizer.to_str``); kept out of hparams.
     """
 
@@ -217,6 +226,8 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         distill_weight: float = 0.5,
         distill_temperature: float = 1.0,
         distill_online: bool = False,
+        speaker_adversarial: Annotated[float, Range(0, 100)] = 0.0,
+        speakers: Sequence[str] | None = None,
         tokenizer: str | None = None,
     ) -> None:
         super().__init__()
@@ -236,25 +247,42 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         if distill_online and kinds.input_kind(data) is not kinds.PATCHES:
             raise ValueError(f"task.distill_online=true: the teacher reads each training batch's images; this run "
                              f"reads {kinds.input_kind(data).name}")
+        check_speakers(speaker_adversarial, speakers)
         self.save_hyperparameters(ignore=["tokenizer"])
         # ``data_labels`` match the files (gold labels, teachers); ``labels`` are what outputs show.
         self.data_labels = list(labels)
         self.labels = check_label_names(label_names, self.data_labels, "label_names") or list(labels)
         self.model = build_model(model, vocab_size=piece_vocab_size, pad_id=pad_id, n_classes=len(self.labels))
         self.tokenizer: SubwordTokenizer | None = SubwordTokenizer.from_str(tokenizer) if tokenizer else None
+        self.speaker_adversary: SpeakerAdversary | None = None
+        if speaker_adversarial > 0:
+            if not hasattr(self.model, "pool"):
+                raise ValueError(f"task.speaker_adversarial={speaker_adversarial!r}: the speaker classifier reads the "
+                                 f"encoder's pooled vector; {type(self.model).__name__} has none")
+            self.speaker_adversary = SpeakerAdversary(self.model.cfg.d_model, speakers)
         self._val_confusion: torch.Tensor | None = None
         self._teacher_probs: torch.Tensor | None = None  # (N, C) over the training rows; not saved
         self._teachers: list[torch.nn.Module] = []  # distill_online's models: a plain list, so not saved
 
     # ----------------------------------------------------------------- construction
     @staticmethod
+    def preflight(task: dict, data: dict) -> None:
+        """The task's settings against the data config, before any data is read: the teachers
+        (:func:`check_teacher`) and the speakers speaker-adversarial training needs."""
+        if task.get("teacher") is not None:
+            check_teacher(task["teacher"])
+        if task.get("speaker_adversarial"):
+            check_speaker_data(task["speaker_adversarial"], data)
+
+    @staticmethod
     def kwargs_from_datamodule(dm) -> dict:
         """What the task needs from a set-up ``ClassificationDataModule``."""
         tok = dm.tokenizer  # None for an input kind without pieces (speech frames)
         names = dm.label_names
+        speakers = getattr(dm, "speakers", None)  # recordings whose manifest names their speakers
         return dict(piece_vocab_size=tok.vocab_size if tok else 1, pad_id=tok.pad_id if tok else 0,
                     labels=list(dm.labels), label_names=list(names) if names else None, data=dm.settings(),
-                    tokenizer=tok.to_str() if tok else None)
+                    tokenizer=tok.to_str() if tok else None, **({"speakers": list(speakers)} if speakers else {}))
 
     @classmethod
     def ensemble(cls, tasks: Sequence["ClassificationTask"]) -> "ClassificationTask":
@@ -306,13 +334,21 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         hit = (torch.rand(src.shape, device=src.device) < p) & src.ne(pad)  # (B, T)
         return src.masked_fill(hit, self.tokenizer.unk_id)
 
-    def _objective(self, batch: dict, src: torch.Tensor, input_hook=None,
-                   mixed: Mixed | None = None) -> tuple[torch.Tensor, torch.Tensor | None]:
-        """The training loss of ``src (B, T)``: cross-entropy, mixed with the distillation loss
-        (also returned; ``None`` without a teacher). ``mixed``: ``src`` mixes pairs of images,
-        and so do the targets (each ``lam`` its own, ``1 - lam`` its partner's)."""
+    def _objective(self, batch: dict, src: torch.Tensor, input_hook=None, mixed: Mixed | None = None,
+                   adversary: bool = False) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+        """The training loss of ``src (B, T)``: cross-entropy, mixed with the distillation loss;
+        its parts by name (``distill``; with ``adversary``, the speaker classifier's
+        ``speaker_loss``, to be added, and ``speaker_acc``: :meth:`_speaker_loss`). ``mixed``: ``src``
+        mixes pairs of images, and so do the targets (each ``lam`` its own, ``1 - lam`` its
+        partner's)."""
         lengths = batch.get("src_lengths") if mixed is None or mixed.lengths is None else mixed.lengths
-        logits = self.model(src, input_hook, lengths)  # (B, C)
+        parts: dict[str, torch.Tensor] = {}
+        if adversary and self.speaker_adversary is not None:
+            vector = self.model.pool(src, input_hook, lengths).vector  # (B, D)
+            logits = self.model.classify(vector)  # (B, C)
+            parts = self._speaker_loss(vector, batch["speakers"], mixed)
+        else:
+            logits = self.model(src, input_hook, lengths)  # (B, C)
         labels = batch["labels"]  # (B,)
         loss = self._loss(logits, labels)
         if mixed is not None:
@@ -321,14 +357,26 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
             with torch.no_grad():  # the images as the student sees them, mixed or not
                 target = torch.stack([torch.softmax(m(src).float(), -1) for m in self._teachers]).mean(0)  # (B, C)
         elif self._teacher_probs is None:
-            return loss, None
+            return loss, parts
         else:
             target = self._teacher_probs[batch["index"]]  # (B, C)
             if mixed is not None:
                 target = mixed.lam * target + (1 - mixed.lam) * target[mixed.partner]
         w = self.hparams.distill_weight
         soft = distillation_loss(logits, target, self.hparams.distill_temperature)
-        return (1 - w) * loss + w * soft, soft
+        return (1 - w) * loss + w * soft, {**parts, "distill": soft}
+
+    def _speaker_loss(self, vector: torch.Tensor, speakers: Sequence[str], mixed: Mixed | None) -> dict:
+        """The speaker classifier's cross-entropy on ``vector (B, D)`` (its gradient reversed into
+        the encoder, times ``speaker_adversarial`` ramped over the run) and its accuracy."""
+        ids = self.speaker_adversary.ids(speakers, vector.device)  # (B,)
+        trainer = self._trainer
+        total = max(int(trainer.estimated_stepping_batches), 1) if trainer is not None else 1
+        weight = self.hparams.speaker_adversarial * ramp(self.global_step / total)
+        loss, logits = self.speaker_adversary.loss(vector, ids, weight)
+        if mixed is not None:
+            loss = mixed.lam * loss + (1 - mixed.lam) * F.cross_entropy(logits.float(), ids[mixed.partner])
+        return {"speaker_loss": loss, "speaker_acc": logits.detach().argmax(-1).eq(ids).float().mean()}
 
     def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
         src = self._hide_tokens(batch["src"])  # (B, T), or (B, C, H, W) images
@@ -340,15 +388,17 @@ class ClassificationTask(OneTokenizerCheckpoint, L.LightningModule):
         src = src if mixed is None else mixed.src
         eps = self.hparams.adversarial_eps
         seen = InputCapture() if eps > 0 else None
-        loss, soft = self._objective(batch, src, seen, mixed)
+        loss, parts = self._objective(batch, src, seen, mixed, adversary=True)
         n = batch["labels"].numel()
-        if soft is not None:
-            self.log("train/distill", soft, batch_size=n)
+        for name, value in parts.items():
+            self.log(f"train/{name}", value, batch_size=n)
         if seen is not None:
             r = adversarial_shift(loss, seen.x, eps)  # (B, T, D)
             adv, _ = self._objective(batch, src, lambda x: x + r, mixed)
             self.log("train/adv_loss", adv, batch_size=n)
             loss = loss + adv
+        if "speaker_loss" in parts:  # its gradient reaches the encoder reversed
+            loss = loss + parts["speaker_loss"]
         self.log("train/loss", loss, prog_bar=True, batch_size=n)
         self.log("lr", self.optimizers().param_groups[0]["lr"], prog_bar=True)
         return loss

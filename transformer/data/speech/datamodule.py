@@ -149,6 +149,7 @@ class SpeechDataModule(TokenBudgetDataModule):
     vocab_size_chosen = False
     presets = PRESETS
     check_config = staticmethod(check_speech)  # its config's checks, before the run folder is written
+    speakers: Sequence[str] = ()  # the training rows' speakers, sorted, once set up
 
     def __init__(
         self,
@@ -254,6 +255,8 @@ class SpeechDataModule(TokenBudgetDataModule):
         self.labels = sorted({r.text for r in rows["train"]}, key=lambda t: (len(t), t) if t.isdigit() else (0, t))
         if len(self.labels) < 2:
             raise ValueError(f"{self.paths['train']}: {len(self.labels)} label(s); a classifier needs at least 2")
+        # the training voices, named by a manifest's third column (speaker-adversarial training)
+        self.speakers = sorted({r.speaker for r in rows["train"] if r.speaker})
         ids = {label: i for i, label in enumerate(self.labels)}
         for split, split_rows in rows.items():
             for row in split_rows:

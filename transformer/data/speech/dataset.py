@@ -10,6 +10,8 @@ Batch (``SpeechCollator``)::
                                   padded with ``target_pad``, or the texts as a list of str
     target_lengths (B,)    long   with token ids only: real ids per utterance
     index        (B,)      long   position of each utterance in its dataset
+    speakers                      each utterance's speaker, a list of str ("" where the manifest
+                                  names none)
 
 Memory stays flat in the corpus size: an item's audio is decoded and framed when it is asked for
 (in the loader's workers), and only the rows, plus the frame counts if a batch sampler asks for
@@ -36,7 +38,7 @@ from transformer.data.speech.manifest import SpeechRow
 
 
 class SpeechDataset(Dataset):
-    """Utterances as ``{"src": (T, M) float32 frames, "target": ..., "index": int}``.
+    """Utterances as ``{"src": (T, M) float32 frames, "target": ..., "index": int, "speaker": str}``.
 
     Args:
         rows: :class:`SpeechRow` s (from :func:`~transformer.data.speech.manifest.read_manifest`).
@@ -173,7 +175,7 @@ class SpeechDataset(Dataset):
             feats = spec_augment(feats, generator, self.masking)
         text = self.rows[i].text
         target = self.encode_target(text) if self.encode_target is not None else text
-        return {"src": feats, "target": target, "index": i}
+        return {"src": feats, "target": target, "index": i, "speaker": self.rows[i].speaker}
 
     def num_frames(self, i: int) -> int:
         """Frames item ``i`` will have, from its file's header (no decoding)."""
@@ -207,7 +209,8 @@ class SpeechCollator:
         for b, f in enumerate(feats):
             src[b, : f.shape[0]] = f
         batch = {"src": src, "src_lengths": lengths,
-                 "index": torch.tensor([e["index"] for e in examples], dtype=torch.long)}
+                 "index": torch.tensor([e["index"] for e in examples], dtype=torch.long),
+                 "speakers": [e.get("speaker", "") for e in examples]}
         batch.update(self._targets([e["target"] for e in examples]))
         return batch
 
