@@ -304,16 +304,17 @@ def torch_close(a, b) -> bool:
     return bool(torch.allclose(a, b, atol=1e-6))
 
 
-def test_speaker_normalisation_without_the_column_is_one_line_before_training(mirror_root, tmp_path, capsys,
-                                                                                monkeypatch):
+@pytest.mark.parametrize("setting", ["data.normalize=speaker", "task.speaker_adversarial=0.5"])
+def test_a_setting_that_needs_speakers_without_the_column_is_one_line_before_training(mirror_root, tmp_path, setting,
+                                                                                      capsys, monkeypatch):
     recordings = mirror_root / "fsdd" / "recordings"
     train = manifest(tmp_path / "train.tsv", recordings, ["0_george_5.wav", "1_george_5.wav"])
     proc = in_process("train", "experiment=speech_classify", f"data.train={train}", f"data.data_dir={tmp_path / 'c'}",
-                      f"hydra.run.dir={tmp_path / 'run'}", *TINY_MODEL, "data.normalize=speaker", cwd=tmp_path,
+                      f"hydra.run.dir={tmp_path / 'run'}", *TINY_MODEL, setting, cwd=tmp_path,
                       capsys=capsys, monkeypatch=monkeypatch)
     line = one_error(proc)
-    assert "train.tsv:1" in line and "no speaker column" in line and "data.normalize=speaker" in line
-    assert not (tmp_path / "run").exists()
+    assert "train.tsv:1" in line and "no speaker column" in line and setting in line
+    assert not (tmp_path / "run").exists() and not (tmp_path / "c").exists()
 
 
 def test_the_server_refuses_a_speaker_normalised_model_in_one_line(trained_per_speaker):
@@ -382,14 +383,3 @@ def test_speaker_adversarial_training_learns_the_speakers_and_the_checkpoint_eva
     (written,) = (root / "eval").glob("*.test.metrics.json")
     assert json.loads(written.read_text())["n"] == 8
 
-
-def test_speaker_adversarial_training_without_the_speaker_column_is_one_line_before_training(mirror_root, tmp_path,
-                                                                                            capsys, monkeypatch):
-    recordings = mirror_root / "fsdd" / "recordings"
-    train = manifest(tmp_path / "train.tsv", recordings, ["0_george_5.wav", "1_george_5.wav"])
-    proc = in_process("train", "experiment=speech_classify", f"data.train={train}", f"data.data_dir={tmp_path / 'c'}",
-                      f"hydra.run.dir={tmp_path / 'run'}", *TINY_MODEL, "task.speaker_adversarial=0.5", cwd=tmp_path,
-                      capsys=capsys, monkeypatch=monkeypatch)
-    line = one_error(proc)
-    assert "train.tsv:1" in line and "no speaker column" in line and "task.speaker_adversarial=0.5" in line
-    assert not (tmp_path / "run").exists() and not (tmp_path / "c").exists()
