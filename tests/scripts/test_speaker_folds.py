@@ -42,3 +42,22 @@ def test_a_folds_splits_hold_disjoint_speakers_and_every_recording():
 def test_the_dev_speaker_is_not_the_test_speaker():
     with pytest.raises(ValueError, match="must differ"):
         load().fold_rows(recordings(), "theo", "theo")
+
+
+def test_k_training_voices_follow_the_test_speaker_and_each_trains_as_often():
+    folds = load()
+    assert folds.training_voices("theo", None, 2) == ["yweweler", "george"]
+    assert folds.training_voices("theo", "yweweler", 2) == ["george", "jackson"]
+    assert folds.training_voices("lucas", None, None) == ["nicolas", "theo", "yweweler", "george", "jackson"]
+    for k in (1, 2, 3, 4):
+        trained = [v for s in folds.SPEAKERS for v in folds.training_voices(s, None, k)]
+        assert all(trained.count(s) == k for s in folds.SPEAKERS)  # over the six folds, each speaker k times
+    with pytest.raises(ValueError, match=r"--train-voices 5: expected 1 to 4"):
+        folds.training_voices("theo", "yweweler", 5)
+
+
+def test_a_fold_of_k_voices_trains_on_them_alone_and_has_no_dev_speaker_without_one():
+    rows = load().fold_rows(recordings(), "george", None, 2)
+    assert set(rows) == {"train", "test"}
+    assert {s for _, _, s in rows["train"]} == {"jackson", "lucas"} and {s for _, _, s in rows["test"]} == {"george"}
+    assert len(rows["train"]) == 60 and len(rows["test"]) == 30
